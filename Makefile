@@ -1,0 +1,97 @@
+# pytest-graphbudget: set-up and everyday commands.
+#
+#   make demo    set up .venv, then run the example suite
+#   make test    set up .venv, then run the test suite (PYTEST_ARGS="-k units" to narrow it)
+#
+# `make setup` is idempotent: it does real work only when .venv is missing or pyproject.toml or
+# constraints.txt changed since the last set-up (the stamp file .venv/.stamp).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp
+PIP := $(BIN)/python -m pip
+# Always installed together, in one pip command: see the header of constraints.txt.
+TORCH_PAIR := torch==2.14.1 torchvision==0.29.1
+PYTEST_ARGS ?=
+
+# Nothing here may reach the network at run time: model architectures come from configurations,
+# never from a hub, and ultralytics must neither probe the network nor pip-install on its own.
+export YOLO_OFFLINE := 1
+export YOLO_AUTOINSTALL := 0
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help setup demo test bench zoo lint format clean distclean
+
+help:
+	@echo "make demo       set up .venv and run the example budget suite"
+	@echo "make test       set up .venv and run the test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "make setup      create .venv with the pinned dependencies and the package (idempotent)"
+	@echo "make bench      speed and accuracy comparisons against other tools"
+	@echo "make zoo        sweep the model zoo"
+	@echo "make lint       ruff check and ruff format --check"
+	@echo "make format     apply ruff's fixes and formatting"
+	@echo "make clean      remove caches and build outputs (distclean also removes .venv)"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade -c constraints.txt pip setuptools wheel
+	$(PIP) install -c constraints.txt $(TORCH_PAIR)
+	$(PIP) install -c constraints.txt -e '.[all,dev]'
+	@$(MAKE) --no-print-directory system-deps
+	@touch $@
+
+# Best effort, never fatal: Graphviz's `dot` renders --visualize to .svg/.png/.pdf (the CLI says so
+# cleanly when it is missing), and OpenCV, which ultralytics imports, needs libGL and GLib.
+.PHONY: system-deps
+system-deps:
+	@missing=""; \
+	command -v dot >/dev/null 2>&1 || missing="graphviz"; \
+	$(BIN)/python -c 'import cv2' >/dev/null 2>&1 || missing="$$missing libgl1 libglib2.0-0"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "apt-get install $$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq $$missing >/dev/null 2>&1 \
+	    || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $$missing >/dev/null 2>&1; } \
+	    || echo "note: could not install $$missing; carrying on without"; \
+	else \
+	  echo "note: missing system packages ($$missing); install them as root for rendering and YOLO"; \
+	fi
+
+# Until the plugin's example budget suite lands, the demo runs the Python API on two models.
+# Then: $(BIN)/python -m pytest --graph-budget examples/
+demo: setup
+	$(BIN)/python examples/profile_models.py
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+zoo: setup
+	$(BIN)/python -m pytest_graphbudget.zoo.sweep
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .graph_budget_cache benchmarks/out
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
