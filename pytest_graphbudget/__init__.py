@@ -1,0 +1,24 @@
+"""pytest-graphbudget: FLOP, memory and roofline budgets for PyTorch models, checked by pytest.
+
+The names below load lazily, so that importing the package (as pytest does for every run with
+the plugin installed) never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pytest_graphbudget.case import ModelCase
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.profile import Profile, Subgraph, profile_model
+
+__all__ = ["ModelCase", "Profile", "Subgraph", "profile_model"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Profile", "Subgraph", "profile_model"):
+        from pytest_graphbudget import profile
+
+        return getattr(profile, name)
+    raise AttributeError(f"module 'pytest_graphbudget' has no attribute {name!r}")

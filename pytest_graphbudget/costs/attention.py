@@ -1,0 +1,91 @@
+"""Attention kernels and recurrent layers: fused ops that hide contractions inside one call.
+
+Every scaled-dot-product backend takes q [..., L, E], k [..., S, E], v [..., S, Ev], with the
+batch and head dimensions in front. QK^T and AV are contractions; per score element the kernel
+also scales (1 FLOP), applies softmax (5) and, when masked, adds the mask (1). A causal mask
+is counted as dense: the reference counts (torchvision, fvcore) do the same.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
+
+SOFTMAX = 5
+SCALE = 1
+
+
+def _sdpa(q: Shape, k: Shape, v: Shape, masked: bool) -> OpCost:
+    batch, length, source = prod(q[:-2]), q[-2], k[-2]
+    scores = batch * length * source
+    return OpCost(macs=scores * (q[-1] + v[-1]), other=scores * (SCALE + SOFTMAX + int(masked)))
+
+
+@register("_scaled_dot_product_flash_attention_for_cpu")
+def sdpa_flash_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, out, **_) -> OpCost:
+    return _sdpa(q, k, v, masked=attn_mask is not None or is_causal)
+
+
+@register("_scaled_dot_product_flash_attention")
+def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost:
+    return _sdpa(q, k, v, masked=is_causal)
+
+
+@register("_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+def sdpa_efficient(q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0,
+                   is_causal=False, *_, out, **__) -> OpCost:
+    return _sdpa(q, k, v, masked=attn_bias is not None or is_causal)
+
+
+@register("_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps")
+def sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost:
+    return _sdpa(q, k, v, masked=attn_mask is not None or is_causal)
+
+
+def _mha(query: Shape, key: Shape, heads: int, has_bias: bool, masked: bool) -> OpCost:
+    """Projections, QK^T, AV and output projection of multi-head attention."""
+    embed = query[-1]
+    batch = prod(query[:-2]) if len(query) > 2 else 1
+    length, source = query[-2], key[-2]
+    projections = (2 * numel(query) + 2 * numel(key)) * embed  # q, out on L tokens; k, v on S
+    attention = 2 * batch * length * source * embed  # QK^T and AV, summed over the heads
+    scores = batch * heads * length * source
+    bias = 2 * numel(query) + 2 * numel(key) if has_bias else 0
+    return OpCost(macs=projections + attention,
+                  other=bias + scores * (SCALE + SOFTMAX + int(masked)))
+
+
+@register("_native_multi_head_attention")
+def native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
+               proj_bias, mask=None, *_, out, **__) -> OpCost:
+    # nn.MultiheadAttention's inference fast path: one kernel for the whole block.
+    return _mha(query, key, num_head, qkv_bias is not None, mask is not None)
+
+
+@register("_transformer_encoder_layer_fwd")
+def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+                              proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1,
+                              norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2,
+                              ffn_bias_2, mask=None, *_, out, **__) -> OpCost:
+    # nn.TransformerEncoderLayer's fast path: attention, two layer norms (7 FLOPs per element
+    # with affine), two residual adds, and the feed-forward block with its activation.
+    attention = _mha(src, src, num_heads, qkv_bias is not None, mask is not None)
+    tokens, hidden = numel(src) // src[-1], ffn_weight_1[0]
+    ffn = OpCost(macs=2 * tokens * src[-1] * hidden,
+                 other=tokens * hidden * (1 + (5 if use_gelu else 1)) + numel(src))
+    return attention + ffn + OpCost(other=numel(src) * (2 * 7 + 2))
+
+
+LSTM_CELL = 30
+"""FLOPs per hidden unit per step besides the products: 4 gates x 3 adds (two biases and the
+sum of the two products), 3 sigmoids x 4, 2 tanh x 1, c = f*c + i*g (3), h = o*tanh(c) (1)."""
+
+
+@register("mkldnn_rnn_layer")
+def mkldnn_rnn_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode, hidden_size,
+                     *_, out, **__) -> OpCost:
+    # One LSTM layer in one direction (the CPU path): per step and sample, the input product
+    # (I x 4H) and the recurrent product (H x 4H).
+    steps = numel(x) // x[-1]
+    return OpCost(macs=steps * (numel(w_ih) + numel(w_hh)), other=steps * hidden_size * LSTM_CELL)

@@ -1,0 +1,140 @@
+"""Softmax, normalisation, reductions, pooling and resampling."""
+
+from __future__ import annotations
+
+from math import prod
+
+from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register
+
+SOFTMAX = 5  # max, subtract, exp, sum, divide
+NORM_STATS = 5  # mean (sum), subtract, square, variance (sum), scale by 1/std
+NORM_EVAL = 2  # subtract the running mean, scale by the running 1/std
+
+
+@register("_softmax", "softmax", "_log_softmax", "log_softmax", "_safe_softmax")
+def softmax(x: Shape, *_, out, **__) -> OpCost:
+    return OpCost(other=SOFTMAX * numel(x))
+
+
+@register("_masked_softmax")
+def masked_softmax(x: Shape, mask=None, *_, out, **__) -> OpCost:
+    return OpCost(other=(SOFTMAX + int(mask is not None)) * numel(x))
+
+
+def _affine(weight, bias) -> int:
+    return int(weight is not None) + int(bias is not None)
+
+
+@register("native_layer_norm")
+def layer_norm(x: Shape, normalized_shape, weight=None, bias=None, *_, out, **__) -> OpCost:
+    return OpCost(other=(NORM_STATS + _affine(weight, bias)) * numel(x))
+
+
+@register("native_group_norm")
+def group_norm(x: Shape, weight=None, bias=None, *_, out, **__) -> OpCost:
+    return OpCost(other=(NORM_STATS + _affine(weight, bias)) * numel(x))
+
+
+@register("_fused_rms_norm")
+def rms_norm(x: Shape, normalized_shape, weight=None, *_, out, **__) -> OpCost:
+    return OpCost(other=(3 + int(weight is not None)) * numel(x))  # square, mean, scale (+ weight)
+
+
+@register("native_batch_norm", "_native_batch_norm_legit")
+def batch_norm(x: Shape, weight, bias, running_mean, running_var, training: bool, *_, out,
+               **__) -> OpCost:
+    stats = NORM_STATS if training or running_mean is None else NORM_EVAL
+    return OpCost(other=(stats + _affine(weight, bias)) * numel(x))
+
+
+@register("_native_batch_norm_legit_no_training", "_batch_norm_no_update")
+def batch_norm_eval(x: Shape, weight, bias, *_, out, **__) -> OpCost:
+    return OpCost(other=(NORM_EVAL + _affine(weight, bias)) * numel(x))
+
+
+@register("_batch_norm_with_update", "_native_batch_norm_legit_functional")
+def batch_norm_train(x: Shape, weight, bias, *_, out, **__) -> OpCost:
+    return OpCost(other=(NORM_STATS + _affine(weight, bias)) * numel(x))
+
+
+def _per_input(cost: int):
+    def formula(x: Shape, *args, out, **__) -> OpCost:
+        # A binary overload (max(a, b)) is pointwise: count its output instead.
+        if args and isinstance(args[0], Shape):
+            return OpCost(other=out_numel(out))
+        return OpCost(other=cost * numel(x))
+
+    return formula
+
+
+for _name in ("sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
+              "count_nonzero logsumexp").split():
+    register(_name)(_per_input(1))
+for _name in "var std var_mean std_mean".split():
+    register(_name)(_per_input(3))  # subtract the mean, square, sum
+for _name in "norm linalg_vector_norm".split():
+    register(_name)(_per_input(2))  # square, sum
+
+
+def _window(kernel_size, dims: int) -> int:
+    kernel = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size]
+    return prod(kernel * dims if len(kernel) == 1 else kernel)
+
+
+@register("max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
+          "max_pool2d_with_indices", "max_pool3d_with_indices", "mkldnn_max_pool2d",
+          "quantized_max_pool2d")
+def max_pool(x: Shape, kernel_size, *_, out, **__) -> OpCost:
+    # One comparison per window element.
+    return OpCost(other=_window(kernel_size, len(x) - 2) * out_numel(out))
+
+
+@register("avg_pool1d", "avg_pool2d", "avg_pool3d")
+def avg_pool(x: Shape, kernel_size, *_, out, **__) -> OpCost:
+    # Sum the window, then divide.
+    return OpCost(other=(_window(kernel_size, len(x) - 2) + 1) * out_numel(out))
+
+
+@register("_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_avg_pool1d")
+def adaptive_avg_pool(x: Shape, *_, out, **__) -> OpCost:
+    return OpCost(other=numel(x) + out_numel(out))
+
+
+@register("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
+def adaptive_max_pool(x: Shape, *_, out, **__) -> OpCost:
+    return OpCost(other=numel(x))
+
+
+LERP = 3  # sub, mul, add
+
+
+def _resample(cost: int):
+    def formula(*_, out, **__) -> OpCost:
+        return OpCost(other=cost * out_numel(out))
+
+    return formula
+
+
+for _names, _cost in (
+    ("upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d "
+     "_upsample_nearest_exact2d _upsample_nearest_exact3d", 0),
+    ("upsample_linear1d", LERP),
+    ("upsample_bilinear2d _upsample_bilinear2d_aa grid_sampler_2d", 3 * LERP),
+    ("upsample_trilinear3d grid_sampler_3d", 7 * LERP),
+    ("upsample_bicubic2d _upsample_bicubic2d_aa", 35),
+):
+    for _name in _names.split():
+        register(_name)(_resample(_cost))
+
+
+@register("sort")
+def sort(x: Shape, dim: int = -1, *_, out, **__) -> OpCost:
+    # n log2 n comparisons along the sorted dimension.
+    n = x[dim] if x else 1
+    return OpCost(other=numel(x) * max(1, (n - 1).bit_length()))
+
+
+@register("topk")
+def topk(x: Shape, k: int, *_, out, **__) -> OpCost:
+    # One pass over the input, with a heap of k: log2 k comparisons per element.
+    return OpCost(other=numel(x) * max(1, (k - 1).bit_length()))

@@ -1,0 +1,126 @@
+"""Hardware profiles and the roofline: peak FLOP/s per dtype, memory bandwidth, ridge point.
+
+A subgraph whose arithmetic intensity (FLOPs per byte moved) reaches the ridge point
+``peak / bandwidth`` is compute-bound; below it, memory-bound. Figures are the vendors'
+published dense peaks (no structured sparsity); sources are listed in ``docs/metrics.md``.
+Users add their own profiles in TOML (``[hardware.<name>]``, see ``load_profiles``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+TERA = 1e12
+GIGA = 1e9
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator or CPU: dense peak FLOP/s per dtype and DRAM bandwidth in bytes/s."""
+
+    name: str
+    description: str
+    peak_flops: Mapping[str, float]
+    bandwidth: float
+    source: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+    def peak(self, dtype: str) -> float:
+        """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
+        return self.peak_flops.get(dtype) or self.peak_flops["float32"]
+
+    def ridge_point(self, dtype: str = "float32") -> float:
+        return self.peak(dtype) / self.bandwidth
+
+    def time(self, flops: float, traffic: float, dtype: str = "float32") -> float:
+        """Roofline time: whichever of compute and memory takes longer."""
+        return max(flops / self.peak(dtype), traffic / self.bandwidth)
+
+
+BUILTIN: tuple[Hardware, ...] = (
+    Hardware(
+        name="generic",
+        description="Reference machine with ridge point 10 FLOPs/byte (source documents' convention)",
+        peak_flops={"float32": 1 * TERA, "float16": 1 * TERA, "bfloat16": 1 * TERA},
+        bandwidth=100 * GIGA,
+        source="convention: 1 TFLOP/s over 100 GB/s",
+    ),
+    Hardware(
+        name="a100",
+        description="NVIDIA A100 SXM4 80GB",
+        peak_flops={"float32": 19.5 * TERA, "tf32": 156 * TERA, "float16": 312 * TERA,
+                    "bfloat16": 312 * TERA, "int8": 624 * TERA, "float64": 19.5 * TERA},
+        bandwidth=2039 * GIGA,
+        source="NVIDIA A100 Tensor Core GPU datasheet (2021)",
+        aliases=("a100-80gb", "a100-sxm"),
+    ),
+    Hardware(
+        name="h100",
+        description="NVIDIA H100 SXM5 80GB",
+        peak_flops={"float32": 67 * TERA, "tf32": 494.7 * TERA, "float16": 989.4 * TERA,
+                    "bfloat16": 989.4 * TERA, "float8_e4m3fn": 1978.9 * TERA,
+                    "int8": 1978.9 * TERA, "float64": 34 * TERA},
+        bandwidth=3350 * GIGA,
+        source="NVIDIA H100 Tensor Core GPU datasheet (2023), dense figures",
+        aliases=("h100-sxm",),
+    ),
+    Hardware(
+        name="t4",
+        description="NVIDIA T4 16GB",
+        peak_flops={"float32": 8.1 * TERA, "float16": 65 * TERA, "int8": 130 * TERA},
+        bandwidth=320 * GIGA,
+        source="NVIDIA T4 Tensor Core GPU datasheet (2019)",
+    ),
+    Hardware(
+        name="epyc-9654",
+        description="AMD EPYC 9654 (96 Zen 4 cores, 2.4 GHz base, 12 x DDR5-4800)",
+        # 96 cores x 2 FMA pipes x 8 fp32 lanes (256-bit) x 2 FLOPs x 2.4 GHz
+        peak_flops={"float32": 96 * 2 * 8 * 2 * 2.4 * GIGA, "bfloat16": 96 * 2 * 16 * 2 * 2.4 * GIGA},
+        bandwidth=12 * 4800e6 * 8,
+        source="AMD EPYC 9004 series product brief; peak derived from core count, FMA width, base clock",
+        aliases=("cpu", "server-cpu"),
+    ),
+)
+
+
+def profiles(extra: Mapping[str, Hardware] | None = None) -> dict[str, Hardware]:
+    """Every known profile by name (built-ins, then the user's, which may override)."""
+    table = {hw.name: hw for hw in BUILTIN}
+    table.update(extra or {})
+    return table
+
+
+def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Hardware:
+    """Look a profile up by name or alias; an unknown name lists the known ones."""
+    if isinstance(name, Hardware):
+        return name
+    table = profiles(extra)
+    key = name.lower()
+    for hw in table.values():
+        if key == hw.name or key in hw.aliases:
+            return hw
+    known = ", ".join(sorted(table))
+    raise GraphBudgetError(f"unknown hardware {name!r}; known profiles: {known}")
+
+
+def from_table(name: str, table: Mapping[str, object]) -> Hardware:
+    """A user profile from TOML: ``peak_flops = {float32 = 1e13}`` (or ``peak_tflops``) and
+    ``bandwidth_gbs`` (or ``bandwidth`` in bytes/s)."""
+    try:
+        if "peak_tflops" in table:
+            peaks = {str(k): float(v) * TERA for k, v in dict(table["peak_tflops"]).items()}
+        else:
+            peaks = {str(k): float(v) for k, v in dict(table["peak_flops"]).items()}
+        bandwidth = (float(table["bandwidth_gbs"]) * GIGA if "bandwidth_gbs" in table
+                     else float(table["bandwidth"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GraphBudgetError(
+            f"hardware {name!r}: needs peak_tflops (or peak_flops) per dtype and bandwidth_gbs "
+            f"(or bandwidth): {exc}") from None
+    if "float32" not in peaks:
+        raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
+    return Hardware(name=name, description=str(table.get("description", name)),
+                    peak_flops=peaks, bandwidth=bandwidth, source="user profile")

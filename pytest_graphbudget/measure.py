@@ -1,0 +1,314 @@
+"""The cost pass: run the traced graph once on fake tensors and price every ATen op.
+
+An ``fx.Interpreter`` walks the graph node by node while a ``TorchDispatchMode`` sees every
+ATen op the node dispatches, whatever the node is (``call_module``, ``call_function`` or
+``call_method``): the same formulas price them all. Fake tensors carry shapes, dtypes and
+storage identity but no data, so a model of any size is measured without computing anything.
+Models whose graphs need real values (``.item()`` on data) are measured on real tensors.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from pytest_graphbudget.costs import Shape, base_name, price
+from pytest_graphbudget.trace import Traced, fake_like, fake_state
+
+# How each op behaves when fusing: contractions anchor a kernel; reductions need their whole
+# input; everything else with a formula is pointwise. Kinds name the node in reports.
+ANCHORS = {
+    "convolution": "conv", "_convolution": "conv", "convolution_overrideable": "conv",
+    "_slow_conv2d_forward": "conv", "mm": "matmul", "addmm": "linear", "_addmm_activation": "linear",
+    "bmm": "bmm", "baddbmm": "bmm", "addbmm": "bmm", "mv": "matmul", "dot": "matmul",
+    "vdot": "matmul", "addmv": "linear", "_native_multi_head_attention": "mha",
+    "_transformer_encoder_layer_fwd": "encoder_layer", "mkldnn_rnn_layer": "lstm",
+    "_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "_scaled_dot_product_flash_attention": "attention",
+    "_scaled_dot_product_efficient_attention": "attention",
+    "_scaled_dot_product_cudnn_attention": "attention",
+    "_scaled_dot_product_attention_math": "attention",
+}
+REDUCTIONS = {
+    "_softmax": "softmax", "softmax": "softmax", "_log_softmax": "log_softmax",
+    "log_softmax": "log_softmax", "_safe_softmax": "softmax", "_masked_softmax": "softmax",
+    "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
+    "_fused_rms_norm": "rms_norm", "_batch_norm_with_update": "bn",
+    "_native_batch_norm_legit_functional": "bn",
+    **{name: name for name in (
+        "sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
+        "count_nonzero logsumexp var std var_mean std_mean norm linalg_vector_norm cumsum "
+        "cumprod logcumsumexp sort topk").split()},
+    **{name: "max_pool" for name in (
+        "max_pool1d max_pool2d max_pool3d max_pool1d_with_indices max_pool2d_with_indices "
+        "max_pool3d_with_indices mkldnn_max_pool2d adaptive_max_pool1d adaptive_max_pool2d "
+        "adaptive_max_pool3d").split()},
+    **{name: "avg_pool" for name in (
+        "avg_pool1d avg_pool2d avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d "
+        "adaptive_avg_pool1d").split()},
+}
+RENAMES = {
+    "native_batch_norm": "bn", "_native_batch_norm_legit": "bn",
+    "_native_batch_norm_legit_no_training": "bn", "_batch_norm_no_update": "bn",
+    "_to_copy": "copy", "constant_pad_nd": "pad", "upsample_nearest2d": "upsample",
+    "upsample_bilinear2d": "upsample", "_unsafe_index": "index", "hardtanh": "relu6",
+}
+RANK = {"view": 0, "movement": 1, "elementwise": 2, "reduction": 3, "anchor": 4}
+
+
+@dataclass
+class NodeCost:
+    """What one FX node computes, reads and writes."""
+
+    name: str
+    op: str
+    target: str
+    module: str
+    index: int
+    kind: str = ""
+    category: str = "view"
+    macs: int = 0
+    other: int = 0
+    ops: Counter = field(default_factory=Counter)
+    unsupported: Counter = field(default_factory=Counter)
+    weights: dict[str, int] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    input_bytes: dict[str, int] = field(default_factory=dict)
+    out_bytes: int = 0
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+    dtype: str = ""
+    writes: dict[Any, int] = field(default_factory=dict)  # new storages: key -> bytes
+    reads: set = field(default_factory=set)  # storages read (keys)
+    views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs + self.other
+
+
+@dataclass
+class Measured:
+    """The cost pass's result: one ``NodeCost`` per op node, in topological order."""
+
+    nodes: list[NodeCost]
+    graph_outputs: set[str]
+    inputs: dict[str, dict[Any, int]]  # user-input placeholders -> storages -> bytes
+    mode: str  # "fake" or "real"
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(sum(v.values()) for v in self.inputs.values())
+
+
+def _shape(value: Any) -> Any:
+    return Shape(value.shape) if isinstance(value, torch.Tensor) else value
+
+
+def _storage(t: torch.Tensor) -> Any:
+    return StorageWeakRef(t.untyped_storage())
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class _Recorder(TorchDispatchMode):
+    """Prices every ATen op and charges it to the FX node being interpreted."""
+
+    def __init__(self, weights: dict[int, tuple[str, int]]):
+        super().__init__()
+        self.weights = weights
+        self.node: NodeCost | None = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        node = self.node
+        if node is None:
+            return out
+        name = base_name(func.name())
+        node.ops[name] += 1
+        try:
+            cost = price(name, pytree.tree_map(_shape, args), pytree.tree_map(_shape, kwargs),
+                         pytree.tree_map(_shape, out))
+        except Exception:  # a formula that cannot read this call: report the op, don't guess
+            cost = None
+        if cost is None:
+            node.unsupported[f"aten.{name}"] += 1
+        else:
+            node.macs += cost.macs
+            node.other += cost.other
+            if cost.macs or name in ANCHORS:
+                node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
+            elif name in REDUCTIONS and RANK[node.category] < RANK["reduction"]:
+                node.category, node.kind = "reduction", REDUCTIONS[name]
+            elif RANK[node.category] < RANK["elementwise"] and cost.other:
+                node.category, node.kind = "elementwise", RENAMES.get(name, name)
+        for leaf in pytree.tree_leaves((args, kwargs)):
+            if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
+                fqn, size = self.weights[id(leaf)]
+                node.weights[fqn] = size
+        if not node.kind and name not in ("device", "sym_size", "_assert_tensor_metadata"):
+            node.kind = RENAMES.get(name, name)
+        return out
+
+
+def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) -> str:
+    kind = ANCHORS.get(name, name)
+    if kind == "matmul" and any(isinstance(a, torch.Tensor) and id(a) in weights for a in args):
+        return "linear"
+    return kind
+
+
+class _CostInterpreter(fx.Interpreter):
+    def __init__(self, gm: fx.GraphModule, recorder: _Recorder, traced: Traced):
+        # Values stay alive so that storage identities are never reused within the pass.
+        super().__init__(gm, garbage_collect_values=False)
+        self.recorder = recorder
+        self.traced = traced
+        self.nodes: list[NodeCost] = []
+        self.storage_of: dict[str, set] = {}
+        self.inputs: dict[str, dict[Any, int]] = {}
+        self._placeholder = 0
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.op in ("placeholder", "get_attr", "output"):
+            value = super().run_node(n)
+            self.storage_of[n.name] = {_storage(t) for t in _tensors(value)}
+            if n.op == "placeholder":
+                binding = self.traced.placeholders[self._placeholder]
+                self._placeholder += 1
+                if binding.kind == "input":
+                    self.inputs[n.name] = _views(value)
+            return value
+        node = NodeCost(name=n.name, op=n.op, target=_target(n), module=self._module(n),
+                        index=len(self.nodes))
+        self.recorder.node = node
+        try:
+            value = super().run_node(n)
+        finally:
+            self.recorder.node = None
+        producers = [p for p in n.all_input_nodes]
+        node.inputs = [p.name for p in producers]
+        node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
+        tensors = list(_tensors(value))
+        node.shapes = [tuple(t.shape) for t in tensors]
+        node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
+        node.out_bytes = sum(_nbytes(t) for t in tensors)
+        keys = {}
+        for t in tensors:
+            key = _storage(t)
+            if key not in node.reads:
+                keys[key] = max(keys.get(key, 0), t.untyped_storage().nbytes())
+        node.writes = keys
+        node.views = _views(value)
+        if not node.kind:
+            node.kind = RENAMES.get(node.target, node.target)
+        self.storage_of[n.name] = {_storage(t) for t in tensors}
+        if node.writes and node.category == "view":
+            node.category = "movement"
+        self.nodes.append(node)
+        return value
+
+    def _module(self, n: fx.Node) -> str:
+        if n.op == "call_module":
+            path = str(n.target)
+        else:
+            stack = n.meta.get("nn_module_stack") or {}
+            path = next(reversed(stack.values()))[0] if stack else ""
+        path = path.removeprefix(self.traced.module_prefix)
+        return "" if path == self.traced.module_prefix.rstrip(".") else path
+
+
+def _views(value: Any) -> dict[Any, int]:
+    views: dict[Any, int] = {}
+    for t in _tensors(value):
+        key = _storage(t)
+        views[key] = max(views.get(key, 0), _nbytes(t))
+    return views
+
+
+def _tensors(value: Any):
+    return (t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+
+
+def _target(n: fx.Node) -> str:
+    if isinstance(n.target, str):
+        return n.target
+    return getattr(n.target, "__name__", str(n.target))
+
+
+class _Runner(nn.Module):
+    """Holds the graph so that ``functional_call`` can swap its parameters for fakes."""
+
+    def __init__(self, gm: fx.GraphModule, interpret):
+        super().__init__()
+        self.gm = gm
+        self._interpret = interpret
+
+    def forward(self, *values: Any) -> Any:
+        return self._interpret(self.gm, *values)
+
+
+def measure(model: nn.Module, traced: Traced, tensors: list[torch.Tensor], *,
+            fake: bool = True) -> Measured:
+    """Interpret ``traced`` once, pricing every op, on fake tensors (or real ones)."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
+    state = fake_state(model, mode) if fake else _real_state(model)
+    inputs = [fake_like(t, mode) for t in tensors] if fake else list(tensors)
+    weights = {}
+    for fqn, tensor in state.items():
+        weights.setdefault(id(tensor), (fqn, _nbytes(tensor)))
+    values = []
+    for binding in traced.placeholders:
+        if binding.kind == "input":
+            values.append(inputs[binding.ref])
+        elif binding.kind == "state":
+            values.append(state[binding.ref])
+        else:
+            values.append(fake_like(binding.ref, mode) if fake else binding.ref)
+    recorder = _Recorder(weights)
+    result: dict[str, Any] = {}
+
+    def interpret(gm: fx.GraphModule, *args: Any) -> Any:
+        interpreter = _CostInterpreter(gm, recorder, traced)
+        out = interpreter.run(*args)
+        result["nodes"] = interpreter.nodes
+        result["inputs"] = interpreter.inputs
+        return out
+
+    gm = traced.graph_module
+    module_state = {}
+    if traced.state_in_module:
+        names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
+        names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
+        module_state = {f"gm.{n}": state[n] for n in names if n in state}
+    context = mode if fake else _null()
+    with torch.no_grad(), context, recorder:
+        torch.func.functional_call(_Runner(gm, interpret), module_state, tuple(values),
+                                   strict=False, tie_weights=True)
+    output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outputs = {p.name for p in output_node.all_input_nodes}
+    return Measured(result["nodes"], outputs, result["inputs"], "fake" if fake else "real")
+
+
+def _real_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    named = list(model.named_parameters(remove_duplicate=False))
+    named += list(model.named_buffers(remove_duplicate=False))
+    return dict(named)
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

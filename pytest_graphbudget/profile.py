@@ -1,0 +1,348 @@
+"""trace -> cost -> partition -> Profile: the engine's one entry point, ``profile_model``.
+
+The result is a tree of plain dataclasses; ``Profile.to_dict()`` is the JSON of SPEC section 11.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_graphbudget.case import ModelCase
+from pytest_graphbudget.errors import GraphBudgetError, TraceError
+
+SCHEMA = "graphbudget.profile/1"
+
+
+@dataclass
+class InputInfo:
+    name: str
+    shape: list[int]
+    dtype: str
+
+
+@dataclass
+class TraceInfo:
+    method: str
+    failures: dict[str, str]
+    nodes: int
+    seconds: float
+    cost_pass: str = "fake"
+
+
+@dataclass
+class Coverage:
+    nodes: int
+    costed: int
+    unsupported_ops: dict[str, int]
+
+
+@dataclass
+class ModuleCost:
+    flops: int = 0
+    macs: int = 0
+    params: int = 0
+
+
+@dataclass
+class NodeInfo:
+    """One graph node as the explorer shows it."""
+
+    index: int
+    name: str
+    op: str
+    target: str
+    module: str
+    kind: str
+    subgraph: int
+    flops: int
+    macs: int
+    shapes: list[list[int]]
+
+
+@dataclass
+class Subgraph:
+    id: int
+    kind: str
+    module: str
+    nodes: list[str]
+    flops: int
+    macs: int
+    bytes_in: int
+    bytes_out: int
+    bytes_weights: int
+    arithmetic_intensity: float
+    bottleneck: str
+    reason: str
+    est_latency_s: float = 0.0
+
+    @property
+    def traffic_bytes(self) -> int:
+        return self.bytes_in + self.bytes_out + self.bytes_weights
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "kind": self.kind, "module": self.module, "nodes": list(self.nodes),
+            "flops": self.flops, "macs": self.macs, "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out, "bytes_weights": self.bytes_weights,
+            "arithmetic_intensity": self.arithmetic_intensity, "bottleneck": self.bottleneck,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Profile:
+    """Everything measured about one forward pass of one model at its example inputs."""
+
+    model: str
+    inputs: list[InputInfo]
+    trace: TraceInfo
+    hardware: Any  # hardware.Hardware
+    dtype: str
+    flops: int
+    macs: int
+    params: int
+    weights_bytes: int
+    traffic_bytes: int
+    activation_peak_bytes: int
+    input_bytes: int
+    est_latency_s: float
+    coverage: Coverage
+    subgraphs: list[Subgraph]
+    modules: dict[str, ModuleCost]
+    node_info: list[NodeInfo] = field(default_factory=list, repr=False)
+
+    @property
+    def flops_contraction(self) -> int:
+        return 2 * self.macs
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        return self.weights_bytes + self.input_bytes + self.activation_peak_bytes
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.traffic_bytes if self.traffic_bytes else 0.0
+
+    @property
+    def ridge_point(self) -> float:
+        return self.hardware.ridge_point(self.dtype)
+
+    @property
+    def bottleneck(self) -> dict[str, dict[str, float]]:
+        """The compute/memory mix by share of subgraphs, of FLOPs and of estimated time."""
+        mix = {}
+        total_flops = sum(s.flops for s in self.subgraphs) or 1
+        total_time = sum(s.est_latency_s for s in self.subgraphs) or 1.0
+        count = len(self.subgraphs) or 1
+        for label in ("compute_bound", "memory_bound"):
+            chosen = [s for s in self.subgraphs if s.bottleneck == label]
+            mix[label] = {
+                "subgraphs": len(chosen),
+                "share": len(chosen) / count,
+                "flops_share": sum(s.flops for s in chosen) / total_flops,
+                "time_share": sum(s.est_latency_s for s in chosen) / total_time,
+            }
+        return mix
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "inputs": [vars(i).copy() for i in self.inputs],
+            "trace": {"method": self.trace.method, "failures": dict(self.trace.failures),
+                      "nodes": self.trace.nodes, "seconds": round(self.trace.seconds, 4)},
+            "totals": {
+                "flops": self.flops, "macs": self.macs,
+                "flops_contraction": self.flops_contraction, "params": self.params,
+                "weights_bytes": self.weights_bytes, "traffic_bytes": self.traffic_bytes,
+                "activation_peak_bytes": self.activation_peak_bytes,
+                "peak_memory_bytes": self.peak_memory_bytes,
+                "arithmetic_intensity": self.arithmetic_intensity,
+                "est_latency_s": self.est_latency_s,
+            },
+            "hardware": {"name": self.hardware.name, "ridge_point": self.ridge_point},
+            "bottleneck": self.bottleneck,
+            "coverage": {"nodes": self.coverage.nodes, "costed": self.coverage.costed,
+                         "unsupported_ops": dict(sorted(self.coverage.unsupported_ops.items()))},
+            "subgraphs": [s.to_dict() for s in self.subgraphs],
+            "modules": {path: vars(m).copy() for path, m in sorted(self.modules.items())},
+        }
+
+
+def profile_model(model: Any, inputs: Any = None, kwargs: dict[str, Any] | None = None, *,
+                  hardware: Any = "generic", name: str | None = None, **zoo_options: Any
+                  ) -> Profile:
+    """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
+
+    ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
+    ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
+    """
+    if isinstance(model, str):
+        from pytest_graphbudget import zoo
+
+        model = zoo.resolve(model, **zoo_options)
+    elif zoo_options:
+        unknown = ", ".join(sorted(zoo_options))
+        raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
+    if isinstance(model, ModelCase):
+        name = name or model.name
+        inputs = model.inputs if inputs is None else inputs
+        kwargs = model.kwargs if kwargs is None else kwargs
+        model = model.model
+    return _profile(model, _as_tuple(inputs), dict(kwargs or {}), hardware,
+                    name or type(model).__name__)
+
+
+def _as_tuple(inputs: Any) -> tuple:
+    if inputs is None:
+        return ()
+    if isinstance(inputs, tuple):
+        return inputs
+    if isinstance(inputs, list):
+        return tuple(inputs)
+    return (inputs,)
+
+
+def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, name: str) -> Profile:
+    import torch
+
+    from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.partition import activation_peak, partition, traffic
+    from pytest_graphbudget.trace import Example, analysis, is_meta, one_line, tiers, timed, \
+        warm_up
+
+    if not isinstance(model, torch.nn.Module):
+        raise GraphBudgetError(f"expected a torch.nn.Module, got {type(model).__name__}")
+    target = hw.get(hardware)
+    example = Example(args, kwargs)
+    start = time.perf_counter()
+    with analysis(model, example) as live:
+        warm_up(model, live)
+    failures: dict[str, str] = {}
+    measured = traced = None
+    for tier_name, tier in tiers():
+        try:
+            with analysis(model, example) as live:
+                traced = timed(tier, model, live)
+        except Exception as exc:  # every tier's failure is reported, none is fatal alone
+            failures[tier_name] = one_line(exc)
+            continue
+        try:
+            measured = measure(model, traced, example.tensors, fake=True)
+        except Exception as exc:
+            if is_meta(model):
+                failures[tier_name] = f"cost pass failed: {one_line(exc)}"
+                continue
+            try:
+                measured = measure(model, traced, example.tensors, fake=False)
+            except Exception as exc2:
+                failures[tier_name] = f"cost pass failed: {one_line(exc2)}"
+                continue
+        break
+    if measured is None or traced is None:
+        raise TraceError(failures)
+    seconds = time.perf_counter() - start
+
+    groups = partition(measured)
+    flows = traffic(groups, measured)
+    dtype = _dtype(model)
+    subgraphs = []
+    for group, flow in zip(groups, flows):
+        flops = sum(m.flops for m in group.members)
+        intensity = flops / flow.total if flow.total else 0.0
+        bound = "compute_bound" if intensity >= target.ridge_point(dtype) else "memory_bound"
+        subgraphs.append(Subgraph(
+            id=group.id, kind=group.kind, module=group.anchor.module,
+            nodes=[m.name for m in group.members], flops=flops,
+            macs=sum(m.macs for m in group.members), bytes_in=flow.bytes_in,
+            bytes_out=flow.bytes_out, bytes_weights=flow.bytes_weights,
+            arithmetic_intensity=intensity, bottleneck=bound, reason=group.reason,
+            est_latency_s=target.time(flops, flow.total, dtype)))
+    subgraph_of = {m: s.id for s in subgraphs for m in s.nodes}
+
+    unsupported: Counter = Counter()
+    for node in measured.nodes:
+        unsupported.update(node.unsupported)
+    coverage = Coverage(nodes=len(measured.nodes),
+                        costed=sum(1 for n in measured.nodes if not n.unsupported),
+                        unsupported_ops=dict(unsupported))
+    return Profile(
+        model=name,
+        inputs=_input_info(model, args, kwargs),
+        trace=TraceInfo(traced.method, failures, len(measured.nodes), seconds, measured.mode),
+        hardware=target,
+        dtype=dtype,
+        flops=sum(n.flops for n in measured.nodes),
+        macs=sum(n.macs for n in measured.nodes),
+        params=sum(p.numel() for p in model.parameters()),
+        weights_bytes=_weights_bytes(model),
+        traffic_bytes=sum(f.total for f in flows),
+        activation_peak_bytes=activation_peak(measured),
+        input_bytes=measured.input_bytes,
+        est_latency_s=sum(s.est_latency_s for s in subgraphs),
+        coverage=coverage,
+        subgraphs=subgraphs,
+        modules=_modules(model, measured.nodes),
+        node_info=[NodeInfo(n.index, n.name, n.op, n.target, n.module, n.kind,
+                            subgraph_of.get(n.name, -1), n.flops, n.macs,
+                            [list(s) for s in n.shapes]) for n in measured.nodes],
+    )
+
+
+def _dtype(model: Any) -> str:
+    """The dtype most of the model's floating-point parameters have."""
+    counts: Counter = Counter()
+    for p in model.parameters():
+        if p.is_floating_point():
+            counts[str(p.dtype).removeprefix("torch.")] += p.numel()
+    return counts.most_common(1)[0][0] if counts else "float32"
+
+
+def _weights_bytes(model: Any) -> int:
+    seen: dict[int, int] = {}
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        seen[id(tensor)] = tensor.numel() * tensor.element_size()
+    return sum(seen.values())
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _modules(model: Any, nodes: list) -> dict[str, ModuleCost]:
+    """FLOPs and MACs per module path, every level (a parent includes its children)."""
+    table: dict[str, ModuleCost] = {}
+    for node in nodes:
+        if not node.flops:
+            continue
+        for path in _ancestors(node.module):
+            entry = table.setdefault(path, ModuleCost())
+            entry.flops += node.flops
+            entry.macs += node.macs
+    for fqn, param in model.named_parameters():
+        for path in _ancestors(fqn.rpartition(".")[0]):
+            table.setdefault(path, ModuleCost()).params += param.numel()
+    return table
+
+
+def _input_info(model: Any, args: tuple, kwargs: dict[str, Any]) -> list[InputInfo]:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    except TypeError:
+        bound = {f"input{i}": a for i, a in enumerate(args)} | kwargs
+    info = []
+    for arg_name, value in bound.items():
+        leaves = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+        for i, t in enumerate(leaves):
+            label = arg_name if len(leaves) == 1 else f"{arg_name}[{i}]"
+            info.append(InputInfo(label, list(t.shape), str(t.dtype).removeprefix("torch.")))
+    return info

@@ -1,0 +1,241 @@
+"""The hybrid tracer: warm-up, then ``torch.fx.symbolic_trace``, then Dynamo (``torch.export``).
+
+Each tier is one function that returns a ``Traced`` graph or raises; ``tiers()`` lists them in
+the order they are tried. The caller (``profile.py``) moves to the next tier when one fails and
+records every failure's one-line reason.
+
+Models built on the ``meta`` device never get real weights: their parameters are swapped for
+fake tensors (``FakeTensorMode``) for the warm-up and the export, so nothing is allocated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
+
+from pytest_graphbudget.errors import ModelRunError
+
+
+@dataclass
+class Binding:
+    """Where a graph placeholder's value comes from: a user input or a model state tensor."""
+
+    kind: str  # "input" (index into the flat user tensors), "state" (FQN), "constant" (tensor)
+    ref: Any
+
+
+@dataclass
+class Traced:
+    """A captured graph and how to feed it.
+
+    ``placeholders`` binds every placeholder of ``graph_module``, in order. ``state_in_module``
+    says whether the graph reads parameters through its own attributes (FX) rather than through
+    placeholders (export).
+    """
+
+    graph_module: fx.GraphModule
+    method: str
+    placeholders: list[Binding]
+    state_in_module: bool
+    module_prefix: str = ""
+    seconds: float = 0.0
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Example:
+    """The model's example inputs, flattened: tensors are graph inputs, the rest is constant."""
+
+    args: tuple
+    kwargs: dict[str, Any]
+
+    @property
+    def leaves(self) -> list[Any]:
+        return pytree.tree_leaves((self.args, self.kwargs))
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        return [leaf for leaf in self.leaves if isinstance(leaf, torch.Tensor)]
+
+
+def is_meta(model: nn.Module) -> bool:
+    """True when the model's weights live on the meta device (built without storage)."""
+    return any(t.is_meta for t in _state(model).values())
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    named = list(model.named_parameters(remove_duplicate=False))
+    named += list(model.named_buffers(remove_duplicate=False))
+    return dict(named)
+
+
+def fake_state(model: nn.Module, mode: FakeTensorMode) -> dict[str, torch.Tensor]:
+    """A fake twin of every parameter and buffer (tied tensors stay tied): shapes, no storage."""
+    twins: dict[int, torch.Tensor] = {}
+    state = {}
+    for name, tensor in _state(model).items():
+        if id(tensor) not in twins:
+            device = "cpu" if tensor.is_meta else tensor.device
+            with mode:
+                twin = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                           device=device)
+            if isinstance(tensor, nn.Parameter):
+                twin = nn.Parameter(twin, requires_grad=tensor.requires_grad)
+            twins[id(tensor)] = twin
+        state[name] = twins[id(tensor)]
+    return state
+
+
+def fake_like(value: Any, mode: FakeTensorMode) -> Any:
+    """Fake twins of the tensors in ``value`` (meta tensors become CPU fakes)."""
+
+    def twin(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        with mode:
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype,
+                                       device="cpu" if t.is_meta else t.device)
+
+    return pytree.tree_map(twin, value)
+
+
+@contextlib.contextmanager
+def analysis(model: nn.Module, example: Example) -> Iterator[Example]:
+    """Run the enclosed block on this model as it should be analysed.
+
+    A real model is used as is. A meta model gets fake parameters and fake inputs for the
+    duration of the block, under one ``FakeTensorMode``.
+    """
+    if not is_meta(model):
+        yield example
+        return
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    state = fake_state(model, mode)
+    fake_example = Example(*fake_like((example.args, example.kwargs), mode))
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    with _reparametrize_module(model, state), mode:
+        yield fake_example
+
+
+def warm_up(model: nn.Module, example: Example) -> None:
+    """One forward pass in eval mode without gradients, so lazy state is initialised."""
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(*example.args, **example.kwargs)
+    except Exception as exc:  # the user's model raised: report it, don't trace it
+        raise ModelRunError(f"the model's forward raised {type(exc).__name__}: {one_line(exc)}") \
+            from exc
+
+
+def trace_fx(model: nn.Module, example: Example) -> Traced:
+    """Tier 1: ``torch.fx.symbolic_trace``. Fast, and keeps module names as node targets."""
+    signature = inspect.signature(model.forward)
+    bound = signature.bind(*example.args, **example.kwargs)
+    concrete = {
+        name: p.default for name, p in signature.parameters.items()
+        if name not in bound.arguments and p.default is not inspect.Parameter.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    gm = fx.symbolic_trace(model, concrete_args=concrete or None)
+    tensors = example.tensors
+    index = {id(t): i for i, t in enumerate(tensors)}
+    placeholders = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        name = str(node.target).lstrip("*")
+        value = bound.arguments.get(name, concrete.get(name))
+        placeholders.append(Binding("input", index[id(value)]) if id(value) in index
+                            else Binding("constant", value))
+    return Traced(gm, "fx", placeholders, state_in_module=True)
+
+
+class _FlatCall(nn.Module):
+    """Calls the model from flat tensor inputs and returns a flat tuple of tensors.
+
+    Export needs pytree-friendly inputs and outputs; models return caches, ``ModelOutput``s and
+    other containers. Flattening both ends here keeps every model exportable the same way.
+    """
+
+    def __init__(self, model: nn.Module, example: Example):
+        super().__init__()
+        self.model = model
+        leaves, self._spec = pytree.tree_flatten((example.args, example.kwargs))
+        self._constants = [None if isinstance(v, torch.Tensor) else v for v in leaves]
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        feed = iter(tensors)
+        leaves = [next(feed) if c is None else c for c in self._constants]
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        return tuple(tensor_leaves(self.model(*args, **kwargs)))
+
+
+def tensor_leaves(value: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
+    """Every tensor inside a model's output: containers, dataclasses, caches and objects."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif _depth > 8 or value is None or isinstance(value, (str, int, float, bool)):
+        return
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensor_leaves(item, _depth + 1)
+    elif isinstance(value, (list, tuple, set)):
+        for item in value:
+            yield from tensor_leaves(item, _depth + 1)
+    elif hasattr(value, "__dict__"):
+        for item in vars(value).values():
+            yield from tensor_leaves(item, _depth + 1)
+
+
+def trace_dynamo(model: nn.Module, example: Example) -> Traced:
+    """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs."""
+    wrapper = _FlatCall(model, example)
+    with torch.no_grad():
+        program = torch.export.export(wrapper, tuple(example.tensors), strict=False)
+    placeholders, user = [], 0
+    for spec in program.graph_signature.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            placeholders.append(Binding("input", user))
+            user += 1
+        elif kind in ("PARAMETER", "BUFFER"):
+            placeholders.append(Binding("state", spec.target.removeprefix("model.")))
+        elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
+            placeholders.append(Binding("constant", program.constants[spec.target]))
+        else:
+            raise RuntimeError(f"unsupported export input kind {kind}")
+    return Traced(program.graph_module, "dynamo", placeholders, state_in_module=False,
+                  module_prefix="model.")
+
+
+Tier = Callable[[nn.Module, Example], Traced]
+
+
+def tiers() -> list[tuple[str, Tier]]:
+    """The tracing tiers, fastest first."""
+    return [("fx", trace_fx), ("dynamo", trace_dynamo)]
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one short line: the first line of its message, type name if empty."""
+    text = str(exc).strip().splitlines()
+    line = text[0].strip() if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def timed(tier: Tier, model: nn.Module, example: Example) -> Traced:
+    start = time.perf_counter()
+    traced = tier(model, example)
+    traced.seconds = time.perf_counter() - start
+    return traced
