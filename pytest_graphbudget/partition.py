@@ -8,7 +8,9 @@ Walking the nodes in topological order:
 - a reduction (softmax, norms, pooling) starts a kernel unless its latest producer's kernel is
   a pure pointwise chain, which it absorbs as a prologue;
 - views and shape ops cost nothing and ride along with their producer (or, for views of graph
-  inputs and weights, with their first consumer): they never form a kernel of their own.
+  inputs and weights, with their first consumer): they never form a kernel of their own;
+  neither do free ops that read nothing computed (``arange``, ``zeros``): they join their
+  first consumer, as a compiler would generate them inside it.
 
 Joining the *latest* producer's kernel keeps the kernel graph acyclic: every other input of the
 node comes from an earlier kernel.
@@ -77,6 +79,8 @@ def partition(measured: Measured) -> list[Group]:
                 join(latest, node)
         elif category == "anchor":
             start(node, f"{node.kind}: a compute anchor starts a kernel")
+        elif category == "movement" and latest is None and not node.flops:
+            deferred.append(node)
         elif category in ("elementwise", "movement"):
             if latest is None:
                 start(node, f"{node.kind}: reads only graph inputs and weights")

@@ -208,23 +208,35 @@ def _as_tuple(inputs: Any) -> tuple:
 
 
 def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, name: str) -> Profile:
+    import warnings
+
     import torch
 
     from pytest_graphbudget import hardware as hw
-    from pytest_graphbudget.measure import measure
-    from pytest_graphbudget.partition import activation_peak, partition, traffic
-    from pytest_graphbudget.trace import Example, analysis, is_meta, one_line, tiers, timed, \
-        warm_up
+    from pytest_graphbudget.trace import Example
 
     if not isinstance(model, torch.nn.Module):
         raise GraphBudgetError(f"expected a torch.nn.Module, got {type(model).__name__}")
     target = hw.get(hardware)
     example = Example(args, kwargs)
     start = time.perf_counter()
+    with warnings.catch_warnings():
+        # Tracing speaks to torch developers (export's notes on attribute assignment, FX's on
+        # leaf modules); users see our summary of what worked and why the rest failed.
+        warnings.simplefilter("ignore")
+        traced, measured, failures = _trace_and_measure(model, example)
+    seconds = time.perf_counter() - start
+    return _assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)
+
+
+def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
+    """Warm up, then try each tier until one graph traces and its cost pass succeeds."""
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.trace import analysis, is_meta, one_line, tiers, timed, warm_up
+
     with analysis(model, example) as live:
         warm_up(model, live)
     failures: dict[str, str] = {}
-    measured = traced = None
     for tier_name, tier in tiers():
         try:
             with analysis(model, example) as live:
@@ -243,10 +255,14 @@ def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, nam
             except Exception as exc2:
                 failures[tier_name] = f"cost pass failed: {one_line(exc2)}"
                 continue
-        break
-    if measured is None or traced is None:
-        raise TraceError(failures)
-    seconds = time.perf_counter() - start
+        return traced, measured, failures
+    raise TraceError(failures)
+
+
+def _assemble(model: Any, args: tuple, kwargs: dict[str, Any], name: str, target: Any,
+              traced: Any, measured: Any, failures: dict[str, str], seconds: float) -> Profile:
+    """Partition the measured graph and put every figure in its place."""
+    from pytest_graphbudget.partition import activation_peak, partition, traffic
 
     groups = partition(measured)
     flows = traffic(groups, measured)
