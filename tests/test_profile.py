@@ -1,0 +1,118 @@
+"""The Profile object and its JSON (SPEC sections 3, 7 and 11), on small modules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from pytest_graphbudget import ModelCase, profile_model  # noqa: E402
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError  # noqa: E402
+from pytest_graphbudget.hardware import BUILTIN, get  # noqa: E402
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(64, 256)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    return profile_model(MLP(), torch.randn(8, 64))
+
+
+def test_json_has_every_key_of_the_spec(mlp):
+    data = json.loads(json.dumps(mlp.to_dict()))
+    assert data["schema"] == "graphbudget.profile/1"
+    assert data["model"] == "MLP"
+    assert data["inputs"] == [{"name": "x", "shape": [8, 64], "dtype": "float32"}]
+    assert set(data["trace"]) == {"method", "failures", "nodes", "seconds"}
+    assert data["trace"]["method"] == "fx" and data["trace"]["failures"] == {}
+    assert set(data["totals"]) == {
+        "flops", "macs", "flops_contraction", "params", "weights_bytes", "traffic_bytes",
+        "activation_peak_bytes", "peak_memory_bytes", "arithmetic_intensity", "est_latency_s"}
+    assert data["hardware"] == {"name": "generic", "ridge_point": 10.0}
+    for side in ("compute_bound", "memory_bound"):
+        assert set(data["bottleneck"][side]) == {"subgraphs", "share", "flops_share", "time_share"}
+    assert set(data["coverage"]) == {"nodes", "costed", "unsupported_ops"}
+    assert set(data["subgraphs"][0]) == {
+        "id", "kind", "module", "nodes", "flops", "macs", "bytes_in", "bytes_out",
+        "bytes_weights", "arithmetic_intensity", "bottleneck", "reason"}
+    assert data["modules"]["fc1"] == {"flops": 2 * 8 * 64 * 256 + 8 * 256, "macs": 8 * 64 * 256,
+                                      "params": 64 * 256 + 256}
+
+
+def test_mlp_by_hand(mlp):
+    # fc1: 8x64 @ 64x256 plus bias; ReLU on 8x256; fc2: 8x256 @ 256x10 plus bias.
+    macs = 8 * 64 * 256 + 8 * 256 * 10
+    assert mlp.macs == macs
+    assert mlp.flops == 2 * macs + 8 * 256 + 8 * 256 + 8 * 10
+    assert mlp.params == 64 * 256 + 256 + 256 * 10 + 10
+    # Two kernels: fc1 with its ReLU epilogue, then fc2.
+    assert [s.kind for s in mlp.subgraphs] == ["linear+relu", "linear"]
+    first, second = mlp.subgraphs
+    assert first.bytes_in == 8 * 64 * 4 and first.bytes_out == 8 * 256 * 4
+    assert first.bytes_weights == (64 * 256 + 256) * 4
+    assert second.bytes_in == 8 * 256 * 4 and second.bytes_out == 8 * 10 * 4
+    assert mlp.traffic_bytes == first.traffic_bytes + second.traffic_bytes
+    assert mlp.arithmetic_intensity == pytest.approx(mlp.flops / mlp.traffic_bytes)
+
+
+def test_roofline_on_generic_hardware(mlp):
+    # generic: 1 TFLOP/s over 100 GB/s. A kernel is compute-bound when FLOPs/byte >= 10.
+    for s in mlp.subgraphs:
+        expected = "compute_bound" if s.flops / s.traffic_bytes >= 10 else "memory_bound"
+        assert s.bottleneck == expected
+        assert s.est_latency_s == pytest.approx(max(s.flops / 1e12, s.traffic_bytes / 100e9))
+    assert mlp.est_latency_s == pytest.approx(sum(s.est_latency_s for s in mlp.subgraphs))
+    mix = mlp.bottleneck
+    assert mix["compute_bound"]["share"] + mix["memory_bound"]["share"] == pytest.approx(1.0)
+    assert mix["compute_bound"]["flops_share"] + mix["memory_bound"]["flops_share"] == \
+        pytest.approx(1.0)
+
+
+def test_named_hardware_changes_the_ridge_point():
+    prof = profile_model(MLP(), torch.randn(8, 64), hardware="a100")
+    assert prof.to_dict()["hardware"] == {"name": "a100", "ridge_point": 19.5e12 / 2039e9}
+
+
+def test_hardware_profiles_have_published_figures():
+    names = {hw.name for hw in BUILTIN}
+    assert {"generic", "a100", "h100", "t4"} <= names and len(names) >= 5
+    assert get("generic").ridge_point() == 10.0
+    assert get("H100").peak("bfloat16") == 989.4e12
+    with pytest.raises(GraphBudgetError, match="known profiles: .*a100"):
+        get("tpu-v9")
+
+
+def test_peak_memory_is_weights_inputs_and_activations(mlp):
+    assert mlp.peak_memory_bytes == mlp.weights_bytes + 8 * 64 * 4 + mlp.activation_peak_bytes
+
+
+def test_model_case_and_keyword_inputs():
+    class Scale(nn.Module):
+        def forward(self, x, *, factor):
+            return x * factor
+
+    case = ModelCase(Scale(), (), {"x": torch.randn(4, 4), "factor": torch.randn(4, 4)}, "scale")
+    prof = profile_model(case)
+    assert prof.model == "scale" and prof.flops == 16
+    assert [i.name for i in prof.inputs] == ["x", "factor"]
+
+
+def test_a_forward_that_raises_is_reported_as_the_models_error():
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise ValueError("bad shape for this model")
+
+    with pytest.raises(ModelRunError, match="ValueError: bad shape for this model"):
+        profile_model(Broken(), torch.randn(2))
