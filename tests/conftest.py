@@ -1,0 +1,204 @@
+"""Shared helpers for the test suite.
+
+Nothing here imports torch (or anything heavy) at module level: some tests check that importing
+``pytest_graphbudget`` does not import torch, and a conftest that imported it first would make
+those tests meaningless. Every helper imports what it needs when it is called.
+
+The helpers read *independent references* (torchvision's published metadata, the comments
+ultralytics ships in its model YAMLs, PyTorch's own FLOP counter). They never compute anything
+with pytest-graphbudget itself.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# --------------------------------------------------------------------------------------------
+# Relative tolerance helper
+
+
+def rel_err(got: float, expected: float) -> float:
+    """|got - expected| / |expected| (expected must be non-zero)."""
+    assert expected != 0, "a reference of zero cannot anchor a relative comparison"
+    return abs(got - expected) / abs(expected)
+
+
+# --------------------------------------------------------------------------------------------
+# torchvision's published metadata
+
+
+@dataclass(frozen=True)
+class TorchvisionReference:
+    name: str
+    gmacs: float  # meta["_ops"]: GMACs of contraction ops at the weights' eval size
+    num_params: int  # meta["num_params"]
+
+    @property
+    def macs(self) -> float:
+        return self.gmacs * 1e9
+
+
+def torchvision_reference(name: str) -> TorchvisionReference:
+    """The MACs and parameter count torchvision publishes for ``name``'s default weights.
+
+    Read from the weights' metadata, which ships inside torchvision: no download happens.
+    """
+    import torchvision
+
+    meta = torchvision.models.get_model_weights(name).DEFAULT.meta
+    return TorchvisionReference(name, float(meta["_ops"]), int(meta["num_params"]))
+
+
+# --------------------------------------------------------------------------------------------
+# ultralytics' YAML summary comments
+
+
+@dataclass(frozen=True)
+class YoloYamlSummary:
+    yaml_file: Path
+    scale: str
+    layers: int
+    parameters: int
+    gradients: int
+    gflops: float  # thop's MACs * 2 (ultralytics reports "GFLOPs" = 2 * thop count)
+    line: str
+
+
+_SUMMARY = re.compile(
+    r"^\s*(?P<scale>[nslmx])\s*:\s*\[[^\]]*\]\s*#.*?summary:\s*"
+    r"(?P<layers>\d+)\s+layers,\s*(?P<params>\d+)\s+parameters,\s*"
+    r"(?P<grads>\d+)\s+gradients,\s*(?P<gflops>[\d.]+)\s+GFLOPs",
+    re.IGNORECASE,
+)
+
+
+def ultralytics_yaml_path(model_yaml: str) -> Path:
+    """The YAML file inside the installed ultralytics package that ``model_yaml`` resolves to.
+
+    ultralytics maps a scaled name to its family file by dropping the scale letter after the
+    version digits (``yolov8n.yaml`` -> ``yolov8.yaml``, ``yolo11n.yaml`` -> ``yolo11.yaml``;
+    ``ultralytics.nn.tasks.yaml_model_load``) and picks the scale with
+    ``guess_model_scale`` (``re.search(r"yolo(e-)?[v]?\\d+([nslmx])", stem)``). We repeat that
+    mapping here on the package directory, so nothing is searched for elsewhere or downloaded.
+    """
+    import ultralytics
+
+    family = re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", Path(model_yaml).stem) + ".yaml"
+    root = Path(ultralytics.__file__).parent / "cfg" / "models"
+    hits = sorted(root.rglob(family))
+    assert len(hits) == 1, f"expected one {family} under {root}, found {hits}"
+    return hits[0]
+
+
+def ultralytics_scale(model_yaml: str) -> str:
+    """The scale letter ultralytics selects for ``model_yaml`` (its own regex, repeated)."""
+    match = re.search(r"yolo(e-)?[v]?\d+([nslmx])", Path(model_yaml).stem)
+    assert match, f"no scale letter in {model_yaml}"
+    return match.group(2)
+
+
+def ultralytics_yaml_summary(model_yaml: str) -> YoloYamlSummary:
+    """Parse the summary comment on the ``scales:`` line of ``model_yaml``'s scale.
+
+    For example, in ``cfg/models/v8/yolov8.yaml``::
+
+        n: [0.33, 0.25, 1024] # YOLOv8n summary: 129 layers, 3157200 parameters, ...8.9 GFLOPS
+    """
+    path = ultralytics_yaml_path(model_yaml)
+    scale = ultralytics_scale(model_yaml)
+    for line in path.read_text().splitlines():
+        match = _SUMMARY.match(line)
+        if match and match["scale"] == scale:
+            return YoloYamlSummary(
+                yaml_file=path,
+                scale=scale,
+                layers=int(match["layers"]),
+                parameters=int(match["params"]),
+                gradients=int(match["grads"]),
+                gflops=float(match["gflops"]),
+                line=line.strip(),
+            )
+    raise AssertionError(f"no summary comment for scale {scale!r} in {path}")
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch's own FLOP counter (an independent reference for contraction ops)
+
+
+def flop_counter(model, inputs=(), kwargs=None):
+    """Per-op FLOP counts from ``torch.utils.flop_counter.FlopCounterMode``.
+
+    Runs one real forward in eval mode without gradients, the way pytest-graphbudget's warm-up
+    does, and returns ``{op name: flops}`` (e.g. ``{"aten.convolution": ..., "aten.addmm": ...}``).
+    FlopCounterMode counts 2 FLOPs per MAC, contractions only; it has no formula for CPU
+    flash attention, the MultiheadAttention fast path or recurrent layers.
+    """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model.eval()
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(*inputs, **(kwargs or {}))
+    counts = counter.get_flop_counts().get("Global", {})  # absent when nothing was counted
+    return {str(op): int(n) for op, n in counts.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Network guard
+
+
+class NetworkAttempts(list):
+    """Every attempt to open a network connection or resolve a host while the guard is on."""
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Refuse and record every outbound connection and DNS lookup.
+
+    Code under test that quietly catches the error would hide the attempt, so the attempts are
+    recorded as well: assert the returned list is empty at the end of the test.
+    """
+    attempts = NetworkAttempts()
+
+    def refuse(what):
+        def _refuse(*args, **kwargs):
+            attempts.append((what, args[1:] if what.startswith("socket.") else args))
+            raise OSError(f"network disabled in tests ({what})")
+
+        return _refuse
+
+    monkeypatch.setattr(socket.socket, "connect", refuse("socket.connect"))
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse("socket.connect_ex"))
+    monkeypatch.setattr(socket, "getaddrinfo", refuse("getaddrinfo"))
+    monkeypatch.setattr(socket, "create_connection", refuse("create_connection"))
+    return attempts
+
+
+# --------------------------------------------------------------------------------------------
+# The helpers above as fixtures (session scope, so module-scoped fixtures can use them too)
+
+
+@pytest.fixture(scope="session", name="rel_err")
+def _rel_err_fixture():
+    return rel_err
+
+
+@pytest.fixture(scope="session", name="torchvision_reference")
+def _torchvision_reference_fixture():
+    return torchvision_reference
+
+
+@pytest.fixture(scope="session", name="ultralytics_yaml_summary")
+def _ultralytics_yaml_summary_fixture():
+    return ultralytics_yaml_summary
+
+
+@pytest.fixture(scope="session", name="flop_counter")
+def _flop_counter_fixture():
+    return flop_counter

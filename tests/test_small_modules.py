@@ -1,0 +1,414 @@
+"""Small modules whose counts are derived by hand here, from the cost table in the contract
+(docs/metrics.md): every expected number is written as the arithmetic that produces it.
+
+Conventions of the table used below:
+  flops = 2 * macs + the per-element costs of the non-contraction ops;
+  conv / addmm / linear bias: +1 FLOP per output element;
+  attention score element (B*H*L*S): +1 scale, +5 softmax, +1 when a mask is applied.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.errors import TraceError  # noqa: E402
+
+
+class Fn(nn.Module):
+    """Wraps a function of two to four tensors as a module (FX-traceable: no ``*args``)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, a, b, c=None, d=None):
+        return self.fn(a, b, *[t for t in (c, d) if t is not None])
+
+
+def profile(model, *inputs, kwargs=None):
+    torch.manual_seed(0)
+    return profile_model(model.eval(), tuple(inputs), kwargs)
+
+
+def assert_counts(prof, macs, flops):
+    assert (prof.macs, prof.flops) == (macs, flops), prof.coverage.unsupported_ops
+    assert prof.flops_contraction == 2 * macs
+    assert prof.coverage.unsupported_ops == {}
+
+
+# --------------------------------------------------------------------------------------------
+# Convolutions: N * C_out * prod(out_spatial) * (C_in / groups) * prod(kernel)
+
+
+def test_grouped_conv():
+    conv = nn.Conv2d(8, 16, 3, padding=1, groups=4, bias=False)
+    prof = profile(conv, torch.randn(2, 8, 10, 10))  # out [2, 16, 10, 10]
+    macs = 2 * 16 * (10 * 10) * (8 // 4) * (3 * 3)  # 57,600
+    assert_counts(prof, macs, 2 * macs)
+    assert prof.params == 16 * (8 // 4) * 3 * 3  # 288
+
+
+def test_grouped_conv_with_bias():
+    conv = nn.Conv2d(8, 16, 3, padding=1, groups=4, bias=True)
+    prof = profile(conv, torch.randn(2, 8, 10, 10))
+    macs = 2 * 16 * (10 * 10) * (8 // 4) * (3 * 3)
+    assert_counts(prof, macs, 2 * macs + 2 * 16 * 10 * 10)  # + 1 per output element
+
+
+def test_depthwise_strided_conv():
+    conv = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8, bias=True)
+    prof = profile(conv, torch.randn(1, 8, 16, 16))  # out [1, 8, 8, 8]
+    macs = 1 * 8 * (8 * 8) * (8 // 8) * (3 * 3)  # 4,608
+    assert_counts(prof, macs, 2 * macs + 1 * 8 * 8 * 8)  # 9,216 + 512 bias
+    assert prof.params == 8 * 1 * 3 * 3 + 8
+
+
+# Transposed: N * C_in * prod(in_spatial) * (C_out / groups) * prod(kernel)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_transposed_conv(bias):
+    conv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, bias=bias)
+    x = torch.randn(1, 4, 5, 5)
+    assert conv(x).shape == (1, 6, 10, 10)
+    prof = profile(conv, x)
+    macs = 1 * 4 * (5 * 5) * 6 * (3 * 3)  # 5,400
+    bias_flops = 1 * 6 * 10 * 10 if bias else 0  # 600 output elements
+    assert_counts(prof, macs, 2 * macs + bias_flops)
+
+
+def test_grouped_transposed_conv():
+    conv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, bias=False)
+    prof = profile(conv, torch.randn(1, 4, 5, 5))
+    macs = 1 * 4 * (5 * 5) * (6 // 2) * (3 * 3)  # 2,700
+    assert_counts(prof, macs, 2 * macs)
+
+
+@pytest.mark.parametrize(
+    "conv, shape",
+    [
+        (nn.Conv2d(8, 16, 3, padding=1, groups=4), (2, 8, 10, 10)),
+        (
+            nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+            (1, 4, 5, 5),
+        ),
+        (nn.Conv1d(3, 5, 4, stride=2, dilation=2), (2, 3, 20)),
+        (nn.Conv3d(2, 4, (1, 3, 3), padding=(0, 1, 1)), (1, 2, 3, 6, 6)),
+    ],
+    ids=["grouped2d", "transposed-grouped", "conv1d-dilated", "conv3d"],
+)
+def test_convolutions_agree_with_pytorch_flop_counter(conv, shape, flop_counter):
+    """PyTorch's FlopCounterMode prices convolutions (plain, grouped, transposed): exact match."""
+    x = torch.randn(shape)
+    counts = flop_counter(conv, (x,))
+    prof = profile(conv, x)
+    assert prof.flops_contraction == counts["aten.convolution"]
+
+
+# --------------------------------------------------------------------------------------------
+# einsum decomposes into bmm
+
+
+def test_einsum_batched_matmul():
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    prof = profile(Fn(lambda a, b: torch.einsum("bij,bjk->bik", a, b)), a, b)
+    macs = 2 * 3 * 4 * 5  # b * i * j * k = 120
+    assert_counts(prof, macs, 2 * macs)
+
+
+def test_einsum_attention_scores():
+    q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 7, 8)
+    prof = profile(Fn(lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k)), q, k)
+    macs = 1 * 2 * 5 * 7 * 8  # b * h * q * k * d = 560
+    assert_counts(prof, macs, 2 * macs)
+
+
+# --------------------------------------------------------------------------------------------
+# scaled_dot_product_attention: macs = B*H*L*S*(E + Ev); per score: 1 scale + 5 softmax (+1 mask)
+
+
+@pytest.mark.parametrize("Ev", [8, 12], ids=["Ev=E", "Ev!=E"])
+def test_sdpa_no_mask_cross_attention(Ev):
+    """L != S. With Ev != E PyTorch's CPU dispatcher cannot use the flash kernel and runs the
+    math fallback, which decomposes into mul/bmm/softmax ops: the contract prices SDPA the same on
+    every backend, so the count must not change with the backend."""
+    B, H, L, S, E = 2, 4, 16, 32, 8
+    q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, Ev)
+    prof = profile(Fn(F.scaled_dot_product_attention), q, k, v)
+    macs = B * H * L * S * (E + Ev)  # 2*4*16*32*(8 + Ev): 65,536 or 81,920
+    scores = B * H * L * S  # 4,096
+    assert_counts(prof, macs, 2 * macs + scores * (1 + 5))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_sdpa_with_attn_mask(dtype):
+    B, H, L, S, E = 2, 4, 16, 32, 8
+    q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, E)
+    mask = torch.rand(L, S) > 0.3 if dtype is torch.bool else torch.randn(L, S)
+    mask[:, 0] = True if dtype is torch.bool else 0.0  # every query sees at least one key
+    model = Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m))
+    prof = profile(model, q, k, v, mask)
+    macs = B * H * L * S * (E + E)  # 65,536
+    scores = B * H * L * S
+    # F.scaled_dot_product_attention turns a boolean mask into an additive float mask before
+    # the kernel runs (aten.where over the [L, S] mask: 1 FLOP per element of the table).
+    conversion = L * S if dtype is torch.bool else 0
+    assert_counts(prof, macs, 2 * macs + scores * (1 + 5 + 1) + conversion)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_causal_does_not_halve(causal):
+    B, H, L, E = 1, 2, 16, 8
+    q, k, v = (torch.randn(B, H, L, E) for _ in range(3))
+    model = Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    prof = profile(model, q, k, v)
+    macs = B * H * L * L * (E + E)  # 8,192 whether causal or not
+    scores = B * H * L * L  # 512
+    assert_counts(prof, macs, 2 * macs + scores * (1 + 5 + (1 if causal else 0)))
+
+
+# --------------------------------------------------------------------------------------------
+# nn.MultiheadAttention (eval + batch_first + self-attention + no grad: the fused fast path)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, embed_dim, heads):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(embed_dim, heads, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("heads", [4, 8])
+def test_multihead_attention(heads):
+    B, L, E = 2, 10, 32
+    S = L
+    prof = profile(SelfAttention(E, heads), torch.randn(B, L, E))
+    macs = (
+        B * L * E * E  # q projection
+        + 2 * B * S * E * E  # k and v projections
+        + B * L * S * E  # QK^T (all heads: H * L * S * E/H)
+        + B * L * S * E  # AV
+        + B * L * E * E
+    )  # out projection
+    # = 81,920 (projections) + 12,800 (attention) = 94,720 MACs whatever the number of heads
+    bias = B * L * E + 2 * B * S * E + B * L * E  # 1 per projection output element: 2,560
+    scores = B * heads * L * S * (1 + 5)  # scale + softmax, no mask
+    assert_counts(prof, macs, 2 * macs + bias + scores)
+    assert prof.params == 4 * E * E + 4 * E  # in_proj (3E x E) + out_proj (E x E), biases
+
+
+# --------------------------------------------------------------------------------------------
+# LSTM: per layer and direction, macs = T*B*(I*4H + H*4H), extra flops = T*B*H*30
+
+
+def lstm_macs(T, B, I, H):  # noqa: E741 (I: input size, as in the contract)
+    return T * B * (I * 4 * H + H * 4 * H)
+
+
+def lstm_extra(T, B, H):
+    return T * B * H * 30  # 12 bias/sum adds + 3 sigmoids*4 + 2 tanh + 3 cell + 1 hidden
+
+
+@pytest.mark.parametrize(
+    "layers, bidirectional",
+    [(1, False), (2, False), (1, True), (2, True)],
+    ids=["1-layer", "2-layers", "1-layer-bidir", "2-layers-bidir"],
+)
+def test_lstm(layers, bidirectional):
+    T, B, I, H = 5, 3, 16, 32  # noqa: E741
+    dirs = 2 if bidirectional else 1
+    lstm = nn.LSTM(I, H, num_layers=layers, bidirectional=bidirectional)
+    prof = profile(lstm, torch.randn(T, B, I))
+    macs = dirs * lstm_macs(T, B, I, H)  # first layer reads I features
+    for _ in range(layers - 1):  # deeper layers read both directions' outputs: dirs * H
+        macs += dirs * lstm_macs(T, B, dirs * H, H)
+    extra = layers * dirs * lstm_extra(T, B, H)
+    # e.g. 1 layer: 5*3*(16*128 + 32*128) = 92,160 MACs, 5*3*32*30 = 14,400 extra FLOPs
+    assert_counts(prof, macs, 2 * macs + extra)
+
+
+@pytest.mark.parametrize("case", ["sdpa", "mha-fast-path", "lstm"])
+def test_counts_where_flop_counter_is_blind(case, flop_counter):
+    """On CPU, FlopCounterMode has no formula for ``_scaled_dot_product_flash_attention_for_cpu``,
+    ``_native_multi_head_attention`` or ``mkldnn_rnn_layer``, and reports 0 (or part) of these
+    models' contractions. Our count must be the hand-derived one; where FlopCounterMode does count
+    something, that can only be part of ours."""
+    if case == "sdpa":
+        B, H, L, E = 1, 2, 16, 8
+        model, inputs = Fn(F.scaled_dot_product_attention), [torch.randn(B, H, L, E)] * 3
+        macs = B * H * L * L * (E + E)
+    elif case == "mha-fast-path":
+        B, L, E = 2, 10, 32
+        model, inputs = SelfAttention(E, 4), [torch.randn(B, L, E)]
+        macs = 4 * B * L * E * E + 2 * B * L * L * E
+    else:
+        T, B, I, H = 5, 3, 16, 32  # noqa: E741
+        model, inputs = nn.LSTM(I, H), [torch.randn(T, B, I)]
+        macs = lstm_macs(T, B, I, H)
+    counted = sum(flop_counter(model.eval(), tuple(inputs)).values())
+    prof = profile(model, *inputs)
+    assert prof.flops_contraction == 2 * macs, f"FlopCounterMode: {counted:,}"
+    assert counted <= prof.flops_contraction  # it can miss work, never invent it
+
+
+# --------------------------------------------------------------------------------------------
+# Elementwise and normalisation: per element of the output (or of the normalised tensor)
+
+SHAPE = (2, 10, 64)
+NUMEL = 2 * 10 * 64  # 1,280
+
+
+@pytest.mark.parametrize(
+    "module, per_element",
+    [
+        (nn.LayerNorm(64), 7),  # 5 + 1 weight + 1 bias
+        (nn.LayerNorm(64, elementwise_affine=False), 5),
+        (nn.LayerNorm(64, bias=False), 6),
+        (nn.GELU(), 5),  # erf form
+        (nn.GELU(approximate="tanh"), 9),
+        (nn.Softmax(dim=-1), 5),
+        (nn.SiLU(), 5),
+        (nn.Sigmoid(), 4),
+        (nn.ReLU(), 1),
+    ],
+    ids=[
+        "layernorm",
+        "layernorm-no-affine",
+        "layernorm-no-bias",
+        "gelu",
+        "gelu-tanh",
+        "softmax",
+        "silu",
+        "sigmoid",
+        "relu",
+    ],
+)
+def test_elementwise_costs(module, per_element):
+    prof = profile(module, torch.randn(SHAPE))
+    assert (prof.macs, prof.flops) == (0, NUMEL * per_element)
+    assert prof.coverage.unsupported_ops == {}
+
+
+def test_eval_batchnorm_then_relu():
+    """Eval batch norm: 2 + 1 weight + 1 bias = 4 per element; ReLU 1."""
+    model = nn.Sequential(nn.BatchNorm2d(3), nn.ReLU())
+    prof = profile(model, torch.randn(2, 3, 4, 4))
+    numel = 2 * 3 * 4 * 4  # 96
+    assert (prof.macs, prof.flops) == (0, numel * 4 + numel * 1)
+
+
+def test_linear_layer():
+    """addmm: m*k*n MACs + 1 per output element for the bias."""
+    prof = profile(nn.Linear(20, 30), torch.randn(7, 20))
+    assert_counts(prof, 7 * 20 * 30, 2 * 7 * 20 * 30 + 7 * 30)
+    assert prof.params == 20 * 30 + 30
+
+
+# --------------------------------------------------------------------------------------------
+# Parameters: tied weights counted once
+
+
+class TiedLM(nn.Module):
+    def __init__(self, vocab=100, dim=16, bias=False):
+        super().__init__()
+        self.encoder = nn.Embedding(vocab, dim)
+        self.decoder = nn.Linear(dim, vocab, bias=bias)
+        self.decoder.weight = self.encoder.weight  # tied: one [vocab, dim] tensor
+
+    def forward(self, ids):
+        return self.decoder(self.encoder(ids))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_tied_weights_counted_once(bias):
+    model = TiedLM(bias=bias)
+    assert model.decoder.weight is model.encoder.weight
+    prof = profile(model, torch.randint(0, 100, (1, 5)))
+    params = 100 * 16 + (100 if bias else 0)  # the shared table once (+ decoder bias)
+    assert prof.params == params
+    assert prof.weights_bytes == 4 * params
+    assert prof.macs == 5 * 16 * 100  # the decoder matmul still runs: 8,000
+
+
+# --------------------------------------------------------------------------------------------
+# Tracing tiers
+
+
+class ShapeBranch(nn.Module):
+    """``if`` on a shape: symbolic_trace cannot evaluate a Proxy as a bool; export specialises."""
+
+    def __init__(self):
+        super().__init__()
+        self.wide = nn.Linear(16, 32)
+        self.narrow = nn.Linear(16, 4)
+
+    def forward(self, x):
+        if x.shape[-1] > 8:
+            return self.wide(x)
+        return self.narrow(x)
+
+
+class RowLoop(nn.Module):
+    """``range(x.size(0))``: symbolic_trace cannot turn a Proxy into an int; export unrolls."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        out = torch.zeros_like(x[0])
+        for i in range(x.size(0)):
+            out = out + self.lin(x[i])
+        return out
+
+
+def test_shape_control_flow_goes_to_dynamo():
+    prof = profile(ShapeBranch(), torch.randn(3, 16))
+    assert prof.trace.method == "dynamo"
+    assert "fx" in prof.trace.failures and prof.trace.failures["fx"]
+    # the branch actually taken: wide, 3 x 16 x 32
+    assert_counts(prof, 3 * 16 * 32, 2 * 3 * 16 * 32 + 3 * 32)
+
+
+def test_loop_over_batch_goes_to_dynamo():
+    prof = profile(RowLoop(), torch.randn(3, 16))
+    assert prof.trace.method == "dynamo"
+    assert "fx" in prof.trace.failures and prof.trace.failures["fx"]
+    macs = 3 * (16 * 16)  # three rows, one 16x16 matrix-vector product each
+    bias = 3 * 16
+    adds = 3 * 16  # out = out + ...
+    assert_counts(prof, macs, 2 * macs + bias + adds)
+
+
+class DataBranch(nn.Module):
+    """``if`` on tensor *values*: FX cannot, and export refuses data-dependent control flow."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.lin(x)
+        return -x
+
+
+def test_untraceable_model_names_every_tier():
+    model, x = DataBranch().eval(), torch.ones(2, 4)
+    with torch.no_grad():
+        model(x)  # runs fine eagerly: the failure is the tracers', not the model's
+    with pytest.raises(TraceError) as info:
+        profile_model(model, (x,))
+    err = info.value
+    assert {"fx", "dynamo"} <= set(err.failures)
+    message = str(err)
+    assert "\n" not in message
+    for tier, reason in err.failures.items():
+        assert tier in message and reason
