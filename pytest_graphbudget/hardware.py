@@ -43,7 +43,7 @@ class Hardware:
 BUILTIN: tuple[Hardware, ...] = (
     Hardware(
         name="generic",
-        description="Reference machine with ridge point 10 FLOPs/byte (source documents' convention)",
+        description="Reference machine, ridge point 10 FLOPs/byte (the source documents' rule)",
         peak_flops={"float32": 1 * TERA, "float16": 1 * TERA, "bfloat16": 1 * TERA},
         bandwidth=100 * GIGA,
         source="convention: 1 TFLOP/s over 100 GB/s",
@@ -51,8 +51,14 @@ BUILTIN: tuple[Hardware, ...] = (
     Hardware(
         name="a100",
         description="NVIDIA A100 SXM4 80GB",
-        peak_flops={"float32": 19.5 * TERA, "tf32": 156 * TERA, "float16": 312 * TERA,
-                    "bfloat16": 312 * TERA, "int8": 624 * TERA, "float64": 19.5 * TERA},
+        peak_flops={
+            "float32": 19.5 * TERA,
+            "tf32": 156 * TERA,
+            "float16": 312 * TERA,
+            "bfloat16": 312 * TERA,
+            "int8": 624 * TERA,
+            "float64": 19.5 * TERA,
+        },
         bandwidth=2039 * GIGA,
         source="NVIDIA A100 Tensor Core GPU datasheet (2021)",
         aliases=("a100-80gb", "a100-sxm"),
@@ -60,9 +66,15 @@ BUILTIN: tuple[Hardware, ...] = (
     Hardware(
         name="h100",
         description="NVIDIA H100 SXM5 80GB",
-        peak_flops={"float32": 67 * TERA, "tf32": 494.7 * TERA, "float16": 989.4 * TERA,
-                    "bfloat16": 989.4 * TERA, "float8_e4m3fn": 1978.9 * TERA,
-                    "int8": 1978.9 * TERA, "float64": 34 * TERA},
+        peak_flops={
+            "float32": 67 * TERA,
+            "tf32": 494.7 * TERA,
+            "float16": 989.4 * TERA,
+            "bfloat16": 989.4 * TERA,
+            "float8_e4m3fn": 1978.9 * TERA,
+            "int8": 1978.9 * TERA,
+            "float64": 34 * TERA,
+        },
         bandwidth=3350 * GIGA,
         source="NVIDIA H100 Tensor Core GPU datasheet (2023), dense figures",
         aliases=("h100-sxm",),
@@ -78,9 +90,12 @@ BUILTIN: tuple[Hardware, ...] = (
         name="epyc-9654",
         description="AMD EPYC 9654 (96 Zen 4 cores, 2.4 GHz base, 12 x DDR5-4800)",
         # 96 cores x 2 FMA pipes x 8 fp32 lanes (256-bit) x 2 FLOPs x 2.4 GHz
-        peak_flops={"float32": 96 * 2 * 8 * 2 * 2.4 * GIGA, "bfloat16": 96 * 2 * 16 * 2 * 2.4 * GIGA},
+        peak_flops={
+            "float32": 96 * 2 * 8 * 2 * 2.4 * GIGA,
+            "bfloat16": 96 * 2 * 16 * 2 * 2.4 * GIGA,
+        },
         bandwidth=12 * 4800e6 * 8,
-        source="AMD EPYC 9004 series product brief; peak derived from core count, FMA width, base clock",
+        source="AMD EPYC 9004 product brief; peak from core count, FMA width and base clock",
         aliases=("cpu", "server-cpu"),
     ),
 )
@@ -114,13 +129,22 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
             peaks = {str(k): float(v) * TERA for k, v in dict(table["peak_tflops"]).items()}
         else:
             peaks = {str(k): float(v) for k, v in dict(table["peak_flops"]).items()}
-        bandwidth = (float(table["bandwidth_gbs"]) * GIGA if "bandwidth_gbs" in table
-                     else float(table["bandwidth"]))
+        bandwidth = (
+            float(table["bandwidth_gbs"]) * GIGA
+            if "bandwidth_gbs" in table
+            else float(table["bandwidth"])
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise GraphBudgetError(
             f"hardware {name!r}: needs peak_tflops (or peak_flops) per dtype and bandwidth_gbs "
-            f"(or bandwidth): {exc}") from None
+            f"(or bandwidth): {exc}"
+        ) from None
     if "float32" not in peaks:
         raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
-    return Hardware(name=name, description=str(table.get("description", name)),
-                    peak_flops=peaks, bandwidth=bandwidth, source="user profile")
+    return Hardware(
+        name=name,
+        description=str(table.get("description", name)),
+        peak_flops=peaks,
+        bandwidth=bandwidth,
+        source="user profile",
+    )

@@ -26,11 +26,23 @@ from pytest_graphbudget.trace import Traced, fake_like, fake_state
 # How each op behaves when fusing: contractions anchor a kernel; reductions need their whole
 # input; everything else with a formula is pointwise. Kinds name the node in reports.
 ANCHORS = {
-    "convolution": "conv", "_convolution": "conv", "convolution_overrideable": "conv",
-    "_slow_conv2d_forward": "conv", "mm": "matmul", "addmm": "linear", "_addmm_activation": "linear",
-    "bmm": "bmm", "baddbmm": "bmm", "addbmm": "bmm", "mv": "matmul", "dot": "matmul",
-    "vdot": "matmul", "addmv": "linear", "_native_multi_head_attention": "mha",
-    "_transformer_encoder_layer_fwd": "encoder_layer", "mkldnn_rnn_layer": "lstm",
+    "convolution": "conv",
+    "_convolution": "conv",
+    "convolution_overrideable": "conv",
+    "_slow_conv2d_forward": "conv",
+    "mm": "matmul",
+    "addmm": "linear",
+    "_addmm_activation": "linear",
+    "bmm": "bmm",
+    "baddbmm": "bmm",
+    "addbmm": "bmm",
+    "mv": "matmul",
+    "dot": "matmul",
+    "vdot": "matmul",
+    "addmv": "linear",
+    "_native_multi_head_attention": "mha",
+    "_transformer_encoder_layer_fwd": "encoder_layer",
+    "mkldnn_rnn_layer": "lstm",
     "_scaled_dot_product_flash_attention_for_cpu": "attention",
     "_scaled_dot_product_flash_attention": "attention",
     "_scaled_dot_product_efficient_attention": "attention",
@@ -38,28 +50,48 @@ ANCHORS = {
     "_scaled_dot_product_attention_math": "attention",
 }
 REDUCTIONS = {
-    "_softmax": "softmax", "softmax": "softmax", "_log_softmax": "log_softmax",
-    "log_softmax": "log_softmax", "_safe_softmax": "softmax", "_masked_softmax": "softmax",
-    "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
-    "_fused_rms_norm": "rms_norm", "_batch_norm_with_update": "bn",
+    "_softmax": "softmax",
+    "softmax": "softmax",
+    "_log_softmax": "log_softmax",
+    "log_softmax": "log_softmax",
+    "_safe_softmax": "softmax",
+    "_masked_softmax": "softmax",
+    "native_layer_norm": "layer_norm",
+    "native_group_norm": "group_norm",
+    "_fused_rms_norm": "rms_norm",
+    "_batch_norm_with_update": "bn",
     "_native_batch_norm_legit_functional": "bn",
-    **{name: name for name in (
-        "sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
-        "count_nonzero logsumexp var std var_mean std_mean norm linalg_vector_norm cumsum "
-        "cumprod logcumsumexp sort topk").split()},
-    **{name: "max_pool" for name in (
+    **{
+        name: name
+        for name in (
+            "sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
+            "count_nonzero logsumexp var std var_mean std_mean norm linalg_vector_norm cumsum "
+            "cumprod logcumsumexp sort topk"
+        ).split()
+    },
+    **dict.fromkeys(
         "max_pool1d max_pool2d max_pool3d max_pool1d_with_indices max_pool2d_with_indices "
         "max_pool3d_with_indices mkldnn_max_pool2d adaptive_max_pool1d adaptive_max_pool2d "
-        "adaptive_max_pool3d").split()},
-    **{name: "avg_pool" for name in (
+        "adaptive_max_pool3d".split(),
+        "max_pool",
+    ),
+    **dict.fromkeys(
         "avg_pool1d avg_pool2d avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d "
-        "adaptive_avg_pool1d").split()},
+        "adaptive_avg_pool1d".split(),
+        "avg_pool",
+    ),
 }
 RENAMES = {
-    "native_batch_norm": "bn", "_native_batch_norm_legit": "bn",
-    "_native_batch_norm_legit_no_training": "bn", "_batch_norm_no_update": "bn",
-    "_to_copy": "copy", "constant_pad_nd": "pad", "upsample_nearest2d": "upsample",
-    "upsample_bilinear2d": "upsample", "_unsafe_index": "index", "hardtanh": "relu6",
+    "native_batch_norm": "bn",
+    "_native_batch_norm_legit": "bn",
+    "_native_batch_norm_legit_no_training": "bn",
+    "_batch_norm_no_update": "bn",
+    "_to_copy": "copy",
+    "constant_pad_nd": "pad",
+    "upsample_nearest2d": "upsample",
+    "upsample_bilinear2d": "upsample",
+    "_unsafe_index": "index",
+    "hardtanh": "relu6",
 }
 RANK = {"view": 0, "movement": 1, "elementwise": 2, "reduction": 3, "anchor": 4}
 
@@ -137,8 +169,12 @@ class _Recorder(TorchDispatchMode):
         name = base_name(func.name())
         node.ops[name] += 1
         try:
-            cost = price(name, pytree.tree_map(_shape, args), pytree.tree_map(_shape, kwargs),
-                         pytree.tree_map(_shape, out))
+            cost = price(
+                name,
+                pytree.tree_map(_shape, args),
+                pytree.tree_map(_shape, kwargs),
+                pytree.tree_map(_shape, out),
+            )
         except Exception:  # a formula that cannot read this call: report the op, don't guess
             cost = None
         if cost is None:
@@ -189,14 +225,15 @@ class _CostInterpreter(fx.Interpreter):
                 if binding.kind == "input":
                     self.inputs[n.name] = _views(value)
             return value
-        node = NodeCost(name=n.name, op=n.op, target=_target(n), module=self._module(n),
-                        index=len(self.nodes))
+        node = NodeCost(
+            name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
+        )
         self.recorder.node = node
         try:
             value = super().run_node(n)
         finally:
             self.recorder.node = None
-        producers = [p for p in n.all_input_nodes]
+        producers = list(n.all_input_nodes)
         node.inputs = [p.name for p in producers]
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
         tensors = list(_tensors(value))
@@ -258,8 +295,9 @@ class _Runner(nn.Module):
         return self._interpret(self.gm, *values)
 
 
-def measure(model: nn.Module, traced: Traced, tensors: list[torch.Tensor], *,
-            fake: bool = True) -> Measured:
+def measure(
+    model: nn.Module, traced: Traced, tensors: list[torch.Tensor], *, fake: bool = True
+) -> Measured:
     """Interpret ``traced`` once, pricing every op, on fake tensors (or real ones)."""
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
     state = fake_state(model, mode) if fake else _real_state(model)
@@ -293,8 +331,9 @@ def measure(model: nn.Module, traced: Traced, tensors: list[torch.Tensor], *,
         module_state = {f"gm.{n}": state[n] for n in names if n in state}
     context = mode if fake else _null()
     with torch.no_grad(), context, recorder:
-        torch.func.functional_call(_Runner(gm, interpret), module_state, tuple(values),
-                                   strict=False, tie_weights=True)
+        torch.func.functional_call(
+            _Runner(gm, interpret), module_state, tuple(values), strict=False, tie_weights=True
+        )
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     outputs = {p.name for p in output_node.all_input_nodes}
     return Measured(result["nodes"], outputs, result["inputs"], "fake" if fake else "real")

@@ -87,13 +87,17 @@ def partition(measured: Measured) -> list[Group]:
             else:
                 join(latest, node)
         else:  # reduction
-            if latest is not None and groups[latest].categories <= {"elementwise", "movement",
-                                                                     "view"}:
+            if latest is not None and groups[latest].categories <= {
+                "elementwise",
+                "movement",
+                "view",
+            }:
                 join(latest, node)
             else:
                 host = "" if latest is None else f" after {groups[latest].kind}"
-                start(node, f"{node.kind}: a reduction needs its whole input, starts a "
-                            f"kernel{host}")
+                start(
+                    node, f"{node.kind}: a reduction needs its whole input, starts a kernel{host}"
+                )
 
     consumers = _consumers(measured.nodes)
     for node in reversed(deferred):
@@ -145,12 +149,16 @@ def traffic(groups: list[Group], measured: Measured) -> list[Traffic]:
             for producer in member.inputs:
                 if producer in inside:
                     continue
-                views = by_name[producer].views if producer in by_name \
+                views = (
+                    by_name[producer].views
+                    if producer in by_name
                     else measured.inputs.get(producer, {})
+                )
                 for key, size in views.items():
                     read[key] = max(read.get(key, 0), size)
             used_outside = member.name in measured.graph_outputs or any(
-                group_of.get(c) != group.id for c in consumers.get(member.name, []))
+                group_of.get(c) != group.id for c in consumers.get(member.name, [])
+            )
             if used_outside:
                 for key, size in member.views.items():
                     written[key] = max(written.get(key, 0), size)

@@ -85,10 +85,17 @@ class Subgraph:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "kind": self.kind, "module": self.module, "nodes": list(self.nodes),
-            "flops": self.flops, "macs": self.macs, "bytes_in": self.bytes_in,
-            "bytes_out": self.bytes_out, "bytes_weights": self.bytes_weights,
-            "arithmetic_intensity": self.arithmetic_intensity, "bottleneck": self.bottleneck,
+            "id": self.id,
+            "kind": self.kind,
+            "module": self.module,
+            "nodes": list(self.nodes),
+            "flops": self.flops,
+            "macs": self.macs,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "bytes_weights": self.bytes_weights,
+            "arithmetic_intensity": self.arithmetic_intensity,
+            "bottleneck": self.bottleneck,
             "reason": self.reason,
         }
 
@@ -153,12 +160,19 @@ class Profile:
             "schema": SCHEMA,
             "model": self.model,
             "inputs": [vars(i).copy() for i in self.inputs],
-            "trace": {"method": self.trace.method, "failures": dict(self.trace.failures),
-                      "nodes": self.trace.nodes, "seconds": round(self.trace.seconds, 4)},
+            "trace": {
+                "method": self.trace.method,
+                "failures": dict(self.trace.failures),
+                "nodes": self.trace.nodes,
+                "seconds": round(self.trace.seconds, 4),
+            },
             "totals": {
-                "flops": self.flops, "macs": self.macs,
-                "flops_contraction": self.flops_contraction, "params": self.params,
-                "weights_bytes": self.weights_bytes, "traffic_bytes": self.traffic_bytes,
+                "flops": self.flops,
+                "macs": self.macs,
+                "flops_contraction": self.flops_contraction,
+                "params": self.params,
+                "weights_bytes": self.weights_bytes,
+                "traffic_bytes": self.traffic_bytes,
                 "activation_peak_bytes": self.activation_peak_bytes,
                 "peak_memory_bytes": self.peak_memory_bytes,
                 "arithmetic_intensity": self.arithmetic_intensity,
@@ -166,16 +180,25 @@ class Profile:
             },
             "hardware": {"name": self.hardware.name, "ridge_point": self.ridge_point},
             "bottleneck": self.bottleneck,
-            "coverage": {"nodes": self.coverage.nodes, "costed": self.coverage.costed,
-                         "unsupported_ops": dict(sorted(self.coverage.unsupported_ops.items()))},
+            "coverage": {
+                "nodes": self.coverage.nodes,
+                "costed": self.coverage.costed,
+                "unsupported_ops": dict(sorted(self.coverage.unsupported_ops.items())),
+            },
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "modules": {path: vars(m).copy() for path, m in sorted(self.modules.items())},
         }
 
 
-def profile_model(model: Any, inputs: Any = None, kwargs: dict[str, Any] | None = None, *,
-                  hardware: Any = "generic", name: str | None = None, **zoo_options: Any
-                  ) -> Profile:
+def profile_model(
+    model: Any,
+    inputs: Any = None,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    hardware: Any = "generic",
+    name: str | None = None,
+    **zoo_options: Any,
+) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
 
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
@@ -193,8 +216,9 @@ def profile_model(model: Any, inputs: Any = None, kwargs: dict[str, Any] | None 
         inputs = model.inputs if inputs is None else inputs
         kwargs = model.kwargs if kwargs is None else kwargs
         model = model.model
-    return _profile(model, _as_tuple(inputs), dict(kwargs or {}), hardware,
-                    name or type(model).__name__)
+    return _profile(
+        model, _as_tuple(inputs), dict(kwargs or {}), hardware, name or type(model).__name__
+    )
 
 
 def _as_tuple(inputs: Any) -> tuple:
@@ -259,8 +283,17 @@ def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, st
     raise TraceError(failures)
 
 
-def _assemble(model: Any, args: tuple, kwargs: dict[str, Any], name: str, target: Any,
-              traced: Any, measured: Any, failures: dict[str, str], seconds: float) -> Profile:
+def _assemble(
+    model: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    name: str,
+    target: Any,
+    traced: Any,
+    measured: Any,
+    failures: dict[str, str],
+    seconds: float,
+) -> Profile:
     """Partition the measured graph and put every figure in its place."""
     from pytest_graphbudget.partition import activation_peak, partition, traffic
 
@@ -268,25 +301,37 @@ def _assemble(model: Any, args: tuple, kwargs: dict[str, Any], name: str, target
     flows = traffic(groups, measured)
     dtype = _dtype(model)
     subgraphs = []
-    for group, flow in zip(groups, flows):
+    for group, flow in zip(groups, flows, strict=True):
         flops = sum(m.flops for m in group.members)
         intensity = flops / flow.total if flow.total else 0.0
         bound = "compute_bound" if intensity >= target.ridge_point(dtype) else "memory_bound"
-        subgraphs.append(Subgraph(
-            id=group.id, kind=group.kind, module=group.anchor.module,
-            nodes=[m.name for m in group.members], flops=flops,
-            macs=sum(m.macs for m in group.members), bytes_in=flow.bytes_in,
-            bytes_out=flow.bytes_out, bytes_weights=flow.bytes_weights,
-            arithmetic_intensity=intensity, bottleneck=bound, reason=group.reason,
-            est_latency_s=target.time(flops, flow.total, dtype)))
+        subgraphs.append(
+            Subgraph(
+                id=group.id,
+                kind=group.kind,
+                module=group.anchor.module,
+                nodes=[m.name for m in group.members],
+                flops=flops,
+                macs=sum(m.macs for m in group.members),
+                bytes_in=flow.bytes_in,
+                bytes_out=flow.bytes_out,
+                bytes_weights=flow.bytes_weights,
+                arithmetic_intensity=intensity,
+                bottleneck=bound,
+                reason=group.reason,
+                est_latency_s=target.time(flops, flow.total, dtype),
+            )
+        )
     subgraph_of = {m: s.id for s in subgraphs for m in s.nodes}
 
     unsupported: Counter = Counter()
     for node in measured.nodes:
         unsupported.update(node.unsupported)
-    coverage = Coverage(nodes=len(measured.nodes),
-                        costed=sum(1 for n in measured.nodes if not n.unsupported),
-                        unsupported_ops=dict(unsupported))
+    coverage = Coverage(
+        nodes=len(measured.nodes),
+        costed=sum(1 for n in measured.nodes if not n.unsupported),
+        unsupported_ops=dict(unsupported),
+    )
     return Profile(
         model=name,
         inputs=_input_info(model, args, kwargs),
@@ -304,9 +349,21 @@ def _assemble(model: Any, args: tuple, kwargs: dict[str, Any], name: str, target
         coverage=coverage,
         subgraphs=subgraphs,
         modules=_modules(model, measured.nodes),
-        node_info=[NodeInfo(n.index, n.name, n.op, n.target, n.module, n.kind,
-                            subgraph_of.get(n.name, -1), n.flops, n.macs,
-                            [list(s) for s in n.shapes]) for n in measured.nodes],
+        node_info=[
+            NodeInfo(
+                n.index,
+                n.name,
+                n.op,
+                n.target,
+                n.module,
+                n.kind,
+                subgraph_of.get(n.name, -1),
+                n.flops,
+                n.macs,
+                [list(s) for s in n.shapes],
+            )
+            for n in measured.nodes
+        ],
     )
 
 

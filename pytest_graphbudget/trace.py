@@ -86,8 +86,9 @@ def fake_state(model: nn.Module, mode: FakeTensorMode) -> dict[str, torch.Tensor
         if id(tensor) not in twins:
             device = "cpu" if tensor.is_meta else tensor.device
             with mode:
-                twin = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
-                                           device=device)
+                twin = torch.empty_strided(
+                    tensor.shape, tensor.stride(), dtype=tensor.dtype, device=device
+                )
             if isinstance(tensor, nn.Parameter):
                 twin = nn.Parameter(twin, requires_grad=tensor.requires_grad)
             twins[id(tensor)] = twin
@@ -102,8 +103,9 @@ def fake_like(value: Any, mode: FakeTensorMode) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
         with mode:
-            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype,
-                                       device="cpu" if t.is_meta else t.device)
+            return torch.empty_strided(
+                t.shape, t.stride(), dtype=t.dtype, device="cpu" if t.is_meta else t.device
+            )
 
     return pytree.tree_map(twin, value)
 
@@ -134,8 +136,9 @@ def warm_up(model: nn.Module, example: Example) -> None:
         with torch.no_grad():
             model(*example.args, **example.kwargs)
     except Exception as exc:  # the user's model raised: report it, don't trace it
-        raise ModelRunError(f"the model's forward raised {type(exc).__name__}: {one_line(exc)}") \
-            from exc
+        raise ModelRunError(
+            f"the model's forward raised {type(exc).__name__}: {one_line(exc)}"
+        ) from exc
 
 
 def trace_fx(model: nn.Module, example: Example) -> Traced:
@@ -143,8 +146,10 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
     signature = inspect.signature(model.forward)
     bound = signature.bind(*example.args, **example.kwargs)
     concrete = {
-        name: p.default for name, p in signature.parameters.items()
-        if name not in bound.arguments and p.default is not inspect.Parameter.empty
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name not in bound.arguments
+        and p.default is not inspect.Parameter.empty
         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
     gm = fx.symbolic_trace(model, concrete_args=concrete or None)
@@ -156,8 +161,9 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
             continue
         name = str(node.target).lstrip("*")
         value = bound.arguments.get(name, concrete.get(name))
-        placeholders.append(Binding("input", index[id(value)]) if id(value) in index
-                            else Binding("constant", value))
+        placeholders.append(
+            Binding("input", index[id(value)]) if id(value) in index else Binding("constant", value)
+        )
     return Traced(gm, "fx", placeholders, state_in_module=True)
 
 
@@ -215,8 +221,9 @@ def trace_dynamo(model: nn.Module, example: Example) -> Traced:
             placeholders.append(Binding("constant", program.constants[spec.target]))
         else:
             raise RuntimeError(f"unsupported export input kind {kind}")
-    return Traced(program.graph_module, "dynamo", placeholders, state_in_module=False,
-                  module_prefix="model.")
+    return Traced(
+        program.graph_module, "dynamo", placeholders, state_in_module=False, module_prefix="model."
+    )
 
 
 Tier = Callable[[nn.Module, Example], Traced]

@@ -49,8 +49,11 @@ def test_figures_add_up(resnet18):
     assert sum(s.traffic_bytes for s in resnet18.subgraphs) == resnet18.traffic_bytes
     # Every weight is read by exactly one kernel, so the kernels' weight bytes add up to the
     # weights, less the batch norms' step counters, which inference never reads.
-    counters = [b for name, b in torchvision.models.resnet18().named_buffers()
-                if name.endswith("num_batches_tracked")]
+    counters = [
+        b
+        for name, b in torchvision.models.resnet18().named_buffers()
+        if name.endswith("num_batches_tracked")
+    ]
     unread = sum(b.numel() * b.element_size() for b in counters)
     assert sum(s.bytes_weights for s in resnet18.subgraphs) == resnet18.weights_bytes - unread
 
@@ -79,8 +82,9 @@ def test_bert_nodes_all_partitioned_and_views_never_alone():
     by_name = {n.name: n for n in prof.node_info}
     for subgraph in prof.subgraphs:
         assert subgraph.kind != "view"
-        assert any(by_name[n].flops or by_name[n].kind not in ("view", "getitem") for n in
-                   subgraph.nodes)
+        assert any(
+            by_name[n].flops or by_name[n].kind not in ("view", "getitem") for n in subgraph.nodes
+        )
     kinds = Counter(s.kind for s in prof.subgraphs)
     # Per layer: one fused attention kernel and two layer norms (after attention, after FFN).
     assert kinds["attention"] == 2

@@ -38,17 +38,40 @@ def test_json_has_every_key_of_the_spec(mlp):
     assert set(data["trace"]) == {"method", "failures", "nodes", "seconds"}
     assert data["trace"]["method"] == "fx" and data["trace"]["failures"] == {}
     assert set(data["totals"]) == {
-        "flops", "macs", "flops_contraction", "params", "weights_bytes", "traffic_bytes",
-        "activation_peak_bytes", "peak_memory_bytes", "arithmetic_intensity", "est_latency_s"}
+        "flops",
+        "macs",
+        "flops_contraction",
+        "params",
+        "weights_bytes",
+        "traffic_bytes",
+        "activation_peak_bytes",
+        "peak_memory_bytes",
+        "arithmetic_intensity",
+        "est_latency_s",
+    }
     assert data["hardware"] == {"name": "generic", "ridge_point": 10.0}
     for side in ("compute_bound", "memory_bound"):
         assert set(data["bottleneck"][side]) == {"subgraphs", "share", "flops_share", "time_share"}
     assert set(data["coverage"]) == {"nodes", "costed", "unsupported_ops"}
     assert set(data["subgraphs"][0]) == {
-        "id", "kind", "module", "nodes", "flops", "macs", "bytes_in", "bytes_out",
-        "bytes_weights", "arithmetic_intensity", "bottleneck", "reason"}
-    assert data["modules"]["fc1"] == {"flops": 2 * 8 * 64 * 256 + 8 * 256, "macs": 8 * 64 * 256,
-                                      "params": 64 * 256 + 256}
+        "id",
+        "kind",
+        "module",
+        "nodes",
+        "flops",
+        "macs",
+        "bytes_in",
+        "bytes_out",
+        "bytes_weights",
+        "arithmetic_intensity",
+        "bottleneck",
+        "reason",
+    }
+    assert data["modules"]["fc1"] == {
+        "flops": 2 * 8 * 64 * 256 + 8 * 256,
+        "macs": 8 * 64 * 256,
+        "params": 64 * 256 + 256,
+    }
 
 
 def test_mlp_by_hand(mlp):
@@ -76,8 +99,9 @@ def test_roofline_on_generic_hardware(mlp):
     assert mlp.est_latency_s == pytest.approx(sum(s.est_latency_s for s in mlp.subgraphs))
     mix = mlp.bottleneck
     assert mix["compute_bound"]["share"] + mix["memory_bound"]["share"] == pytest.approx(1.0)
-    assert mix["compute_bound"]["flops_share"] + mix["memory_bound"]["flops_share"] == \
-        pytest.approx(1.0)
+    assert mix["compute_bound"]["flops_share"] + mix["memory_bound"][
+        "flops_share"
+    ] == pytest.approx(1.0)
 
 
 def test_named_hardware_changes_the_ridge_point():

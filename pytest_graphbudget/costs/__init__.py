@@ -11,15 +11,15 @@ Importing the modules below fills the registry.
 
 from __future__ import annotations
 
+from pytest_graphbudget.costs import attention, contraction, elementwise, movement, reduction  # noqa: F401
 from pytest_graphbudget.costs.registry import (
-    Shape,
     FORMULAS,
     ZERO_COST,
     OpCost,
+    Shape,
     base_name,
     price,
     register,
 )
-from pytest_graphbudget.costs import attention, contraction, elementwise, movement, reduction  # noqa: F401,E402
 
 __all__ = ["Shape", "FORMULAS", "ZERO_COST", "OpCost", "base_name", "price", "register"]

@@ -33,8 +33,9 @@ def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost
 
 
 @register("_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
-def sdpa_efficient(q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0,
-                   is_causal=False, *_, out, **__) -> OpCost:
+def sdpa_efficient(
+    q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0, is_causal=False, *_, out, **__
+) -> OpCost:
     return _sdpa(q, k, v, masked=attn_bias is not None or is_causal)
 
 
@@ -52,28 +53,64 @@ def _mha(query: Shape, key: Shape, heads: int, has_bias: bool, masked: bool) -> 
     attention = 2 * batch * length * source * embed  # QK^T and AV, summed over the heads
     scores = batch * heads * length * source
     bias = 2 * numel(query) + 2 * numel(key) if has_bias else 0
-    return OpCost(macs=projections + attention,
-                  other=bias + scores * (SCALE + SOFTMAX + int(masked)))
+    return OpCost(
+        macs=projections + attention, other=bias + scores * (SCALE + SOFTMAX + int(masked))
+    )
 
 
 @register("_native_multi_head_attention")
-def native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
-               proj_bias, mask=None, *_, out, **__) -> OpCost:
+def native_mha(
+    query,
+    key,
+    value,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    mask=None,
+    *_,
+    out,
+    **__,
+) -> OpCost:
     # nn.MultiheadAttention's inference fast path: one kernel for the whole block.
     return _mha(query, key, num_head, qkv_bias is not None, mask is not None)
 
 
 @register("_transformer_encoder_layer_fwd")
-def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
-                              proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1,
-                              norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2,
-                              ffn_bias_2, mask=None, *_, out, **__) -> OpCost:
+def transformer_encoder_layer(
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    ffn_bias_1,
+    ffn_weight_2,
+    ffn_bias_2,
+    mask=None,
+    *_,
+    out,
+    **__,
+) -> OpCost:
     # nn.TransformerEncoderLayer's fast path: attention, two layer norms (7 FLOPs per element
     # with affine), two residual adds, and the feed-forward block with its activation.
     attention = _mha(src, src, num_heads, qkv_bias is not None, mask is not None)
     tokens, hidden = numel(src) // src[-1], ffn_weight_1[0]
-    ffn = OpCost(macs=2 * tokens * src[-1] * hidden,
-                 other=tokens * hidden * (1 + (5 if use_gelu else 1)) + numel(src))
+    ffn = OpCost(
+        macs=2 * tokens * src[-1] * hidden,
+        other=tokens * hidden * (1 + (5 if use_gelu else 1)) + numel(src),
+    )
     return attention + ffn + OpCost(other=numel(src) * (2 * 7 + 2))
 
 
@@ -83,8 +120,9 @@ sum of the two products), 3 sigmoids x 4, 2 tanh x 1, c = f*c + i*g (3), h = o*t
 
 
 @register("mkldnn_rnn_layer")
-def mkldnn_rnn_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode, hidden_size,
-                     *_, out, **__) -> OpCost:
+def mkldnn_rnn_layer(
+    x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode, hidden_size, *_, out, **__
+) -> OpCost:
     # One LSTM layer in one direction (the CPU path): per step and sample, the input product
     # (I x 4H) and the recurrent product (H x 4H).
     steps = numel(x) // x[-1]

@@ -12,10 +12,21 @@ from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
 
 
 @register("convolution", "_convolution", "convolution_overrideable", "_slow_conv2d_forward")
-def convolution(x: Shape, w: Shape, bias: Shape | None, stride, padding, dilation,
-                transposed: bool = False, *_, out: Shape, **__) -> OpCost:
-    # Normal weight: [C_out, C_in/groups, *kernel]; every output element needs C_in/groups*k MACs.
-    # Transposed weight: [C_in, C_out/groups, *kernel]; every input element scatters to C_out/groups*k.
+def convolution(
+    x: Shape,
+    w: Shape,
+    bias: Shape | None,
+    stride,
+    padding,
+    dilation,
+    transposed: bool = False,
+    *_,
+    out: Shape,
+    **__,
+) -> OpCost:
+    # Normal weight [C_out, C_in/groups, *kernel]: each output element takes C_in/groups*k MACs.
+    # Transposed weight [C_in, C_out/groups, *kernel]: each input element scatters to
+    # C_out/groups*k outputs.
     macs = numel(x) * prod(w[1:]) if transposed else numel(out) * prod(w[1:])
     return OpCost(macs=macs, other=numel(out) if bias is not None else 0)
 
@@ -33,8 +44,9 @@ def addmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, **__) -> OpCost:
 
 
 @register("_addmm_activation")
-def addmm_activation(bias: Shape, a: Shape, b: Shape, beta=1, alpha=1, use_gelu=False, *,
-                     out: Shape, **_) -> OpCost:
+def addmm_activation(
+    bias: Shape, a: Shape, b: Shape, beta=1, alpha=1, use_gelu=False, *, out: Shape, **_
+) -> OpCost:
     # addmm with a fused epilogue: GELU (5 FLOPs per element) or ReLU (1).
     return OpCost(macs=numel(a) * b[-1], other=numel(out) * (1 + (5 if use_gelu else 1)))
 

@@ -14,28 +14,38 @@ PER_ELEMENT: dict[str, int] = {
         "add sub rsub mul div true_divide floor_divide neg abs reciprocal square fmod remainder "
         "maximum minimum fmax fmin where masked_fill clamp clamp_min clamp_max clip hardtanh relu "
         "leaky_relu prelu _prelu_kernel threshold sign sgn floor ceil round trunc frac "
-        "hardshrink softshrink nan_to_num".split(), 1),
+        "hardshrink softshrink nan_to_num".split(),
+        1,
+    ),
     # comparisons and logic
     **dict.fromkeys(
         "eq ne lt le gt ge logical_not logical_and logical_or logical_xor bitwise_and "
-        "bitwise_or bitwise_xor bitwise_not isnan isinf isfinite".split(), 1),
+        "bitwise_or bitwise_xor bitwise_not isnan isinf isfinite".split(),
+        1,
+    ),
     # transcendental functions
     **dict.fromkeys(
         "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt tanh erf erfc erfinv sin cos tan asin "
-        "acos atan atan2 sinh cosh asinh acosh atanh pow float_power".split(), 1),
+        "acos atan atan2 sinh cosh asinh acosh atanh pow float_power".split(),
+        1,
+    ),
     # scans
     **dict.fromkeys("cumsum cumprod logcumsumexp".split(), 1),
     # composite activations: the operations of their formula
-    "sigmoid": 4,          # neg, exp, add, reciprocal
-    "silu": 5,             # x * sigmoid(x)
-    "hardswish": 4,        # x * relu6(x + 3) / 6
-    "hardsigmoid": 3,      # relu6(x + 3) / 6
-    "softplus": 3,         # log(1 + exp(x))
-    "mish": 5,             # x * tanh(softplus(x))
-    "elu": 4, "celu": 4, "selu": 5,  # exp, sub, mul, select (+ scale for selu)
-    "glu": 5,              # a * sigmoid(b), per output element
+    "sigmoid": 4,  # neg, exp, add, reciprocal
+    "silu": 5,  # x * sigmoid(x)
+    "hardswish": 4,  # x * relu6(x + 3) / 6
+    "hardsigmoid": 3,  # relu6(x + 3) / 6
+    "softplus": 3,  # log(1 + exp(x))
+    "mish": 5,  # x * tanh(softplus(x))
+    "elu": 4,
+    "celu": 4,
+    "selu": 5,  # exp, sub, mul, select (+ scale for selu)
+    "glu": 5,  # a * sigmoid(b), per output element
     "log_sigmoid_forward": 5,
-    "addcmul": 2, "addcdiv": 2, "lerp": 2,
+    "addcmul": 2,
+    "addcdiv": 2,
+    "lerp": 2,
 }
 
 

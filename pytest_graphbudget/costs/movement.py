@@ -9,7 +9,8 @@ from pytest_graphbudget.costs.registry import ZERO_COST
 
 ZERO_COST.update(
     # views and shape changes
-    "view _unsafe_view reshape unsafe_split unsafe_split_with_sizes unsafe_chunk _reshape_alias permute transpose t expand expand_as squeeze "
+    "view _unsafe_view reshape unsafe_split unsafe_split_with_sizes unsafe_chunk _reshape_alias "
+    "permute transpose t expand expand_as squeeze "
     "unsqueeze flatten unflatten slice select narrow split split_with_sizes chunk unbind "
     "as_strided alias detach lift_fresh lift_fresh_copy unfold view_as_real view_as_complex "
     "movedim swapaxes view_copy permute_copy t_copy transpose_copy expand_copy squeeze_copy "

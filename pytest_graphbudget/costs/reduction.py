@@ -41,8 +41,9 @@ def rms_norm(x: Shape, normalized_shape, weight=None, *_, out, **__) -> OpCost:
 
 
 @register("native_batch_norm", "_native_batch_norm_legit")
-def batch_norm(x: Shape, weight, bias, running_mean, running_var, training: bool, *_, out,
-               **__) -> OpCost:
+def batch_norm(
+    x: Shape, weight, bias, running_mean, running_var, training: bool, *_, out, **__
+) -> OpCost:
     stats = NORM_STATS if training or running_mean is None else NORM_EVAL
     return OpCost(other=(stats + _affine(weight, bias)) * numel(x))
 
@@ -67,8 +68,10 @@ def _per_input(cost: int):
     return formula
 
 
-for _name in ("sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
-              "count_nonzero logsumexp").split():
+for _name in (
+    "sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
+    "count_nonzero logsumexp"
+).split():
     register(_name)(_per_input(1))
 for _name in "var std var_mean std_mean".split():
     register(_name)(_per_input(3))  # subtract the mean, square, sum
@@ -81,9 +84,16 @@ def _window(kernel_size, dims: int) -> int:
     return prod(kernel * dims if len(kernel) == 1 else kernel)
 
 
-@register("max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
-          "max_pool2d_with_indices", "max_pool3d_with_indices", "mkldnn_max_pool2d",
-          "quantized_max_pool2d")
+@register(
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "mkldnn_max_pool2d",
+    "quantized_max_pool2d",
+)
 def max_pool(x: Shape, kernel_size, *_, out, **__) -> OpCost:
     # One comparison per window element.
     return OpCost(other=_window(kernel_size, len(x) - 2) * out_numel(out))
@@ -116,8 +126,11 @@ def _resample(cost: int):
 
 
 for _names, _cost in (
-    ("upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d "
-     "_upsample_nearest_exact2d _upsample_nearest_exact3d", 0),
+    (
+        "upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d "
+        "_upsample_nearest_exact2d _upsample_nearest_exact3d",
+        0,
+    ),
     ("upsample_linear1d", LERP),
     ("upsample_bilinear2d _upsample_bilinear2d_aa grid_sampler_2d", 3 * LERP),
     ("upsample_trilinear3d grid_sampler_3d", 7 * LERP),

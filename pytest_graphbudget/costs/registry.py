@@ -8,7 +8,6 @@ from math import prod
 from typing import Any
 
 
-
 class Shape(tuple):
     """A tensor argument as formulas see it: its shape, a tuple of ints."""
 
