@@ -61,6 +61,8 @@ class NodeInfo:
     flops: int
     macs: int
     shapes: list[list[int]]
+    inputs: list[str] = field(default_factory=list)  # producer nodes (graph inputs included)
+    unsupported: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -361,6 +363,8 @@ def _assemble(
                 n.flops,
                 n.macs,
                 [list(s) for s in n.shapes],
+                list(n.inputs),
+                dict(n.unsupported),
             )
             for n in measured.nodes
         ],
