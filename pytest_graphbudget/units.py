@@ -1,0 +1,117 @@
+"""Units: parse budget values such as ``"22G"``, ``"500MB"``, ``"3ms"``, ``"2%"``; format figures.
+
+Counts and bytes use decimal prefixes (k, M, G, T); bytes accept binary ones (KiB, MiB, GiB,
+TiB) when the user writes them. Parsing is strict: anything else is a ``UnitError`` whose
+message lists the accepted forms, so that a typo in a budget never passes silently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+DECIMAL = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}
+
+FORMS = {
+    "count": 'a number or a string with a decimal prefix: 2.2e10, "22G", "22 GFLOPs", "110M"',
+    "bytes": 'a number of bytes or a string: 5e8, "500MB", "0.5GiB", "120 MiB"',
+    "seconds": 'a number of seconds or a string: 0.003, "3ms", "250us", "1.5s"',
+    "ratio": 'a fraction or a percentage: 0.02, "2%"',
+}
+
+_NUMBER = r"(?P<number>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
+_COUNT = re.compile(
+    rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]?)\s*(?P<unit>FLOPs?|MACs?|flops?|macs?|params?|ops?)?$"
+)
+_BYTES = re.compile(rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]i?|)\s*(?P<unit>B|bytes?)?$")
+_SECONDS = re.compile(rf"^{_NUMBER}\s*(?P<unit>s|ms|us|µs|ns|min)?$")
+_RATIO = re.compile(rf"^{_NUMBER}\s*(?P<unit>%)?$")
+
+
+class UnitError(GraphBudgetError):
+    """A value that is not of the accepted forms; ``kind`` says which forms apply."""
+
+    def __init__(self, value: object, kind: str, where: str = ""):
+        self.value, self.kind = value, kind
+        place = f"{where}: " if where else ""
+        super().__init__(f"{place}cannot read {value!r}; expected {FORMS[kind]}")
+
+
+def parse(value: object, kind: str, where: str = "") -> float:
+    """Parse ``value`` as a ``kind`` ("count", "bytes", "seconds", "ratio") into a float."""
+    if isinstance(value, bool):
+        raise UnitError(value, kind, where)
+    if isinstance(value, (int, float)):
+        if math.isnan(value) or value < 0:
+            raise UnitError(value, kind, where)
+        return float(value)
+    if not isinstance(value, str):
+        raise UnitError(value, kind, where)
+    text = value.strip()
+    if kind == "count":
+        match = _COUNT.match(text)
+        scale = DECIMAL[match["prefix"]] if match else 0
+    elif kind == "bytes":
+        match = _BYTES.match(text)
+        if match:
+            prefix = match["prefix"]
+            scale = BINARY[prefix.upper()[0] + "i"] if prefix.endswith("i") else DECIMAL[prefix]
+    elif kind == "seconds":
+        match = _SECONDS.match(text)
+        scale = SECONDS[match["unit"] or "s"] if match else 0
+    elif kind == "ratio":
+        match = _RATIO.match(text)
+        scale = 0.01 if match and match["unit"] else 1
+    else:
+        raise ValueError(f"unknown unit kind {kind!r}")
+    if not match:
+        raise UnitError(value, kind, where)
+    number = float(match["number"]) * scale
+    if number < 0:
+        raise UnitError(value, kind, where)
+    return number
+
+
+def format_count(value: float, unit: str = "") -> str:
+    """``3642974696`` -> ``"3.64G"``: three significant digits, decimal prefix."""
+    return _format(value, 1000, ["", "k", "M", "G", "T", "P"]) + unit
+
+
+def format_bytes(value: float) -> str:
+    """``46796608`` -> ``"46.8MB"``."""
+    return _format(value, 1000, ["", "k", "M", "G", "T", "P"]) + "B"
+
+
+def format_seconds(value: float) -> str:
+    """``0.00312`` -> ``"3.12ms"``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(value) >= scale or unit == "ns":
+            return f"{_digits(value / scale)}{unit}"
+    return f"{value}s"
+
+
+def format_ratio(value: float) -> str:
+    """``0.0412`` -> ``"4.1%"``."""
+    return f"{value * 100:.1f}%"
+
+
+def _format(value: float, base: int, prefixes: list[str]) -> str:
+    magnitude = 0
+    while abs(value) >= base and magnitude < len(prefixes) - 1:
+        value /= base
+        magnitude += 1
+    return f"{_digits(value)}{prefixes[magnitude]}"
+
+
+def _digits(value: float) -> str:
+    if value == int(value) and abs(value) < 1000:
+        return str(int(value))
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
