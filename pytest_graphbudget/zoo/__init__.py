@@ -1,0 +1,175 @@
+"""The model zoo: names resolve to a model and example inputs, with no network access.
+
+    from pytest_graphbudget.zoo import resolve, list_models
+    case = resolve("bert-base-uncased", seq_len=256)     # a ModelCase
+    list_models()                                          # {"torchvision": [...], ...}
+
+Names are resolved by loaders, one per model family (``torchvision.py``, ``huggingface.py``,
+``ultralytics.py``, ``local.py``), collected through the ``graphbudget_model_loaders`` pluggy
+hook so that other packages can add their own. Importing this package does not import torch or
+any model library; a loader imports its framework when it builds a model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from typing import TYPE_CHECKING
+
+from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
+from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, check_loader
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from pytest_graphbudget.case import ModelCase
+
+__all__ = [
+    "LoadOptions",
+    "ModelLoader",
+    "list_models",
+    "loaders",
+    "make_plugin_manager",
+    "plugin_manager",
+    "resolve",
+]
+
+_FILE_SUFFIXES = (".pt", ".pth", ".pt2", ".yaml", ".yml", ".json")
+
+
+def resolve(
+    name: str | os.PathLike[str],
+    *,
+    seq_len: int | None = None,
+    batch: int | None = None,
+    input_shape: tuple[int, ...] | list[int] | str | None = None,
+    meta: bool | None = None,
+    trust_pickle: bool = False,
+) -> ModelCase:
+    """Build the model called ``name`` and its example inputs, in eval mode.
+
+    ``name`` is a zoo name (``resnet50``, ``bert-base-uncased``, ``yolov8n``), a ``.pt`` name
+    or path, or a folder with a ``config.json``. ``seq_len``, ``batch`` and ``input_shape``
+    override the defaults; ``meta=True`` builds without allocating weights (``None``: only
+    models above 300M parameters); ``trust_pickle`` allows full pickles (they run code).
+
+    Raises ``UnknownModelError`` (with the closest known names) when no loader knows ``name``.
+    """
+    options = LoadOptions(
+        seq_len=seq_len,
+        batch=batch,
+        input_shape=tuple(input_shape) if isinstance(input_shape, list) else input_shape,
+        meta=meta,
+        trust_pickle=trust_pickle,
+    )
+    name = os.fspath(name)
+    if not isinstance(name, str) or not name.strip():
+        raise UnknownModelError(f"a model name must be a non-empty string, got {name!r}")
+    name = name.strip()
+    found = find_loader(name)
+    if found is None:
+        raise UnknownModelError(_unknown_message(name))
+    loader, canonical = found
+    case = loader.load(canonical, options)
+    if case.name is None:
+        case.name = canonical
+    return case
+
+
+def find_loader(name: str) -> tuple[ModelLoader, str] | None:
+    """The loader that takes ``name`` and the name it knows it by, or ``None``.
+
+    Loaders are asked in hook order (plugins first). A name no loader accepts as written is
+    retried, case-insensitively, against the names the loaders list.
+    """
+    all_loaders = loaders()
+    for loader in all_loaders:
+        if loader.can_load(name):
+            return loader, name
+    folded = name.casefold()
+    for loader in all_loaders:
+        for known in loader.names():
+            if known.casefold() == folded:
+                return loader, known
+    return None
+
+
+def list_models() -> dict[str, list[str]]:
+    """Every named model, by family (families without names, such as local paths, are left
+    out). Listing imports the model libraries that are installed."""
+    families: dict[str, list[str]] = {}
+    for loader in loaders():
+        names = loader.names()
+        if names:
+            families.setdefault(loader.family, []).extend(names)
+    return {family: sorted(set(names), key=str.casefold) for family, names in families.items()}
+
+
+def loaders() -> list[ModelLoader]:
+    """The loaders of every registered plugin, in the order names are offered to them."""
+    pm = plugin_manager()
+    found: list[ModelLoader] = []
+    for result in pm.hook.graphbudget_model_loaders():
+        for loader in result or ():
+            check_loader(loader, "a graphbudget_model_loaders hook")
+            found.append(loader)
+    return found
+
+
+@functools.cache
+def plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, built on first use (``make_plugin_manager``)."""
+    return make_plugin_manager()
+
+
+def make_plugin_manager(*, entry_points: bool = True) -> pluggy.PluginManager:
+    """A fresh plugin manager with the built-in loaders and, unless ``entry_points`` is false,
+    the plugins of every installed package under the ``graphbudget`` entry-point group."""
+    import pluggy
+
+    from pytest_graphbudget import hookspecs
+    from pytest_graphbudget.zoo import builtin
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    pm.register(builtin, name="graphbudget-builtin-loaders")
+    if entry_points:
+        try:
+            pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+        except Exception as exc:  # a broken third-party package: say which, in one line
+            raise GraphBudgetError(
+                f"could not load a {hookspecs.ENTRY_POINT_GROUP!r} entry point: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    return pm
+
+
+def _unknown_message(name: str) -> str:
+    if name.endswith(_FILE_SUFFIXES) or os.sep in name or (os.altsep and os.altsep in name):
+        if not os.path.exists(name):
+            return f"{name}: no such file or directory, and not a model name the zoo knows"
+        return (
+            f"{name}: not a model the zoo can load (a .pt/.pth/.pt2 file, a YOLO .yaml or a "
+            f"folder with config.json is expected)"
+        )
+    known = [known for names in list_models().values() for known in names]
+    by_fold = {}
+    for known_name in known:
+        by_fold.setdefault(known_name.casefold(), known_name)
+    folded = name.casefold()
+    close = [key for key in sorted(by_fold) if key.startswith(folded)][:3]
+    for key in difflib.get_close_matches(folded, list(by_fold), n=5, cutoff=0.6):
+        if key not in close:
+            close.append(key)
+    # Also match the part after an organisation prefix ("gpt-neo-125m" -> EleutherAI/...).
+    if len(close) < 5:
+        tails = {key.rsplit("/", 1)[-1]: key for key in by_fold if "/" in key}
+        for tail in difflib.get_close_matches(folded, list(tails), n=5, cutoff=0.6):
+            if tails[tail] not in close:
+                close.append(tails[tail])
+    hint = "`graph-budget list` shows every name"
+    if close:
+        suggestions = ", ".join(by_fold[key] for key in close[:5])
+        return f"unknown model {name!r}; did you mean: {suggestions}? ({hint})"
+    return f"unknown model {name!r} ({hint}; a .pt file or a folder with config.json also works)"

@@ -1,0 +1,117 @@
+"""The one interface every model family implements, and the options a name is resolved with.
+
+A loader is a small object: ``family`` (a label such as ``"torchvision"``), ``names()`` (the
+names it offers, for listings and "did you mean" hints), ``can_load(name)`` (cheap: never
+builds a model, never touches the network) and ``load(name, options)`` (builds the model and
+its example inputs). The built-in loaders and those of other packages are collected through the
+``graphbudget_model_loaders`` hook (``pytest_graphbudget.hookspecs``).
+
+Nothing here imports torch: a loader imports its framework inside ``load``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.case import ModelCase
+
+# Models above this many parameters are built on the meta device when ``meta`` is left to the
+# zoo (``meta=None``): no weight is allocated, and the profile is the same.
+META_PARAMS_THRESHOLD = 300_000_000
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to build a named model and its example inputs.
+
+    ``seq_len`` and ``batch`` override a loader's defaults; ``input_shape`` replaces the shape of
+    the model's main input (an image or video tensor, or ``(batch, seq_len)`` for text).
+    ``meta``: ``True`` builds on the meta device, ``False`` allocates real weights, ``None`` lets
+    the zoo decide by size (above ``META_PARAMS_THRESHOLD`` parameters). ``trust_pickle`` allows
+    full pickles (which run code from the file) to be loaded.
+    """
+
+    seq_len: int | None = None
+    batch: int | None = None
+    input_shape: tuple[int, ...] | None = None
+    meta: bool | None = None
+    trust_pickle: bool = False
+
+    def __post_init__(self) -> None:
+        for key in ("seq_len", "batch"):
+            value = getattr(self, key)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise GraphBudgetError(f"{key} must be a positive integer, got {value!r}")
+        if self.input_shape is not None:
+            shape = self.input_shape
+            if isinstance(shape, str):
+                shape = tuple(part.strip() for part in shape.replace("x", ",").split(","))
+            try:
+                shape = tuple(int(dim) for dim in shape)
+            except (TypeError, ValueError):
+                raise GraphBudgetError(
+                    f"input_shape must be a list of positive integers such as 1,3,224,224, "
+                    f"got {self.input_shape!r}"
+                ) from None
+            if not shape or any(dim < 1 for dim in shape):
+                raise GraphBudgetError(
+                    f"input_shape must be a list of positive integers such as 1,3,224,224, "
+                    f"got {self.input_shape!r}"
+                )
+            object.__setattr__(self, "input_shape", shape)
+
+    def image_shape(self, default: Sequence[int]) -> tuple[int, ...]:
+        """The shape of an image-like input: ``input_shape`` if given, else ``default`` with
+        its first (batch) dimension replaced by ``batch`` when that is given."""
+        if self.input_shape is not None:
+            return tuple(self.input_shape)
+        shape = tuple(default)
+        if self.batch is not None:
+            shape = (self.batch, *shape[1:])
+        return shape
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class ModelLoader(abc.ABC):
+    """One model family. Subclass it (or provide the same four members) and return an instance
+    from a ``graphbudget_model_loaders`` hook implementation."""
+
+    #: A short label shown in listings and reports, e.g. ``"torchvision"``.
+    family: str = ""
+
+    @abc.abstractmethod
+    def names(self) -> list[str]:
+        """Every name this loader offers (may be empty for loaders that take paths)."""
+
+    def can_load(self, name: str) -> bool:
+        """Whether ``name`` is one of this loader's. Must be cheap and must not build a model."""
+        return name in self.names()
+
+    @abc.abstractmethod
+    def load(self, name: str, options: LoadOptions) -> ModelCase:
+        """Build the model (in eval mode) and its example inputs."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} family={self.family!r}>"
+
+
+LOADER_MEMBERS = ("family", "names", "can_load", "load")
+
+
+def check_loader(loader: object, source: str) -> None:
+    """Refuse, with one line naming ``source``, an object that is not a usable loader."""
+    missing = [member for member in LOADER_MEMBERS if not hasattr(loader, member)]
+    if missing:
+        raise GraphBudgetError(
+            f"{source} returned {loader!r} as a model loader, but it lacks "
+            f"{', '.join(missing)} (see pytest_graphbudget.zoo.base.ModelLoader)"
+        )

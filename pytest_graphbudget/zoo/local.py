@@ -1,0 +1,236 @@
+"""Models on disk: a folder with ``config.json``, a ``.pt``/``.pth`` file, a ``.pt2`` export, or
+an ultralytics model ``.yaml``.
+
+``.pt``/``.pth`` files are loaded with ``torch.load(weights_only=True)``, which cannot run code
+from the file. Official ultralytics checkpoints load that way too, against ultralytics' own
+allow-list of its model classes. Any other full pickle (``torch.save(model)``) is refused with a
+one-line message unless ``trust_pickle=True`` (``--trust-pickle``), because unpickling it runs
+code from the file. A file holding only weights (a state dict) has no architecture to profile
+and is refused as well.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.case import ModelCase
+
+PICKLE_SUFFIXES = (".pt", ".pth")
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+class LocalLoader(ModelLoader):
+    family = "local"
+
+    def names(self) -> list[str]:
+        return []
+
+    def can_load(self, name: str) -> bool:
+        path = Path(name).expanduser()
+        if path.is_dir():
+            return (path / "config.json").is_file()
+        if path.is_file():
+            return path.suffix.lower() in (*PICKLE_SUFFIXES, ".pt2", *YAML_SUFFIXES, ".json")
+        return False
+
+    def load(self, name: str, options: LoadOptions) -> ModelCase:
+        path = Path(name).expanduser()
+        suffix = path.suffix.lower()
+        if path.is_dir() or suffix == ".json":
+            return _load_config(path if path.is_dir() else path.parent, name, options)
+        if suffix in YAML_SUFFIXES:
+            return _load_yaml(path, name, options)
+        if suffix == ".pt2":
+            return _load_exported(path, name, options)
+        return _load_pickle(path, name, options)
+
+
+def _load_config(folder: Path, name: str, options: LoadOptions) -> ModelCase:
+    from pytest_graphbudget.zoo import huggingface
+
+    if not (folder / "config.json").is_file():
+        raise GraphBudgetError(f"{name}: no config.json in {folder}")
+    config = huggingface.config_from_folder(folder)
+    return huggingface.build_case(config, name, options)
+
+
+def _load_yaml(path: Path, name: str, options: LoadOptions) -> ModelCase:
+    from pytest_graphbudget.case import ModelCase
+    from pytest_graphbudget.zoo import ultralytics
+    from pytest_graphbudget.zoo._build import build_module, image
+
+    tasks = ultralytics.import_ultralytics().nn.tasks
+    try:
+        spec = tasks.yaml_model_load(path)
+    except Exception as exc:
+        raise GraphBudgetError(f"{name}: not a readable model YAML ({exc})") from exc
+    if not isinstance(spec, dict) or "backbone" not in spec or "head" not in spec:
+        raise GraphBudgetError(f"{name}: not an ultralytics model YAML (no backbone/head)")
+    model = build_module(lambda: tasks.DetectionModel(cfg=spec, verbose=False), options.meta)
+    shape = options.image_shape((1, 3, ultralytics.DEFAULT_IMGSZ, ultralytics.DEFAULT_IMGSZ))
+    return ModelCase(model, (image(shape),), {}, name=name)
+
+
+def _load_exported(path: Path, name: str, options: LoadOptions) -> ModelCase:
+    """A ``torch.export`` archive: the program's module with the example inputs saved in it."""
+    import torch
+
+    from pytest_graphbudget.case import ModelCase
+
+    try:
+        program = torch.export.load(path)
+    except Exception as exc:
+        raise GraphBudgetError(f"{name}: not a torch.export archive ({exc})") from exc
+    example = getattr(program, "example_inputs", None)
+    if example is None:
+        raise GraphBudgetError(
+            f"{name}: the exported program carries no example inputs; profile it from a fixture"
+        )
+    args, kwargs = example
+    return ModelCase(program.module(), tuple(args), dict(kwargs), name=name)
+
+
+def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
+    import torch
+
+    from pytest_graphbudget.case import ModelCase
+
+    if _is_torchscript(path):
+        raise GraphBudgetError(
+            f"{name} is a TorchScript archive, which graph-budget cannot trace; "
+            "profile the eager model instead"
+        )
+    note = None
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        globals_ = _unsafe_globals(path)
+        if any(g.startswith("ultralytics.") for g in globals_):
+            loaded = _load_ultralytics(path, name, trust=options.trust_pickle)
+            note = "ultralytics checkpoint"
+        elif options.trust_pickle:
+            loaded = _unpickle(path, name)
+        else:
+            shown = ", ".join(globals_[:2]) or str(exc).splitlines()[0]
+            raise GraphBudgetError(
+                f"{name} is a full pickle ({shown}); loading it runs code from the file. "
+                "Pass trust_pickle=True (--trust-pickle) if you trust it"
+            ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GraphBudgetError(f"{name} is not a readable PyTorch file ({first})") from None
+
+    model = _module_in(loaded)
+    if model is None:
+        what = "a state dict (weights only)" if isinstance(loaded, dict) else type(loaded).__name__
+        raise GraphBudgetError(
+            f"{name} holds {what}, not a model: there is no architecture to profile; "
+            "build the model in a fixture and load the weights there"
+        )
+    model = model.float().eval()
+    shape = _input_shape(model, name, options)
+    from pytest_graphbudget.zoo._build import image
+
+    return ModelCase(model, (image(shape),), {}, name=name, note=note)
+
+
+def _load_ultralytics(path: Path, name: str, *, trust: bool) -> Any:
+    """An ultralytics checkpoint: weights_only against ultralytics' class allow-list, or, when
+    the user trusts the file, ultralytics' own loader (which unpickles it fully)."""
+    from pytest_graphbudget.zoo import ultralytics
+
+    tasks = ultralytics.import_ultralytics().nn.tasks
+    safe = getattr(tasks, "_SafeLoad", None)
+    if safe is not None and getattr(safe, "SUPPORTED", False):
+        try:
+            checkpoint, _ = tasks.torch_safe_load(str(path), safe_only=True)
+            return checkpoint
+        except Exception as exc:
+            if not trust:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise GraphBudgetError(
+                    f"{name} could not be loaded with weights_only safety ({first}); "
+                    "pass trust_pickle=True (--trust-pickle) if you trust the file"
+                ) from None
+    elif not trust:
+        raise GraphBudgetError(
+            f"{name} is an ultralytics checkpoint and this ultralytics version cannot load it "
+            "with weights_only safety; pass trust_pickle=True (--trust-pickle) if you trust it"
+        )
+    try:
+        model, _ = tasks.load_checkpoint(str(path))
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GraphBudgetError(f"{name}: ultralytics could not load it ({first})") from None
+    return model
+
+
+def _unpickle(path: Path, name: str) -> Any:
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GraphBudgetError(f"{name} could not be unpickled ({first})") from None
+
+
+def _module_in(loaded: Any) -> Any:
+    """The model in what ``torch.load`` returned: a module, or a checkpoint dict's
+    ``ema``/``model`` entry (the ultralytics layout)."""
+    import torch
+
+    if isinstance(loaded, torch.nn.Module):
+        return loaded
+    if isinstance(loaded, dict):
+        for key in ("ema", "model"):
+            if isinstance(loaded.get(key), torch.nn.Module):
+                return loaded[key]
+    return None
+
+
+def _input_shape(model: Any, name: str, options: LoadOptions) -> tuple[int, ...]:
+    if options.input_shape is not None:
+        return options.image_shape(options.input_shape)
+    if hasattr(model, "yaml") and hasattr(model, "stride"):  # an ultralytics model
+        from pytest_graphbudget.zoo.ultralytics import DEFAULT_IMGSZ
+
+        args = getattr(model, "args", None)
+        imgsz = args.get("imgsz", DEFAULT_IMGSZ) if isinstance(args, dict) else DEFAULT_IMGSZ
+        if isinstance(imgsz, (list, tuple)):
+            height, width = int(imgsz[0]), int(imgsz[-1])
+        else:
+            height = width = int(imgsz)
+        channels = int(model.yaml.get("channels", model.yaml.get("ch", 3)) or 3)
+        return options.image_shape((1, channels, height, width))
+    raise GraphBudgetError(
+        f"{name}: cannot tell the model's input shape; pass input_shape (--input-shape 1,3,224,224)"
+    )
+
+
+def _unsafe_globals(path: Path) -> list[str]:
+    import torch
+
+    finder = getattr(torch.serialization, "get_unsafe_globals_in_checkpoint", None)
+    if finder is None:
+        return []
+    try:
+        return list(finder(os.fspath(path)))
+    except Exception:
+        return []
+
+
+def _is_torchscript(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(n.endswith("/constants.pkl") for n in archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False

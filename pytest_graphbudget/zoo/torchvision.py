@@ -1,0 +1,154 @@
+"""TorchVision: every name in ``torchvision.models.list_models()``, built without weights.
+
+Each model gets the input size it is published at, read from its default weights (never
+downloaded): the crop size of the classification transforms (``inception_v3`` 299,
+``efficientnet_b7`` 600, ...), the resize size of the segmentation transforms (520), the crop
+size and clip length of the video transforms (``r3d_18`` 16x112x112, ``swin3d_t`` 32x224x224),
+and the ``min_size`` of a detector's own transform (800, ``ssd300_vgg16`` 300). A model built
+for one size only keeps it (``vit_h_14`` without weights is a 224 model, although its default
+weights are 518). Backbone weights are never requested either (``weights_backbone=None``).
+FCN and DeepLabV3 keep the auxiliary classifier their published weights have.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.case import ModelCase
+
+# Tasks, by the torchvision.models submodule that registers the builder.
+TASKS = ("classification", "segmentation", "video", "detection", "optical_flow", "quantization")
+
+# Optical flow has no published input size in its weights; this is the FlyingChairs training
+# crop RAFT was trained on, a multiple of 8 as RAFT requires.
+OPTICAL_FLOW_SIZE = (368, 496)
+DEFAULT_CLIP_LEN = 16
+
+# Segmentation models whose published weights include the auxiliary classifier (torchvision
+# builds them with ``aux_loss=True`` whenever weights are given, and the head runs in eval).
+AUX_SEGMENTATION = {
+    "fcn_resnet50",
+    "fcn_resnet101",
+    "deeplabv3_resnet50",
+    "deeplabv3_resnet101",
+    "deeplabv3_mobilenet_v3_large",
+}
+
+
+class TorchVisionLoader(ModelLoader):
+    family = "torchvision"
+
+    def names(self) -> list[str]:
+        try:
+            from torchvision import models
+        except ImportError:
+            return []
+        return list(models.list_models())
+
+    def can_load(self, name: str) -> bool:
+        return name in self.names()
+
+    def load(self, name: str, options: LoadOptions) -> ModelCase:
+        from torchvision import models
+
+        from pytest_graphbudget.case import ModelCase
+        from pytest_graphbudget.zoo._build import build_module, image
+
+        task = task_of(name)
+        kwargs: dict = {"weights": None}
+        if task in ("segmentation", "detection"):
+            kwargs["weights_backbone"] = None
+        if name in AUX_SEGMENTATION:
+            kwargs["aux_loss"] = True  # as published: the aux head runs in eval too
+        if task == "quantization":
+            kwargs["quantize"] = False  # the float model with quant stubs: no quantized engine
+
+        model = build_module(lambda: models.get_model(name, **kwargs), options.meta)
+        notes = []
+        if options.seq_len is not None:
+            notes.append(f"seq_len ignored: {name} takes images")
+
+        if task == "optical_flow":
+            shape = options.image_shape((1, 3, *OPTICAL_FLOW_SIZE))
+            inputs = (image(shape), image(shape))
+        else:
+            shape = options.image_shape(default_input_shape(name, model))
+            inputs = (image(shape),)
+        return ModelCase(model, inputs, {}, name=name, note="; ".join(notes) or None)
+
+
+def task_of(name: str) -> str:
+    """The task of a TorchVision model name (the submodule that registers it)."""
+    from torchvision import models
+
+    submodules = {
+        "segmentation": models.segmentation,
+        "video": models.video,
+        "detection": models.detection,
+        "optical_flow": models.optical_flow,
+        "quantization": models.quantization,
+    }
+    for task, module in submodules.items():
+        if name in models.list_models(module=module):
+            return task
+    return "classification"
+
+
+def default_input_shape(name: str, model=None) -> tuple[int, ...]:
+    """The input shape ``name`` is published at (batch 1), read from its default weights' meta
+    and transforms (nothing is downloaded). For optical flow, the shape of each of the two
+    frames."""
+    from torchvision import models
+
+    task = task_of(name)
+    if task == "optical_flow":
+        return (1, 3, *OPTICAL_FLOW_SIZE)
+    if task == "detection":
+        transform = getattr(model, "transform", None)
+        size = int(getattr(transform, "min_size", (800,))[0])
+        return (1, 3, size, size)
+
+    weights = models.get_model_weights(name).DEFAULT
+    transforms = weights.transforms()
+    if task == "segmentation":
+        size = _first(getattr(transforms, "resize_size", None), 520)
+        return (1, 3, size, size)
+    crop = list(getattr(transforms, "crop_size", None) or [224])
+    height, width = (crop[0], crop[-1])
+    if model is not None and isinstance(getattr(model, "image_size", None), int):
+        height = width = model.image_size  # ViTs are built for one size
+    if task == "video":
+        match = re.search(r"clip_len=(\d+)", weights.meta.get("_docs", ""))
+        frames = int(match.group(1)) if match else DEFAULT_CLIP_LEN
+        frames = max(frames, int(weights.meta.get("min_temporal_size", 1)))
+        return (1, 3, frames, height, width)
+    return (1, 3, height, width)
+
+
+def published(name: str) -> dict:
+    """TorchVision's published figures for ``name``'s default weights: ``gmacs`` (its ``_ops``,
+    at the weights' own input size) and ``params``. Empty when torchvision publishes none."""
+    from torchvision import models
+
+    try:
+        meta = models.get_model_weights(name).DEFAULT.meta
+    except (ValueError, AttributeError):
+        return {}
+    out = {}
+    if "_ops" in meta:
+        out["gmacs"] = float(meta["_ops"])
+    if "num_params" in meta:
+        out["params"] = int(meta["num_params"])
+    return out
+
+
+def _first(value, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, (list, tuple)):
+        return int(value[0]) if value else default
+    return int(value)
