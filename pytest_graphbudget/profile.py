@@ -192,6 +192,48 @@ class Profile:
         }
 
 
+def profile_from_dict(data: dict[str, Any]) -> Profile:
+    """Rebuild a ``Profile`` from its JSON (a saved profile, or the cache): ``to_dict`` inverse.
+
+    Per-node details (``node_info``) are not part of the JSON and come back empty.
+    """
+    from pytest_graphbudget import hardware as hw
+
+    if data.get("schema") != SCHEMA:
+        raise GraphBudgetError(f"not a graph-budget profile (schema {data.get('schema')!r})")
+    totals = data["totals"]
+    target = hw.get(data["hardware"]["name"])
+    ridge = data["hardware"]["ridge_point"]
+    dtype = next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
+    trace = data["trace"]
+    subgraphs = [
+        Subgraph(**{k: s[k] for k in Subgraph.__dataclass_fields__ if k in s})
+        for s in data["subgraphs"]
+    ]
+    for s in subgraphs:
+        s.est_latency_s = target.time(s.flops, s.traffic_bytes, dtype)
+    return Profile(
+        model=data["model"],
+        inputs=[InputInfo(**i) for i in data["inputs"]],
+        trace=TraceInfo(trace["method"], dict(trace["failures"]), trace["nodes"], trace["seconds"]),
+        hardware=target,
+        dtype=dtype,
+        flops=totals["flops"],
+        macs=totals["macs"],
+        params=totals["params"],
+        weights_bytes=totals["weights_bytes"],
+        traffic_bytes=totals["traffic_bytes"],
+        activation_peak_bytes=totals["activation_peak_bytes"],
+        input_bytes=totals["peak_memory_bytes"]
+        - totals["weights_bytes"]
+        - totals["activation_peak_bytes"],
+        est_latency_s=totals["est_latency_s"],
+        coverage=Coverage(**data["coverage"]),
+        subgraphs=subgraphs,
+        modules={path: ModuleCost(**m) for path, m in data["modules"].items()},
+    )
+
+
 def profile_model(
     model: Any,
     inputs: Any = None,
