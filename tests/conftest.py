@@ -149,6 +149,26 @@ def flop_counter(model, inputs=(), kwargs=None):
     return {str(op): int(n) for op, n in counts.items()}
 
 
+def eager_aten_ops(model, inputs=(), kwargs=None) -> set[str]:
+    """Names of the ATen ops one eager forward (eval, no grad) dispatches, e.g.
+    ``{"aten._native_multi_head_attention.default", ...}``: lets a test check that the case it
+    builds is the code path it claims to test (a fused fast path, a CPU kernel)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(str(func))
+            return func(*args, **(kwargs or {}))
+
+    model.eval()
+    with torch.no_grad(), Record():
+        model(*inputs, **(kwargs or {}))
+    return seen
+
+
 # --------------------------------------------------------------------------------------------
 # Network guard
 
@@ -197,6 +217,11 @@ def _torchvision_reference_fixture():
 @pytest.fixture(scope="session", name="ultralytics_yaml_summary")
 def _ultralytics_yaml_summary_fixture():
     return ultralytics_yaml_summary
+
+
+@pytest.fixture(scope="session", name="eager_aten_ops")
+def _eager_aten_ops_fixture():
+    return eager_aten_ops
 
 
 @pytest.fixture(scope="session", name="flop_counter")

@@ -186,10 +186,12 @@ class SelfAttention(nn.Module):
 
 
 @pytest.mark.parametrize("heads", [4, 8])
-def test_multihead_attention(heads):
+def test_multihead_attention(heads, eager_aten_ops):
     B, L, E = 2, 10, 32
     S = L
-    prof = profile(SelfAttention(E, heads), torch.randn(B, L, E))
+    model, x = SelfAttention(E, heads), torch.randn(B, L, E)
+    assert "aten._native_multi_head_attention.default" in eager_aten_ops(model, (x,))
+    prof = profile(model, x)
     macs = (
         B * L * E * E  # q projection
         + 2 * B * S * E * E  # k and v projections
@@ -221,11 +223,12 @@ def lstm_extra(T, B, H):
     [(1, False), (2, False), (1, True), (2, True)],
     ids=["1-layer", "2-layers", "1-layer-bidir", "2-layers-bidir"],
 )
-def test_lstm(layers, bidirectional):
+def test_lstm(layers, bidirectional, eager_aten_ops):
     T, B, I, H = 5, 3, 16, 32  # noqa: E741
     dirs = 2 if bidirectional else 1
-    lstm = nn.LSTM(I, H, num_layers=layers, bidirectional=bidirectional)
-    prof = profile(lstm, torch.randn(T, B, I))
+    lstm, x = nn.LSTM(I, H, num_layers=layers, bidirectional=bidirectional), torch.randn(T, B, I)
+    assert "aten.mkldnn_rnn_layer.default" in eager_aten_ops(lstm, (x,))  # the CPU kernel
+    prof = profile(lstm, x)
     macs = dirs * lstm_macs(T, B, I, H)  # first layer reads I features
     for _ in range(layers - 1):  # deeper layers read both directions' outputs: dirs * H
         macs += dirs * lstm_macs(T, B, dirs * H, H)
