@@ -1,0 +1,251 @@
+"""What every report says the same way: verdicts, names, figures, changes from the baseline.
+
+The reports read ``ModelResult``s (``plugin.py``) as plain data: ``profile`` is the profile's
+JSON (SPEC section 11), ``baseline`` the recorded figures, ``findings`` the verdicts. Nothing
+here knows about pytest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget.budgets import LIMITS
+from pytest_graphbudget.units import format_bytes, format_count, format_ratio, format_seconds
+
+PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
+SEVERITY_ORDER = {ERROR: 0, FAIL: 1, WARN: 2, PASS: 3}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One total of the profile, as the reports show it."""
+
+    key: str  # key of profile["totals"]
+    label: str
+    kind: str  # "count", "bytes", "seconds", "intensity"
+
+    def format(self, value: float | None) -> str:
+        if value is None:
+            return "-"
+        if self.kind == "bytes":
+            return format_bytes(value)
+        if self.kind == "seconds":
+            return format_seconds(value)
+        if self.kind == "intensity":
+            return f"{value:.3g}"
+        return format_count(value)
+
+
+FIGURES: dict[str, Figure] = {
+    f.key: f
+    for f in (
+        Figure("flops", "FLOPs", "count"),
+        Figure("macs", "MACs", "count"),
+        Figure("params", "params", "count"),
+        Figure("peak_memory_bytes", "peak memory", "bytes"),
+        Figure("weights_bytes", "weights", "bytes"),
+        Figure("traffic_bytes", "traffic", "bytes"),
+        Figure("activation_peak_bytes", "activation peak", "bytes"),
+        Figure("est_latency_s", "est. latency", "seconds"),
+        Figure("arithmetic_intensity", "intensity (FLOPs/B)", "intensity"),
+    )
+}
+LIMIT_OF = {limit.figure: key for key, limit in LIMITS.items()}
+"""Profile figure -> the budget key that bounds it (``flops`` -> ``flops_max``)."""
+
+
+def verdict(result: Any) -> str:
+    """``error`` (no profile), ``fail``, ``warn`` (near a limit, or unpriced ops) or ``pass``."""
+    if result.error is not None:
+        return ERROR
+    severities = {f["severity"] for f in result.findings}
+    if "fail" in severities:
+        return FAIL
+    return WARN if "warn" in severities else PASS
+
+
+def ordered(results: Iterable[Any]) -> list[Any]:
+    """Errors and failures first, then warnings, then the rest; by id within each."""
+    return sorted(results, key=lambda r: (SEVERITY_ORDER[verdict(r)], r.id))
+
+
+def totals(result: Any) -> dict[str, float]:
+    return dict(result.profile["totals"]) if result.profile else {}
+
+
+def value(result: Any, key: str) -> float | None:
+    return totals(result).get(key)
+
+
+def limit(result: Any, key: str) -> float | None:
+    """The budget's limit on a profile figure (``flops`` -> the ``flops_max`` value), if any."""
+    budget_key = LIMIT_OF.get(key)
+    return result.budget["limits"].get(budget_key) if budget_key else None
+
+
+def change(result: Any, key: str) -> float | None:
+    """Relative change of a figure from the baseline (0.041 for +4.1%); None without one."""
+    if not result.baseline or not result.profile:
+        return None
+    old, new = result.baseline.get(key), value(result, key)
+    if old is None or new is None:
+        return None
+    if not old:
+        return 0.0 if not new else float("inf")
+    return new / old - 1
+
+
+def format_change(result: Any, key: str) -> str:
+    """``+4.1%``, ``-0.5%``, ``=`` (under 0.05%), ``new`` (no baseline) or ``""`` (no profile)."""
+    if not result.profile:
+        return ""
+    if not result.baseline:
+        return "new"
+    delta = change(result, key)
+    if delta is None:
+        return ""
+    if delta == float("inf"):
+        return "+inf"
+    if abs(delta) < 0.0005:
+        return "="
+    return f"{delta * 100:+.1f}%"
+
+
+def figure_with_limit(result: Any, key: str, separator: str = "/") -> str:
+    """``3.79G/3.70G``: the figure and, when budgeted, its limit."""
+    figure = FIGURES[key]
+    shown = figure.format(value(result, key))
+    bound = limit(result, key)
+    return shown if bound is None else f"{shown}{separator}{figure.format(bound)}"
+
+
+def extra_limits(result: Any, shown: Iterable[str]) -> list[str]:
+    """``traffic 1.2MB/2MB``, ``compute-bound 40%/min 25%``: limits on figures a table leaves
+    out (those not in ``shown``), so that every limit appears somewhere."""
+    parts = []
+    for key in LIMITS.values():
+        if key.figure in shown or limit(result, key.figure) is None:
+            continue
+        parts.append(f"{FIGURES[key.figure].label} {figure_with_limit(result, key.figure)}")
+    if result.profile:
+        from pytest_graphbudget.budgets import BOTTLENECK_BY
+
+        column = BOTTLENECK_BY.get(result.budget.get("by", "count"), "share")
+        for key, share in result.budget.get("bottleneck", {}).items():
+            side = "compute_bound" if key.startswith("compute") else "memory_bound"
+            actual = result.profile["bottleneck"][side][column]
+            bound = "min" if key.endswith("_min") else "max"
+            parts.append(
+                f"{side.replace('_', '-')} {format_ratio(actual)}/{bound} {format_ratio(share)}"
+            )
+    return parts
+
+
+def names(results: Iterable[Any]) -> dict[str, str]:
+    """A short, unique display name per result id.
+
+    The label (``resnet18``) when no other result has it; otherwise the id without its file
+    (``test_fits::resnet18``); the whole id when even that is ambiguous.
+    """
+    results = list(results)
+    shown: dict[str, str] = {}
+    for attempt in (
+        lambda r: r.label,
+        lambda r: r.id.split("::", 1)[-1] if r.source == "marker" else r.label,
+        lambda r: r.id,
+    ):
+        taken: dict[str, int] = {}
+        for r in results:
+            if r.id not in shown:
+                taken[attempt(r)] = taken.get(attempt(r), 0) + 1
+        for r in results:
+            if r.id not in shown and taken[attempt(r)] == 1:
+                shown[r.id] = attempt(r)
+    for r in results:
+        shown.setdefault(r.id, r.id)
+    return shown
+
+
+def findings(result: Any, *severities: str) -> list[dict[str, Any]]:
+    return [f for f in result.findings if f["severity"] in severities]
+
+
+def grown_layers(result: Any, n: int = 5) -> list[tuple[str, int, float | None]]:
+    """The modules whose own FLOPs grew most since the baseline: (module, +FLOPs, share of
+    the baseline module's FLOPs or None for a new module). Empty without a baseline."""
+    base = getattr(result, "baseline_modules", None)
+    if not base or not result.profile:
+        return []
+    from pytest_graphbudget.baseline import entry_from, grew_most
+
+    current = entry_from(result.profile).modules
+    return [
+        (module, delta, delta / base[module] if base.get(module) else None)
+        for module, delta in grew_most(current, base, n)
+    ]
+
+
+def biggest_subgraphs(result: Any, n: int = 3) -> list[tuple[str, float]]:
+    """The subgraphs that do the most FLOPs, as (``module (kind)``, FLOPs)."""
+    if not result.profile:
+        return []
+    from pytest_graphbudget.budgets import top_subgraphs
+
+    return top_subgraphs(result.profile, "flops", n)
+
+
+def summary_line(results: list[Any]) -> str:
+    """``3 models: 1 failed, 1 near a limit, 1 within budget``."""
+    counts = {PASS: 0, WARN: 0, FAIL: 0, ERROR: 0}
+    for r in results:
+        counts[verdict(r)] += 1
+    words = {
+        ERROR: "could not be profiled",
+        FAIL: "failed",
+        WARN: "near a limit",
+        PASS: "within budget",
+    }
+    parts = [f"{counts[k]} {words[k]}" for k in (ERROR, FAIL, WARN, PASS) if counts[k]]
+    noun = "model" if len(results) == 1 else "models"
+    return f"{len(results)} {noun}: " + ", ".join(parts)
+
+
+def repository_path(path: str, root: Path | None = None) -> str:
+    """A result's path (relative to pytest's rootdir) as GitHub names it: relative to
+    ``$GITHUB_WORKSPACE`` (the checkout) when that is set and holds the file."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if not workspace or root is None:
+        return path
+    full = (root / path).resolve()
+    try:
+        return full.relative_to(Path(workspace).resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+def source_link(result: Any, root: Path | None = None, line: int = 0) -> str | None:
+    """A link to the budget's line on GitHub, when run in GitHub Actions; else None."""
+    server, repo = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
+    sha = os.environ.get("GITHUB_SHA")
+    path = repository_path(result.path, root) if result.path else ""
+    if not (server and repo and sha and path) or os.path.isabs(path):
+        return None
+    line = line or result.line
+    anchor = f"#L{line}" if line else ""
+    return f"{server}/{repo}/blob/{sha}/{path}{anchor}"
+
+
+
+def finding_line(result: Any, finding: dict[str, Any]) -> int:
+    """The line a finding points at: its key's line in the budget's TOML table when known
+    (``flops_max`` for ``flops_max`` and ``baseline.flops``), else the result's line."""
+    lines = result.budget.get("lines") or {}
+    key = finding["key"].removeprefix("baseline.")
+    for candidate in (key, LIMIT_OF.get(key)):
+        if candidate in lines:
+            return lines[candidate]
+    return result.line
