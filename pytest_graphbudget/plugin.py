@@ -130,6 +130,7 @@ class ModelResult:
     findings: list[dict[str, Any]] = field(default_factory=list)
     profile: dict[str, Any] | None = None
     baseline: dict[str, float] | None = None
+    baseline_modules: dict[str, int] | None = None  # own FLOPs per module, for "grew most"
     error: str | None = None
     source: str = "marker"  # "marker" or "toml"
 
@@ -222,6 +223,11 @@ class GraphBudget:
         results = item.stash.get(ITEM_MODELS, [])
         for result in results:
             report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        if results:
+            from pytest_graphbudget.reports.junit import pytest_properties
+
+            # Read by pytest's --junitxml from the teardown report, which copies these.
+            item.user_properties.extend(pytest_properties(results))
         failed = [r for r in results if r.failed]
         if failed and report.passed:
             report.outcome = "failed"
@@ -343,6 +349,7 @@ class GraphBudget:
         base = self.baseline().get(model_id)
         if base is not None:
             result.baseline = dict(base.figures)
+            result.baseline_modules = dict(base.modules)
             if not self.update:
                 current = baseline_file.entry_from(result.profile)
                 findings += baseline_file.compare(current, base, budget.tolerance)
@@ -694,6 +701,7 @@ def budget_dict(budget: Budget) -> dict[str, Any]:
         "by": budget.bottleneck_by,
         "hardware": budget.hardware,
         "tolerance": budget.tolerance,
+        "lines": dict(budget.lines),
     }
 
 
