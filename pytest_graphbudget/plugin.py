@@ -402,8 +402,10 @@ class GraphBudget:
                 stale.add(key)
         return stale
 
-    @pytest.hookimpl
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any):
+        # A wrapper around pytest's own, so that the section follows its short test summary.
+        result = yield
         from pytest_graphbudget import reports
 
         reports.terminal(
@@ -412,6 +414,7 @@ class GraphBudget:
             self.stale_entries(),
             self.baseline_path if self.update else None,
         )
+        return result
 
 
 # -- TOML budgets -------------------------------------------------------------------------
