@@ -146,27 +146,33 @@ def extra_limits(result: Any, shown: Iterable[str]) -> list[str]:
 
 
 def names(results: Iterable[Any]) -> dict[str, str]:
-    """A short, unique display name per result id.
+    """A short, unique display name per result id, always holding the model's label.
 
-    The label (``resnet18``) when no other result has it; otherwise the id without its file
-    (``test_fits::resnet18``); the whole id when even that is ambiguous.
+    The label (``resnet18``) when no other result has it; else the label after its test
+    (``test_fits::resnet18``) or its budget file (``budgets/vision.toml::resnet18``); else
+    the whole id with the label: ``test_pair::left (linear32)``.
     """
     results = list(results)
+
+    def in_test(r: Any) -> str:
+        if r.source == "toml":
+            return r.id
+        return f"{r.nodeid.split('::', 1)[-1]}::{r.label}"
+
+    def whole(r: Any) -> str:
+        return r.id if r.id.endswith(f"::{r.label}") else f"{r.id} ({r.label})"
+
     shown: dict[str, str] = {}
-    for attempt in (
-        lambda r: r.label,
-        lambda r: r.id.split("::", 1)[-1] if r.source == "marker" else r.label,
-        lambda r: r.id,
-    ):
-        taken: dict[str, int] = {}
-        for r in results:
-            if r.id not in shown:
-                taken[attempt(r)] = taken.get(attempt(r), 0) + 1
-        for r in results:
-            if r.id not in shown and taken[attempt(r)] == 1:
+    for attempt in (lambda r: r.label, in_test, whole):
+        pending = [r for r in results if r.id not in shown]
+        counts: dict[str, int] = {}
+        for r in pending:
+            counts[attempt(r)] = counts.get(attempt(r), 0) + 1
+        for r in pending:
+            if counts[attempt(r)] == 1:
                 shown[r.id] = attempt(r)
     for r in results:
-        shown.setdefault(r.id, r.id)
+        shown.setdefault(r.id, whole(r))
     return shown
 
 
@@ -237,7 +243,6 @@ def source_link(result: Any, root: Path | None = None, line: int = 0) -> str | N
     line = line or result.line
     anchor = f"#L{line}" if line else ""
     return f"{server}/{repo}/blob/{sha}/{path}{anchor}"
-
 
 
 def finding_line(result: Any, finding: dict[str, Any]) -> int:

@@ -1,35 +1,84 @@
 """``--graph-budget-json``: every profile and verdict, machine-readable.
 
-Schema ``graphbudget.report/1``: ``{"schema", "passed", "models": [...], "stale_baseline"}``;
-each model has ``id``, ``label``, ``nodeid``, ``path``, ``line``, ``passed``, ``budget``,
-``findings`` (severity, key, message, value, limit), ``baseline`` (figures or null),
-``error`` (or null) and ``profile`` (the profile JSON, ``graphbudget.profile/1``).
+Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
+
+    {"schema": "graphbudget.report/1",
+     "tool": {"name": "pytest-graphbudget", "version": "0.1.0"},
+     "passed": false,
+     "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0},
+     "models": [{"id", "label", "nodeid", "path", "line", "source", "verdict", "passed",
+                 "budget", "findings", "baseline", "baseline_modules", "changes",
+                 "error", "profile"}],
+     "stale_baseline": ["budgets/old.toml::gone"]}
+
+Models are sorted by id, so two runs of the same code give the same file.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.budgets import REGRESSION_FIGURES
+from pytest_graphbudget.reports import common
+
 SCHEMA = "graphbudget.report/1"
 
 
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytest-graphbudget")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown"
+
+
+def model(result: Any) -> dict[str, Any]:
+    entry = asdict(result)
+    entry["verdict"] = common.verdict(result)
+    entry["passed"] = not result.failed
+    entry["changes"] = (
+        {key: common.change(result, key) for key in REGRESSION_FIGURES if result.baseline}
+        if result.profile
+        else {}
+    )
+    order = ["id", "label", "nodeid", "path", "line", "source", "verdict", "passed"]
+    return {key: entry[key] for key in order} | {
+        key: v for key, v in entry.items() if key not in order
+    }
+
+
 def document(results: list[Any], stale: set[str]) -> dict[str, Any]:
-    models = []
-    for result in sorted(results, key=lambda r: r.id):
-        entry = asdict(result)
-        entry["passed"] = not result.failed
-        models.append(entry)
+    verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR)
+    summary = {"models": len(results)} | dict.fromkeys(verdicts, 0)
+    for result in results:
+        summary[common.verdict(result)] += 1
     return {
         "schema": SCHEMA,
+        "tool": {"name": "pytest-graphbudget", "version": tool_version()},
         "passed": not any(r.failed for r in results),
-        "models": models,
+        "summary": summary,
+        "models": [model(r) for r in sorted(results, key=lambda r: r.id)],
         "stale_baseline": sorted(stale),
     }
 
 
 def write(path: Path, results: list[Any], stale: set[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document(results, stale), indent=2) + "\n")
+    text = json.dumps(finite(document(results, stale)), indent=2, allow_nan=False, default=str)
+    path.write_text(text + "\n", "utf-8")
+
+
+def finite(value: Any) -> Any:
+    """The document with every infinite or NaN number as null: strict JSON, any reader."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value

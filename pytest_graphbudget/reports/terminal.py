@@ -1,73 +1,124 @@
-"""The ``graph budget`` section of pytest's terminal summary: one row per profiled model."""
+"""The ``graph budget`` section of pytest's terminal summary: one row per profiled model.
+
+::
+
+    ================================ graph budget =================================
+    model               FLOPs/limit  memory/limit  params  vs base  verdict
+    resnet18            1.82G/1.80G  46.8MB/120MB  11.7M   +4.1%    FAIL
+    test_mlp::encoder   16.5k/20k    9.86kB        2.08k   =        warn
+    warn: test_mlp::encoder: FLOPs 16.5k is at 92.0% of flops_max 18k
+    2 models: 1 failed, 1 near a limit
+
+``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); the
+figures a row leaves out but the budget bounds follow on an indented line. The table fits the
+terminal (80 columns at least): model names are shortened from the left when they must be.
+``render`` is a pure function of the results and the width; ``terminal`` writes it, and, in
+GitHub Actions, the workflow annotations.
+"""
 
 from __future__ import annotations
 
+import os
+import textwrap
+from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.units import format_bytes, format_count
+from pytest_graphbudget.reports import common
+
+HEADER = ["model", "FLOPs/limit", "memory/limit", "params", "vs base", "verdict"]
+SHOWN = ("flops", "peak_memory_bytes", "params")
+VERDICTS = {common.PASS: "ok", common.WARN: "warn", common.FAIL: "FAIL", common.ERROR: "ERROR"}
+MIN_NAME = 12
+GAP = "  "
 
 
-def _change(result: Any) -> str:
-    if not result.baseline or not result.profile:
-        return "new" if result.profile else ""
-    old = result.baseline.get("flops")
-    new = result.profile["totals"]["flops"]
-    if not old:
-        return ""
-    delta = new / old - 1
-    return "=" if abs(delta) < 0.0005 else f"{delta * 100:+.1f}%"
+def row(result: Any, name: str) -> list[str]:
+    if result.profile is None:
+        return [name, "-", "-", "-", "", VERDICTS[common.ERROR]]
+    return [
+        name,
+        common.figure_with_limit(result, "flops"),
+        common.figure_with_limit(result, "peak_memory_bytes"),
+        common.figure_with_limit(result, "params"),
+        common.format_change(result, "flops"),
+        VERDICTS[common.verdict(result)],
+    ]
 
 
-def _limit(result: Any, key: str, formatter) -> str:
-    limit = result.budget["limits"].get(key)
-    return "" if limit is None else f"/{formatter(limit)}"
+def shorten(name: str, width: int) -> str:
+    """Keep the end of a long name (the model), marking the cut: ``...t_fits::resnet18``."""
+    return name if len(name) <= width else "..." + name[len(name) - width + 3 :]
 
 
-def rows(results: list[Any]) -> list[list[str]]:
-    """Model, FLOPs/limit, memory/limit, params, change in FLOPs from baseline, verdict."""
-    table = []
-    for r in sorted(results, key=lambda r: (not r.failed, r.id)):
-        if r.profile is None:
-            table.append([r.label, "-", "-", "-", "", "ERROR"])
-            continue
-        totals = r.profile["totals"]
-        verdict = (
-            "FAIL"
-            if r.failed
-            else ("warn" if any(f["severity"] == "warn" for f in r.findings) else "ok")
-        )
-        table.append(
-            [
-                r.label,
-                format_count(totals["flops"]) + _limit(r, "flops_max", format_count),
-                format_bytes(totals["peak_memory_bytes"]) + _limit(r, "memory_max", format_bytes),
-                format_count(totals["params"]),
-                _change(r),
-                verdict,
-            ]
-        )
-    return table
+def render(
+    results: list[Any],
+    stale: set[str] = frozenset(),
+    updated: Any = None,
+    width: int = 80,
+) -> list[str]:
+    """The section's lines. The table fits ``width`` (60 columns at least); the messages
+    below it are one line each, as pytest writes its own, so that a log search finds them."""
+    width = max(width, 60)
+    lines: list[str] = []
+    ordered = common.ordered(results)
+    names = common.names(results)
+    if ordered:
+        body = [row(r, names[r.id]) for r in ordered]
+        widths = [max(len(cells[i]) for cells in [HEADER, *body]) for i in range(len(HEADER))]
+        room = width - sum(widths[1:]) - len(GAP) * (len(HEADER) - 1)
+        widths[0] = max(min(widths[0], room), MIN_NAME)
+        for cells in body:
+            cells[0] = shorten(cells[0], widths[0])
+
+        def line(cells: list[str]) -> str:
+            return GAP.join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+        lines.append(line(HEADER))
+        indent = " " * (widths[0] + len(GAP))
+        for result, cells in zip(ordered, body, strict=True):
+            lines.append(line(cells))
+            extra = ", ".join(common.extra_limits(result, SHOWN))
+            if extra:
+                lines += textwrap.wrap(
+                    extra, width, initial_indent=indent, subsequent_indent=indent
+                )
+    for result in ordered:
+        name = names[result.id]
+        for finding in common.findings(result, "warn", "notice"):
+            lines.append(f"{finding['severity']}: {name}: {finding['message']}")
+    for key in sorted(stale):
+        lines.append(f"stale baseline entry (its model is gone): {key}")
+    if updated:
+        lines.append(f"baseline written: {updated}")
+    if ordered:
+        lines.append(common.summary_line(ordered))
+    return lines
 
 
 def terminal(reporter: Any, results: list[Any], stale: set[str], updated: Any) -> None:
-    """Write the section (fits 80 columns: long model names are shortened)."""
-    if not results and not stale:
+    """Write the section after pytest's summary; in GitHub Actions, also the annotations."""
+    if not results and not stale and not updated:
         return
+    width = getattr(getattr(reporter, "_tw", None), "fullwidth", 80)
     reporter.write_sep("=", "graph budget")
-    header = ["model", "FLOPs/limit", "memory/limit", "params", "vs base", "verdict"]
-    body = rows(results)
-    width = 24
-    for row in body:
-        if len(row[0]) > width:
-            row[0] = row[0][: width - 3] + "..."
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    for row in [header, *body]:
-        reporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-    for r in results:
-        for f in r.findings:
-            if f["severity"] == "notice":
-                reporter.write_line(f"notice: {r.label}: {f['message']}")
-    for key in sorted(stale):
-        reporter.write_line(f"stale baseline entry (model no longer exists): {key}")
-    if updated:
-        reporter.write_line(f"baseline written: {updated}")
+    for text in render(results, stale, updated, width):
+        reporter.write_line(text)
+    config = getattr(reporter, "config", None)
+    if config is not None:
+        written = [
+            f"{kind} {path}"
+            for kind, path in (
+                ("JUnit", config.getoption("graph_budget_junit")),
+                ("JSON", config.getoption("graph_budget_json")),
+                ("markdown", config.getoption("graph_budget_markdown")),
+            )
+            if path
+        ]
+        if written:
+            reporter.write_line("reports written: " + ", ".join(written))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from pytest_graphbudget.reports import github
+
+        root = Path(config.rootpath) if config is not None else None
+        for command in github.annotations(results, root):
+            reporter.write_line(command)

@@ -1,0 +1,81 @@
+"""GitHub Actions: workflow annotations and the job summary.
+
+Under ``GITHUB_ACTIONS=true`` every model over budget gets an ``::error`` annotation on the
+line that set its first failing limit (the key in the budget's TOML table, or the test
+function and its markers) with every failing figure in its message; figures above 90% of
+their limit give a ``::warning``, and drops below the baseline a ``::notice``. The terminal
+reporter prints them, so Actions reads them from the job's log. The pull-request comment
+(``markdown.py``) is appended to ``$GITHUB_STEP_SUMMARY``.
+
+Escaping follows GitHub's workflow-command rules (as ``@actions/core`` does): in the message
+``%``, CR and LF become ``%25``, ``%0D``, ``%0A``; in a property ``:`` and ``,`` also become
+``%3A`` and ``%2C``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget.reports import common
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(kind: str, message: str, file: str = "", line: int = 0, title: str = "") -> str:
+    """``::error file=F,line=L,title=T::message``, escaped."""
+    properties = [
+        f"{name}={escape_property(str(value))}"
+        for name, value in (("file", file), ("line", line), ("title", title))
+        if value
+    ]
+    joined = (" " + ",".join(properties)) if properties else ""
+    return f"::{kind}{joined}::{escape_data(message)}"
+
+
+def annotations(results: list[Any], root: Path | None = None) -> list[str]:
+    """Workflow commands, failures first: per model, one ``::error`` carrying every failing
+    figure (at the line of the first), one ``::warning`` for the figures near a limit and one
+    ``::notice`` for the drops below the baseline.
+
+    One per model, not per figure: GitHub shows ten errors and ten warnings of a step, and a
+    model that grew regresses several figures at once.
+    """
+    out = []
+    names = common.names(results)
+    for result in common.ordered(results):
+        file = common.repository_path(result.path, root) if result.path else ""
+        if result.error is not None:
+            title = f"Graph budget: {names[result.id]} could not be profiled"
+            out.append(command("error", result.error, file, result.line, title))
+        for severity, kind, what in (
+            ("fail", "error", "over budget"),
+            ("warn", "warning", "near a limit"),
+            ("notice", "notice", "below its baseline"),
+        ):
+            found = common.findings(result, severity)
+            if not found:
+                continue
+            line = result.line if severity == "fail" else common.finding_line(result, found[0])
+            message = "\n".join(f["message"] for f in found)
+            title = f"Graph budget: {names[result.id]} {what}"
+            out.append(command(kind, message, file, line, title))
+    return out
+
+
+def append_summary(markdown: str) -> Path | None:
+    """Append the comment to ``$GITHUB_STEP_SUMMARY`` when running in GitHub Actions."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if os.environ.get("GITHUB_ACTIONS") != "true" or not target:
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    return path

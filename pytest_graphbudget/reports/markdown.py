@@ -1,0 +1,173 @@
+"""``--graph-budget-markdown``: the pull-request comment (and the Actions job summary).
+
+It opens with the hidden marker ``<!-- graph-budget -->``, by which the workflow finds its one
+comment and updates it instead of adding another. Then: a title with the verdict, a table of
+the models that failed or came near a limit (figures with their limits and the change from
+the baseline in percent), one section per failure with its messages and the layers whose
+FLOPs grew most, and the models within budget folded in a ``<details>`` block, so that a run
+of fifty models still reads at a glance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget.reports import common
+from pytest_graphbudget.units import format_count
+
+MARKER = "<!-- graph-budget -->"
+MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
+ICONS = {common.PASS: "✅", common.WARN: "⚠️", common.FAIL: "❌", common.ERROR: "💥"}
+WORDS = {common.PASS: "pass", common.WARN: "warn", common.FAIL: "fail", common.ERROR: "error"}
+COLUMNS = ("flops", "peak_memory_bytes", "params")
+
+
+def cell(text: str) -> str:
+    """Text safe inside a table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def code(text: str) -> str:
+    return "`" + text.replace("`", "'") + "`"
+
+
+def table(results: list[Any], names: dict[str, str]) -> list[str]:
+    header = ["model"]
+    for key in COLUMNS:
+        header += [common.FIGURES[key].label + " / limit", "vs base"]
+    header.append("verdict")
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "| :-- | " + " | ".join(["--:"] * (len(header) - 2)) + " | :-- |",
+    ]
+    for result in results:
+        cells = [code(names[result.id])]
+        for key in COLUMNS:
+            if result.profile is None:
+                cells += ["-", ""]
+            else:
+                cells += [
+                    common.figure_with_limit(result, key, " / "),
+                    common.format_change(result, key),
+                ]
+        kind = common.verdict(result)
+        cells.append(f"{ICONS[kind]} {WORDS[kind]}")
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
+        extra = common.extra_limits(result, COLUMNS)
+        if extra:
+            blank = [""] * (len(header) - 2)
+            lines.append("| ↳ " + cell(", ".join(extra)) + " | " + " | ".join(blank) + " | |")
+    return lines
+
+
+def where(result: Any, root: Path | None, line: int = 0) -> str:
+    line = line or result.line
+    place = f"{result.path}:{line}" if line else result.path
+    link = common.source_link(result, root, line)
+    return f"[{code(place)}]({link})" if link else code(place)
+
+
+def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
+    kind = common.verdict(result)
+    lines = [f"#### {ICONS[kind]} {code(name)} · {where(result, root)}", ""]
+    if result.error is not None:
+        lines += ["Could not be profiled:", "", "```", result.error.strip(), "```", ""]
+        return lines
+    grown = common.grown_layers(result)
+    for finding in common.findings(result, "fail"):
+        message = finding["message"]
+        if grown and "; grew most: " in message:
+            message = message.split("; grew most: ", 1)[0]  # the table below says it better
+        line = common.finding_line(result, finding)
+        at = f" ({where(result, root, line)})" if line != result.line else ""
+        lines.append(f"- {cell(message)}{at}")
+    lines.append("")
+    if grown:
+        lines += [
+            "Layers whose FLOPs grew most since the baseline:",
+            "",
+            "| layer | FLOPs | growth |",
+            "| :-- | --: | --: |",
+        ]
+        for module, delta, share in grown:
+            growth = "new" if share is None else f"{share * 100:+.1f}%"
+            lines.append(f"| {code(module)} | +{format_count(delta)} | {growth} |")
+        lines.append("")
+    elif result.baseline is None and result.profile is not None:
+        top = ", ".join(
+            f"{code(label)} {format_count(v)}" for label, v in common.biggest_subgraphs(result)
+        )
+        if top:
+            lines += [f"No baseline to compare with; the biggest subgraphs: {top}.", ""]
+    return lines
+
+
+def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None = None) -> str:
+    """The comment's markdown."""
+    ordered = common.ordered(results)
+    names = common.names(results)
+    verdicts = [common.verdict(r) for r in ordered]
+    bad = [r for r, v in zip(ordered, verdicts, strict=True) if v in (common.FAIL, common.ERROR)]
+    near = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.WARN]
+    good = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.PASS]
+
+    if not ordered:
+        title = "ℹ️ Graph budget: no model was profiled"
+    elif bad:
+        title = f"❌ Graph budget: {len(bad)} of {len(ordered)} models over budget"
+    elif near:
+        title = f"⚠️ Graph budget: all {len(ordered)} models within budget, {len(near)} near a limit"
+    else:
+        title = f"✅ Graph budget: all {len(ordered)} models within budget"
+    lines = [MARKER, f"### {title}", ""]
+    if ordered:
+        lines += [common.summary_line(ordered) + ".", ""]
+    if bad or near:
+        lines += [*table(bad + near, names), ""]
+    for result in bad:
+        lines += failure_section(result, names[result.id], root)
+    if near:
+        lines += ["#### ⚠️ Near a limit", ""]
+        for result in near:
+            for finding in common.findings(result, "warn"):
+                lines.append(f"- {code(names[result.id])}: {cell(finding['message'])}")
+        lines.append("")
+    notices = [(r, f) for r in ordered for f in common.findings(r, "notice")]
+    body = "\n".join(lines)
+    folded = []
+    if good:
+        folded += [
+            "<details>",
+            f"<summary>✅ {len(good)} model{'s' if len(good) != 1 else ''} within budget</summary>",
+            "",
+            *table(good, names),
+            "",
+            "</details>",
+            "",
+        ]
+    if notices or stale:
+        folded += ["<details>", "<summary>ℹ️ Baseline notices</summary>", ""]
+        folded += [f"- {code(names[r.id])}: {cell(f['message'])}" for r, f in notices]
+        folded += [f"- stale entry, its model is gone: {code(key)}" for key in sorted(stale)]
+        folded += ["", "</details>", ""]
+    tail = "\n".join(folded)
+    if len(body) + len(tail) > MAX_CHARS:
+        tail = (
+            f"_{len(good)} models within budget and the baseline notices are left out: "
+            "the comment would be too long for GitHub. The JSON report has them all._\n"
+        )
+    if len(body) > MAX_CHARS:
+        body = body[:MAX_CHARS] + "\n\n_… cut: the JSON report has every failure._\n"
+    footer = (
+        "<sub>vs base: change from the recorded baseline (`new`: none recorded yet); "
+        "limits follow the figure after the slash. By pytest-graphbudget.</sub>"
+    )
+    return body.rstrip("\n") + "\n\n" + (tail + "\n" if tail else "") + footer + "\n"
+
+
+def write(path: Path, results: list[Any], stale: set[str], root: Path | None = None) -> str:
+    text = render(results, stale, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, "utf-8")
+    return text
