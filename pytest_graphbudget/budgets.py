@@ -37,7 +37,7 @@ class Limit:
         if self.kind == "seconds":
             return format_seconds(value)
         if self.figure == "arithmetic_intensity":
-            return f"{value:.3g} FLOPs/B"
+            return f"{format_count(value)} FLOPs/B"
         return format_count(value)
 
 
@@ -208,6 +208,8 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     limit = LIMITS[key]
     value = figure(profile, limit.figure)
     shown, bound = limit.format(value), f"{key} {limit.format(limit_value)}"
+    if shown == limit.format(limit_value):  # rounding would hide the difference: be exact
+        shown, bound = f"{value:,g}", f"{key} {limit_value:,g}"
     if not limit.upper:
         if value >= limit_value:
             return None

@@ -163,11 +163,13 @@ class GraphBudget:
         self.hardware = config.getoption("graph_budget_hardware")
         root = config.rootpath
         self.baseline_path = root / self.settings.get("baseline", "budgets/baseline.toml")
-        self.cache = None
-        if not config.getoption("graph_budget_no_cache"):
-            self.cache = ProfileCache(root / self.settings.get("cache_dir", DIRECTORY))
-            if config.getoption("graph_budget_cache_clear") and not _is_worker(config):
-                self.cache.clear()
+        self.cache: ProfileCache | None = ProfileCache(
+            root / self.settings.get("cache_dir", DIRECTORY)
+        )
+        if config.getoption("graph_budget_cache_clear") and not _is_worker(config):
+            self.cache.clear()
+        if config.getoption("graph_budget_no_cache"):
+            self.cache = None
         self.results: list[ModelResult] = []
         self.collected: set[str] = set()
         self._baseline: dict[str, baseline_file.Entry] | None = None

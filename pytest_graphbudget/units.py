@@ -95,8 +95,11 @@ def format_seconds(value: float) -> str:
 
 
 def format_ratio(value: float) -> str:
-    """``0.0412`` -> ``"4.1%"``."""
-    return f"{value * 100:.1f}%"
+    """``0.0412`` -> ``"4.1%"``; small ratios keep two significant digits (``"0.0061%"``)."""
+    percent = value * 100
+    if percent and abs(percent) < 0.1:
+        return f"{percent:.2g}%"
+    return f"{percent:.1f}%"
 
 
 def _format(value: float, base: int, prefixes: list[str]) -> str:

@@ -1,0 +1,459 @@
+"""The pytest plugin, driven through real pytest runs (``pytester``).
+
+Models here are tiny and counted by hand, so each expected figure is visible in the test:
+``nn.Linear(64, 32)`` on a ``(4, 64)`` input does 4*64*32 = 8,192 MACs, and
+2*8,192 + 4*32 (bias) = 16,512 FLOPs, with 64*32 + 32 = 2,080 parameters.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+LINEAR_FLOPS = 2 * 4 * 64 * 32 + 4 * 32
+LINEAR_PARAMS = 64 * 32 + 32
+
+MODELS = """
+import pytest, torch
+from pytest_graphbudget import ModelCase
+
+def linear(width=32):
+    torch.manual_seed(0)
+    return ModelCase(torch.nn.Linear(64, width), (torch.randn(4, 64),), name=f"linear{width}")
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(models=MODELS)
+    pytester.syspathinsert()
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", *args)
+
+
+def test_each_marker_passes_at_and_fails_below_the_figure(project):
+    project.makepyfile(
+        test_markers=f"""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear()
+
+        @pytest.mark.flops_max({LINEAR_FLOPS})
+        @pytest.mark.macs_max("8.192k")
+        @pytest.mark.params_max({LINEAR_PARAMS})
+        @pytest.mark.weights_max("8320B")
+        @pytest.mark.memory_max("1MB")
+        @pytest.mark.traffic_max("1MB")
+        @pytest.mark.latency_max("1ms")
+        @pytest.mark.intensity_min(0.1)
+        def test_fits(model):
+            pass
+
+        @pytest.mark.flops_max({LINEAR_FLOPS - 1})
+        def test_flops(model):
+            pass
+
+        @pytest.mark.macs_max("8k")
+        def test_macs(model):
+            pass
+
+        @pytest.mark.params_max("2k")
+        def test_params(model):
+            pass
+
+        @pytest.mark.weights_max("8KB")
+        def test_weights(model):
+            pass
+
+        @pytest.mark.memory_max("1kB")
+        def test_memory(model):
+            pass
+
+        @pytest.mark.traffic_max(100)
+        def test_traffic(model):
+            pass
+
+        @pytest.mark.latency_max("1ns")
+        def test_latency(model):
+            pass
+
+        @pytest.mark.intensity_min(1000)
+        def test_intensity(model):
+            pass
+
+        @pytest.mark.bottleneck(compute_bound_min=1.0, by="flops")
+        def test_bottleneck(model):
+            pass
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(passed=1, failed=9)
+    result.stdout.fnmatch_lines(
+        [
+            "*FLOPs 16,512 exceeds flops_max 16,511 (0.0061% over); biggest subgraphs: "
+            "<root> (linear) 16.5k",
+            "*MACs 8.19k exceeds macs_max 8k (2.4% over)*",
+            "*params 2.08k exceeds params_max 2k*",
+            "*weights 8.32kB exceeds weights_max 8kB*",
+            "*peak memory*exceeds memory_max 1kB*",
+            "*estimated latency*exceeds latency_max 1ns*",
+            "*arithmetic intensity 1.68 FLOPs/B is below intensity_min 1k FLOPs/B (99.8% under)*",
+            "*compute-bound share by flops 0.0% is below compute_bound_min 100.0%*",
+        ]
+    )
+
+
+def test_disabled_plugin_registers_markers_and_checks_nothing(project):
+    project.makepyfile(
+        test_off="""
+        import pytest
+
+        @pytest.mark.flops_max("1")
+        @pytest.mark.bottleneck(compute_bound_min=0.5)
+        @pytest.mark.graph_budget(hardware="a100", tolerance="2%")
+        def test_untouched():
+            pass
+        """
+    )
+    result = project.runpytest("-p", "no:cacheprovider", "--strict-markers")
+    result.assert_outcomes(passed=1)
+    assert "graph budget" not in result.stdout.str()
+    markers = project.runpytest("--markers").stdout.str()
+    for name in ("flops_max", "memory_max", "intensity_min", "bottleneck", "graph_budget"):
+        assert f"@pytest.mark.{name}" in markers
+
+
+def test_disabled_plugin_does_not_import_torch(pytester: pytest.Pytester):
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            assert "torch" not in sys.modules, "the plugin imported torch"
+        """
+    )
+    pytester.makepyfile(test_plain="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+
+
+def test_fixture_forms_scopes_params_and_several_models(project):
+    project.makepyfile(
+        test_fixtures="""
+        import pytest, torch
+        from models import linear
+
+        @pytest.fixture(scope="session")
+        def shared():
+            return linear()
+
+        @pytest.fixture(params=[16, 64])
+        def sized(request):
+            return linear(request.param)
+
+        @pytest.fixture
+        def pair():
+            return (torch.nn.Linear(64, 8), (torch.randn(4, 64),))
+
+        @pytest.mark.flops_max(20_000)
+        def test_session(shared):
+            pass
+
+        @pytest.mark.flops_max(20_000)
+        def test_params(sized):
+            pass
+
+        @pytest.mark.flops_max(20_000)
+        def test_two_models(shared, pair):
+            pass
+        """
+    )
+    result = run(project, "-v")
+    # linear16: 2*4*64*16 + 4*16 = 8,256 passes; linear64: 33,024 fails.
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_params?64? FAILED*",
+            "*graph budget failed for linear64 (test_fixtures.py::test_params?64?::sized)*",
+            "*FLOPs 33.0k exceeds flops_max 20k*",
+        ]
+    )
+    # Both models of test_two_models are profiled and named in the summary.
+    result.stdout.fnmatch_lines(["*graph budget*", "*linear32*", "*pair*"])
+
+
+def test_graph_profile_fixture_profiles_and_is_checked(project):
+    project.makepyfile(
+        test_explicit=f"""
+        import pytest, torch
+
+        def test_returns_profile(graph_profile):
+            prof = graph_profile(torch.nn.Linear(64, 32), (torch.randn(4, 64),), name="lin")
+            assert prof.flops == {LINEAR_FLOPS}
+            assert prof.params == {LINEAR_PARAMS}
+
+        @pytest.mark.flops_max(1000)
+        def test_checked(graph_profile):
+            graph_profile(torch.nn.Linear(64, 32), (torch.randn(4, 64),), name="lin")
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*graph budget failed for lin*", "*exceeds flops_max 1k*"])
+
+
+def test_bad_marker_value_is_a_usage_error_that_spares_other_tests(project):
+    project.makepyfile(
+        test_bad="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear()
+
+        @pytest.mark.memory_max("lots")
+        def test_bad(model):
+            pass
+
+        @pytest.mark.bottleneck(compute_bound=0.5)
+        def test_bad_keyword(model):
+            pass
+
+        @pytest.mark.flops_max("1G")
+        def test_good(model):
+            pass
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*memory_max in @pytest.mark.memory_max on test_bad.py::test_bad: cannot read 'lots'; "
+            'expected a number of bytes or a string: 5e8, "500MB", "0.5GiB"*',
+            "*@pytest.mark.bottleneck on test_bad.py::test_bad_keyword: unknown keyword "
+            "'compute_bound' (did you mean 'compute_bound_min'?)*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_model_whose_forward_raises_fails_alone(project):
+    project.makepyfile(
+        test_raise="""
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+        from models import linear
+
+        class Broken(torch.nn.Module):
+            def forward(self, x):
+                raise RuntimeError("shape mismatch in my model")
+
+        @pytest.fixture
+        def broken():
+            return ModelCase(Broken(), (torch.randn(2),), name="broken")
+
+        @pytest.mark.flops_max("1G")
+        def test_broken(broken):
+            pass
+
+        @pytest.mark.flops_max("1G")
+        def test_fine():
+            pass
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*graph budget failed for broken*",
+            "*the model's forward raised RuntimeError: shape mismatch in my model*",
+        ]
+    )
+
+
+BUDGET = """
+[defaults]
+tolerance = "2%"
+
+[models.small]
+factory = "models:linear"
+flops_max = "20k"
+params_max = 2080
+
+[models.tight]
+factory = "models:linear"
+flops_max = 16000
+"""
+
+
+def test_toml_budgets_are_items_named_after_file_and_key(project):
+    project.mkdir("budgets")
+    project.path.joinpath("budgets", "tiny.toml").write_text(BUDGET)
+    result = run(project, "budgets/", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*budgets/tiny.toml::small PASSED*",
+            "*budgets/tiny.toml::tight FAILED*",
+            "*graph budget failed for tight (budgets/tiny.toml::tight)*",
+            "*FLOPs 16.5k exceeds flops_max 16k (3.2% over)*",
+        ]
+    )
+
+
+def test_toml_errors_name_file_line_column_and_closest_key(project):
+    project.mkdir("budgets")
+    project.path.joinpath("budgets", "broken.toml").write_text('[models.a]\nflops_max = "1G\n')
+    project.path.joinpath("budgets", "typo.toml").write_text(
+        '[models.a]\nfactory = "models:linear"\nflop_max = "1G"\n'
+        '[models.b]\nfactory = "models:linear"\nflops_max = "1G"\n'
+    )
+    result = run(project, "budgets/")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*budgets/broken.toml:2:*: *",
+            "*unknown budget key 'flop_max' in typo.toml::a (did you mean 'flops_max'?)*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_project_defaults_from_pyproject(project):
+    project.makepyprojecttoml('[tool.graph_budget]\nhardware = "a100"\n')
+    project.makepyfile(
+        test_hw="""
+        def test_hw(graph_profile):
+            import torch
+            prof = graph_profile(torch.nn.Linear(4, 4), (torch.randn(1, 4),))
+            assert prof.hardware.name == "a100"
+        """
+    )
+    run(project).assert_outcomes(passed=1)
+
+
+def test_baseline_update_regression_notice_and_stale_entries(project):
+    project.mkdir("budgets")
+    budget = project.path / "budgets" / "tiny.toml"
+    budget.write_text('[models.net]\nfactory = "models:linear"\nflops_max = "1M"\n')
+    result = run(project, "budgets/", "--graph-budget-update")
+    result.assert_outcomes(passed=1)
+    baseline = (project.path / "budgets" / "baseline.toml").read_text()
+    assert '[models."budgets/tiny.toml::net"]' in baseline
+    assert f"flops = {LINEAR_FLOPS}" in baseline
+    assert f'"<root>" = {LINEAR_FLOPS}' in baseline
+
+    # The model grows from 32 to 48 outputs: under its maximum, but +50% over the baseline.
+    project.makepyfile(models=MODELS.replace("width=32", "width=48"))
+    result = run(project, "budgets/")
+    result.assert_outcomes(failed=1)
+    grown = 2 * 4 * 64 * 48 + 4 * 48
+    result.stdout.fnmatch_lines(
+        [
+            f"*FLOPs regressed +{100 * (grown / LINEAR_FLOPS - 1):.1f}% (16.5k -> 24.8k, "
+            "tolerance 1.0%); grew most: <root> +8.26k*",
+        ]
+    )
+
+    # It shrinks instead: a notice to tighten the baseline, not a failure.
+    project.makepyfile(models=MODELS.replace("width=32", "width=16"))
+    result = run(project, "budgets/")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*notice: net: FLOPs dropped -50.0% (16.5k -> 8.26k, tolerance 1.0%)*"]
+    )
+
+    # The model is removed from the budget file: its baseline entry is reported as stale.
+    budget.write_text('[models.other]\nfactory = "models:linear"\nflops_max = "1M"\n')
+    result = run(project, "budgets/")
+    result.stdout.fnmatch_lines(["*stale baseline entry*budgets/tiny.toml::net*"])
+    run(project, "budgets/", "--graph-budget-update")
+    assert "tiny.toml::net" not in (project.path / "budgets" / "baseline.toml").read_text()
+
+
+def test_cache_is_reused_and_a_corrupt_entry_is_rebuilt(project):
+    project.makepyfile(
+        test_cached="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear()
+
+        @pytest.mark.flops_max("1M")
+        def test_model(model):
+            pass
+        """
+    )
+    run(project).assert_outcomes(passed=1)
+    entries = list((project.path / ".graph_budget_cache").rglob("*.json"))
+    assert len(entries) == 1
+    first = entries[0].stat().st_mtime_ns
+    run(project).assert_outcomes(passed=1)
+    assert entries[0].stat().st_mtime_ns == first  # a hit: not rewritten
+    entries[0].write_text("{not json")
+    run(project).assert_outcomes(passed=1)
+    assert entries[0].read_text().startswith("{") and '"totals"' in entries[0].read_text()
+    # A changed model (another width) is a different key: a second entry.
+    project.makepyfile(models=MODELS.replace("width=32", "width=33"))
+    run(project).assert_outcomes(passed=1)
+    assert len(list((project.path / ".graph_budget_cache").rglob("*.json"))) == 2
+    run(project, "--graph-budget-cache-clear", "--graph-budget-no-cache").assert_outcomes(passed=1)
+    assert not (project.path / ".graph_budget_cache").exists()
+
+
+def test_xdist_gives_the_same_verdicts(project):
+    pytest.importorskip("xdist")
+    project.makepyfile(
+        test_many="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture(params=[8, 16, 32, 64])
+        def model(request):
+            return linear(request.param)
+
+        @pytest.mark.flops_max("20k")
+        def test_model(model):
+            pass
+        """
+    )
+    serial = run(project, "--graph-budget-no-cache")
+    parallel = run(project, "-n", "2", "--graph-budget-no-cache")
+    serial.assert_outcomes(passed=3, failed=1)
+    parallel.assert_outcomes(passed=3, failed=1)
+    for result in (serial, parallel):
+        result.stdout.fnmatch_lines(["*graph budget*", "*linear64*FAIL*"])
+
+
+def test_strict_fails_on_ops_without_a_formula(project):
+    project.makepyfile(
+        test_strict="""
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+
+        class Odd(torch.nn.Module):
+            def forward(self, x):
+                return torch.special.bessel_j0(x) + x
+
+        @pytest.fixture
+        def odd():
+            return ModelCase(Odd(), (torch.randn(8),), name="odd")
+
+        @pytest.mark.flops_max("1G")
+        def test_odd(odd):
+            pass
+        """
+    )
+    run(project).assert_outcomes(passed=1)
+    result = run(project, "--graph-budget-strict")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ops without a cost formula: aten.special_bessel_j0 x1*"])
