@@ -145,8 +145,18 @@ def make_plugin_manager(*, entry_points: bool = True) -> pluggy.PluginManager:
     return pm
 
 
+def _looks_like_path(name: str) -> bool:
+    """A file name or path rather than a model name (``org/name`` hub ids are names)."""
+    if name.casefold().endswith(_FILE_SUFFIXES) or os.path.exists(name):
+        return True
+    if name.startswith((".", "~")) or os.path.isabs(name):
+        return True
+    separators = name.count(os.sep) + (name.count(os.altsep) if os.altsep else 0)
+    return separators > 1
+
+
 def _unknown_message(name: str) -> str:
-    if name.endswith(_FILE_SUFFIXES) or os.sep in name or (os.altsep and os.altsep in name):
+    if _looks_like_path(name):
         if not os.path.exists(name):
             return f"{name}: no such file or directory, and not a model name the zoo knows"
         return (

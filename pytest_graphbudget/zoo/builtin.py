@@ -17,4 +17,4 @@ def graphbudget_model_loaders():
     from pytest_graphbudget.zoo.torchvision import TorchVisionLoader
     from pytest_graphbudget.zoo.ultralytics import UltralyticsLoader
 
-    return [LocalLoader(), HuggingFaceLoader(), UltralyticsLoader(), TorchVisionLoader()]
+    return [LocalLoader(), UltralyticsLoader(), HuggingFaceLoader(), TorchVisionLoader()]

@@ -189,6 +189,11 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
     from pytest_graphbudget.zoo._build import build_module
 
     transformers = _import_transformers()
+    if getattr(config, "auto_map", None):
+        raise GraphBudgetError(
+            f"{name} defines its architecture in remote code (auto_map), and graph-budget never "
+            "enables trust_remote_code; build the model yourself and profile it from a fixture"
+        )
     notes = []
     config, backbone_note = _portable_backbone(config)
     if backbone_note:
@@ -379,8 +384,16 @@ def _major(version: str) -> int:
         return 0
 
 
+_FILE_SUFFIXES = (".pt", ".pth", ".pt2", ".yaml", ".yml", ".json", ".onnx", ".bin")
+
+
 def _looks_like_path(name: str) -> bool:
-    return name.startswith((".", "~")) or os.path.isabs(name) or os.path.exists(name)
+    return (
+        name.startswith((".", "~"))
+        or os.path.isabs(name)
+        or name.casefold().endswith(_FILE_SUFFIXES)
+        or os.path.exists(name)
+    )
 
 
 def _is_repo_id(name: str) -> bool:
