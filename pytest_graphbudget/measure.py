@@ -17,6 +17,7 @@ import torch
 from torch import fx, nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -48,6 +49,7 @@ ANCHORS = {
     "_scaled_dot_product_efficient_attention": "attention",
     "_scaled_dot_product_cudnn_attention": "attention",
     "_scaled_dot_product_attention_math": "attention",
+    "scaled_dot_product_attention": "attention",
 }
 REDUCTIONS = {
     "_softmax": "softmax",
@@ -159,14 +161,24 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.weights = weights
         self.node: NodeCost | None = None
+        self.muted = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if self.node is not None:
+            self.record(base_name(func.name()), args, kwargs, out)
+        return out
+
+    def record(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+        """Price one call and charge it to the current node (unless a unit is being priced)."""
         node = self.node
-        if node is None:
-            return out
-        name = base_name(func.name())
+        for leaf in pytree.tree_leaves((args, kwargs)):
+            if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
+                fqn, size = self.weights[id(leaf)]
+                node.weights[fqn] = size
+        if self.muted:
+            return
         node.ops[name] += 1
         try:
             cost = price(
@@ -188,13 +200,43 @@ class _Recorder(TorchDispatchMode):
                 node.category, node.kind = "reduction", REDUCTIONS[name]
             elif RANK[node.category] < RANK["elementwise"] and cost.other:
                 node.category, node.kind = "elementwise", RENAMES.get(name, name)
-        for leaf in pytree.tree_leaves((args, kwargs)):
-            if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
-                fqn, size = self.weights[id(leaf)]
-                node.weights[fqn] = size
         if not node.kind and name not in ("device", "sym_size", "_assert_tensor_metadata"):
             node.kind = RENAMES.get(name, name)
+
+    def unit(self, name: str, call, args: tuple, kwargs: dict) -> Any:
+        """Run a composite call priced as one op: the ops it decomposes into are not charged.
+
+        Which kernels a composite op decomposes into depends on the backend (SDPA's math
+        fallback scales q and k separately); pricing it whole keeps its cost the same.
+        """
+        if self.node is None or self.muted:
+            return call(*args, **kwargs)
+        self.muted += 1
+        try:
+            out = call(*args, **kwargs)
+        finally:
+            self.muted -= 1
+        self.record(name, args, kwargs, out)
         return out
+
+
+UNITS = {"scaled_dot_product_attention"}
+"""Composite ops priced whole, whatever they decompose into."""
+
+
+class _Units(TorchFunctionMode):
+    """Sees composite functions (``F.scaled_dot_product_attention``) before they decompose."""
+
+    def __init__(self, recorder: _Recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in UNITS and getattr(func, "__module__", "").startswith("torch"):
+            return self.recorder.unit(name, func, args, kwargs)
+        return func(*args, **kwargs)
 
 
 def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) -> str:
@@ -230,7 +272,11 @@ class _CostInterpreter(fx.Interpreter):
         )
         self.recorder.node = node
         try:
-            value = super().run_node(n)
+            if n.op == "call_function" and base_name(str(n.target)) in UNITS:
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                value = self.recorder.unit(base_name(str(n.target)), n.target, args, kwargs)
+            else:
+                value = super().run_node(n)
         finally:
             self.recorder.node = None
         producers = list(n.all_input_nodes)
@@ -330,7 +376,7 @@ def measure(
         names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
         module_state = {f"gm.{n}": state[n] for n in names if n in state}
     context = mode if fake else _null()
-    with torch.no_grad(), context, recorder:
+    with torch.no_grad(), context, recorder, _Units(recorder):
         torch.func.functional_call(
             _Runner(gm, interpret), module_state, tuple(values), strict=False, tie_weights=True
         )

@@ -22,6 +22,13 @@ def _sdpa(q: Shape, k: Shape, v: Shape, masked: bool) -> OpCost:
     return OpCost(macs=scores * (q[-1] + v[-1]), other=scores * (SCALE + SOFTMAX + int(masked)))
 
 
+@register("scaled_dot_product_attention")
+def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *_, out, **kw) -> OpCost:
+    # The public op, priced whole (see measure.UNITS): its backends decompose differently.
+    mask = kw.get("attn_mask", attn_mask)
+    return _sdpa(q, k, v, masked=mask is not None or kw.get("is_causal", is_causal))
+
+
 @register("_scaled_dot_product_flash_attention_for_cpu")
 def sdpa_flash_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, out, **_) -> OpCost:
     return _sdpa(q, k, v, masked=attn_mask is not None or is_causal)
