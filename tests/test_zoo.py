@@ -590,3 +590,16 @@ def test_a_broken_loader_is_named(monkeypatch):
     monkeypatch.setattr(zoo, "plugin_manager", lambda: pm)
     with pytest.raises(GraphBudgetError, match="lacks family, names, can_load, load"):
         resolve("resnet18")
+
+
+def test_the_loader_example_in_the_docs_runs(tmp_path):
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "models.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    loader = next(b for b in blocks if b.startswith("# my_models/graphbudget.py"))
+    usage = next(b for b in blocks if "plugin_manager().register" in b)
+    script = tmp_path / "example.py"
+    script.write_text(loader + "\n" + usage)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["131072"]
