@@ -41,6 +41,7 @@ class Result:
 
     name: str
     family: str
+    group: str = ""  # the section of the table: the family, or family and task
     ok: bool = False
     tier: str = ""
     flops: int = 0
@@ -215,22 +216,23 @@ class Worker:
 
 
 def sweep(
-    names: list[tuple[str, str]],
+    names: list[tuple[str, str, str]],
     *,
     timeout: float = DEFAULT_TIMEOUT,
     progress: Any = None,
     worker_stderr: Any = subprocess.DEVNULL,
 ) -> list[Result]:
-    """Profile ``(name, family)`` pairs one by one in worker processes."""
+    """Profile ``(name, family, group)`` triples one by one in worker processes."""
     results = []
     worker: Worker | None = None
     try:
-        for index, (name, family) in enumerate(names, 1):
+        for index, (name, family, group) in enumerate(names, 1):
             if worker is None or not worker.alive() or worker.done >= MODELS_PER_WORKER:
                 if worker is not None:
                     worker.stop()
                 worker = Worker(worker_stderr)
             result = worker.run(name, family, timeout)
+            result.group = group
             results.append(result)
             if progress is not None:
                 status = result.tier if result.ok else f"FAILED: {result.error}"
@@ -271,11 +273,11 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
         "| family | models | fx | dynamo | failed | with unsupported ops |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    families = list(dict.fromkeys(r.family for r in results))
-    for family in families:
-        rows = [r for r in results if r.family == family]
+    groups = list(dict.fromkeys(r.group or r.family for r in results))
+    for group in groups:
+        rows = [r for r in results if (r.group or r.family) == group]
         lines.append(
-            f"| {family} | {len(rows)} | {sum(r.tier == 'fx' for r in rows)} | "
+            f"| {group} | {len(rows)} | {sum(r.tier == 'fx' for r in rows)} | "
             f"{sum(r.tier == 'dynamo' for r in rows)} | {sum(not r.ok for r in rows)} | "
             f"{sum(bool(r.unsupported_ops) for r in rows)} |"
         )
@@ -285,16 +287,16 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
         f"{sum(r.tier == 'dynamo' for r in ok)} | {len(results) - len(ok)} | "
         f"{sum(bool(r.unsupported_ops) for r in ok)} |"
     )
-    for family in families:
+    for group in groups:
         lines += [
             "",
-            f"## {family}",
+            f"## {group}",
             "",
             "| model | tier | GFLOPs | GMACs | params | peak memory | compute-bound | seconds "
             "| published | notes |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
         ]
-        for r in (r for r in results if r.family == family):
+        for r in (r for r in results if (r.group or r.family) == group):
             lines.append(_row(r))
     failures = [r for r in results if not r.ok]
     if failures:
@@ -342,6 +344,37 @@ def _environment() -> str:
 # ---------------------------------------------------------------------------------------------
 # Command line
 
+FAMILY_ORDER = ("torchvision", "huggingface", "ultralytics")
+TASK_ORDER = (
+    "classification",
+    "quantization",
+    "segmentation",
+    "video",
+    "detection",
+    "optical_flow",
+)
+
+
+def _grouped(selected: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """``(name, family, group)`` in table order: TorchVision by task, then the other families."""
+
+    def group_of(name: str, family: str) -> str:
+        if family != "torchvision":
+            return family
+        from pytest_graphbudget.zoo.torchvision import task_of
+
+        return f"torchvision {task_of(name).replace('_', ' ')}"
+
+    def order(item: tuple[str, str, str]) -> tuple:
+        name, family, group = item
+        rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+        task = group.removeprefix("torchvision ").replace(" ", "_")
+        task_rank = TASK_ORDER.index(task) if task in TASK_ORDER else 0
+        return rank, family, task_rank
+
+    triples = [(name, family, group_of(name, family)) for name, family in selected]
+    return sorted(triples, key=order)  # stable: names keep their order within a group
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -382,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {_unknown_message(name)}", file=sys.stderr)
                 return 2
             selected.append((found[1], found[0].family))
+        selected = _grouped(selected)
     else:
         families = args.family or list(catalogue)
         unknown = [f for f in families if f not in catalogue]
@@ -391,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        selected = [(name, family) for family in families for name in catalogue[family]]
+        selected = _grouped([(name, family) for family in families for name in catalogue[family]])
 
     full = not args.names and not args.family
     output = args.output or (DEFAULT_OUTPUT if full else None)
