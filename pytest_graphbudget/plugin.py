@@ -182,7 +182,9 @@ class GraphBudget:
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
-        if file_path.suffix == ".toml" and is_budget_file(file_path, self.settings):
+        if file_path.suffix == ".toml" and is_budget_file(
+            file_path, self.settings, self.config.rootpath
+        ):
             return BudgetFile.from_parent(parent, path=file_path)
         return None
 
@@ -434,15 +436,17 @@ def project_settings(root: Path) -> dict[str, Any]:
     return dict(data.get("tool", {}).get("graph_budget", {}))
 
 
-def is_budget_file(path: Path, settings: dict[str, Any]) -> bool:
-    """A ``*.toml`` under a ``budgets`` directory (or a configured budget path)."""
+def is_budget_file(path: Path, settings: dict[str, Any], root: Path) -> bool:
+    """A ``*.toml`` under a ``budgets`` directory (or a budget path configured in
+    ``[tool.graph_budget] budgets``, relative to the project's root)."""
     if path.name in ("baseline.toml", "pyproject.toml"):
         return False
     roots = settings.get("budgets", [])
     roots = [roots] if isinstance(roots, str) else list(roots)
     if "budgets" in path.parent.parts:
         return True
-    return any(Path(r).resolve() in (path.resolve(), *path.resolve().parents) for r in roots)
+    resolved = path.resolve()
+    return any((root / r).resolve() in (resolved, *resolved.parents) for r in roots)
 
 
 class BudgetFile(pytest.File):
