@@ -28,6 +28,10 @@ TASKS = ("classification", "segmentation", "video", "detection", "optical_flow",
 OPTICAL_FLOW_SIZE = (368, 496)
 DEFAULT_CLIP_LEN = 16
 
+# Models whose own weight init (scipy's truncated normal) is slow and warns when left implicit;
+# the values of the weights do not change any figure.
+SCIPY_INIT = {"googlenet", "inception_v3", "quantized_googlenet", "quantized_inception_v3"}
+
 # Segmentation models whose published weights include the auxiliary classifier (torchvision
 # builds them with ``aux_loss=True`` whenever weights are given, and the head runs in eval).
 AUX_SEGMENTATION = {
@@ -64,6 +68,8 @@ class TorchVisionLoader(ModelLoader):
             kwargs["weights_backbone"] = None
         if name in AUX_SEGMENTATION:
             kwargs["aux_loss"] = True  # as published: the aux head runs in eval too
+        if name in SCIPY_INIT:
+            kwargs["init_weights"] = False  # PyTorch's default init: no scipy, no FutureWarning
         if task == "quantization":
             kwargs["quantize"] = False  # the float model with quant stubs: no quantized engine
 
