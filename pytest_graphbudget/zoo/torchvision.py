@@ -70,6 +70,8 @@ class TorchVisionLoader(ModelLoader):
             kwargs["aux_loss"] = True  # as published: the aux head runs in eval too
         if name in SCIPY_INIT:
             kwargs["init_weights"] = False  # PyTorch's default init: no scipy, no FutureWarning
+        if name in ("googlenet", "quantized_googlenet"):
+            kwargs["aux_logits"] = False  # as published: torchvision drops them with weights
         if task == "quantization":
             kwargs["quantize"] = False  # the float model with quant stubs: no quantized engine
 
