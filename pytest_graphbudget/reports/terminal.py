@@ -11,7 +11,7 @@
 
 ``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); the
 figures a row leaves out but the budget bounds follow on an indented line. The table fits the
-terminal (80 columns at least): model names are shortened from the left when they must be.
+terminal (80 columns, or less): model names are shortened from the left when they must be.
 ``render`` is a pure function of the results and the width; ``terminal`` writes it, and, in
 GitHub Actions, the workflow annotations.
 """
@@ -56,9 +56,9 @@ def render(
     updated: Any = None,
     width: int = 80,
 ) -> list[str]:
-    """The section's lines. The table fits ``width`` (60 columns at least); the messages
-    below it are one line each, as pytest writes its own, so that a log search finds them."""
-    width = max(width, 60)
+    """The section's lines. The table fits ``width`` down to about 65 columns, where model
+    names keep their last 12 characters; the messages below it are one line each, as pytest
+    writes its own, so that a search of the log finds them whole."""
     lines: list[str] = []
     ordered = common.ordered(results)
     names = common.names(results)
