@@ -135,15 +135,19 @@ def test_terminal_section_after_the_summary_fits_80_columns(project):
     assert out.index("short test summary info") < out.index(" graph budget ")
     lines = section(result)
     assert all(len(line) <= 80 for line in lines), "\n".join(lines)
-    assert lines[0].split() == ["model", "FLOPs/limit", "memory/limit", "params", "vs", "base",
-                                "verdict"]  # fmt: skip
+    assert lines[0].split() == "model FLOPs/limit memory/limit params vs base verdict".split()
     rows = {line.split()[0]: line.split() for line in lines[1:] if line and line[0] != " "}
     # Failures first; the linear model appears in three tests, so its rows name the test.
     assert [line.split()[0] for line in lines[1:3]] == ["tight", "test_over::linear32"]
     assert rows["tight"] == ["tight", "16.5k/10k", "9.86kB", "2.08k", "new", "FAIL"]
     assert rows["test_near::linear32"] == [
-        "test_near::linear32", "16.5k/17k", "9.86kB", "2.08k/3k", "new", "warn",
-    ]  # fmt: skip
+        "test_near::linear32",
+        "16.5k/17k",
+        "9.86kB",
+        "2.08k/3k",
+        "new",
+        "warn",
+    ]
     assert rows["mlp"][1:3] == ["18.7k/30k", "11.4kB/1MB"] and rows["mlp"][-1] == "ok"
     # The limit the row has no column for follows on an indented line.
     assert any(line.strip() == "traffic 11.6kB/1MB" for line in lines)
@@ -163,17 +167,28 @@ def test_terminal_table_shortens_long_names_to_the_width():
     budget = {"limits": {"flops_max": 3.7e9, "memory_max": 1.2e8}, "bottleneck": {}}
     results = [
         ModelResult(
-            f"budgets/{i}.toml::{name}", name, f"budgets/{i}.toml::{name}", "", 1, budget,
-            profile=profile, baseline={"flops": 3.5e9}, source="toml",
-        )  # fmt: skip
+            f"budgets/{i}.toml::{name}",
+            name,
+            f"budgets/{i}.toml::{name}",
+            "",
+            1,
+            budget,
+            profile=profile,
+            baseline={"flops": 3.5e9},
+            source="toml",
+        )
         for i, name in enumerate(["facebook/detr-resnet-50-with-a-much-longer-name", "r18"])
     ]
     for width in (80, 70):
         lines = render(results, width=width)
         assert all(len(line) <= width for line in lines), "\n".join(lines)
         assert lines[1].startswith("...") and lines[1].split()[1:] == [
-            "3.64G/3.70G", "54MB/120MB", "11.7M", "+4.0%", "ok",
-        ]  # fmt: skip
+            "3.64G/3.70G",
+            "54MB/120MB",
+            "11.7M",
+            "+4.0%",
+            "ok",
+        ]
         assert lines[2].startswith("r18 ")
 
 
