@@ -7,7 +7,8 @@ size and clip length of the video transforms (``r3d_18`` 16x112x112, ``swin3d_t`
 and the ``min_size`` of a detector's own transform (800, ``ssd300_vgg16`` 300). A model built
 for one size only keeps it (``vit_h_14`` without weights is a 224 model, although its default
 weights are 518). Backbone weights are never requested either (``weights_backbone=None``).
-FCN and DeepLabV3 keep the auxiliary classifier their published weights have.
+FCN and DeepLabV3 keep the auxiliary classifier their published weights have, GoogLeNet drops
+its training-only ones, and detectors get the frozen batch norm of their published backbones.
 """
 
 from __future__ import annotations
@@ -31,6 +32,19 @@ DEFAULT_CLIP_LEN = 16
 # Models whose own weight init (scipy's truncated normal) is slow and warns when left implicit;
 # the values of the weights do not change any figure.
 SCIPY_INIT = {"googlenet", "inception_v3", "quantized_googlenet", "quantized_inception_v3"}
+
+# Detectors whose published weights come with a frozen batch norm in the backbone (torchvision
+# picks FrozenBatchNorm2d whenever weights are given): built the same way, so that parameters
+# (its affine terms are buffers) and the per-element cost match the published model.
+FROZEN_BN_DETECTION = {
+    "fasterrcnn_mobilenet_v3_large_320_fpn",
+    "fasterrcnn_mobilenet_v3_large_fpn",
+    "fasterrcnn_resnet50_fpn",
+    "fcos_resnet50_fpn",
+    "keypointrcnn_resnet50_fpn",
+    "maskrcnn_resnet50_fpn",
+    "retinanet_resnet50_fpn",
+}
 
 # Segmentation models whose published weights include the auxiliary classifier (torchvision
 # builds them with ``aux_loss=True`` whenever weights are given, and the head runs in eval).
@@ -75,7 +89,13 @@ class TorchVisionLoader(ModelLoader):
         if task == "quantization":
             kwargs["quantize"] = False  # the float model with quant stubs: no quantized engine
 
-        model = build_module(lambda: models.get_model(name, **kwargs), options.meta)
+        def factory():
+            model = models.get_model(name, **kwargs)
+            if name in FROZEN_BN_DETECTION:
+                _freeze_batch_norm(model.backbone)
+            return model
+
+        model = build_module(factory, options.meta)
         notes = []
         if options.seq_len is not None:
             notes.append(f"seq_len ignored: {name} takes images")
@@ -152,6 +172,18 @@ def published(name: str) -> dict:
     if "num_params" in meta:
         out["params"] = int(meta["num_params"])
     return out
+
+
+def _freeze_batch_norm(module) -> None:
+    """Replace every ``BatchNorm2d`` under ``module`` by torchvision's ``FrozenBatchNorm2d``."""
+    from torch import nn
+    from torchvision.ops import FrozenBatchNorm2d
+
+    for parent in list(module.modules()):
+        for child_name, child in list(parent.named_children()):
+            if isinstance(child, nn.BatchNorm2d):
+                frozen = FrozenBatchNorm2d(child.num_features, eps=child.eps)
+                setattr(parent, child_name, frozen.to(child.weight.device))
 
 
 def _first(value, default: int) -> int:
