@@ -336,6 +336,7 @@ def test_markdown_comment_shows_changes_and_grown_layers(project):
     assert "16.5k / 10k | = |" in tight  # unchanged since the baseline
 
     # The failure names its line and the layers that grew, largest first.
+    assert "biggest subgraphs: &lt;root> (linear) 16.5k" in text  # not an HTML tag
     mlp_line = line_of(BUDGET, "flops_max", after="[models.mlp]")
     assert f"#### ❌ `mlp` · `budgets/small.toml:{mlp_line}`" in lines
     assert f"- FLOPs regressed +{growth * 100:.1f}% (18.7k -> 28.1k, tolerance 2.0%)" in lines

@@ -24,8 +24,9 @@ COLUMNS = ("flops", "peak_memory_bytes", "params")
 
 
 def cell(text: str) -> str:
-    """Text safe inside a table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text safe in a table cell or a list item: no pipes, no line breaks, and no ``<`` that
+    GitHub would take for an HTML tag and drop (``<root>``)."""
+    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
 
 
 def code(text: str) -> str:
