@@ -8,6 +8,7 @@ below is that layer (``encoder``), a ReLU and ``nn.Linear(32, 8)`` (``head``).
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -99,8 +100,8 @@ def line_of(text: str, needle: str, after: str = "") -> int:
 
 @pytest.fixture(autouse=True)
 def not_in_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE", "GITHUB_SHA"):
-        monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith("GITHUB_")]:
+        monkeypatch.delenv(name)
     monkeypatch.setenv("COLUMNS", "80")
 
 
@@ -381,6 +382,12 @@ def test_github_actions_annotations_and_job_summary(project, monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path.parent))
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "octo/models")
+    monkeypatch.setenv("GITHUB_SHA", "merge0")
+    event = project.path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 7, "head": {"sha": "head1"}}}))
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
     result = run(project, ".")
     result.assert_outcomes(passed=3, failed=2)
     where = project.path.name
@@ -404,6 +411,9 @@ def test_github_actions_annotations_and_job_summary(project, monkeypatch):
     assert result.stdout.str().count("::error ") == 2
     text = summary.read_text()
     assert text.startswith("earlier step\n<!-- graph-budget -->\n### ❌ Graph budget: 2 of 5")
+    # Failures link to their line in the pull request's head commit.
+    link = f"https://github.com/octo/models/blob/head1/{where}/budgets/small.toml#L{budget_line}"
+    assert f"#### ❌ `tight` · [`budgets/small.toml:{budget_line}`]({link})" in text
     run(project, ".")
     assert summary.read_text().count("<!-- graph-budget -->") == 2  # appended, not replaced
 

@@ -7,6 +7,7 @@ here knows about pytest.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -233,10 +234,23 @@ def repository_path(path: str, root: Path | None = None) -> str:
         return path
 
 
+def head_sha() -> str | None:
+    """The pull request's head commit: on ``pull_request`` events ``GITHUB_SHA`` is the
+    merge commit GitHub made for the run, whose lines a reviewer does not see."""
+    event = os.environ.get("GITHUB_EVENT_PATH")
+    if not event:
+        return None
+    try:
+        with open(event, encoding="utf-8") as handle:
+            return json.load(handle)["pull_request"]["head"]["sha"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def source_link(result: Any, root: Path | None = None, line: int = 0) -> str | None:
     """A link to the budget's line on GitHub, when run in GitHub Actions; else None."""
     server, repo = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
-    sha = os.environ.get("GITHUB_SHA")
+    sha = head_sha() or os.environ.get("GITHUB_SHA")
     path = repository_path(result.path, root) if result.path else ""
     if not (server and repo and sha and path) or os.path.isabs(path):
         return None
