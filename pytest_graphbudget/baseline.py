@@ -100,10 +100,17 @@ def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozense
         try:
             with os.fdopen(handle, "w") as out:
                 out.write(text)
+            os.chmod(temp, 0o666 & ~_umask())  # mkstemp makes it private; a baseline is not
             os.replace(temp, path)
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def dumps(entries: Mapping[str, Entry]) -> str:

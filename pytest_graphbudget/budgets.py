@@ -7,7 +7,6 @@ Each limit key maps to the profile figure it bounds (``LIMITS``); adding a marke
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +100,8 @@ class Finding:
 
 def closest(key: str, valid: list[str] | tuple[str, ...]) -> str:
     """' (did you mean X?)' for a misspelt key, or ''."""
+    import difflib
+
     match = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
     return f" (did you mean {match[0]!r}?)" if match else ""
 

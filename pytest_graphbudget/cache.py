@@ -2,7 +2,7 @@
 
 A key hashes everything the figures depend on, so that a stale profile is never reused:
 
-- the versions of torch and of the model libraries loaded, and the bytes of this package
+- the installed versions of torch and the model libraries, and the bytes of this package
   (its formulas, tracer and shipped model configurations);
 - for a module: every submodule's class, the source of that class and its ``extra_repr``
   (layer hyper-parameters), a Hugging Face ``config``, and every parameter's and buffer's
@@ -19,7 +19,6 @@ import hashlib
 import inspect
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,19 @@ def _package_digest() -> str:
     return digest.hexdigest()
 
 
-def _versions() -> list[str]:
+@functools.cache
+def _versions() -> tuple[str, ...]:
+    """Installed versions of torch and the model libraries (imported or not, so that a key
+    never depends on what happened to be imported first)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     found = []
     for name in LIBRARIES:
-        module = sys.modules.get(name)
-        if module is not None:
-            found.append(f"{name}=={getattr(module, '__version__', '?')}")
-    return found
+        try:
+            found.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name}: absent")
+    return tuple(found)
 
 
 @functools.cache

@@ -15,11 +15,10 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_graphbudget import baseline as baseline_file
 from pytest_graphbudget.budgets import (
     BOTTLENECK_KEYS,
     LIMITS,
@@ -31,10 +30,8 @@ from pytest_graphbudget.budgets import (
 )
 from pytest_graphbudget.errors import GraphBudgetError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+if TYPE_CHECKING:
+    from pytest_graphbudget.baseline import Entry
 
 MARKERS = {
     **{
@@ -172,7 +169,7 @@ class GraphBudget:
             self.cache = None
         self.results: list[ModelResult] = []
         self.collected: set[str] = set()
-        self._baseline: dict[str, baseline_file.Entry] | None = None
+        self._baseline: dict[str, Entry] | None = None
         self.defaults = build(
             {k: v for k, v in self.settings.items() if k in ("hardware", "tolerance")},
             "[tool.graph_budget] of pyproject.toml",
@@ -247,7 +244,9 @@ class GraphBudget:
 
     # -- profiling ------------------------------------------------------------------------
 
-    def baseline(self) -> dict[str, baseline_file.Entry]:
+    def baseline(self) -> dict[str, Entry]:
+        from pytest_graphbudget import baseline as baseline_file
+
         if self._baseline is None:
             self._baseline = baseline_file.load(self.baseline_path)
         return self._baseline
@@ -355,6 +354,8 @@ class GraphBudget:
             result.baseline = dict(base.figures)
             result.baseline_modules = dict(base.modules)
             if not self.update:
+                from pytest_graphbudget import baseline as baseline_file
+
                 current = baseline_file.entry_from(result.profile)
                 findings += baseline_file.compare(current, base, budget.tolerance)
         result.findings = [asdict(f) for f in findings]
@@ -383,6 +384,8 @@ class GraphBudget:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if _is_worker(self.config):
             return
+        from pytest_graphbudget import baseline as baseline_file
+
         stale = self.stale_entries()
         if self.update:
             entries = {
@@ -430,8 +433,8 @@ def project_settings(root: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
+        data = _tomllib().loads(path.read_text())
+    except _tomllib().TOMLDecodeError as exc:
         raise pytest.UsageError(f"{path}: {exc}") from None
     return dict(data.get("tool", {}).get("graph_budget", {}))
 
@@ -455,8 +458,8 @@ class BudgetFile(pytest.File):
     def collect(self):
         text = self.path.read_text()
         try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+            data = _tomllib().loads(text)
+        except _tomllib().TOMLDecodeError as exc:
             yield BrokenBudget.from_parent(self, name="<file>", message=toml_error(self.path, exc))
             return
         manager: GraphBudget = self.config.stash[STATE]
@@ -491,7 +494,16 @@ class BudgetFile(pytest.File):
             )
 
 
-def toml_error(path: Path, exc: tomllib.TOMLDecodeError) -> str:
+def _tomllib() -> Any:
+    """tomllib, imported when a budget file is read (never on a disabled run)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
+
+
+def toml_error(path: Path, exc: Exception) -> str:
     """``file:line:column: message`` for a TOML syntax error."""
     import re
 
