@@ -407,16 +407,23 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     from pytest_graphbudget import render, zoo
 
     fmt = args.format or "table"
-    console.progress("collecting model names ...")
-    with _stdout_to_stderr():
-        families = zoo.list_models()
+    loaders = zoo.loaders()
     if args.family:
-        unknown = [f for f in args.family if f not in families]
+        known = sorted({loader.family for loader in loaders})
+        unknown = [f for f in args.family if f not in known]
         if unknown:
             raise GraphBudgetError(
-                f"unknown family {', '.join(unknown)}; families: {', '.join(sorted(families))}"
+                f"unknown family {', '.join(unknown)}; families: {', '.join(known)}"
             )
-        families = {f: families[f] for f in args.family}
+        loaders = [loader for loader in loaders if loader.family in args.family]
+    console.progress("collecting model names ...")
+    families: dict[str, list[str]] = {}
+    with _stdout_to_stderr():  # as zoo.list_models(), for the chosen families only
+        for loader in loaders:
+            names = loader.names()
+            if names:
+                families.setdefault(loader.family, []).extend(names)
+    families = {f: sorted(set(n), key=str.casefold) for f, n in families.items()}
     if args.patterns:
         every = {n.casefold() for names in families.values() for n in names}
         # A pattern that is a model's exact name means that model; otherwise a substring/glob.
@@ -525,6 +532,10 @@ def _list_text(families: dict[str, list[str]], fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _clip(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _check_text(results: list[dict[str, Any]], fmt: str) -> str:
     from pytest_graphbudget import render
 
@@ -532,7 +543,7 @@ def _check_text(results: list[dict[str, Any]], fmt: str) -> str:
     rows = []
     for r in results:
         if r["status"] == "ok":
-            notes = [f"{t} failed: {why}" for t, why in r["failed_tiers"].items()]
+            notes = [f"{t} failed: {_clip(why)}" for t, why in r["failed_tiers"].items()]
             if r["unsupported_ops"]:
                 notes.append("no formula: " + ", ".join(sorted(r["unsupported_ops"])))
             rows.append(

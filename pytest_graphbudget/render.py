@@ -164,7 +164,7 @@ def summary(prof: Any) -> list[tuple[str, str]]:
 def _trace_text(prof: Any) -> str:
     text = f"{prof.trace.method} in {prof.trace.seconds:.2f}s"
     for tier, reason in prof.trace.failures.items():
-        text += f"; {tier} failed: {reason}"
+        text += f"; {tier} failed: {reason if len(reason) <= 90 else reason[:87] + '...'}"
     return text
 
 
@@ -824,4 +824,4 @@ def render_hardware(profiles: Iterable[Any], fmt: str) -> str:
 
 
 def _tera(value: float | None) -> str:
-    return f"{value / 1e12:g}" if value else "-"
+    return f"{value / 1e12:.4g}" if value else "-"

@@ -190,6 +190,17 @@ def test_help_and_version(tmp_path):
     assert result.stdout.startswith("graph-budget ")
 
 
+def test_console_script(tmp_path):
+    script = shutil.which("graph-budget", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the package is not installed in this environment (no graph-budget script)")
+    result = subprocess.run(
+        [script, "hardware", "--format", "csv"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert_ok(result)
+    assert result.stdout.startswith("name,peak_flops_fp32,")
+
+
 # ---------------------------------------------------------------------------------------------
 # hardware
 
@@ -623,13 +634,13 @@ def test_list_check_reports_the_tier_and_fails_on_a_broken_model(tmp_path):
 
 
 def test_list_by_family_in_every_format(tmp_path):
-    from pytest_graphbudget.zoo import list_models
-
     result = run_cli("list", "--format", "json", cwd=tmp_path)
     assert_ok(result)
     families = json.loads(result.stdout)
-    assert families == list_models()
     assert {"torchvision", "huggingface", "ultralytics"} <= set(families)
+    assert {"resnet18", "vit_b_16"} <= set(families["torchvision"])
+    assert {"bert-base-uncased", "gpt2", "t5-small"} <= set(families["huggingface"])
+    assert len(families["ultralytics"]) == 25  # v5u, v8, 11, 12, 26 in sizes n to x
     assert "collecting model names" in result.stderr
 
     table = run_cli("list", "resnet18", "yolov8*", "bert-base", cwd=tmp_path)
@@ -643,14 +654,18 @@ def test_list_by_family_in_every_format(tmp_path):
     md = run_cli("list", "--family", "ultralytics", "--format", "markdown", cwd=tmp_path)
     assert_ok(md)
     assert md.stdout.startswith("### ultralytics (25)") and "`yolo11n`" in md.stdout
+    assert "huggingface" not in md.stdout
 
     rows = run_cli("list", "--family", "huggingface", "--format", "csv", cwd=tmp_path)
     assert_ok(rows)
     parsed = list(csv.DictReader(io.StringIO(rows.stdout)))
     assert {"family": "huggingface", "model": "gpt2"} in parsed
+    assert {r["family"] for r in parsed} == {"huggingface"}
 
     assert_user_error(run_cli("list", "--family", "nope", cwd=tmp_path), "unknown family nope")
-    assert_user_error(run_cli("list", "zzzz-no-such", cwd=tmp_path), "no model matches")
+    assert_user_error(
+        run_cli("list", "--family", "ultralytics", "zzzz", cwd=tmp_path), "no model matches zzzz"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -698,6 +713,26 @@ def test_example_profile_bert_seq_len_256(tmp_path):
     assert "dynamo trace" in out
     assert "encoder.layer.11.attention.self.query" in out
     assert re.search(r"^\s+attention\s+12\s", out, re.MULTILINE)  # op types: 12 attention ops
+
+
+@pytest.mark.slow
+def test_profile_batch_and_hardware(tmp_path):
+    result = run_cli(
+        "profile",
+        "resnet18",
+        "--batch",
+        "2",
+        "--hardware",
+        "a100",
+        "--format",
+        "json",
+        cwd=tmp_path,
+    )
+    assert_ok(result)
+    data = json.loads(result.stdout)
+    assert data["inputs"] == [{"name": "x", "shape": [2, 3, 224, 224], "dtype": "float32"}]
+    assert abs(data["totals"]["macs"] - 2 * 1.814e9) <= 0.005 * 2 * 1.814e9
+    assert data["hardware"] == {"name": "a100", "ridge_point": pytest.approx(19.5e12 / 2039e9)}
 
 
 @pytest.mark.slow
