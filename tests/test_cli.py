@@ -383,6 +383,21 @@ def test_explore_range_to_a_file(work):
     assert "1. [call_module] _1" in text
     assert "0. [call_module]" not in text and "2. [call_module]" not in text
 
+    capped = run_cli(
+        "explore",
+        "tiny.pt",
+        *TINY_ARGS,
+        "--start",
+        "1",
+        "--end",
+        "2",
+        "--max-nodes",
+        "1",
+        cwd=work,
+    )
+    assert_ok(capped)
+    assert "showing nodes 1 to 1" in capped.stdout and "2. [call_module]" not in capped.stdout
+
     past = run_cli("explore", "tiny.pt", *TINY_ARGS, "--start", "7", cwd=work)
     assert_user_error(past, "--start 7 is past the last node", "nodes 0 to 2")
 
