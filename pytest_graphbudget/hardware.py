@@ -3,7 +3,7 @@
 A subgraph whose arithmetic intensity (FLOPs per byte moved) reaches the ridge point
 ``peak / bandwidth`` is compute-bound; below it, memory-bound. Figures are the vendors'
 published dense peaks (no structured sparsity); sources are listed in ``docs/metrics.md``.
-Users add their own profiles in TOML (``[hardware.<name>]``, see ``load_profiles``).
+Users add their own profiles from TOML tables (see ``from_table``).
 """
 
 from __future__ import annotations

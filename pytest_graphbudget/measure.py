@@ -95,6 +95,16 @@ RENAMES = {
     "_unsafe_index": "index",
     "hardtanh": "relu6",
 }
+GATHERS = {
+    "embedding",
+    "index_select",
+    "index",
+    "_unsafe_index",
+    "gather",
+    "embedding_bag",
+    "_embedding_bag",
+}
+"""Ops that read only the rows of a weight they return (an embedding lookup)."""
 RANK = {"view": 0, "movement": 1, "elementwise": 2, "reduction": 3, "anchor": 4}
 
 
@@ -176,7 +186,9 @@ class _Recorder(TorchDispatchMode):
         for leaf in pytree.tree_leaves((args, kwargs)):
             if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
                 fqn, size = self.weights[id(leaf)]
-                node.weights[fqn] = size
+                if name in GATHERS:  # a lookup reads the rows it returns, not the table
+                    size = min(size, sum(_nbytes(t) for t in _tensors(out)))
+                node.weights[fqn] = max(node.weights.get(fqn, 0), size)
         if self.muted:
             return
         node.ops[name] += 1

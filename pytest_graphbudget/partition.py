@@ -31,6 +31,7 @@ class Group:
     id: int
     reason: str
     members: list[NodeCost] = field(default_factory=list)
+    riders: set[str] = field(default_factory=set)  # free nodes placed here, not named in kind
 
     @property
     def categories(self) -> set[str]:
@@ -40,7 +41,8 @@ class Group:
     def kind(self) -> str:
         kinds: list[str] = []
         for member in self.members:
-            if member.category != "view" and (not kinds or kinds[-1] != member.kind):
+            named = member.category != "view" and member.name not in self.riders
+            if named and (not kinds or kinds[-1] != member.kind):
                 kinds.append(member.kind)
         return "+".join(kinds) or "view"
 
@@ -102,14 +104,27 @@ def partition(measured: Measured) -> list[Group]:
     consumers = _consumers(measured.nodes)
     for node in reversed(deferred):
         target = next((group_of[c] for c in consumers.get(node.name, []) if c in group_of), None)
-        if target is None and groups:
-            target = len(groups) - 1
+        if target is None and node.category == "movement" and node.inputs:
+            # Data movement that feeds no kernel (an embedding whose rows are the output).
+            start(node, f"{node.kind}: moves graph inputs or weights to the output")
+            continue
+        if target is None:  # consumed by nothing computed: the nearest kernel in node order
+            target = _nearest(node, measured.nodes, group_of)
         if target is not None:
             join(target, node)
+            if not node.inputs:  # a factory (arange, zeros): generated in place, not a step
+                groups[target].riders.add(node.name)
     for group in groups:
         order = {n.name: n.index for n in group.members}
         group.members.sort(key=lambda n: order[n.name])
     return groups
+
+
+def _nearest(node: NodeCost, nodes: list[NodeCost], group_of: dict[str, int]) -> int | None:
+    """The group of the closest node after ``node`` that has one, else before it."""
+    after = (group_of[n.name] for n in nodes[node.index + 1 :] if n.name in group_of)
+    before = (group_of[n.name] for n in reversed(nodes[: node.index]) if n.name in group_of)
+    return next(after, next(before, None))
 
 
 def _consumers(nodes: list[NodeCost]) -> dict[str, list[str]]:

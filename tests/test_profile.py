@@ -140,3 +140,15 @@ def test_a_forward_that_raises_is_reported_as_the_models_error():
 
     with pytest.raises(ModelRunError, match="ValueError: bad shape for this model"):
         profile_model(Broken(), torch.randn(2))
+
+
+def test_an_embedding_lookup_reads_the_rows_it_returns_not_the_table():
+    # 5 token ids into a 10,000 x 16 table: the kernel reads 5 rows of 16 floats (320 bytes),
+    # not the 640,000-byte table; the ids (5 int64) come in, the 5x16 floats go out.
+    table = nn.Embedding(10_000, 16)
+    prof = profile_model(table, torch.tensor([[1, 2, 3, 4, 5]]))
+    (kernel,) = prof.subgraphs
+    assert kernel.kind == "embedding"
+    assert kernel.bytes_weights == 5 * 16 * 4
+    assert kernel.bytes_in == 5 * 8 and kernel.bytes_out == 5 * 16 * 4
+    assert prof.weights_bytes == 10_000 * 16 * 4
