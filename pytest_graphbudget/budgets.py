@@ -8,7 +8,7 @@ Each limit key maps to the profile figure it bounds (``LIMITS``); adding a marke
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -81,10 +81,8 @@ class Budget:
     tolerance: float = DEFAULT_TOLERANCE
     name: str | None = None
     lines: dict[str, int] = field(default_factory=dict)  # key -> line in its TOML file
-
-    @property
-    def empty(self) -> bool:
-        return not self.limits and not self.bottleneck
+    hardware_profiles: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """User hardware profiles (``[tool.graph_budget.hardware_profiles]``) that names may use."""
 
 
 @dataclass
@@ -115,6 +113,7 @@ def build(
     where: str,
     base: Budget | None = None,
     extra_keys: tuple[str, ...] = (),
+    hardware_profiles: Mapping[str, Any] | None = None,
 ) -> Budget:
     """A ``Budget`` from marker or TOML keys, on top of ``base`` (defaults).
 
@@ -122,18 +121,14 @@ def build(
     an error that names the closest valid key.
     """
     budget = (
-        Budget(
-            dict(base.limits),
-            dict(base.bottleneck),
-            base.bottleneck_by,
-            base.hardware,
-            base.tolerance,
-            base.name,
-            dict(base.lines),
+        replace(
+            base, limits=dict(base.limits), bottleneck=dict(base.bottleneck), lines=dict(base.lines)
         )
         if base
         else Budget()
     )
+    if hardware_profiles is not None:
+        budget.hardware_profiles = hardware_profiles
     for key, value in values.items():
         if key in LIMITS:
             budget.limits[key] = parse(value, LIMITS[key].kind, f"{key} in {where}")
@@ -151,7 +146,7 @@ def build(
         elif key == "hardware":
             from pytest_graphbudget.hardware import get
 
-            budget.hardware = get(str(value)).name
+            budget.hardware = get(str(value), budget.hardware_profiles).name
         elif key == "tolerance":
             budget.tolerance = parse(value, "ratio", f"tolerance in {where}")
         elif key == "name":

@@ -158,6 +158,12 @@ class GraphBudget:
         self.update = config.getoption("graph_budget_update")
         self.strict = config.getoption("graph_budget_strict") or bool(self.settings.get("strict"))
         self.hardware = config.getoption("graph_budget_hardware")
+        from pytest_graphbudget.hardware import from_table
+
+        self.hardware_profiles = {
+            name: from_table(name, table)
+            for name, table in dict(self.settings.get("hardware_profiles", {})).items()
+        }
         root = config.rootpath
         self.baseline_path = root / self.settings.get("baseline", "budgets/baseline.toml")
         self.cache: ProfileCache | None = ProfileCache(
@@ -173,6 +179,7 @@ class GraphBudget:
         self.defaults = build(
             {k: v for k, v in self.settings.items() if k in ("hardware", "tolerance")},
             "[tool.graph_budget] of pyproject.toml",
+            hardware_profiles=self.hardware_profiles,
         )
 
     # -- collection -----------------------------------------------------------------------
@@ -251,36 +258,46 @@ class GraphBudget:
             self._baseline = baseline_file.load(self.baseline_path)
         return self._baseline
 
+    def target(self, hardware: str) -> Any:
+        """The hardware profile of that name: built-in or from ``[tool.graph_budget]``."""
+        from pytest_graphbudget import hardware as hw
+
+        return hw.get(hardware, self.hardware_profiles)
+
+    def cached(self, key: Any, compute: Any, name: str | None) -> Any:
+        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s."""
+        from pytest_graphbudget.profile import profile_from_dict
+
+        stored = key() if self.cache is not None else None
+        data = self.cache.get(stored) if stored else None
+        if data is not None:
+            try:
+                prof = profile_from_dict(data, self.hardware_profiles)
+            except Exception:  # a corrupt or outdated entry is rebuilt
+                prof = None
+            if prof is not None:
+                prof.model = name or prof.model
+                return prof
+        prof = compute()
+        if stored:
+            self.cache.put(stored, prof.to_dict())
+        return prof
+
     def profile(
-        self,
-        model: Any,
-        inputs: Any,
-        kwargs: dict | None,
-        name: str | None,
-        hardware: str,
-        key: str | None = None,
+        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hardware: str
     ):
-        """Profile through the cache: a hit returns the stored profile, a miss stores one."""
+        """Profile a module through the cache (keyed by the module, inputs and hardware)."""
         from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget.case import ModelCase
-        from pytest_graphbudget.profile import profile_from_dict, profile_model
+        from pytest_graphbudget.profile import profile_model
 
         case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
-        if self.cache is not None and key is None:
-            key = cache_keys.module_key(case.model, case.inputs, case.kwargs, hardware)
-        if self.cache is not None:
-            data = self.cache.get(key)
-            if data is not None:
-                try:
-                    prof = profile_from_dict(data)
-                    prof.model = name or case.name or prof.model
-                    return prof
-                except Exception:  # a corrupt entry is rebuilt
-                    pass
-        prof = profile_model(case, hardware=hardware, name=name)
-        if self.cache is not None:
-            self.cache.put(key, prof.to_dict())
-        return prof
+        target = self.target(hardware)
+        return self.cached(
+            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
+            lambda: profile_model(case, hardware=target, name=name),
+            name or case.name,
+        )
 
     def profile_for_item(
         self,
@@ -591,7 +608,10 @@ class BudgetItem(pytest.Item):
             raise BudgetFailure(result.message())
 
     def profile(self, manager: GraphBudget, hardware: str):
+        """Build the model (zoo name or factory) and profile it; zoo models are cached by name,
+        so a warm run does not even build them."""
         from pytest_graphbudget import cache as cache_keys
+        from pytest_graphbudget.profile import profile_model
 
         options = {
             k: self.table[k] for k in ("input_shape", "seq_len", "batch", "meta") if k in self.table
@@ -602,18 +622,14 @@ class BudgetItem(pytest.Item):
         from pytest_graphbudget import zoo
 
         model_name = str(self.table.get("model", self.name))
-        key = cache_keys.name_key(model_name, options, hardware)
-        if manager.cache is not None:
-            data = manager.cache.get(key)
-            if data is not None:
-                from pytest_graphbudget.profile import profile_from_dict
-
-                try:
-                    return profile_from_dict(data)
-                except Exception:
-                    pass
-        case = zoo.resolve(model_name, **options)
-        return manager.profile(case, None, None, self.name, hardware, key=key)
+        target = manager.target(hardware)
+        return manager.cached(
+            lambda: cache_keys.name_key(model_name, options, repr(target)),
+            lambda: profile_model(
+                zoo.resolve(model_name, **options), hardware=target, name=self.name
+            ),
+            self.name,
+        )
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> str:
         if isinstance(excinfo.value, (BudgetFailure, GraphBudgetError)):

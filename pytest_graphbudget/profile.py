@@ -192,7 +192,7 @@ class Profile:
         }
 
 
-def profile_from_dict(data: dict[str, Any]) -> Profile:
+def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Profile:
     """Rebuild a ``Profile`` from its JSON (a saved profile, or the cache): ``to_dict`` inverse.
 
     Per-node details (``node_info``) are not part of the JSON and come back empty.
@@ -202,7 +202,7 @@ def profile_from_dict(data: dict[str, Any]) -> Profile:
     if data.get("schema") != SCHEMA:
         raise GraphBudgetError(f"not a graph-budget profile (schema {data.get('schema')!r})")
     totals = data["totals"]
-    target = hw.get(data["hardware"]["name"])
+    target = hw.get(data["hardware"]["name"], hardware_profiles)
     ridge = data["hardware"]["ridge_point"]
     dtype = next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
     trace = data["trace"]

@@ -326,17 +326,33 @@ def test_toml_errors_name_file_line_column_and_closest_key(project):
     assert "Traceback" not in result.stdout.str()
 
 
-def test_project_defaults_from_pyproject(project):
-    project.makepyprojecttoml('[tool.graph_budget]\nhardware = "a100"\n')
+def test_project_defaults_and_hardware_profiles_from_pyproject(project):
+    project.makepyprojecttoml(
+        '[tool.graph_budget]\nhardware = "a100"\n'
+        "[tool.graph_budget.hardware_profiles.edge]\n"
+        "peak_tflops = {float32 = 2.0}\nbandwidth_gbs = 50\n"
+    )
     project.makepyfile(
         test_hw="""
-        def test_hw(graph_profile):
-            import torch
+        import pytest, torch
+
+        def test_default(graph_profile):
             prof = graph_profile(torch.nn.Linear(4, 4), (torch.randn(1, 4),))
             assert prof.hardware.name == "a100"
+
+        @pytest.mark.graph_budget(hardware="edge")
+        def test_custom(graph_profile):
+            prof = graph_profile(torch.nn.Linear(4, 4), (torch.randn(1, 4),))
+            assert prof.to_dict()["hardware"] == {"name": "edge", "ridge_point": 2e12 / 50e9}
+
+        @pytest.mark.graph_budget(hardware="edgy")
+        def test_unknown(graph_profile):
+            pass
         """
     )
-    run(project).assert_outcomes(passed=1)
+    result = run(project)
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*unknown hardware 'edgy'; known profiles: a100, edge, *"])
 
 
 def test_baseline_update_regression_notice_and_stale_entries(project):
