@@ -76,17 +76,6 @@ CONVENTION = {
     "add when the output holds a type export cannot return, e.g. a `DynamicCache`)",
 }
 
-KIND_WORDS = {
-    "conv": "convolution",
-    "linear": "linear/addmm (weight-times-activation)",
-    "matmul": "matmul",
-    "bmm": "batched matmul",
-    "attention": "scaled_dot_product_attention",
-    "mha": "nn.MultiheadAttention fast path (`aten._native_multi_head_attention`)",
-    "encoder_layer": "fused transformer encoder layer",
-    "lstm": "LSTM",
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # Worker: one tool on one model in this (fresh) process.
@@ -403,6 +392,8 @@ def current_rss_mb() -> float:
 def worker(tool: str, model_name: str, result_path: Path) -> int:
     """One measurement, written as JSON to ``result_path`` (stdout is left to the tools)."""
     result: dict[str, Any] = {"tool": tool, "model": model_name, "ok": False}
+    with contextlib.suppress(OSError):
+        result["load1"] = os.getloadavg()[0]
     try:
         start = time.perf_counter()
         import torch
@@ -600,7 +591,29 @@ def mb(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
-def machine() -> list[str]:
+def engine_version() -> str:
+    """The commit the engine ran at, and whether its files had uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "pytest_graphbudget"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"commit {head}" + (" with uncommitted changes in pytest_graphbudget/" if dirty else "")
+
+
+def machine(meta: dict[str, Any], results: dict[str, dict[str, Summary]]) -> list[str]:
     import torch
 
     cpu = platform.processor() or platform.machine()
@@ -618,13 +631,25 @@ def machine() -> list[str]:
             versions.append(f"{name} {version(dist)}")
         except Exception:
             versions.append(f"{name} (not installed)")
-    try:
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "?"
+
+    def loads(key: str) -> str:
+        values = meta.get(key)
+        return ", ".join(f"{x:.2f}" for x in values) if values else "not recorded"
+
+    per_run = [r["load1"] for m in results.values() for s in m.values() for r in s.runs
+               if r.get("load1") is not None]  # fmt: skip
+    spread = (
+        f"; 1-minute load average when each measurement started: {min(per_run):.1f} to "
+        f"{max(per_run):.1f} (median {statistics.median(per_run):.1f})"
+        if per_run
+        else ""
+    )
     return [
+        f"- Engine: {meta.get('engine', 'not recorded')}",
         f"- CPU: {cpu}, {os.cpu_count()} logical CPUs, torch intra-op threads "
-        f"{torch.get_num_threads()}; load average at the start {load}",
+        f"{torch.get_num_threads()}",
+        f"- Load average (1, 5, 15 min) at the start: {loads('load_start')}; at the end: "
+        f"{loads('load_end')}{spread}",
         f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
         f"- torch {torch.__version__}; " + ", ".join(versions),
     ]
@@ -646,7 +671,7 @@ def best_subset(buckets: dict[str, int], gap: float, tolerance: float) -> list[s
 
 def bucket_words(key: str) -> str:
     kind, owner = key.split("|", 1)
-    return f"{KIND_WORDS.get(kind, kind)} ops in `{owner}` modules"
+    return f"the MACs we charge to `{owner}` modules (node kind `{kind}`)"
 
 
 def explain(model: str, summaries: dict[str, Summary]) -> list[str]:
@@ -674,12 +699,12 @@ def explain(model: str, summaries: dict[str, Summary]) -> list[str]:
             text += "fewer than ours."
             match = best_subset(buckets, gap, 0.01)
             if match:
-                parts = ", ".join(f"{bucket_words(k)} ({g(buckets[k])}MACs)" for k in match)
-                text += f" The gap equals (within 1%) what we count in {parts}: {tool} leaves "
+                parts = " plus ".join(f"{bucket_words(k)}, {g(buckets[k])}MACs" for k in match)
+                text += f" The gap equals (within 1%) {parts}: {tool} leaves "
                 text += "them out."
             elif match := best_subset(buckets, gap, 0.10):
                 total = sum(buckets[k] for k in match)
-                parts = ", ".join(f"{bucket_words(k)} ({g(buckets[k])}MACs)" for k in match)
+                parts = " plus ".join(f"{bucket_words(k)}, {g(buckets[k])}MACs" for k in match)
                 text += f" The closest group of our ops is {parts}, {g(abs(total - gap))}MACs "
                 text += f"{'more' if total > gap else 'less'} than the gap: most likely "
                 text += f"{tool} leaves those out and counts something else of its own "
@@ -717,10 +742,25 @@ def tool_detail(tool: str, summary: Summary, buckets: dict[str, int]) -> str:
     if tool == "flopcounter":
         per_op = summary.first("per_op", {})
         text += f" Its per-op MACs (FLOPs / 2): {per_op_text(per_op, 0.5)}."
+        if any(k.startswith("attention|") for k in buckets) and not any(
+            "scaled_dot_product" in op or "attention" in op for op in per_op
+        ):
+            text += " It has no entry at all for the attention op our profile prices."
         zero = ", ".join(f"`{op}`" for op, n in sorted(per_op.items()) if not n)
         if zero:
             text += f" Ops it saw but priced at 0: {zero}."
     return text
+
+
+def macs_cell(s: Summary | None, ours: Summary | None, tool: str) -> str:
+    if s is None:
+        return "-"
+    if not s.ok:
+        return "failed"
+    macs = s.first("macs")
+    if tool == "ours" or ours is None or not ours.ok:
+        return g(macs)
+    return f"{g(macs)} ({(macs - ours.first('macs')) / ours.first('macs'):+.1%})"
 
 
 def figures_row(tool: str, s: Summary, ours_macs: float | None) -> str:
@@ -736,10 +776,13 @@ def figures_row(tool: str, s: Summary, ours_macs: float | None) -> str:
                 "failed tiers: " + "; ".join(f"{k}: {v}" for k, v in s.first("failures").items())
             )
         notes.append(f"flops_contraction {g(s.first('flops_contraction'))}")
-        phases = s.first("phases") or {}
-        if phases:
-            spent = ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
-            notes.append(f"cold call by phase (s, one run): {spent}")
+        runs = [r.get("phases") or {} for r in s.ok]
+        labels = list(dict.fromkeys(k for phases in runs for k in phases))
+        if labels:
+            spent = ", ".join(
+                f"{k} {statistics.median(p.get(k, 0.0) for p in runs):.2f}" for k in labels
+            )
+            notes.append(f"cold call by phase (s, medians): {spent}")
         if s.first("unsupported"):
             notes.append(f"unsupported ops {s.first('unsupported')}")
         if s.model == META_MODEL:
@@ -829,17 +872,19 @@ def targets(results: dict[str, dict[str, Summary]]) -> tuple[list[str], list[str
     return rows, missed
 
 
-def report(results: dict[str, dict[str, Summary]], args: argparse.Namespace, wall: float) -> str:
+def report(results: dict[str, dict[str, Summary]], meta: dict[str, Any]) -> str:
+    wall = meta.get("wall_s", 0.0)
+    repeat = meta.get("repeat", "?")
     lines = [
         "# Benchmarks: pytest-graphbudget against other FLOP counters",
         "",
-        f"Written by `benchmarks/run.py` ({time.strftime('%Y-%m-%d %H:%M %Z')}); "
-        f"command `{' '.join(['python', 'benchmarks/run.py', *sys.argv[1:]])}`, "
-        f"{wall / 60:.1f} min in all. Reproduce with `make bench`.",
+        f"Written by `benchmarks/run.py` from a run started {meta.get('started', '?')}; "
+        f"command `{meta.get('command', '?')}`, {wall / 60:.1f} min in all. Reproduce with "
+        "`make bench`.",
         "",
         "## Machine",
         "",
-        *machine(),
+        *machine(meta, results),
         "",
         "## Method",
         "",
@@ -848,7 +893,7 @@ def report(results: dict[str, dict[str, Summary]], args: argparse.Namespace, wal
         "(`cold s`, the first call in the process, including any lazy set-up inside the tool) "
         "and once more in the same process (`warm s`). `peak RSS` is `ru_maxrss` read right "
         "after the cold call: the whole process (Python, torch, the model's weights and the "
-        f"tool). Each measurement ran {args.repeat} time(s) in fresh processes; times are "
+        f"tool). Each measurement ran {repeat} time(s) in fresh processes; times are "
         "medians, RSS the maximum. All models are in eval mode; counters run under `no_grad`; "
         "the bare `torch.export` baseline is called exactly as "
         "`torch.export.export(model, args, kwargs, strict=False)`.",
@@ -876,7 +921,7 @@ def report(results: dict[str, dict[str, Summary]], args: argparse.Namespace, wal
         "shared, so wall-clock times carry noise from other work: CPU time (user + system, "
         "all threads) is less sensitive to it.",
     ]
-    lines += ["", "## Summary (MACs, G)", ""]
+    lines += ["", "## Summary (MACs, and each tool against ours)", ""]
     shown = [m for m in results if m != META_MODEL]
     cols = [t for t in TOOLS if any(t in results[m] for m in shown)]
     lines.append("| model | " + " | ".join(cols) + " |")
@@ -885,7 +930,7 @@ def report(results: dict[str, dict[str, Summary]], args: argparse.Namespace, wal
         cells = []
         for tool in cols:
             s = results[model].get(tool)
-            cells.append("-" if s is None else ("failed" if not s.ok else g(s.first("macs"))))
+            cells.append(macs_cell(s, results[model].get("ours"), tool))
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     lines += ["", "## Summary (cold seconds, median)", ""]
     cols_t = cols + [e for e in EXPORTS if any(e in results[m] for m in shown)]
@@ -947,9 +992,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--worker", nargs=2, metavar=("TOOL", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite the report from the last run's raw results, measuring nothing",
+    )
     args = parser.parse_args(argv)
     if args.worker:
         return worker(*args.worker, args.result)
+    # Raw results: benchmarks/out/results.json for the default report, else named after --output.
+    default = args.output.resolve() == (HERE / "RESULTS.md").resolve()
+    raw_path = OUT / ("results.json" if default else f"results-{args.output.stem}.json")
+    if args.report_only:
+        saved = json.loads(raw_path.read_text())
+        meta, raw = (saved["meta"], saved["results"]) if "results" in saved else ({}, saved)
+        results = {
+            model: {tool: Summary(tool, model, runs) for tool, runs in tools_.items()}
+            for model, tools_ in raw.items()
+        }
+        args.output.write_text(report(results, meta))
+        print(f"wrote {args.output} from {raw_path}")
+        return 0
 
     if args.models:
         models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -961,13 +1024,28 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown model or tool: {', '.join(unknown)}")
     OUT.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {
+        "command": " ".join(["python", "benchmarks/run.py", *(argv or sys.argv[1:])]),
+        "started": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "repeat": max(1, args.repeat),
+    }
+    with contextlib.suppress(OSError):
+        meta["load_start"] = list(os.getloadavg())
+    engine_before = engine_version()
     start = time.perf_counter()
     results = run_all(models, tools, max(1, args.repeat), args.timeout)
-    wall = time.perf_counter() - start
+    meta["wall_s"] = time.perf_counter() - start
+    engine_after = engine_version()
+    meta["engine"] = engine_before
+    if engine_after != engine_before:  # someone committed or edited the engine meanwhile
+        meta["engine"] += f" at the start, {engine_after} at the end"
+    with contextlib.suppress(OSError):
+        meta["load_end"] = list(os.getloadavg())
     raw = {m: {t: s.runs for t, s in tools_.items()} for m, tools_ in results.items()}
-    (OUT / "results.json").write_text(json.dumps(raw, indent=1, default=str))
-    args.output.write_text(report(results, args, wall))
-    print(f"wrote {args.output} ({wall / 60:.1f} min)")
+    saved = {"meta": meta, "results": raw}
+    raw_path.write_text(json.dumps(saved, indent=1, default=str))
+    args.output.write_text(report(results, meta))
+    print(f"wrote {args.output} ({meta['wall_s'] / 60:.1f} min)")
     return 0
 
 
