@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.errors import GraphBudgetError
+
 DEFAULT_OUTPUT = Path("docs") / "zoo.md"
 DEFAULT_TIMEOUT = 300.0
+STARTUP_TIMEOUT = 600.0
 MODELS_PER_WORKER = 20  # a fresh worker now and then keeps memory from piling up
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -75,6 +78,11 @@ def profile_one(name: str, family: str) -> Result:
         prof = profile_model(case.model, case.inputs, case.kwargs, name=name)
     except Exception as exc:  # every failure becomes a row, never a crash of the sweep
         result.error = _one_line(exc)
+        failures = getattr(exc, "failures", None)
+        if isinstance(failures, dict):  # a TraceError: keep every tier's reason
+            result.tier_failures = {
+                tier: _shorten(str(why), 1000) for tier, why in failures.items()
+            }
         result.seconds = time.perf_counter() - start
         return result
     result.ok = True
@@ -126,6 +134,22 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return _shorten(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, limit)
 
 
+def _first_sentence(text: str) -> str:
+    """``"Proxy object cannot be iterated. This can be ..."`` -> its first sentence."""
+    head, sep, _ = text.partition(". ")
+    return head + "." if sep and len(head) >= 20 else text
+
+
+def _reason(result: Result) -> str:
+    """Why a model failed, one line: each tier's first sentence, or the error."""
+    if result.tier_failures and not result.ok:
+        return "; ".join(
+            f"{tier}: {_shorten(_first_sentence(why), 200)}"
+            for tier, why in result.tier_failures.items()
+        )
+    return result.error
+
+
 def _shorten(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -140,6 +164,8 @@ def worker_main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     import pytest_graphbudget.profile  # noqa: F401  (imports torch: not timed against a model)
+
+    results.write(json.dumps({"ready": True}) + "\n")
 
     for line in sys.stdin:
         if not line.strip():
@@ -170,6 +196,15 @@ class Worker:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.done = 0
         threading.Thread(target=self._read, daemon=True).start()
+        try:  # the imports (torch...) are not timed against the first model
+            ready = self.lines.get(timeout=STARTUP_TIMEOUT)
+        except queue.Empty:
+            ready = None
+        if ready is None:
+            self.stop()
+            raise GraphBudgetError(
+                "the sweep's worker process did not start (run with --verbose to see why)"
+            )
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -259,7 +294,7 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
         "(`python -m pytest_graphbudget.zoo.sweep`, run by `make zoo`; this file is generated).",
         "",
         f"{environment}. Hardware profile `generic`; one forward pass, batch 1, float32. "
-        f"Sweep time {total_seconds / 60:.1f} min.",
+        f"Building and profiling took {total_seconds / 60:.1f} min in all.",
         "",
         "- **tier**: the tracing tier that captured the graph (`fx`, else `dynamo`).",
         "- **compute-bound**: share of fused subgraphs that are compute-bound on `generic`.",
@@ -301,7 +336,24 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
     failures = [r for r in results if not r.ok]
     if failures:
         lines += ["", "## Failures", ""]
-        lines += [f"- `{r.name}` ({r.family}): {_escape(r.error)}" for r in failures]
+        lines += [f"- `{r.name}` ({r.family}): {_escape(_reason(r))}" for r in failures]
+    fallbacks: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        if r.ok:
+            for tier, why in r.tier_failures.items():
+                key = (tier, _shorten(_first_sentence(why), 200))
+                fallbacks.setdefault(key, []).append(r.name)
+    if fallbacks:
+        lines += [
+            "",
+            "## Earlier tiers that failed, for models a later tier traced",
+            "",
+            "| tier | reason | models |",
+            "| --- | --- | --- |",
+        ]
+        for (tier, why), names in sorted(fallbacks.items(), key=lambda kv: -len(kv[1])):
+            shown = ", ".join(f"`{n}`" for n in names)
+            lines.append(f"| {tier} | {_escape(why)} | {len(names)}: {shown} |")
     return "\n".join(lines) + "\n"
 
 
@@ -315,7 +367,7 @@ def _row(r: Result) -> str:
     if not r.ok:
         return (
             f"| `{r.name}` | failed | | | | | | {r.seconds:.1f} | {r.reference} | "
-            f"{_escape(r.error)} |"
+            f"{_escape(_reason(r))} |"
         )
     return (
         f"| `{r.name}` | {r.tier} | {r.flops / 1e9:.3f} | {r.macs / 1e9:.3f} | "
@@ -390,6 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write every result as JSON")
     parser.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="FILE",
+        help="render the Markdown from a --json file of an earlier sweep, profiling nothing",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -401,8 +459,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker_main()
 
-    from pytest_graphbudget.errors import GraphBudgetError
     from pytest_graphbudget.zoo import find_loader, list_models
+
+    if args.from_json is not None:
+        results = [Result(**row) for row in json.loads(args.from_json.read_text())]
+        total = sum(r.seconds for r in results)
+        text = render(results, total_seconds=total, environment=_environment())
+        return _write(text, args.output or DEFAULT_OUTPUT)
 
     catalogue = list_models()
     if args.names:
@@ -429,7 +492,6 @@ def main(argv: list[str] | None = None) -> int:
 
     full = not args.names and not args.family
     output = args.output or (DEFAULT_OUTPUT if full else None)
-    start = time.perf_counter()
     try:
         results = sweep(
             selected,
@@ -440,15 +502,21 @@ def main(argv: list[str] | None = None) -> int:
     except GraphBudgetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    text = render(results, total_seconds=time.perf_counter() - start, environment=_environment())
+    text = render(
+        results, total_seconds=sum(r.seconds for r in results), environment=_environment()
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")
+    return _write(text, output)
+
+
+def _write(text: str, output: Path | None) -> int:
     if output is None:
         sys.stdout.write(text)
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)
         print(f"wrote {output}", file=sys.stderr)
-    if args.json is not None:
-        args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")
     return 0
 
 
