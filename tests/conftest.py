@@ -71,8 +71,8 @@ class YoloYamlSummary:
 
 _SUMMARY = re.compile(
     r"^\s*(?P<scale>[nslmx])\s*:\s*\[[^\]]*\]\s*#.*?summary:\s*"
-    r"(?P<layers>\d+)\s+layers,\s*(?P<params>\d+)\s+parameters,\s*"
-    r"(?P<grads>\d+)\s+gradients,\s*(?P<gflops>[\d.]+)\s+GFLOPs",
+    r"(?P<layers>[\d,]+)\s+layers,\s*(?P<params>[\d,]+)\s+parameters,\s*"
+    r"(?P<grads>[\d,]+)\s+gradients,\s*(?P<gflops>[\d.]+)\s+GFLOPs",
     re.IGNORECASE,
 )
 
@@ -117,9 +117,10 @@ def ultralytics_yaml_summary(model_yaml: str) -> YoloYamlSummary:
             return YoloYamlSummary(
                 yaml_file=path,
                 scale=scale,
-                layers=int(match["layers"]),
-                parameters=int(match["params"]),
-                gradients=int(match["grads"]),
+                # YOLO12 and YOLO26 write thousands separators: 2,602,288 parameters
+                layers=int(match["layers"].replace(",", "")),
+                parameters=int(match["params"].replace(",", "")),
+                gradients=int(match["grads"].replace(",", "")),
                 gflops=float(match["gflops"]),
                 line=line.strip(),
             )
