@@ -185,16 +185,18 @@ def _hardware(args: argparse.Namespace) -> Any:
 
 
 def _user_hardware(path: str | None) -> dict[str, Any]:
-    """``[hardware.<name>]`` tables of a TOML file, as hardware profiles."""
-    if not path:
-        return {}
+    """The project's profiles (``[tool.graph_budget.hardware_profiles]`` of ./pyproject.toml)
+    and the ``[hardware.<name>]`` tables of ``--hardware-file``, which win."""
     from pytest_graphbudget import hardware as hw
 
+    profiles = hw.project_profiles(Path.cwd())
+    if not path:
+        return profiles
     data = _read_toml(path)
     tables = data.get("hardware")
     if not isinstance(tables, dict) or not tables:
         raise GraphBudgetError(f"{path}: no [hardware.<name>] tables")
-    return {name: hw.from_table(name, table) for name, table in tables.items()}
+    return {**profiles, **hw.from_tables(tables)}
 
 
 def _read_toml(path: str) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -148,3 +150,25 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
         bandwidth=bandwidth,
         source="user profile",
     )
+
+
+def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:
+    """User profiles from a table of tables (``[<prefix>.<name>]`` sections)."""
+    return {str(name): from_table(str(name), dict(table)) for name, table in tables.items()}
+
+
+def project_profiles(root: Path) -> dict[str, Hardware]:
+    """``[tool.graph_budget.hardware_profiles.<name>]`` of ``root/pyproject.toml``, if any."""
+    path = Path(root) / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise GraphBudgetError(f"{path}: {exc}") from None
+    tables = data.get("tool", {}).get("graph_budget", {}).get("hardware_profiles", {})
+    return from_tables(tables)

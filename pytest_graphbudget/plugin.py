@@ -158,12 +158,9 @@ class GraphBudget:
         self.update = config.getoption("graph_budget_update")
         self.strict = config.getoption("graph_budget_strict") or bool(self.settings.get("strict"))
         self.hardware = config.getoption("graph_budget_hardware")
-        from pytest_graphbudget.hardware import from_table
+        from pytest_graphbudget.hardware import from_tables
 
-        self.hardware_profiles = {
-            name: from_table(name, table)
-            for name, table in dict(self.settings.get("hardware_profiles", {})).items()
-        }
+        self.hardware_profiles = from_tables(self.settings.get("hardware_profiles", {}))
         root = config.rootpath
         self.baseline_path = root / self.settings.get("baseline", "budgets/baseline.toml")
         self.cache: ProfileCache | None = ProfileCache(

@@ -236,6 +236,17 @@ def test_hardware_lists_every_profile_with_its_ridge_point(tmp_path):
     assert float(t4["ridge_point"]) == pytest.approx(8.1e12 / 320e9)
 
 
+def test_project_hardware_profiles_come_from_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.graph_budget.hardware_profiles.edge]\n"
+        "peak_tflops = { float32 = 4.0 }\nbandwidth_gbs = 100\n"
+    )
+    result = run_cli("hardware", "--format", "json", cwd=tmp_path)
+    assert_ok(result)
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["edge"]["ridge_point"] == pytest.approx(40.0)  # 4e12 / 100e9
+
+
 def test_hardware_file_adds_profiles(tmp_path):
     (tmp_path / "hw.toml").write_text(
         '[hardware.edge-npu]\ndescription = "our NPU"\npeak_tflops = { float32 = 2.0 }\n'
