@@ -295,6 +295,27 @@ def bottleneck_rows(prof: Any) -> list[tuple[str, int, str, str, str]]:
 # One profile: the formats
 
 
+def _layer_table(
+    prof: Any, types: Any, depth: int | None, show_shapes: bool, label: Any
+) -> tuple[list[str], list[list[str]], str]:
+    """Headers, rows and alignment of the per-layer table (``label`` names each row)."""
+    total = prof.flops or 1
+    headers = ["module", "type", "params", *(["output shape"] if show_shapes else [])]
+    headers += ["MACs", "FLOPs", "% FLOPs", "traffic"]
+    rows = []
+    for row in layer_rows(prof, types, depth):
+        cells = [label(row), row.type, count(row.params)]
+        cells += [shape(row.shape)] if show_shapes else []
+        cells += [
+            count(row.macs),
+            count(row.flops),
+            percent(row.flops / total),
+            nbytes(row.traffic),
+        ]
+        rows.append(cells)
+    return headers, rows, "llr" + ("l" if show_shapes else "") + "rrrr"
+
+
 def profile_text(
     prof: Any,
     *,
@@ -312,24 +333,13 @@ def profile_text(
 
     lines += ["", "Per-layer profile", ""]
     total = prof.flops or 1
-    headers = ["module", "type", "params"]
-    if show_shapes:
-        headers.append("output shape")
-    headers += ["MACs", "FLOPs", "% FLOPs", "traffic"]
-    rows = []
-    for row in layer_rows(prof, types, depth):
-        label = "  " * row.depth + names(row.path or f"{prof.model} (model)", MODULE_WIDTH)
-        cells = [label, row.type, count(row.params)]
-        if show_shapes:
-            cells.append(shape(row.shape))
-        cells += [
-            count(row.macs),
-            count(row.flops),
-            percent(row.flops / total),
-            nbytes(row.traffic),
-        ]
-        rows.append(cells)
-    align = "llr" + ("l" if show_shapes else "") + "rrrr"
+    headers, rows, align = _layer_table(
+        prof,
+        types,
+        depth,
+        show_shapes,
+        lambda row: "  " * row.depth + names(row.path or f"{prof.model} (model)", MODULE_WIDTH),
+    )
     lines += ["  " + line for line in text_table(headers, rows, align)]
 
     lines += ["", f"Top {top} layers by FLOPs (fused kernels)", ""]
@@ -384,24 +394,14 @@ def profile_markdown(
     lines += markdown_table(["metric", "value"], summary(prof), "ll")
 
     lines += ["", "### Per-layer profile", ""]
-    headers = ["module", "type", "params"]
-    if show_shapes:
-        headers.append("output shape")
-    headers += ["MACs", "FLOPs", "% FLOPs", "traffic"]
-    rows = []
-    for row in layer_rows(prof, types, depth):
-        label = f"`{names(row.path)}`" if row.path else f"**{prof.model}** (model)"
-        cells = [label, row.type, count(row.params)]
-        if show_shapes:
-            cells.append(shape(row.shape))
-        cells += [
-            count(row.macs),
-            count(row.flops),
-            percent(row.flops / total),
-            nbytes(row.traffic),
-        ]
-        rows.append(cells)
-    lines += markdown_table(headers, rows, "llr" + ("l" if show_shapes else "") + "rrrr")
+    headers, rows, align = _layer_table(
+        prof,
+        types,
+        depth,
+        show_shapes,
+        lambda row: f"`{names(row.path)}`" if row.path else f"**{prof.model}** (model)",
+    )
+    lines += markdown_table(headers, rows, align)
 
     lines += ["", f"### Top {top} layers by FLOPs", ""]
     rows = [
