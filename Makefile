@@ -94,6 +94,7 @@ test: setup tools
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/plugin.py
 
 zoo: setup
 	$(BIN)/python -m pytest_graphbudget.zoo.sweep

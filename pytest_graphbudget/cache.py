@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,8 @@ def _class_source(cls: type) -> str:
 
 
 def _describe(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # a zoo name's options hold no tensor: don't import torch
+    if torch is not None and isinstance(value, torch.Tensor):
         return ["tensor", list(value.shape), str(value.dtype)]
     if isinstance(value, dict):
         return {str(k): _describe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
