@@ -193,6 +193,11 @@ class GraphBudget:
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         self.collected.add(item.nodeid)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # Under xdist the controller collects nothing itself: the workers tell it what they did.
+        self.collected.update(ids)
+
     # -- running --------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)

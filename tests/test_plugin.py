@@ -442,12 +442,22 @@ def test_xdist_gives_the_same_verdicts(project):
             pass
         """
     )
+    project.mkdir("budgets")
+    project.path.joinpath("budgets", "baseline.toml").write_text(
+        '[models."test_many.py::test_gone::model"]\nflops = 1\n'
+    )
     serial = run(project, "--graph-budget-no-cache")
     parallel = run(project, "-n", "2", "--graph-budget-no-cache")
     serial.assert_outcomes(passed=3, failed=1)
     parallel.assert_outcomes(passed=3, failed=1)
     for result in (serial, parallel):
-        result.stdout.fnmatch_lines(["*graph budget*", "*linear64*FAIL*"])
+        result.stdout.fnmatch_lines(
+            [
+                "*graph budget*",
+                "*linear64*FAIL*",
+                "*stale baseline entry*test_many.py::test_gone::model*",
+            ]
+        )
 
 
 def test_strict_fails_on_ops_without_a_formula(project):
