@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -394,6 +395,7 @@ def worker(tool: str, model_name: str, result_path: Path) -> int:
     result: dict[str, Any] = {"tool": tool, "model": model_name, "ok": False}
     with contextlib.suppress(OSError):
         result["load1"] = os.getloadavg()[0]
+    result["engine"] = engine_version()
     try:
         start = time.perf_counter()
         import torch
@@ -592,25 +594,42 @@ def mb(value: float | None) -> str:
 
 
 def engine_version() -> str:
-    """The commit the engine ran at, and whether its files had uncommitted changes."""
+    """The last commit that touched the engine, and a digest of any uncommitted edits to it.
+
+    Other people commit to this checkout while a run goes on, so every measurement records the
+    engine it ran against.
+    """
+
+    def git(*command: str) -> str:
+        done = subprocess.run(
+            ["git", *command], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
+        )
+        return done.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "pytest_graphbudget"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        commit = git("log", "-1", "--format=%h", "--", "pytest_graphbudget")
+        edits = git("diff", "HEAD", "--", "pytest_graphbudget")
+        edits += git("ls-files", "--others", "--exclude-standard", "--", "pytest_graphbudget")
+    except (OSError, subprocess.SubprocessError):
         return "unknown (not a git checkout)"
-    return f"commit {head}" + (" with uncommitted changes in pytest_graphbudget/" if dirty else "")
+    if not edits:
+        return f"commit {commit}"
+    digest = hashlib.sha1(edits.encode()).hexdigest()[:7]
+    return f"commit {commit} + uncommitted edits (digest {digest})"
+
+
+def engines(runs: list[dict[str, Any]]) -> list[str]:
+    return sorted({r["engine"] for r in runs if r.get("engine")})
+
+
+def engines_text(meta: dict[str, Any], results: dict[str, dict[str, Summary]]) -> str:
+    runs = [r for m in results.values() for s in m.values() for r in s.runs]
+    every = engines(runs)
+    if any(not r.get("engine") for r in runs):
+        return meta.get("engine", "not recorded for every measurement")
+    if len(every) == 1:
+        return every[0] + " for every measurement"
+    return "changed during the run (others commit to this checkout): see each model"
 
 
 def machine(meta: dict[str, Any], results: dict[str, dict[str, Summary]]) -> list[str]:
@@ -645,7 +664,13 @@ def machine(meta: dict[str, Any], results: dict[str, dict[str, Summary]]) -> lis
         else ""
     )
     return [
-        f"- Engine: {meta.get('engine', 'not recorded')}",
+        f"- Engine: {engines_text(meta, results)}",
+        *(f"- Note: {note}" for note in meta.get("notes", [])),
+        *(
+            f"- Re-measured {u['started']}: {', '.join(u['models'])} (load average "
+            f"{', '.join(f'{x:.2f}' for x in u.get('load_start', []))} at the start)"
+            for u in meta.get("updates", [])
+        ),
         f"- CPU: {cpu}, {os.cpu_count()} logical CPUs, torch intra-op threads "
         f"{torch.get_num_threads()}",
         f"- Load average (1, 5, 15 min) at the start: {loads('load_start')}; at the end: "
@@ -918,8 +943,11 @@ def report(results: dict[str, dict[str, Summary]], meta: dict[str, Any]) -> str:
         "",
         "The verdict is taken on the cold wall-clock times (first call in a fresh process, "
         "median); the warm and CPU-time ratios are shown for information. The machine is "
-        "shared, so wall-clock times carry noise from other work: CPU time (user + system, "
-        "all threads) is less sensitive to it.",
+        "shared: when other work keeps its cores busy, a real forward pass on torch's thread "
+        "pool (FlopCounterMode, fvcore, ptflops, thop) slows down far more than our profile, "
+        "which runs mostly in one Python thread on fake tensors (up to 10x on this 2-core "
+        "machine in earlier runs), and that flatters the FX ratio. Compare ratios only from "
+        "runs at low load (see the load figures above and in each model's section).",
     ]
     lines += ["", "## Summary (MACs, and each tool against ours)", ""]
     shown = [m for m in results if m != META_MODEL]
@@ -954,6 +982,16 @@ def report(results: dict[str, dict[str, Summary]], meta: dict[str, Any]) -> str:
         lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         order = [t for t in (*TOOLS, *EXPORTS) if t in summaries]
         lines += [figures_row(t, summaries[t], ours_macs) for t in order]
+        loads = [r["load1"] for s in summaries.values() for r in s.runs if "load1" in r]
+        if loads:
+            lines += [
+                "",
+                f"1-minute load average when these measurements started: {min(loads):.1f} to "
+                f"{max(loads):.1f}.",
+            ]
+        used = engines([r for s in summaries.values() for r in s.runs])
+        if len(engines([r for m in results.values() for s in m.values() for r in s.runs])) > 1:
+            lines += ["", f"Engine: {'; '.join(used) if used else 'see the machine section'}."]
         baseline = [s.max("baseline_rss_mb") for s in summaries.values() if s.ok]
         if baseline:
             lines += [
@@ -967,19 +1005,13 @@ def report(results: dict[str, dict[str, Summary]], meta: dict[str, Any]) -> str:
         "",
         "## Not measured here",
         "",
-        "Plugin start-up overhead and the example suite cold against warm cache belong to "
-        "issue 4 (see `bench_plugin_startup` in `benchmarks/run.py`).",
+        "Plugin start-up overhead and the example suite cold against warm cache (issue 4) are "
+        "measured by `benchmarks/plugin.py` into `benchmarks/PLUGIN_RESULTS.md` (`make bench` "
+        "runs both).",
     ]
     if missed:
         lines += ["", "Targets missed or not reached: " + ", ".join(missed) + "."]
     return "\n".join(lines) + "\n"
-
-
-def bench_plugin_startup() -> None:
-    """PLACEHOLDER (issue 4): pytest start-up with the plugin installed but disabled (target:
-    under 50 ms over pytest without it), and the example suite cold against warm cache (target:
-    warm at least 5x faster). Not implemented yet: the plugin does not exist."""
-    raise NotImplementedError("issue 4")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -996,6 +1028,11 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only",
         action="store_true",
         help="rewrite the report from the last run's raw results, measuring nothing",
+    )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="measure only --models again and replace them in the last run's raw results",
     )
     args = parser.parse_args(argv)
     if args.worker:
@@ -1024,6 +1061,26 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown model or tool: {', '.join(unknown)}")
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.update:
+        saved = json.loads(raw_path.read_text())
+        meta, raw = (saved["meta"], saved["results"]) if "results" in saved else ({}, saved)
+        update: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M %Z"), "models": models}
+        with contextlib.suppress(OSError):
+            update["load_start"] = list(os.getloadavg())
+        fresh = run_all(models, tools, max(1, args.repeat), args.timeout)
+        for model, tools_ in fresh.items():
+            raw[model] = {t: s.runs for t, s in tools_.items()}
+        meta.setdefault("updates", []).append(update)
+        order = [m for m in (*MODELS, META_MODEL) if m in raw]
+        raw = {m: raw[m] for m in order}
+        raw_path.write_text(json.dumps({"meta": meta, "results": raw}, indent=1, default=str))
+        results = {
+            model: {tool: Summary(tool, model, runs) for tool, runs in tools_.items()}
+            for model, tools_ in raw.items()
+        }
+        args.output.write_text(report(results, meta))
+        print(f"wrote {args.output} (updated {', '.join(models)})")
+        return 0
     meta: dict[str, Any] = {
         "command": " ".join(["python", "benchmarks/run.py", *(argv or sys.argv[1:])]),
         "started": time.strftime("%Y-%m-%d %H:%M %Z"),
