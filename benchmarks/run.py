@@ -1021,7 +1021,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", help=f"comma-separated, from {', '.join((*TOOLS, EXPORT))}")
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per measurement")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per measurement")
-    parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md", help="the report")
     parser.add_argument("--worker", nargs=2, metavar=("TOOL", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     parser.add_argument(
