@@ -17,7 +17,6 @@ import torch
 from torch import fx, nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -236,19 +235,21 @@ UNITS = {"scaled_dot_product_attention"}
 """Composite ops priced whole, whatever they decompose into."""
 
 
-class _Units(TorchFunctionMode):
-    """Sees composite functions (``F.scaled_dot_product_attention``) before they decompose."""
+def _unit(n: fx.Node) -> str | None:
+    """The name of a composite op that ``n`` calls directly, to be priced whole, or None.
 
-    def __init__(self, recorder: _Recorder):
-        super().__init__()
-        self.recorder = recorder
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in UNITS and getattr(func, "__module__", "").startswith("torch"):
-            return self.recorder.unit(name, func, args, kwargs)
-        return func(*args, **kwargs)
+    Only the node itself is checked: a mode that saw every torch function (to catch composites
+    inside modules) would also switch off nn.MultiheadAttention's fused inference path, which
+    checks that no torch-function override is active.
+    """
+    if n.op != "call_function":
+        return None
+    name = (
+        base_name(str(n.target))
+        if isinstance(n.target, torch._ops.OpOverload)
+        else getattr(n.target, "__name__", "")
+    )
+    return name if name in UNITS else None
 
 
 def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) -> str:
@@ -284,9 +285,10 @@ class _CostInterpreter(fx.Interpreter):
         )
         self.recorder.node = node
         try:
-            if n.op == "call_function" and base_name(str(n.target)) in UNITS:
+            unit = _unit(n)
+            if unit is not None:
                 args, kwargs = self.fetch_args_kwargs_from_env(n)
-                value = self.recorder.unit(base_name(str(n.target)), n.target, args, kwargs)
+                value = self.recorder.unit(unit, n.target, args, kwargs)
             else:
                 value = super().run_node(n)
         finally:
@@ -388,7 +390,7 @@ def measure(
         names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
         module_state = {f"gm.{n}": state[n] for n in names if n in state}
     context = mode if fake else _null()
-    with torch.no_grad(), context, recorder, _Units(recorder):
+    with torch.no_grad(), context, recorder:
         torch.func.functional_call(
             _Runner(gm, interpret), module_state, tuple(values), strict=False, tie_weights=True
         )
