@@ -297,13 +297,24 @@ def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, nam
     return _assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)
 
 
+REAL_PASS_SECONDS = 0.25
+"""A model whose warm-up forward took less than this is measured on real tensors: for small
+models one more real pass is cheaper than a pass on fake tensors (whose per-op cost is fixed).
+The counts are the same either way."""
+
+
 def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
     """Warm up, then try each tier until one graph traces and its cost pass succeeds."""
     from pytest_graphbudget.measure import measure
     from pytest_graphbudget.trace import analysis, is_meta, one_line, tiers, timed, warm_up
 
     with analysis(model, example) as live:
-        warm_up(model, live)
+        seconds = warm_up(model, live)
+    # Fake tensors first, unless the model is quick to run for real; real ones as the fallback
+    # (a graph that needs data), except for a model on the meta device, which has none.
+    passes = [True] if is_meta(model) else [True, False]
+    if seconds < REAL_PASS_SECONDS:
+        passes.reverse()
     failures: dict[str, str] = {}
     for tier_name, tier in tiers():
         try:
@@ -312,18 +323,11 @@ def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, st
         except Exception as exc:  # every tier's failure is reported, none is fatal alone
             failures[tier_name] = one_line(exc)
             continue
-        try:
-            measured = measure(model, traced, example.tensors, fake=True)
-        except Exception as exc:
-            if is_meta(model):
-                failures[tier_name] = f"cost pass failed: {one_line(exc)}"
-                continue
+        for fake in passes:
             try:
-                measured = measure(model, traced, example.tensors, fake=False)
-            except Exception as exc2:
-                failures[tier_name] = f"cost pass failed: {one_line(exc2)}"
-                continue
-        return traced, measured, failures
+                return traced, measure(model, traced, example.tensors, fake=fake), failures
+            except Exception as exc:
+                failures[tier_name] = f"cost pass failed: {one_line(exc)}"
     raise TraceError(failures)
 
 
