@@ -74,7 +74,9 @@ def load(path: Path) -> dict[str, Entry]:
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
-        raise GraphBudgetError(f"{path}: malformed baseline: {exc}") from None
+        raise GraphBudgetError(
+            f"{path}: malformed baseline ({exc}); fix it or rewrite it with --graph-budget-update"
+        ) from None
     entries = {}
     for key, table in data.get("models", {}).items():
         table = dict(table)
@@ -91,7 +93,10 @@ def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozense
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=120):
-        merged = load(path)
+        try:
+            merged = load(path)
+        except GraphBudgetError:  # unreadable: rewritten from this run's figures alone
+            merged = {}
         merged.update(entries)
         for key in remove:
             merged.pop(key, None)

@@ -173,6 +173,7 @@ class GraphBudget:
         self.results: list[ModelResult] = []
         self.collected: set[str] = set()
         self._baseline: dict[str, Entry] | None = None
+        self.baseline_error = ""
         self.defaults = build(
             {k: v for k, v in self.settings.items() if k in ("hardware", "tolerance")},
             "[tool.graph_budget] of pyproject.toml",
@@ -257,7 +258,10 @@ class GraphBudget:
         from pytest_graphbudget import baseline as baseline_file
 
         if self._baseline is None:
-            self._baseline = baseline_file.load(self.baseline_path)
+            try:
+                self._baseline = baseline_file.load(self.baseline_path)
+            except GraphBudgetError as exc:
+                self._baseline, self.baseline_error = {}, str(exc)
         return self._baseline
 
     def target(self, hardware: str) -> Any:
@@ -369,6 +373,8 @@ class GraphBudget:
         findings = check(prof, budget)
         findings += self.coverage_findings(prof)
         base = self.baseline().get(model_id)
+        if self.baseline_error and not self.update:  # it would let regressions through
+            result.error = self.baseline_error
         if base is not None:
             result.baseline = dict(base.figures)
             result.baseline_modules = dict(base.modules)

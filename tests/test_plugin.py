@@ -394,6 +394,21 @@ def test_baseline_update_regression_notice_and_stale_entries(project):
     assert "tiny.toml::net" not in (project.path / "budgets" / "baseline.toml").read_text()
 
 
+def test_a_malformed_baseline_is_reported_and_rewritten_by_update(project):
+    project.mkdir("budgets")
+    project.path.joinpath("budgets", "tiny.toml").write_text(
+        '[models.net]\nfactory = "models:linear"\nflops_max = "1M"\n'
+    )
+    baseline = project.path / "budgets" / "baseline.toml"
+    baseline.write_text("[models.\n")
+    result = run(project, "budgets/")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*baseline.toml: malformed baseline*--graph-budget-update*"])
+    assert "Traceback" not in result.stdout.str()
+    run(project, "budgets/", "--graph-budget-update").assert_outcomes(passed=1)
+    assert f"flops = {LINEAR_FLOPS}" in baseline.read_text()
+
+
 def test_cache_is_reused_and_a_corrupt_entry_is_rebuilt(project):
     project.makepyfile(
         test_cached="""
