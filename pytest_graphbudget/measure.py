@@ -9,6 +9,7 @@ Models whose graphs need real values (``.item()`` on data) are measured on real 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.costs import Shape, base_name, price
-from pytest_graphbudget.trace import Traced, fake_like, fake_state
+from pytest_graphbudget.trace import Traced, fake_like, fake_state, model_state
 
 # How each op behaves when fusing: contractions anchor a kernel; reductions need their whole
 # input; everything else with a formula is pointwise. Kinds name the node in reports.
@@ -360,7 +361,7 @@ def measure(
 ) -> Measured:
     """Interpret ``traced`` once, pricing every op, on fake tensors (or real ones)."""
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
-    state = fake_state(model, mode) if fake else _real_state(model)
+    state = fake_state(model, mode) if fake else model_state(model)
     inputs = [fake_like(t, mode) for t in tensors] if fake else list(tensors)
     weights = {}
     for fqn, tensor in state.items():
@@ -389,7 +390,7 @@ def measure(
         names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
         names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
         module_state = {f"gm.{n}": state[n] for n in names if n in state}
-    context = mode if fake else _null()
+    context = mode if fake else contextlib.nullcontext()
     with torch.no_grad(), context, recorder:
         torch.func.functional_call(
             _Runner(gm, interpret), module_state, tuple(values), strict=False, tie_weights=True
@@ -397,17 +398,3 @@ def measure(
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     outputs = {p.name for p in output_node.all_input_nodes}
     return Measured(result["nodes"], outputs, result["inputs"], "fake" if fake else "real")
-
-
-def _real_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    named = list(model.named_parameters(remove_duplicate=False))
-    named += list(model.named_buffers(remove_duplicate=False))
-    return dict(named)
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -316,6 +316,26 @@ def _layer_table(
     return headers, rows, "llr" + ("l" if show_shapes else "") + "rrrr"
 
 
+def _top_table(prof: Any, top: int, label: Any) -> tuple[list[str], list[list[str]], str]:
+    """Headers, rows and alignment of the top-kernels table (``label`` names the module)."""
+    total = prof.flops or 1
+    rows = [
+        [
+            f"#{s.id}",
+            s.kind,
+            label(s),
+            count(s.flops),
+            percent(s.flops / total),
+            intensity(s.arithmetic_intensity),
+            short_bound(s.bottleneck),
+            format_seconds(s.est_latency_s),
+        ]
+        for s in top_layers(prof, top)
+    ]
+    headers = ["subgraph", "kind", "module", "FLOPs", "share", "intensity", "bound", "est. time"]
+    return headers, rows, "lllrrrlr"
+
+
 def profile_text(
     prof: Any,
     *,
@@ -343,21 +363,10 @@ def profile_text(
     lines += ["  " + line for line in text_table(headers, rows, align)]
 
     lines += ["", f"Top {top} layers by FLOPs (fused kernels)", ""]
-    rows = [
-        [
-            f"#{s.id}",
-            s.kind,
-            names(s.module, MODULE_WIDTH) or "(model)",
-            count(s.flops),
-            percent(s.flops / total),
-            intensity(s.arithmetic_intensity),
-            short_bound(s.bottleneck),
-            format_seconds(s.est_latency_s),
-        ]
-        for s in top_layers(prof, top)
-    ]
-    headers = ["subgraph", "kind", "module", "FLOPs", "share", "intensity", "bound", "est. time"]
-    lines += ["  " + line for line in text_table(headers, rows, "lllrrrlr")]
+    headers, rows, align = _top_table(
+        prof, top, lambda s: names(s.module, MODULE_WIDTH) or "(model)"
+    )
+    lines += ["  " + line for line in text_table(headers, rows, align)]
 
     lines += ["", "Operation types", ""]
     rows = [
@@ -404,21 +413,10 @@ def profile_markdown(
     lines += markdown_table(headers, rows, align)
 
     lines += ["", f"### Top {top} layers by FLOPs", ""]
-    rows = [
-        [
-            f"#{s.id}",
-            s.kind,
-            f"`{names(s.module)}`" if s.module else "(model)",
-            count(s.flops),
-            percent(s.flops / total),
-            intensity(s.arithmetic_intensity),
-            short_bound(s.bottleneck),
-            format_seconds(s.est_latency_s),
-        ]
-        for s in top_layers(prof, top)
-    ]
-    headers = ["subgraph", "kind", "module", "FLOPs", "share", "intensity", "bound", "est. time"]
-    lines += markdown_table(headers, rows, "lllrrrlr")
+    headers, rows, align = _top_table(
+        prof, top, lambda s: f"`{names(s.module)}`" if s.module else "(model)"
+    )
+    lines += markdown_table(headers, rows, align)
 
     lines += ["", "### Operation types", ""]
     rows = [

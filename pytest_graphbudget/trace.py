@@ -14,7 +14,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -48,7 +48,6 @@ class Traced:
     state_in_module: bool
     module_prefix: str = ""
     seconds: float = 0.0
-    failures: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -69,10 +68,11 @@ class Example:
 
 def is_meta(model: nn.Module) -> bool:
     """True when the model's weights live on the meta device (built without storage)."""
-    return any(t.is_meta for t in _state(model).values())
+    return any(t.is_meta for t in model_state(model).values())
 
 
-def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer by name, tied ones under each of their names."""
     named = list(model.named_parameters(remove_duplicate=False))
     named += list(model.named_buffers(remove_duplicate=False))
     return dict(named)
@@ -82,7 +82,7 @@ def fake_state(model: nn.Module, mode: FakeTensorMode) -> dict[str, torch.Tensor
     """A fake twin of every parameter and buffer (tied tensors stay tied): shapes, no storage."""
     twins: dict[int, torch.Tensor] = {}
     state = {}
-    for name, tensor in _state(model).items():
+    for name, tensor in model_state(model).items():
         if id(tensor) not in twins:
             device = "cpu" if tensor.is_meta else tensor.device
             with mode:
