@@ -228,3 +228,38 @@ def _eager_aten_ops_fixture():
 @pytest.fixture(scope="session", name="flop_counter")
 def _flop_counter_fixture():
     return flop_counter
+
+
+# --------------------------------------------------------------------------------------------
+# In-process pytester that keeps torch loaded
+
+
+def _forgets_only(project: Path, snapshot_class: type) -> type:
+    """A ``SysModulesSnapshot`` that forgets only the modules loaded from ``project``.
+
+    pytester's in-process runs drop every module imported during the run, so the next run imports
+    torch's lazily loaded parts (and their C extensions) a second time, which crashes the
+    interpreter. Libraries stay loaded; the project's own ``conftest`` and test modules are still
+    forgotten, so each run sees the files its test wrote.
+    """
+    import sys
+
+    def is_library(name: str) -> bool:
+        path = getattr(sys.modules.get(name), "__file__", None) or ""
+        return not path.startswith(str(project))
+
+    class KeepLibraries(snapshot_class):
+        def __init__(self, preserve=None):
+            super().__init__(preserve=is_library)
+
+    return KeepLibraries
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    import _pytest.pytester
+
+    snapshot = _forgets_only(pytester.path, _pytest.pytester.SysModulesSnapshot)
+    monkeypatch.setattr(_pytest.pytester, "SysModulesSnapshot", snapshot)
+    pytester._sys_modules_snapshot = snapshot()  # the one restored when the test ends
+    return pytester
