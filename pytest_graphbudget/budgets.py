@@ -138,7 +138,7 @@ def build(
                 raise GraphBudgetError(f"{key} in {where}: a share between 0 and 1, got {value!r}")
             budget.bottleneck[key] = share
         elif key == "by":
-            if value not in BOTTLENECK_BY:
+            if not isinstance(value, str) or value not in BOTTLENECK_BY:
                 raise GraphBudgetError(
                     f"by in {where}: one of {', '.join(map(repr, BOTTLENECK_BY))}, got {value!r}"
                 )
@@ -146,11 +146,18 @@ def build(
         elif key == "hardware":
             from pytest_graphbudget.hardware import get
 
-            budget.hardware = get(str(value), budget.hardware_profiles).name
+            if not isinstance(value, str):
+                raise GraphBudgetError(f"hardware in {where}: a profile name, got {value!r}")
+            try:
+                budget.hardware = get(value, budget.hardware_profiles).name
+            except GraphBudgetError as exc:
+                raise GraphBudgetError(f"hardware in {where}: {exc}") from None
         elif key == "tolerance":
             budget.tolerance = parse(value, "ratio", f"tolerance in {where}")
         elif key == "name":
-            budget.name = str(value)
+            if not isinstance(value, str):
+                raise GraphBudgetError(f"name in {where}: a string, got {value!r}")
+            budget.name = value
         elif key not in extra_keys:
             hint = closest(key, valid_keys() + list(extra_keys))
             raise GraphBudgetError(f"unknown budget key {key!r} in {where}{hint}")

@@ -46,7 +46,7 @@ def parse(value: object, kind: str, where: str = "") -> float:
     if isinstance(value, bool):
         raise UnitError(value, kind, where)
     if isinstance(value, (int, float)):
-        if math.isnan(value) or value < 0:
+        if not math.isfinite(value) or value < 0:  # an infinite limit would never fail
             raise UnitError(value, kind, where)
         return float(value)
     if not isinstance(value, str):
@@ -71,7 +71,7 @@ def parse(value: object, kind: str, where: str = "") -> float:
     if not match:
         raise UnitError(value, kind, where)
     number = float(match["number"]) * scale
-    if number < 0:
+    if not math.isfinite(number) or number < 0:
         raise UnitError(value, kind, where)
     return number
 
