@@ -7,6 +7,7 @@ it at once never lose each other's entries or leave a half-written file.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -15,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.budgets import LIMITS, REGRESSION_FIGURES, Finding
+from pytest_graphbudget.budgets import LIMITS, REGRESSION_FIGURES, Finding, closest
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.units import format_count, format_ratio
+from pytest_graphbudget.units import UnitError, format_count, format_ratio, parse
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,23 +69,211 @@ def entry_from(profile: Any) -> Entry:
 
 
 def load(path: Path) -> dict[str, Entry]:
-    """Entries by model id; an absent file is an empty baseline."""
+    """Entries by model id; an absent file is an empty baseline, a malformed one an error.
+
+    The entries of a file with bad values are what could be read of them: ``read`` says
+    what is wrong.
+    """
+    found = read(path)
+    if found.error:
+        raise GraphBudgetError(found.error)
+    return found.entries
+
+
+@dataclass
+class Baseline:
+    """A baseline file as read: the entries, and one line per problem with each of them.
+
+    A hand-edited value the check cannot use (a typo in a key, a negative or unreadable
+    figure) must not switch the check off without a word: it is a problem of that model,
+    which the plugin reports as an error. The other models are checked as usual.
+    """
+
+    entries: dict[str, Entry] = field(default_factory=dict)
+    problems: dict[str, list[str]] = field(default_factory=dict)  # model id -> messages
+    raw: dict[str, Any] = field(default_factory=dict)  # the tables of models with problems
+    error: str = ""  # a problem of the whole file: no model can trust its entry
+
+    def keys(self) -> set[str]:
+        """Every model the file has an entry for, readable or not."""
+        return set(self.entries) | set(self.problems)
+
+    def problems_of(self, model: str) -> list[str]:
+        """What the check of ``model`` cannot trust: the file's problem, or its entry's."""
+        return [self.error] if self.error else list(self.problems.get(model, []))
+
+
+ENTRY_KEYS = (*REGRESSION_FIGURES, "modules")
+FIX = "fix it or rewrite it with --graph-budget-update"
+
+
+def read(path: Path, name: str | None = None) -> Baseline:
+    """Read and check a baseline file; ``name`` is how messages name it (default: ``path``).
+
+    Never raises for what the file holds: a malformed file is ``error``, a bad entry is in
+    ``problems`` (``file:line: [model] key: what is wrong``) and the rest of it still counts.
+    """
+    name = name or str(path)
     if not path.exists():
-        return {}
+        return Baseline()
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        return Baseline(error=f"{name}: cannot read the baseline ({reason}); {FIX}")
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise GraphBudgetError(
-            f"{path}: malformed baseline ({exc}); fix it or rewrite it with --graph-budget-update"
-        ) from None
-    entries = {}
-    for key, table in data.get("models", {}).items():
-        table = dict(table)
-        modules = {str(k): int(v) for k, v in dict(table.pop("modules", {})).items()}
-        entries[key] = Entry(
-            {k: v for k, v in table.items() if isinstance(v, (int, float))}, modules
-        )
-    return entries
+        return Baseline(error=_syntax_error(name, exc))
+    found = Baseline()
+    lines: dict[tuple[str, ...], int] | None = None
+
+    def where(*keys: str) -> str:
+        nonlocal lines
+        if lines is None:  # only a file with a problem is searched for lines
+            lines = _key_lines(text)
+        for end in range(len(keys), 0, -1):
+            if keys[:end] in lines:
+                return f"{name}:{lines[keys[:end]]}"
+        return name
+
+    unknown = [key for key in data if key != "models"]
+    if unknown:
+        key = unknown[0]
+        found.error = f"{where(key)}: unknown table {key!r}{closest(key, ['models'])}; {FIX}"
+    models = data.get("models", {})
+    if not isinstance(models, dict):
+        found.error = f"{where('models')}: models must be a table of models; {FIX}"
+        return found
+    for model, table in models.items():
+        entry, problems = _entry(table, lambda *keys, m=model: where("models", m, *keys))
+        if entry is not None:
+            found.entries[model] = entry
+        if problems:
+            found.problems[model] = [f"{at}: [{model}] {what}" for at, what in problems]
+            found.raw[model] = table
+    return found
+
+
+def _entry(table: Any, where: Any) -> tuple[Entry | None, list[tuple[str, str]]]:
+    """One model's entry, with what could be read of it, and its problems as
+    (``file:line``, ``key: what is wrong``); ``where(*keys)`` finds the line of a key."""
+    problems: list[tuple[str, str]] = []
+
+    def problem(message: str, *keys: str) -> None:
+        shown = ".".join(_toml_key(k) for k in keys)
+        problems.append((where(*keys), f"{shown + ': ' if keys else ''}{message}; {FIX}"))
+
+    if not isinstance(table, dict):
+        problem(f"must be a table of figures, got {_type_name(table)}")
+        return None, problems
+    figures: dict[str, float] = {}
+    modules: dict[str, int] = {}
+    for key, value in table.items():
+        if key in REGRESSION_FIGURES:
+            number = _figure(value, LABELS[key].kind, lambda m, k=key: problem(m, k))
+            if number is not None:
+                figures[key] = number
+        elif key == "modules":
+            if not isinstance(value, dict):
+                problem(f"must be a table of FLOPs by module, got {_type_name(value)}", key)
+                continue
+            for module, flops in value.items():
+                number = _figure(flops, "count", lambda m, mod=module: problem(m, "modules", mod))
+                if number is not None:
+                    modules[str(module)] = int(number)
+        else:
+            problem(f"unknown key{closest(key, ENTRY_KEYS)}", key)
+    return Entry(figures, modules), problems
+
+
+def _figure(value: Any, kind: str, problem: Any) -> float | None:
+    """A figure as the check uses it, or None after ``problem(message)``: a number that is
+    finite and not negative, or a string with a unit as a budget writes it (``"635M"``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        problem(f"expected a number, got {_type_name(value)}")
+        return None
+    if isinstance(value, str):
+        try:
+            number = parse(value, kind)
+        except UnitError as exc:
+            problem(str(exc))
+            return None
+    elif isinstance(value, int) and abs(value) >= 2**63:
+        problem(f"{value} is beyond a 64-bit integer")
+        return None
+    else:
+        number = value
+    if math.isnan(number) or math.isinf(number):
+        problem(f"expected a finite number, got {value!r}")
+        return None
+    if number < 0:
+        problem(f"a figure cannot be negative, got {value!r}")
+        return None
+    return number
+
+
+def _type_name(value: Any) -> str:
+    """How TOML calls the type of a value: ``true`` is a boolean, ``[1]`` an array."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    names = {dict: "a table", list: "an array", int: "an integer", float: "a float"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _toml_key(key: str) -> str:
+    """A key as TOML writes it: bare when it can be, quoted otherwise."""
+    import re
+
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
+
+
+def _syntax_error(name: str, exc: Exception) -> str:
+    """``file:line: malformed baseline (message)`` for a TOML syntax error."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
+    if found:
+        message = text[: found.start()].strip()
+        return f"{name}:{found.group(1)}: malformed baseline ({message}); {FIX}"
+    return f"{name}: malformed baseline ({text}); {FIX}"
+
+
+def _key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line of every table header and key of a TOML text, by key path.
+
+    Each line is read alone (a header, or ``key = value``), so that dotted and quoted keys
+    are understood as TOML understands them; lines that do not stand alone are skipped.
+    """
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            parsed = tomllib.loads(stripped)
+        except tomllib.TOMLDecodeError:
+            continue
+        paths = list(_paths(parsed))
+        if stripped.startswith("["):
+            table = max(paths, key=len, default=())
+            for path in paths:
+                lines.setdefault(path, number)
+        else:
+            for path in paths:
+                lines.setdefault(table + path, number)
+    return lines
+
+
+def _paths(data: Mapping[str, Any]):
+    """Every key path of nested tables: ``{"a": {"b": 1}}`` -> ``("a",)``, ``("a", "b")``."""
+    for key, value in data.items():
+        yield (key,)
+        if isinstance(value, Mapping):
+            for path in _paths(value):
+                yield (key, *path)
 
 
 def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozenset()) -> None:
@@ -93,14 +282,15 @@ def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozense
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=120):
-        try:
-            merged = load(path)
-        except GraphBudgetError:  # unreadable: rewritten from this run's figures alone
-            merged = {}
+        found = read(path)  # malformed: rewritten from this run's figures alone
+        merged = {k: v for k, v in found.entries.items() if k not in found.raw}
         merged.update(entries)
+        # An entry this run neither rewrote nor removed is kept as written even where it is
+        # wrong: dropping it would switch its model's check off without a word.
+        kept = {k: v for k, v in found.raw.items() if k not in entries and k not in remove}
         for key in remove:
             merged.pop(key, None)
-        text = dumps(merged)
+        text = dumps(merged, kept)
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as out:
@@ -118,15 +308,20 @@ def _umask() -> int:
     return mask
 
 
-def dumps(entries: Mapping[str, Entry]) -> str:
-    """The baseline file's text: models and modules sorted, integers exact."""
+def dumps(entries: Mapping[str, Entry], kept: Mapping[str, Any] | None = None) -> str:
+    """The baseline file's text: models and modules sorted, integers exact; ``kept`` holds
+    tables written back as they were read (entries with problems that no run replaced)."""
     import tomlkit
 
     doc = tomlkit.document()
     for line in HEADER.splitlines():
         doc.add(tomlkit.comment(line))
     models = tomlkit.table(is_super_table=True)
-    for key in sorted(entries):
+    kept = kept or {}
+    for key in sorted({*entries, *kept}):
+        if key not in entries:
+            models[key] = kept[key]
+            continue
         entry = entries[key]
         table = tomlkit.table()
         for name in sorted(entry.figures):

@@ -403,7 +403,7 @@ def test_a_malformed_baseline_is_reported_and_rewritten_by_update(project):
     baseline.write_text("[models.\n")
     result = run(project, "budgets/")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*baseline.toml: malformed baseline*--graph-budget-update*"])
+    result.stdout.fnmatch_lines(["*baseline.toml:1: malformed baseline*--graph-budget-update*"])
     assert "Traceback" not in result.stdout.str()
     run(project, "budgets/", "--graph-budget-update").assert_outcomes(passed=1)
     assert f"flops = {LINEAR_FLOPS}" in baseline.read_text()

@@ -1,0 +1,220 @@
+"""Issue 9: a hand-edited baseline never switches the regression check off without a word,
+and a regression or a budget failure says what grew, where, and how to accept it.
+
+The baselines here are written by hand, so each expected line number and figure is visible in
+the test; the models are the tiny ones of ``test_plugin.py``: ``nn.Linear(64, 32)`` on a
+``(4, 64)`` input does 2*4*64*32 + 4*32 = 16,512 FLOPs with 64*32 + 32 = 2,080 parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from pytest_graphbudget import baseline
+
+LINEAR_FLOPS = 2 * 4 * 64 * 32 + 4 * 32
+FIX = "fix it or rewrite it with --graph-budget-update"
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "baseline.toml"
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+# -- item 4: the baseline is checked when it is read ---------------------------------------
+
+
+def test_each_bad_value_is_one_line_that_names_the_file_and_line(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        # a comment
+        [models."budgets/nets.toml::resnet18"]
+        flop = 1820000000
+        macs = -5
+        params = nan
+        weights_bytes = inf
+        traffic_bytes = true
+        peak_memory_bytes = [1]
+
+        [models."budgets/nets.toml::resnet18".modules]
+        "layer1.0.conv1" = "lots"
+        fc = 1000
+        """,
+    )
+    found = baseline.read(path, "budgets/baseline.toml")
+    assert found.error == ""
+    where = "budgets/baseline.toml:{}: [budgets/nets.toml::resnet18] "
+    assert found.problems["budgets/nets.toml::resnet18"] == [
+        where.format(3) + f"flop: unknown key (did you mean 'flops'?); {FIX}",
+        where.format(4) + f"macs: a figure cannot be negative, got -5; {FIX}",
+        where.format(5) + f"params: expected a finite number, got nan; {FIX}",
+        where.format(6) + f"weights_bytes: expected a finite number, got inf; {FIX}",
+        where.format(7) + f"traffic_bytes: expected a number, got the boolean true; {FIX}",
+        where.format(8) + f"peak_memory_bytes: expected a number, got an array; {FIX}",
+        where.format(11) + "modules.\"layer1.0.conv1\": cannot read 'lots'; expected a number "
+        'or a string with a decimal prefix: 2.2e10, "22G", "22 GFLOPs", "110M"; ' + FIX,
+    ]
+    # What could be read still counts: the module that is right.
+    assert found.entries["budgets/nets.toml::resnet18"].modules == {"fc": 1000}
+
+
+def test_figures_with_units_are_read_as_a_budget_reads_them(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        [models.net]
+        flops = "635M"
+        params = "2.08k"
+        peak_memory_bytes = "1.5 MiB"
+        traffic_bytes = 4096
+        """,
+    )
+    found = baseline.read(path)
+    assert found.problems == {} and found.error == ""
+    assert found.entries["net"].figures == {
+        "flops": 635e6,
+        "params": 2080,
+        "peak_memory_bytes": 1.5 * 2**20,
+        "traffic_bytes": 4096,
+    }
+    # Figures that came in with units are written back as the numbers they stand for.
+    assert "flops = 635000000\n" in baseline.dumps(found.entries)
+
+
+def test_an_entry_that_is_not_a_table_and_an_unknown_table(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        [models]
+        "a::net" = 5
+
+        [models."b::net"]
+        flops = 10
+
+        [model."c::net"]
+        flops = 10
+        """,
+    )
+    found = baseline.read(path, "baseline.toml")
+    assert found.problems == {
+        "a::net": [f"baseline.toml:2: [a::net] must be a table of figures, got an integer; {FIX}"]
+    }
+    # A table no model can be found in: every model's check is in doubt.
+    assert found.error == (
+        f"baseline.toml:7: unknown table 'model' (did you mean 'models'?); {FIX}"
+    )
+    assert found.problems_of("b::net") == [found.error]
+    assert found.entries["b::net"].figures == {"flops": 10}
+
+
+def test_a_malformed_file_names_its_line(tmp_path):
+    path = write(tmp_path, '[models."x"]\nflops = 1\nflops = 2\n')
+    found = baseline.read(path, "baseline.toml")
+    assert found.error.startswith("baseline.toml:3: malformed baseline (")
+    assert found.error.endswith(FIX)
+    with pytest.raises(baseline.GraphBudgetError):
+        baseline.load(path)
+
+
+def test_update_keeps_an_entry_it_cannot_read_and_did_not_rewrite(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        [models."old::net"]
+        flop = 5
+
+        [models."new::net"]
+        flops = -1
+        """,
+    )
+    baseline.update(path, {"new::net": baseline.Entry({"flops": 7}, {})})
+    found = baseline.read(path)
+    # The rewritten entry is fixed; the other is kept as written, and still reported.
+    assert found.entries["new::net"].figures == {"flops": 7}
+    assert list(found.problems) == ["old::net"]
+
+
+# -- item 4 end to end: a bad entry is an error of its model, the others are still checked --
+
+MODELS = """
+import torch
+from pytest_graphbudget import ModelCase
+
+def linear(width=32):
+    torch.manual_seed(0)
+    return ModelCase(torch.nn.Linear(64, width), (torch.randn(4, 64),), name=f"linear{width}")
+"""
+
+BUDGETS = """
+[models.good]
+factory = "models:linear"
+flops_max = "1M"
+
+[models.bad]
+factory = "models:linear"
+flops_max = "1M"
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(models=MODELS)
+    pytester.syspathinsert()
+    pytester.mkdir("budgets")
+    pytester.path.joinpath("budgets", "nets.toml").write_text(BUDGETS)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets/", *args)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ('"635X"', "flops: cannot read '635X'"),
+        ("-5", "flops: a figure cannot be negative, got -5"),
+        ("nan", "flops: expected a finite number, got nan"),
+        ("true", "flops: expected a number, got the boolean true"),
+    ],
+)
+def test_a_bad_entry_is_an_error_and_the_other_models_are_still_checked(project, value, problem):
+    # "good" was recorded at half its FLOPs: a regression that must still be found.
+    project.path.joinpath("budgets", "baseline.toml").write_text(
+        f'[models."budgets/nets.toml::good"]\nflops = {LINEAR_FLOPS // 2}\n\n'
+        f'[models."budgets/nets.toml::bad"]\nflops = {value}\nparams = 2080\n'
+    )
+    result = run(project, "--graph-budget-json=out.json")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [f"*budgets/baseline.toml:5: [[]budgets/nets.toml::bad[]] {problem}*{FIX}*"]
+    )
+    result.stdout.fnmatch_lines(["*FLOPs regressed +100.0% (8.26k -> 16.5k*"])
+    assert "Traceback" not in result.stdout.str()
+    report = json.loads(project.path.joinpath("out.json").read_text())
+    models = {m["id"]: m for m in report["models"]}
+    assert models["budgets/nets.toml::bad"]["error"].startswith("budgets/baseline.toml:5: ")
+    assert models["budgets/nets.toml::good"]["error"] is None
+    assert [f["key"] for f in models["budgets/nets.toml::good"]["findings"]] == ["baseline.flops"]
+
+
+def test_an_unknown_key_is_an_error_with_the_key_it_meant(project):
+    project.path.joinpath("budgets", "baseline.toml").write_text(
+        f'[models."budgets/nets.toml::bad"]\nflop = {LINEAR_FLOPS}\n'
+    )
+    result = run(project)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*budgets/baseline.toml:2: [[]budgets/nets.toml::bad[]] flop: unknown key "
+            "(did you mean 'flops'?)*"
+        ]
+    )
+    # --graph-budget-update rewrites the entry: the next run is green.
+    run(project, "--graph-budget-update").assert_outcomes(passed=2)
+    run(project).assert_outcomes(passed=2)
