@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import asdict
 
 import pytest
+import torch
+from torch import nn
 
 from pytest_graphbudget import baseline
+from pytest_graphbudget.budgets import Budget, check
+from pytest_graphbudget.plugin import budget_dict
+from pytest_graphbudget.profile import profile_model
+from pytest_graphbudget.reports import markdown
+from pytest_graphbudget.units import format_bytes
 
 LINEAR_FLOPS = 2 * 4 * 64 * 32 + 4 * 32
 FIX = "fix it or rewrite it with --graph-budget-update"
@@ -218,3 +226,85 @@ def test_an_unknown_key_is_an_error_with_the_key_it_meant(project):
     # --graph-budget-update rewrites the entry: the next run is green.
     run(project, "--graph-budget-update").assert_outcomes(passed=2)
     run(project).assert_outcomes(passed=2)
+
+
+# -- what a reviewer sees: the biggest contributors, ranked by the figure that failed -------
+
+
+class ConvThenFc(nn.Module):
+    """A conv that does most of the FLOPs, then a linear layer that holds most of the
+    parameters, weights, traffic and time: each ranking puts a different one first."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)  # 8*3*9 + 8 = 224 params
+        self.fc = nn.Linear(8 * 32 * 32, 10)  # 8192*10 + 10 = 81,930 params
+
+    def forward(self, x):
+        return self.fc(self.conv(x).flatten(1))
+
+
+F32 = 4
+CONV_FLOPS = 2 * (8 * 32 * 32) * (3 * 9) + 8 * 32 * 32  # MACs x 2, plus the bias per output
+FC_FLOPS = 2 * 8192 * 10 + 10
+CONV_OUT = 8 * 32 * 32 * F32  # 32,768 bytes, live until fc has read it
+FC_WEIGHTS = 81_930 * F32  # 327,720 bytes
+CONV_WEIGHTS = 224 * F32  # 896 bytes
+
+
+@pytest.fixture(scope="module")
+def conv_then_fc():
+    torch.manual_seed(0)
+    return profile_model(ConvThenFc(), (torch.randn(1, 3, 32, 32),))
+
+
+def message(profile, key: str, limit) -> str:
+    (finding,) = check(profile, Budget(limits={key: limit}))
+    return finding.message
+
+
+def test_the_biggest_subgraphs_are_ranked_by_the_figure_that_failed(conv_then_fc):
+    assert conv_then_fc.flops == CONV_FLOPS + FC_FLOPS
+    assert message(conv_then_fc, "flops_max", 1).endswith(
+        "; biggest subgraphs by FLOPs: conv (conv) 451k, fc (linear) 164k"
+    )
+    # Parameters belong to layers, not to kernels: the layers are ranked.
+    assert message(conv_then_fc, "params_max", 1).endswith(
+        "; biggest layers by params: fc 81.9k, conv 224"
+    )
+    # At the peak (fc running) the conv's output and fc's result are live, and every weight.
+    assert conv_then_fc.activation_peak_bytes == CONV_OUT + 10 * F32
+    assert message(conv_then_fc, "memory_max", 1).endswith(
+        "; biggest subgraphs by memory live at the peak: "
+        f"fc (linear) {format_bytes(FC_WEIGHTS + 10 * F32)}, "
+        f"conv (conv) {format_bytes(CONV_WEIGHTS + CONV_OUT)}"
+    )
+    assert message(conv_then_fc, "traffic_max", 1).endswith(
+        "; biggest subgraphs by traffic: "
+        f"fc (linear) {format_bytes(CONV_OUT + FC_WEIGHTS + 10 * F32)}, "
+        f"conv (conv) {format_bytes(3 * 32 * 32 * F32 + CONV_WEIGHTS + CONV_OUT)}"
+    )
+    # Both kernels are memory-bound on the generic profile: time follows bytes moved.
+    assert "; biggest subgraphs by estimated time: fc (linear) " in message(
+        conv_then_fc, "latency_max", 1e-9
+    )
+
+
+def test_the_markdown_ranks_the_biggest_subgraphs_by_the_failed_figure(conv_then_fc):
+    from pytest_graphbudget.plugin import ModelResult
+
+    budget = Budget(limits={"params_max": 1})
+    result = ModelResult(
+        "m",
+        "m",
+        "test_m.py::test_m",
+        "test_m.py",
+        1,
+        budget_dict(budget),
+        [asdict(f) for f in check(conv_then_fc, budget)],
+        conv_then_fc.to_dict(),
+    )
+    text = markdown.render([result])
+    assert (
+        "No baseline to compare with; the biggest layers by params: `fc` 81.9k, `conv` 224." in text
+    )

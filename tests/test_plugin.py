@@ -95,7 +95,7 @@ def test_each_marker_passes_at_and_fails_below_the_figure(project):
     result.assert_outcomes(passed=1, failed=9)
     result.stdout.fnmatch_lines(
         [
-            "*FLOPs 16,512 exceeds flops_max 16,511 (0.0061% over); biggest subgraphs: "
+            "*FLOPs 16,512 exceeds flops_max 16,511 (0.0061% over); biggest subgraphs by FLOPs: "
             "<root> (linear) 16.5k",
             "*MACs 8.19k exceeds macs_max 8k (2.4% over)*",
             "*params 2.08k exceeds params_max 2k*",

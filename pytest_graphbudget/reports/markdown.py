@@ -96,11 +96,10 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
             lines.append(f"| {code(module)} | +{format_count(delta)} | {growth} |")
         lines.append("")
     elif result.baseline is None and result.profile is not None:
-        top = ", ".join(
-            f"{code(label)} {format_count(v)}" for label, v in common.biggest_subgraphs(result)
-        )
+        heading, rows = common.biggest_subgraphs(result)
+        top = ", ".join(f"{code(label)} {v}" for label, v in rows)
         if top:
-            lines += [f"No baseline to compare with; the biggest subgraphs: {top}.", ""]
+            lines += [f"No baseline to compare with; the {heading}: {top}.", ""]
     return lines
 
 
