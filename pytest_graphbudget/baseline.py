@@ -16,9 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.budgets import LIMITS, REGRESSION_FIGURES, Finding, closest
+from pytest_graphbudget.budgets import (
+    LIMITS,
+    REGRESSION_FIGURES,
+    ROOT,
+    Finding,
+    closest,
+    own_values,
+    subgraph_value,
+)
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.units import UnitError, format_count, format_ratio, parse
+from pytest_graphbudget.units import UnitError, format_ratio, parse
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,31 +37,44 @@ HEADER = """\
 Written by `pytest --graph-budget --graph-budget-update`. Commit it: a model whose figures grow
 beyond the tolerance above these fails even under its maximum. Do not edit by hand.
 """
-ROOT = "<root>"
 LABELS = {limit.figure: limit for limit in LIMITS.values()}
+
+
+BY_MODULE = ("params", "peak_memory_bytes", "traffic_bytes")
+"""Figures recorded per module besides FLOPs, so that their growth names the layers too."""
 
 
 @dataclass
 class Entry:
-    """One model's recorded figures and the FLOPs of each module's own ops."""
+    """One model's recorded figures, the FLOPs of each module's own ops (``modules``), and
+    its own params, memory live at the peak and traffic by module (``by_module``)."""
 
     figures: dict[str, float]
     modules: dict[str, int] = field(default_factory=dict)
+    by_module: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def layers(self, figure: str) -> dict[str, int]:
+        """A figure by module (own share, children excluded); empty when not recorded."""
+        return self.modules if figure == "flops" else self.by_module.get(figure, {})
 
 
 def own_flops(modules: Mapping[str, Any]) -> dict[str, int]:
     """Per-module FLOPs of the module's own ops (children excluded), from inclusive figures."""
-    inclusive = {path: _flops(entry) for path, entry in modules.items()}
-    own = dict(inclusive)
-    for path, flops in inclusive.items():
-        parent = path.rpartition(".")[0] if "." in path else None
-        if parent is not None and parent in own:
-            own[parent] -= flops
-    return {path or ROOT: flops for path, flops in own.items() if flops > 0}
+    return {path: int(v) for path, v in own_values(modules, "flops").items()}
 
 
-def _flops(entry: Any) -> int:
-    return entry["flops"] if isinstance(entry, Mapping) else entry.flops
+def by_subgraph_module(subgraphs: list[Mapping[str, Any]], figure: str, total: float) -> dict:
+    """A figure summed by the module each subgraph is named after (its anchor's); what no
+    subgraph accounts for (graph inputs, weights no kernel reads) is ``<root>``'s."""
+    found: dict[str, int] = {}
+    for s in subgraphs:
+        module = s["module"] or ROOT
+        found[module] = found.get(module, 0) + int(subgraph_value(s, figure))
+    found = {m: v for m, v in found.items() if v > 0}
+    unattributed = int(total) - sum(found.values())
+    if unattributed > 0:
+        found[ROOT] = found.get(ROOT, 0) + unattributed
+    return found
 
 
 def entry_from(profile: Any) -> Entry:
@@ -61,11 +82,19 @@ def entry_from(profile: Any) -> Entry:
     data = profile if isinstance(profile, Mapping) else profile.to_dict()
     totals = data["totals"]
     figures = {name: totals[name] for name in REGRESSION_FIGURES}
-    modules = own_flops(data["modules"])
-    unattributed = totals["flops"] - sum(modules.values())
-    if unattributed > 0:
-        modules[ROOT] = modules.get(ROOT, 0) + unattributed
-    return Entry(figures, dict(sorted(modules.items())))
+    modules = own_values(data["modules"], "flops", totals["flops"])
+    by_module = {
+        "params": own_values(data["modules"], "params", totals["params"]),
+        **{
+            figure: by_subgraph_module(data["subgraphs"], figure, totals[figure])
+            for figure in ("peak_memory_bytes", "traffic_bytes")
+        },
+    }
+    return Entry(
+        figures,
+        {m: int(v) for m, v in sorted(modules.items())},
+        {f: {m: int(v) for m, v in sorted(layers.items())} for f, layers in by_module.items()},
+    )
 
 
 def load(path: Path) -> dict[str, Entry]:
@@ -103,7 +132,7 @@ class Baseline:
         return [self.error] if self.error else list(self.problems.get(model, []))
 
 
-ENTRY_KEYS = (*REGRESSION_FIGURES, "modules")
+ENTRY_KEYS = (*REGRESSION_FIGURES, "modules", "by_module")
 FIX = "fix it or rewrite it with --graph-budget-update"
 
 
@@ -169,22 +198,39 @@ def _entry(table: Any, where: Any) -> tuple[Entry | None, list[tuple[str, str]]]
         return None, problems
     figures: dict[str, float] = {}
     modules: dict[str, int] = {}
+    by_module: dict[str, dict[str, int]] = {}
     for key, value in table.items():
         if key in REGRESSION_FIGURES:
             number = _figure(value, LABELS[key].kind, lambda m, k=key: problem(m, k))
             if number is not None:
                 figures[key] = number
         elif key == "modules":
+            modules = _layers(value, "flops", problem, key)
+        elif key == "by_module":
             if not isinstance(value, dict):
-                problem(f"must be a table of FLOPs by module, got {_type_name(value)}", key)
+                problem(f"must be a table of figures by module, got {_type_name(value)}", key)
                 continue
-            for module, flops in value.items():
-                number = _figure(flops, "count", lambda m, mod=module: problem(m, "modules", mod))
-                if number is not None:
-                    modules[str(module)] = int(number)
+            for figure, layers in value.items():
+                if figure in BY_MODULE:
+                    by_module[figure] = _layers(layers, figure, problem, key, figure)
+                else:
+                    problem(f"unknown figure{closest(figure, BY_MODULE)}", key, figure)
         else:
             problem(f"unknown key{closest(key, ENTRY_KEYS)}", key)
-    return Entry(figures, modules), problems
+    return Entry(figures, modules, by_module), problems
+
+
+def _layers(value: Any, figure: str, problem: Any, *keys: str) -> dict[str, int]:
+    """A table of one figure by module, with what could be read of it."""
+    if not isinstance(value, dict):
+        problem(f"must be a table of modules, got {_type_name(value)}", *keys)
+        return {}
+    found = {}
+    for module, v in value.items():
+        number = _figure(v, LABELS[figure].kind, lambda m, x=module: problem(m, *keys, x))
+        if number is not None:
+            found[str(module)] = int(number)
+    return found
 
 
 def _figure(value: Any, kind: str, problem: Any) -> float | None:
@@ -331,13 +377,30 @@ def dumps(entries: Mapping[str, Entry], kept: Mapping[str, Any] | None = None) -
         for module in sorted(entry.modules):
             modules[module] = int(entry.modules[module])
         table["modules"] = modules
+        if entry.by_module:
+            by_module = tomlkit.table(is_super_table=True)
+            for figure in sorted(entry.by_module):
+                layers = tomlkit.table()
+                for module in sorted(entry.by_module[figure]):
+                    layers[module] = int(entry.by_module[figure][module])
+                by_module[figure] = layers
+            table["by_module"] = by_module
         models[key] = table
     doc["models"] = models
     return tomlkit.dumps(doc)
 
 
-def compare(current: Entry, base: Entry, tolerance: float) -> list[Finding]:
-    """Figures beyond baseline x (1 + tolerance) fail; drops beyond tolerance are notices."""
+def accept_hint(baseline: str = "budgets/baseline.toml") -> str:
+    """How to accept an intended change: the end of every model's regression message."""
+    return f"if intended, run pytest --graph-budget --graph-budget-update and commit {baseline}"
+
+
+def compare(
+    current: Entry, base: Entry, tolerance: float, baseline: str = "budgets/baseline.toml"
+) -> list[Finding]:
+    """Figures beyond baseline x (1 + tolerance) fail, naming the modules that grew most and
+    ending with how to accept the change (``baseline`` is the file to commit); drops beyond
+    tolerance are notices. A figure recorded as 0 fails as soon as it is not."""
     findings = []
     for name in REGRESSION_FIGURES:
         if name not in base.figures or name not in current.figures:
@@ -348,15 +411,14 @@ def compare(current: Entry, base: Entry, tolerance: float) -> list[Finding]:
             f"({LABELS[name].format(old)} -> {LABELS[name].format(new)}, "
             f"tolerance {format_ratio(tolerance)})"
         )
-        if old and new > old * (1 + tolerance):
-            growth = f"+{format_ratio(new / old - 1)}"
+        if new > old * (1 + tolerance):
+            growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"
-            if name == "flops":
-                grown = grew_most(current.modules, base.modules)
-                if grown:
-                    message += "; grew most: " + ", ".join(
-                        f"{m} +{format_count(d)}" for m, d in grown
-                    )
+            grown = grew_most(current.layers(name), base.layers(name))
+            if grown:
+                message += "; grew most: " + ", ".join(
+                    f"{m} +{LABELS[name].format(d)}" for m, d in grown
+                )
             findings.append(Finding("fail", f"baseline.{name}", message, new, old))
         elif old and new < old * (1 - tolerance):
             message = (
@@ -364,6 +426,9 @@ def compare(current: Entry, base: Entry, tolerance: float) -> list[Finding]:
                 f"baseline with --graph-budget-update"
             )
             findings.append(Finding("notice", f"baseline.{name}", message, new, old))
+    failed = [f for f in findings if f.severity == "fail"]
+    if failed:
+        failed[-1].message += f"; {accept_hint(baseline)}"
     return findings
 
 

@@ -128,6 +128,7 @@ class ModelResult:
     profile: dict[str, Any] | None = None
     baseline: dict[str, float] | None = None
     baseline_modules: dict[str, int] | None = None  # own FLOPs per module, for "grew most"
+    baseline_by_module: dict[str, dict[str, int]] | None = None  # params, memory, traffic
     error: str | None = None
     source: str = "marker"  # "marker" or "toml"
 
@@ -380,11 +381,13 @@ class GraphBudget:
         if base is not None:
             result.baseline = dict(base.figures)
             result.baseline_modules = dict(base.modules)
+            result.baseline_by_module = {k: dict(v) for k, v in base.by_module.items()}
             if not self.update:
                 from pytest_graphbudget import baseline as baseline_file
 
                 current = baseline_file.entry_from(result.profile)
-                findings += baseline_file.compare(current, base, budget.tolerance)
+                path = _relative(str(self.baseline_path), self.config)
+                findings += baseline_file.compare(current, base, budget.tolerance, path)
         result.findings = [asdict(f) for f in findings]
         return result, prof
 

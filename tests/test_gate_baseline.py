@@ -308,3 +308,101 @@ def test_the_markdown_ranks_the_biggest_subgraphs_by_the_failed_figure(conv_then
     assert (
         "No baseline to compare with; the biggest layers by params: `fc` 81.9k, `conv` 224." in text
     )
+
+
+# -- what a reviewer sees: growth of params, memory and traffic named by layer -------------
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.encoder = nn.Linear(64, hidden)
+        self.head = nn.Linear(hidden, 8)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.encoder(x)))
+
+
+def mlp_entry(hidden: int) -> baseline.Entry:
+    torch.manual_seed(0)
+    return baseline.entry_from(profile_model(MLP(hidden), (torch.randn(4, 64),)))
+
+
+def test_the_baseline_records_params_memory_and_traffic_by_layer(conv_then_fc, tmp_path):
+    entry = baseline.entry_from(conv_then_fc)
+    assert entry.by_module["params"] == {"conv": 224, "fc": 81_930}
+    # Each layer's weights and the activations it allocated that are live at the peak; the
+    # input (3x32x32 floats) is the model's own.
+    assert entry.by_module["peak_memory_bytes"] == {
+        "<root>": 3 * 32 * 32 * F32,
+        "conv": CONV_WEIGHTS + CONV_OUT,
+        "fc": FC_WEIGHTS + 10 * F32,
+    }
+    assert sum(entry.by_module["peak_memory_bytes"].values()) == conv_then_fc.peak_memory_bytes
+    assert entry.by_module["traffic_bytes"] == {
+        "conv": 3 * 32 * 32 * F32 + CONV_WEIGHTS + CONV_OUT,
+        "fc": CONV_OUT + FC_WEIGHTS + 10 * F32,
+    }
+    # Written and read back unchanged.
+    path = tmp_path / "baseline.toml"
+    path.write_text(baseline.dumps({"m": entry}))
+    assert "[models.m.by_module.params]\nconv = 224\nfc = 81930\n" in path.read_text()
+    found = baseline.read(path)
+    assert found.problems == {} and found.entries["m"] == entry
+
+
+def test_params_memory_and_traffic_growth_name_the_layers_that_grew():
+    # The hidden layer widens from 32 to 48: encoder gains 64*16 + 16 parameters, head 16*8.
+    findings = baseline.compare(mlp_entry(48), mlp_entry(32), 0.02)
+    messages = {f.key: f.message for f in findings}
+    assert messages["baseline.params"] == (
+        "params regressed +49.8% (2.34k -> 3.51k, tolerance 2.0%); "
+        "grew most: encoder +1.04k, head +128"
+    )
+    # Memory at the peak: encoder's weights (65 floats a channel) and its two live
+    # activations (4 rows, relu's input and output: 8 floats a channel); head's weights.
+    assert messages["baseline.peak_memory_bytes"].endswith(
+        f"grew most: encoder +{format_bytes(16 * (65 + 8) * F32)}, "
+        f"head +{format_bytes(16 * 8 * F32)}"
+    )
+    # Traffic: encoder's weights and its output (4 rows); head reads that output and its
+    # own weights.
+    assert messages["baseline.traffic_bytes"].startswith("traffic regressed +44.9% ")
+    assert (
+        f"grew most: encoder +{format_bytes(16 * (65 + 4) * F32)}, "
+        f"head +{format_bytes(16 * (4 + 8) * F32)}" in messages["baseline.traffic_bytes"]
+    )
+
+
+def test_a_regression_ends_with_how_to_accept_it():
+    findings = baseline.compare(mlp_entry(48), mlp_entry(32), 0.02, "ci/budgets/baseline.toml")
+    failed = [f for f in findings if f.severity == "fail"]
+    hint = (
+        "; if intended, run pytest --graph-budget --graph-budget-update "
+        "and commit ci/budgets/baseline.toml"
+    )
+    # Once per model, at the end of its last regression: the end of the whole message.
+    assert failed[-1].message.endswith(hint)
+    assert not any(hint in f.message for f in failed[:-1])
+    assert baseline.compare(mlp_entry(32), mlp_entry(32), 0.02) == []
+
+
+def test_a_figure_recorded_as_zero_still_regresses():
+    base = baseline.Entry({"params": 0, "flops": 100})
+    (finding,) = baseline.compare(baseline.Entry({"params": 10, "flops": 100}), base, 0.01)
+    assert finding.key == "baseline.params"
+    assert finding.message.startswith("params regressed from 0 (0 -> 10, tolerance 1.0%)")
+
+
+def test_the_regression_message_in_pytest_ends_with_how_to_accept_it(project):
+    run(project, "--graph-budget-update").assert_outcomes(passed=2)
+    project.makepyfile(models=MODELS.replace("width=32", "width=48"))
+    result = run(project, "-k", "good")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*params regressed +50.0% (2.08k -> 3.12k, tolerance 1.0%); grew most: <root> +1.04k",
+            "*traffic regressed*; grew most: <root> +*; if intended, run pytest --graph-budget "
+            "--graph-budget-update and commit budgets/baseline.toml",
+        ]
+    )

@@ -181,15 +181,21 @@ def findings(result: Any, *severities: str) -> list[dict[str, Any]]:
     return [f for f in result.findings if f["severity"] in severities]
 
 
-def grown_layers(result: Any, n: int = 5) -> list[tuple[str, int, float | None]]:
-    """The modules whose own FLOPs grew most since the baseline: (module, +FLOPs, share of
-    the baseline module's FLOPs or None for a new module). Empty without a baseline."""
-    base = getattr(result, "baseline_modules", None)
+def grown_layers(
+    result: Any, n: int = 5, figure: str = "flops"
+) -> list[tuple[str, int, float | None]]:
+    """The modules whose own share of a figure (FLOPs, params, peak memory, traffic) grew
+    most since the baseline: (module, growth, growth as a share of the module's baseline
+    or None for a new module). Empty without a baseline, or one that does not record it."""
+    if figure == "flops":
+        base = getattr(result, "baseline_modules", None)
+    else:
+        base = (getattr(result, "baseline_by_module", None) or {}).get(figure)
     if not base or not result.profile:
         return []
     from pytest_graphbudget.baseline import entry_from, grew_most
 
-    current = entry_from(result.profile).modules
+    current = entry_from(result.profile).layers(figure)
     return [
         (module, delta, delta / base[module] if base.get(module) else None)
         for module, delta in grew_most(current, base, n)
