@@ -406,3 +406,31 @@ def test_the_regression_message_in_pytest_ends_with_how_to_accept_it(project):
             "--graph-budget-update and commit budgets/baseline.toml",
         ]
     )
+
+
+# -- the lock file beside the baseline ------------------------------------------------------
+
+WRITER = """
+import sys
+from pathlib import Path
+from pytest_graphbudget import baseline
+
+path, worker = Path(sys.argv[1]), sys.argv[2]
+for i in range(15):
+    baseline.update(path, {f"w{worker}::m{i}": baseline.Entry({"flops": i}, {})})
+"""
+
+
+def test_concurrent_updates_keep_every_entry_and_leave_no_lock_file(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "budgets" / "baseline.toml"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(w)]) for w in range(4)
+    ]
+    assert [w.wait(timeout=300) for w in writers] == [0, 0, 0, 0]
+    found = baseline.read(path)
+    assert found.problems == {} and found.error == ""
+    assert set(found.entries) == {f"w{w}::m{i}" for w in range(4) for i in range(15)}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["baseline.toml"]
