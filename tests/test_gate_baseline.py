@@ -9,6 +9,7 @@ the test; the models are the tiny ones of ``test_plugin.py``: ``nn.Linear(64, 32
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from dataclasses import asdict
 
@@ -434,3 +435,48 @@ def test_concurrent_updates_keep_every_entry_and_leave_no_lock_file(tmp_path):
     assert found.problems == {} and found.error == ""
     assert set(found.entries) == {f"w{w}::m{i}" for w in range(4) for i in range(15)}
     assert sorted(p.name for p in path.parent.iterdir()) == ["baseline.toml"]
+
+
+# -- no baseline file, however edited, gets past read() as a traceback ---------------------
+
+
+def test_no_baseline_text_raises_and_every_entry_is_accounted_for(tmp_path):
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    import tomlkit
+
+    values = st.one_of(
+        st.integers(min_value=-(2**64), max_value=2**64),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.sampled_from(["635M", "1.5 MiB", "2%", "lots", "", "-3k", "1e999"]),
+        st.lists(st.integers(), max_size=2),
+    )
+    keys = st.sampled_from([*baseline.REGRESSION_FIGURES, "flop", "modules", "by_module", "x"])
+    layers = st.dictionaries(st.sampled_from(["<root>", "fc", "a.b"]), values, max_size=3)
+    tables = st.dictionaries(
+        keys,
+        st.one_of(values, layers, st.dictionaries(st.sampled_from(["params", "p"]), layers)),
+        max_size=5,
+    )
+    models = st.dictionaries(st.sampled_from(["a::m", "b::m", "c"]), st.one_of(tables, values))
+
+    @hypothesis.settings(max_examples=150, deadline=None)
+    @hypothesis.given(models, st.text(max_size=40))
+    def check(entries, junk):
+        path = tmp_path / "baseline.toml"
+        for text, written in ((tomlkit.dumps({"models": entries}), entries), (junk, {})):
+            path.write_text(text)
+            found = baseline.read(path)  # never raises
+            if not found.error:  # every entry is checked, or said to be unreadable
+                assert set(written) <= found.keys()
+            for entry in found.entries.values():
+                for value in entry.figures.values():
+                    assert math.isfinite(value) and value >= 0
+                # A readable entry can always be compared with: no overflow, no division by 0.
+                baseline.compare(entry, entry, 0.01)
+                baseline.compare(baseline.Entry(dict.fromkeys(entry.figures, 1)), entry, 0.01)
+            for problems in found.problems.values():
+                assert all(p.startswith(str(path)) and "\n" not in p for p in problems)
+
+    check()
