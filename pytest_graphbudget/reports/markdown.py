@@ -3,8 +3,9 @@
 It opens with the hidden marker ``<!-- graph-budget -->``, by which the workflow finds its one
 comment and updates it instead of adding another. Then: a title with the verdict, a table of
 the models that failed or came near a limit (figures with their limits and the change from
-the baseline in percent), one section per failure with its messages and the layers whose
-FLOPs grew most, and the models within budget folded in a ``<details>`` block, so that a run
+the baseline in percent), one section per failure with its messages, the layers that grew
+most in each regressed figure (FLOPs, params, peak memory, traffic) and how to accept an
+intended change, and the models within budget folded in a ``<details>`` block, so that a run
 of fifty models still reads at a glance.
 """
 
