@@ -2,22 +2,37 @@
 
 It is written sorted and stable so that a pull request's diff of the file shows what changed.
 Writes take a file lock and replace the file atomically, so that pytest-xdist workers updating
-it at once never lose each other's entries or leave a half-written file.
+it at once never lose each other's entries or leave a half-written file; the lock file
+(``baseline.toml.lock``) is removed when the write is done.
+
+A hand-edited entry is checked when it is read (``read``): a value the check cannot use is a
+one-line problem that names the file and line, reported as that model's error.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.budgets import LIMITS, REGRESSION_FIGURES, Finding
+from pytest_graphbudget.budgets import (
+    LIMITS,
+    REGRESSION_FIGURES,
+    ROOT,
+    Finding,
+    closest,
+    own_values,
+    subgraph_value,
+)
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.units import format_count, format_ratio
+from pytest_graphbudget.units import UnitError, format_ratio, parse
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,31 +43,44 @@ HEADER = """\
 Written by `pytest --graph-budget --graph-budget-update`. Commit it: a model whose figures grow
 beyond the tolerance above these fails even under its maximum. Do not edit by hand.
 """
-ROOT = "<root>"
 LABELS = {limit.figure: limit for limit in LIMITS.values()}
+
+
+BY_MODULE = ("params", "peak_memory_bytes", "traffic_bytes")
+"""Figures recorded per module besides FLOPs, so that their growth names the layers too."""
 
 
 @dataclass
 class Entry:
-    """One model's recorded figures and the FLOPs of each module's own ops."""
+    """One model's recorded figures, the FLOPs of each module's own ops (``modules``), and
+    its own params, memory live at the peak and traffic by module (``by_module``)."""
 
     figures: dict[str, float]
     modules: dict[str, int] = field(default_factory=dict)
+    by_module: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def layers(self, figure: str) -> dict[str, int]:
+        """A figure by module (own share, children excluded); empty when not recorded."""
+        return self.modules if figure == "flops" else self.by_module.get(figure, {})
 
 
 def own_flops(modules: Mapping[str, Any]) -> dict[str, int]:
     """Per-module FLOPs of the module's own ops (children excluded), from inclusive figures."""
-    inclusive = {path: _flops(entry) for path, entry in modules.items()}
-    own = dict(inclusive)
-    for path, flops in inclusive.items():
-        parent = path.rpartition(".")[0] if "." in path else None
-        if parent is not None and parent in own:
-            own[parent] -= flops
-    return {path or ROOT: flops for path, flops in own.items() if flops > 0}
+    return {path: int(v) for path, v in own_values(modules, "flops").items()}
 
 
-def _flops(entry: Any) -> int:
-    return entry["flops"] if isinstance(entry, Mapping) else entry.flops
+def by_subgraph_module(subgraphs: list[Mapping[str, Any]], figure: str, total: float) -> dict:
+    """A figure summed by the module each subgraph is named after (its anchor's); what no
+    subgraph accounts for (graph inputs, weights no kernel reads) is ``<root>``'s."""
+    found: dict[str, int] = {}
+    for s in subgraphs:
+        module = s["module"] or ROOT
+        found[module] = found.get(module, 0) + int(subgraph_value(s, figure))
+    found = {m: v for m, v in found.items() if v > 0}
+    unattributed = int(total) - sum(found.values())
+    if unattributed > 0:
+        found[ROOT] = found.get(ROOT, 0) + unattributed
+    return found
 
 
 def entry_from(profile: Any) -> Entry:
@@ -60,47 +88,259 @@ def entry_from(profile: Any) -> Entry:
     data = profile if isinstance(profile, Mapping) else profile.to_dict()
     totals = data["totals"]
     figures = {name: totals[name] for name in REGRESSION_FIGURES}
-    modules = own_flops(data["modules"])
-    unattributed = totals["flops"] - sum(modules.values())
-    if unattributed > 0:
-        modules[ROOT] = modules.get(ROOT, 0) + unattributed
-    return Entry(figures, dict(sorted(modules.items())))
+    modules = own_values(data["modules"], "flops", totals["flops"])
+    by_module = {
+        "params": own_values(data["modules"], "params", totals["params"]),
+        **{
+            figure: by_subgraph_module(data["subgraphs"], figure, totals[figure])
+            for figure in ("peak_memory_bytes", "traffic_bytes")
+        },
+    }
+    return Entry(
+        figures,
+        {m: int(v) for m, v in sorted(modules.items())},
+        {f: {m: int(v) for m, v in sorted(layers.items())} for f, layers in by_module.items()},
+    )
 
 
 def load(path: Path) -> dict[str, Entry]:
-    """Entries by model id; an absent file is an empty baseline."""
+    """Entries by model id; an absent file is an empty baseline, a malformed one an error.
+
+    The entries of a file with bad values are what could be read of them: ``read`` says
+    what is wrong.
+    """
+    found = read(path)
+    if found.error:
+        raise GraphBudgetError(found.error)
+    return found.entries
+
+
+@dataclass
+class Baseline:
+    """A baseline file as read: the entries, and one line per problem with each of them.
+
+    A hand-edited value the check cannot use (a typo in a key, a negative or unreadable
+    figure) must not switch the check off without a word: it is a problem of that model,
+    which the plugin reports as an error. The other models are checked as usual.
+    """
+
+    entries: dict[str, Entry] = field(default_factory=dict)
+    problems: dict[str, list[str]] = field(default_factory=dict)  # model id -> messages
+    raw: dict[str, Any] = field(default_factory=dict)  # the tables of models with problems
+    error: str = ""  # a problem of the whole file: no model can trust its entry
+
+    def keys(self) -> set[str]:
+        """Every model the file has an entry for, readable or not."""
+        return set(self.entries) | set(self.problems)
+
+    def problems_of(self, model: str) -> list[str]:
+        """What the check of ``model`` cannot trust: the file's problem, or its entry's."""
+        return [self.error] if self.error else list(self.problems.get(model, []))
+
+
+ENTRY_KEYS = (*REGRESSION_FIGURES, "modules", "by_module")
+FIX = "fix it or rewrite it with --graph-budget-update"
+
+
+def read(path: Path, name: str | None = None) -> Baseline:
+    """Read and check a baseline file; ``name`` is how messages name it (default: ``path``).
+
+    Never raises for what the file holds: a malformed file is ``error``, a bad entry is in
+    ``problems`` (``file:line: [model] key: what is wrong``) and the rest of it still counts.
+    """
+    name = name or str(path)
     if not path.exists():
-        return {}
+        return Baseline()
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        return Baseline(error=f"{name}: cannot read the baseline ({reason}); {FIX}")
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise GraphBudgetError(
-            f"{path}: malformed baseline ({exc}); fix it or rewrite it with --graph-budget-update"
-        ) from None
-    entries = {}
-    for key, table in data.get("models", {}).items():
-        table = dict(table)
-        modules = {str(k): int(v) for k, v in dict(table.pop("modules", {})).items()}
-        entries[key] = Entry(
-            {k: v for k, v in table.items() if isinstance(v, (int, float))}, modules
-        )
-    return entries
+        return Baseline(error=_syntax_error(name, exc))
+    found = Baseline()
+    lines: dict[tuple[str, ...], int] | None = None
+
+    def where(*keys: str) -> str:
+        nonlocal lines
+        if lines is None:  # only a file with a problem is searched for lines
+            lines = _key_lines(text)
+        for end in range(len(keys), 0, -1):
+            if keys[:end] in lines:
+                return f"{name}:{lines[keys[:end]]}"
+        return name
+
+    unknown = [key for key in data if key != "models"]
+    if unknown:
+        key = unknown[0]
+        found.error = f"{where(key)}: unknown table {key!r}{closest(key, ['models'])}; {FIX}"
+    models = data.get("models", {})
+    if not isinstance(models, dict):
+        found.error = f"{where('models')}: models must be a table of models; {FIX}"
+        return found
+    for model, table in models.items():
+        entry, problems = _entry(table, lambda *keys, m=model: where("models", m, *keys))
+        if entry is not None:
+            found.entries[model] = entry
+        if problems:
+            found.problems[model] = [f"{at}: [{model}] {what}" for at, what in problems]
+            found.raw[model] = table
+    return found
+
+
+def _entry(table: Any, where: Any) -> tuple[Entry | None, list[tuple[str, str]]]:
+    """One model's entry, with what could be read of it, and its problems as
+    (``file:line``, ``key: what is wrong``); ``where(*keys)`` finds the line of a key."""
+    problems: list[tuple[str, str]] = []
+
+    def problem(message: str, *keys: str) -> None:
+        shown = ".".join(_toml_key(k) for k in keys)
+        problems.append((where(*keys), f"{shown + ': ' if keys else ''}{message}; {FIX}"))
+
+    if not isinstance(table, dict):
+        problem(f"must be a table of figures, got {_type_name(table)}")
+        return None, problems
+    figures: dict[str, float] = {}
+    modules: dict[str, int] = {}
+    by_module: dict[str, dict[str, int]] = {}
+    for key, value in table.items():
+        if key in REGRESSION_FIGURES:
+            number = _figure(value, LABELS[key].kind, lambda m, k=key: problem(m, k))
+            if number is not None:
+                figures[key] = number
+        elif key == "modules":
+            modules = _layers(value, "flops", problem, key)
+        elif key == "by_module":
+            if not isinstance(value, dict):
+                problem(f"must be a table of figures by module, got {_type_name(value)}", key)
+                continue
+            for figure, layers in value.items():
+                if figure in BY_MODULE:
+                    by_module[figure] = _layers(layers, figure, problem, key, figure)
+                else:
+                    problem(f"unknown figure{closest(figure, BY_MODULE)}", key, figure)
+        else:
+            problem(f"unknown key{closest(key, ENTRY_KEYS)}", key)
+    return Entry(figures, modules, by_module), problems
+
+
+def _layers(value: Any, figure: str, problem: Any, *keys: str) -> dict[str, int]:
+    """A table of one figure by module, with what could be read of it."""
+    if not isinstance(value, dict):
+        problem(f"must be a table of modules, got {_type_name(value)}", *keys)
+        return {}
+    found = {}
+    for module, v in value.items():
+        number = _figure(v, LABELS[figure].kind, lambda m, x=module: problem(m, *keys, x))
+        if number is not None:
+            found[str(module)] = int(number)
+    return found
+
+
+def _figure(value: Any, kind: str, problem: Any) -> float | None:
+    """A figure as the check uses it, or None after ``problem(message)``: a number that is
+    finite and not negative, or a string with a unit as a budget writes it (``"635M"``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        problem(f"expected a number, got {_type_name(value)}")
+        return None
+    if isinstance(value, str):
+        try:
+            number = parse(value, kind)
+        except UnitError as exc:
+            problem(str(exc))
+            return None
+    elif isinstance(value, int) and abs(value) >= 2**63:
+        problem(f"{value} is beyond a 64-bit integer")
+        return None
+    else:
+        number = value
+    if math.isnan(number) or math.isinf(number):
+        problem(f"expected a finite number, got {value!r}")
+        return None
+    if number < 0:
+        problem(f"a figure cannot be negative, got {value!r}")
+        return None
+    return number
+
+
+def _type_name(value: Any) -> str:
+    """How TOML calls the type of a value: ``true`` is a boolean, ``[1]`` an array."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    names = {dict: "a table", list: "an array", int: "an integer", float: "a float"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _toml_key(key: str) -> str:
+    """A key as TOML writes it: bare when it can be, quoted otherwise."""
+    import re
+
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
+
+
+def _syntax_error(name: str, exc: Exception) -> str:
+    """``file:line: malformed baseline (message)`` for a TOML syntax error."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
+    if found:
+        message = text[: found.start()].strip()
+        return f"{name}:{found.group(1)}: malformed baseline ({message}); {FIX}"
+    return f"{name}: malformed baseline ({text}); {FIX}"
+
+
+def _key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line of every table header and key of a TOML text, by key path.
+
+    Each line is read alone (a header, or ``key = value``), so that dotted and quoted keys
+    are understood as TOML understands them; lines that do not stand alone are skipped.
+    """
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            parsed = tomllib.loads(stripped)
+        except tomllib.TOMLDecodeError:
+            continue
+        paths = list(_paths(parsed))
+        if stripped.startswith("["):
+            table = max(paths, key=len, default=())
+            for path in paths:
+                lines.setdefault(path, number)
+        else:
+            for path in paths:
+                lines.setdefault(table + path, number)
+    return lines
+
+
+def _paths(data: Mapping[str, Any]):
+    """Every key path of nested tables: ``{"a": {"b": 1}}`` -> ``("a",)``, ``("a", "b")``."""
+    for key, value in data.items():
+        yield (key,)
+        if isinstance(value, Mapping):
+            for path in _paths(value):
+                yield (key, *path)
 
 
 def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozenset()) -> None:
     """Merge ``entries`` into the baseline (dropping ``remove``) under a lock, atomically."""
-    from filelock import FileLock
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock", timeout=120):
-        try:
-            merged = load(path)
-        except GraphBudgetError:  # unreadable: rewritten from this run's figures alone
-            merged = {}
+    with locked(Path(str(path) + ".lock")):
+        found = read(path)  # malformed: rewritten from this run's figures alone
+        merged = {k: v for k, v in found.entries.items() if k not in found.raw}
         merged.update(entries)
+        # An entry this run neither rewrote nor removed is kept as written even where it is
+        # wrong: dropping it would switch its model's check off without a word.
+        kept = {k: v for k, v in found.raw.items() if k not in entries and k not in remove}
         for key in remove:
             merged.pop(key, None)
-        text = dumps(merged)
+        text = dumps(merged, kept)
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as out:
@@ -112,21 +352,84 @@ def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozense
             raise
 
 
+@contextmanager
+def locked(lock: Path, timeout: float = 120.0) -> Iterator[None]:
+    """Hold ``lock`` (``baseline.toml.lock``) while the block runs, and remove it after, so
+    that no lock file is left beside the baseline for ``git status`` to show.
+
+    Removing a lock file is safe when whoever waited on it checks, once it holds it, that the
+    file it locked is still the one at that path, and starts again on the new one otherwise:
+    that is done here with ``flock``. Where there is none (Windows, some network file
+    systems) filelock's lock is used instead (on Windows it removes its file itself).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        fcntl = None
+    fd = _flock(lock, timeout, fcntl) if fcntl is not None else None
+    if fd is None:
+        from filelock import FileLock
+
+        with FileLock(str(lock), timeout=timeout):
+            yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            lock.unlink(missing_ok=True)  # still held: a waiter on this file starts again
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _flock(lock: Path, timeout: float, fcntl: Any) -> int | None:
+    """A descriptor holding an exclusive ``flock`` on the file now at ``lock``; None where
+    the file system has no ``flock``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                raise GraphBudgetError(
+                    f"{lock}: another run has held the baseline's lock for {timeout:.0f}s"
+                ) from None
+            time.sleep(0.02)
+            continue
+        except OSError:  # no flock here (ENOSYS, EOPNOTSUPP, ENOLCK)
+            os.close(fd)
+            return None
+        try:
+            current = os.stat(lock)
+        except FileNotFoundError:
+            current = None
+        if current is not None and os.path.samestat(os.fstat(fd), current):
+            return fd
+        os.close(fd)  # its holder removed it before letting go: lock the one there now
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def dumps(entries: Mapping[str, Entry]) -> str:
-    """The baseline file's text: models and modules sorted, integers exact."""
+def dumps(entries: Mapping[str, Entry], kept: Mapping[str, Any] | None = None) -> str:
+    """The baseline file's text: models and modules sorted, integers exact; ``kept`` holds
+    tables written back as they were read (entries with problems that no run replaced)."""
     import tomlkit
 
     doc = tomlkit.document()
     for line in HEADER.splitlines():
         doc.add(tomlkit.comment(line))
     models = tomlkit.table(is_super_table=True)
-    for key in sorted(entries):
+    kept = kept or {}
+    for key in sorted({*entries, *kept}):
+        if key not in entries:
+            models[key] = kept[key]
+            continue
         entry = entries[key]
         table = tomlkit.table()
         for name in sorted(entry.figures):
@@ -136,13 +439,30 @@ def dumps(entries: Mapping[str, Entry]) -> str:
         for module in sorted(entry.modules):
             modules[module] = int(entry.modules[module])
         table["modules"] = modules
+        if entry.by_module:
+            by_module = tomlkit.table(is_super_table=True)
+            for figure in sorted(entry.by_module):
+                layers = tomlkit.table()
+                for module in sorted(entry.by_module[figure]):
+                    layers[module] = int(entry.by_module[figure][module])
+                by_module[figure] = layers
+            table["by_module"] = by_module
         models[key] = table
     doc["models"] = models
     return tomlkit.dumps(doc)
 
 
-def compare(current: Entry, base: Entry, tolerance: float) -> list[Finding]:
-    """Figures beyond baseline x (1 + tolerance) fail; drops beyond tolerance are notices."""
+def accept_hint(baseline: str = "budgets/baseline.toml") -> str:
+    """How to accept an intended change: the end of every model's regression message."""
+    return f"if intended, run pytest --graph-budget --graph-budget-update and commit {baseline}"
+
+
+def compare(
+    current: Entry, base: Entry, tolerance: float, baseline: str = "budgets/baseline.toml"
+) -> list[Finding]:
+    """Figures beyond baseline x (1 + tolerance) fail, naming the modules that grew most and
+    ending with how to accept the change (``baseline`` is the file to commit); drops beyond
+    tolerance are notices. A figure recorded as 0 fails as soon as it is not."""
     findings = []
     for name in REGRESSION_FIGURES:
         if name not in base.figures or name not in current.figures:
@@ -153,15 +473,14 @@ def compare(current: Entry, base: Entry, tolerance: float) -> list[Finding]:
             f"({LABELS[name].format(old)} -> {LABELS[name].format(new)}, "
             f"tolerance {format_ratio(tolerance)})"
         )
-        if old and new > old * (1 + tolerance):
-            growth = f"+{format_ratio(new / old - 1)}"
+        if new > old * (1 + tolerance):
+            growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"
-            if name == "flops":
-                grown = grew_most(current.modules, base.modules)
-                if grown:
-                    message += "; grew most: " + ", ".join(
-                        f"{m} +{format_count(d)}" for m, d in grown
-                    )
+            grown = grew_most(current.layers(name), base.layers(name))
+            if grown:
+                message += "; grew most: " + ", ".join(
+                    f"{m} +{LABELS[name].format(d)}" for m, d in grown
+                )
             findings.append(Finding("fail", f"baseline.{name}", message, new, old))
         elif old and new < old * (1 - tolerance):
             message = (
@@ -169,6 +488,9 @@ def compare(current: Entry, base: Entry, tolerance: float) -> list[Finding]:
                 f"baseline with --graph-budget-update"
             )
             findings.append(Finding("notice", f"baseline.{name}", message, new, old))
+    failed = [f for f in findings if f.severity == "fail"]
+    if failed:
+        failed[-1].message += f"; {accept_hint(baseline)}"
     return findings
 
 

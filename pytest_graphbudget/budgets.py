@@ -171,21 +171,81 @@ def figure(profile: Any, name: str) -> float:
     return getattr(profile, name)
 
 
-def top_subgraphs(profile: Any, key: str = "flops", n: int = 3) -> list[tuple[str, float]]:
-    """The subgraphs that contribute most to ``key`` ("flops", "traffic"), as (label, value)."""
-    rows = []
-    subgraphs = (
-        profile["subgraphs"]
-        if isinstance(profile, Mapping)
-        else [s.to_dict() for s in profile.subgraphs]
-    )
-    for s in subgraphs:
-        value = (
-            s["flops"] if key == "flops" else s["bytes_in"] + s["bytes_out"] + s["bytes_weights"]
-        )
-        rows.append((f"{s['module'] or '<root>'} ({s['kind']})", value))
+ROOT = "<root>"  # the model itself, in lists of modules
+
+RANKED_BY: dict[str, str] = {
+    "flops": "FLOPs",
+    "macs": "MACs",
+    "params": "params",
+    "peak_memory_bytes": "memory live at the peak",
+    "weights_bytes": "weights",
+    "traffic_bytes": "traffic",
+    "est_latency_s": "estimated time",
+}
+"""What the contributors to each figure are ranked by, as a failure message says it."""
+
+
+def format_figure(figure: str, value: float) -> str:
+    """A figure's value as its budget key writes it: ``46.8MB``, ``3.12ms``, ``1.82G``."""
+    limit = next((limit for limit in LIMITS.values() if limit.figure == figure), None)
+    return limit.format(value) if limit else format_count(value)
+
+
+def own_values(modules: Mapping[str, Any], key: str, total: float = 0) -> dict[str, float]:
+    """A figure of each module's own (children excluded) from the inclusive figures of
+    ``Profile.modules``; what no module holds (ops and parameters of the model itself) is
+    ``<root>``'s, up to ``total``."""
+    inclusive = {
+        path: entry[key] if isinstance(entry, Mapping) else getattr(entry, key)
+        for path, entry in modules.items()
+    }
+    own = dict(inclusive)
+    for path, value in inclusive.items():
+        parent = path.rpartition(".")[0] if "." in path else None
+        if parent is not None and parent in own:
+            own[parent] -= value
+    found = {path or ROOT: value for path, value in own.items() if value > 0}
+    unattributed = total - sum(found.values())
+    if unattributed > 0:
+        found[ROOT] = found.get(ROOT, 0) + unattributed
+    return found
+
+
+def subgraph_value(subgraph: Mapping[str, Any], figure: str) -> float:
+    """What one subgraph (as in ``Profile.to_dict()``) contributes to a figure."""
+    weights = subgraph["bytes_weights"]
+    if figure == "traffic_bytes":
+        return subgraph["bytes_in"] + subgraph["bytes_out"] + weights
+    if figure == "weights_bytes":
+        return weights
+    if figure == "peak_memory_bytes":  # weights are live throughout, so at the peak too
+        return subgraph.get("peak_bytes", 0) + weights
+    if figure == "est_latency_s":
+        return subgraph.get("est_latency_s", 0.0)
+    return subgraph["macs" if figure == "macs" else "flops"]
+
+
+def contributors(
+    profile: Any, figure: str = "flops", n: int = 3
+) -> tuple[str, list[tuple[str, float]]]:
+    """What contributes most to a figure, and what they are ranked by: the subgraphs by
+    their FLOPs, time, traffic or memory live at the peak, or the layers by their params
+    (parameters belong to layers, not to kernels). Rows are (label, value), largest first."""
+    data = profile if isinstance(profile, Mapping) else profile.to_dict()
+    by = RANKED_BY.get(figure, RANKED_BY["flops"])
+    if figure == "params":
+        own = own_values(data["modules"], "params", data["totals"]["params"])
+        rows = sorted(own.items(), key=lambda r: (-r[1], r[0]))
+        return f"biggest layers by {by}", rows[:n]
+    if figure not in RANKED_BY:
+        figure = "flops"
+    rows = [
+        (f"{s['module'] or ROOT} ({s['kind']})", subgraph_value(s, figure))
+        for s in data["subgraphs"]
+    ]
+    rows = [r for r in rows if r[1] > 0]
     rows.sort(key=lambda r: -r[1])
-    return rows[:n]
+    return f"biggest subgraphs by {by}", rows[:n]
 
 
 def check(profile: Any, budget: Budget) -> list[Finding]:
@@ -230,12 +290,11 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
         )
     if value > limit_value:
         over = format_ratio(value / limit_value - 1) if limit_value else "all"
-        by_traffic = limit.kind == "bytes"
-        top = ", ".join(
-            f"{label} {format_bytes(v) if by_traffic else format_count(v)}"
-            for label, v in top_subgraphs(profile, "traffic" if by_traffic else "flops")
-        )
-        message = f"{limit.label} {shown} exceeds {bound} ({over} over); biggest subgraphs: {top}"
+        message = f"{limit.label} {shown} exceeds {bound} ({over} over)"
+        heading, rows = contributors(profile, limit.figure)
+        if rows:
+            top = ", ".join(f"{label} {limit.format(v)}" for label, v in rows)
+            message += f"; {heading}: {top}"
         return Finding("fail", key, message, value, limit_value)
     if limit_value and value > WARN_AT * limit_value:
         share = format_ratio(value / limit_value)

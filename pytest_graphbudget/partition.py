@@ -187,6 +187,12 @@ def activation_peak(measured: Measured) -> int:
     A storage is allocated by the node that first writes it and freed after its last reader;
     graph outputs live to the end. Views and in-place ops write no new storage.
     """
+    return sum(live_at_peak(measured).values())
+
+
+def live_at_peak(measured: Measured) -> dict[str, int]:
+    """The activations live at the peak, in bytes by the node that allocated them: what a
+    memory limit that fails should point at (``activation_peak`` is their sum)."""
     born: dict[Any, int] = {}
     dies: dict[Any, int] = {}
     size: dict[Any, int] = {}
@@ -209,7 +215,14 @@ def activation_peak(measured: Measured) -> int:
         delta[start] += size[key]
         delta[dies[key] + 1] -= size[key]
     peak = live = 0
-    for step in delta:
-        live += step
-        peak = max(peak, live)
-    return peak
+    at = -1
+    for step, change in enumerate(delta):
+        live += change
+        if live > peak:
+            peak, at = live, step
+    found: dict[str, int] = {}
+    for key, start in born.items():
+        if start <= at <= dies[key] and size[key]:
+            name = measured.nodes[start].name
+            found[name] = found.get(name, 0) + size[key]
+    return found

@@ -31,7 +31,7 @@ from pytest_graphbudget.budgets import (
 from pytest_graphbudget.errors import GraphBudgetError
 
 if TYPE_CHECKING:
-    from pytest_graphbudget.baseline import Entry
+    from pytest_graphbudget.baseline import Baseline, Entry
 
 MARKERS = {
     **{
@@ -128,6 +128,7 @@ class ModelResult:
     profile: dict[str, Any] | None = None
     baseline: dict[str, float] | None = None
     baseline_modules: dict[str, int] | None = None  # own FLOPs per module, for "grew most"
+    baseline_by_module: dict[str, dict[str, int]] | None = None  # params, memory, traffic
     error: str | None = None
     source: str = "marker"  # "marker" or "toml"
 
@@ -138,7 +139,7 @@ class ModelResult:
     def message(self) -> str:
         lines = [f"graph budget failed for {self.label} ({self.id}):"]
         if self.error:
-            lines.append(f"  {self.error}")
+            lines += [f"  {line}" for line in self.error.splitlines()]
         lines += [f"  {f['message']}" for f in self.findings if f["severity"] == "fail"]
         return "\n".join(lines)
 
@@ -172,8 +173,7 @@ class GraphBudget:
             self.cache = None
         self.results: list[ModelResult] = []
         self.collected: set[str] = set()
-        self._baseline: dict[str, Entry] | None = None
-        self.baseline_error = ""
+        self._baseline: Baseline | None = None
         self.defaults = build(
             {k: v for k, v in self.settings.items() if k in ("hardware", "tolerance")},
             "[tool.graph_budget] of pyproject.toml",
@@ -255,13 +255,15 @@ class GraphBudget:
     # -- profiling ------------------------------------------------------------------------
 
     def baseline(self) -> dict[str, Entry]:
+        return self.baseline_file().entries
+
+    def baseline_file(self) -> Baseline:
+        """The baseline as read once per run, with the problems of its entries."""
         from pytest_graphbudget import baseline as baseline_file
 
         if self._baseline is None:
-            try:
-                self._baseline = baseline_file.load(self.baseline_path)
-            except GraphBudgetError as exc:
-                self._baseline, self.baseline_error = {}, str(exc)
+            name = _relative(str(self.baseline_path), self.config)
+            self._baseline = baseline_file.read(self.baseline_path, name)
         return self._baseline
 
     def target(self, hardware: str) -> Any:
@@ -373,16 +375,19 @@ class GraphBudget:
         findings = check(prof, budget)
         findings += self.coverage_findings(prof)
         base = self.baseline().get(model_id)
-        if self.baseline_error and not self.update:  # it would let regressions through
-            result.error = self.baseline_error
+        problems = self.baseline_file().problems_of(model_id)
+        if problems and not self.update:  # an entry it cannot trust would let regressions by
+            result.error = "\n".join(problems)
         if base is not None:
             result.baseline = dict(base.figures)
             result.baseline_modules = dict(base.modules)
+            result.baseline_by_module = {k: dict(v) for k, v in base.by_module.items()}
             if not self.update:
                 from pytest_graphbudget import baseline as baseline_file
 
                 current = baseline_file.entry_from(result.profile)
-                findings += baseline_file.compare(current, base, budget.tolerance)
+                path = _relative(str(self.baseline_path), self.config)
+                findings += baseline_file.compare(current, base, budget.tolerance, path)
         result.findings = [asdict(f) for f in findings]
         return result, prof
 
@@ -427,7 +432,7 @@ class GraphBudget:
         """Baseline entries of budget files or test files run now whose model is gone."""
         files = {nodeid.split("::", 1)[0] for nodeid in self.collected}
         stale = set()
-        for key in self.baseline():
+        for key in self.baseline_file().keys():
             if key.split("::", 1)[0] not in files:
                 continue
             if key not in self.collected and key.rsplit("::", 1)[0] not in self.collected:

@@ -80,6 +80,7 @@ class Subgraph:
     bottleneck: str
     reason: str
     est_latency_s: float = 0.0
+    peak_bytes: int = 0  # the activations it allocated that are live at the memory peak
 
     @property
     def traffic_bytes(self) -> int:
@@ -99,6 +100,8 @@ class Subgraph:
             "arithmetic_intensity": self.arithmetic_intensity,
             "bottleneck": self.bottleneck,
             "reason": self.reason,
+            "est_latency_s": self.est_latency_s,
+            "peak_bytes": self.peak_bytes,
         }
 
 
@@ -343,10 +346,11 @@ def _assemble(
     seconds: float,
 ) -> Profile:
     """Partition the measured graph and put every figure in its place."""
-    from pytest_graphbudget.partition import activation_peak, partition, traffic
+    from pytest_graphbudget.partition import live_at_peak, partition, traffic
 
     groups = partition(measured)
     flows = traffic(groups, measured)
+    at_peak = live_at_peak(measured)
     dtype = _dtype(model)
     subgraphs = []
     for group, flow in zip(groups, flows, strict=True):
@@ -368,6 +372,7 @@ def _assemble(
                 bottleneck=bound,
                 reason=group.reason,
                 est_latency_s=target.time(flops, flow.total, dtype),
+                peak_bytes=sum(at_peak.get(m.name, 0) for m in group.members),
             )
         )
     subgraph_of = {m: s.id for s in subgraphs for m in s.nodes}
@@ -391,7 +396,7 @@ def _assemble(
         params=sum(p.numel() for p in model.parameters()),
         weights_bytes=_weights_bytes(model),
         traffic_bytes=sum(f.total for f in flows),
-        activation_peak_bytes=activation_peak(measured),
+        activation_peak_bytes=sum(at_peak.values()),
         input_bytes=measured.input_bytes,
         est_latency_s=sum(s.est_latency_s for s in subgraphs),
         coverage=coverage,

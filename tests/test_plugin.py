@@ -95,7 +95,7 @@ def test_each_marker_passes_at_and_fails_below_the_figure(project):
     result.assert_outcomes(passed=1, failed=9)
     result.stdout.fnmatch_lines(
         [
-            "*FLOPs 16,512 exceeds flops_max 16,511 (0.0061% over); biggest subgraphs: "
+            "*FLOPs 16,512 exceeds flops_max 16,511 (0.0061% over); biggest subgraphs by FLOPs: "
             "<root> (linear) 16.5k",
             "*MACs 8.19k exceeds macs_max 8k (2.4% over)*",
             "*params 2.08k exceeds params_max 2k*",
@@ -403,7 +403,7 @@ def test_a_malformed_baseline_is_reported_and_rewritten_by_update(project):
     baseline.write_text("[models.\n")
     result = run(project, "budgets/")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*baseline.toml: malformed baseline*--graph-budget-update*"])
+    result.stdout.fnmatch_lines(["*baseline.toml:1: malformed baseline*--graph-budget-update*"])
     assert "Traceback" not in result.stdout.str()
     run(project, "budgets/", "--graph-budget-update").assert_outcomes(passed=1)
     assert f"flops = {LINEAR_FLOPS}" in baseline.read_text()

@@ -66,6 +66,8 @@ def test_json_has_every_key_of_the_spec(mlp):
         "arithmetic_intensity",
         "bottleneck",
         "reason",
+        "est_latency_s",
+        "peak_bytes",
     }
     assert data["modules"]["fc1"] == {
         "flops": 2 * 8 * 64 * 256 + 8 * 256,

@@ -244,7 +244,7 @@ def test_junit_report_is_valid_and_complete(project):
     failure = tight.find("failure")
     assert failure.get("type") == "graph-budget"
     assert failure.get("message").startswith("FLOPs 16.5k exceeds flops_max 10k (65.1% over)")
-    assert "biggest subgraphs: <root> (linear) 16.5k" in failure.text  # the full message
+    assert "biggest subgraphs by FLOPs: <root> (linear) 16.5k" in failure.text  # the full message
     assert "FLOPs: 16.5k / limit 10k" in tight.find("system-out").text
 
     cases = {c.get("name"): c for c in suites["test_models.py"].iter("testcase")}
@@ -337,15 +337,18 @@ def test_markdown_comment_shows_changes_and_grown_layers(project):
     assert "16.5k / 10k | = |" in tight  # unchanged since the baseline
 
     # The failure names its line and the layers that grew, largest first.
-    assert "biggest subgraphs: &lt;root> (linear) 16.5k" in text  # not an HTML tag
+    assert "biggest subgraphs by FLOPs: &lt;root> (linear) 16.5k" in text  # not an HTML tag
     mlp_line = line_of(BUDGET, "flops_max", after="[models.mlp]")
     assert f"#### ❌ `mlp` · `budgets/small.toml:{mlp_line}`" in lines
     assert f"- FLOPs regressed +{growth * 100:.1f}% (18.7k -> 28.1k, tolerance 2.0%)" in lines
-    table = lines.index("| layer | FLOPs | growth |")
-    assert lines[table + 2 : table + 5] == [
-        f"| `encoder` | +{(linear_flops(64, 48) - LINEAR_FLOPS) / 1000:.2f}k | +50.0% |",
-        f"| `head` | +{(linear_flops(48, 8) - linear_flops(32, 8)) / 1000:.2f}k | +49.2% |",
-        "| `<root>` | +64 | +50.0% |",
+    # One column per regressed figure that is recorded by layer (issue 9).
+    table = lines.index("| layer | FLOPs | params | peak memory | traffic |")
+    encoder = (linear_flops(64, 48) - LINEAR_FLOPS) / 1000
+    head = (linear_flops(48, 8) - linear_flops(32, 8)) / 1000
+    assert [row.split(" | ")[:3] for row in lines[table + 2 : table + 5]] == [
+        ["| `encoder`", f"+{encoder:.2f}k (+50.0%)", "+1.04k (+50.0%)"],  # 64*16 + 16 params
+        ["| `head`", f"+{head:.2f}k (+49.2%)", "+128 (+48.5%)"],  # 16*8 params
+        ["| `<root>`", "+64 (+50.0%)", ""],  # the ReLU on 16 more channels; no parameter
     ]
     # Failures come before the near-limit section, and the passing model is folded away.
     assert text.index("#### ❌ `mlp`") < text.index("#### ⚠️ Near a limit")

@@ -181,28 +181,51 @@ def findings(result: Any, *severities: str) -> list[dict[str, Any]]:
     return [f for f in result.findings if f["severity"] in severities]
 
 
-def grown_layers(result: Any, n: int = 5) -> list[tuple[str, int, float | None]]:
-    """The modules whose own FLOPs grew most since the baseline: (module, +FLOPs, share of
-    the baseline module's FLOPs or None for a new module). Empty without a baseline."""
-    base = getattr(result, "baseline_modules", None)
+def grown_layers(
+    result: Any, n: int = 5, figure: str = "flops"
+) -> list[tuple[str, int, float | None]]:
+    """The modules whose own share of a figure (FLOPs, params, peak memory, traffic) grew
+    most since the baseline: (module, growth, growth as a share of the module's baseline
+    or None for a new module). Empty without a baseline, or one that does not record it."""
+    if figure == "flops":
+        base = getattr(result, "baseline_modules", None)
+    else:
+        base = (getattr(result, "baseline_by_module", None) or {}).get(figure)
     if not base or not result.profile:
         return []
     from pytest_graphbudget.baseline import entry_from, grew_most
 
-    current = entry_from(result.profile).modules
+    current = entry_from(result.profile).layers(figure)
     return [
         (module, delta, delta / base[module] if base.get(module) else None)
         for module, delta in grew_most(current, base, n)
     ]
 
 
-def biggest_subgraphs(result: Any, n: int = 3) -> list[tuple[str, float]]:
-    """The subgraphs that do the most FLOPs, as (``module (kind)``, FLOPs)."""
-    if not result.profile:
-        return []
-    from pytest_graphbudget.budgets import top_subgraphs
+def failed_figure(result: Any) -> str:
+    """The profile figure of the result's first failure (``flops_max`` and ``baseline.flops``
+    both give ``flops``); ``flops`` when no failure names a figure."""
+    from pytest_graphbudget.budgets import RANKED_BY
 
-    return top_subgraphs(result.profile, "flops", n)
+    for finding in findings(result, "fail"):
+        key = finding["key"].removeprefix("baseline.")
+        figure = LIMITS[key].figure if key in LIMITS else key
+        if figure in RANKED_BY:
+            return figure
+    return "flops"
+
+
+def biggest_subgraphs(result: Any, n: int = 3) -> tuple[str, list[tuple[str, str]]]:
+    """What contributes most to the figure that failed, and what it is ranked by:
+    (``biggest subgraphs by FLOPs``, [(``module (kind)``, ``16.5k``)]). Empty rows without
+    a profile."""
+    from pytest_graphbudget.budgets import contributors, format_figure
+
+    figure = failed_figure(result)
+    if not result.profile:
+        return "", []
+    heading, rows = contributors(result.profile, figure, n)
+    return heading, [(label, format_figure(figure, v)) for label, v in rows]
 
 
 def summary_line(results: list[Any]) -> str:

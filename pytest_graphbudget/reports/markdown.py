@@ -3,18 +3,19 @@
 It opens with the hidden marker ``<!-- graph-budget -->``, by which the workflow finds its one
 comment and updates it instead of adding another. Then: a title with the verdict, a table of
 the models that failed or came near a limit (figures with their limits and the change from
-the baseline in percent), one section per failure with its messages and the layers whose
-FLOPs grew most, and the models within budget folded in a ``<details>`` block, so that a run
+the baseline in percent), one section per failure with its messages, the layers that grew
+most in each regressed figure (FLOPs, params, peak memory, traffic) and how to accept an
+intended change, and the models within budget folded in a ``<details>`` block, so that a run
 of fifty models still reads at a glance.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.reports import common
-from pytest_graphbudget.units import format_count
 
 MARKER = "<!-- graph-budget -->"
 MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
@@ -69,38 +70,82 @@ def where(result: Any, root: Path | None, line: int = 0) -> str:
     return f"[{code(place)}]({link})" if link else code(place)
 
 
+GREW = re.compile(r"; grew most: [^;]*")
+ACCEPT = re.compile(
+    r"; if intended, run pytest --graph-budget --graph-budget-update and commit (.+)$"
+)
+
+
 def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
     kind = common.verdict(result)
     lines = [f"#### {ICONS[kind]} {code(name)} · {where(result, root)}", ""]
     if result.error is not None:
-        lines += ["Could not be profiled:", "", "```", result.error.strip(), "```", ""]
-        return lines
-    grown = common.grown_layers(result)
+        if result.profile is None:
+            lines += ["Could not be profiled:", "", "```", result.error.strip(), "```", ""]
+            return lines
+        lines += ["```", result.error.strip(), "```", ""]  # e.g. a bad baseline entry
+    grown = grown_by_figure(result)
+    commit = ""
     for finding in common.findings(result, "fail"):
         message = finding["message"]
-        if grown and "; grew most: " in message:
-            message = message.split("; grew most: ", 1)[0]  # the table below says it better
+        if grown:
+            message = GREW.sub("", message)  # the table below says it better
+        accept = ACCEPT.search(message)
+        if accept:  # said once, below
+            message, commit = message[: accept.start()], accept.group(1)
         line = common.finding_line(result, finding)
         at = f" ({where(result, root, line)})" if line != result.line else ""
         lines.append(f"- {cell(message)}{at}")
     lines.append("")
     if grown:
-        lines += [
-            "Layers whose FLOPs grew most since the baseline:",
-            "",
-            "| layer | FLOPs | growth |",
-            "| :-- | --: | --: |",
-        ]
-        for module, delta, share in grown:
-            growth = "new" if share is None else f"{share * 100:+.1f}%"
-            lines.append(f"| {code(module)} | +{format_count(delta)} | {growth} |")
-        lines.append("")
+        lines += ["Layers that grew most since the baseline:", "", *grown_table(grown), ""]
     elif result.baseline is None and result.profile is not None:
-        top = ", ".join(
-            f"{code(label)} {format_count(v)}" for label, v in common.biggest_subgraphs(result)
-        )
+        heading, rows = common.biggest_subgraphs(result)
+        top = ", ".join(f"{code(label)} {v}" for label, v in rows)
         if top:
-            lines += [f"No baseline to compare with; the biggest subgraphs: {top}.", ""]
+            lines += [f"No baseline to compare with; the {heading}: {top}.", ""]
+    if commit:
+        lines += [
+            "If the change is intended, run `pytest --graph-budget --graph-budget-update` "
+            f"and commit {code(commit)}.",
+            "",
+        ]
+    return lines
+
+
+def grown_by_figure(result: Any) -> dict[str, list[tuple[str, int, float | None]]]:
+    """For each figure that regressed, in the order of its failure, the layers that grew."""
+    grown = {}
+    for finding in common.findings(result, "fail"):
+        figure = finding["key"].removeprefix("baseline.")
+        if finding["key"].startswith("baseline.") and figure not in grown:
+            layers = common.grown_layers(result, 5, figure)
+            if layers:
+                grown[figure] = layers
+    return grown
+
+
+def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int = 8) -> list[str]:
+    """One row per layer (those that grew most in the first figure first), one column per
+    figure: ``+8.26k (+50.0%)``, ``+1.2kB (new)``, or empty where it did not grow."""
+    modules: list[str] = []
+    for layers in grown.values():
+        modules += [m for m, _, _ in layers if m not in modules]
+    figures = list(grown)
+    lines = [
+        "| layer | " + " | ".join(common.FIGURES[f].label for f in figures) + " |",
+        "| :-- | " + " | ".join("--:" for _ in figures) + " |",
+    ]
+    for module in modules[:rows]:
+        cells = []
+        for figure in figures:
+            found = next((g for g in grown[figure] if g[0] == module), None)
+            if found is None:
+                cells.append("")
+                continue
+            share = "new" if found[2] is None else f"{found[2] * 100:+.1f}%"
+            cells.append(f"+{common.FIGURES[figure].format(found[1])} ({share})")
+        lines.append(f"| {code(module)} | " + " | ".join(cells) + " |")
     return lines
 
 
