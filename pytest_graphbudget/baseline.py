@@ -1,9 +1,9 @@
 """The baseline: every model's figures and per-module FLOPs, in ``budgets/baseline.toml``.
 
 It is written sorted and stable so that a pull request's diff of the file shows what changed.
-Writes take a file lock and replace the file atomically, so that pytest-xdist workers updating
-it at once never lose each other's entries or leave a half-written file; the lock file
-(``baseline.toml.lock``) is removed when the write is done.
+Writes take a file lock (in the temporary directory, never beside the baseline) and replace the
+file atomically, so that pytest-xdist workers updating it at once never lose each other's entries
+or leave a half-written file.
 
 A hand-edited entry is checked when it is read (``read``): a value the check cannot use is a
 one-line problem that names the file and line, reported as that model's error.
@@ -11,11 +11,11 @@ one-line problem that names the file and line, reported as that model's error.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -331,7 +331,7 @@ def _paths(data: Mapping[str, Any]):
 def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozenset()) -> None:
     """Merge ``entries`` into the baseline (dropping ``remove``) under a lock, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with locked(Path(str(path) + ".lock")):
+    with locked(path):
         found = read(path)  # malformed: rewritten from this run's figures alone
         merged = {k: v for k, v in found.entries.items() if k not in found.raw}
         merged.update(entries)
@@ -353,61 +353,24 @@ def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozense
 
 
 @contextmanager
-def locked(lock: Path, timeout: float = 120.0) -> Iterator[None]:
-    """Hold ``lock`` (``baseline.toml.lock``) while the block runs, and remove it after, so
-    that no lock file is left beside the baseline for ``git status`` to show.
+def locked(baseline: Path, timeout: float = 120.0) -> Iterator[None]:
+    """Hold the baseline's lock while the block runs.
 
-    Removing a lock file is safe when whoever waited on it checks, once it holds it, that the
-    file it locked is still the one at that path, and starts again on the new one otherwise:
-    that is done here with ``flock``. Where there is none (Windows, some network file
-    systems) filelock's lock is used instead (on Windows it removes its file itself).
+    The lock file lives in the system's temporary directory, named after the baseline's
+    resolved path, so every process writing this baseline shares it and nothing is left beside
+    the baseline for ``git status`` to show.
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        fcntl = None
-    fd = _flock(lock, timeout, fcntl) if fcntl is not None else None
-    if fd is None:
-        from filelock import FileLock
+    from filelock import FileLock, Timeout
 
+    digest = hashlib.sha256(str(Path(baseline).resolve()).encode()).hexdigest()[:16]
+    lock = Path(tempfile.gettempdir()) / f"graph-budget-{digest}.lock"
+    try:
         with FileLock(str(lock), timeout=timeout):
             yield
-        return
-    try:
-        yield
-    finally:
-        try:
-            lock.unlink(missing_ok=True)  # still held: a waiter on this file starts again
-        finally:
-            os.close(fd)  # releases the lock
-
-
-def _flock(lock: Path, timeout: float, fcntl: Any) -> int | None:
-    """A descriptor holding an exclusive ``flock`` on the file now at ``lock``; None where
-    the file system has no ``flock``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            if time.monotonic() > deadline:
-                raise GraphBudgetError(
-                    f"{lock}: another run has held the baseline's lock for {timeout:.0f}s"
-                ) from None
-            time.sleep(0.02)
-            continue
-        except OSError:  # no flock here (ENOSYS, EOPNOTSUPP, ENOLCK)
-            os.close(fd)
-            return None
-        try:
-            current = os.stat(lock)
-        except FileNotFoundError:
-            current = None
-        if current is not None and os.path.samestat(os.fstat(fd), current):
-            return fd
-        os.close(fd)  # its holder removed it before letting go: lock the one there now
+    except Timeout:
+        raise GraphBudgetError(
+            f"{baseline}: another run has held the baseline's lock ({lock}) for {timeout:.0f}s"
+        ) from None
 
 
 def _umask() -> int:
