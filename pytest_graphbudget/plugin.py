@@ -222,6 +222,8 @@ class GraphBudget:
         else:
             item.stash[ITEM_MODELS] = []
             return
+        # A result too, so that the table and every report count the test as not checked.
+        item.stash[ITEM_MODELS] = [self.error_result(item, None, problem)]
         pytest.fail(f"graph-budget usage error: {problem}", pytrace=False)
 
     @pytest.hookimpl(wrapper=True)
@@ -246,14 +248,14 @@ class GraphBudget:
             self.evaluate_case(item, case, label)
         results = item.stash[ITEM_MODELS]
         for label, kind in found.stray:
-            results.append(self.unchecked(item, label, bare_module_error(label, kind)))
+            results.append(self.error_result(item, label, bare_module_error(label, kind)))
         markers = budget_markers(item)
         if results or not markers:
             return
         for label, kind in found.bare:
-            results.append(self.unchecked(item, label, bare_module_error(label, kind)))
+            results.append(self.error_result(item, label, bare_module_error(label, kind)))
         if not found.bare:
-            results.append(self.unchecked(item, None, no_model_error(markers)))
+            results.append(self.error_result(item, None, no_model_error(markers)))
 
     def not_checked(self, item: pytest.Item, exc: BaseException) -> None:
         """The test body raised before its models were profiled: each model it had, or its
@@ -271,10 +273,10 @@ class GraphBudget:
         reason = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
         message = f"not checked: the test failed before its budget was checked ({reason})"
         item.stash[ITEM_UNCHECKED] = [
-            self.unchecked(item, label, message, name) for label, name in labels
+            self.error_result(item, label, message, name) for label, name in labels
         ]
 
-    def unchecked(
+    def error_result(
         self, item: pytest.Item, label: str | None, message: str, name: str | None = None
     ) -> ModelResult:
         """An error result for a model (or, with no label, a test) whose budget was not checked;
@@ -284,13 +286,16 @@ class GraphBudget:
             raise GraphBudgetError(message)
 
         model_id = f"{item.nodeid}::{label}" if label else item.nodeid
-        budget = item.stash[ITEM_BUDGET]
+        budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
         result, _ = self._evaluate(item, name or label or item.name, model_id, budget, fail)
         return result
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
+        if call.when == "setup" and report.failed:  # a usage error of the test's markers
+            for result in item.stash.get(ITEM_MODELS, []):
+                report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         if call.when != "call":
             return report
         results = item.stash.get(ITEM_MODELS, [])

@@ -296,7 +296,7 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
             pass
         """
     )
-    result, _ = run(project, "-v", "-W", "ignore::pytest.PytestUnknownMarkWarning")
+    result, report = run(project, "-v", "-W", "ignore::pytest.PytestUnknownMarkWarning")
     result.assert_outcomes(passed=2, errors=3)
     result.stdout.fnmatch_lines_random(
         [
@@ -310,3 +310,10 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
         ]
     )
     assert "Traceback" not in result.stdout.str()
+    models = by_id(report)
+    assert report["passed"] is False
+    assert models["test_typos.py::test_flop"]["verdict"] == "error"
+    assert "did you mean 'flops_max'?" in models["test_typos.py::test_flop"]["error"]
+    assert models["test_typos.py::test_unknown_limit"]["passed"] is False
+    assert models["test_typos.py::test_good::model"]["verdict"] == "pass"
+    result.stdout.fnmatch_lines(["*graph budget*", "test_flop * ERROR"])
