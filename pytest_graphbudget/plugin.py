@@ -488,7 +488,9 @@ def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
     ignored = [here / path for path in config.getoption("ignore") or ()]
     given = [here / arg for arg in config.args]
     for root in roots:
-        if not _covered(root, [*given, *ignored]):
+        # A path given inside a budget root selects part of it: adding the root would undo that.
+        inside = any(_covered(path, [root]) for path in given)
+        if not inside and not _covered(root, [*given, *ignored]):
             config.args.append(str(root))
             given.append(root)
 

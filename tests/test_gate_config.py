@@ -92,11 +92,15 @@ def test_a_budget_file_named_on_the_command_line_runs_wherever_it_is(project):
     assert "not found" not in result.stdout.str() + result.stderr.str()
 
 
-def test_a_node_id_or_an_ignored_path_keeps_the_configured_budgets_out(project):
+def test_a_selection_on_the_command_line_is_kept(project):
+    """A node id, a part of a budget path, or --ignore: the user chose what runs."""
+    write(project, "budgets/vision/convs.toml", TABLE.format(name="conv"))
     configure(project, 'budgets = ["budgets"]')
     run(project, "tests/test_plain.py::test_plain").assert_outcomes(passed=1)
     run(project, "--ignore=budgets").assert_outcomes(passed=1)
     run(project, "budgets/nets.toml::lin").assert_outcomes(passed=1)
+    run(project, "budgets/vision").assert_outcomes(passed=1)
+    run(project, "tests").assert_outcomes(passed=3)
 
 
 def test_a_configured_baseline_is_not_a_budget_file(project):
