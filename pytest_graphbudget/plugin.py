@@ -32,6 +32,7 @@ from pytest_graphbudget.errors import GraphBudgetError, toml_error
 
 if TYPE_CHECKING:
     from pytest_graphbudget.baseline import Baseline, Entry
+    from pytest_graphbudget.settings import Settings
 
 MARKERS = {
     **{
@@ -457,7 +458,7 @@ class GraphBudget:
 # -- TOML budgets -------------------------------------------------------------------------
 
 
-def project_settings(root: Path) -> Any:
+def project_settings(root: Path) -> Settings:
     """The checked ``[tool.graph_budget]`` of the project; a problem there is a usage error
     (one line each, exit 4), never an INTERNALERROR."""
     from pytest_graphbudget import settings
