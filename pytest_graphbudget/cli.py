@@ -188,8 +188,9 @@ def _user_hardware(path: str | None) -> dict[str, Any]:
     """The project's profiles (``[tool.graph_budget.hardware_profiles]`` of ./pyproject.toml)
     and the ``[hardware.<name>]`` tables of ``--hardware-file``, which win."""
     from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget import settings
 
-    profiles = hw.project_profiles(Path.cwd())
+    profiles = settings.load(Path.cwd()).hardware_profiles
     if not path:
         return profiles
     data = _read_toml(path)

@@ -29,10 +29,11 @@ from pytest_graphbudget.budgets import (
     check,
 )
 from pytest_graphbudget.case import as_case
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, toml_error
 
 if TYPE_CHECKING:
     from pytest_graphbudget.baseline import Baseline, Entry
+    from pytest_graphbudget.settings import Settings
 
 MARKERS = {
     **{
@@ -155,21 +156,17 @@ class GraphBudget:
     """The plugin's state and hooks while ``--graph-budget`` is on."""
 
     def __init__(self, config: pytest.Config):
-        from pytest_graphbudget.cache import DIRECTORY, ProfileCache
+        from pytest_graphbudget.cache import ProfileCache
 
         self.config = config
         self.settings = project_settings(config.rootpath)
         self.update = config.getoption("graph_budget_update")
-        self.strict = config.getoption("graph_budget_strict") or bool(self.settings.get("strict"))
+        self.strict = config.getoption("graph_budget_strict") or self.settings.strict
         self.hardware = config.getoption("graph_budget_hardware")
-        from pytest_graphbudget.hardware import from_tables
-
-        self.hardware_profiles = from_tables(self.settings.get("hardware_profiles", {}))
+        self.hardware_profiles = self.settings.hardware_profiles
         root = config.rootpath
-        self.baseline_path = root / self.settings.get("baseline", "budgets/baseline.toml")
-        self.cache: ProfileCache | None = ProfileCache(
-            root / self.settings.get("cache_dir", DIRECTORY)
-        )
+        self.baseline_path = root / self.settings.baseline
+        self.cache: ProfileCache | None = ProfileCache(root / self.settings.cache_dir)
         if config.getoption("graph_budget_cache_clear") and not _is_worker(config):
             self.cache.clear()
         if config.getoption("graph_budget_no_cache"):
@@ -178,19 +175,23 @@ class GraphBudget:
         self.collected: set[str] = set()
         self.registered: set[str] | None = None  # marker names pytest knows, read once
         self._baseline: Baseline | None = None
-        self.defaults = build(
-            {k: v for k, v in self.settings.items() if k in ("hardware", "tolerance")},
-            "[tool.graph_budget] of pyproject.toml",
-            hardware_profiles=self.hardware_profiles,
-        )
+        self.defaults = self.settings.defaults
+        add_budget_paths(config, self.budget_roots())
 
     # -- collection -----------------------------------------------------------------------
 
+    def budget_roots(self) -> list[Path]:
+        """The paths of ``[tool.graph_budget] budgets``, which every run collects."""
+        return [self.config.rootpath / path for path in self.settings.budgets]
+
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
-        if file_path.suffix == ".toml" and is_budget_file(
-            file_path, self.settings, self.config.rootpath
-        ):
+        if file_path.suffix != ".toml" or file_path.name in ("baseline.toml", "pyproject.toml"):
+            return None
+        if file_path.resolve() == self.baseline_path.resolve():
+            return None
+        explicit = parent.session.isinitpath(file_path)  # named on the command line
+        if explicit or is_budget_file(file_path, self.budget_roots()):
             return BudgetFile.from_parent(parent, path=file_path)
         return None
 
@@ -526,63 +527,100 @@ class GraphBudget:
 # -- TOML budgets -------------------------------------------------------------------------
 
 
-def project_settings(root: Path) -> dict[str, Any]:
-    """``[tool.graph_budget]`` of the project's pyproject.toml (empty when absent)."""
-    path = root / "pyproject.toml"
-    if not path.exists():
-        return {}
+def project_settings(root: Path) -> Settings:
+    """The checked ``[tool.graph_budget]`` of the project; a problem there is a usage error
+    (one line each, exit 4), never an INTERNALERROR."""
+    from pytest_graphbudget import settings
+
     try:
-        data = _tomllib().loads(path.read_text())
-    except _tomllib().TOMLDecodeError as exc:
-        raise pytest.UsageError(f"{path}: {exc}") from None
-    return dict(data.get("tool", {}).get("graph_budget", {}))
+        return settings.load(root)
+    except settings.SettingsError as exc:
+        raise pytest.UsageError(*exc.problems) from None
 
 
-def is_budget_file(path: Path, settings: dict[str, Any], root: Path) -> bool:
-    """A ``*.toml`` under a ``budgets`` directory (or a budget path configured in
-    ``[tool.graph_budget] budgets``, relative to the project's root)."""
-    if path.name in ("baseline.toml", "pyproject.toml"):
-        return False
-    roots = settings.get("budgets", [])
-    roots = [roots] if isinstance(roots, str) else list(roots)
-    if "budgets" in path.parent.parts:
-        return True
+def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
+    """Collect the configured budget paths whatever ``testpaths`` or the command line names,
+    so that a configured budget never goes unchecked. Not when the command line selects
+    budgets or tests itself (a ``.toml`` file or a ``path::name`` node id), nor a path given
+    to ``--ignore``."""
+    if config.getoption("pyargs", False):
+        return
+    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    if explicit and any("::" in arg or arg.endswith(".toml") for arg in config.args):
+        return
+    missing = [str(root) for root in roots if not root.exists()]
+    if missing:
+        raise pytest.UsageError(
+            f"[tool.graph_budget] budgets: {', '.join(missing)} does not exist; "
+            "fix the path in pyproject.toml or remove it"
+        )
+    here = config.invocation_params.dir
+    ignored = [here / path for path in config.getoption("ignore") or ()]
+    given = [here / arg for arg in config.args]
+    for root in roots:
+        # A path given inside a budget root selects part of it: adding the root would undo that.
+        inside = any(_covered(path, [root]) for path in given)
+        if not inside and not _covered(root, [*given, *ignored]):
+            config.args.append(str(root))
+            given.append(root)
+
+
+def _covered(path: Path, paths: list[Path]) -> bool:
+    """Whether ``path`` is one of ``paths`` or inside one of them."""
     resolved = path.resolve()
-    return any((root / r).resolve() in (resolved, *resolved.parents) for r in roots)
+    return any(p.resolve() in (resolved, *resolved.parents) for p in paths)
+
+
+def is_budget_file(path: Path, roots: list[Path]) -> bool:
+    """A ``*.toml`` under a ``budgets`` directory, or under (or at) a configured budget path."""
+    return "budgets" in path.parent.parts or _covered(path, roots)
 
 
 class BudgetFile(pytest.File):
-    """A budget TOML file: one item per ``[models."<name>"]`` table."""
+    """A budget TOML file: one item per ``[models."<name>"]`` table, and one failing item per
+    problem of the file (a table it does not know, bad ``[defaults]``), so that every problem
+    is reported and every valid table still runs."""
+
+    @property
+    def shown(self) -> str:
+        """The file's path as messages show it: relative to the project's root."""
+        return _relative(str(self.path), self.config)
 
     def collect(self):
-        text = self.path.read_text()
         try:
+            text = self.path.read_text(encoding="utf-8")
             data = _tomllib().loads(text)
+        except (OSError, UnicodeDecodeError) as exc:
+            yield self.broken("<file>", f"{self.shown}: cannot read: {exc}")
+            return
         except _tomllib().TOMLDecodeError as exc:
-            yield BrokenBudget.from_parent(self, name="<file>", message=toml_error(self.path, exc))
+            yield self.broken("<file>", toml_error(self.shown, exc))
             return
         manager: GraphBudget = self.config.stash[STATE]
-        unknown = [k for k in data if k not in ("defaults", "models")]
-        if unknown:
-            from pytest_graphbudget.budgets import closest
-
-            key = unknown[0]
-            hint = closest(key, ["defaults", "models"])
-            yield BrokenBudget.from_parent(
-                self, name="<file>", message=f"{self.path}: unknown table {key!r}{hint}"
-            )
-            return
-        where = f"[defaults] of {self.path.name}"
-        try:
-            defaults = build(data.get("defaults", {}), where, manager.defaults, MODEL_KEYS)
-        except GraphBudgetError as exc:
-            yield BrokenBudget.from_parent(self, name="<defaults>", message=str(exc))
-            return
-        shared = {k: v for k, v in data.get("defaults", {}).items() if k in MODEL_KEYS}
-        for name, table in data.get("models", {}).items():
+        unknown = list(self.unknown_tables(data, text))
+        yield from unknown
+        defaults_table = data.get("defaults", {})
+        if not isinstance(defaults_table, dict):
+            message = f"{self.shown}: defaults must be a table ([defaults]), got {defaults_table!r}"
+            yield self.broken("<defaults>", message)
+            defaults_table = {}
+        where = f"[defaults] of {self.shown}"
+        defaults, problems = build_all(defaults_table, where, manager.defaults, MODEL_KEYS)
+        if problems:  # reported once; the tables run with the rest of [defaults]
+            yield self.broken("<defaults>", "\n".join(problems), table_line(text, "defaults"))
+        models = data.get("models", {})
+        if not isinstance(models, dict):
+            message = f'{self.shown}: models must be tables ([models."<name>"]), got {models!r}'
+            yield self.broken("<models>", message)
+            models = {}
+        elif not models and not unknown:
+            message = f'{self.shown}: no [models."<name>"] table, so it checks nothing'
+            yield self.broken("<models>", message)
+        shared = {k: v for k, v in defaults_table.items() if k in MODEL_KEYS}
+        for name, table in models.items():
             if not isinstance(table, dict):
-                message = f"{self.path}: models.{name} must be a table"
-                yield BrokenBudget.from_parent(self, name=name, message=message)
+                message = f"{self.shown}: models.{name} must be a table, got {table!r}"
+                yield self.broken(name, message)
                 continue
             yield BudgetItem.from_parent(
                 self,
@@ -592,6 +630,54 @@ class BudgetFile(pytest.File):
                 lines=key_lines(text, name),
             )
 
+    def unknown_tables(self, data: dict[str, Any], text: str):
+        """A failing item for each top-level table or key other than defaults and models."""
+        from pytest_graphbudget.budgets import closest
+
+        for key, value in data.items():
+            if key in ("defaults", "models"):
+                continue
+            line = table_line(text, key)
+            place = f"{self.shown}:{line}" if line else self.shown
+            if isinstance(value, dict):
+                hint = closest(key, ["defaults", "models"])
+                message = f"{place}: unknown table [{key}]{hint or FILE_TABLES}"
+            else:
+                message = f"{place}: unknown top-level key {key!r}{FILE_TABLES}"
+            yield self.broken(f"<{key}>", message, line)
+
+    def broken(self, name: str, message: str, line: int = 0) -> BrokenBudget:
+        return BrokenBudget.from_parent(self, name=name, message=message, line=line)
+
+
+FILE_TABLES = '; a budget file has [defaults] and [models."<name>"] tables'
+
+
+def build_all(
+    values: dict[str, Any], where: str, base: Budget, extra_keys: tuple[str, ...]
+) -> tuple[Budget, list[str]]:
+    """Like ``build``, but every bad key is a problem of its own and the good ones apply."""
+    budget, problems = build({}, where, base, extra_keys), []
+    for key, value in values.items():
+        try:
+            budget = build({key: value}, where, budget, extra_keys)
+        except GraphBudgetError as exc:
+            problems.append(str(exc))
+    return budget, problems
+
+
+def table_line(text: str, key: str) -> int:
+    """The line of a top-level ``[key]`` header (or ``key =``), 0 when not found."""
+    import re
+
+    name = re.escape(key)
+    header = rf"""\[\s*(?:{name}|"{name}"|'{name}')\s*[\].]"""
+    pattern = re.compile(rf"""^\s*(?:{header}|(?:{name}|"{name}"|'{name}')\s*[=.])""")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return 0
+
 
 def _tomllib() -> Any:
     """tomllib, imported when a budget file is read (never on a disabled run)."""
@@ -600,18 +686,6 @@ def _tomllib() -> Any:
     else:  # pragma: no cover
         import tomli as tomllib
     return tomllib
-
-
-def toml_error(path: Path, exc: Exception) -> str:
-    """``file:line:column: message`` for a TOML syntax error."""
-    import re
-
-    text = str(exc)
-    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
-    if found:
-        message = text[: found.start()].strip()
-        return f"{path}:{found.group(1)}:{found.group(2)}: {message}"
-    return f"{path}: {text}"
 
 
 def key_lines(text: str, model: str) -> dict[str, int]:
@@ -639,9 +713,10 @@ class BrokenBudget(pytest.Item):
     """Stands in for a budget file or table that cannot be read: fails with its message alone,
     so that the other budgets still run."""
 
-    def __init__(self, *, message: str, **kwargs: Any):
+    def __init__(self, *, message: str, line: int = 0, **kwargs: Any):
         super().__init__(**kwargs)
         self.message = message
+        self.line = line  # of the problem in the file, 1-based; 0 when unknown
 
     def runtest(self) -> None:
         raise GraphBudgetError(self.message)
@@ -650,7 +725,7 @@ class BrokenBudget(pytest.Item):
         return str(excinfo.value)
 
     def reportinfo(self):
-        return self.path, 0, f"budget file {self.path.name}"
+        return self.path, max(self.line - 1, 0), f"budget file {self.path.name} {self.name}"
 
 
 class BudgetItem(pytest.Item):
@@ -667,7 +742,9 @@ class BudgetItem(pytest.Item):
     def runtest(self) -> None:
         manager: GraphBudget = self.config.stash[STATE]
         where = f"{self.path.name}::{self.name}"
-        budget = build(self.table, where, self.defaults, MODEL_KEYS)
+        budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
+        if problems:
+            raise GraphBudgetError("\n".join(problems))
         budget.lines = self.lines
         if manager.hardware:
             budget.hardware = manager.hardware
