@@ -49,6 +49,7 @@ MARKERS = {
 STATE = pytest.StashKey["GraphBudget"]()
 ITEM_MODELS = pytest.StashKey[list]()
 ITEM_BUDGET = pytest.StashKey[Budget]()
+ITEM_SENT = pytest.StashKey[int]()  # how many of ITEM_MODELS went out in a report
 PROPERTY = "graph_budget"
 
 
@@ -172,6 +173,7 @@ class GraphBudget:
         if config.getoption("graph_budget_no_cache"):
             self.cache = None
         self.results: list[ModelResult] = []
+        self.written: Any = None  # reports.Written, once the session has finished
         self.collected: set[str] = set()
         self._baseline: Baseline | None = None
         self.defaults = build(
@@ -229,11 +231,16 @@ class GraphBudget:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
+        results = item.stash.get(ITEM_MODELS, [])
+        if report.failed and not results and is_budget(item, call.when):
+            results = [self.unchecked(item, call)]
+            item.stash[ITEM_MODELS] = results
+        sent = item.stash.get(ITEM_SENT, 0)
+        for result in results[sent:]:  # each result once, in the report of its phase
+            report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        item.stash[ITEM_SENT] = len(results)
         if call.when != "call":
             return report
-        results = item.stash.get(ITEM_MODELS, [])
-        for result in results:
-            report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         if results:
             from pytest_graphbudget.reports.junit import pytest_properties
 
@@ -244,6 +251,45 @@ class GraphBudget:
             report.outcome = "failed"
             report.longrepr = "\n".join(r.message() for r in failed)
         return report
+
+    def unchecked(self, item: pytest.Item, call: pytest.CallInfo) -> ModelResult:
+        """The result of a budget that failed before any model was checked (a bad key or
+        unit, a malformed budget file, a marker used wrongly, a factory that raised): an
+        error every report counts, never a model missing from the table."""
+        fspath, lineno, _ = item.reportinfo()
+        return ModelResult(
+            item.nodeid,
+            item.name if not item.name.startswith("<") else Path(str(fspath)).name,
+            item.nodeid,
+            _relative(str(fspath), self.config),
+            (lineno or 0) + 1,
+            budget_dict(self.defaults),
+            error=failure_text(call.excinfo) if call.excinfo else "failed before its check",
+            source="toml" if isinstance(item, (BudgetItem, BrokenBudget)) else "marker",
+        )
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A budget file that cannot be collected is a result too, so the reports count it.
+        file = report.nodeid.split("::", 1)[0]
+        if not report.failed or not file.endswith(".toml"):
+            return
+        if any(r.id == report.nodeid for r in self.results):
+            return
+        lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+        message = lines[-1].removeprefix("E").strip() if lines else "could not be collected"
+        self.results.append(
+            ModelResult(
+                report.nodeid,
+                Path(file).name,
+                report.nodeid,
+                file,
+                1,
+                budget_dict(self.defaults),
+                error=message,
+                source="toml",
+            )
+        )
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -415,18 +461,28 @@ class GraphBudget:
         if _is_worker(self.config):
             return
         from pytest_graphbudget import baseline as baseline_file
+        from pytest_graphbudget import reports
 
         stale = self.stale_entries()
+        problems = []
         if self.update:
             entries = {
                 r.id: baseline_file.entry_from(r.profile)
                 for r in self.results
                 if r.profile is not None
             }
-            baseline_file.update(self.baseline_path, entries, remove=stale)
-        from pytest_graphbudget import reports
-
-        reports.write_all(self.config, self.results, stale)
+            try:
+                baseline_file.update(self.baseline_path, entries, remove=stale)
+            except OSError as exc:
+                shown = _relative(str(self.baseline_path), self.config)
+                problems.append(reports.cannot_write(shown, exc))
+        self.written = reports.write_all(self.config, self.results, stale)
+        self.written.problems[:0] = problems
+        if self.written.problems:
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            if self.config.pluginmanager.get_plugin("terminalreporter") is None:
+                sys.stderr.write("".join(f"{line}\n" for line in self.written.problems))
 
     def stale_entries(self) -> set[str]:
         """Baseline entries of budget files or test files run now whose model is gone."""
@@ -450,6 +506,7 @@ class GraphBudget:
             self.results,
             self.stale_entries(),
             self.baseline_path if self.update else None,
+            self.written,
         )
         return result
 
@@ -486,7 +543,16 @@ class BudgetFile(pytest.File):
     """A budget TOML file: one item per ``[models."<name>"]`` table."""
 
     def collect(self):
-        text = self.path.read_text()
+        # Anything that goes wrong reading the file is one error item: the other files and
+        # the tables already read still run, and every report counts the error.
+        try:
+            yield from self.items()
+        except Exception as exc:
+            message = f"{self.path}: cannot read the budget file: {type(exc).__name__}: {exc}"
+            yield BrokenBudget.from_parent(self, name="<file>", message=message)
+
+    def items(self):
+        text = self.path.read_text(encoding="utf-8")
         try:
             data = _tomllib().loads(text)
         except _tomllib().TOMLDecodeError as exc:
@@ -742,6 +808,25 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
     if hardware:
         budget.hardware = hardware
     return budget
+
+
+def is_budget(item: pytest.Item, when: str) -> bool:
+    """Whether a failure of this phase of the item is a budget that went unchecked: every
+    phase of a budget file's item, the set-up of a test with budget markers."""
+    if isinstance(item, (BudgetItem, BrokenBudget)):
+        return True
+    names = (*LIMITS, "bottleneck", "graph_budget")
+    return when == "setup" and any(item.get_closest_marker(n) for n in names)
+
+
+def failure_text(excinfo: Any) -> str:
+    """A failure's message as pytest would print it, without the traceback."""
+    exc = excinfo.value
+    if isinstance(exc, (GraphBudgetError, BudgetFailure)):
+        return str(exc)
+    if isinstance(exc, pytest.fail.Exception):
+        return str(exc.msg)
+    return excinfo.exconly()
 
 
 def budget_dict(budget: Budget) -> dict[str, Any]:

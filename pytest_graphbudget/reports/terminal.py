@@ -84,38 +84,45 @@ def render(
                 )
     for result in ordered:
         name = names[result.id]
+        for problem in (result.error or "").splitlines():
+            if problem.strip():
+                lines.append(f"error: {name}: {problem.strip()}")
         for finding in common.findings(result, "warn", "notice"):
             lines.append(f"{finding['severity']}: {name}: {finding['message']}")
     for key in sorted(stale):
         lines.append(f"stale baseline entry (its model is gone): {key}")
     if updated:
         lines.append(f"baseline written: {updated}")
-    if ordered:
-        lines.append(common.summary_line(ordered))
+    lines.append(common.title(ordered))
     return lines
 
 
-def terminal(reporter: Any, results: list[Any], stale: set[str], updated: Any) -> None:
-    """Write the section after pytest's summary; in GitHub Actions, also the annotations."""
-    if not results and not stale and not updated:
+def terminal(
+    reporter: Any,
+    results: list[Any],
+    stale: set[str],
+    updated: Any,
+    written: Any = None,
+) -> None:
+    """Write the section after pytest's summary; in GitHub Actions, also the annotations.
+
+    ``written`` (``reports.Written``) names the report files written and the ones that could
+    not be: each of those is one ``graph-budget: cannot write ...`` line, never a traceback.
+    """
+    problems = list(written.problems) if written is not None else []
+    if not results and not stale and not updated and not problems:
         return
     width = getattr(getattr(reporter, "_tw", None), "fullwidth", 80)
     reporter.write_sep("=", "graph budget")
     for text in render(results, stale, updated, width):
         reporter.write_line(text)
+    if written is not None and written.files:
+        reporter.write_line(
+            "reports written: " + ", ".join(f"{kind} {path}" for kind, path in written.files)
+        )
+    for problem in problems:
+        reporter.write_line(problem, red=True, bold=True)
     config = getattr(reporter, "config", None)
-    if config is not None:
-        written = [
-            f"{kind} {path}"
-            for kind, path in (
-                ("JUnit", config.getoption("graph_budget_junit")),
-                ("JSON", config.getoption("graph_budget_json")),
-                ("markdown", config.getoption("graph_budget_markdown")),
-            )
-            if path
-        ]
-        if written:
-            reporter.write_line("reports written: " + ", ".join(written))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from pytest_graphbudget.reports import github
 
