@@ -257,14 +257,16 @@ class GraphBudget:
         unit, a malformed budget file, a marker used wrongly, a factory that raised): an
         error every report counts, never a model missing from the table."""
         fspath, lineno, _ = item.reportinfo()
+        message = failure_text(call.excinfo) if call.excinfo else "failed before its check"
+        lines = item.lines if isinstance(item, BudgetItem) else {}
         return ModelResult(
             item.nodeid,
             item.name if not item.name.startswith("<") else Path(str(fspath)).name,
             item.nodeid,
             _relative(str(fspath), self.config),
-            (lineno or 0) + 1,
+            key_line(message, lines) or (lineno or 0) + 1,
             budget_dict(self.defaults),
-            error=failure_text(call.excinfo) if call.excinfo else "failed before its check",
+            error=message,
             source="toml" if isinstance(item, (BudgetItem, BrokenBudget)) else "marker",
         )
 
@@ -817,6 +819,18 @@ def is_budget(item: pytest.Item, when: str) -> bool:
         return True
     names = (*LIMITS, "bottleneck", "graph_budget")
     return when == "setup" and any(item.get_closest_marker(n) for n in names)
+
+
+def key_line(message: str, lines: dict[str, int]) -> int:
+    """The line of the table's key that an error names first, at its start (``flops_max in
+    vision.toml::resnet: cannot read ...``) or quoted (``unknown budget key 'flop_max'``), so
+    that its annotation marks that line; 0 when it names none."""
+    named = []
+    for key, line in lines.items():
+        at = 0 if key and message.startswith(f"{key} ") else message.find(f"'{key}'")
+        if key and at >= 0:
+            named.append((at, line))
+    return min(named)[1] if named else 0
 
 
 def failure_text(excinfo: Any) -> str:

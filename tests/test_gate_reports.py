@@ -161,6 +161,10 @@ def test_set_up_errors_are_counted_by_every_report(project, monkeypatch):
         assert entry["verdict"] == "error" and entry["passed"] is False
         assert said in entry["error"]
     assert models["budgets/keys.toml::unit"]["source"] == "toml"
+    # An error that names a key of its table points at that key's line.
+    keys = KEYS.splitlines()
+    assert models["budgets/keys.toml::typo"]["line"] == keys.index('flop_max = "20k"') + 1
+    assert models["budgets/keys.toml::unit"]["line"] == keys.index('flops_max = "10 parsecs"') + 1
     assert models["test_markers.py::test_two_limits"]["source"] == "marker"
     assert models["budgets/good.toml::fits"]["profile"]["totals"]["flops"] == LINEAR_FLOPS
 
@@ -201,6 +205,8 @@ def test_set_up_errors_are_counted_by_every_report(project, monkeypatch):
             for line in out.splitlines()
         ), model_id
     assert out.count("::error ") == 5
+    unit_line = models["budgets/keys.toml::unit"]["line"]
+    assert f"::error file=budgets/keys.toml,line={unit_line},title=Graph budget%3A unit " in out
 
 
 def test_a_budget_file_that_cannot_be_read_is_an_error_and_the_others_run(project):
