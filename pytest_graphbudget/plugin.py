@@ -232,7 +232,7 @@ class GraphBudget:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         results = item.stash.get(ITEM_MODELS, [])
-        if report.failed and not results and is_budget(item, call.when):
+        if report.failed and not results and is_budget(item, call):
             results = [self.unchecked(item, call)]
             item.stash[ITEM_MODELS] = results
         sent = item.stash.get(ITEM_SENT, 0)
@@ -812,13 +812,20 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
     return budget
 
 
-def is_budget(item: pytest.Item, when: str) -> bool:
+def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
     """Whether a failure of this phase of the item is a budget that went unchecked: every
-    phase of a budget file's item, the set-up of a test with budget markers."""
+    phase of a budget file's item; the set-up of a test with budget markers, or one that
+    failed with one of our errors (a marker that looks like ours, say)."""
     if isinstance(item, (BudgetItem, BrokenBudget)):
         return True
-    names = (*LIMITS, "bottleneck", "graph_budget")
-    return when == "setup" and any(item.get_closest_marker(n) for n in names)
+    if call.when != "setup":
+        return False
+    if any(item.get_closest_marker(n) for n in (*LIMITS, "bottleneck", "graph_budget")):
+        return True
+    return call.excinfo is not None and (
+        isinstance(call.excinfo.value, GraphBudgetError)
+        or failure_text(call.excinfo).startswith("graph-budget")
+    )
 
 
 def key_line(message: str, lines: dict[str, int]) -> int:

@@ -361,3 +361,34 @@ def test_an_unwritable_report_keeps_exit_1_of_a_failed_run(project, monkeypatch)
     )
     assert "Traceback" not in result.stdout.str()
     assert json.loads((project.path / "report.json").read_text())["passed"] is False
+
+
+OUR_SETUP_ERROR = """
+import pytest
+
+@pytest.fixture
+def model(request):
+    if request.node.get_closest_marker("flop_max"):
+        pytest.fail("graph-budget usage error: unknown marker flop_max (did you mean flops_max?)",
+                    pytrace=False)
+    raise ValueError("an unrelated fixture broke")
+
+@pytest.mark.flop_max("1k")
+def test_typo(model):
+    pass
+
+def test_unrelated(model):
+    pass
+"""
+
+
+def test_a_set_up_failure_is_a_result_only_when_it_is_ours(project):
+    (project.path / "budgets" / "good.toml").unlink()
+    project.makepyfile(test_setup=OUR_SETUP_ERROR)
+    result = run(project, "--graph-budget-json=report.json")
+    result.assert_outcomes(errors=2)
+    doc = json.loads((project.path / "report.json").read_text())
+    (error,) = doc["models"]  # the unrelated fixture error is pytest's, not a budget's
+    assert error["id"] == "test_setup.py::test_typo"
+    assert error["error"].endswith("unknown marker flop_max (did you mean flops_max?)")
+    assert doc["title"] == "1 model could not be checked"

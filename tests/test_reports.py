@@ -325,7 +325,9 @@ def test_markdown_comment_shows_changes_and_grown_layers(project):
     text = (project.path / "out" / "comment.md").read_text()
     lines = text.splitlines()
     assert lines[0] == "<!-- graph-budget -->"
-    assert lines[1] == "### ❌ Graph budget: 5 models: 3 over budget, 1 near a limit, 1 within budget"
+    assert (
+        lines[1] == "### ❌ Graph budget: 5 models: 3 over budget, 1 near a limit, 1 within budget"
+    )
 
     growth = mlp_flops(48) / MLP_FLOPS - 1
     row = next(line for line in lines if line.startswith("| `mlp` |"))

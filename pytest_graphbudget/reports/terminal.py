@@ -6,10 +6,13 @@
     model               FLOPs/limit  memory/limit  params  vs base  verdict
     resnet18            1.82G/1.80G  46.8MB/120MB  11.7M   +4.1%    FAIL
     test_mlp::encoder   16.5k/20k    9.86kB        2.08k   =        warn
+    typo                -            -             -                 ERROR
+    error: typo: unknown budget key 'flop_max' in vision.toml::typo (did you mean 'flops_max'?)
     warn: test_mlp::encoder: FLOPs 16.5k is at 92.0% of flops_max 18k
-    2 models: 1 failed, 1 near a limit
+    3 models: 1 could not be checked, 1 over budget, 1 near a limit
 
-``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); the
+``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); a
+budget that could not be checked is an ``ERROR`` row with its reason below the table; the
 figures a row leaves out but the budget bounds follow on an indented line. The table fits the
 terminal (80 columns, or less): model names are shortened from the left when they must be.
 ``render`` is a pure function of the results and the width; ``terminal`` writes it, and, in
