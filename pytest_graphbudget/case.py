@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,3 +25,65 @@ class ModelCase:
         if not isinstance(self.inputs, tuple):
             self.inputs = tuple(self.inputs) if isinstance(self.inputs, list) else (self.inputs,)
         self.kwargs = dict(self.kwargs or {})
+
+
+def as_case(value: Any, name: str) -> ModelCase | None:
+    """A fixture value as a ModelCase, when it is one or a ``(module, inputs)`` pair."""
+    if isinstance(value, ModelCase):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and is_module(value[0]):
+        return ModelCase(value[0], value[1], name=name)
+    return None
+
+
+def is_module(value: Any) -> bool:
+    """``value`` is a ``torch.nn.Module`` (never imports torch: no torch, no module)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.nn.Module)
+
+
+@dataclass
+class Found:
+    """The models among a test's fixture values, each under a label such as ``model`` or
+    ``models[1]``: the cases to profile, and the bare modules that cannot be profiled because
+    nothing says what inputs they take."""
+
+    cases: list[tuple[str, ModelCase]] = field(default_factory=list)
+    bare: list[tuple[str, str]] = field(default_factory=list)  # (label, class name)
+    stray: list[tuple[str, str]] = field(default_factory=list)
+    """Bare modules inside a list of ModelCases: clearly meant as models, always an error."""
+
+
+def find_models(values: dict[str, Any]) -> Found:
+    """Every ModelCase, ``(module, inputs)`` pair and bare module a test received, including
+    those inside a list, tuple or dict that a fixture returned."""
+    found = Found()
+    for argname, value in values.items():
+        case = as_case(value, argname)
+        if case is not None:
+            found.cases.append((argname, case))
+        elif is_module(value):
+            found.bare.append((argname, type(value).__name__))
+        else:
+            _find_in_container(argname, value, found)
+    return found
+
+
+def _find_in_container(argname: str, value: Any, found: Found) -> None:
+    if isinstance(value, dict):
+        keys = list(value)
+    elif isinstance(value, (list, tuple)):
+        # A case's name keeps its baseline entry when the list is reordered; else its index.
+        names = [getattr(v, "name", None) if isinstance(v, ModelCase) else None for v in value]
+        unique = None not in names and len(set(names)) == len(names)
+        keys = names if unique else list(range(len(value)))
+        value = dict(zip(keys, value, strict=True))
+    else:
+        return
+    cases = [(f"{argname}[{key}]", as_case(value[key], f"{argname}[{key}]")) for key in keys]
+    modules = [(f"{argname}[{key}]", type(v).__name__) for key, v in value.items() if is_module(v)]
+    if any(case is not None for _, case in cases):
+        found.cases += [(label, case) for label, case in cases if case is not None]
+        found.stray += modules
+    else:
+        found.bare += modules

@@ -28,6 +28,7 @@ from pytest_graphbudget.budgets import (
     build,
     check,
 )
+from pytest_graphbudget.case import as_case
 from pytest_graphbudget.errors import GraphBudgetError
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ MARKERS = {
 STATE = pytest.StashKey["GraphBudget"]()
 ITEM_MODELS = pytest.StashKey[list]()
 ITEM_BUDGET = pytest.StashKey[Budget]()
+ITEM_UNCHECKED = pytest.StashKey[list]()
+ITEM_TYPOS = pytest.StashKey[list]()
 ITEM_SENT = pytest.StashKey[int]()  # how many of ITEM_MODELS went out in a report
 PROPERTY = "graph_budget"
 
@@ -175,6 +178,7 @@ class GraphBudget:
         self.results: list[ModelResult] = []
         self.written: Any = None  # reports.Written, once the session has finished
         self.collected: set[str] = set()
+        self.registered: set[str] | None = None  # marker names pytest knows, read once
         self._baseline: Baseline | None = None
         self.defaults = build(
             {k: v for k, v in self.settings.items() if k in ("hardware", "tolerance")},
@@ -195,6 +199,11 @@ class GraphBudget:
     @pytest.hookimpl
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         self.collected.add(item.nodeid)
+        if self.registered is None:
+            self.registered = registered_markers(self.config)
+        typos = [marker_typo(m.name, self.registered) for m in item.iter_markers()]
+        if any(typos):  # reported when the test sets up: an error for that test alone
+            item.stash[ITEM_TYPOS] = sorted({typo for typo in typos if typo})
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -208,33 +217,90 @@ class GraphBudget:
         if isinstance(item, BudgetItem):
             return
         try:
+            check_marker_names(item)
             item.stash[ITEM_BUDGET] = budget_from_markers(item, self.defaults, self.hardware)
         except GraphBudgetError as exc:
             problem = str(exc)
         else:
             item.stash[ITEM_MODELS] = []
             return
+        # A result too, so that the table and every report count the test as not checked.
+        item.stash[ITEM_MODELS] = [self.error_result(item, None, problem)]
         pytest.fail(f"graph-budget usage error: {problem}", pytrace=False)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
-        outcome = yield
         if isinstance(item, BudgetItem) or ITEM_BUDGET not in item.stash:
-            return outcome
-        funcargs = getattr(item, "funcargs", {})
-        for argname, value in funcargs.items():
-            case = as_case(value, argname)
-            if case is not None:
-                self.evaluate_case(item, case, argname)
+            return (yield)
+        try:
+            outcome = yield
+        except (Exception, pytest.fail.Exception) as exc:
+            self.not_checked(item, exc)
+            raise
+        self.check_models(item)
         return outcome
+
+    def check_models(self, item: pytest.Item) -> None:
+        """Profile every model the test received; a test with budget markers that checked no
+        model, or got a module it cannot profile, gets an error result instead of a pass."""
+        from pytest_graphbudget.case import find_models
+
+        found = find_models(getattr(item, "funcargs", {}))
+        for label, case in found.cases:
+            self.evaluate_case(item, case, label)
+        results = item.stash[ITEM_MODELS]
+        for label, kind in found.stray:
+            results.append(self.error_result(item, label, bare_module_error(label, kind)))
+        markers = budget_markers(item)
+        if results or not markers:
+            return
+        for label, kind in found.bare:
+            results.append(self.error_result(item, label, bare_module_error(label, kind)))
+        if not found.bare:
+            results.append(self.error_result(item, None, no_model_error(markers)))
+
+    def not_checked(self, item: pytest.Item, exc: BaseException) -> None:
+        """The test body raised before its models were profiled: each model it had, or its
+        budget markers, become a "not checked" error (kept only if the test is reported failed:
+        a skip or an xfail is no verdict on the budget)."""
+        from pytest_graphbudget.case import find_models
+
+        found = find_models(getattr(item, "funcargs", {}))
+        budget = item.stash[ITEM_BUDGET]
+        labels = [(label, case.name or budget.name) for label, case in found.cases]
+        labels += [(label, None) for label, _ in found.stray]
+        if not labels and budget_markers(item) and not item.stash.get(ITEM_MODELS, []):
+            labels = [(label, None) for label, _ in found.bare] or [(None, None)]
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        reason = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        message = f"not checked: the test failed before its budget was checked ({reason})"
+        item.stash[ITEM_UNCHECKED] = [
+            self.error_result(item, label, message, name) for label, name in labels
+        ]
+
+    def error_result(
+        self, item: pytest.Item, label: str | None, message: str, name: str | None = None
+    ) -> ModelResult:
+        """An error result for a model (or, with no label, a test) whose budget was not checked;
+        ``name`` is the model's own name, when it has one, for the reports."""
+
+        def fail(_hardware: str) -> Any:
+            raise GraphBudgetError(message)
+
+        model_id = f"{item.nodeid}::{label}" if label else item.nodeid
+        budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
+        result, _ = self._evaluate(item, name or label or item.name, model_id, budget, fail)
+        return result
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         results = item.stash.get(ITEM_MODELS, [])
+        if call.when == "call" and report.failed:  # the body raised before its check
+            results = results + item.stash.get(ITEM_UNCHECKED, [])
         if report.failed and not results and is_budget(item, call):
             results = [self.unchecked(item, call)]
-            item.stash[ITEM_MODELS] = results
+        item.stash[ITEM_MODELS] = results
         sent = item.stash.get(ITEM_SENT, 0)
         for result in results[sent:]:  # each result once, in the report of its phase
             report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
@@ -258,6 +324,11 @@ class GraphBudget:
         error every report counts, never a model missing from the table."""
         fspath, lineno, _ = item.reportinfo()
         message = failure_text(call.excinfo) if call.excinfo else "failed before its check"
+        if not isinstance(item, (BudgetItem, BrokenBudget)) and not ours(call.excinfo):
+            message = (
+                f"not checked: the test's {call.when} failed before its budget was checked "
+                f"({message})"
+            )
         lines = item.lines if isinstance(item, BudgetItem) else {}
         return ModelResult(
             item.nodeid,
@@ -765,19 +836,59 @@ def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def as_case(value: Any, name: str) -> Any:
-    """A fixture value as a ModelCase, when it is one or a ``(module, inputs)`` pair."""
-    from pytest_graphbudget.case import ModelCase
+def registered_markers(config: pytest.Config) -> set[str]:
+    """Names of the markers registered with pytest (``markers`` ini lines, plugins')."""
+    import re
 
-    if isinstance(value, ModelCase):
-        return value
-    if isinstance(value, tuple) and len(value) == 2 and "torch" in sys.modules:
-        import torch
+    return {re.split(r"[:(]", line, maxsplit=1)[0].strip() for line in config.getini("markers")}
 
-        module, inputs = value
-        if isinstance(module, torch.nn.Module):
-            return ModelCase(module, inputs, name=name)
-    return None
+
+def marker_typo(name: str, registered: set[str]) -> str | None:
+    """The problem with a marker that looks like one of ours but is not (``flop_max``,
+    ``bottlenek``), else None. Markers registered by the project or a plugin are theirs."""
+    import difflib
+
+    if name in MARKERS or name in registered:
+        return None
+    ours = list(MARKERS)
+    if not (
+        name.endswith(("_max", "_min"))
+        or name.startswith(("graph_budget", "graphbudget"))
+        or difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
+    ):
+        return None
+    match = difflib.get_close_matches(name, ours, n=1, cutoff=0.7)
+    hint = f" (did you mean {match[0]!r}?)" if match else f" (budget markers: {', '.join(ours)})"
+    return f"unknown marker @pytest.mark.{name}{hint}: it would check nothing"
+
+
+def check_marker_names(item: pytest.Item) -> None:
+    """Raise the marker typos found when the test was collected."""
+    typos = item.stash.get(ITEM_TYPOS, [])
+    if typos:
+        raise GraphBudgetError(f"{'; '.join(typos)} (on {item.nodeid})")
+
+
+def budget_markers(item: pytest.Item) -> list[str]:
+    """Names of this plugin's markers on the test: each is a claim that some model is checked."""
+    return sorted({marker.name for marker in item.iter_markers() if marker.name in MARKERS})
+
+
+def bare_module_error(label: str, kind: str) -> str:
+    return (
+        f"{label!r} is a bare torch.nn.Module ({kind}): nothing says what inputs to profile it "
+        "at; return a ModelCase from the fixture, e.g. "
+        "return ModelCase(model, (torch.randn(1, 3, 224, 224),))"
+    )
+
+
+def no_model_error(markers: list[str]) -> str:
+    names = ", ".join(f"@pytest.mark.{name}" for name in markers)
+    return (
+        f"the test has {names} but no model was checked: give the test a fixture that returns "
+        "ModelCase(model, (torch.randn(1, 3, 224, 224),)), or call "
+        "graph_profile(model, inputs) in its body"
+    )
 
 
 def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | None) -> Budget:
@@ -822,9 +933,15 @@ def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
         return False
     if any(item.get_closest_marker(n) for n in (*LIMITS, "bottleneck", "graph_budget")):
         return True
-    return call.excinfo is not None and (
-        isinstance(call.excinfo.value, GraphBudgetError)
-        or failure_text(call.excinfo).startswith("graph-budget")
+    return ours(call.excinfo)
+
+
+def ours(excinfo: Any) -> bool:
+    """Whether a failure is one of this plugin's errors (a GraphBudgetError, or a message
+    that starts with ``graph-budget``), not the test's own."""
+    return excinfo is not None and (
+        isinstance(excinfo.value, (GraphBudgetError, BudgetFailure))
+        or failure_text(excinfo).startswith("graph-budget")
     )
 
 

@@ -263,8 +263,12 @@ def test_a_model_whose_forward_raises_fails_alone(project):
         def test_broken(broken):
             pass
 
+        @pytest.fixture
+        def fine():
+            return linear()
+
         @pytest.mark.flops_max("1G")
-        def test_fine():
+        def test_fine(fine):
             pass
         """
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pytest_graphbudget import units
@@ -158,3 +158,93 @@ def test_any_budget_table_builds_a_checkable_budget_or_is_refused_in_one_line(ta
             assert math.isfinite(limit) and limit >= 0, (key, limit)
         assert 0 <= budget.tolerance and math.isfinite(budget.tolerance)
         assert all(0 <= share <= 1 for share in budget.bottleneck.values())
+
+
+# --------------------------------------------------------------------------------------------
+# End to end: whatever a budget file holds, the other models keep their results
+
+
+GOOD_MODELS = """
+import torch
+from torch import nn
+from pytest_graphbudget import ModelCase
+
+def linear():
+    return ModelCase(nn.Linear(64, 32), (torch.randn(4, 64),), name="linear")
+"""
+# nn.Linear(64, 32) on (4, 64): 2*4*64*32 multiply-adds' FLOPs + 4*32 bias adds.
+GOOD_FLOPS = 2 * 4 * 64 * 32 + 4 * 32
+GOOD_BUDGET = '[models.good]\nfactory = "models:linear"\nflops_max = "20k"\n'
+
+toml_values = st.recursive(
+    st.one_of(
+        st.booleans(),
+        st.integers(min_value=-(10**12), max_value=10**12),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=12),
+        st.sampled_from(["models:linear", "models:missing", "nope:x", "3.7G", "2%", "generic"]),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+tables = st.dictionaries(
+    st.one_of(budget_keys, st.sampled_from(["factory", "model", "input_shape", "seq_len"])),
+    toml_values,
+    max_size=4,
+)
+
+
+def budget_text(draw_tables: dict, raw: str) -> str:
+    """A budget file from random tables (sometimes under wrong headings), then random text."""
+    import tomlkit
+
+    doc = tomlkit.document()
+    for section, content in draw_tables.items():
+        doc[section] = content
+    return tomlkit.dumps(doc) + raw
+
+
+files = st.builds(
+    budget_text,
+    st.dictionaries(
+        st.sampled_from(["defaults", "default", "models", "model", "extra"]),
+        st.one_of(
+            tables, st.dictionaries(st.sampled_from(["a", "b", "linear"]), tables, max_size=2)
+        ),
+        max_size=3,
+    ),
+    st.one_of(
+        st.just(""), st.text(max_size=30), st.sampled_from(["[models.x", "= 1", "[[models]]"])
+    ),
+)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),  # shrinking a pytest run takes minutes
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(text=files)
+def test_no_budget_file_costs_another_model_its_result(pytester, text):
+    """A bad budget file is its own error: no traceback, and the good model is still checked."""
+    import json
+
+    pytester.makepyfile(models=GOOD_MODELS)
+    pytester.syspathinsert()
+    budgets_dir = pytester.path / "budgets"
+    budgets_dir.mkdir(exist_ok=True)
+    (budgets_dir / "good.toml").write_text(GOOD_BUDGET)
+    (budgets_dir / "random.toml").write_text(text)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--graph-budget", "budgets/", "--graph-budget-json=out.json"
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
+    assert result.ret in (0, 1), output
+    report = json.loads((pytester.path / "out.json").read_text())
+    good = {m["id"]: m for m in report["models"]}["budgets/good.toml::good"]
+    assert good["error"] is None and good["profile"]["totals"]["flops"] == GOOD_FLOPS, good
+    assert report["passed"] == (result.ret == 0), (report["passed"], output)

@@ -1,0 +1,319 @@
+"""No model and no marker left unchecked (issue 9, items 1 and 5).
+
+A test with budget markers must end with every model it names checked, or fail saying why: a
+bare ``nn.Module``, a list of ``ModelCase``s, no model at all, a body that raised first, or a
+misspelt marker. Each case is a real pytest run (pytester, in-process) whose verdicts are read
+from pytest's outcome, the terminal table and the JSON report.
+
+Models are ``nn.Linear(64, w)`` on a ``(4, 64)`` input, counted by hand:
+2*4*64*w MAC FLOPs + 4*w bias adds, so w=16 gives 8,256 FLOPs and w=64 gives 33,024.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def flops(width: int) -> int:
+    return 2 * 4 * 64 * width + 4 * width
+
+
+MODELS = """
+import torch
+from pytest_graphbudget import ModelCase
+
+def linear(width=32, name=None):
+    torch.manual_seed(0)
+    return ModelCase(torch.nn.Linear(64, width), (torch.randn(4, 64),), name=name)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(models=MODELS)
+    pytester.syspathinsert()
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
+    """A budget run with a JSON report; returns the run and the report's models by id."""
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--graph-budget", "--graph-budget-json=out.json", *args
+    )
+    report = json.loads((pytester.path / "out.json").read_text())
+    return result, report
+
+
+def by_id(report: dict) -> dict[str, dict]:
+    return {model["id"]: model for model in report["models"]}
+
+
+def test_a_bare_module_fixture_fails_and_says_how_to_wrap_it(project):
+    project.makepyfile(
+        test_bare="""
+        import pytest, torch
+        from models import linear
+
+        @pytest.fixture
+        def net():
+            return torch.nn.Linear(64, 16)
+
+        @pytest.fixture
+        def criterion():
+            return torch.nn.MSELoss()
+
+        @pytest.fixture
+        def model():
+            return linear(16, name="lin16")
+
+        @pytest.mark.flops_max("1G")
+        def test_bare(net):
+            pass
+
+        @pytest.mark.flops_max("1G")
+        def test_with_a_loss_module(model, criterion):
+            pass
+
+        def test_no_budget_claimed(net):
+            pass
+        """
+    )
+    result, report = run(project, "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_bare.py::test_bare FAILED*",
+            "*'net' is a bare torch.nn.Module (Linear): nothing says what inputs to profile it at; "
+            "return a ModelCase from the fixture, e.g. "
+            "return ModelCase(model, (torch.randn(1, 3, 224, 224),))*",
+        ]
+    )
+    models = by_id(report)
+    bare = models["test_bare.py::test_bare::net"]
+    assert bare["passed"] is False and bare["verdict"] == "error"
+    assert bare["profile"] is None
+    assert "bare torch.nn.Module" in bare["error"]
+    # The loss module is not a model under test: the ModelCase beside it is what is checked.
+    assert models["test_bare.py::test_with_a_loss_module::model"]["profile"]["totals"][
+        "flops"
+    ] == flops(16)
+    assert not any("criterion" in key or "no_budget" in key for key in models)
+    assert report["passed"] is False
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_budget_markers_without_a_model_fail(project):
+    project.makepyfile(
+        test_nomodel="""
+        import pytest, torch
+        from models import linear
+
+        @pytest.mark.flops_max("1k")
+        @pytest.mark.params_max(100)
+        def test_nothing():
+            pass
+
+        @pytest.mark.flops_max("1G")
+        def test_profile_never_called(graph_profile):
+            if False:
+                graph_profile(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+
+        @pytest.mark.flops_max("1G")
+        def test_profiled(graph_profile):
+            graph_profile(torch.nn.Linear(64, 16), (torch.randn(4, 64),), name="lin")
+        """
+    )
+    result, report = run(project, "-v")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*the test has @pytest.mark.flops_max, @pytest.mark.params_max but no model was "
+            "checked: give the test a fixture that returns ModelCase(model, *), or call "
+            "graph_profile(model, inputs) in its body*",
+        ]
+    )
+    models = by_id(report)
+    for nodeid in ("test_nomodel.py::test_nothing", "test_nomodel.py::test_profile_never_called"):
+        assert models[nodeid]["verdict"] == "error"
+        assert "no model was checked" in models[nodeid]["error"]
+    assert models["test_nomodel.py::test_profiled::lin"]["profile"]["totals"]["flops"] == flops(16)
+    result.stdout.fnmatch_lines(["*graph budget*", "*test_nothing*ERROR*"])
+
+
+def test_every_model_of_a_list_or_dict_is_profiled(project):
+    project.makepyfile(
+        test_lists="""
+        import pytest, torch
+        from models import linear
+
+        @pytest.fixture
+        def named():
+            return [linear(16, name="small"), linear(64, name="big")]
+
+        @pytest.fixture
+        def unnamed():
+            return (linear(16), (torch.nn.Linear(64, 64), (torch.randn(4, 64),)))
+
+        @pytest.fixture
+        def keyed():
+            return {"a": linear(16)}
+
+        @pytest.fixture
+        def mixed():
+            return [linear(16), torch.nn.Linear(64, 16)]
+
+        @pytest.mark.flops_max(20_000)
+        def test_named(named):
+            pass
+
+        @pytest.mark.flops_max(20_000)
+        def test_unnamed(unnamed):
+            pass
+
+        @pytest.mark.flops_max(20_000)
+        def test_keyed(keyed):
+            pass
+
+        @pytest.mark.flops_max(20_000)
+        def test_mixed(mixed):
+            pass
+        """
+    )
+    result, report = run(project, "-v")
+    result.assert_outcomes(passed=1, failed=3)
+    models = by_id(report)
+    figures = {
+        key: (m["profile"] or {}).get("totals", {}).get("flops") for key, m in models.items()
+    }
+    assert figures == {
+        # Named cases are keyed by name, so reordering the list keeps their baseline entries.
+        "test_lists.py::test_named::named[small]": flops(16),
+        "test_lists.py::test_named::named[big]": flops(64),
+        "test_lists.py::test_unnamed::unnamed[0]": flops(16),
+        "test_lists.py::test_unnamed::unnamed[1]": flops(64),
+        "test_lists.py::test_keyed::keyed[a]": flops(16),
+        "test_lists.py::test_mixed::mixed[0]": flops(16),
+        "test_lists.py::test_mixed::mixed[1]": None,  # a bare module in a list of models
+    }
+    assert models["test_lists.py::test_named::named[big]"]["verdict"] == "fail"
+    assert models["test_lists.py::test_named::named[small]"]["verdict"] == "pass"
+    assert "bare torch.nn.Module (Linear)" in models["test_lists.py::test_mixed::mixed[1]"]["error"]
+    result.stdout.fnmatch_lines(["*graph budget failed for big*", "*exceeds flops_max 20k*"])
+
+
+def test_a_body_that_raises_leaves_its_model_reported_as_not_checked(project):
+    project.makepyfile(
+        test_raise="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear(16, name="lin16")
+
+        @pytest.mark.flops_max("1G")
+        def test_raises(model):
+            raise ValueError("accuracy dropped\\nsecond line")
+
+        @pytest.mark.flops_max("1G")
+        def test_no_model_raises():
+            assert 1 == 2
+
+        @pytest.mark.flops_max("1G")
+        def test_skipped(model):
+            pytest.skip("no GPU here")
+
+        @pytest.mark.xfail(reason="known")
+        @pytest.mark.flops_max("1G")
+        def test_expected_to_fail(model):
+            raise ValueError("known")
+
+        @pytest.mark.flops_max("1G")
+        def test_fine(model):
+            pass
+        """
+    )
+    result, report = run(project, "-v")
+    result.assert_outcomes(passed=1, failed=2, skipped=1, xfailed=1)
+    models = by_id(report)
+    assert set(models) == {
+        "test_raise.py::test_raises::model",
+        "test_raise.py::test_no_model_raises",
+        "test_raise.py::test_fine::model",
+    }
+    raised = models["test_raise.py::test_raises::model"]
+    assert raised["passed"] is False and raised["verdict"] == "error"
+    assert raised["error"] == (
+        "not checked: the test failed before its budget was checked (ValueError: accuracy dropped)"
+    )
+    assert models["test_raise.py::test_no_model_raises"]["error"].startswith(
+        "not checked: the test failed before its budget was checked (AssertionError: assert 1 == 2"
+    )
+    assert models["test_raise.py::test_fine::model"]["verdict"] == "pass"
+    assert report["passed"] is False
+    result.stdout.fnmatch_lines(["*graph budget*", "test_raises::lin16 * ERROR"])
+
+
+def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
+    project.makeini(
+        """
+        [pytest]
+        markers =
+            slow_max: a marker of the project's own
+        """
+    )
+    project.makepyfile(
+        test_typos="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear(16)
+
+        @pytest.mark.flop_max("1k")
+        def test_flop(model):
+            pass
+
+        @pytest.mark.bottlenek(compute_bound_min=0.5)
+        def test_bottleneck(model):
+            pass
+
+        @pytest.mark.gpu_time_max("1ms")
+        def test_unknown_limit(model):
+            pass
+
+        @pytest.mark.slow_max(3)
+        @pytest.mark.slow
+        @pytest.mark.flops_max("1G")
+        def test_registered_and_unrelated(model):
+            pass
+
+        @pytest.mark.flops_max("1G")
+        def test_good(model):
+            pass
+        """
+    )
+    result, report = run(project, "-v", "-W", "ignore::pytest.PytestUnknownMarkWarning")
+    result.assert_outcomes(passed=2, errors=3)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*test_typos.py::test_flop ERROR*",
+            "*test_typos.py::test_good PASSED*",
+            "*test_typos.py::test_registered_and_unrelated PASSED*",
+            "*graph-budget usage error: unknown marker @pytest.mark.flop_max "
+            "(did you mean 'flops_max'?): it would check nothing (on test_typos.py::test_flop)",
+            "*unknown marker @pytest.mark.bottlenek (did you mean 'bottleneck'?)*",
+            "*unknown marker @pytest.mark.gpu_time_max (budget markers: flops_max, macs_max,*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    models = by_id(report)
+    assert report["passed"] is False
+    assert models["test_typos.py::test_flop"]["verdict"] == "error"
+    assert "did you mean 'flops_max'?" in models["test_typos.py::test_flop"]["error"]
+    assert models["test_typos.py::test_unknown_limit"]["passed"] is False
+    assert models["test_typos.py::test_good::model"]["verdict"] == "pass"
+    result.stdout.fnmatch_lines(["*graph budget*", "test_flop * ERROR"])
