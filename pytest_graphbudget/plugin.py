@@ -341,6 +341,18 @@ class GraphBudget:
             source="toml" if isinstance(item, (BudgetItem, BrokenBudget)) else "marker",
         )
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector):
+        report = yield
+        if not report.failed or not isinstance(collector, BudgetFile):
+            return report
+        # A budget file that raised while read is one failing item, not a collection error
+        # that would stop the whole run: the other files still run, and the reports count it.
+        shown = _relative(str(collector.path), self.config)
+        message = f"{shown}: cannot read the budget file: {error_line(report)}"
+        broken = BrokenBudget.from_parent(collector, name="<file>", message=message)
+        return pytest.CollectReport(report.nodeid, "passed", None, [broken], report.sections)
+
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         # A budget file that cannot be collected is a result too, so the reports count it.
@@ -349,8 +361,7 @@ class GraphBudget:
             return
         if any(r.id == report.nodeid for r in self.results):
             return
-        lines = [line for line in report.longreprtext.splitlines() if line.strip()]
-        message = lines[-1].removeprefix("E").strip() if lines else "could not be collected"
+        message = error_line(report)
         self.results.append(
             ModelResult(
                 report.nodeid,
@@ -616,16 +627,7 @@ class BudgetFile(pytest.File):
     """A budget TOML file: one item per ``[models."<name>"]`` table."""
 
     def collect(self):
-        # Anything that goes wrong reading the file is one error item: the other files and
-        # the tables already read still run, and every report counts the error.
-        try:
-            yield from self.items()
-        except Exception as exc:
-            message = f"{self.path}: cannot read the budget file: {type(exc).__name__}: {exc}"
-            yield BrokenBudget.from_parent(self, name="<file>", message=message)
-
-    def items(self):
-        text = self.path.read_text(encoding="utf-8")
+        text = self.path.read_text()
         try:
             data = _tomllib().loads(text)
         except _tomllib().TOMLDecodeError as exc:
@@ -934,6 +936,13 @@ def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
     if any(item.get_closest_marker(n) for n in (*LIMITS, "bottleneck", "graph_budget")):
         return True
     return ours(call.excinfo)
+
+
+def error_line(report: pytest.CollectReport) -> str:
+    """The exception line of a failed collection (``ValueError: bad``), without its traceback."""
+    lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors or lines or ["could not be collected"])[-1].strip()
 
 
 def ours(excinfo: Any) -> bool:
