@@ -177,6 +177,7 @@ class GraphBudget:
             self.cache = None
         self.results: list[ModelResult] = []
         self.written: Any = None  # reports.Written, once the session has finished
+        self.baseline_unwritten = False  # --graph-budget-update could not write the baseline
         self.collected: set[str] = set()
         self.registered: set[str] | None = None  # marker names pytest knows, read once
         self._baseline: Baseline | None = None
@@ -560,6 +561,7 @@ class GraphBudget:
             except OSError as exc:
                 shown = _relative(str(self.baseline_path), self.config)
                 problems.append(reports.cannot_write(shown, exc))
+                self.baseline_unwritten = True
         self.written = reports.write_all(self.config, self.results, stale)
         self.written.problems[:0] = problems
         if self.written.problems:
@@ -589,7 +591,7 @@ class GraphBudget:
             terminalreporter,
             self.results,
             self.stale_entries(),
-            self.baseline_path if self.update else None,
+            self.baseline_path if self.update and not self.baseline_unwritten else None,
             self.written,
         )
         return result
@@ -933,9 +935,7 @@ def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
         return True
     if call.when != "setup":
         return False
-    if any(item.get_closest_marker(n) for n in (*LIMITS, "bottleneck", "graph_budget")):
-        return True
-    return ours(call.excinfo)
+    return bool(budget_markers(item)) or ours(call.excinfo)
 
 
 def error_line(report: pytest.CollectReport) -> str:

@@ -405,3 +405,17 @@ def test_a_set_up_failure_is_a_result_when_a_budget_goes_unchecked(project):
         ),
     }
     assert doc["title"] == "2 models could not be checked"
+
+
+def test_an_unwritable_baseline_is_one_line_and_exit_4(project):
+    (project.path / "blocker").write_text("a file where a directory should be\n")
+    project.makepyprojecttoml('[tool.graph_budget]\nbaseline = "blocker/baseline.toml"\n')
+    result = run(project, "--graph-budget-update", "--graph-budget-json=report.json")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    assert out.count("graph-budget: cannot write blocker/baseline.toml: ") == 1
+    assert "baseline written" not in out
+    assert "1 model within budget" in section(result)
+    assert json.loads((project.path / "report.json").read_text())["passed"] is True
