@@ -53,6 +53,7 @@ ITEM_MODELS = pytest.StashKey[list]()
 ITEM_BUDGET = pytest.StashKey[Budget]()
 ITEM_UNCHECKED = pytest.StashKey[list]()
 ITEM_TYPOS = pytest.StashKey[list]()
+ITEM_SENT = pytest.StashKey[int]()  # how many of ITEM_MODELS went out in a report
 PROPERTY = "graph_budget"
 
 
@@ -172,6 +173,8 @@ class GraphBudget:
         if config.getoption("graph_budget_no_cache"):
             self.cache = None
         self.results: list[ModelResult] = []
+        self.written: Any = None  # reports.Written, once the session has finished
+        self.baseline_unwritten = False  # --graph-budget-update could not write the baseline
         self.collected: set[str] = set()
         self.registered: set[str] | None = None  # marker names pytest knows, read once
         self._baseline: Baseline | None = None
@@ -294,16 +297,18 @@ class GraphBudget:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when == "setup" and report.failed:  # a usage error of the test's markers
-            for result in item.stash.get(ITEM_MODELS, []):
-                report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        results = item.stash.get(ITEM_MODELS, [])
+        if call.when == "call" and report.failed:  # the body raised before its check
+            results = results + item.stash.get(ITEM_UNCHECKED, [])
+        if report.failed and not results and is_budget(item, call):
+            results = [self.unchecked(item, call)]
+        item.stash[ITEM_MODELS] = results
+        sent = item.stash.get(ITEM_SENT, 0)
+        for result in results[sent:]:  # each result once, in the report of its phase
+            report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        item.stash[ITEM_SENT] = len(results)
         if call.when != "call":
             return report
-        results = item.stash.get(ITEM_MODELS, [])
-        if report.failed:
-            results = results + item.stash.get(ITEM_UNCHECKED, [])
-        for result in results:
-            report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         if results:
             from pytest_graphbudget.reports.junit import pytest_properties
 
@@ -314,6 +319,63 @@ class GraphBudget:
             report.outcome = "failed"
             report.longrepr = "\n".join(r.message() for r in failed)
         return report
+
+    def unchecked(self, item: pytest.Item, call: pytest.CallInfo) -> ModelResult:
+        """The result of a budget that failed before any model was checked (a bad key or
+        unit, a malformed budget file, a marker used wrongly, a factory that raised): an
+        error every report counts, never a model missing from the table."""
+        fspath, lineno, _ = item.reportinfo()
+        message = failure_text(call.excinfo) if call.excinfo else "failed before its check"
+        if not isinstance(item, (BudgetItem, BrokenBudget)) and not ours(call.excinfo):
+            message = (
+                f"not checked: the test's {call.when} failed before its budget was checked "
+                f"({message})"
+            )
+        lines = item.lines if isinstance(item, BudgetItem) else {}
+        return ModelResult(
+            item.nodeid,
+            item.name if not item.name.startswith("<") else Path(str(fspath)).name,
+            item.nodeid,
+            _relative(str(fspath), self.config),
+            key_line(message, lines) or (lineno or 0) + 1,
+            budget_dict(self.defaults),
+            error=message,
+            source="toml" if isinstance(item, (BudgetItem, BrokenBudget)) else "marker",
+        )
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector):
+        report = yield
+        if not report.failed or not isinstance(collector, BudgetFile):
+            return report
+        # A budget file that raised while read is one failing item, not a collection error
+        # that would stop the whole run: the other files still run, and the reports count it.
+        shown = _relative(str(collector.path), self.config)
+        message = f"{shown}: cannot read the budget file: {error_line(report)}"
+        broken = BrokenBudget.from_parent(collector, name="<file>", message=message)
+        return pytest.CollectReport(report.nodeid, "passed", None, [broken], report.sections)
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A budget file that cannot be collected is a result too, so the reports count it.
+        file = report.nodeid.split("::", 1)[0]
+        if not report.failed or not file.endswith(".toml"):
+            return
+        if any(r.id == report.nodeid for r in self.results):
+            return
+        message = error_line(report)
+        self.results.append(
+            ModelResult(
+                report.nodeid,
+                Path(file).name,
+                report.nodeid,
+                file,
+                1,
+                budget_dict(self.defaults),
+                error=message,
+                source="toml",
+            )
+        )
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -485,18 +547,29 @@ class GraphBudget:
         if _is_worker(self.config):
             return
         from pytest_graphbudget import baseline as baseline_file
+        from pytest_graphbudget import reports
 
         stale = self.stale_entries()
+        problems = []
         if self.update:
             entries = {
                 r.id: baseline_file.entry_from(r.profile)
                 for r in self.results
                 if r.profile is not None
             }
-            baseline_file.update(self.baseline_path, entries, remove=stale)
-        from pytest_graphbudget import reports
-
-        reports.write_all(self.config, self.results, stale)
+            try:
+                baseline_file.update(self.baseline_path, entries, remove=stale)
+            except OSError as exc:
+                shown = _relative(str(self.baseline_path), self.config)
+                problems.append(reports.cannot_write(shown, exc))
+                self.baseline_unwritten = True
+        self.written = reports.write_all(self.config, self.results, stale)
+        self.written.problems[:0] = problems
+        if self.written.problems:
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            if self.config.pluginmanager.get_plugin("terminalreporter") is None:
+                sys.stderr.write("".join(f"{line}\n" for line in self.written.problems))
 
     def stale_entries(self) -> set[str]:
         """Baseline entries of budget files or test files run now whose model is gone."""
@@ -519,7 +592,8 @@ class GraphBudget:
             terminalreporter,
             self.results,
             self.stale_entries(),
-            self.baseline_path if self.update else None,
+            self.baseline_path if self.update and not self.baseline_unwritten else None,
+            self.written,
         )
         return result
 
@@ -928,6 +1002,55 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
     if hardware:
         budget.hardware = hardware
     return budget
+
+
+def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
+    """Whether a failure of this phase of the item is a budget that went unchecked: every
+    phase of a budget file's item; the set-up of a test with budget markers, or one that
+    failed with one of our errors (a marker that looks like ours, say)."""
+    if isinstance(item, (BudgetItem, BrokenBudget)):
+        return True
+    if call.when != "setup":
+        return False
+    return bool(budget_markers(item)) or ours(call.excinfo)
+
+
+def error_line(report: pytest.CollectReport) -> str:
+    """The exception line of a failed collection (``ValueError: bad``), without its traceback."""
+    lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors or lines or ["could not be collected"])[-1].strip()
+
+
+def ours(excinfo: Any) -> bool:
+    """Whether a failure is one of this plugin's errors (a GraphBudgetError, or a message
+    that starts with ``graph-budget``), not the test's own."""
+    return excinfo is not None and (
+        isinstance(excinfo.value, (GraphBudgetError, BudgetFailure))
+        or failure_text(excinfo).startswith("graph-budget")
+    )
+
+
+def key_line(message: str, lines: dict[str, int]) -> int:
+    """The line of the table's key that an error names first, at its start (``flops_max in
+    vision.toml::resnet: cannot read ...``) or quoted (``unknown budget key 'flop_max'``), so
+    that its annotation marks that line; 0 when it names none."""
+    named = []
+    for key, line in lines.items():
+        at = 0 if key and message.startswith(f"{key} ") else message.find(f"'{key}'")
+        if key and at >= 0:
+            named.append((at, line))
+    return min(named)[1] if named else 0
+
+
+def failure_text(excinfo: Any) -> str:
+    """A failure's message as pytest would print it, without the traceback."""
+    exc = excinfo.value
+    if isinstance(exc, (GraphBudgetError, BudgetFailure)):
+        return str(exc)
+    if isinstance(exc, pytest.fail.Exception):
+        return str(exc.msg)
+    return excinfo.exconly()
 
 
 def budget_dict(budget: Budget) -> dict[str, Any]:
