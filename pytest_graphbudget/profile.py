@@ -291,11 +291,20 @@ def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, nam
     target = hw.get(hardware)
     example = Example(args, kwargs)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        # Tracing speaks to torch developers (export's notes on attribute assignment, FX's on
-        # leaf modules); users see our summary of what worked and why the rest failed.
-        warnings.simplefilter("ignore")
-        traced, measured, failures = _trace_and_measure(model, example)
+    # Profiling runs the model in eval mode; the caller's model keeps the mode it had.
+    modes = {module: module.training for module in model.modules()}
+    try:
+        with warnings.catch_warnings():
+            # Tracing speaks to torch developers (export's notes on attribute assignment, FX's
+            # on leaf modules); users see our summary of what worked and why the rest failed.
+            warnings.simplefilter("ignore")
+            # Under the caller's inference_mode, export would keep composite ops (aten.linear)
+            # whole: the graph and its subgraphs would differ from the same model's outside it.
+            with torch.inference_mode(False):
+                traced, measured, failures = _trace_and_measure(model, example)
+    finally:
+        for module, training in modes.items():
+            module.training = training
     seconds = time.perf_counter() - start
     return _assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)
 
