@@ -327,3 +327,241 @@ def test_training_mode_is_restored_when_profiling_raises():
     with pytest.raises(GraphBudgetError, match="boom"):
         profile_model(model, torch.randn(3, 4))
     assert modes(model) == {"": True, "fc": True}
+
+
+# --------------------------------------------------------------------------------------------
+# Item 8, last part: an unsupported op that may hide a contraction fails the budget check
+# unless the budget says allow_unsupported.
+#
+# The rule (measure.may_contract): an op without a formula may be a contraction when any input
+# is a floating-point or complex tensor of rank >= 2, or when its name says so (mm, matmul,
+# conv, einsum, attention, linear, dot, gemm, lstm, gru, rnn...). Other unsupported ops warn.
+
+
+@torch.library.custom_op("gbcosts::blend", mutates_args=())
+def blend(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A matrix product hidden in a custom op whose name does not say so."""
+    return a @ b
+
+
+@blend.register_fake
+def _(a, b):
+    return a.new_empty(a.shape[0], b.shape[1])
+
+
+@torch.library.custom_op("gbcosts::bucket", mutates_args=())
+def bucket(x: torch.Tensor) -> torch.Tensor:
+    """1-D integer bookkeeping: nothing a contraction could hide in."""
+    return x + 1
+
+
+@bucket.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class CustomOps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+        self.w = nn.Parameter(torch.randn(6, 3))
+
+    def forward(self, x, idx):
+        return torch.ops.gbcosts.blend(self.fc(x), self.w), torch.ops.gbcosts.bucket(idx)
+
+
+@pytest.fixture(scope="module")
+def custom_profile():
+    torch.manual_seed(0)
+    return profile_model(CustomOps(), (torch.randn(2, 4), torch.arange(5)))
+
+
+def test_custom_ops_are_reported_under_their_namespace(custom_profile):
+    coverage = custom_profile.coverage
+    assert coverage.unsupported_ops == {"gbcosts.blend": 1, "gbcosts.bucket": 1}
+    assert coverage.unsupported_contractions == {"gbcosts.blend": 1}
+    assert custom_profile.to_dict()["coverage"]["unsupported_contractions"] == {"gbcosts.blend": 1}
+    assert custom_profile.macs == 2 * 4 * 6  # the linear only: blend is not counted
+
+
+def test_may_contract_rule():
+    from pytest_graphbudget.measure import may_contract
+
+    floats2, floats1 = torch.empty(3, 4), torch.empty(4)
+    ints2 = torch.empty(3, 4, dtype=torch.long)
+    assert may_contract("mylib.blend", (floats1, floats2), {})
+    assert may_contract("mylib.blend", (), {"x": torch.empty(2, 2, dtype=torch.complex64)})
+    assert not may_contract("mylib.blend", (floats1, floats1, ints2), {})
+    assert may_contract("mylib.vec_dot", (floats1, floats1), {})  # the name says so
+    assert may_contract("aten.special_conv_thing", (), {})
+
+
+def severities(findings) -> list[tuple[str, str]]:
+    return [(f.severity, f.message) for f in findings]
+
+
+def test_an_unsupported_contraction_fails_the_check(custom_profile):
+    from pytest_graphbudget.budgets import Budget, coverage_findings
+
+    findings = coverage_findings(custom_profile, Budget())
+    fails = [f.message for f in findings if f.severity == "fail"]
+    assert len(fails) == 1 and "\n" not in fails[0]
+    assert fails[0].startswith("gbcosts.blend x1 has no cost formula and may hide a contraction")
+    assert 'allow_unsupported = ["gbcosts.blend"]' in fails[0]
+    assert ("warn", "ops without a cost formula: gbcosts.bucket x1") in severities(findings)
+    # the JSON form is judged the same way
+    assert severities(coverage_findings(custom_profile.to_dict(), Budget())) == severities(findings)
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [
+        True,
+        "gbcosts::blend",
+        "gbcosts.blend",
+        ["gbcosts::blend"],
+        ["aten.mm", "gbcosts.blend.default"],
+    ],
+)
+def test_allow_unsupported_accepts_the_op(custom_profile, allowed):
+    from pytest_graphbudget.budgets import build, coverage_findings
+
+    budget = build({"allow_unsupported": allowed}, "test")
+    findings = coverage_findings(custom_profile, budget)
+    assert not [f for f in findings if f.severity == "fail"]
+    notice = next(f.message for f in findings if f.severity == "notice")
+    assert "gbcosts.blend x1" in notice and "allow_unsupported" in notice
+
+
+@pytest.mark.parametrize("allowed", [False, "gbcosts.bucket", ["aten.blend"], "blend"])
+def test_allow_unsupported_for_other_ops_still_fails(custom_profile, allowed):
+    from pytest_graphbudget.budgets import build, coverage_findings
+
+    findings = coverage_findings(custom_profile, build({"allow_unsupported": allowed}, "test"))
+    assert [f.key for f in findings if f.severity == "fail"] == ["coverage"]
+
+
+def test_strict_fails_other_unsupported_ops_unless_allowed(custom_profile):
+    from pytest_graphbudget.budgets import build, coverage_findings
+
+    budget = build({"allow_unsupported": "gbcosts.blend"}, "test")
+    strict = coverage_findings(custom_profile, budget, strict=True)
+    assert ("fail", "ops without a cost formula: gbcosts.bucket x1") in severities(strict)
+    budget = build({"allow_unsupported": True}, "test")
+    assert not [
+        f for f in coverage_findings(custom_profile, budget, strict=True) if f.severity == "fail"
+    ]
+
+
+def test_a_profile_without_the_contraction_record_fails_every_unsupported_op(custom_profile):
+    """A profile saved before the record existed: any unsupported op may be a contraction."""
+    from pytest_graphbudget.budgets import Budget, coverage_findings
+
+    data = custom_profile.to_dict()
+    del data["coverage"]["unsupported_contractions"]
+    fails = [f.message for f in coverage_findings(data, Budget()) if f.severity == "fail"]
+    assert [m.split(" ")[0] for m in fails] == ["gbcosts.blend", "gbcosts.bucket"]
+
+
+@pytest.mark.parametrize("value", [1, "", ["ok", 2], {"op": True}, [" "]])
+def test_allow_unsupported_values_are_checked(value):
+    from pytest_graphbudget.budgets import build
+
+    with pytest.raises(GraphBudgetError) as caught:
+        build({"allow_unsupported": value}, "budgets/x.toml [models.m]")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("allow_unsupported in budgets/x.toml [models.m]: true, false, an op")
+
+
+def test_allow_unsupported_is_in_the_budget_dict():
+    from pytest_graphbudget.budgets import build
+    from pytest_graphbudget.plugin import budget_dict
+
+    assert budget_dict(build({}, "t"))["allow_unsupported"] is False
+    assert budget_dict(build({"allow_unsupported": True}, "t"))["allow_unsupported"] is True
+    listed = build({"allow_unsupported": ["gbcosts::blend", "aten::mm.out", "nonzero"]}, "t")
+    assert budget_dict(listed)["allow_unsupported"] == ["gbcosts.blend", "aten.mm", "aten.nonzero"]
+
+
+# -- through pytest: the marker keyword and the TOML key
+
+MODELS = """
+import torch
+from pytest_graphbudget import ModelCase
+
+class CustomOps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 6)
+        self.w = torch.nn.Parameter(torch.randn(6, 3))
+
+    def forward(self, x):
+        return torch.ops.gbcosts.blend(self.fc(x), self.w)
+
+def custom():
+    torch.manual_seed(0)
+    return ModelCase(CustomOps(), (torch.randn(2, 4),), name="custom")
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(models=MODELS)
+    pytester.syspathinsert()
+    return pytester
+
+
+def test_the_marker_fails_an_unsupported_contraction_unless_allowed(project):
+    project.makepyfile(
+        test_custom="""
+        import pytest
+        from models import custom
+
+        @pytest.fixture
+        def model():
+            return custom()
+
+        @pytest.mark.flops_max("1G")
+        def test_counted(model):
+            pass
+
+        @pytest.mark.flops_max("1G")
+        @pytest.mark.graph_budget(allow_unsupported="gbcosts::blend")
+        def test_allowed(model):
+            pass
+
+        @pytest.mark.graph_budget(allow_unsupported=["aten.mm"])
+        def test_other_allowed(model):
+            pass
+        """
+    )
+    report = project.path / "report.json"
+    result = project.runpytest(
+        "-p", "no:cacheprovider", "--graph-budget", "-v", f"--graph-budget-json={report}"
+    )
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*test_custom.py::test_allowed PASSED*"])
+    result.stdout.fnmatch_lines(
+        ["*gbcosts.blend x1 has no cost formula and may hide a contraction*"]
+    )
+    import json
+
+    models = json.loads(report.read_text())["models"]
+    budgets = {m["nodeid"].rsplit("::", 1)[-1]: m["budget"] for m in models}
+    assert budgets["test_allowed"]["allow_unsupported"] == ["gbcosts.blend"]
+    assert budgets["test_counted"]["allow_unsupported"] is False
+
+
+def test_the_toml_key_allows_an_unsupported_contraction(project):
+    project.mkdir("budgets")
+    project.path.joinpath("budgets", "custom.toml").write_text(
+        '[models.counted]\nfactory = "models:custom"\nflops_max = "1G"\n\n'
+        '[models.allowed]\nfactory = "models:custom"\nflops_max = "1G"\n'
+        'allow_unsupported = ["gbcosts::blend"]\n\n'
+        '[models.everything]\nfactory = "models:custom"\nflops_max = "1G"\n'
+        "allow_unsupported = true\n"
+    )
+    result = project.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets/", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*budgets/custom.toml::counted FAILED*"])
