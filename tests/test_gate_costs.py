@@ -273,6 +273,17 @@ SCALED = {
         ((4, 3), (2, 4, 5), (2, 5, 3)),
         (2 * 4 * 3 * 5, 12 * (2 - 1) + 12 * 2),
     ),
+    # pointwise ops with a scale: a + alpha * b, a + value * b * c
+    "add-alpha": (
+        lambda c, a, b: torch.add(a, b, alpha=2) + torch.sub(a, b, alpha=1),
+        ((1,), (4, 3), (4, 3)),
+        (0, 12 * 2 + 12 + 12),  # add with alpha, sub without, the + between them
+    ),
+    "addcmul-value": (
+        lambda c, a, b: torch.addcmul(c, a, b, value=0.5) + torch.addcdiv(c, a, b),
+        ((4, 3), (4, 3), (4, 3)),
+        (0, 12 * 3 + 12 * 2 + 12),
+    ),
     # the outer product is addmm with k = 1
     "addr": (
         lambda c, a, b: torch.addr(c, a, b, alpha=2),
