@@ -24,9 +24,9 @@ from pytest_graphbudget.budgets import (
     LIMITS,
     MODEL_KEYS,
     Budget,
-    Finding,
     build,
     check,
+    coverage_findings,
 )
 from pytest_graphbudget.case import as_case
 from pytest_graphbudget.errors import GraphBudgetError, toml_error
@@ -45,8 +45,8 @@ MARKERS = {
     },
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
-    "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None): per-test "
-    "settings of pytest-graphbudget",
+    "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
+    "allow_unsupported=False): per-test settings of pytest-graphbudget",
 }
 STATE = pytest.StashKey["GraphBudget"]()
 ITEM_MODELS = pytest.StashKey[list]()
@@ -505,7 +505,7 @@ class GraphBudget:
             return result, None
         result.profile = prof.to_dict()
         findings = check(prof, budget)
-        findings += self.coverage_findings(prof)
+        findings += coverage_findings(prof, budget, self.strict)
         base = self.baseline().get(model_id)
         problems = self.baseline_file().problems_of(model_id)
         if problems and not self.update:  # an entry it cannot trust would let regressions by
@@ -522,23 +522,6 @@ class GraphBudget:
                 findings += baseline_file.compare(current, base, budget.tolerance, path)
         result.findings = [asdict(f) for f in findings]
         return result, prof
-
-    def coverage_findings(self, prof: Any) -> list[Finding]:
-        findings = []
-        if prof.coverage.nodes == 0 or prof.flops == 0:
-            findings.append(
-                Finding(
-                    "fail",
-                    "coverage",
-                    "no operation was counted: the graph is empty or every op lacks a formula",
-                )
-            )
-        unsupported = prof.coverage.unsupported_ops
-        if unsupported:
-            ops = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
-            severity = "fail" if self.strict else "warn"
-            findings.append(Finding(severity, "coverage", f"ops without a cost formula: {ops}"))
-        return findings
 
     # -- the end --------------------------------------------------------------------------
 
@@ -984,7 +967,7 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
             budget = build({key: marker.args[0]}, where.format(key), budget)
     for name, allowed in (
         ("bottleneck", ("compute_bound_min", "memory_bound_max", "by")),
-        ("graph_budget", ("hardware", "tolerance", "name")),
+        ("graph_budget", ("hardware", "tolerance", "name", "allow_unsupported")),
     ):
         marker = item.get_closest_marker(name)
         if marker is None:
@@ -1060,8 +1043,14 @@ def budget_dict(budget: Budget) -> dict[str, Any]:
         "by": budget.bottleneck_by,
         "hardware": budget.hardware,
         "tolerance": budget.tolerance,
+        "allow_unsupported": _allowed(budget.allow_unsupported),
         "lines": dict(budget.lines),
     }
+
+
+def _allowed(allowed: bool | tuple[str, ...]) -> bool | list[str]:
+    """``allow_unsupported`` as JSON: true, false or the list of op names."""
+    return list(allowed) if isinstance(allowed, tuple) else allowed
 
 
 def _is_worker(config: pytest.Config) -> bool:

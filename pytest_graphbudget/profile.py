@@ -38,6 +38,9 @@ class Coverage:
     nodes: int
     costed: int
     unsupported_ops: dict[str, int]
+    unsupported_contractions: dict[str, int] | None = None
+    """The unsupported calls that may be contractions (``measure.may_contract``), by op; None
+    when not known (a profile saved before it was recorded): then every unsupported op may be."""
 
 
 @dataclass
@@ -189,10 +192,15 @@ class Profile:
                 "nodes": self.coverage.nodes,
                 "costed": self.coverage.costed,
                 "unsupported_ops": dict(sorted(self.coverage.unsupported_ops.items())),
+                "unsupported_contractions": _sorted_or_none(self.coverage.unsupported_contractions),
             },
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "modules": {path: vars(m).copy() for path, m in sorted(self.modules.items())},
         }
+
+
+def _sorted_or_none(counts: dict[str, int] | None) -> dict[str, int] | None:
+    return None if counts is None else dict(sorted(counts.items()))
 
 
 def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Profile:
@@ -291,11 +299,20 @@ def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, nam
     target = hw.get(hardware)
     example = Example(args, kwargs)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        # Tracing speaks to torch developers (export's notes on attribute assignment, FX's on
-        # leaf modules); users see our summary of what worked and why the rest failed.
-        warnings.simplefilter("ignore")
-        traced, measured, failures = _trace_and_measure(model, example)
+    # Profiling runs the model in eval mode; the caller's model keeps the mode it had.
+    modes = {module: module.training for module in model.modules()}
+    try:
+        with warnings.catch_warnings():
+            # Tracing speaks to torch developers (export's notes on attribute assignment, FX's
+            # on leaf modules); users see our summary of what worked and why the rest failed.
+            warnings.simplefilter("ignore")
+            # Under the caller's inference_mode, export would keep composite ops (aten.linear)
+            # whole: the graph and its subgraphs would differ from the same model's outside it.
+            with torch.inference_mode(False):
+                traced, measured, failures = _trace_and_measure(model, example)
+    finally:
+        for module, training in modes.items():
+            module.training = training
     seconds = time.perf_counter() - start
     return _assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)
 
@@ -378,12 +395,15 @@ def _assemble(
     subgraph_of = {m: s.id for s in subgraphs for m in s.nodes}
 
     unsupported: Counter = Counter()
+    contractions: Counter = Counter()
     for node in measured.nodes:
         unsupported.update(node.unsupported)
+        contractions.update(node.contractions)
     coverage = Coverage(
         nodes=len(measured.nodes),
         costed=sum(1 for n in measured.nodes if not n.unsupported),
         unsupported_ops=dict(unsupported),
+        unsupported_contractions=dict(contractions),
     )
     return Profile(
         model=name,
