@@ -8,6 +8,8 @@ none of them is ever ignored, since a setting that is silently dropped (a misspe
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,13 +129,15 @@ def _hardware_profiles(tables: Any, where: str, problems: list[str]) -> dict[str
         return {}
     found = {}
     for name, table in tables.items():
+        # A key as TOML would quote it, so a name holding a newline stays on the one line.
+        key = name if re.fullmatch(r"[A-Za-z0-9_-]+", str(name)) else json.dumps(str(name))
         if not isinstance(table, dict):
-            problems.append(f"{where}: hardware_profiles.{name} must be a table, got {table!r}")
+            problems.append(f"{where}: hardware_profiles.{key} must be a table, got {table!r}")
             continue
         try:
             found[str(name)] = from_table(str(name), table)
         except GraphBudgetError as exc:
-            problems.append(f"{where}: hardware_profiles.{name}: {exc}")
+            problems.append(f"{where}: hardware_profiles.{key}: {exc}")
     return found
 
 

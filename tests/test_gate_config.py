@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pytest_graphbudget import cli
@@ -277,6 +277,8 @@ TABLES = st.dictionaries(KEYS | st.text(max_size=6), VALUES, max_size=5)
 
 @settings(max_examples=300, deadline=None)
 @given(table=TABLES | VALUES)
+@example(table={"hardware_profiles": {"\n": None}})  # a profile's name holding a newline
+@example(table={"hardware_profiles": {"a\nb": {"peak_tflops": "x"}}})
 def test_any_settings_table_is_settings_or_a_list_of_one_line_problems(table):
     try:
         found = project_settings.check(table)
