@@ -1,0 +1,198 @@
+"""The profile cache never outlives the code it describes (issue 9, item 3).
+
+The model under test is ``nn.Linear(8, 8, bias=False)`` on a ``(1, 8)`` input, followed by ``k``
+additions of a constant: 2 * 8 * 8 = 128 FLOPs for the layer and 8 per addition, so ``k = 1``
+gives 136 and ``k = 2`` gives 144. Each edit below moves ``k`` from 1 to 2 somewhere outside
+the module class; the figures written by ``--graph-budget-update`` must follow, in the same
+cache directory. That a run reused the cache is proven by a file the model's own code appends
+to whenever it runs, not by anything the plugin says.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import tomllib
+
+BEFORE, AFTER = 136, 144
+
+HELPERS = """
+ADDS = 1
+CONFIG = {"adds": 1}
+
+def extra(x):
+    return x + 1
+"""
+
+MODELS = """
+import pathlib
+import torch
+from pytest_graphbudget import ModelCase
+import helpers
+from helpers import extra
+
+ADDS = 1
+CONFIG = {"adds": 1}
+
+def local(x):
+    return x + 1
+
+def mark(x):
+    with open(pathlib.Path(__file__).with_name("calls.log"), "a") as log:
+        log.write("forward\\n")
+    return x
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8, bias=False)
+
+    def forward(self, x):
+        x = mark(self.fc(x))
+        return STEP(x)
+
+def build():
+    return ModelCase(Net(), (torch.randn(1, 8),), name="net")
+"""
+
+TEST = """
+import pytest
+from models import build
+
+@pytest.fixture
+def model():
+    return build()
+
+@pytest.mark.flops_max("1M")
+def test_model(model):
+    pass
+"""
+
+# Where the one extra addition goes: (file, the step the model runs, the text before and after).
+EDITS = {
+    "module-level helper": ("models", "local(x)", "return x + 1", "return x + 1 + 1"),
+    "helper imported from another file": (
+        "helpers",
+        "extra(x)",
+        "return x + 1",
+        "return x + 1 + 1",
+    ),
+    "helper reached through its module": (
+        "helpers",
+        "helpers.extra(x)",
+        "return x + 1",
+        "return x + 1 + 1",
+    ),
+    "constant": ("models", "adds(x, ADDS)", "ADDS = 1", "ADDS = 2"),
+    "constant in another file": ("helpers", "adds(x, helpers.ADDS)", "ADDS = 1", "ADDS = 2"),
+    "config dict": ("models", 'adds(x, CONFIG["adds"])', '{"adds": 1}', '{"adds": 2}'),
+    "config dict in another file": (
+        "helpers",
+        'adds(x, helpers.CONFIG["adds"])',
+        '{"adds": 1}',
+        '{"adds": 2}',
+    ),
+}
+
+ADDS_HELPER = """
+def adds(x, n):
+    for _ in range(n):
+        x = x + 1
+    return x
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    # An edit that keeps a file's size within the same second would otherwise be hidden by the
+    # bytecode cache (it checks size and whole-second mtime), whatever our cache does.
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    pytester.syspathinsert()
+    pytester.makepyfile(helpers=HELPERS, test_model=TEST)
+    return pytester
+
+
+def write_models(pytester: pytest.Pytester, step: str) -> None:
+    pytester.makepyfile(models=MODELS.replace("STEP(x)", step) + ADDS_HELPER)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "-v", *args)
+
+
+def baseline_flops(pytester: pytest.Pytester) -> int:
+    data = tomllib.loads((pytester.path / "budgets" / "baseline.toml").read_text())
+    return data["models"]["test_model.py::test_model::model"]["flops"]
+
+
+def forward_calls(pytester: pytest.Pytester) -> int:
+    log = pytester.path / "calls.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def entries(pytester: pytest.Pytester) -> int:
+    return len(list((pytester.path / ".graph_budget_cache").rglob("*.json")))
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_an_edit_outside_the_module_class_reaches_the_baseline(project, edit):
+    filename, step, before, after = EDITS[edit]
+    write_models(project, step)
+    run(project, "--graph-budget-update").assert_outcomes(passed=1)
+    assert baseline_flops(project) == BEFORE
+    assert entries(project) == 1
+    calls = forward_calls(project)
+    assert calls > 0
+
+    path = project.path / f"{filename}.py"
+    path.write_text(path.read_text().replace(before, after, 1))
+    run(project, "--graph-budget-update").assert_outcomes(passed=1)
+    assert baseline_flops(project) == AFTER, f"{edit}: the cache served the old figures"
+    assert forward_calls(project) > calls  # profiled again, not served from the cache
+    assert entries(project) == 2
+
+
+def test_unchanged_code_is_served_from_the_cache(project):
+    write_models(project, "local(x)")
+    first = run(project, "--graph-budget-update")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["graph budget cache: 1 profiled and stored"])
+    calls = forward_calls(project)
+    assert calls > 0 and baseline_flops(project) == BEFORE
+
+    # A rewritten file with the same code, a fresh process-level import, new random weights:
+    # nothing the graph depends on changed, so the model never runs.
+    (project.path / "models.py").write_text((project.path / "models.py").read_text() + "\n# x\n")
+    second = run(project, "--graph-budget-update")
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["graph budget cache: 1 reused"])
+    assert forward_calls(project) == calls
+    assert baseline_flops(project) == BEFORE
+    assert entries(project) == 1
+
+
+def test_a_model_without_a_sound_fingerprint_is_profiled_every_time(project):
+    write_models(project, "local(x)")
+    models = project.path / "models.py"
+    models.write_text(
+        models.read_text().replace(
+            "self.fc = torch.nn.Linear(8, 8, bias=False)",
+            "self.fc = torch.nn.Linear(8, 8, bias=False)\n"
+            "        import threading\n"
+            "        self.lock = threading.Lock()",
+        )
+    )
+    for _ in range(2):
+        calls = forward_calls(project)
+        result = run(project, "--graph-budget-update")
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(
+            [
+                "graph budget cache: 1 not cached",
+                "  net: not cached: a _thread.lock object has no stable form",
+            ]
+        )
+        assert forward_calls(project) > calls
+        assert baseline_flops(project) == BEFORE
+    assert entries(project) == 0
