@@ -196,3 +196,87 @@ def test_a_model_without_a_sound_fingerprint_is_profiled_every_time(project):
         assert forward_calls(project) > calls
         assert baseline_flops(project) == BEFORE
     assert entries(project) == 0
+
+
+# -- the fingerprint itself, on modules built here ------------------------------------------
+
+
+def scaled(k):
+    return lambda x: x * k
+
+
+def _net(k=2, index=(0, 1, 2, 3), act=None):
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.k = k
+            self.act = act or scaled(k)
+            self.register_buffer("index", torch.tensor(index))
+
+        def forward(self, x):
+            return self.act(self.fc(x))[:, self.index]
+
+    return Net()
+
+
+def test_the_same_code_and_data_give_the_same_fingerprint_whatever_the_weights():
+    from pytest_graphbudget.fingerprint import fingerprint
+
+    # Fresh random weights each time: an unseeded fixture must still hit the cache.
+    assert fingerprint(_net()) == fingerprint(_net())
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["hyper-parameter and closure", "integer buffer values", "forward hook", "patched library"],
+)
+def test_what_steers_the_graph_changes_the_fingerprint(change, monkeypatch):
+    import torch
+
+    from pytest_graphbudget.fingerprint import fingerprint
+
+    before = fingerprint(_net())
+    if change == "hyper-parameter and closure":
+        after = fingerprint(_net(k=3))
+    elif change == "integer buffer values":
+        after = fingerprint(_net(index=(3, 2, 1, 0)))
+    elif change == "forward hook":
+        net = _net()
+        net.fc.register_forward_hook(lambda module, args, out: out * 2)
+        after = fingerprint(net)
+    else:
+        original = torch.nn.Linear.forward
+        monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: original(self, x) * 2)
+        after = fingerprint(_net())
+    assert after != before
+
+
+def test_an_object_without_a_stable_form_makes_the_model_uncacheable():
+    import threading
+
+    from pytest_graphbudget.fingerprint import Unfingerprintable, fingerprint
+
+    net = _net()
+    net.lock = threading.Lock()
+    with pytest.raises(Unfingerprintable, match="_thread.lock"):
+        fingerprint(net)
+
+
+def test_a_local_model_is_keyed_by_its_bytes_and_a_pickle_by_what_it_builds(tmp_path):
+    from pytest_graphbudget.cache import name_key
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert", "num_hidden_layers": 1}')
+    first = name_key(str(folder), {}, "generic")
+    assert first == name_key(str(folder), {}, "generic")
+    (folder / "config.json").write_text('{"model_type": "bert", "num_hidden_layers": 2}')
+    assert name_key(str(folder), {}, "generic") not in (None, first)
+    pickled = tmp_path / "model.pt"
+    pickled.write_bytes(b"not read")
+    # Its classes live in the project: the key must come from the module it unpickles to.
+    assert name_key(str(pickled), {}, "generic") is None
+    assert name_key("resnet18", {}, "generic") == name_key("resnet18", {}, "generic")
