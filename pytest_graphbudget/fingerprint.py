@@ -25,9 +25,11 @@ the caller does not cache the profile.
 from __future__ import annotations
 
 import dataclasses
+import dis
 import enum
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -141,6 +143,7 @@ class _Walker:
         self.refs: dict[int, int] = {}
         self.keep: list[Any] = []  # keeps every described object alive, so ids stay unique
         self.steps = 0
+        self.open_modules: set[int] = set()
 
     def run(self, value: Any) -> Any:
         try:
@@ -275,12 +278,31 @@ class _Walker:
         return parts
 
     def _module(self, module: types.ModuleType, names: frozenset[str]) -> Any:
-        """A Python module: a library one by name; a project one by the attributes the
-        referring code names (``helpers.scale`` names ``scale``), else by its source."""
-        if _is_library_module(module):
-            return ["library module", module.__name__]
+        """A Python module, through the attributes the referring code names (``helpers.scale``
+        names ``scale``). A library module is named; only its submodules and any of its
+        functions replaced by project code (a monkeypatched ``F.gelu``) are walked."""
+        if id(module) in self.open_modules:  # a cycle of imports (os.path.os...)
+            return ["module", module.__name__, "open"]
+        self.open_modules.add(id(module))
+        try:
+            return self._module_parts(module, names)
+        finally:
+            self.open_modules.discard(id(module))
+
+    def _module_parts(self, module: types.ModuleType, names: frozenset[str]) -> Any:
         namespace = vars(module)
         used = sorted(name for name in names if name in namespace)
+        if _is_library_module(module):
+            replaced = [
+                [name, self.value(namespace[name], names)]
+                for name in used
+                if isinstance(namespace[name], types.ModuleType)
+                or (
+                    isinstance(namespace[name], types.FunctionType)
+                    and not is_library_file(namespace[name].__code__.co_filename)
+                )
+            ]
+            return ["library module", module.__name__, replaced]
         if used:
             return [
                 "module",
@@ -329,6 +351,7 @@ class _Walker:
                 [name, self.value(namespace[name], names)]
                 for name in sorted(names & namespace.keys())
             ],
+            [[name, self.value(module, names)] for name, module in _imported(fn)],
         ]
 
     def _code(self, code: types.CodeType) -> Any:
@@ -386,6 +409,56 @@ class _Walker:
 
 def _as_tuple(slots: Any) -> tuple[str, ...]:
     return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+def _imported(fn: types.FunctionType) -> list[tuple[str, Any]]:
+    """Modules the function imports in its body (``from helpers import scale`` inside
+    ``forward``), relative ones included. One not imported yet is imported now when it is
+    project code (the forward would import it anyway), so that its code is walked too."""
+    package = fn.__globals__.get("__package__") or None
+    found = []
+    for name, level, fromlist in sorted(_imports(fn.__code__), key=repr):
+        try:
+            absolute = importlib.util.resolve_name("." * level + name, package) if level else name
+        except (ImportError, ValueError):
+            continue
+        targets = [absolute] + [f"{absolute}.{item}" for item in fromlist if item != "*"]
+        for target in targets:
+            module = sys.modules.get(target) or _import_project_module(target, fn)
+            if module is not None:
+                found.append((target, module))
+    return found
+
+
+def _import_project_module(name: str, fn: types.FunctionType) -> types.ModuleType | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # a missing parent, an optional dependency
+        spec = None
+    if spec is None or is_library_file(spec.origin or "<frozen>"):
+        return None  # absent (the forward fails the same way), or covered by the versions
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        raise Unfingerprintable(f"{fn.__qualname__} imports {name}, which fails: {exc}") from None
+
+
+def _imports(code: types.CodeType) -> set[tuple[str, int, tuple[str, ...]]]:
+    """Every ``import`` in a code object and the code nested in it: (name, level, fromlist)."""
+    found = set()
+    consts: list[Any] = []
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "LOAD_CONST":
+            consts = [*consts[-1:], instruction.argval]
+        elif instruction.opname == "IMPORT_NAME":
+            level, fromlist = ([None, None] + consts)[-2:]
+            level = level if isinstance(level, int) else 0
+            fromlist = fromlist if isinstance(fromlist, tuple) else ()
+            found.add((instruction.argval, level, fromlist))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _imports(const)
+    return found
 
 
 def _names(code: types.CodeType) -> set[str]:

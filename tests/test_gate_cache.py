@@ -38,6 +38,11 @@ CONFIG = {"adds": 1}
 def local(x):
     return x + 1
 
+def lazily(x):
+    from lazy import later  # imported when it runs: not a global of this file
+
+    return later(x)
+
 def mark(x):
     with open(pathlib.Path(__file__).with_name("calls.log"), "a") as log:
         log.write("forward\\n")
@@ -84,6 +89,7 @@ EDITS = {
         "return x + 1",
         "return x + 1 + 1",
     ),
+    "helper imported inside a function": ("lazy", "lazily(x)", "return x + 1", "return x + 1 + 1"),
     "constant": ("models", "adds(x, ADDS)", "ADDS = 1", "ADDS = 2"),
     "constant in another file": ("helpers", "adds(x, helpers.ADDS)", "ADDS = 1", "ADDS = 2"),
     "config dict": ("models", 'adds(x, CONFIG["adds"])', '{"adds": 1}', '{"adds": 2}'),
@@ -94,6 +100,11 @@ EDITS = {
         '{"adds": 2}',
     ),
 }
+
+LAZY = """
+def later(x):
+    return x + 1
+"""
 
 ADDS_HELPER = """
 def adds(x, n):
@@ -109,7 +120,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     # bytecode cache (it checks size and whole-second mtime), whatever our cache does.
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     pytester.syspathinsert()
-    pytester.makepyfile(helpers=HELPERS, test_model=TEST)
+    pytester.makepyfile(helpers=HELPERS, lazy=LAZY, test_model=TEST)
     return pytester
 
 
@@ -231,7 +242,13 @@ def test_the_same_code_and_data_give_the_same_fingerprint_whatever_the_weights()
 
 @pytest.mark.parametrize(
     "change",
-    ["hyper-parameter and closure", "integer buffer values", "forward hook", "patched library"],
+    [
+        "hyper-parameter and closure",
+        "integer buffer values",
+        "forward hook",
+        "patched library method",
+        "patched library function",
+    ],
 )
 def test_what_steers_the_graph_changes_the_fingerprint(change, monkeypatch):
     import torch
@@ -247,11 +264,25 @@ def test_what_steers_the_graph_changes_the_fingerprint(change, monkeypatch):
         net = _net()
         net.fc.register_forward_hook(lambda module, args, out: out * 2)
         after = fingerprint(net)
-    else:
+    elif change == "patched library method":
         original = torch.nn.Linear.forward
         monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: original(self, x) * 2)
         after = fingerprint(_net())
+    else:
+        before = fingerprint(_net(act=_gelu))
+        gelu = torch.nn.functional.gelu
+        monkeypatch.setattr(torch.nn.functional, "gelu", lambda x: gelu(x) * 2)
+        after = fingerprint(_net(act=_gelu))
     assert after != before
+
+
+def _gelu(x):
+    import os
+
+    import torch.nn.functional as F
+
+    os.path.basename("a cycle of library modules: os.path.os.path...")
+    return F.gelu(x)
 
 
 def test_an_object_without_a_stable_form_makes_the_model_uncacheable():
