@@ -285,7 +285,9 @@ class GraphBudget:
             try:
                 stored = key()
             except Unfingerprintable as exc:  # profiled every time rather than ever stale
-                self.cache_notes.append(f"{name or 'a model'}: not cached: {exc}")
+                self.cache_notes.append(
+                    f"{name or 'a model'}: not cached, profiled every run: {exc}"
+                )
                 self.cache_counts["not cached"] += 1
         data = self.cache.get(stored) if stored else None
         if data is not None:

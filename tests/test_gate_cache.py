@@ -201,7 +201,7 @@ def test_a_model_without_a_sound_fingerprint_is_profiled_every_time(project):
         result.stdout.fnmatch_lines(
             [
                 "graph budget cache: 1 not cached",
-                "  net: not cached: a _thread.lock object has no stable form",
+                "  net: not cached, profiled every run: a _thread.lock object has no stable form",
             ]
         )
         assert forward_calls(project) > calls
@@ -311,3 +311,21 @@ def test_a_local_model_is_keyed_by_its_bytes_and_a_pickle_by_what_it_builds(tmp_
     # Its classes live in the project: the key must come from the module it unpickles to.
     assert name_key(str(pickled), {}, "generic") is None
     assert name_key("resnet18", {}, "generic") == name_key("resnet18", {}, "generic")
+
+
+def test_a_toml_budget_built_by_a_factory_follows_an_edited_helper(project):
+    write_models(project, "local(x)")
+    project.mkdir("budgets")
+    (project.path / "budgets" / "net.toml").write_text(
+        '[models.net]\nfactory = "models:build"\nflops_max = "1M"\n'
+    )
+
+    def flops() -> int:
+        run(project, "budgets/", "--graph-budget-update").assert_outcomes(passed=1)
+        data = tomllib.loads((project.path / "budgets" / "baseline.toml").read_text())
+        return data["models"]["budgets/net.toml::net"]["flops"]
+
+    assert flops() == BEFORE
+    models = project.path / "models.py"
+    models.write_text(models.read_text().replace("return x + 1", "return x + 1 + 1", 1))
+    assert flops() == AFTER
