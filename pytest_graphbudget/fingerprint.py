@@ -43,6 +43,10 @@ MAX_STEPS = 500_000
 MAX_VALUE_ELEMENTS = 4096
 """Integer or bool tensors up to this many elements are described by their values too."""
 
+MAX_SCALARS = 16
+"""Other tensors that are not parameters (a temperature, a scale) up to this many elements are
+described by their values too; random weights never are, so an unseeded model still hits."""
+
 _CLASS_SKIP = frozenset(
     {
         "__dict__",
@@ -174,6 +178,8 @@ class _Walker:
             return [type(obj).__name__, repr(obj)]
         if isinstance(obj, types.ModuleType):
             return self._module(obj, names)
+        if type(obj) in (tuple, frozenset):  # immutable: described where they occur, so that a
+            return self._describe(obj)  # set's iteration order never numbers the references
         key = id(obj)
         if key in self.refs:
             return ["ref", self.refs[key]]
@@ -227,11 +233,23 @@ class _Walker:
 
         if isinstance(obj, (logging.Logger, logging.LoggerAdapter)):
             return ["logger", getattr(obj, "name", None)]
+        if type(obj).__module__ == "numpy" and hasattr(obj, "tobytes"):  # a constant table
+            digest = hashlib.sha256(obj.tobytes()).hexdigest()
+            return ["numpy", type(obj).__name__, list(obj.shape), str(obj.dtype), digest]
         return self._instance(obj)
 
     def _torch(self, obj: Any, torch: Any) -> Any:
         if isinstance(obj, torch.Tensor):
             return self._tensor(obj, torch)
+        if isinstance(obj, torch.jit.ScriptFunction):
+            return ["script", self._script(obj)]
+        if isinstance(obj, torch.jit.ScriptModule):
+            state = [*obj.named_parameters(), *obj.named_buffers()]
+            return [
+                "script module",
+                [[name, self._script(m)] for name, m in obj.named_modules()],
+                [[name, self.value(t)] for name, t in state],
+            ]
         if isinstance(obj, torch.nn.Module):
             return self._nn_module(obj)
         if isinstance(obj, (torch.dtype, torch.device, torch.Size, torch.layout)):
@@ -242,6 +260,13 @@ class _Walker:
             return ["op", str(obj)]
         return None
 
+    def _script(self, obj: Any) -> Any:
+        """TorchScript: its compiled source, which its Python attributes do not show."""
+        try:
+            return [getattr(obj, "qualified_name", None), obj.code]
+        except Exception as exc:  # a script module with no forward of its own
+            raise Unfingerprintable(f"TorchScript without readable code: {exc}") from None
+
     def _tensor(self, tensor: Any, torch: Any) -> Any:
         parts = [
             "tensor",
@@ -251,7 +276,8 @@ class _Walker:
             tensor.device.type,
         ]
         exact = not tensor.is_floating_point() and not tensor.is_complex()
-        if self.tensor_values and exact and tensor.numel() <= MAX_VALUE_ELEMENTS:
+        small = tensor.numel() <= MAX_SCALARS and not isinstance(tensor, torch.nn.Parameter)
+        if self.tensor_values and (small or (exact and tensor.numel() <= MAX_VALUE_ELEMENTS)):
             from torch._subclasses.fake_tensor import is_fake
 
             if not tensor.is_meta and not is_fake(tensor):

@@ -248,6 +248,8 @@ def test_the_same_code_and_data_give_the_same_fingerprint_whatever_the_weights()
         "forward hook",
         "patched library method",
         "patched library function",
+        "value of a small float buffer",
+        "numpy table",
     ],
 )
 def test_what_steers_the_graph_changes_the_fingerprint(change, monkeypatch):
@@ -268,6 +270,19 @@ def test_what_steers_the_graph_changes_the_fingerprint(change, monkeypatch):
         original = torch.nn.Linear.forward
         monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: original(self, x) * 2)
         after = fingerprint(_net())
+    elif change == "value of a small float buffer":
+        nets = [_net(), _net()]
+        nets[0].register_buffer("temperature", torch.tensor(0.5))
+        nets[1].register_buffer("temperature", torch.tensor(0.7))
+        before, after = map(fingerprint, nets)
+    elif change == "numpy table":
+        import numpy as np
+
+        table = np.arange(5000)  # numpy prints it with "...": its repr hides the middle
+        edited = table.copy()
+        edited[2500] = -1
+        before = fingerprint(_net(act=scaled(table)))
+        after = fingerprint(_net(act=scaled(edited)))
     else:
         before = fingerprint(_net(act=_gelu))
         gelu = torch.nn.functional.gelu
