@@ -105,7 +105,7 @@ def environment() -> list[Any]:
     """What every key shares: versions, this package's bytes and the switches."""
     return [
         FORMAT,
-        list(sys.version_info[:3]) + [sys.implementation.name],
+        [*sys.version_info[:3], sys.implementation.name, sys.flags.optimize],
         _torch_build(),
         _distributions(),
         _package_digest(),

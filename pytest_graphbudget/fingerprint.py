@@ -8,14 +8,20 @@ from the model to everything its code can reach:
   body;
 - every function: its bytecode and constants, defaults, closure cells, attributes, and every
   global it names (a helper in this or another file, a constant, a config dict, a class),
-  recursively; a project module named by the code contributes the attributes the code names;
+  recursively; a project module named by the code, or imported in its body, contributes the
+  attributes the code names;
 - every module instance: its attributes (hyper-parameters, config objects), its hooks, each
   parameter's and buffer's name, shape, dtype and device, and the values of small integer or
-  bool buffers (indices and masks can steer the graph); torch's global module hooks.
+  bool buffers (indices and masks can steer the graph) and of tiny non-parameter tensors;
+  torch's global module hooks; numpy constants by their bytes; TorchScript by its code.
 
 Library code (the standard library, installed packages, this package) is named, not walked: the
 environment part of the key (``cache.environment``) holds every installed distribution's
-version. A library class whose methods were replaced by project functions is walked for those.
+version. Library classes and modules are still searched for functions replaced by project code
+(a monkeypatched ``F.gelu`` or ``nn.Linear.forward``).
+
+Not covered: values read at run time from files or environment variables, names looked up
+from strings (``getattr(helpers, name)``, ``globals()[name]``), and the values of input tensors.
 
 When something reachable has no sound description (an object with neither attributes nor a
 value-like ``repr``, such as a lock or a compiled function), ``Unfingerprintable`` says what, and
