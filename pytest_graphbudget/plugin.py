@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -172,6 +173,8 @@ class GraphBudget:
             self.cache.clear()
         if config.getoption("graph_budget_no_cache"):
             self.cache = None
+        self.cache_counts: Counter[str] = Counter()
+        self.cache_notes: list[str] = []  # why a model was not cached, shown at -v
         self.results: list[ModelResult] = []
         self.written: Any = None  # reports.Written, once the session has finished
         self.baseline_unwritten = False  # --graph-budget-update could not write the baseline
@@ -406,9 +409,18 @@ class GraphBudget:
 
     def cached(self, key: Any, compute: Any, name: str | None) -> Any:
         """The profile stored under ``key()`` if there is a good one, else ``compute()``'s."""
+        from pytest_graphbudget.cache import Unfingerprintable
         from pytest_graphbudget.profile import profile_from_dict
 
-        stored = key() if self.cache is not None else None
+        stored = None
+        if self.cache is not None:
+            try:
+                stored = key()
+            except Unfingerprintable as exc:  # profiled every time rather than ever stale
+                self.cache_notes.append(
+                    f"{name or 'a model'}: not cached, profiled every run: {exc}"
+                )
+                self.cache_counts["not cached"] += 1
         data = self.cache.get(stored) if stored else None
         if data is not None:
             try:
@@ -417,10 +429,12 @@ class GraphBudget:
                 prof = None
             if prof is not None:
                 prof.model = name or prof.model
+                self.cache_counts["reused"] += 1
                 return prof
         prof = compute()
         if stored:
             self.cache.put(stored, prof.to_dict())
+            self.cache_counts["profiled and stored"] += 1
         return prof
 
     def profile(
@@ -578,6 +592,11 @@ class GraphBudget:
             self.baseline_path if self.update and not self.baseline_unwritten else None,
             self.written,
         )
+        if self.config.get_verbosity() > 0 and self.cache_counts:
+            counts = ", ".join(f"{n} {what}" for what, n in sorted(self.cache_counts.items()))
+            terminalreporter.write_line(f"graph budget cache: {counts}")
+            for note in self.cache_notes:
+                terminalreporter.write_line(f"  {note}")
         return result
 
 
@@ -839,8 +858,16 @@ class BudgetItem(pytest.Item):
 
         model_name = str(self.table.get("model", self.name))
         target = manager.target(hardware)
+        key = (
+            cache_keys.name_key(model_name, options, repr(target))
+            if manager.cache is not None
+            else None
+        )
+        if key is None:  # no cache, or a name that says too little: key it by what it builds
+            case = zoo.resolve(model_name, **options)
+            return manager.profile(case, None, None, self.name, hardware)
         return manager.cached(
-            lambda: cache_keys.name_key(model_name, options, repr(target)),
+            lambda: key,
             lambda: profile_model(
                 zoo.resolve(model_name, **options), hardware=target, name=self.name
             ),
