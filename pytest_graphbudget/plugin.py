@@ -517,6 +517,9 @@ class GraphBudget:
         except GraphBudgetError as exc:
             result.error = str(exc)
             return result, None
+        except Exception as exc:  # a bug of ours: still a result, never a missing row
+            result.error = internal_error(exc)
+            return result, None
         result.profile = prof.to_dict()
         findings = check(prof, budget)
         findings += coverage_findings(prof, budget, self.strict)
@@ -724,6 +727,19 @@ class BudgetFile(pytest.File):
 
     def broken(self, name: str, message: str, line: int = 0) -> BrokenBudget:
         return BrokenBudget.from_parent(self, name=name, message=message, line=line)
+
+
+def internal_error(exc: BaseException) -> str:
+    """One line for an exception our own code raised: what, where, and that it is our bug."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    what = " ".join(str(exc).split())[:200]
+    return (
+        f"internal error in pytest-graphbudget: {type(exc).__name__}: {what}{where}; "
+        "this is a bug, please report it"
+    )
 
 
 FILE_TABLES = '; a budget file has [defaults] and [models."<name>"] tables'

@@ -419,3 +419,54 @@ def test_an_unwritable_baseline_is_one_line_and_exit_4(project):
     assert "baseline written" not in out
     assert "1 model within budget" in section(result)
     assert json.loads((project.path / "report.json").read_text())["passed"] is True
+
+
+# -- a bug of ours is a result too ------------------------------------------------------------
+
+BUGGED = """\
+[models.fits]
+factory = "models:linear"
+flops_max = "20k"
+
+[models.bugged]
+factory = "models:mlp"
+flops_max = "1G"
+"""
+
+
+def test_an_internal_error_is_a_result_and_the_other_models_keep_theirs(project, monkeypatch):
+    """An exception from our own code (not the user's model) is one line that says it is our
+    bug, an error in every report, and never costs another model its verdict."""
+    from pytest_graphbudget import partition as partition_module
+
+    real = partition_module.partition
+
+    def partition_with_a_bug(measured):
+        # Fault injected into our own partitioner, for the model with a ReLU only.
+        if any(node.kind == "relu" for node in measured.nodes):
+            raise KeyError("group 7")
+        return real(measured)
+
+    monkeypatch.setattr(partition_module, "partition", partition_with_a_bug)
+    project.makepyfile(
+        models=MODELS
+        + "\ndef mlp():\n    return ModelCase(torch.nn.Sequential(torch.nn.Linear(8, 8),"
+        " torch.nn.ReLU()), (torch.randn(2, 8),))\n"
+    )
+    (project.path / "budgets" / "good.toml").write_text(BUGGED)
+    result = run(project, "budgets/", "--graph-budget-json=out.json")
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    result.stdout.fnmatch_lines(
+        [
+            "*internal error in pytest-graphbudget: KeyError: 'group 7' at test_gate_reports.py:*"
+            "this is a bug, please report it*"
+        ]
+    )
+    report = json.loads((project.path / "out.json").read_text())
+    models = {m["id"]: m for m in report["models"]}
+    assert models["budgets/good.toml::bugged"]["verdict"] == "error"
+    assert models["budgets/good.toml::fits"]["verdict"] == "pass"
+    assert report["passed"] is False
+    assert report["title"] == "2 models: 1 could not be checked, 1 within budget"
