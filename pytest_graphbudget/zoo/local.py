@@ -80,22 +80,53 @@ def _load_yaml(path: Path, name: str, options: LoadOptions) -> ModelCase:
 
 
 def _load_exported(path: Path, name: str, options: LoadOptions) -> ModelCase:
-    """A ``torch.export`` archive: the program's module with the example inputs saved in it."""
+    """A ``torch.export`` archive: the program itself (profiled through its own graph, by the
+    ``export`` tier) at the example inputs saved in it."""
     import torch
 
     from pytest_graphbudget.case import ModelCase
+    from pytest_graphbudget.quiet import held
 
     try:
-        program = torch.export.load(path)
+        with held(f"loading {name}"):  # a damaged archive makes torch log a traceback
+            program = torch.export.load(path)
     except Exception as exc:
-        raise GraphBudgetError(f"{name}: not a torch.export archive ({exc})") from exc
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise GraphBudgetError(f"{name}: not a torch.export archive ({first})") from None
     example = getattr(program, "example_inputs", None)
     if example is None:
         raise GraphBudgetError(
-            f"{name}: the exported program carries no example inputs; profile it from a fixture"
+            f"{name}: the exported program carries no example inputs; export it with "
+            "example inputs, or profile it from a fixture"
         )
     args, kwargs = example
-    return ModelCase(program.module(), tuple(args), dict(kwargs), name=name)
+    _check_saved_shape(name, [t for t in _leaves((args, kwargs)) if hasattr(t, "shape")], options)
+    return ModelCase(program, tuple(args), dict(kwargs), name=name)
+
+
+def _leaves(value: Any) -> list[Any]:
+    from torch.utils import _pytree as pytree
+
+    return pytree.tree_leaves(value)
+
+
+def _check_saved_shape(name: str, tensors: list[Any], options: LoadOptions) -> None:
+    """An exported program is profiled at the inputs it was saved with: an option asking for
+    another shape is refused, not silently ignored (the same shape is fine, so a budget that
+    ``init`` wrote for the file states it)."""
+    shape = list(tensors[0].shape) if tensors else []
+    asked = {
+        "input_shape": (options.input_shape, shape),
+        "batch": (options.batch, shape[0] if shape else None),
+        "seq_len": (options.seq_len, shape[1] if len(shape) > 1 else None),
+    }
+    for key, (value, saved) in asked.items():
+        wanted = list(value) if isinstance(value, tuple) else value
+        if value is not None and wanted != saved:
+            raise GraphBudgetError(
+                f"{name} was exported at input shape {shape}, so {key} {wanted} cannot apply; "
+                "export it again at that shape, or drop the option"
+            )
 
 
 def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
