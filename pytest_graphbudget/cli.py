@@ -28,7 +28,7 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, TraceError
 
 if TYPE_CHECKING:
     from pytest_graphbudget.case import ModelCase
@@ -758,6 +758,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    quiet.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show what torch logs, warns and prints while loading and tracing",
+    )
 
     hardware = argparse.ArgumentParser(add_help=False)
     hardware.add_argument(
@@ -926,6 +932,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _verbose(on: bool) -> contextlib.AbstractContextManager[None]:
+    """With ``-v``, what torch said while loading and tracing goes to stderr."""
+    if not on:
+        return contextlib.nullcontext()
+    from pytest_graphbudget.quiet import verbose_to
+
+    return verbose_to(sys.stderr)
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -944,10 +959,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     console = Console(quiet=getattr(args, "quiet", False))
     command: Callable[[argparse.Namespace, Console], int] = args.func
+    verbose = getattr(args, "verbose", False)
     try:
-        return command(args, console)
+        with _verbose(verbose):
+            return command(args, console)
     except GraphBudgetError as exc:
-        console.error(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if isinstance(exc, TraceError) and not verbose:
+            message += " (-v shows torch's output)"
+        console.error(message)
         return EXIT_USAGE
     except KeyboardInterrupt:
         console.error("interrupted")

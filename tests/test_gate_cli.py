@@ -16,6 +16,8 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from pytest_graphbudget import cli
 
 TINY = {"macs": 384, "flops": 840, "params": 212}
@@ -115,3 +117,119 @@ def test_init_on_pt2_writes_a_budget_that_passes(pytester, capsys):
     assert "input_shape = [2, 8]" in written
     result = pytester.runpytest("--graph-budget", "budgets/", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# A model no tier can trace: a handful of lines and the one-line error; -v shows torch's output
+
+FLOOD = 400  # lines the model makes torch log on every traced call (thousands in real models)
+
+
+@pytest.fixture
+def untraceable():
+    """A loader (family ``gatetest``) whose model ``untraceable`` runs once (the warm-up) and
+    then, like a model torch cannot capture, floods torch's log, prints and warns, and raises
+    on every later call, whichever tier makes it."""
+    import logging
+    import warnings
+
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget import zoo
+    from pytest_graphbudget.case import ModelCase
+    from pytest_graphbudget.hookspecs import hookimpl
+    from pytest_graphbudget.zoo.base import ModelLoader
+
+    class Untraceable(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls > 1:
+                logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+                logger.warning("generated code follows\n" + "    GENERATED = x\n" * FLOOD)
+                print("PRINTED while tracing")
+                warnings.warn("WARNED while tracing", UserWarning, stacklevel=1)
+                raise RuntimeError("this graph cannot be captured")
+            return self.fc(x)
+
+    class Loader(ModelLoader):
+        family = "gatetest"
+
+        def names(self):
+            return ["untraceable"]
+
+        def load(self, name, options):
+            return ModelCase(Untraceable(), (torch.ones(2, 8),), name=name)
+
+    class Plugin:
+        @hookimpl
+        def graphbudget_model_loaders(self):
+            return [Loader()]
+
+    plugin = Plugin()
+    zoo.plugin_manager().register(plugin)
+    yield "untraceable"
+    zoo.plugin_manager().unregister(plugin)
+
+
+def test_untraceable_model_is_one_line_not_a_flood(untraceable, capsys):
+    code = cli.main(["profile", untraceable])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) <= 4, err  # loading, profiling, the error
+    line = one_error_line(err)
+    assert "could not trace the model" in line
+    assert "fx: this graph cannot be captured" in line and "dynamo:" in line
+    assert "-v shows torch's output" in line
+    for torch_said in ("GENERATED", "PRINTED", "WARNED"):
+        assert torch_said not in err
+
+
+def test_untraceable_model_with_verbose_shows_what_torch_said(untraceable, capsys):
+    code = cli.main(["profile", untraceable, "-v"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("GENERATED = x") >= FLOOD
+    assert "PRINTED while tracing" in err and "WARNED while tracing" in err
+    line = one_error_line(err)  # the error is still the last line, after the details
+    assert "could not trace the model" in line and "-v shows" not in line
+
+
+def test_list_check_quiet_on_an_untraceable_model(untraceable, capsys):
+    code = cli.main(["list", "--check", "-q", "--family", "gatetest"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert err.splitlines() == ["graph-budget: FAILED: 1 of 1 models failed to profile"]
+    (row,) = [line for line in out.splitlines() if line.startswith("untraceable")]
+    assert "FAILED" in row and "could not trace the model" in row
+
+
+def test_torch_own_flood_is_held_back(capsys, caplog):
+    """Not a stand-in: torch itself logs the generated code of a graph whose branch depends
+    on data when export gives up on it; ``held`` keeps all of it for DEBUG."""
+    import logging
+
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget.quiet import held
+
+    class Branchy(nn.Module):
+        def forward(self, x):
+            return x.nonzero() if x.sum() > 0 else x
+
+    with caplog.at_level(logging.DEBUG, logger="pytest_graphbudget"):
+        with pytest.raises(RuntimeError), held("exporting Branchy"):
+            torch.export.export(Branchy(), (torch.randn(2, 8),), strict=False)
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "")
+    (record,) = [r for r in caplog.records if r.name == "pytest_graphbudget.torch"]
+    assert record.levelno == logging.DEBUG
+    assert "torch's output while exporting Branchy" in record.getMessage()
+    assert "def forward" in record.getMessage()
+
