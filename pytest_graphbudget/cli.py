@@ -716,6 +716,8 @@ def cmd_init(args: argparse.Namespace, console: Console) -> int:
         table.add(tomlkit.comment(_measured_comment(prof)))
         if hardware.name != default_hw:
             table["hardware"] = hardware.name
+        if args.trust_pickle and Path(name).suffix.lower() in (".pt", ".pth"):
+            table["trust_pickle"] = True  # the budget loads the file the way init did
         for key, value in budget_table(prof, args.headroom).items():
             table[key] = value
         if name in models:

@@ -233,3 +233,55 @@ def test_torch_own_flood_is_held_back(capsys, caplog):
     assert "torch's output while exporting Branchy" in record.getMessage()
     assert "def forward" in record.getMessage()
 
+
+# ---------------------------------------------------------------------------------------------
+# init --trust-pickle writes a budget that loads the file the same way, and passes
+
+
+def test_init_trust_pickle_budget_passes(pytester, capsys):
+    import torch
+
+    torch.save(tiny_module(), pytester.path / "tiny.pt")  # a full pickle, not weights only
+    args = ["init", "tiny.pt", "--trust-pickle", "--input-shape", "2,8", "-q"]
+    assert cli.main([*args, "-o", "budgets/models.toml"]) == 0, capsys.readouterr().err
+    written = (pytester.path / "budgets" / "models.toml").read_text()
+    assert "trust_pickle = true" in written
+    assert 'macs_max = "430"' in written  # 384 MACs plus 10% headroom, rounded up
+    result = pytester.runpytest("--graph-budget", "budgets/", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tiny.pt*840/930*"])
+
+
+def test_trust_pickle_false_in_a_budget_refuses_the_pickle(pytester):
+    import torch
+
+    torch.save(tiny_module(), pytester.path / "tiny.pt")
+    pytester.makefile(
+        ".toml",
+        **{
+            "budgets/pickles": textwrap.dedent(
+                """
+                [models.trusted]
+                model = "tiny.pt"
+                trust_pickle = true
+                input_shape = [2, 8]
+                macs_max = 384
+
+                [models.untrusted]
+                model = "tiny.pt"
+                input_shape = [2, 8]
+                macs_max = 384
+
+                [models.says_no]
+                model = "tiny.pt"
+                trust_pickle = "no"
+                input_shape = [2, 8]
+                macs_max = 384
+                """
+            )
+        },
+    )
+    result = pytester.runpytest("--graph-budget", "budgets/", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*tiny.pt is a full pickle*trust_pickle=True*"])
+    result.stdout.fnmatch_lines(["*trust_pickle must be true or false, got 'no'*"])
