@@ -146,6 +146,33 @@ def _shape_part(text: str) -> list[int]:
     return dims
 
 
+def seed_spellings(argv: Sequence[str]) -> list[str]:
+    """The ``profile_graph.py --list`` of the source documents: ``graph-budget --list`` and
+    ``graph-budget profile --list`` mean ``graph-budget list``."""
+    argv = list(argv)
+    if argv[:1] == ["--list"]:
+        return ["list", *argv[1:]]
+    if argv[:1] == ["profile"] and "--list" in argv:
+        return ["list", *(a for a in argv[1:] if a != "--list")]
+    return argv
+
+
+def _model_option(args: argparse.Namespace) -> None:
+    """MODEL given as ``--model NAME`` (the seed scripts' spelling) or as ``MODEL``, once."""
+    if not hasattr(args, "model_option"):
+        return
+    given = [m for m in (args.model, args.model_option) if m]
+    if not given:
+        raise GraphBudgetError(
+            f"{args.command} needs a model: `{PROG} {args.command} resnet18` (or a .pt/.pt2 file)"
+        )
+    if len(set(given)) > 1:
+        raise GraphBudgetError(
+            f"two models given ({given[0]} and --model {given[1]}); {args.command} takes one"
+        )
+    args.model = given[0]
+
+
 def join_shape_tokens(argv: Sequence[str]) -> list[str]:
     """Accept the source documents' ``--input-shape 1 3 640 640``: the integers that follow
     ``--input-shape`` become one ``1,3,640,640`` value (a model name after them stays one)."""
@@ -808,6 +835,17 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
 
+    def model_argument(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "model", metavar="MODEL", nargs="?", help="zoo name, .pt/.pt2/.yaml file or HF folder"
+        )
+        p.add_argument(
+            "--model",
+            dest="model_option",
+            metavar="MODEL",
+            help="the same as MODEL (the spelling of the profile_graph.py scripts)",
+        )
+
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser(
@@ -818,7 +856,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile one forward pass of MODEL: summary, hierarchical per-layer table, "
         "top layers by FLOPs, operation types and bottleneck mix.",
     )
-    p.add_argument("model", metavar="MODEL", help="zoo name, .pt/.pt2/.yaml file or HF folder")
+    model_argument(p)
     output_options(p)
     p.add_argument("--showshape", action="store_true", help="add output shapes to the table")
     p.add_argument("--depth", type=_non_negative_int, metavar="N", help="module levels shown")
@@ -840,7 +878,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The node-by-node view: each graph node with its subgraph, kind, FLOPs, "
         "the subgraph's arithmetic intensity and bottleneck. Nodes are numbered from 0.",
     )
-    p.add_argument("model", metavar="MODEL")
+    model_argument(p)
     p.add_argument("--start", type=_non_negative_int, metavar="N", help="first node shown")
     p.add_argument("--end", type=_non_negative_int, metavar="N", help="last node shown")
     p.add_argument("--around", type=_non_negative_int, metavar="N", help="centre on node N")
@@ -956,13 +994,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (0 fine, 1 failed check, 2 usage error)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(join_shape_tokens(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(
+            join_shape_tokens(seed_spellings(sys.argv[1:] if argv is None else argv))
+        )
     except SystemExit as exc:  # --help, --version, usage errors (argparse exits 2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     console = Console(quiet=getattr(args, "quiet", False))
     command: Callable[[argparse.Namespace, Console], int] = args.func
     verbose = getattr(args, "verbose", False)
     try:
+        _model_option(args)
         with _verbose(verbose):
             return command(args, console)
     except GraphBudgetError as exc:

@@ -285,3 +285,38 @@ def test_trust_pickle_false_in_a_budget_refuses_the_pickle(pytester):
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*tiny.pt is a full pickle*trust_pickle=True*"])
     result.stdout.fnmatch_lines(["*trust_pickle must be true or false, got 'no'*"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The seed scripts' spellings: --model NAME, --list, -v/--verbose
+
+
+def test_model_option_is_the_model_argument(tmp_path, capsys):
+    model = str(save_exported(tmp_path / "tiny.pt2"))
+    assert cli.main(["profile", "--model", model, "--format", "json", "-q"]) == 0
+    by_option = json.loads(capsys.readouterr().out)
+    assert cli.main(["profile", model, "--format", "json", "-q", "--verbose"]) == 0
+    by_argument = json.loads(capsys.readouterr().out)
+    assert by_option["totals"] == by_argument["totals"]
+    assert by_option["totals"]["macs"] == TINY["macs"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "snippet"),
+    [
+        (["profile"], "profile needs a model: `graph-budget profile resnet18`"),
+        (["explore", "a.pt2", "--model", "b.pt2"], "two models given (a.pt2 and --model b.pt2)"),
+    ],
+)
+def test_model_missing_or_given_twice(argv, snippet, capsys):
+    assert cli.main(argv) == 2
+    assert snippet in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("spelling", [["--list"], ["profile", "--list"]])
+def test_list_option_means_the_list_command(spelling, capsys):
+    assert cli.main(["list", "resnet1*", "-q"]) == 0
+    expected = capsys.readouterr().out
+    assert "resnet18" in expected
+    assert cli.main([*spelling, "resnet1*", "-q"]) == 0
+    assert capsys.readouterr().out == expected
