@@ -164,7 +164,8 @@ def _model_option(args: argparse.Namespace) -> None:
     given = [m for m in (args.model, args.model_option) if m]
     if not given:
         raise GraphBudgetError(
-            f"{args.command} needs a model: `{PROG} {args.command} resnet18` (or a .pt/.pt2 file)"
+            f"{args.command}: the following arguments are required: MODEL "
+            f"(`{PROG} {args.command} resnet18`, a .pt/.pt2 file, or --model NAME)"
         )
     if len(set(given)) > 1:
         raise GraphBudgetError(

@@ -304,7 +304,7 @@ def test_model_option_is_the_model_argument(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "snippet"),
     [
-        (["profile"], "profile needs a model: `graph-budget profile resnet18`"),
+        (["profile"], "required: MODEL (`graph-budget profile resnet18`"),
         (["explore", "a.pt2", "--model", "b.pt2"], "two models given (a.pt2 and --model b.pt2)"),
     ],
 )
@@ -320,3 +320,14 @@ def test_list_option_means_the_list_command(spelling, capsys):
     assert "resnet18" in expected
     assert cli.main([*spelling, "resnet1*", "-q"]) == 0
     assert capsys.readouterr().out == expected
+
+
+def test_garbage_pt_file_is_not_called_a_pickle_to_trust(tmp_path, capsys):
+    """A file torch.save did not write must not be answered with "pass --trust-pickle": that
+    would invite unpickling whatever it is."""
+    junk = tmp_path / "junk.pt"
+    junk.write_text("x = 1\n")
+    assert cli.main(["profile", str(junk), "--input-shape", "2,8"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "junk.pt is not a readable PyTorch file (Unsupported operand" in line
+    assert "trust" not in line
