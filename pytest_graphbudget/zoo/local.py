@@ -149,8 +149,12 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
             note = "ultralytics checkpoint"
         elif options.trust_pickle:
             loaded = _unpickle(path, name)
+        elif not globals_:  # not a checkpoint torch.save wrote: never suggest unpickling it
+            raise GraphBudgetError(
+                f"{name} is not a readable PyTorch file ({_unpickler_reason(exc)})"
+            ) from None
         else:
-            shown = ", ".join(globals_[:2]) or str(exc).splitlines()[0]
+            shown = ", ".join(globals_[:2])
             raise GraphBudgetError(
                 f"{name} is a full pickle ({shown}); loading it runs code from the file. "
                 "Pass trust_pickle=True (--trust-pickle) if you trust it"
@@ -245,6 +249,17 @@ def _input_shape(model: Any, name: str, options: LoadOptions) -> tuple[int, ...]
     raise GraphBudgetError(
         f"{name}: cannot tell the model's input shape; pass input_shape (--input-shape 1,3,224,224)"
     )
+
+
+def _unpickler_reason(exc: BaseException) -> str:
+    """The line of a weights-only load error that says what was wrong with the file."""
+    marker = "WeightsUnpickler error:"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if marker in line:
+            said = line.partition(marker)[2].strip()
+            return said or (lines[i + 1] if i + 1 < len(lines) else line)
+    return lines[0] if lines else type(exc).__name__
 
 
 def _unsafe_globals(path: Path) -> list[str]:
