@@ -71,6 +71,22 @@ def test_profile_pt2_table_names_layer_types(tmp_path, capsys):
     assert any(line.split()[:2] == ["0", "Linear"] for line in out.splitlines()), out
 
 
+@pytest.mark.slow
+def test_pt2_resnet18_matches_torchvision_published_macs(tmp_path, capsys, torchvision_reference):
+    """A real exported model: torchvision publishes resnet18's GMACs (1.814) and params."""
+    import torch
+    import torchvision
+
+    model = torchvision.models.resnet18().eval()
+    program = torch.export.export(model, (torch.randn(1, 3, 224, 224),))
+    torch.export.save(program, tmp_path / "resnet18.pt2")
+    assert cli.main(["profile", str(tmp_path / "resnet18.pt2"), "--format", "json", "-q"]) == 0
+    totals = json.loads(capsys.readouterr().out)["totals"]
+    reference = torchvision_reference("resnet18")
+    assert round(totals["macs"] / 1e9, 3) == reference.gmacs
+    assert totals["params"] == reference.num_params
+
+
 def test_pt2_other_shape_is_a_one_line_error(tmp_path, capsys):
     model = save_exported(tmp_path / "tiny.pt2")
     code = cli.main(["profile", str(model), "--input-shape", "4,8"])
