@@ -29,11 +29,16 @@ def tiny_module():
     return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
 
 
-def save_exported(path: Path) -> Path:
-    """``torch.export.save`` of the tiny model at input 2x8."""
+def save_exported(path: Path, dynamic_batch: tuple[int, int] | None = None) -> Path:
+    """``torch.export.save`` of the tiny model at input 2x8 (its batch a ``Dim`` from
+    ``dynamic_batch[0]`` to ``dynamic_batch[1]`` when given)."""
     import torch
 
-    program = torch.export.export(tiny_module().eval(), (torch.randn(2, 8),))
+    shapes = None
+    if dynamic_batch:
+        low, high = dynamic_batch
+        shapes = ({0: torch.export.Dim("batch", min=low, max=high)},)
+    program = torch.export.export(tiny_module().eval(), (torch.randn(2, 8),), dynamic_shapes=shapes)
     torch.export.save(program, path)
     return path
 
@@ -92,7 +97,21 @@ def test_pt2_other_shape_is_a_one_line_error(tmp_path, capsys):
     code = cli.main(["profile", str(model), "--input-shape", "4,8"])
     line = one_error_line(capsys.readouterr().err)
     assert code == 2
-    assert "exported at input shape [2, 8]" in line and "[4, 8]" in line
+    assert "exported at input shape [2, 8], so it cannot be profiled at [4, 8]" in line
+    assert "dimension 0 is static" in line
+
+
+def test_pt2_with_a_dynamic_batch_profiles_at_another_batch(tmp_path, capsys):
+    """Batch 8 is four times batch 2: MACs 4 * 384, FLOPs 4 * 840; outside the Dim's range
+    (2 to 64) it is refused."""
+    model = str(save_exported(tmp_path / "dynamic.pt2", dynamic_batch=(2, 64)))
+    assert cli.main(["profile", model, "--batch", "8", "--format", "json", "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["totals"]["macs"], data["totals"]["flops"]) == (4 * 384, 4 * 840)
+    assert data["inputs"][0]["shape"] == [8, 8]
+    assert cli.main(["profile", model, "--batch", "65"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "dimension 0 is dynamic from 2 to 64" in line
 
 
 def test_pt2_that_is_not_an_archive(tmp_path, capsys):

@@ -100,33 +100,77 @@ def _load_exported(path: Path, name: str, options: LoadOptions) -> ModelCase:
             "example inputs, or profile it from a fixture"
         )
     args, kwargs = example
-    _check_saved_shape(name, [t for t in _leaves((args, kwargs)) if hasattr(t, "shape")], options)
-    return ModelCase(program, tuple(args), dict(kwargs), name=name)
+    args, kwargs = _inputs_at(program, tuple(args), dict(kwargs), name, options)
+    return ModelCase(program, args, kwargs, name=name)
 
 
-def _leaves(value: Any) -> list[Any]:
+def _inputs_at(
+    program: Any, args: tuple, kwargs: dict[str, Any], name: str, options: LoadOptions
+) -> tuple[tuple, dict[str, Any]]:
+    """The saved example inputs, resized to ``input_shape``/``batch``/``seq_len`` when asked.
+
+    The main input is the first tensor. A dimension the program was exported with as dynamic
+    (``torch.export.Dim``) may change within its range, and every input that shares it follows;
+    a static one may not: that is a one-line error, never a profile at the wrong shape.
+    """
+    import torch
     from torch.utils import _pytree as pytree
 
-    return pytree.tree_leaves(value)
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    saved = list(leaves[tensors[0]].shape) if tensors else []
+    wanted = list(options.input_shape) if options.input_shape is not None else list(saved)
+    if options.batch is not None:
+        wanted[:1] = [options.batch]
+    if options.seq_len is not None:
+        wanted[1:2] = [options.seq_len]
+    if wanted == saved:
+        return args, kwargs
 
+    def refuse(why: str) -> GraphBudgetError:
+        return GraphBudgetError(
+            f"{name} was exported at input shape {saved}, so it cannot be profiled at {wanted}: "
+            f"{why}; export it again at that shape (or with a torch.export.Dim for it)"
+        )
 
-def _check_saved_shape(name: str, tensors: list[Any], options: LoadOptions) -> None:
-    """An exported program is profiled at the inputs it was saved with: an option asking for
-    another shape is refused, not silently ignored (the same shape is fine, so a budget that
-    ``init`` wrote for the file states it)."""
-    shape = list(tensors[0].shape) if tensors else []
-    asked = {
-        "input_shape": (options.input_shape, shape),
-        "batch": (options.batch, shape[0] if shape else None),
-        "seq_len": (options.seq_len, shape[1] if len(shape) > 1 else None),
-    }
-    for key, (value, saved) in asked.items():
-        wanted = list(value) if isinstance(value, tuple) else value
-        if value is not None and wanted != saved:
-            raise GraphBudgetError(
-                f"{name} was exported at input shape {shape}, so {key} {wanted} cannot apply; "
-                "export it again at that shape, or drop the option"
-            )
+    nodes = {n.name: n for n in program.graph_module.graph.nodes if n.op == "placeholder"}
+    users = [
+        nodes[s.arg.name].meta.get("val")
+        for s in program.graph_signature.input_specs
+        if s.kind.name == "USER_INPUT"
+    ]
+    if not tensors or len(users) != len(leaves) or len(wanted) != len(saved):
+        raise refuse(f"the main input has {len(saved)} dimensions")
+    mapping: dict[Any, int] = {}
+    for dim, (exported, size) in enumerate(zip(users[tensors[0]].shape, wanted, strict=True)):
+        if isinstance(exported, int):
+            if exported != size:
+                raise refuse(f"dimension {dim} is static")
+            continue
+        symbol = exported.node.expr
+        limits = program.range_constraints.get(symbol)
+        if not symbol.is_Symbol:
+            raise refuse(f"dimension {dim} is derived from others ({symbol})")
+        if limits is not None and not limits.lower <= size <= limits.upper:
+            upper = "any size" if "oo" in str(limits.upper) else str(limits.upper)
+            raise refuse(f"dimension {dim} is dynamic from {limits.lower} to {upper}")
+        mapping[symbol] = size
+
+    def resized(leaf: Any, exported: Any) -> Any:
+        if not isinstance(leaf, torch.Tensor):
+            return leaf
+        shape = []
+        for old, dim in zip(leaf.shape, exported.shape, strict=True):
+            expr = None if isinstance(dim, int) else dim.node.expr
+            known = expr is not None and expr.free_symbols <= mapping.keys()
+            shape.append(int(expr.xreplace(mapping)) if known else old)
+        if leaf.is_floating_point():
+            return torch.randn(shape, dtype=leaf.dtype)
+        return torch.zeros(shape, dtype=leaf.dtype)
+
+    new = [resized(leaf, exported) for leaf, exported in zip(leaves, users, strict=True)]
+    args, kwargs = pytree.tree_unflatten(new, spec)
+    return tuple(args), dict(kwargs)
 
 
 def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
