@@ -53,7 +53,16 @@ LIMITS: dict[str, Limit] = {
 BOTTLENECK_KEYS = ("compute_bound_min", "memory_bound_max")
 BOTTLENECK_BY = {"count": "share", "flops": "flops_share", "time": "time_share"}
 SETTINGS = ("hardware", "tolerance", "name")
-MODEL_KEYS = ("input_shape", "seq_len", "batch", "factory", "model", "kwargs", "meta")
+MODEL_KEYS = (
+    "input_shape",
+    "seq_len",
+    "batch",
+    "factory",
+    "model",
+    "kwargs",
+    "meta",
+    "trust_pickle",
+)
 """Keys of a ``[models."<name>"]`` table that say how to build the model, not what to check."""
 
 REGRESSION_FIGURES = (

@@ -865,7 +865,9 @@ class BudgetItem(pytest.Item):
         from pytest_graphbudget.profile import profile_model
 
         options = {
-            k: self.table[k] for k in ("input_shape", "seq_len", "batch", "meta") if k in self.table
+            k: self.table[k]
+            for k in ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
+            if k in self.table
         }
         if "factory" in self.table:
             case = load_factory(str(self.table["factory"]), self.name, options)

@@ -271,9 +271,24 @@ def profile_model(
         inputs = model.inputs if inputs is None else inputs
         kwargs = model.kwargs if kwargs is None else kwargs
         model = model.model
+    if _is_program(model):
+        inputs, kwargs = _saved_inputs(model, inputs, kwargs)
     return _profile(
         model, _as_tuple(inputs), dict(kwargs or {}), hardware, name or type(model).__name__
     )
+
+
+def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:
+    """The example inputs an exported program was saved with, when none are given."""
+    if kwargs or (inputs is not None and not (isinstance(inputs, (tuple, list)) and not inputs)):
+        return inputs, kwargs
+    example = getattr(program, "example_inputs", None)
+    return example if example is not None else (inputs, kwargs)
+
+
+def _is_program(model: Any) -> bool:
+    """An ``ExportedProgram``, checked without importing torch for other models."""
+    return type(model).__name__ == "ExportedProgram" and hasattr(model, "graph_signature")
 
 
 def _as_tuple(inputs: Any) -> tuple:
@@ -287,13 +302,15 @@ def _as_tuple(inputs: Any) -> tuple:
 
 
 def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, name: str) -> Profile:
-    import warnings
-
     import torch
 
     from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget.quiet import held
     from pytest_graphbudget.trace import Example
 
+    program = model if _is_program(model) else None
+    if program is not None:  # its module holds the state under the names its graph uses
+        model = program.module()
     if not isinstance(model, torch.nn.Module):
         raise GraphBudgetError(f"expected a torch.nn.Module, got {type(model).__name__}")
     target = hw.get(hardware)
@@ -302,14 +319,14 @@ def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, nam
     # Profiling runs the model in eval mode; the caller's model keeps the mode it had.
     modes = {module: module.training for module in model.modules()}
     try:
-        with warnings.catch_warnings():
+        with held(f"tracing {name}"):
             # Tracing speaks to torch developers (export's notes on attribute assignment, FX's
-            # on leaf modules); users see our summary of what worked and why the rest failed.
-            warnings.simplefilter("ignore")
+            # on leaf modules, the generated code of a graph that failed); users see our
+            # summary of what worked and why the rest failed, and the rest only when they ask.
             # Under the caller's inference_mode, export would keep composite ops (aten.linear)
             # whole: the graph and its subgraphs would differ from the same model's outside it.
             with torch.inference_mode(False):
-                traced, measured, failures = _trace_and_measure(model, example)
+                traced, measured, failures = _trace_and_measure(model, example, program)
     finally:
         for module, training in modes.items():
             module.training = training
@@ -323,20 +340,38 @@ models one more real pass is cheaper than a pass on fake tensors (whose per-op c
 The counts are the same either way."""
 
 
-def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
-    """Warm up, then try each tier until one graph traces and its cost pass succeeds."""
-    from pytest_graphbudget.measure import measure
-    from pytest_graphbudget.trace import analysis, is_meta, one_line, tiers, timed, warm_up
+def _trace_and_measure(
+    model: Any, example: Any, program: Any = None
+) -> tuple[Any, Any, dict[str, str]]:
+    """Warm up, then try each tier until one graph traces and its cost pass succeeds.
 
-    with analysis(model, example) as live:
-        seconds = warm_up(model, live)
+    An exported program (``program``) has its graph already: it is neither run nor traced
+    again, and its one tier is ``export``."""
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.trace import (
+        analysis,
+        is_meta,
+        one_line,
+        tiers,
+        timed,
+        trace_exported,
+        warm_up,
+    )
+
+    if program is None:
+        with analysis(model, example) as live:
+            seconds = warm_up(model, live)
+        chosen = tiers()
+    else:
+        seconds = REAL_PASS_SECONDS
+        chosen = [("export", lambda _model, live: trace_exported(program, live))]
     # Fake tensors first, unless the model is quick to run for real; real ones as the fallback
     # (a graph that needs data), except for a model on the meta device, which has none.
     passes = [True] if is_meta(model) else [True, False]
     if seconds < REAL_PASS_SECONDS:
         passes.reverse()
     failures: dict[str, str] = {}
-    for tier_name, tier in tiers():
+    for tier_name, tier in chosen:
         try:
             with analysis(model, example) as live:
                 traced = timed(tier, model, live)
