@@ -88,7 +88,7 @@ def case_output(result: Any) -> str:
         for key, figure in common.FIGURES.items():
             if key not in result.profile["totals"]:
                 continue
-            line = f"{figure.label}: {common.figure_with_limit(result, key, ' / limit ')}"
+            line = f"{figure.heading}: {common.figure_with_limit(result, key, ' / limit ')}"
             if result.baseline and key in result.baseline:
                 line += f" ({common.format_change(result, key)} vs baseline)"
             lines.append(line)
