@@ -27,6 +27,21 @@ class ModelRunError(GraphBudgetError):
     """The model's own forward raised during the warm-up pass."""
 
 
+def one_line(exc: BaseException, limit: int = 300, *, typed: bool = False) -> str:
+    """An exception as one short line, for messages that must stay one line: the first line
+    of its message, cut to ``limit`` characters, or its type's name when it has none.
+    ``typed`` puts the type's name first (``ValueError: bad shape``), for exceptions that are
+    not ours, whose type says as much as their text."""
+    lines = str(exc).strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    if len(line) > limit:
+        line = line[: limit - 3] + "..."
+    name = type(exc).__name__
+    if typed:
+        return f"{name}: {line}" if line else name
+    return line or name
+
+
 def toml_error(path: Path | str, exc: Exception) -> str:
     """``file:line:column: message`` for a TOML syntax error (tomllib's own text otherwise)."""
     text = str(exc)

@@ -31,7 +31,7 @@ from pytest_graphbudget.budgets import (
     coverage_findings,
 )
 from pytest_graphbudget.case import as_case
-from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.errors import GraphBudgetError, one_line, toml_error
 
 if TYPE_CHECKING:
     from pytest_graphbudget.baseline import Baseline, Entry
@@ -271,8 +271,7 @@ class GraphBudget:
         labels += [(label, None) for label, _ in found.stray]
         if not labels and budget_markers(item) and not item.stash.get(ITEM_MODELS, []):
             labels = [(label, None) for label, _ in found.bare] or [(None, None)]
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        reason = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        reason = one_line(exc, 200, typed=True)
         message = f"not checked: the test failed before its budget was checked ({reason})"
         item.stash[ITEM_UNCHECKED] = [
             self.error_result(item, label, message, name) for label, name in labels

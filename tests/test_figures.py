@@ -128,3 +128,49 @@ def test_limit_messages_read_back(linear_profile):
         printed, bound = (units.parse(text, figure.unit) for text in shown.groups())
         assert printed == pytest.approx(value, rel=5e-3), finding.message
         assert bound == pytest.approx(limit, rel=5e-3), finding.message
+
+
+# --------------------------------------------------------------------------------------------
+# One "exception as one line" for every message that must stay one line (errors.one_line)
+
+
+def test_one_line_is_the_first_line_or_the_type():
+    from pytest_graphbudget.errors import one_line
+
+    assert one_line(ValueError("\n  bad shape (4, 3)\n  Traceback-like detail\n")) == (
+        "bad shape (4, 3)"
+    )
+    assert one_line(KeyError()) == "KeyError"
+    assert one_line(RuntimeError("x" * 400)) == "x" * 297 + "..."
+    assert one_line(RuntimeError("x" * 400), 50, typed=True) == "RuntimeError: " + "x" * 47 + "..."
+    assert one_line(OSError("disk full"), typed=True) == "OSError: disk full"
+    assert one_line(OSError(), typed=True) == "OSError"
+
+
+def raising(exc: Exception):
+    """A model whose forward raises ``exc``: the user's error, which we report in one line."""
+    import torch
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            raise exc
+
+    return Model()
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (ValueError(), "the model's forward raised ValueError"),
+        (ValueError("bad input\n  more lines"), "the model's forward raised ValueError: bad input"),
+    ],
+)
+def test_a_forward_that_raises_is_one_line_naming_the_type_once(exc, expected):
+    import torch
+
+    from pytest_graphbudget.errors import GraphBudgetError
+    from pytest_graphbudget.profile import profile_model
+
+    with pytest.raises(GraphBudgetError) as raised:
+        profile_model(raising(exc), (torch.randn(2, 3),))
+    assert str(raised.value) == expected
