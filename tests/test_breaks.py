@@ -210,3 +210,20 @@ def test_detectors_get_a_list_of_images_at_their_transform_size(name, size):
     (images,) = case.inputs
     assert isinstance(images, list) and len(images) == 1
     assert tuple(images[0].shape) == (3, size, size)
+
+
+def test_zoo_sweep_counts_each_tier_and_notes_the_breaks(tmp_path):
+    from pytest_graphbudget.zoo import sweep
+
+    rows = [
+        sweep.Result("resnet18", "torchvision", ok=True, tier="fx", macs=1),
+        sweep.Result("ssdlite", "torchvision", ok=True, tier="dynamo-breaks", macs=1,
+                     graphs=18, breaks=4),
+        sweep.Result("odd", "torchvision", ok=True, tier="eager", macs=1),
+        sweep.Result("broken", "torchvision", error="no tier"),
+    ]  # fmt: skip
+    text = sweep.render(rows, total_seconds=1.0, environment="test")
+    assert "| family | models | fx | dynamo | dynamo-breaks | eager | failed |" in text
+    assert "| torchvision | 4 | 1 | 0 | 1 | 1 | 1 | 0 |" in text
+    ssdlite = next(line for line in text.splitlines() if line.startswith("| `ssdlite`"))
+    assert "| dynamo-breaks |" in ssdlite and "18 graphs, 4 breaks" in ssdlite
