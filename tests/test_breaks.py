@@ -227,3 +227,58 @@ def test_zoo_sweep_counts_each_tier_and_notes_the_breaks(tmp_path):
     assert "| torchvision | 4 | 1 | 0 | 1 | 1 | 1 | 0 |" in text
     ssdlite = next(line for line in text.splitlines() if line.startswith("| `ssdlite`"))
     assert "| dynamo-breaks |" in ssdlite and "18 graphs, 4 breaks" in ssdlite
+
+
+# --------------------------------------------------------------------------------------------
+# The plugin: budgets on a data-dependent model, and a cache that knows values matter
+
+BRANCHY_PROJECT = f"""
+import inspect, torch
+from torch import nn
+from pytest_graphbudget import ModelCase
+
+SIGN = -1.0
+
+{inspect.getsource(Branchy)}
+
+def branchy():
+    torch.manual_seed(0)
+    return ModelCase(Branchy(), (torch.full((2, 8), SIGN),), name="branchy")
+"""
+
+
+def test_budget_on_a_branchy_model_and_the_cache_sees_changed_values(pytester):
+    pytester.makepyfile(models=BRANCHY_PROJECT)
+    pytester.syspathinsert()
+    # Between the negative branch's hand count and the positive one's.
+    pytester.makepyfile(
+        test_branchy=f"""
+        import pytest
+        from models import branchy
+
+        @pytest.fixture
+        def model():
+            return branchy()
+
+        @pytest.mark.macs_max({STEM_MACS + NEG_MACS})
+        def test_fits(model):
+            pass
+        """
+    )
+    args = ("-p", "no:cacheprovider", "--graph-budget")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    assert list((pytester.path / ".graph_budget_cache").rglob("*.json"))
+    # Same shapes, other values: the other branch runs, and the cached profile is not reused.
+    pytester.makepyfile(models=BRANCHY_PROJECT.replace("SIGN = -1.0", "SIGN = 1.0"))
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*MACs 1.28k exceeds macs_max {STEM_MACS + NEG_MACS}*"])
+    assert STEM_MACS + POS_MACS == 1280
+
+
+def test_zoo_detectors_are_built_with_the_same_weights_every_time():
+    from pytest_graphbudget import zoo
+
+    first = zoo.resolve("ssdlite320_mobilenet_v3_large").model.state_dict()
+    second = zoo.resolve("ssdlite320_mobilenet_v3_large").model.state_dict()
+    assert all(torch.equal(first[k], second[k]) for k in first)

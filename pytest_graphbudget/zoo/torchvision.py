@@ -93,7 +93,14 @@ class TorchVisionLoader(ModelLoader):
             kwargs["quantize"] = False  # the float model with quant stubs: no quantized engine
 
         def factory():
-            model = models.get_model(name, **kwargs)
+            import torch
+
+            # Seeded weights: a detector's cost depends on how many boxes survive its
+            # thresholds, so the same name must always build the same model (the caller's
+            # random state is left as it was).
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                model = models.get_model(name, **kwargs)
             if name in FROZEN_BN_DETECTION:
                 _freeze_batch_norm(model.backbone)
             return model
