@@ -290,13 +290,28 @@ def capture_eager(model: nn.Module, example: Example) -> Captured:
     return Captured("eager", measured, seconds=time.perf_counter() - start)
 
 
+PLAIN_WORDS = {
+    "generic_jump": "a Python branch on a tensor's value",
+    "Dynamic shape operator": "an op whose output shape depends on tensor values",
+    "Tensor.item": "a tensor read into a Python number",
+}
+"""Dynamo's terse reasons, said plainly; Dynamo's own words follow in parentheses."""
+
+
+def _plain(text: str) -> str:
+    for key, words in PLAIN_WORDS.items():
+        if key in text:
+            return f"{words} ({text})"
+    return text
+
+
 def _breaks(reasons: list[Any]) -> list[Break]:
     """Dynamo's break reasons as ``Break``s, in order, each place once."""
     found: dict[tuple[str, str], Break] = {}
     for reason in reasons:
         stack = list(getattr(reason, "user_stack", []) or [])
         where = f"{_short(stack[-1].filename)}:{stack[-1].lineno}" if stack else ""
-        text = one_line(Exception(str(getattr(reason, "reason", reason))), limit=200)
+        text = _plain(one_line(Exception(str(getattr(reason, "reason", reason))), limit=200))
         found.setdefault((where, text), Break(where, text))
     return list(found.values())
 

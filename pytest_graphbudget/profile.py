@@ -324,7 +324,8 @@ def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, nam
         # Tracing speaks to torch developers (export's notes on attribute assignment, FX's on
         # leaf modules); users see our summary of what worked and why the rest failed.
         warnings.simplefilter("ignore")
-        traced, measured, failures = _trace_and_measure(model, example)
+        with _quiet_torch():
+            traced, measured, failures = _trace_and_measure(model, example)
     seconds = time.perf_counter() - start
     return _assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)
 
@@ -374,8 +375,7 @@ def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, st
 
     for tier_name, capture in TIERS:
         try:
-            with _quiet_dynamo():
-                captured = capture(model, example)
+            captured = capture(model, example)
         except Exception as exc:
             failures[tier_name] = one_line(exc)
             continue
@@ -383,18 +383,24 @@ def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, st
     raise TraceError(failures)
 
 
+QUIET_LOGGERS = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch._export")
+
+
 @contextlib.contextmanager
-def _quiet_dynamo():
-    """Dynamo logs every graph break and recompile as a warning; the profile lists the breaks."""
+def _quiet_torch():
+    """Dynamo and export log every graph break, recompile and data-dependent guard as warnings
+    (with whole graphs); the profile says which tier failed and lists the breaks instead."""
     import logging
 
-    logger = logging.getLogger("torch._dynamo")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _assemble(
