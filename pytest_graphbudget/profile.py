@@ -337,7 +337,8 @@ The counts are the same either way."""
 
 
 def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
-    """Warm up, then try each tier until one graph traces and its cost pass succeeds."""
+    """Warm up, then try each tier until one graph traces and its cost pass succeeds; when no
+    whole graph can be had, price the path one real forward takes (``breaks.TIERS``)."""
     from pytest_graphbudget.measure import measure
     from pytest_graphbudget.trace import analysis, is_meta, one_line, tiers, timed, warm_up
 

@@ -236,7 +236,8 @@ Tier = Callable[[nn.Module, Example], Traced]
 
 
 def tiers() -> list[tuple[str, Tier]]:
-    """The tracing tiers, fastest first."""
+    """The tracing tiers that capture one whole graph, fastest first. When both fail,
+    ``breaks.TIERS`` take over: the path one real forward takes (``dynamo-breaks``, ``eager``)."""
     return [("fx", trace_fx), ("dynamo", trace_dynamo)]
 
 
