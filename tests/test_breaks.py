@@ -282,3 +282,16 @@ def test_zoo_detectors_are_built_with_the_same_weights_every_time():
     first = zoo.resolve("ssdlite320_mobilenet_v3_large").model.state_dict()
     second = zoo.resolve("ssdlite320_mobilenet_v3_large").model.state_dict()
     assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_toml_budget_on_a_branchy_model(pytester):
+    pytester.makepyfile(models=BRANCHY_PROJECT.replace("SIGN = -1.0", "SIGN = 1.0"))
+    pytester.syspathinsert()
+    budgets = pytester.mkdir("budgets")
+    (budgets / "models.toml").write_text(
+        f'[models.fits]\nfactory = "models:branchy"\nmacs_max = {STEM_MACS + POS_MACS}\n'
+        f'[models.tight]\nfactory = "models:branchy"\nmacs_max = {STEM_MACS + POS_MACS - 1}\n'
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets/")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*MACs 1,280 exceeds macs_max 1,279*"])
