@@ -47,9 +47,10 @@ class TraceInfo:
         if self.method == "eager":
             return "the graph is the op sequence of one eager run on the example inputs"
         if self.method == "dynamo-breaks":
+            breaks = len(self.breaks)
             return (
-                f"{self.graphs} graphs and {len(self.breaks)} graph breaks on the path one real "
-                "forward took; ops between graphs were priced in eager"
+                f"{self.graphs} graphs and {breaks} graph break{'s' * (breaks != 1)} on the path "
+                "one real forward took; ops between graphs were priced in eager"
             )
         return ""
 
