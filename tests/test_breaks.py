@@ -295,3 +295,26 @@ def test_toml_budget_on_a_branchy_model(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets/")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*MACs 1,280 exceeds macs_max 1,279*"])
+
+
+class RoiAndNms(nn.Module):
+    def forward(self, x, rois, boxes, scores):
+        from torchvision.ops import nms, roi_align
+
+        return roi_align(x, rois, output_size=(2, 2), sampling_ratio=2), nms(boxes, scores, 0.5)
+
+
+def test_detection_ops_have_hand_counted_formulas():
+    x = torch.rand(1, 2, 8, 8)
+    rois = torch.tensor([[0.0, 0.0, 0.0, 4.0, 4.0]])
+    boxes = torch.tensor([[0.0, 0.0, 2.0, 2.0]] * 5) + torch.arange(5.0)[:, None]
+    scores = torch.rand(5)
+    prof = profile_model(RoiAndNms(), (x, rois, boxes, scores))
+    assert prof.coverage.unsupported_ops == {}
+    # roi_align: 1 RoI x 2 channels x 2x2 bins = 8 bins; each averages 2x2 bilinear samples
+    # (7 FLOPs to interpolate + 1 to add) and divides once: 8 * (4 * 8 + 1).
+    roi = 8 * (4 * 8 + 1)
+    # nms over 5 boxes: areas 3*5, sort 5*log2(8)=5*3, IoU (10 FLOPs) of 5*4/2 pairs.
+    nms = 3 * 5 + 5 * 3 + 10 * (5 * 4 // 2)
+    assert prof.flops == roi + nms
+    assert prof.macs == 0
