@@ -2,7 +2,7 @@
 
 Every place that names a figure derives from ``TABLE``: the budget keys of markers and TOML
 tables (``budgets.LIMITS``), the markers registered with pytest (``markers``), the figures the
-baseline records and compares (``budgets.REGRESSION_FIGURES``, ``baseline.LABELS``,
+baseline records and compares (``budgets.REGRESSION_FIGURES``,
 ``baseline.BY_MODULE``), the reports' columns (``reports.common.FIGURES``) and the CLI's
 ``compare``. Adding a figure is one ``Figure(...)`` line here (and its value in
 ``Profile.totals``); nothing else lists figures.
