@@ -31,7 +31,8 @@ from pytest_graphbudget.budgets import (
     own_values,
     subgraph_value,
 )
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, toml_position
+from pytest_graphbudget.toml_lines import key_lines
 from pytest_graphbudget.units import UnitError, format_ratio, parse
 
 if sys.version_info >= (3, 11):
@@ -163,7 +164,7 @@ def read(path: Path, name: str | None = None) -> Baseline:
     def where(*keys: str) -> str:
         nonlocal lines
         if lines is None:  # only a file with a problem is searched for lines
-            lines = _key_lines(text)
+            lines = key_lines(text)
         for end in range(len(keys), 0, -1):
             if keys[:end] in lines:
                 return f"{name}:{lines[keys[:end]]}"
@@ -279,50 +280,11 @@ def _toml_key(key: str) -> str:
 
 def _syntax_error(name: str, exc: Exception) -> str:
     """``file:line: malformed baseline (message)`` for a TOML syntax error."""
-    import re
-
-    text = str(exc)
-    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
-    if found:
-        message = text[: found.start()].strip()
-        return f"{name}:{found.group(1)}: malformed baseline ({message}); {FIX}"
-    return f"{name}: malformed baseline ({text}); {FIX}"
-
-
-def _key_lines(text: str) -> dict[tuple[str, ...], int]:
-    """The line of every table header and key of a TOML text, by key path.
-
-    Each line is read alone (a header, or ``key = value``), so that dotted and quoted keys
-    are understood as TOML understands them; lines that do not stand alone are skipped.
-    """
-    lines: dict[tuple[str, ...], int] = {}
-    table: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        try:
-            parsed = tomllib.loads(stripped)
-        except tomllib.TOMLDecodeError:
-            continue
-        paths = list(_paths(parsed))
-        if stripped.startswith("["):
-            table = max(paths, key=len, default=())
-            for path in paths:
-                lines.setdefault(path, number)
-        else:
-            for path in paths:
-                lines.setdefault(table + path, number)
-    return lines
-
-
-def _paths(data: Mapping[str, Any]):
-    """Every key path of nested tables: ``{"a": {"b": 1}}`` -> ``("a",)``, ``("a", "b")``."""
-    for key, value in data.items():
-        yield (key,)
-        if isinstance(value, Mapping):
-            for path in _paths(value):
-                yield (key, *path)
+    position = toml_position(exc)
+    if position:
+        message, line, _ = position
+        return f"{name}:{line}: malformed baseline ({message}); {FIX}"
+    return f"{name}: malformed baseline ({exc}); {FIX}"
 
 
 def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozenset()) -> None:

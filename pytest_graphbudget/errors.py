@@ -42,11 +42,20 @@ def one_line(exc: BaseException, limit: int = 300, *, typed: bool = False) -> st
     return line or name
 
 
-def toml_error(path: Path | str, exc: Exception) -> str:
-    """``file:line:column: message`` for a TOML syntax error (tomllib's own text otherwise)."""
+def toml_position(exc: Exception) -> tuple[str, int, int] | None:
+    """A TOML syntax error's message without its position, and the line and column it names;
+    None when tomllib's text names no position."""
     text = str(exc)
     found = re.search(r"\(at line (\d+), column (\d+)\)", text)
-    if found:
-        message = text[: found.start()].strip()
-        return f"{path}:{found.group(1)}:{found.group(2)}: {message}"
-    return f"{path}: {text}"
+    if not found:
+        return None
+    return text[: found.start()].strip(), int(found.group(1)), int(found.group(2))
+
+
+def toml_error(path: Path | str, exc: Exception) -> str:
+    """``file:line:column: message`` for a TOML syntax error (tomllib's own text otherwise)."""
+    position = toml_position(exc)
+    if position:
+        message, line, column = position
+        return f"{path}:{line}:{column}: {message}"
+    return f"{path}: {exc}"
