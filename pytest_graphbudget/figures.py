@@ -41,6 +41,7 @@ class Figure:
     by_module: str | None = None  # MODULES, SUBGRAPHS or None: who grew, when it grows
     ranked_by: str | None = None  # what a failure's top contributors are ranked by
     reported: bool = True  # a row of the reports (JUnit output, limits beside the table)
+    max_growth: bool = False  # gated by ``graph-budget compare --max-growth``
 
     @property
     def heading(self) -> str:
@@ -57,17 +58,20 @@ class Figure:
 TABLE: tuple[Figure, ...] = (
     Figure(
         "flops", "FLOPs", "count", budget="flops_max", baseline=True, by_module=MODULES,
-        ranked_by="FLOPs",
+        ranked_by="FLOPs", max_growth=True,
     ),
-    Figure("macs", "MACs", "count", budget="macs_max", baseline=True, ranked_by="MACs"),
+    Figure(
+        "macs", "MACs", "count", budget="macs_max", baseline=True, ranked_by="MACs",
+        max_growth=True,
+    ),
     Figure("flops_contraction", "FLOPs of contractions", "count", reported=False),
     Figure(
         "params", "params", "count", budget="params_max", baseline=True, by_module=MODULES,
-        ranked_by="params",
+        ranked_by="params", max_growth=True,
     ),
     Figure(
         "peak_memory_bytes", "peak memory", "bytes", budget="memory_max", baseline=True,
-        by_module=SUBGRAPHS, ranked_by="memory live at the peak",
+        by_module=SUBGRAPHS, ranked_by="memory live at the peak", max_growth=True,
     ),
     Figure(
         "weights_bytes", "weights", "bytes", budget="weights_max", baseline=True,
