@@ -1,0 +1,130 @@
+"""Repository hygiene: no dead code in the package.
+
+A name defined in ``pytest_graphbudget`` that nothing reads is a second spelling waiting to drift
+(``render.FORMATS`` next to ``cli.FORMATS``) or a field that looks measured but is never shown
+(``NodeCost.out_bytes``). The check is a small vulture: it parses every Python file of the
+repository with ``ast`` and lists the package's module-level names, dataclass fields and methods
+that no file loads, imports, or names in a string (``getattr``, entry points in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "pytest_graphbudget"
+SKIPPED_DIRS = {".venv", ".git", "build", "dist", "node_modules"}
+# Methods pytest calls on collectors and items by name: no code in the repository calls them.
+FRAMEWORK_CALLED = {"collect", "runtest", "reportinfo", "repr_failure"}
+WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _python_files(root: Path) -> list[Path]:
+    return [
+        p
+        for p in sorted(root.glob("**/*.py"))
+        if not SKIPPED_DIRS.intersection(p.relative_to(root).parts)
+    ]
+
+
+def _module_of(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _definitions(path: Path, root: Path, tree: ast.Module) -> dict[tuple[str, str], str]:
+    """(module, name or Class.member) -> ``file:line``, for what the package defines."""
+    module, found = _module_of(path, root), {}
+    where = str(path.relative_to(root))
+    for node in tree.body:
+        names: list[str] = []
+        if isinstance(node, ast.ClassDef) or (
+            isinstance(node, ast.FunctionDef) and not node.decorator_list  # registered ones
+        ):
+            names = [node.name]
+        elif isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        found.update({(module, n): f"{where}:{node.lineno}" for n in names})
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                member = None
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    member = item.target.id
+                elif isinstance(item, ast.FunctionDef) and not item.decorator_list:
+                    member = item.name
+                if member:
+                    found[(module, f"{node.name}.{member}")] = f"{where}:{item.lineno}"
+    return found
+
+
+def dead_names(root: Path = ROOT) -> list[str]:
+    """``file:line: name`` for each package definition nothing in the repository reads."""
+    defined: dict[tuple[str, str], str] = {}
+    loaded: dict[str, set[str]] = {}  # module -> bare names it loads
+    attributes: set[str] = set()  # attribute names loaded anywhere, keyword argument names
+    imported: set[tuple[str, str]] = set()
+    words = set(WORD.findall((root / "pyproject.toml").read_text()))  # entry points
+    for path in _python_files(root):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        module = _module_of(path, root)
+        if module.split(".")[0] == PACKAGE:
+            defined.update(_definitions(path, root, tree))
+        names = loaded.setdefault(module, set())
+        # Docstrings and other bare strings name things without using them.
+        prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Store):
+                attributes.add(node.attr)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.update((node.module, a.name) for a in node.names)
+            elif isinstance(node, ast.keyword) and node.arg:
+                attributes.add(node.arg)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if id(node) in prose:
+                    continue
+                words.update(WORD.findall(node.value))
+    dead = []
+    for (module, name), where in sorted(defined.items()):
+        member = name.partition(".")[2]
+        short = member or name
+        if short.startswith(("__", "pytest_")) or short in FRAMEWORK_CALLED:
+            continue  # dunders and pluggy hooks are called by name
+        used = short in attributes or short in words
+        if not member:
+            used = used or name in loaded.get(module, ()) or (module, name) in imported
+        if not used:
+            dead.append(f"{where}: {name}")
+    return dead
+
+
+def test_the_package_has_no_dead_code():
+    dead = dead_names()
+    assert not dead, (
+        "defined but never read anywhere in the repository (delete it, or add a framework-called "
+        "method name to FRAMEWORK_CALLED in tests/test_hygiene.py):\n  " + "\n  ".join(dead)
+    )
+
+
+def test_the_dead_code_check_sees_an_unused_function(tmp_path):
+    """The check itself: a package function nobody calls is reported, one that is called is not."""
+    package = tmp_path / PACKAGE
+    package.mkdir()
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nx = "pytest_graphbudget.a:main"\n')
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text(
+        '"""orphan is named in this docstring, which is no use of it."""\n'
+        "import dataclasses\n\n"
+        "@dataclasses.dataclass\nclass Row:\n    read: int = 0\n    written_only: int = 0\n\n"
+        "def main():\n    r = Row()\n    r.written_only = 1\n    return helper() + r.read\n\n"
+        "def helper():\n    return 1\n\n"
+        "def orphan():\n    return 2\n"
+    )
+    assert dead_names(tmp_path) == [
+        "pytest_graphbudget/a.py:7: Row.written_only",
+        "pytest_graphbudget/a.py:17: orphan",
+    ]
