@@ -147,7 +147,7 @@ def _shape_part(text: str) -> list[int]:
 
 
 def join_shape_tokens(argv: Sequence[str]) -> list[str]:
-    """Accept the source documents' ``--input-shape 1 3 640 640``: the integers that follow
+    """Accept ``profile_graph.py``'s ``--input-shape 1 3 640 640``: the integers that follow
     ``--input-shape`` become one ``1,3,640,640`` value (a model name after them stays one)."""
     out: list[str] = []
     i = 0

@@ -1,32 +1,44 @@
-"""Repository hygiene: no dead code in the package.
+"""Repository hygiene: no dead code in the package, no references to documents it lacks.
 
 A name defined in ``pytest_graphbudget`` that nothing reads is a second spelling waiting to drift
 (``render.FORMATS`` next to ``cli.FORMATS``) or a field that looks measured but is never shown
 (``NodeCost.out_bytes``). The check is a small vulture: it parses every Python file of the
 repository with ``ast`` and lists the package's module-level names, dataclass fields and methods
 that no file loads, imports, or names in a string (``getattr``, entry points in pyproject.toml).
+
+A reference to a document the repository does not hold (a design note, a spec, a brief that lived
+next to it while it was written) sends a reader nowhere; so do Markdown links to a missing file or
+heading.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "pytest_graphbudget"
-SKIPPED_DIRS = {".venv", ".git", "build", "dist", "node_modules"}
+SKIPPED_DIRS = {"venv", "build", "dist", "node_modules", "__pycache__", "out"}  # and .hidden
 # Methods pytest calls on collectors and items by name: no code in the repository calls them.
 FRAMEWORK_CALLED = {"collect", "runtest", "reportinfo", "repr_failure"}
 WORD = re.compile(r"[A-Za-z_]\w*")
 
 
+def _walk(root: Path) -> list[Path]:
+    """The repository's files, without descending into virtual environments, caches and Git."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIPPED_DIRS and (d == ".github" or not d.startswith("."))
+        )
+        found.extend(Path(folder) / f for f in sorted(files))
+    return found
+
+
 def _python_files(root: Path) -> list[Path]:
-    return [
-        p
-        for p in sorted(root.glob("**/*.py"))
-        if not SKIPPED_DIRS.intersection(p.relative_to(root).parts)
-    ]
+    return [p for p in _walk(root) if p.suffix == ".py"]
 
 
 def _module_of(path: Path, root: Path) -> str:
@@ -127,4 +139,78 @@ def test_the_dead_code_check_sees_an_unused_function(tmp_path):
     assert dead_names(tmp_path) == [
         "pytest_graphbudget/a.py:7: Row.written_only",
         "pytest_graphbudget/a.py:17: orphan",
+    ]
+
+
+# Documents that lived outside the repository while it was written; a reader has none of them.
+OUTSIDE = re.compile(
+    r"\bSPEC\b|\bsource documents?\b|\bseeds?/|\bseed \d{3}\b|\bSTYLE\.md|\.\./shared|/work/"
+)
+MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+# A document by path (docs/cli.md) or by an upper-case name (README.md, CONTRIBUTING.md).
+MD_PATH = re.compile(r"(?<![\w/.-])((?:docs|benchmarks)/[\w.-]+\.md|[A-Z][A-Z_]+\.md)\b")
+TEXT_SUFFIXES = {".md", ".py", ".toml", ".yml", ".yaml", ".js", ".txt", ".cfg", ".ini"}
+
+
+def _text_files(root: Path) -> list[Path]:
+    return [p for p in _walk(root) if p.suffix in TEXT_SUFFIXES or p.name == "Makefile"]
+
+
+def _anchors(markdown: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", markdown.read_text(), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def broken_references(root: Path = ROOT) -> list[str]:
+    """``file:line: what`` for each mention of a document the repository does not hold."""
+    here = Path(__file__).resolve()
+    names = {p.name for p in _walk(root) if p.suffix == ".md"}
+    found = []
+    for path in _text_files(root):
+        if path.resolve() == here:
+            continue
+        where = path.relative_to(root)
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for match in OUTSIDE.finditer(line):
+                found.append(f"{where}:{number}: {match.group()!r} is not in the repository")
+            for match in MD_PATH.finditer(line):
+                name = match.group(1)
+                if not ((root / name).exists() if "/" in name else name in names):
+                    found.append(f"{where}:{number}: {name} does not exist")
+            if path.suffix != ".md":
+                continue
+            for target in MD_LINK.findall(line):
+                if target.startswith(("http://", "https://", "mailto:")):
+                    continue
+                file, _, anchor = target.partition("#")
+                linked = (path.parent / file) if file else path
+                if not linked.exists():
+                    found.append(f"{where}:{number}: link to {file}, which does not exist")
+                elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                    found.append(f"{where}:{number}: link to #{anchor}, no such heading")
+    return found
+
+
+def test_no_references_to_documents_outside_the_repository():
+    broken = broken_references()
+    assert not broken, (
+        "references a reader cannot follow (describe the thing itself, or point at a file of "
+        "the repository):\n  " + "\n  ".join(broken)
+    )
+
+
+def test_the_reference_check_sees_missing_documents(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A title\n\nSee [b](b.md) and [t](#a-title).\n")
+    (tmp_path / "docs" / "b.md").write_text(
+        "Back to [a](a.md#a-title), [nowhere](a.md#gone) and [c](c.md).\n"
+        "As SPEC section 3 says; see docs/missing.md, CONTRIBUTING.md and docs/a.md.\n"
+    )
+    assert broken_references(tmp_path) == [
+        "docs/b.md:1: link to #gone, no such heading",
+        "docs/b.md:1: link to c.md, which does not exist",
+        "docs/b.md:2: 'SPEC' is not in the repository",
+        "docs/b.md:2: docs/missing.md does not exist",
+        "docs/b.md:2: CONTRIBUTING.md does not exist",
     ]
