@@ -214,3 +214,101 @@ def test_the_reference_check_sees_missing_documents(tmp_path):
         "docs/b.md:2: docs/missing.md does not exist",
         "docs/b.md:2: CONTRIBUTING.md does not exist",
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Packaging: what the package imports is declared, package data is shipped, `dev` is for tests
+
+# Development tools that are run, not imported: pytest-xdist (``-n``) and ruff (``make lint``).
+TOOLS = {"pytest-xdist", "ruff"}
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _dist_name(requirement: str) -> str:
+    """PEP 503 normalised distribution name of a requirement string."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement).group(1)
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imported_distributions(folder: str) -> dict[str, str]:
+    """Distribution -> ``file:line`` of a first import, for the third-party modules that the
+    Python files under ``folder`` import (at any depth: the package imports lazily)."""
+    import sys
+    from importlib.metadata import packages_distributions
+
+    owners = packages_distributions()
+    found: dict[str, str] = {}
+    for path in _python_files(ROOT / folder):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules = [node.module]
+            elif (  # pytest.importorskip("xmlschema")
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "importorskip"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                modules = [node.args[0].value]
+            else:
+                continue
+            for module in (m.partition(".")[0] for m in modules):
+                if module in sys.stdlib_module_names or module in {PACKAGE, "_pytest", "tomli"}:
+                    continue
+                for dist in owners.get(module, [module]):
+                    found.setdefault(_dist_name(dist), f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_the_package_declares_every_distribution_it_imports():
+    project = _pyproject()["project"]
+    requirements = project["dependencies"] + sum(project["optional-dependencies"].values(), [])
+    declared = {_dist_name(r) for r in requirements}
+    missing = {d: at for d, at in _imported_distributions(PACKAGE).items() if d not in declared}
+    assert not missing, (
+        "imported but not declared in pyproject.toml (add to a dependency list): "
+        + (", ".join(f"{d} ({at})" for d, at in sorted(missing.items())))
+    )
+
+
+def test_dev_holds_what_tests_import_and_bench_what_only_benchmarks_import():
+    project = _pyproject()["project"]
+    extras = project["optional-dependencies"]
+    dev = {_dist_name(r) for r in extras["dev"]}
+    bench = {_dist_name(r) for r in extras.get("bench", [])}
+    runtime = {_dist_name(r) for r in project["dependencies"]}
+    tests = set(_imported_distributions("tests")) | set(_imported_distributions(PACKAGE))
+    benchmarks = set(_imported_distributions("benchmarks"))
+    unused = sorted(dev - tests - TOOLS)
+    assert not unused, f"in the dev extra but no test imports them, move to bench: {unused}"
+    tested = sorted(bench & tests)
+    assert not tested, f"tests import these, so declare them in dev, not bench: {tested}"
+    stale = sorted(bench - benchmarks)
+    assert not stale, f"in the bench extra but benchmarks/ does not import them: {stale}"
+    undeclared = sorted(benchmarks - tests - runtime - bench)
+    assert not undeclared, f"only benchmarks/ imports these, add them to bench: {undeclared}"
+
+
+def test_package_data_patterns_match_files_and_cover_every_data_file():
+    patterns = _pyproject()["tool"]["setuptools"]["package-data"]
+    for package, globs in patterns.items():
+        folder = ROOT.joinpath(*package.split("."))
+        for pattern in globs:
+            assert list(folder.glob(pattern)), f"package-data {package}: {pattern} matches nothing"
+    shipped = {
+        p
+        for package, globs in patterns.items()
+        for g in globs
+        for p in ROOT.joinpath(*package.split(".")).glob(g)
+    }
+    data = {p for p in _walk(ROOT / PACKAGE) if p.suffix not in {".py", ".pyc"}}
+    unshipped = sorted(str(p.relative_to(ROOT)) for p in data - shipped)
+    assert not unshipped, f"add to [tool.setuptools.package-data], or no wheel ships: {unshipped}"
