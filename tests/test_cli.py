@@ -497,7 +497,10 @@ def test_compare_refuses_unreadable_json(work, tiny_json_file):
 
 
 def test_init_writes_a_budget_the_plugin_accepts(work, tiny_profile):
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
 
     from pytest_graphbudget import budgets, units
 

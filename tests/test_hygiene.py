@@ -312,3 +312,119 @@ def test_package_data_patterns_match_files_and_cover_every_data_file():
     data = {p for p in _walk(ROOT / PACKAGE) if p.suffix not in {".py", ".pyc"}}
     unshipped = sorted(str(p.relative_to(ROOT)) for p in data - shipped)
     assert not unshipped, f"add to [tool.setuptools.package-data], or no wheel ships: {unshipped}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Python 3.10: requires-python claims it, so CI runs it and the code uses nothing newer unguarded
+
+# Standard-library names that Python 3.11 or later added (a 3.10 run fails on them).
+NEWER_THAN_310 = {
+    "tomllib",
+    "wsgiref.types",
+    "typing.Self",
+    "typing.LiteralString",
+    "typing.Never",
+    "typing.assert_never",
+    "typing.assert_type",
+    "typing.reveal_type",
+    "typing.Required",
+    "typing.NotRequired",
+    "typing.TypeVarTuple",
+    "typing.Unpack",
+    "typing.dataclass_transform",
+    "typing.override",
+    "enum.StrEnum",
+    "enum.verify",
+    "datetime.UTC",
+    "asyncio.TaskGroup",
+    "asyncio.timeout",
+    "contextlib.chdir",
+    "hashlib.file_digest",
+    "itertools.batched",
+    "ExceptionGroup",
+    "BaseExceptionGroup",
+}
+NEWER_BUILTINS = {"ExceptionGroup", "BaseExceptionGroup"}
+
+
+def _guarded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Inside ``try: ... except ModuleNotFoundError/ImportError/AttributeError`` or
+    ``if sys.version_info ...`` / ``if TYPE_CHECKING``: the author handled older Pythons."""
+    while node in parents:
+        node, child = parents[node], node
+        if isinstance(node, ast.Try) and child in node.body:
+            caught = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
+            if caught & {"ModuleNotFoundError", "ImportError", "AttributeError"}:
+                return True
+        if isinstance(node, ast.If) and child in node.body:
+            test = ast.unparse(node.test)
+            if "version_info" in test or "TYPE_CHECKING" in test:
+                return True
+    return False
+
+
+def newer_python_uses(root: Path = ROOT) -> list[str]:
+    """``file:line: name`` for each unguarded use of a standard-library name newer than 3.10."""
+    found: set[tuple[str, int, str]] = set()
+    for path in _python_files(root):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                names = [f"{node.value.id}.{node.attr}"]
+            elif isinstance(node, ast.Name) and node.id in NEWER_BUILTINS:
+                names = [node.id]
+            elif type(node).__name__ == "TryStar":  # except*
+                names = ["ExceptionGroup"]
+            for name in names:
+                if name in NEWER_THAN_310 and not _guarded(node, parents):
+                    found.add((str(path.relative_to(root)), node.lineno, name))
+    return [f"{file}:{line}: {name}" for file, line, name in sorted(found)]
+
+
+def test_no_unguarded_standard_library_newer_than_python_310():
+    found = newer_python_uses()
+    assert not found, (
+        "requires-python says >=3.10 but these need 3.11+ (fall back, e.g. tomllib -> tomli, "
+        "which pyproject.toml installs on 3.10):\n  " + "\n  ".join(found)
+    )
+
+
+def test_the_python_310_check_sees_tomllib_and_accepts_the_fallback(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "import tomllib\n"
+        "from typing import Self\n"
+        "try:\n    import tomllib\nexcept ModuleNotFoundError:\n    import tomli as tomllib\n"
+        "import sys\n"
+        "if sys.version_info >= (3, 11):\n    from enum import StrEnum\n"
+        "def f():\n    raise ExceptionGroup('x', [])\n"
+    )
+    assert newer_python_uses(tmp_path) == [
+        "a.py:1: tomllib",
+        "a.py:2: typing.Self",
+        "a.py:11: ExceptionGroup",
+    ]
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_ci_runs_every_python_the_package_claims():
+    project = _pyproject()["project"]
+    floor = re.fullmatch(r">=\s*(\d+\.\d+)", project["requires-python"]).group(1)
+    prefix = "Programming Language :: Python :: "
+    claimed = {c.removeprefix(prefix) for c in project["classifiers"] if c.startswith(prefix)}
+    claimed = {floor} | {v for v in claimed if re.fullmatch(r"\d+\.\d+", v)}
+    workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+    matrix = re.search(r"^\s*python-version:\s*\[([^\]]*)\]", workflow, flags=re.MULTILINE)
+    assert matrix, "ci.yml has no `python-version: [...]` matrix"
+    tested = {v.strip().strip("\"'") for v in matrix.group(1).split(",")}
+    untested = sorted(claimed - tested, key=_minor)
+    assert not untested, f"pyproject.toml claims Python {untested}; add them to ci.yml's matrix"
