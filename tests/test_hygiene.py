@@ -261,7 +261,9 @@ def _imported_distributions(folder: str) -> dict[str, str]:
             else:
                 continue
             for module in (m.partition(".")[0] for m in modules):
-                if module in sys.stdlib_module_names or module in {PACKAGE, "_pytest", "tomli"}:
+                if module in sys.stdlib_module_names or module in NEWER_THAN_310:
+                    continue  # the standard library, that of Python 3.11+ included
+                if module in {PACKAGE, "_pytest", "tomli"}:  # tomli: tomllib on Python 3.10
                     continue
                 for dist in owners.get(module, [module]):
                     found.setdefault(_dist_name(dist), f"{path.relative_to(ROOT)}:{node.lineno}")
