@@ -53,7 +53,16 @@ LIMITS: dict[str, Limit] = {
 BOTTLENECK_KEYS = ("compute_bound_min", "memory_bound_max")
 BOTTLENECK_BY = {"count": "share", "flops": "flops_share", "time": "time_share"}
 SETTINGS = ("hardware", "tolerance", "name")
-MODEL_KEYS = ("input_shape", "seq_len", "batch", "factory", "model", "kwargs", "meta")
+MODEL_KEYS = (
+    "input_shape",
+    "seq_len",
+    "batch",
+    "factory",
+    "model",
+    "kwargs",
+    "meta",
+    "trust_pickle",
+)
 """Keys of a ``[models."<name>"]`` table that say how to build the model, not what to check."""
 
 REGRESSION_FIGURES = (
@@ -83,6 +92,8 @@ class Budget:
     lines: dict[str, int] = field(default_factory=dict)  # key -> line in its TOML file
     hardware_profiles: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """User hardware profiles (``[tool.graph_budget.hardware_profiles]``) that names may use."""
+    allow_unsupported: bool | tuple[str, ...] = False
+    """Ops without a cost formula that may still pass (``True``: all), as ``namespace.name``."""
 
 
 @dataclass
@@ -105,7 +116,32 @@ def closest(key: str, valid: list[str] | tuple[str, ...]) -> str:
 
 
 def valid_keys() -> list[str]:
-    return [*LIMITS, *BOTTLENECK_KEYS, "by", *SETTINGS]
+    return [*LIMITS, *BOTTLENECK_KEYS, "by", *SETTINGS, "allow_unsupported"]
+
+
+def allowed_ops(value: Any, where: str) -> bool | tuple[str, ...]:
+    """``allow_unsupported``'s value: true, false, an op name or a list of op names.
+
+    Names are written ``aten.name``, ``aten::name``, ``ns::name``, ``ns.name`` or a bare ATen
+    ``name``; an overload suffix (``aten.mm.out``) is dropped. They are kept as ``ns.name``.
+    """
+    if isinstance(value, bool):
+        return value
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(
+        isinstance(n, str) and n.strip() for n in names
+    ):
+        raise GraphBudgetError(
+            f"allow_unsupported in {where}: true, false, an op name or a list of op names "
+            f"(e.g. ['aten.nonzero', 'mylib::fused']), got {value!r}"
+        )
+    return tuple(dict.fromkeys(op_key(n) for n in names))
+
+
+def op_key(name: str) -> str:
+    """``aten::mm``, ``aten.mm.out``, ``mm`` -> ``aten.mm``; ``mylib::fused`` -> ``mylib.fused``."""
+    parts = name.strip().replace("::", ".").split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else f"aten.{parts[0]}"
 
 
 def build(
@@ -158,6 +194,8 @@ def build(
             if not isinstance(value, str):
                 raise GraphBudgetError(f"name in {where}: a string, got {value!r}")
             budget.name = value
+        elif key == "allow_unsupported":
+            budget.allow_unsupported = allowed_ops(value, where)
         elif key not in extra_keys:
             hint = closest(key, valid_keys() + list(extra_keys))
             raise GraphBudgetError(f"unknown budget key {key!r} in {where}{hint}")
@@ -302,3 +340,66 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
             "warn", key, f"{limit.label} {shown} is at {share} of {bound}", value, limit_value
         )
     return None
+
+
+def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> list[Finding]:
+    """What the profile could not count, judged against the budget.
+
+    - Nothing counted at all fails: a zero would pass every limit.
+    - An op without a formula that may be a contraction (a floating-point input of rank 2 or
+      more, or a name such as ``matmul``/``conv``/``attention``: ``measure.may_contract``)
+      fails, one finding per op: its uncounted FLOPs could be most of the model's. Listing
+      it in ``allow_unsupported`` (or ``allow_unsupported = true``) accepts the undercount.
+    - Any other op without a formula warns (fails under ``--graph-budget-strict``).
+    - Allowed ops are a notice, so the undercount stays visible.
+    """
+    data = profile if isinstance(profile, Mapping) else profile.to_dict()
+    coverage = data["coverage"]
+    findings = []
+    if coverage["nodes"] == 0 or data["totals"]["flops"] == 0:
+        findings.append(
+            Finding(
+                "fail",
+                "coverage",
+                "no operation was counted: the graph is empty or every op lacks a formula",
+            )
+        )
+    unsupported = coverage["unsupported_ops"]
+    suspects = coverage.get("unsupported_contractions")
+    if suspects is None:  # not recorded: any of them may be a contraction
+        suspects = unsupported
+    allowed = budget.allow_unsupported
+
+    def is_allowed(op: str) -> bool:
+        return allowed is True or (bool(allowed) and op_key(op) in allowed)
+
+    accepted, other = [], []
+    for op, count in sorted(unsupported.items()):
+        if is_allowed(op):
+            accepted.append(f"{op} x{count}")
+        elif op in suspects:
+            findings.append(
+                Finding(
+                    "fail",
+                    "coverage",
+                    f"{op} x{count} has no cost formula and may hide a contraction, so FLOPs "
+                    f'are undercounted: accept it with allow_unsupported = ["{op}"] in the '
+                    "budget (or the graph_budget marker)",
+                )
+            )
+        else:
+            other.append(f"{op} x{count}")
+    if other:
+        severity = "fail" if strict else "warn"
+        findings.append(
+            Finding(severity, "coverage", f"ops without a cost formula: {', '.join(other)}")
+        )
+    if accepted:
+        findings.append(
+            Finding(
+                "notice",
+                "coverage",
+                f"ops without a cost formula, allowed by allow_unsupported: {', '.join(accepted)}",
+            )
+        )
+    return findings

@@ -2,21 +2,25 @@
 
 A key hashes everything the figures depend on, so that a stale profile is never reused:
 
-- the installed versions of torch and the model libraries, and the bytes of this package
-  (its formulas, tracer and shipped model configurations);
-- for a module: every submodule's class, the source of that class and its ``extra_repr``
-  (layer hyper-parameters), a Hugging Face ``config``, and every parameter's and buffer's
-  name, shape and dtype; for a zoo name: the name and its options;
+- ``environment()``: the cache format, Python's version, torch's version and git commit, every
+  installed distribution's version, this package's bytes (its formulas, tracer and shipped
+  model configurations), and the switches that change what a trace captures (torch's default
+  dtype, the attention fast paths, the hub's offline settings);
+- for a module: ``fingerprint.fingerprint`` of it, which covers every piece of project code and
+  data its forward can reach (helpers in any file, constants, config dicts, hooks,
+  hyper-parameters, small integer buffers); for a zoo name: the name, its options and the bytes
+  of the local file or folder it names;
 - the inputs' shapes, dtypes and non-tensor values, and the hardware profile.
 
-A corrupt entry is ignored (and rebuilt by the caller).
+A model that reaches something with no sound description gets no key (``Unfingerprintable``):
+it is profiled every time instead of risking a stale profile. A corrupt entry is ignored (and
+rebuilt by the caller).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 import os
 import sys
@@ -24,8 +28,27 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.fingerprint import Unfingerprintable, describe, fingerprint
+
+__all__ = ["DIRECTORY", "ProfileCache", "Unfingerprintable", "environment", "module_key"]
+
 DIRECTORY = ".graph_budget_cache"
-LIBRARIES = ("torch", "torchvision", "transformers", "ultralytics", "timm")
+FORMAT = 2
+"""Bumped whenever what a key covers changes, so older entries are never read."""
+
+SWITCH_VARIABLES = (
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_ENDPOINT",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "YOLO_OFFLINE",
+)
+"""Environment variables that change which configuration a zoo name is built from."""
+
+WHOLE_FILE_BYTES = 1 << 20
+"""Files of a local model up to this size are hashed whole; bigger ones (weights) by size and
+modification time."""
 
 
 @functools.cache
@@ -41,59 +64,95 @@ def _package_digest() -> str:
 
 
 @functools.cache
-def _versions() -> tuple[str, ...]:
-    """Installed versions of torch and the model libraries (imported or not, so that a key
-    never depends on what happened to be imported first)."""
-    from importlib.metadata import PackageNotFoundError, version
+def _distributions() -> str:
+    """Every installed distribution and its version (imported or not, so that a key never
+    depends on what happened to be imported first), hashed: library code is not walked."""
+    from importlib.metadata import distributions
 
-    found = []
-    for name in LIBRARIES:
-        try:
-            found.append(f"{name}=={version(name)}")
-        except PackageNotFoundError:
-            found.append(f"{name}: absent")
-    return tuple(found)
+    found = sorted({f"{d.metadata['Name']}=={d.version}" for d in distributions()})
+    return hashlib.sha256("\n".join(found).encode()).hexdigest()
 
 
 @functools.cache
-def _class_source(cls: type) -> str:
+def _torch_build() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        return hashlib.sha256(inspect.getsource(cls).encode()).hexdigest()
-    except (OSError, TypeError):
-        return f"{cls.__module__}.{cls.__qualname__}"
+        found = [version("torch")]
+    except PackageNotFoundError:
+        return ["torch: absent"]
+    torch = sys.modules.get("torch")
+    found.append(str(getattr(getattr(torch, "version", None), "git_version", "")))
+    return found
 
 
-def _describe(value: Any) -> Any:
-    torch = sys.modules.get("torch")  # a zoo name's options hold no tensor: don't import torch
-    if torch is not None and isinstance(value, torch.Tensor):
-        return ["tensor", list(value.shape), str(value.dtype)]
-    if isinstance(value, dict):
-        return {str(k): _describe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(value, (list, tuple)):
-        return [_describe(v) for v in value]
-    return repr(value)
+def _switches() -> dict[str, Any]:
+    """Runtime settings that change the captured graph (read each time: tests flip them)."""
+    found: dict[str, Any] = {v: os.environ.get(v) for v in SWITCH_VARIABLES}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        found["default_dtype"] = str(torch.get_default_dtype())
+        backends = torch.backends
+        fastpath = getattr(getattr(backends, "mha", None), "get_fastpath_enabled", None)
+        found["mha_fastpath"] = fastpath() if fastpath else None
+        for name in ("flash", "mem_efficient", "math", "cudnn"):
+            getter = getattr(backends.cuda, f"{name}_sdp_enabled", None)
+            found[f"{name}_sdp"] = getter() if getter else None
+    return found
+
+
+def environment() -> list[Any]:
+    """What every key shares: versions, this package's bytes and the switches."""
+    return [
+        FORMAT,
+        [*sys.version_info[:3], sys.implementation.name, sys.flags.optimize],
+        _torch_build(),
+        _distributions(),
+        _package_digest(),
+        _switches(),
+    ]
 
 
 def module_key(model: Any, args: tuple, kwargs: dict[str, Any], hardware: str) -> str:
-    """The cache key of a module profiled at these inputs on this hardware."""
-    parts: list[Any] = ["module", _package_digest(), _versions(), hardware]
-    for name, module in model.named_modules():
-        cls = type(module)
-        parts.append(
-            [name, f"{cls.__module__}.{cls.__qualname__}", _class_source(cls), module.extra_repr()]
-        )
-    config = getattr(model, "config", None)
-    if hasattr(config, "to_json_string"):
-        parts.append(config.to_json_string())
-    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
-        parts.append([name, list(tensor.shape), str(tensor.dtype)])
-    parts.append(_describe([list(args), kwargs]))
-    return _hash(parts)
+    """The cache key of a module profiled at these inputs on this hardware; raises
+    ``Unfingerprintable`` when the module reaches something with no sound description."""
+    inputs = describe([list(args), kwargs])
+    return _hash(["module", environment(), hardware, fingerprint(model), inputs])
 
 
-def name_key(name: str, options: dict[str, Any], hardware: str) -> str:
-    """The cache key of a zoo model built by name with these options."""
-    return _hash(["zoo", _package_digest(), _versions(), name, _describe(options), hardware])
+def name_key(name: str, options: dict[str, Any], hardware: str) -> str | None:
+    """The cache key of a zoo model built by name, or ``None`` when the name says too little
+    and the model must be keyed by what it builds (a pickled module, whose classes live in the
+    project; a model of another package's loader, whose code is not walked)."""
+    from pytest_graphbudget import zoo
+
+    found = zoo.find_loader(name)
+    files = None
+    if found is not None:
+        loader, name = found
+        if not type(loader).__module__.startswith("pytest_graphbudget."):
+            return None
+        if loader.family == "local":
+            path = Path(name).expanduser()
+            if path.suffix.lower() in (".pt", ".pth"):
+                return None
+            files = _files_digest(path)
+    return _hash(["zoo", environment(), name, files, describe(options), hardware])
+
+
+def _files_digest(path: Path) -> str:
+    """The bytes of a local model file, or of every file in a model folder (big files, the
+    weights, by size and modification time)."""
+    digest = hashlib.sha256()
+    paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for item in paths:
+        stat = item.stat()
+        digest.update(str(item.relative_to(path) if path.is_dir() else item.name).encode())
+        if stat.st_size <= WHOLE_FILE_BYTES:
+            digest.update(item.read_bytes())
+        else:
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
 
 
 def _hash(parts: Any) -> str:

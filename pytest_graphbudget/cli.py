@@ -28,7 +28,7 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, TraceError
 
 if TYPE_CHECKING:
     from pytest_graphbudget.case import ModelCase
@@ -146,6 +146,34 @@ def _shape_part(text: str) -> list[int]:
     return dims
 
 
+def seed_spellings(argv: Sequence[str]) -> list[str]:
+    """The ``profile_graph.py --list`` of the source documents: ``graph-budget --list`` and
+    ``graph-budget profile --list`` mean ``graph-budget list``."""
+    argv = list(argv)
+    if argv[:1] == ["--list"]:
+        return ["list", *argv[1:]]
+    if argv[:1] == ["profile"] and "--list" in argv:
+        return ["list", *(a for a in argv[1:] if a != "--list")]
+    return argv
+
+
+def _model_option(args: argparse.Namespace) -> None:
+    """MODEL given as ``--model NAME`` (the seed scripts' spelling) or as ``MODEL``, once."""
+    if not hasattr(args, "model_option"):
+        return
+    given = [m for m in (args.model, args.model_option) if m]
+    if not given:
+        raise GraphBudgetError(
+            f"{args.command}: the following arguments are required: MODEL "
+            f"(`{PROG} {args.command} resnet18`, a .pt/.pt2 file, or --model NAME)"
+        )
+    if len(set(given)) > 1:
+        raise GraphBudgetError(
+            f"two models given ({given[0]} and --model {given[1]}); {args.command} takes one"
+        )
+    args.model = given[0]
+
+
 def join_shape_tokens(argv: Sequence[str]) -> list[str]:
     """Accept ``profile_graph.py``'s ``--input-shape 1 3 640 640``: the integers that follow
     ``--input-shape`` become one ``1,3,640,640`` value (a model name after them stays one)."""
@@ -188,8 +216,9 @@ def _user_hardware(path: str | None) -> dict[str, Any]:
     """The project's profiles (``[tool.graph_budget.hardware_profiles]`` of ./pyproject.toml)
     and the ``[hardware.<name>]`` tables of ``--hardware-file``, which win."""
     from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget import settings
 
-    profiles = hw.project_profiles(Path.cwd())
+    profiles = settings.load(Path.cwd()).hardware_profiles
     if not path:
         return profiles
     data = _read_toml(path)
@@ -263,10 +292,23 @@ def profile_case(case: ModelCase, hardware: Any, console: Console) -> Profile:
 
 def module_types(case: ModelCase) -> dict[str, str]:
     """Class name of every module path, for the per-layer table's type column."""
+    graph_module = getattr(case.model, "graph_module", None)
+    if graph_module is not None and hasattr(case.model, "graph_signature"):
+        return _program_module_types(graph_module)
     try:
         return {path: type(module).__name__ for path, module in case.model.named_modules()}
     except Exception:  # a model whose named_modules() fails still profiles: no type column
         return {}
+
+
+def _program_module_types(graph_module: Any) -> dict[str, str]:
+    """An exported program keeps its modules' classes only in its nodes' module stacks."""
+    types: dict[str, str] = {}
+    for node in graph_module.graph.nodes:
+        for path, cls in (node.meta.get("nn_module_stack") or {}).values():
+            name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+            types.setdefault(path, name.rpartition(".")[2])
+    return types
 
 
 # ---------------------------------------------------------------------------------------------
@@ -703,6 +745,8 @@ def cmd_init(args: argparse.Namespace, console: Console) -> int:
         table.add(tomlkit.comment(_measured_comment(prof)))
         if hardware.name != default_hw:
             table["hardware"] = hardware.name
+        if args.trust_pickle and Path(name).suffix.lower() in (".pt", ".pth"):
+            table["trust_pickle"] = True  # the budget loads the file the way init did
         for key, value in budget_table(prof, args.headroom).items():
             table[key] = value
         if name in models:
@@ -745,6 +789,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    quiet.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show what torch logs, warns and prints while loading and tracing",
+    )
 
     hardware = argparse.ArgumentParser(add_help=False)
     hardware.add_argument(
@@ -787,6 +837,17 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
 
+    def model_argument(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "model", metavar="MODEL", nargs="?", help="zoo name, .pt/.pt2/.yaml file or HF folder"
+        )
+        p.add_argument(
+            "--model",
+            dest="model_option",
+            metavar="MODEL",
+            help="the same as MODEL (the spelling of the profile_graph.py scripts)",
+        )
+
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser(
@@ -797,7 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile one forward pass of MODEL: summary, hierarchical per-layer table, "
         "top layers by FLOPs, operation types and bottleneck mix.",
     )
-    p.add_argument("model", metavar="MODEL", help="zoo name, .pt/.pt2/.yaml file or HF folder")
+    model_argument(p)
     output_options(p)
     p.add_argument("--showshape", action="store_true", help="add output shapes to the table")
     p.add_argument("--depth", type=_non_negative_int, metavar="N", help="module levels shown")
@@ -819,7 +880,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The node-by-node view: each graph node with its subgraph, kind, FLOPs, "
         "the subgraph's arithmetic intensity and bottleneck. Nodes are numbered from 0.",
     )
-    p.add_argument("model", metavar="MODEL")
+    model_argument(p)
     p.add_argument("--start", type=_non_negative_int, metavar="N", help="first node shown")
     p.add_argument("--end", type=_non_negative_int, metavar="N", help="last node shown")
     p.add_argument("--around", type=_non_negative_int, metavar="N", help="centre on node N")
@@ -913,6 +974,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _verbose(on: bool) -> contextlib.AbstractContextManager[None]:
+    """With ``-v``, what torch said while loading and tracing goes to stderr."""
+    if not on:
+        return contextlib.nullcontext()
+    from pytest_graphbudget.quiet import verbose_to
+
+    return verbose_to(sys.stderr)
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -926,15 +996,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (0 fine, 1 failed check, 2 usage error)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(join_shape_tokens(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(
+            join_shape_tokens(seed_spellings(sys.argv[1:] if argv is None else argv))
+        )
     except SystemExit as exc:  # --help, --version, usage errors (argparse exits 2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     console = Console(quiet=getattr(args, "quiet", False))
     command: Callable[[argparse.Namespace, Console], int] = args.func
+    verbose = getattr(args, "verbose", False)
     try:
-        return command(args, console)
+        _model_option(args)
+        with _verbose(verbose):
+            return command(args, console)
     except GraphBudgetError as exc:
-        console.error(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if isinstance(exc, TraceError) and not verbose:
+            message += " (-v shows torch's output)"
+        console.error(message)
         return EXIT_USAGE
     except KeyboardInterrupt:
         console.error("interrupted")

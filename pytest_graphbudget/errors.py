@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 
 class GraphBudgetError(Exception):
     """Base of every error caused by user input (exit code 2, never a traceback)."""
@@ -22,3 +25,13 @@ class TraceError(GraphBudgetError):
 
 class ModelRunError(GraphBudgetError):
     """The model's own forward raised during the warm-up pass."""
+
+
+def toml_error(path: Path | str, exc: Exception) -> str:
+    """``file:line:column: message`` for a TOML syntax error (tomllib's own text otherwise)."""
+    text = str(exc)
+    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
+    if found:
+        message = text[: found.start()].strip()
+        return f"{path}:{found.group(1)}:{found.group(2)}: {message}"
+    return f"{path}: {text}"

@@ -8,9 +8,9 @@ Users add their own profiles from TOML tables (see ``from_table``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -143,6 +143,9 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
         ) from None
     if "float32" not in peaks:
         raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
+    figures = [*peaks.values(), bandwidth]
+    if not all(math.isfinite(v) and v > 0 for v in figures):  # a ridge point needs both > 0
+        raise GraphBudgetError(f"hardware {name!r}: peaks and bandwidth must be positive numbers")
     return Hardware(
         name=name,
         description=str(table.get("description", name)),
@@ -154,21 +157,9 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
 
 def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:
     """User profiles from a table of tables (``[<prefix>.<name>]`` sections)."""
-    return {str(name): from_table(str(name), dict(table)) for name, table in tables.items()}
-
-
-def project_profiles(root: Path) -> dict[str, Hardware]:
-    """``[tool.graph_budget.hardware_profiles.<name>]`` of ``root/pyproject.toml``, if any."""
-    path = Path(root) / "pyproject.toml"
-    if not path.is_file():
-        return {}
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise GraphBudgetError(f"{path}: {exc}") from None
-    tables = data.get("tool", {}).get("graph_budget", {}).get("hardware_profiles", {})
-    return from_tables(tables)
+    found = {}
+    for name, table in tables.items():
+        if not isinstance(table, Mapping):
+            raise GraphBudgetError(f"hardware {name!r}: must be a table, got {table!r}")
+        found[str(name)] = from_table(str(name), table)
+    return found

@@ -10,6 +10,7 @@ Models whose graphs need real values (``.item()`` on data) are measured on real 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.costs import Shape, base_name, price
+from pytest_graphbudget.costs import FORMULAS, ZERO_COST, Shape, base_name, price
 from pytest_graphbudget.trace import Traced, fake_like, fake_state, model_state
 
 # How each op behaves when fusing: contractions anchor a kernel; reductions need their whole
@@ -49,6 +50,11 @@ ANCHORS = {
     "_scaled_dot_product_efficient_attention": "attention",
     "_scaled_dot_product_cudnn_attention": "attention",
     "_scaled_dot_product_attention_math": "attention",
+    "_scaled_dot_product_fused_attention_overrideable": "attention",
+    "_flash_attention_forward": "attention",
+    "_flash_attention_forward_no_dropout_inplace": "attention",
+    "_efficient_attention_forward": "attention",
+    "addr": "matmul",
     "scaled_dot_product_attention": "attention",
 }
 REDUCTIONS = {
@@ -123,6 +129,7 @@ class NodeCost:
     other: int = 0
     ops: Counter = field(default_factory=Counter)
     unsupported: Counter = field(default_factory=Counter)
+    contractions: Counter = field(default_factory=Counter)  # unsupported calls that may contract
     weights: dict[str, int] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     input_bytes: dict[str, int] = field(default_factory=dict)
@@ -174,13 +181,26 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _decomposable(func):
+            # A composite op reaches the mode whole when autograd is off (inference_mode):
+            # price what it decomposes into, as it would be priced with autograd on.
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
         out = func(*args, **kwargs)
         if self.node is not None:
-            self.record(base_name(func.name()), args, kwargs, out)
+            # An out= argument is the op's output, not an input: the formula sees it as ``out``.
+            outs = _out_arguments(func)
+            inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
+            self.record(_op_name(func), args, inputs, out)
         return out
 
     def record(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
-        """Price one call and charge it to the current node (unless a unit is being priced)."""
+        """Price one call and charge it to the current node (unless a unit is being priced).
+
+        ``name`` is an ATen op's base name (``addmm``) or ``namespace.name`` for any other op.
+        """
         node = self.node
         for leaf in pytree.tree_leaves((args, kwargs)):
             if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
@@ -201,7 +221,10 @@ class _Recorder(TorchDispatchMode):
         except Exception:  # a formula that cannot read this call: report the op, don't guess
             cost = None
         if cost is None:
-            node.unsupported[f"aten.{name}"] += 1
+            qualified = name if "." in name else f"aten.{name}"
+            node.unsupported[qualified] += 1
+            if may_contract(qualified, args, kwargs):
+                node.contractions[qualified] += 1
         else:
             node.macs += cost.macs
             node.other += cost.other
@@ -229,6 +252,64 @@ class _Recorder(TorchDispatchMode):
             self.muted -= 1
         self.record(name, args, kwargs, out)
         return out
+
+
+def _decomposable(func: Any) -> bool:
+    """True for an op with no formula of its own, which may decompose into priced ops."""
+    if not isinstance(func, torch._ops.OpOverload) or func.namespace == "prim":
+        return False
+    name = _op_name(func)
+    return name not in FORMULAS and name not in ZERO_COST
+
+
+@functools.cache
+def _out_arguments(func: Any) -> frozenset[str]:
+    """The names of an op's out= arguments (``out``, ``values``, ``indices``...)."""
+    schema = getattr(func, "_schema", None)
+    return frozenset(a.name for a in schema.arguments if a.is_out) if schema else frozenset()
+
+
+def _op_name(func: Any) -> str:
+    """``addmm`` for ``aten.addmm.default``; ``mylib.fused`` for a custom op ``mylib::fused``."""
+    name = base_name(func.name())
+    namespace = getattr(func, "namespace", "aten")
+    return name if namespace in ("aten", "prim") else f"{namespace}.{name}"
+
+
+CONTRACTION_WORDS = (
+    "mm",
+    "matmul",
+    "conv",
+    "einsum",
+    "attention",
+    "attn",
+    "linear",
+    "dot",
+    "gemm",
+    "bilinear",
+    "lstm",
+    "gru",
+    "rnn",
+)
+"""Words in an op's name that say it contracts (``mylib.fused_matmul``, ``aten.addr``)."""
+
+
+def may_contract(qualified: str, args: tuple, kwargs: dict) -> bool:
+    """Could this call without a formula be a contraction, and so hide most of the FLOPs?
+
+    Yes when its name says so (``CONTRACTION_WORDS``), or when any input is a floating-point or
+    complex tensor of rank 2 or more: the operands every matrix product and convolution has.
+    Integer, boolean and 1-D work (indexing, bookkeeping) is not.
+    """
+    name = qualified.rpartition(".")[2].lower()
+    if any(word in name for word in CONTRACTION_WORDS):
+        return True
+    return any(
+        isinstance(leaf, torch.Tensor)
+        and leaf.dim() >= 2
+        and (leaf.is_floating_point() or leaf.is_complex())
+        for leaf in pytree.tree_leaves((args, kwargs))
+    )
 
 
 UNITS = {"scaled_dot_product_attention"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,15 +25,16 @@ from pytest_graphbudget.budgets import (
     LIMITS,
     MODEL_KEYS,
     Budget,
-    Finding,
     build,
     check,
+    coverage_findings,
 )
 from pytest_graphbudget.case import as_case
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, toml_error
 
 if TYPE_CHECKING:
     from pytest_graphbudget.baseline import Baseline, Entry
+    from pytest_graphbudget.settings import Settings
 
 MARKERS = {
     **{
@@ -44,14 +46,15 @@ MARKERS = {
     },
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
-    "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None): per-test "
-    "settings of pytest-graphbudget",
+    "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
+    "allow_unsupported=False): per-test settings of pytest-graphbudget",
 }
 STATE = pytest.StashKey["GraphBudget"]()
 ITEM_MODELS = pytest.StashKey[list]()
 ITEM_BUDGET = pytest.StashKey[Budget]()
 ITEM_UNCHECKED = pytest.StashKey[list]()
 ITEM_TYPOS = pytest.StashKey[list]()
+ITEM_SENT = pytest.StashKey[int]()  # how many of ITEM_MODELS went out in a report
 PROPERTY = "graph_budget"
 
 
@@ -155,42 +158,46 @@ class GraphBudget:
     """The plugin's state and hooks while ``--graph-budget`` is on."""
 
     def __init__(self, config: pytest.Config):
-        from pytest_graphbudget.cache import DIRECTORY, ProfileCache
+        from pytest_graphbudget.cache import ProfileCache
 
         self.config = config
         self.settings = project_settings(config.rootpath)
         self.update = config.getoption("graph_budget_update")
-        self.strict = config.getoption("graph_budget_strict") or bool(self.settings.get("strict"))
+        self.strict = config.getoption("graph_budget_strict") or self.settings.strict
         self.hardware = config.getoption("graph_budget_hardware")
-        from pytest_graphbudget.hardware import from_tables
-
-        self.hardware_profiles = from_tables(self.settings.get("hardware_profiles", {}))
+        self.hardware_profiles = self.settings.hardware_profiles
         root = config.rootpath
-        self.baseline_path = root / self.settings.get("baseline", "budgets/baseline.toml")
-        self.cache: ProfileCache | None = ProfileCache(
-            root / self.settings.get("cache_dir", DIRECTORY)
-        )
+        self.baseline_path = root / self.settings.baseline
+        self.cache: ProfileCache | None = ProfileCache(root / self.settings.cache_dir)
         if config.getoption("graph_budget_cache_clear") and not _is_worker(config):
             self.cache.clear()
         if config.getoption("graph_budget_no_cache"):
             self.cache = None
+        self.cache_counts: Counter[str] = Counter()
+        self.cache_notes: list[str] = []  # why a model was not cached, shown at -v
         self.results: list[ModelResult] = []
+        self.written: Any = None  # reports.Written, once the session has finished
+        self.baseline_unwritten = False  # --graph-budget-update could not write the baseline
         self.collected: set[str] = set()
         self.registered: set[str] | None = None  # marker names pytest knows, read once
         self._baseline: Baseline | None = None
-        self.defaults = build(
-            {k: v for k, v in self.settings.items() if k in ("hardware", "tolerance")},
-            "[tool.graph_budget] of pyproject.toml",
-            hardware_profiles=self.hardware_profiles,
-        )
+        self.defaults = self.settings.defaults
+        add_budget_paths(config, self.budget_roots())
 
     # -- collection -----------------------------------------------------------------------
 
+    def budget_roots(self) -> list[Path]:
+        """The paths of ``[tool.graph_budget] budgets``, which every run collects."""
+        return [self.config.rootpath / path for path in self.settings.budgets]
+
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
-        if file_path.suffix == ".toml" and is_budget_file(
-            file_path, self.settings, self.config.rootpath
-        ):
+        if file_path.suffix != ".toml" or file_path.name in ("baseline.toml", "pyproject.toml"):
+            return None
+        if file_path.resolve() == self.baseline_path.resolve():
+            return None
+        explicit = parent.session.isinitpath(file_path)  # named on the command line
+        if explicit or is_budget_file(file_path, self.budget_roots()):
             return BudgetFile.from_parent(parent, path=file_path)
         return None
 
@@ -293,16 +300,18 @@ class GraphBudget:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when == "setup" and report.failed:  # a usage error of the test's markers
-            for result in item.stash.get(ITEM_MODELS, []):
-                report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        results = item.stash.get(ITEM_MODELS, [])
+        if call.when == "call" and report.failed:  # the body raised before its check
+            results = results + item.stash.get(ITEM_UNCHECKED, [])
+        if report.failed and not results and is_budget(item, call):
+            results = [self.unchecked(item, call)]
+        item.stash[ITEM_MODELS] = results
+        sent = item.stash.get(ITEM_SENT, 0)
+        for result in results[sent:]:  # each result once, in the report of its phase
+            report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+        item.stash[ITEM_SENT] = len(results)
         if call.when != "call":
             return report
-        results = item.stash.get(ITEM_MODELS, [])
-        if report.failed:
-            results = results + item.stash.get(ITEM_UNCHECKED, [])
-        for result in results:
-            report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
         if results:
             from pytest_graphbudget.reports.junit import pytest_properties
 
@@ -313,6 +322,63 @@ class GraphBudget:
             report.outcome = "failed"
             report.longrepr = "\n".join(r.message() for r in failed)
         return report
+
+    def unchecked(self, item: pytest.Item, call: pytest.CallInfo) -> ModelResult:
+        """The result of a budget that failed before any model was checked (a bad key or
+        unit, a malformed budget file, a marker used wrongly, a factory that raised): an
+        error every report counts, never a model missing from the table."""
+        fspath, lineno, _ = item.reportinfo()
+        message = failure_text(call.excinfo) if call.excinfo else "failed before its check"
+        if not isinstance(item, (BudgetItem, BrokenBudget)) and not ours(call.excinfo):
+            message = (
+                f"not checked: the test's {call.when} failed before its budget was checked "
+                f"({message})"
+            )
+        lines = item.lines if isinstance(item, BudgetItem) else {}
+        return ModelResult(
+            item.nodeid,
+            item.name if not item.name.startswith("<") else Path(str(fspath)).name,
+            item.nodeid,
+            _relative(str(fspath), self.config),
+            key_line(message, lines) or (lineno or 0) + 1,
+            budget_dict(self.defaults),
+            error=message,
+            source="toml" if isinstance(item, (BudgetItem, BrokenBudget)) else "marker",
+        )
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector):
+        report = yield
+        if not report.failed or not isinstance(collector, BudgetFile):
+            return report
+        # A budget file that raised while read is one failing item, not a collection error
+        # that would stop the whole run: the other files still run, and the reports count it.
+        shown = _relative(str(collector.path), self.config)
+        message = f"{shown}: cannot read the budget file: {error_line(report)}"
+        broken = BrokenBudget.from_parent(collector, name="<file>", message=message)
+        return pytest.CollectReport(report.nodeid, "passed", None, [broken], report.sections)
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A budget file that cannot be collected is a result too, so the reports count it.
+        file = report.nodeid.split("::", 1)[0]
+        if not report.failed or not file.endswith(".toml"):
+            return
+        if any(r.id == report.nodeid for r in self.results):
+            return
+        message = error_line(report)
+        self.results.append(
+            ModelResult(
+                report.nodeid,
+                Path(file).name,
+                report.nodeid,
+                file,
+                1,
+                budget_dict(self.defaults),
+                error=message,
+                source="toml",
+            )
+        )
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -343,9 +409,18 @@ class GraphBudget:
 
     def cached(self, key: Any, compute: Any, name: str | None) -> Any:
         """The profile stored under ``key()`` if there is a good one, else ``compute()``'s."""
+        from pytest_graphbudget.cache import Unfingerprintable
         from pytest_graphbudget.profile import profile_from_dict
 
-        stored = key() if self.cache is not None else None
+        stored = None
+        if self.cache is not None:
+            try:
+                stored = key()
+            except Unfingerprintable as exc:  # profiled every time rather than ever stale
+                self.cache_notes.append(
+                    f"{name or 'a model'}: not cached, profiled every run: {exc}"
+                )
+                self.cache_counts["not cached"] += 1
         data = self.cache.get(stored) if stored else None
         if data is not None:
             try:
@@ -354,10 +429,12 @@ class GraphBudget:
                 prof = None
             if prof is not None:
                 prof.model = name or prof.model
+                self.cache_counts["reused"] += 1
                 return prof
         prof = compute()
         if stored:
             self.cache.put(stored, prof.to_dict())
+            self.cache_counts["profiled and stored"] += 1
         return prof
 
     def profile(
@@ -440,9 +517,12 @@ class GraphBudget:
         except GraphBudgetError as exc:
             result.error = str(exc)
             return result, None
+        except Exception as exc:  # a bug of ours: still a result, never a missing row
+            result.error = internal_error(exc)
+            return result, None
         result.profile = prof.to_dict()
         findings = check(prof, budget)
-        findings += self.coverage_findings(prof)
+        findings += coverage_findings(prof, budget, self.strict)
         base = self.baseline().get(model_id)
         problems = self.baseline_file().problems_of(model_id)
         if problems and not self.update:  # an entry it cannot trust would let regressions by
@@ -460,23 +540,6 @@ class GraphBudget:
         result.findings = [asdict(f) for f in findings]
         return result, prof
 
-    def coverage_findings(self, prof: Any) -> list[Finding]:
-        findings = []
-        if prof.coverage.nodes == 0 or prof.flops == 0:
-            findings.append(
-                Finding(
-                    "fail",
-                    "coverage",
-                    "no operation was counted: the graph is empty or every op lacks a formula",
-                )
-            )
-        unsupported = prof.coverage.unsupported_ops
-        if unsupported:
-            ops = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
-            severity = "fail" if self.strict else "warn"
-            findings.append(Finding(severity, "coverage", f"ops without a cost formula: {ops}"))
-        return findings
-
     # -- the end --------------------------------------------------------------------------
 
     @pytest.hookimpl
@@ -484,18 +547,29 @@ class GraphBudget:
         if _is_worker(self.config):
             return
         from pytest_graphbudget import baseline as baseline_file
+        from pytest_graphbudget import reports
 
         stale = self.stale_entries()
+        problems = []
         if self.update:
             entries = {
                 r.id: baseline_file.entry_from(r.profile)
                 for r in self.results
                 if r.profile is not None
             }
-            baseline_file.update(self.baseline_path, entries, remove=stale)
-        from pytest_graphbudget import reports
-
-        reports.write_all(self.config, self.results, stale)
+            try:
+                baseline_file.update(self.baseline_path, entries, remove=stale)
+            except OSError as exc:
+                shown = _relative(str(self.baseline_path), self.config)
+                problems.append(reports.cannot_write(shown, exc))
+                self.baseline_unwritten = True
+        self.written = reports.write_all(self.config, self.results, stale)
+        self.written.problems[:0] = problems
+        if self.written.problems:
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            if self.config.pluginmanager.get_plugin("terminalreporter") is None:
+                sys.stderr.write("".join(f"{line}\n" for line in self.written.problems))
 
     def stale_entries(self) -> set[str]:
         """Baseline entries of budget files or test files run now whose model is gone."""
@@ -518,71 +592,114 @@ class GraphBudget:
             terminalreporter,
             self.results,
             self.stale_entries(),
-            self.baseline_path if self.update else None,
+            self.baseline_path if self.update and not self.baseline_unwritten else None,
+            self.written,
         )
+        if self.config.get_verbosity() > 0 and self.cache_counts:
+            counts = ", ".join(f"{n} {what}" for what, n in sorted(self.cache_counts.items()))
+            terminalreporter.write_line(f"graph budget cache: {counts}")
+            for note in self.cache_notes:
+                terminalreporter.write_line(f"  {note}")
         return result
 
 
 # -- TOML budgets -------------------------------------------------------------------------
 
 
-def project_settings(root: Path) -> dict[str, Any]:
-    """``[tool.graph_budget]`` of the project's pyproject.toml (empty when absent)."""
-    path = root / "pyproject.toml"
-    if not path.exists():
-        return {}
+def project_settings(root: Path) -> Settings:
+    """The checked ``[tool.graph_budget]`` of the project; a problem there is a usage error
+    (one line each, exit 4), never an INTERNALERROR."""
+    from pytest_graphbudget import settings
+
     try:
-        data = _tomllib().loads(path.read_text())
-    except _tomllib().TOMLDecodeError as exc:
-        raise pytest.UsageError(f"{path}: {exc}") from None
-    return dict(data.get("tool", {}).get("graph_budget", {}))
+        return settings.load(root)
+    except settings.SettingsError as exc:
+        raise pytest.UsageError(*exc.problems) from None
 
 
-def is_budget_file(path: Path, settings: dict[str, Any], root: Path) -> bool:
-    """A ``*.toml`` under a ``budgets`` directory (or a budget path configured in
-    ``[tool.graph_budget] budgets``, relative to the project's root)."""
-    if path.name in ("baseline.toml", "pyproject.toml"):
-        return False
-    roots = settings.get("budgets", [])
-    roots = [roots] if isinstance(roots, str) else list(roots)
-    if "budgets" in path.parent.parts:
-        return True
+def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
+    """Collect the configured budget paths whatever ``testpaths`` or the command line names,
+    so that a configured budget never goes unchecked. Not when the command line selects
+    budgets or tests itself (a ``.toml`` file or a ``path::name`` node id), nor a path given
+    to ``--ignore``."""
+    if config.getoption("pyargs", False):
+        return
+    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    if explicit and any("::" in arg or arg.endswith(".toml") for arg in config.args):
+        return
+    missing = [str(root) for root in roots if not root.exists()]
+    if missing:
+        raise pytest.UsageError(
+            f"[tool.graph_budget] budgets: {', '.join(missing)} does not exist; "
+            "fix the path in pyproject.toml or remove it"
+        )
+    here = config.invocation_params.dir
+    ignored = [here / path for path in config.getoption("ignore") or ()]
+    given = [here / arg for arg in config.args]
+    for root in roots:
+        # A path given inside a budget root selects part of it: adding the root would undo that.
+        inside = any(_covered(path, [root]) for path in given)
+        if not inside and not _covered(root, [*given, *ignored]):
+            config.args.append(str(root))
+            given.append(root)
+
+
+def _covered(path: Path, paths: list[Path]) -> bool:
+    """Whether ``path`` is one of ``paths`` or inside one of them."""
     resolved = path.resolve()
-    return any((root / r).resolve() in (resolved, *resolved.parents) for r in roots)
+    return any(p.resolve() in (resolved, *resolved.parents) for p in paths)
+
+
+def is_budget_file(path: Path, roots: list[Path]) -> bool:
+    """A ``*.toml`` under a ``budgets`` directory, or under (or at) a configured budget path."""
+    return "budgets" in path.parent.parts or _covered(path, roots)
 
 
 class BudgetFile(pytest.File):
-    """A budget TOML file: one item per ``[models."<name>"]`` table."""
+    """A budget TOML file: one item per ``[models."<name>"]`` table, and one failing item per
+    problem of the file (a table it does not know, bad ``[defaults]``), so that every problem
+    is reported and every valid table still runs."""
+
+    @property
+    def shown(self) -> str:
+        """The file's path as messages show it: relative to the project's root."""
+        return _relative(str(self.path), self.config)
 
     def collect(self):
-        text = self.path.read_text()
         try:
+            text = self.path.read_text(encoding="utf-8")
             data = _tomllib().loads(text)
+        except (OSError, UnicodeDecodeError) as exc:
+            yield self.broken("<file>", f"{self.shown}: cannot read: {exc}")
+            return
         except _tomllib().TOMLDecodeError as exc:
-            yield BrokenBudget.from_parent(self, name="<file>", message=toml_error(self.path, exc))
+            yield self.broken("<file>", toml_error(self.shown, exc))
             return
         manager: GraphBudget = self.config.stash[STATE]
-        unknown = [k for k in data if k not in ("defaults", "models")]
-        if unknown:
-            from pytest_graphbudget.budgets import closest
-
-            key = unknown[0]
-            hint = closest(key, ["defaults", "models"])
-            yield BrokenBudget.from_parent(
-                self, name="<file>", message=f"{self.path}: unknown table {key!r}{hint}"
-            )
-            return
-        where = f"[defaults] of {self.path.name}"
-        try:
-            defaults = build(data.get("defaults", {}), where, manager.defaults, MODEL_KEYS)
-        except GraphBudgetError as exc:
-            yield BrokenBudget.from_parent(self, name="<defaults>", message=str(exc))
-            return
-        shared = {k: v for k, v in data.get("defaults", {}).items() if k in MODEL_KEYS}
-        for name, table in data.get("models", {}).items():
+        unknown = list(self.unknown_tables(data, text))
+        yield from unknown
+        defaults_table = data.get("defaults", {})
+        if not isinstance(defaults_table, dict):
+            message = f"{self.shown}: defaults must be a table ([defaults]), got {defaults_table!r}"
+            yield self.broken("<defaults>", message)
+            defaults_table = {}
+        where = f"[defaults] of {self.shown}"
+        defaults, problems = build_all(defaults_table, where, manager.defaults, MODEL_KEYS)
+        if problems:  # reported once; the tables run with the rest of [defaults]
+            yield self.broken("<defaults>", "\n".join(problems), table_line(text, "defaults"))
+        models = data.get("models", {})
+        if not isinstance(models, dict):
+            message = f'{self.shown}: models must be tables ([models."<name>"]), got {models!r}'
+            yield self.broken("<models>", message)
+            models = {}
+        elif not models and not unknown:
+            message = f'{self.shown}: no [models."<name>"] table, so it checks nothing'
+            yield self.broken("<models>", message)
+        shared = {k: v for k, v in defaults_table.items() if k in MODEL_KEYS}
+        for name, table in models.items():
             if not isinstance(table, dict):
-                message = f"{self.path}: models.{name} must be a table"
-                yield BrokenBudget.from_parent(self, name=name, message=message)
+                message = f"{self.shown}: models.{name} must be a table, got {table!r}"
+                yield self.broken(name, message)
                 continue
             yield BudgetItem.from_parent(
                 self,
@@ -592,6 +709,67 @@ class BudgetFile(pytest.File):
                 lines=key_lines(text, name),
             )
 
+    def unknown_tables(self, data: dict[str, Any], text: str):
+        """A failing item for each top-level table or key other than defaults and models."""
+        from pytest_graphbudget.budgets import closest
+
+        for key, value in data.items():
+            if key in ("defaults", "models"):
+                continue
+            line = table_line(text, key)
+            place = f"{self.shown}:{line}" if line else self.shown
+            if isinstance(value, dict):
+                hint = closest(key, ["defaults", "models"])
+                message = f"{place}: unknown table [{key}]{hint or FILE_TABLES}"
+            else:
+                message = f"{place}: unknown top-level key {key!r}{FILE_TABLES}"
+            yield self.broken(f"<{key}>", message, line)
+
+    def broken(self, name: str, message: str, line: int = 0) -> BrokenBudget:
+        return BrokenBudget.from_parent(self, name=name, message=message, line=line)
+
+
+def internal_error(exc: BaseException) -> str:
+    """One line for an exception our own code raised: what, where, and that it is our bug."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    what = " ".join(str(exc).split())[:200]
+    return (
+        f"internal error in pytest-graphbudget: {type(exc).__name__}: {what}{where}; "
+        "this is a bug, please report it"
+    )
+
+
+FILE_TABLES = '; a budget file has [defaults] and [models."<name>"] tables'
+
+
+def build_all(
+    values: dict[str, Any], where: str, base: Budget, extra_keys: tuple[str, ...]
+) -> tuple[Budget, list[str]]:
+    """Like ``build``, but every bad key is a problem of its own and the good ones apply."""
+    budget, problems = build({}, where, base, extra_keys), []
+    for key, value in values.items():
+        try:
+            budget = build({key: value}, where, budget, extra_keys)
+        except GraphBudgetError as exc:
+            problems.append(str(exc))
+    return budget, problems
+
+
+def table_line(text: str, key: str) -> int:
+    """The line of a top-level ``[key]`` header (or ``key =``), 0 when not found."""
+    import re
+
+    name = re.escape(key)
+    header = rf"""\[\s*(?:{name}|"{name}"|'{name}')\s*[\].]"""
+    pattern = re.compile(rf"""^\s*(?:{header}|(?:{name}|"{name}"|'{name}')\s*[=.])""")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return 0
+
 
 def _tomllib() -> Any:
     """tomllib, imported when a budget file is read (never on a disabled run)."""
@@ -600,18 +778,6 @@ def _tomllib() -> Any:
     else:  # pragma: no cover
         import tomli as tomllib
     return tomllib
-
-
-def toml_error(path: Path, exc: Exception) -> str:
-    """``file:line:column: message`` for a TOML syntax error."""
-    import re
-
-    text = str(exc)
-    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
-    if found:
-        message = text[: found.start()].strip()
-        return f"{path}:{found.group(1)}:{found.group(2)}: {message}"
-    return f"{path}: {text}"
 
 
 def key_lines(text: str, model: str) -> dict[str, int]:
@@ -639,9 +805,10 @@ class BrokenBudget(pytest.Item):
     """Stands in for a budget file or table that cannot be read: fails with its message alone,
     so that the other budgets still run."""
 
-    def __init__(self, *, message: str, **kwargs: Any):
+    def __init__(self, *, message: str, line: int = 0, **kwargs: Any):
         super().__init__(**kwargs)
         self.message = message
+        self.line = line  # of the problem in the file, 1-based; 0 when unknown
 
     def runtest(self) -> None:
         raise GraphBudgetError(self.message)
@@ -650,7 +817,7 @@ class BrokenBudget(pytest.Item):
         return str(excinfo.value)
 
     def reportinfo(self):
-        return self.path, 0, f"budget file {self.path.name}"
+        return self.path, max(self.line - 1, 0), f"budget file {self.path.name} {self.name}"
 
 
 class BudgetItem(pytest.Item):
@@ -667,7 +834,9 @@ class BudgetItem(pytest.Item):
     def runtest(self) -> None:
         manager: GraphBudget = self.config.stash[STATE]
         where = f"{self.path.name}::{self.name}"
-        budget = build(self.table, where, self.defaults, MODEL_KEYS)
+        budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
+        if problems:
+            raise GraphBudgetError("\n".join(problems))
         budget.lines = self.lines
         if manager.hardware:
             budget.hardware = manager.hardware
@@ -696,7 +865,9 @@ class BudgetItem(pytest.Item):
         from pytest_graphbudget.profile import profile_model
 
         options = {
-            k: self.table[k] for k in ("input_shape", "seq_len", "batch", "meta") if k in self.table
+            k: self.table[k]
+            for k in ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
+            if k in self.table
         }
         if "factory" in self.table:
             case = load_factory(str(self.table["factory"]), self.name, options)
@@ -705,8 +876,16 @@ class BudgetItem(pytest.Item):
 
         model_name = str(self.table.get("model", self.name))
         target = manager.target(hardware)
+        key = (
+            cache_keys.name_key(model_name, options, repr(target))
+            if manager.cache is not None
+            else None
+        )
+        if key is None:  # no cache, or a name that says too little: key it by what it builds
+            case = zoo.resolve(model_name, **options)
+            return manager.profile(case, None, None, self.name, hardware)
         return manager.cached(
-            lambda: cache_keys.name_key(model_name, options, repr(target)),
+            lambda: key,
             lambda: profile_model(
                 zoo.resolve(model_name, **options), hardware=target, name=self.name
             ),
@@ -833,7 +1012,7 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
             budget = build({key: marker.args[0]}, where.format(key), budget)
     for name, allowed in (
         ("bottleneck", ("compute_bound_min", "memory_bound_max", "by")),
-        ("graph_budget", ("hardware", "tolerance", "name")),
+        ("graph_budget", ("hardware", "tolerance", "name", "allow_unsupported")),
     ):
         marker = item.get_closest_marker(name)
         if marker is None:
@@ -853,6 +1032,55 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
     return budget
 
 
+def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
+    """Whether a failure of this phase of the item is a budget that went unchecked: every
+    phase of a budget file's item; the set-up of a test with budget markers, or one that
+    failed with one of our errors (a marker that looks like ours, say)."""
+    if isinstance(item, (BudgetItem, BrokenBudget)):
+        return True
+    if call.when != "setup":
+        return False
+    return bool(budget_markers(item)) or ours(call.excinfo)
+
+
+def error_line(report: pytest.CollectReport) -> str:
+    """The exception line of a failed collection (``ValueError: bad``), without its traceback."""
+    lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors or lines or ["could not be collected"])[-1].strip()
+
+
+def ours(excinfo: Any) -> bool:
+    """Whether a failure is one of this plugin's errors (a GraphBudgetError, or a message
+    that starts with ``graph-budget``), not the test's own."""
+    return excinfo is not None and (
+        isinstance(excinfo.value, (GraphBudgetError, BudgetFailure))
+        or failure_text(excinfo).startswith("graph-budget")
+    )
+
+
+def key_line(message: str, lines: dict[str, int]) -> int:
+    """The line of the table's key that an error names first, at its start (``flops_max in
+    vision.toml::resnet: cannot read ...``) or quoted (``unknown budget key 'flop_max'``), so
+    that its annotation marks that line; 0 when it names none."""
+    named = []
+    for key, line in lines.items():
+        at = 0 if key and message.startswith(f"{key} ") else message.find(f"'{key}'")
+        if key and at >= 0:
+            named.append((at, line))
+    return min(named)[1] if named else 0
+
+
+def failure_text(excinfo: Any) -> str:
+    """A failure's message as pytest would print it, without the traceback."""
+    exc = excinfo.value
+    if isinstance(exc, (GraphBudgetError, BudgetFailure)):
+        return str(exc)
+    if isinstance(exc, pytest.fail.Exception):
+        return str(exc.msg)
+    return excinfo.exconly()
+
+
 def budget_dict(budget: Budget) -> dict[str, Any]:
     return {
         "limits": dict(budget.limits),
@@ -860,8 +1088,14 @@ def budget_dict(budget: Budget) -> dict[str, Any]:
         "by": budget.bottleneck_by,
         "hardware": budget.hardware,
         "tolerance": budget.tolerance,
+        "allow_unsupported": _allowed(budget.allow_unsupported),
         "lines": dict(budget.lines),
     }
+
+
+def _allowed(allowed: bool | tuple[str, ...]) -> bool | list[str]:
+    """``allow_unsupported`` as JSON: true, false or the list of op names."""
+    return list(allowed) if isinstance(allowed, tuple) else allowed
 
 
 def _is_worker(config: pytest.Config) -> bool:

@@ -39,6 +39,9 @@ class Coverage:
     nodes: int
     costed: int
     unsupported_ops: dict[str, int]
+    unsupported_contractions: dict[str, int] | None = None
+    """The unsupported calls that may be contractions (``measure.may_contract``), by op; None
+    when not known (a profile saved before it was recorded): then every unsupported op may be."""
 
 
 @dataclass
@@ -190,10 +193,15 @@ class Profile:
                 "nodes": self.coverage.nodes,
                 "costed": self.coverage.costed,
                 "unsupported_ops": dict(sorted(self.coverage.unsupported_ops.items())),
+                "unsupported_contractions": _sorted_or_none(self.coverage.unsupported_contractions),
             },
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "modules": {path: vars(m).copy() for path, m in sorted(self.modules.items())},
         }
+
+
+def _sorted_or_none(counts: dict[str, int] | None) -> dict[str, int] | None:
+    return None if counts is None else dict(sorted(counts.items()))
 
 
 def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Profile:
@@ -264,9 +272,24 @@ def profile_model(
         inputs = model.inputs if inputs is None else inputs
         kwargs = model.kwargs if kwargs is None else kwargs
         model = model.model
+    if _is_program(model):
+        inputs, kwargs = _saved_inputs(model, inputs, kwargs)
     return _profile(
         model, _as_tuple(inputs), dict(kwargs or {}), hardware, name or type(model).__name__
     )
+
+
+def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:
+    """The example inputs an exported program was saved with, when none are given."""
+    if kwargs or (inputs is not None and not (isinstance(inputs, (tuple, list)) and not inputs)):
+        return inputs, kwargs
+    example = getattr(program, "example_inputs", None)
+    return example if example is not None else (inputs, kwargs)
+
+
+def _is_program(model: Any) -> bool:
+    """An ``ExportedProgram``, checked without importing torch for other models."""
+    return type(model).__name__ == "ExportedProgram" and hasattr(model, "graph_signature")
 
 
 def _as_tuple(inputs: Any) -> tuple:
@@ -280,23 +303,34 @@ def _as_tuple(inputs: Any) -> tuple:
 
 
 def _profile(model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, name: str) -> Profile:
-    import warnings
-
     import torch
 
     from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget.quiet import held
     from pytest_graphbudget.trace import Example
 
+    program = model if _is_program(model) else None
+    if program is not None:  # its module holds the state under the names its graph uses
+        model = program.module()
     if not isinstance(model, torch.nn.Module):
         raise GraphBudgetError(f"expected a torch.nn.Module, got {type(model).__name__}")
     target = hw.get(hardware)
     example = Example(args, kwargs)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        # Tracing speaks to torch developers (export's notes on attribute assignment, FX's on
-        # leaf modules); users see our summary of what worked and why the rest failed.
-        warnings.simplefilter("ignore")
-        traced, measured, failures = _trace_and_measure(model, example)
+    # Profiling runs the model in eval mode; the caller's model keeps the mode it had.
+    modes = {module: module.training for module in model.modules()}
+    try:
+        with held(f"tracing {name}"):
+            # Tracing speaks to torch developers (export's notes on attribute assignment, FX's
+            # on leaf modules, the generated code of a graph that failed); users see our
+            # summary of what worked and why the rest failed, and the rest only when they ask.
+            # Under the caller's inference_mode, export would keep composite ops (aten.linear)
+            # whole: the graph and its subgraphs would differ from the same model's outside it.
+            with torch.inference_mode(False):
+                traced, measured, failures = _trace_and_measure(model, example, program)
+    finally:
+        for module, training in modes.items():
+            module.training = training
     seconds = time.perf_counter() - start
     return _assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)
 
@@ -307,20 +341,38 @@ models one more real pass is cheaper than a pass on fake tensors (whose per-op c
 The counts are the same either way."""
 
 
-def _trace_and_measure(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
-    """Warm up, then try each tier until one graph traces and its cost pass succeeds."""
-    from pytest_graphbudget.measure import measure
-    from pytest_graphbudget.trace import analysis, is_meta, one_line, tiers, timed, warm_up
+def _trace_and_measure(
+    model: Any, example: Any, program: Any = None
+) -> tuple[Any, Any, dict[str, str]]:
+    """Warm up, then try each tier until one graph traces and its cost pass succeeds.
 
-    with analysis(model, example) as live:
-        seconds = warm_up(model, live)
+    An exported program (``program``) has its graph already: it is neither run nor traced
+    again, and its one tier is ``export``."""
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.trace import (
+        analysis,
+        is_meta,
+        one_line,
+        tiers,
+        timed,
+        trace_exported,
+        warm_up,
+    )
+
+    if program is None:
+        with analysis(model, example) as live:
+            seconds = warm_up(model, live)
+        chosen = tiers()
+    else:
+        seconds = REAL_PASS_SECONDS
+        chosen = [("export", lambda _model, live: trace_exported(program, live))]
     # Fake tensors first, unless the model is quick to run for real; real ones as the fallback
     # (a graph that needs data), except for a model on the meta device, which has none.
     passes = [True] if is_meta(model) else [True, False]
     if seconds < REAL_PASS_SECONDS:
         passes.reverse()
     failures: dict[str, str] = {}
-    for tier_name, tier in tiers():
+    for tier_name, tier in chosen:
         try:
             with analysis(model, example) as live:
                 traced = timed(tier, model, live)
@@ -379,12 +431,15 @@ def _assemble(
     subgraph_of = {m: s.id for s in subgraphs for m in s.nodes}
 
     unsupported: Counter = Counter()
+    contractions: Counter = Counter()
     for node in measured.nodes:
         unsupported.update(node.unsupported)
+        contractions.update(node.contractions)
     coverage = Coverage(
         nodes=len(measured.nodes),
         costed=sum(1 for n in measured.nodes if not n.unsupported),
         unsupported_ops=dict(unsupported),
+        unsupported_contractions=dict(contractions),
     )
     return Profile(
         model=name,

@@ -230,6 +230,37 @@ def trace_dynamo(model: nn.Module, example: Example) -> Traced:
     )
 
 
+def trace_exported(program: torch.export.ExportedProgram, example: Example) -> Traced:
+    """The ``export`` tier, for a program saved with ``torch.export.save``: its graph is already
+    captured, so it is used as it is. The program's module is never called, put in eval mode or
+    traced again (an exported program's module refuses ``.eval()``)."""
+    leaves = example.leaves
+    users = [s for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    if len(users) != len(leaves):
+        raise RuntimeError(
+            f"the program takes {len(users)} inputs and was given {len(leaves)}; "
+            "profile it at the example inputs it was exported with"
+        )
+    index = {id(t): i for i, t in enumerate(example.tensors)}
+    feed = iter(leaves)
+    placeholders = []
+    for spec in program.graph_signature.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            value = next(feed)
+            tensor = isinstance(value, torch.Tensor)
+            placeholders.append(
+                Binding("input", index[id(value)]) if tensor else Binding("constant", value)
+            )
+        elif kind in ("PARAMETER", "BUFFER"):
+            placeholders.append(Binding("state", spec.target))
+        elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
+            placeholders.append(Binding("constant", program.constants[spec.target]))
+        else:
+            raise RuntimeError(f"unsupported exported-program input kind {kind}")
+    return Traced(program.graph_module, "export", placeholders, state_in_module=False)
+
+
 Tier = Callable[[nn.Module, Example], Traced]
 
 

@@ -52,7 +52,12 @@ def test_json_has_every_key_of_the_spec(mlp):
     assert data["hardware"] == {"name": "generic", "ridge_point": 10.0}
     for side in ("compute_bound", "memory_bound"):
         assert set(data["bottleneck"][side]) == {"subgraphs", "share", "flops_share", "time_share"}
-    assert set(data["coverage"]) == {"nodes", "costed", "unsupported_ops"}
+    assert set(data["coverage"]) == {
+        "nodes",
+        "costed",
+        "unsupported_ops",
+        "unsupported_contractions",
+    }
     assert set(data["subgraphs"][0]) == {
         "id",
         "kind",

@@ -39,7 +39,11 @@ def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost
     return _sdpa(q, k, v, masked=is_causal)
 
 
-@register("_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+@register(
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable",
+)
 def sdpa_efficient(
     q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0, is_causal=False, *_, out, **__
 ) -> OpCost:
@@ -49,6 +53,68 @@ def sdpa_efficient(
 @register("_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps")
 def sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost:
     return _sdpa(q, k, v, masked=attn_mask is not None or is_causal)
+
+
+def _heads_last(q: Shape, k: Shape, v: Shape) -> tuple[Shape, Shape, Shape]:
+    """(B, S, H, D) -> (B, H, S, D): the layout of the kernels below, as ``_sdpa`` reads it."""
+    if len(q) != 4:  # packed variable-length batches (cum_seq_q) have no batch dimension
+        raise ValueError("a packed (nested) batch: its sequence lengths are data, not shapes")
+    return tuple(Shape((t[0], t[2], t[1], t[3])) for t in (q, k, v))
+
+
+@register("_flash_attention_forward")
+def flash_attention_forward(
+    q,
+    k,
+    v,
+    cum_seq_q=None,
+    cum_seq_k=None,
+    max_q=0,
+    max_k=0,
+    dropout_p=0.0,
+    is_causal=False,
+    *_,
+    out,
+    **kw,
+) -> OpCost:
+    # The flash kernel behind SDPA on CUDA, called directly by some libraries. Inputs are
+    # (B, S, H, D); a window (window_size_left/right) or alibi slopes are counted as a mask.
+    if cum_seq_q is not None:
+        raise ValueError("a packed (nested) batch: its sequence lengths are data, not shapes")
+    masked = is_causal or any(
+        kw.get(key) is not None for key in ("window_size_left", "window_size_right", "alibi_slopes")
+    )
+    return _sdpa(*_heads_last(q, k, v), masked=bool(masked))
+
+
+@register("_flash_attention_forward_no_dropout_inplace")
+def flash_attention_forward_inplace(out_tensor, q, k, v, *args, out, **kw) -> OpCost:
+    # The same kernel writing into its first argument.
+    return flash_attention_forward(q, k, v, *args, out=out, **kw)
+
+
+@register("_efficient_attention_forward")
+def efficient_attention_forward(
+    q,
+    k,
+    v,
+    bias=None,
+    cu_seqlens_q=None,
+    cu_seqlens_k=None,
+    max_q=None,
+    max_k=None,
+    dropout_p=0.0,
+    custom_mask_type=0,
+    *_,
+    out,
+    **kw,
+) -> OpCost:
+    # The memory-efficient (xformers) kernel: inputs (B, S, H, D); custom_mask_type 0 is no
+    # mask, 1 and 2 are causal masks; a bias or a window is a mask too.
+    if cu_seqlens_q is not None:
+        raise ValueError("a packed (nested) batch: its sequence lengths are data, not shapes")
+    masked = bias is not None or bool(custom_mask_type) or kw.get("window_size") is not None
+    return _sdpa(*_heads_last(q, k, v), masked=masked)
 
 
 def _mha(query: Shape, key: Shape, heads: int, has_bias: bool, masked: bool) -> OpCost:

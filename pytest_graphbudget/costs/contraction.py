@@ -37,10 +37,20 @@ def mm(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
     return OpCost(macs=numel(a) * b[-1])
 
 
+def _scaled(out: Shape, beta=1, alpha=1) -> int:
+    """FLOPs of ``beta * input + alpha * product`` besides the product, per output element.
+
+    The add of the input (none when beta is 0: the input is ignored), and one multiply for each
+    of alpha and beta that is not 1.
+    """
+    per_element = int(beta != 0) + int(alpha != 1) + int(beta not in (0, 1))
+    return per_element * numel(out)
+
+
 @register("addmm")
-def addmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, **__) -> OpCost:
-    # mm plus one add per output element for the bias.
-    return OpCost(macs=numel(a) * b[-1], other=numel(out))
+def addmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
+    # mm plus, per output element, the bias add and the alpha/beta scaling.
+    return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha))
 
 
 @register("_addmm_activation")
@@ -48,7 +58,8 @@ def addmm_activation(
     bias: Shape, a: Shape, b: Shape, beta=1, alpha=1, use_gelu=False, *, out: Shape, **_
 ) -> OpCost:
     # addmm with a fused epilogue: GELU (5 FLOPs per element) or ReLU (1).
-    return OpCost(macs=numel(a) * b[-1], other=numel(out) * (1 + (5 if use_gelu else 1)))
+    epilogue = numel(out) * (5 if use_gelu else 1)
+    return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha) + epilogue)
 
 
 @register("bmm")
@@ -58,14 +69,15 @@ def bmm(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
 
 
 @register("baddbmm")
-def baddbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, **__) -> OpCost:
-    return OpCost(macs=numel(a) * b[-1], other=numel(out))
+def baddbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
+    return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha))
 
 
 @register("addbmm")
-def addbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, **__) -> OpCost:
-    # Sum over the batch of (m, k) @ (k, n), added to bias: the batch sum is one add per product.
-    return OpCost(macs=numel(a) * b[-1], other=numel(out) * a[0])
+def addbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
+    # Sum over the batch of (m, k) @ (k, n), added to bias: the batch sum is one add per product
+    # but the first, then the bias add and the alpha/beta scaling.
+    return OpCost(macs=numel(a) * b[-1], other=numel(out) * (a[0] - 1) + _scaled(out, beta, alpha))
 
 
 @register("mv", "dot", "vdot")
@@ -75,5 +87,12 @@ def mv(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
 
 
 @register("addmv")
-def addmv(bias: Shape, a: Shape, b: Shape, *_, out: Shape, **__) -> OpCost:
-    return OpCost(macs=numel(a), other=numel(out))
+def addmv(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
+    return OpCost(macs=numel(a), other=_scaled(out, beta, alpha))
+
+
+@register("addr")
+def addr(bias: Shape, u: Shape, v: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
+    # The outer product u v^T is addmm with k = 1: one MAC per output element, then the bias
+    # add and the alpha/beta scaling.
+    return OpCost(macs=numel(u) * numel(v), other=_scaled(out, beta, alpha))

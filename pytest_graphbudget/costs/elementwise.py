@@ -64,3 +64,15 @@ for _name, _cost in PER_ELEMENT.items():
 def gelu(x, approximate: str = "none", *, out, **_) -> OpCost:
     # exact: x * 0.5 * (1 + erf(x / sqrt 2)) = 5; tanh form: 0.5x(1 + tanh(c(x + 0.044715x^3))) = 9
     return OpCost(other=(9 if approximate == "tanh" else 5) * out_numel(out))
+
+
+@register("add", "sub", "rsub")
+def add(*_, out, alpha=1, **__) -> OpCost:
+    # a + alpha * b: one more multiply per element when alpha is not 1.
+    return OpCost(other=(1 + int(alpha != 1)) * out_numel(out))
+
+
+@register("addcmul", "addcdiv")
+def addcmul(*_, out, value=1, **__) -> OpCost:
+    # a + value * b * c (or b / c): one more multiply per element when value is not 1.
+    return OpCost(other=(2 + int(value != 1)) * out_numel(out))

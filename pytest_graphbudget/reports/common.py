@@ -228,20 +228,57 @@ def biggest_subgraphs(result: Any, n: int = 3) -> tuple[str, list[tuple[str, str
     return heading, [(label, format_figure(figure, v)) for label, v in rows]
 
 
-def summary_line(results: list[Any]) -> str:
-    """``3 models: 1 failed, 1 near a limit, 1 within budget``."""
-    counts = {PASS: 0, WARN: 0, FAIL: 0, ERROR: 0}
-    for r in results:
-        counts[verdict(r)] += 1
-    words = {
-        ERROR: "could not be profiled",
-        FAIL: "failed",
-        WARN: "near a limit",
-        PASS: "within budget",
-    }
-    parts = [f"{counts[k]} {words[k]}" for k in (ERROR, FAIL, WARN, PASS) if counts[k]]
+UNPRICED = "unpriced"
+STATUS_ORDER = (ERROR, FAIL, WARN, UNPRICED, PASS)
+STATUS_WORDS = {
+    ERROR: "could not be checked",
+    FAIL: "over budget",
+    WARN: "near a limit",
+    UNPRICED: "with unpriced ops",
+    PASS: "within budget",
+}
+UNPRICED_KEYS = frozenset({"coverage"})
+"""Keys of the findings that say an op has no cost formula: the figures may be low, which is
+not the same as a figure near its limit."""
+
+
+def status(result: Any) -> str:
+    """``verdict`` with its warnings split: ``unpriced`` when every warning is about ops
+    without a cost formula, ``warn`` when one is a figure near its limit."""
+    kind = verdict(result)
+    if kind == WARN and all(f["key"] in UNPRICED_KEYS for f in findings(result, "warn")):
+        return UNPRICED
+    return kind
+
+
+def title(results: list[Any]) -> str:
+    """The one title every report gives a run, counting each model once by its status:
+    ``5 models: 1 could not be checked, 2 over budget, 1 near a limit, 1 within budget``,
+    ``1 model within budget``, ``no model was checked``.
+
+    A model that could not be checked is never counted as within budget, and an empty run
+    never reads as a green one.
+    """
+    if not results:
+        return "no model was checked"
+    counts = dict.fromkeys(STATUS_ORDER, 0)
+    for result in results:
+        counts[status(result)] += 1
+    parts = [(counts[k], STATUS_WORDS[k]) for k in STATUS_ORDER if counts[k]]
     noun = "model" if len(results) == 1 else "models"
-    return f"{len(results)} {noun}: " + ", ".join(parts)
+    if len(parts) == 1:
+        return f"{len(results)} {noun} {parts[0][1]}"
+    return f"{len(results)} {noun}: " + ", ".join(f"{n} {words}" for n, words in parts)
+
+
+def title_icon(results: list[Any]) -> str:
+    """The icon before the title: the worst status of the run (``ℹ️`` for an empty one)."""
+    if not results:
+        return "ℹ️"
+    kinds = {status(r) for r in results}
+    if kinds & {ERROR, FAIL}:
+        return "❌"
+    return "⚠️" if kinds & {WARN, UNPRICED} else "✅"
 
 
 def repository_path(path: str, root: Path | None = None) -> str:

@@ -53,7 +53,7 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
     for result in common.ordered(results):
         file = common.repository_path(result.path, root) if result.path else ""
         if result.error is not None:
-            title = f"Graph budget: {names[result.id]} could not be profiled"
+            title = f"Graph budget: {names[result.id]} could not be checked"
             out.append(command("error", result.error, file, result.line, title))
         for severity, kind, what in (
             ("fail", "error", "over budget"),
@@ -65,15 +65,23 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
                 continue
             line = result.line if severity == "fail" else common.finding_line(result, found[0])
             message = "\n".join(f["message"] for f in found)
+            if severity == "warn" and common.status(result) == common.UNPRICED:
+                what = common.STATUS_WORDS[common.UNPRICED]
             title = f"Graph budget: {names[result.id]} {what}"
             out.append(command(kind, message, file, line, title))
     return out
 
 
+def summary_path() -> str | None:
+    """``$GITHUB_STEP_SUMMARY`` when running in GitHub Actions, else None."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    return target if os.environ.get("GITHUB_ACTIONS") == "true" and target else None
+
+
 def append_summary(markdown: str) -> Path | None:
     """Append the comment to ``$GITHUB_STEP_SUMMARY`` when running in GitHub Actions."""
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if os.environ.get("GITHUB_ACTIONS") != "true" or not target:
+    target = summary_path()
+    if target is None:
         return None
     path = Path(target)
     with path.open("a", encoding="utf-8") as out:

@@ -81,7 +81,7 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
     lines = [f"#### {ICONS[kind]} {code(name)} · {where(result, root)}", ""]
     if result.error is not None:
         if result.profile is None:
-            lines += ["Could not be profiled:", "", "```", result.error.strip(), "```", ""]
+            lines += ["Could not be checked:", "", "```", result.error.strip(), "```", ""]
             return lines
         lines += ["```", result.error.strip(), "```", ""]  # e.g. a bad baseline entry
     grown = grown_by_figure(result)
@@ -158,27 +158,20 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
     near = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.WARN]
     good = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.PASS]
 
-    if not ordered:
-        title = "ℹ️ Graph budget: no model was profiled"
-    elif bad:
-        title = f"❌ Graph budget: {len(bad)} of {len(ordered)} models over budget"
-    elif near:
-        title = f"⚠️ Graph budget: all {len(ordered)} models within budget, {len(near)} near a limit"
-    else:
-        title = f"✅ Graph budget: all {len(ordered)} models within budget"
-    lines = [MARKER, f"### {title}", ""]
-    if ordered:
-        lines += [common.summary_line(ordered) + ".", ""]
+    lines = [MARKER, f"### {common.title_icon(ordered)} Graph budget: {common.title(ordered)}", ""]
     if bad or near:
         lines += [*table(bad + near, names), ""]
     for result in bad:
         lines += failure_section(result, names[result.id], root)
-    if near:
-        lines += ["#### ⚠️ Near a limit", ""]
-        for result in near:
-            for finding in common.findings(result, "warn"):
-                lines.append(f"- {code(names[result.id])}: {cell(finding['message'])}")
-        lines.append("")
+    for heading, unpriced in (("Near a limit", False), ("Ops without a cost formula", True)):
+        items = [
+            f"- {code(names[r.id])}: {cell(f['message'])}"
+            for r in near
+            for f in common.findings(r, "warn")
+            if (f["key"] in common.UNPRICED_KEYS) == unpriced
+        ]
+        if items:
+            lines += [f"#### ⚠️ {heading}", "", *items, ""]
     notices = [(r, f) for r in ordered for f in common.findings(r, "notice")]
     body = "\n".join(lines)
     folded = []
@@ -212,8 +205,7 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
     return body.rstrip("\n") + "\n\n" + (tail + "\n" if tail else "") + footer + "\n"
 
 
-def write(path: Path, results: list[Any], stale: set[str], root: Path | None = None) -> str:
-    text = render(results, stale, root)
+def save(path: Path, text: str) -> None:
+    """Write the comment (``render``'s text), making its directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, "utf-8")
-    return text

@@ -6,10 +6,13 @@
     model               FLOPs/limit  memory/limit  params  vs base  verdict
     resnet18            1.82G/1.80G  46.8MB/120MB  11.7M   +4.1%    FAIL
     test_mlp::encoder   16.5k/20k    9.86kB        2.08k   =        warn
+    typo                -            -             -                 ERROR
+    error: typo: unknown budget key 'flop_max' in vision.toml::typo (did you mean 'flops_max'?)
     warn: test_mlp::encoder: FLOPs 16.5k is at 92.0% of flops_max 18k
-    2 models: 1 failed, 1 near a limit
+    3 models: 1 could not be checked, 1 over budget, 1 near a limit
 
-``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); the
+``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); a
+budget that could not be checked is an ``ERROR`` row with its reason below the table; the
 figures a row leaves out but the budget bounds follow on an indented line. The table fits the
 terminal (80 columns, or less): model names are shortened from the left when they must be.
 ``render`` is a pure function of the results and the width; ``terminal`` writes it, and, in
@@ -84,38 +87,45 @@ def render(
                 )
     for result in ordered:
         name = names[result.id]
+        for problem in (result.error or "").splitlines():
+            if problem.strip():
+                lines.append(f"error: {name}: {problem.strip()}")
         for finding in common.findings(result, "warn", "notice"):
             lines.append(f"{finding['severity']}: {name}: {finding['message']}")
     for key in sorted(stale):
         lines.append(f"stale baseline entry (its model is gone): {key}")
     if updated:
         lines.append(f"baseline written: {updated}")
-    if ordered:
-        lines.append(common.summary_line(ordered))
+    lines.append(common.title(ordered))
     return lines
 
 
-def terminal(reporter: Any, results: list[Any], stale: set[str], updated: Any) -> None:
-    """Write the section after pytest's summary; in GitHub Actions, also the annotations."""
-    if not results and not stale and not updated:
+def terminal(
+    reporter: Any,
+    results: list[Any],
+    stale: set[str],
+    updated: Any,
+    written: Any = None,
+) -> None:
+    """Write the section after pytest's summary; in GitHub Actions, also the annotations.
+
+    ``written`` (``reports.Written``) names the report files written and the ones that could
+    not be: each of those is one ``graph-budget: cannot write ...`` line, never a traceback.
+    """
+    problems = list(written.problems) if written is not None else []
+    if not results and not stale and not updated and not problems:
         return
     width = getattr(getattr(reporter, "_tw", None), "fullwidth", 80)
     reporter.write_sep("=", "graph budget")
     for text in render(results, stale, updated, width):
         reporter.write_line(text)
+    if written is not None and written.files:
+        reporter.write_line(
+            "reports written: " + ", ".join(f"{kind} {path}" for kind, path in written.files)
+        )
+    for problem in problems:
+        reporter.write_line(problem, red=True, bold=True)
     config = getattr(reporter, "config", None)
-    if config is not None:
-        written = [
-            f"{kind} {path}"
-            for kind, path in (
-                ("JUnit", config.getoption("graph_budget_junit")),
-                ("JSON", config.getoption("graph_budget_json")),
-                ("markdown", config.getoption("graph_budget_markdown")),
-            )
-            if path
-        ]
-        if written:
-            reporter.write_line("reports written: " + ", ".join(written))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from pytest_graphbudget.reports import github
 

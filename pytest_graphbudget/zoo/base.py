@@ -44,6 +44,8 @@ class LoadOptions:
     trust_pickle: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.trust_pickle, bool):  # "no" in a TOML file must not mean yes
+            raise GraphBudgetError(f"trust_pickle must be true or false, got {self.trust_pickle!r}")
         for key in ("seq_len", "batch"):
             value = getattr(self, key)
             if value is not None and (not _is_int(value) or value < 1):

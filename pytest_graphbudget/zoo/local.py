@@ -80,22 +80,97 @@ def _load_yaml(path: Path, name: str, options: LoadOptions) -> ModelCase:
 
 
 def _load_exported(path: Path, name: str, options: LoadOptions) -> ModelCase:
-    """A ``torch.export`` archive: the program's module with the example inputs saved in it."""
+    """A ``torch.export`` archive: the program itself (profiled through its own graph, by the
+    ``export`` tier) at the example inputs saved in it."""
     import torch
 
     from pytest_graphbudget.case import ModelCase
+    from pytest_graphbudget.quiet import held
 
     try:
-        program = torch.export.load(path)
+        with held(f"loading {name}"):  # a damaged archive makes torch log a traceback
+            program = torch.export.load(path)
     except Exception as exc:
-        raise GraphBudgetError(f"{name}: not a torch.export archive ({exc})") from exc
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise GraphBudgetError(f"{name}: not a torch.export archive ({first})") from None
     example = getattr(program, "example_inputs", None)
     if example is None:
         raise GraphBudgetError(
-            f"{name}: the exported program carries no example inputs; profile it from a fixture"
+            f"{name}: the exported program carries no example inputs; export it with "
+            "example inputs, or profile it from a fixture"
         )
     args, kwargs = example
-    return ModelCase(program.module(), tuple(args), dict(kwargs), name=name)
+    args, kwargs = _inputs_at(program, tuple(args), dict(kwargs), name, options)
+    return ModelCase(program, args, kwargs, name=name)
+
+
+def _inputs_at(
+    program: Any, args: tuple, kwargs: dict[str, Any], name: str, options: LoadOptions
+) -> tuple[tuple, dict[str, Any]]:
+    """The saved example inputs, resized to ``input_shape``/``batch``/``seq_len`` when asked.
+
+    The main input is the first tensor. A dimension the program was exported with as dynamic
+    (``torch.export.Dim``) may change within its range, and every input that shares it follows;
+    a static one may not: that is a one-line error, never a profile at the wrong shape.
+    """
+    import torch
+    from torch.utils import _pytree as pytree
+
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    saved = list(leaves[tensors[0]].shape) if tensors else []
+    wanted = list(options.input_shape) if options.input_shape is not None else list(saved)
+    if options.batch is not None:
+        wanted[:1] = [options.batch]
+    if options.seq_len is not None:
+        wanted[1:2] = [options.seq_len]
+    if wanted == saved:
+        return args, kwargs
+
+    def refuse(why: str) -> GraphBudgetError:
+        return GraphBudgetError(
+            f"{name} was exported at input shape {saved}, so it cannot be profiled at {wanted}: "
+            f"{why}; export it again at that shape (or with a torch.export.Dim for it)"
+        )
+
+    nodes = {n.name: n for n in program.graph_module.graph.nodes if n.op == "placeholder"}
+    users = [
+        nodes[s.arg.name].meta.get("val")
+        for s in program.graph_signature.input_specs
+        if s.kind.name == "USER_INPUT"
+    ]
+    if not tensors or len(users) != len(leaves) or len(wanted) != len(saved):
+        raise refuse(f"the main input has {len(saved)} dimensions")
+    mapping: dict[Any, int] = {}
+    for dim, (exported, size) in enumerate(zip(users[tensors[0]].shape, wanted, strict=True)):
+        if isinstance(exported, int):
+            if exported != size:
+                raise refuse(f"dimension {dim} is static")
+            continue
+        symbol = exported.node.expr
+        limits = program.range_constraints.get(symbol)
+        if not symbol.is_Symbol:
+            raise refuse(f"dimension {dim} is derived from others ({symbol})")
+        if limits is not None and not limits.lower <= size <= limits.upper:
+            upper = "any size" if "oo" in str(limits.upper) else str(limits.upper)
+            raise refuse(f"dimension {dim} is dynamic from {limits.lower} to {upper}")
+        mapping[symbol] = size
+
+    def resized(leaf: Any, exported: Any) -> Any:
+        if not isinstance(leaf, torch.Tensor):
+            return leaf
+        shape = []
+        for old, dim in zip(leaf.shape, exported.shape, strict=True):
+            expr = None if isinstance(dim, int) else dim.node.expr
+            known = expr is not None and expr.free_symbols <= mapping.keys()
+            shape.append(int(expr.xreplace(mapping)) if known else old)
+        if leaf.is_floating_point():
+            return torch.randn(shape, dtype=leaf.dtype)
+        return torch.zeros(shape, dtype=leaf.dtype)
+
+    new = [resized(leaf, exported) for leaf, exported in zip(leaves, users, strict=True)]
+    args, kwargs = pytree.tree_unflatten(new, spec)
+    return tuple(args), dict(kwargs)
 
 
 def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
@@ -118,8 +193,12 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
             note = "ultralytics checkpoint"
         elif options.trust_pickle:
             loaded = _unpickle(path, name)
+        elif not globals_:  # not a checkpoint torch.save wrote: never suggest unpickling it
+            raise GraphBudgetError(
+                f"{name} is not a readable PyTorch file ({_unpickler_reason(exc)})"
+            ) from None
         else:
-            shown = ", ".join(globals_[:2]) or str(exc).splitlines()[0]
+            shown = ", ".join(globals_[:2])
             raise GraphBudgetError(
                 f"{name} is a full pickle ({shown}); loading it runs code from the file. "
                 "Pass trust_pickle=True (--trust-pickle) if you trust it"
@@ -214,6 +293,17 @@ def _input_shape(model: Any, name: str, options: LoadOptions) -> tuple[int, ...]
     raise GraphBudgetError(
         f"{name}: cannot tell the model's input shape; pass input_shape (--input-shape 1,3,224,224)"
     )
+
+
+def _unpickler_reason(exc: BaseException) -> str:
+    """The line of a weights-only load error that says what was wrong with the file."""
+    marker = "WeightsUnpickler error:"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if marker in line:
+            said = line.partition(marker)[2].strip()
+            return said or (lines[i + 1] if i + 1 < len(lines) else line)
+    return lines[0] if lines else type(exc).__name__
 
 
 def _unsafe_globals(path: Path) -> list[str]:

@@ -1,0 +1,150 @@
+"""Project settings: the ``[tool.graph_budget]`` table of ``pyproject.toml``, read and checked.
+
+The plugin and the command line read it through ``load``, so both reject the same mistakes:
+every bad value and every unknown key (with the closest valid one) is a one-line problem, and
+none of them is ever ignored, since a setting that is silently dropped (a misspelt
+``tolerance``, a ``budgets`` path that the run never collects) turns a gate green unchecked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget.budgets import DEFAULT_TOLERANCE, Budget, build, closest
+from pytest_graphbudget.cache import DIRECTORY
+from pytest_graphbudget.errors import GraphBudgetError, toml_error
+
+TABLE = "[tool.graph_budget]"
+DEFAULT_BASELINE = "budgets/baseline.toml"
+DEFAULT_CACHE_DIR = DIRECTORY
+
+KEYS = {
+    "hardware": "a hardware profile's name, such as 'generic' or 'a100'",
+    "tolerance": "a fraction or a percentage, such as 0.01 or '1%'",
+    "baseline": "the baseline file's path, relative to the project's root",
+    "budgets": "a path or a list of paths, relative to the project's root",
+    "cache_dir": "a directory's path, relative to the project's root",
+    "strict": "true or false",
+    "hardware_profiles": "tables of hardware profiles, "
+    "such as [tool.graph_budget.hardware_profiles.my-npu]",
+}
+"""Every key ``[tool.graph_budget]`` takes, with the form of its value (for error messages)."""
+
+
+class SettingsError(GraphBudgetError):
+    """``[tool.graph_budget]`` has problems: ``problems`` holds one line for each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+@dataclass
+class Settings:
+    """The checked ``[tool.graph_budget]`` table, with its defaults filled in."""
+
+    hardware: str = "generic"
+    tolerance: float = DEFAULT_TOLERANCE
+    baseline: str = DEFAULT_BASELINE
+    budgets: list[str] = field(default_factory=list)
+    cache_dir: str = DEFAULT_CACHE_DIR
+    strict: bool = False
+    hardware_profiles: dict[str, Any] = field(default_factory=dict)
+    defaults: Budget = field(default_factory=Budget)
+    """The budget every model starts from: ``hardware`` and ``tolerance`` over the built-ins."""
+
+
+def load(root: Path) -> Settings:
+    """The settings of the project at ``root`` (the defaults when it has no pyproject.toml or
+    no ``[tool.graph_budget]``); raises ``SettingsError`` listing every problem."""
+    path = Path(root) / "pyproject.toml"
+    if not path.is_file():
+        return Settings()
+    try:
+        data = _tomllib().loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError([f"cannot read {path}: {exc}"]) from None
+    except _tomllib().TOMLDecodeError as exc:
+        raise SettingsError([toml_error(path, exc)]) from None
+    tool = data.get("tool", {})
+    table = tool.get("graph_budget", {}) if isinstance(tool, dict) else {}
+    return check(table, f"{TABLE} of {path}")
+
+
+def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
+    """``Settings`` from the raw table; raises ``SettingsError`` listing every problem."""
+    if not isinstance(table, dict):
+        raise SettingsError([f"{where}: must be a table, got {table!r}"])
+    problems: list[str] = []
+    settings = Settings()
+    for key in table:
+        if key not in KEYS:
+            problems.append(f"{where}: unknown key {key!r}{closest(key, list(KEYS))}")
+    profiles = table.get("hardware_profiles", {})
+    settings.hardware_profiles = _hardware_profiles(profiles, where, problems)
+    for key in ("baseline", "cache_dir"):
+        if key in table:
+            value = table[key]
+            if isinstance(value, str) and value.strip():
+                setattr(settings, key, value)
+            else:
+                problems.append(f"{where}: {key} must be {KEYS[key]}, got {value!r}")
+    if "budgets" in table:
+        value = table["budgets"]
+        paths = [value] if isinstance(value, str) else value
+        if isinstance(paths, list) and all(isinstance(p, str) and p.strip() for p in paths):
+            settings.budgets = list(paths)
+        else:
+            problems.append(f"{where}: budgets must be {KEYS['budgets']}, got {value!r}")
+    if "strict" in table:
+        if isinstance(table["strict"], bool):
+            settings.strict = table["strict"]
+        else:
+            problems.append(f"{where}: strict must be {KEYS['strict']}, got {table['strict']!r}")
+    defaults = build({}, where, hardware_profiles=settings.hardware_profiles)
+    for key in ("hardware", "tolerance"):
+        if key in table:
+            try:
+                defaults = build({key: table[key]}, where, defaults)
+            except GraphBudgetError as exc:
+                problems.append(str(exc))
+    settings.defaults = defaults
+    settings.hardware, settings.tolerance = defaults.hardware, defaults.tolerance
+    if problems:
+        raise SettingsError(problems)
+    return settings
+
+
+def _hardware_profiles(tables: Any, where: str, problems: list[str]) -> dict[str, Any]:
+    """The user's hardware profiles that are well formed; a problem for each other one."""
+    from pytest_graphbudget.hardware import from_table
+
+    if not isinstance(tables, dict):
+        problems.append(f"{where}: hardware_profiles must be {KEYS['hardware_profiles']}")
+        return {}
+    found = {}
+    for name, table in tables.items():
+        # A key as TOML would quote it, so a name holding a newline stays on the one line.
+        key = name if re.fullmatch(r"[A-Za-z0-9_-]+", str(name)) else json.dumps(str(name))
+        if not isinstance(table, dict):
+            problems.append(f"{where}: hardware_profiles.{key} must be a table, got {table!r}")
+            continue
+        try:
+            found[str(name)] = from_table(str(name), table)
+        except GraphBudgetError as exc:
+            problems.append(f"{where}: hardware_profiles.{key}: {exc}")
+    return found
+
+
+def _tomllib() -> Any:
+    """tomllib, imported when settings are read (never on a run without --graph-budget)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib
