@@ -147,7 +147,7 @@ def _shape_part(text: str) -> list[int]:
 
 
 def seed_spellings(argv: Sequence[str]) -> list[str]:
-    """The ``profile_graph.py --list`` of the source documents: ``graph-budget --list`` and
+    """``profile_graph.py --list``, as its users type it: ``graph-budget --list`` and
     ``graph-budget profile --list`` mean ``graph-budget list``."""
     argv = list(argv)
     if argv[:1] == ["--list"]:
