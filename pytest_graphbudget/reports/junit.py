@@ -32,7 +32,7 @@ as pytest's ``bin_xml_escape`` does, so the document still parses."""
 
 
 def figures(result: Any) -> dict[str, float | int]:
-    """Every total of the profile, in the SPEC's order, plus the verdict's inputs."""
+    """Every total of the profile, in the profile JSON's order, plus the verdict's inputs."""
     return dict(common.totals(result))
 
 
