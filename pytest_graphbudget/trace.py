@@ -144,6 +144,74 @@ def warm_up(model: nn.Module, example: Example) -> float:
     return time.perf_counter() - start
 
 
+def has_lazy_modules(model: nn.Module) -> bool:
+    """True when a lazy module (``nn.LazyLinear``...) still waits for its first forward."""
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    return any(
+        isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in model.modules()
+    )
+
+
+@dataclass
+class StateWatch:
+    """What ``restored`` saw: whether the block assigned or mutated any module attribute."""
+
+    changed: bool = False
+
+
+def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
+    """Every module's attributes, with a one-level copy of each list, dict and set among them."""
+    saved = []
+    for module in model.modules():
+        attributes = dict(vars(module))
+        contents = {k: v.copy() for k, v in attributes.items() if isinstance(v, (list, dict, set))}
+        saved.append((module, attributes, contents))
+    return saved
+
+
+def _same_items(before: Any, after: Any) -> bool:
+    """Whether a container holds the same objects as its copy ``before`` did."""
+    if isinstance(before, dict):
+        return before.keys() == after.keys() and all(before[k] is after[k] for k in before)
+    if isinstance(before, list):
+        return len(before) == len(after) and all(a is b for a, b in zip(before, after, strict=True))
+    return {id(v) for v in before} == {id(v) for v in after}
+
+
+def _refill(container: Any, items: Any) -> None:
+    container.clear()
+    if isinstance(container, list):
+        container.extend(items)
+    else:
+        container.update(items)
+
+
+@contextlib.contextmanager
+def restored(model: nn.Module) -> Iterator[StateWatch]:
+    """Run the block, then put back every module attribute as it was, and say whether any had
+    changed: a forward that assigns its own state (YOLO's anchors) has lazy state, which a
+    symbolic trace would otherwise fill with proxies. Identity is compared, so a value
+    rebuilt equal counts as changed: the watch errs towards a warm-up, never away from one."""
+    saved = _attributes(model)
+    watch = StateWatch()
+    try:
+        yield watch
+    finally:
+        for module, attributes, contents in saved:
+            now = vars(module)
+            mutated = [k for k, v in contents.items() if not _same_items(v, attributes[k])]
+            assigned = now.keys() != attributes.keys() or any(
+                now[k] is not v for k, v in attributes.items()
+            )
+            if mutated or assigned:
+                watch.changed = True
+                for key in mutated:
+                    _refill(attributes[key], contents[key])
+                now.clear()
+                now.update(attributes)
+
+
 def trace_fx(model: nn.Module, example: Example) -> Traced:
     """Tier 1: ``torch.fx.symbolic_trace``. Fast, and keeps module names as node targets."""
     signature = inspect.signature(model.forward)

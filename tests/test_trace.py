@@ -61,3 +61,61 @@ def test_lazy_model_is_traced_after_its_state_exists():
     prof = profile_model(Lazy(), torch.randn(2, 8))
     assert prof.macs == 2 * 8 * 8
     assert not any(n.kind == "arange" for n in prof.node_info)
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 11: no warm-up forward for a model without lazy state
+
+
+CALLS: list[str] = []
+
+
+class Counted(nn.Module):
+    """Counts its forwards outside its own state (a list it does not own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        CALLS.append("forward")
+        return self.proj(x).relu()
+
+
+def test_model_without_lazy_state_is_traced_without_a_warm_up():
+    CALLS.clear()
+    prof = profile_model(Counted(), torch.randn(2, 8))
+    assert prof.trace.method == "fx"
+    assert CALLS == ["forward"]  # the symbolic trace only: no real forward before it
+    assert prof.macs == 2 * 8 * 8 and prof.flops == 2 * 2 * 8 * 8 + 2 * 8 + 2 * 8
+
+
+class Appends(nn.Module):
+    """Lazy state kept in a container the forward fills in place, not assigned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.cache: list = []
+
+    def forward(self, x):
+        if not self.cache:
+            self.cache.append(torch.arange(x.numel(), dtype=x.dtype).reshape(x.shape))
+        return self.proj(x) + self.cache[0]
+
+
+@pytest.mark.parametrize("make", [Lazy, Appends], ids=["assigned", "appended"])
+def test_lazy_state_found_by_the_trace_is_built_on_real_tensors(make):
+    model = make()
+    prof = profile_model(model, torch.randn(2, 8))
+    state = model.grid if make is Lazy else model.cache[0]
+    assert type(state) is torch.Tensor  # the warm-up's tensor, not a proxy left by the trace
+    assert torch.equal(state, torch.arange(16.0).reshape(2, 8))
+    assert not any(n.kind == "arange" for n in prof.node_info)
+    assert make is Lazy or len(model.cache) == 1
+
+
+def test_lazy_module_is_warmed_up_before_it_is_traced():
+    model = nn.Sequential(nn.LazyLinear(8), nn.ReLU())
+    prof = profile_model(model, torch.randn(2, 4))
+    assert prof.macs == 2 * 4 * 8 and prof.params == 4 * 8 + 8
