@@ -213,7 +213,7 @@ PHASES = (
     ("pytest_graphbudget.measure", "measure", "cost pass"),
     ("pytest_graphbudget.partition", "partition", "partition"),
     ("pytest_graphbudget.partition", "traffic", "traffic"),
-    ("pytest_graphbudget.partition", "activation_peak", "liveness"),
+    ("pytest_graphbudget.partition", "live_at_peak", "liveness"),
 )
 
 
