@@ -1,54 +1,62 @@
 """pytest hooks: markers, options, model fixtures, TOML budget items, verdicts.
 
 Registered through the ``pytest11`` entry point. Without ``--graph-budget`` this module only
-registers the markers and the options: nothing else runs and torch is never imported. With
-it, a ``GraphBudget`` manager is registered in ``pytest_configure`` and does the work; its
-state hangs off ``config.stash``.
+registers the markers, the options and the ini settings: nothing else runs and torch is never
+imported. With it, a ``GraphBudget`` manager is registered in ``pytest_configure``; its state
+hangs off ``config.stash``.
 
-The checks themselves are pure functions in ``budgets.py`` and ``baseline.py``; rendering
-lives in ``reports/``.
+This is a thin layer: the check itself is ``check.py`` (a profile against a budget and a
+baseline entry, one ``ModelResult``), budget files are read by ``budget_files.py`` and made
+items by ``collect.py``, the markers are ``markers.py``, profiling through the cache is
+``profiler.py``, the end of the run ``session.py``, and rendering ``reports/``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_graphbudget.budgets import (
-    BOTTLENECK_KEYS,
-    LIMITS,
-    MODEL_KEYS,
-    Budget,
-    build,
-    check,
-    coverage_findings,
+from pytest_graphbudget.budget_files import is_budget_file, key_line
+from pytest_graphbudget.budgets import Budget
+from pytest_graphbudget.check import ModelResult, budget_dict, internal_error, relative
+from pytest_graphbudget.collect import (
+    BrokenBudget,
+    BudgetFailure,
+    BudgetFile,
+    BudgetItem,
+    add_budget_paths,
 )
-from pytest_graphbudget.case import as_case
-from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.markers import (
+    MARKERS,
+    bare_module_error,
+    budget_from_markers,
+    budget_markers,
+    marker_typo,
+    no_model_error,
+    registered_markers,
+)
 
 if TYPE_CHECKING:
-    from pytest_graphbudget.baseline import Baseline, Entry
     from pytest_graphbudget.settings import Settings
 
-MARKERS = {
-    **{
-        key: f"{key}(limit): fail when the model's {limit.label} "
-        f"{'exceeds' if limit.upper else 'falls below'} limit (e.g. "
-        f"{ {'count': '22G', 'bytes': '500MB', 'seconds': '3ms'}[limit.kind]!r}); "
-        "needs --graph-budget"
-        for key, limit in LIMITS.items()
-    },
-    "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
-    "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
-    "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
-    "allow_unsupported=False): per-test settings of pytest-graphbudget",
-}
+__all__ = [
+    "MARKERS",
+    "BrokenBudget",
+    "BudgetFailure",
+    "BudgetFile",
+    "BudgetItem",
+    "GraphBudget",
+    "ModelResult",
+    "budget_dict",
+    "internal_error",
+]
+
 STATE = pytest.StashKey["GraphBudget"]()
 ITEM_MODELS = pytest.StashKey[list]()
 ITEM_BUDGET = pytest.StashKey[Budget]()
@@ -120,67 +128,34 @@ def graph_profile(request: pytest.FixtureRequest):
     return run
 
 
-@dataclass
-class ModelResult:
-    """One profiled model's figures and verdict: what every report shows."""
-
-    id: str
-    label: str
-    nodeid: str
-    path: str
-    line: int
-    budget: dict[str, Any]
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    profile: dict[str, Any] | None = None
-    baseline: dict[str, float] | None = None
-    baseline_modules: dict[str, int] | None = None  # own FLOPs per module, for "grew most"
-    baseline_by_module: dict[str, dict[str, int]] | None = None  # params, memory, traffic
-    error: str | None = None
-    source: str = "marker"  # "marker" or "toml"
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or any(f["severity"] == "fail" for f in self.findings)
-
-    def message(self) -> str:
-        lines = [f"graph budget failed for {self.label} ({self.id}):"]
-        if self.error:
-            lines += [f"  {line}" for line in self.error.splitlines()]
-        lines += [f"  {f['message']}" for f in self.findings if f["severity"] == "fail"]
-        return "\n".join(lines)
-
-
-class BudgetFailure(Exception):
-    """Raised by a TOML budget item whose model failed its budget; the message is the report."""
-
-
 class GraphBudget:
     """The plugin's state and hooks while ``--graph-budget`` is on."""
 
     def __init__(self, config: pytest.Config):
-        from pytest_graphbudget.cache import ProfileCache
+        from pytest_graphbudget.check import Checker
+        from pytest_graphbudget.profiler import Profiler
 
         self.config = config
-        self.settings = project_settings(config.rootpath)
-        self.update = config.getoption("graph_budget_update")
-        self.strict = config.getoption("graph_budget_strict") or self.settings.strict
+        self.settings = project_settings(config)
         self.hardware = config.getoption("graph_budget_hardware")
-        self.hardware_profiles = self.settings.hardware_profiles
         root = config.rootpath
-        self.baseline_path = root / self.settings.baseline
-        self.cache: ProfileCache | None = ProfileCache(root / self.settings.cache_dir)
-        if config.getoption("graph_budget_cache_clear") and not _is_worker(config):
-            self.cache.clear()
+        self.checker = Checker(
+            root / self.settings.baseline,
+            relative(str(root / self.settings.baseline), root),
+            strict=config.getoption("graph_budget_strict") or self.settings.strict,
+            update=config.getoption("graph_budget_update"),
+        )
+        clear = config.getoption("graph_budget_cache_clear") and not _is_worker(config)
+        self.profiler = Profiler.open(
+            root / self.settings.cache_dir, self.settings.hardware_profiles, clear
+        )
         if config.getoption("graph_budget_no_cache"):
-            self.cache = None
-        self.cache_counts: Counter[str] = Counter()
-        self.cache_notes: list[str] = []  # why a model was not cached, shown at -v
+            self.profiler.cache = None
         self.results: list[ModelResult] = []
         self.written: Any = None  # reports.Written, once the session has finished
         self.baseline_unwritten = False  # --graph-budget-update could not write the baseline
         self.collected: set[str] = set()
         self.registered: set[str] | None = None  # marker names pytest knows, read once
-        self._baseline: Baseline | None = None
         self.defaults = self.settings.defaults
         add_budget_paths(config, self.budget_roots())
 
@@ -194,7 +169,7 @@ class GraphBudget:
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
         if file_path.suffix != ".toml" or file_path.name in ("baseline.toml", "pyproject.toml"):
             return None
-        if file_path.resolve() == self.baseline_path.resolve():
+        if file_path.resolve() == self.checker.baseline_path.resolve():
             return None
         explicit = parent.session.isinitpath(file_path)  # named on the command line
         if explicit or is_budget_file(file_path, self.budget_roots()):
@@ -389,69 +364,11 @@ class GraphBudget:
 
     # -- profiling ------------------------------------------------------------------------
 
-    def baseline(self) -> dict[str, Entry]:
-        return self.baseline_file().entries
-
-    def baseline_file(self) -> Baseline:
-        """The baseline as read once per run, with the problems of its entries."""
-        from pytest_graphbudget import baseline as baseline_file
-
-        if self._baseline is None:
-            name = _relative(str(self.baseline_path), self.config)
-            self._baseline = baseline_file.read(self.baseline_path, name)
-        return self._baseline
-
-    def target(self, hardware: str) -> Any:
-        """The hardware profile of that name: built-in or from ``[tool.graph_budget]``."""
-        from pytest_graphbudget import hardware as hw
-
-        return hw.get(hardware, self.hardware_profiles)
-
-    def cached(self, key: Any, compute: Any, name: str | None) -> Any:
-        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s."""
-        from pytest_graphbudget.cache import Unfingerprintable
-        from pytest_graphbudget.profile import profile_from_dict
-
-        stored = None
-        if self.cache is not None:
-            try:
-                stored = key()
-            except Unfingerprintable as exc:  # profiled every time rather than ever stale
-                self.cache_notes.append(
-                    f"{name or 'a model'}: not cached, profiled every run: {exc}"
-                )
-                self.cache_counts["not cached"] += 1
-        data = self.cache.get(stored) if stored else None
-        if data is not None:
-            try:
-                prof = profile_from_dict(data, self.hardware_profiles)
-            except Exception:  # a corrupt or outdated entry is rebuilt
-                prof = None
-            if prof is not None:
-                prof.model = name or prof.model
-                self.cache_counts["reused"] += 1
-                return prof
-        prof = compute()
-        if stored:
-            self.cache.put(stored, prof.to_dict())
-            self.cache_counts["profiled and stored"] += 1
-        return prof
-
     def profile(
         self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hardware: str
     ):
         """Profile a module through the cache (keyed by the module, inputs and hardware)."""
-        from pytest_graphbudget import cache as cache_keys
-        from pytest_graphbudget.case import ModelCase
-        from pytest_graphbudget.profile import profile_model
-
-        case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
-        target = self.target(hardware)
-        return self.cached(
-            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
-            lambda: profile_model(case, hardware=target, name=name),
-            name or case.name,
-        )
+        return self.profiler.profile(model, inputs, kwargs, name, hardware)
 
     def profile_for_item(
         self,
@@ -495,50 +412,18 @@ class GraphBudget:
         budget: Budget,
         run,
         hardware: str | None = None,
-        path: str | None = None,
-        line: int = 0,
     ) -> tuple[ModelResult, Any]:
         """Profile, check the budget, compare with the baseline: one ``ModelResult``."""
-        if path is None:
-            fspath, lineno, _ = item.reportinfo()
-            path, line = str(fspath), (lineno or 0) + 1
-        hw = hardware or budget.hardware
+        fspath, lineno, _ = item.reportinfo()
         result = ModelResult(
             model_id,
             label,
             item.nodeid,
-            _relative(path, self.config),
-            line,
+            _relative(str(fspath), self.config),
+            (lineno or 0) + 1,
             budget_dict(budget),
-            source="toml" if isinstance(item, BudgetItem) else "marker",
         )
-        try:
-            prof = run(hw)
-        except GraphBudgetError as exc:
-            result.error = str(exc)
-            return result, None
-        except Exception as exc:  # a bug of ours: still a result, never a missing row
-            result.error = internal_error(exc)
-            return result, None
-        result.profile = prof.to_dict()
-        findings = check(prof, budget)
-        findings += coverage_findings(prof, budget, self.strict)
-        base = self.baseline().get(model_id)
-        problems = self.baseline_file().problems_of(model_id)
-        if problems and not self.update:  # an entry it cannot trust would let regressions by
-            result.error = "\n".join(problems)
-        if base is not None:
-            result.baseline = dict(base.figures)
-            result.baseline_modules = dict(base.modules)
-            result.baseline_by_module = {k: dict(v) for k, v in base.by_module.items()}
-            if not self.update:
-                from pytest_graphbudget import baseline as baseline_file
-
-                current = baseline_file.entry_from(result.profile)
-                path = _relative(str(self.baseline_path), self.config)
-                findings += baseline_file.compare(current, base, budget.tolerance, path)
-        result.findings = [asdict(f) for f in findings]
-        return result, prof
+        return result, self.checker.evaluate(result, budget, run, hardware)
 
     # -- the end --------------------------------------------------------------------------
 
@@ -546,25 +431,12 @@ class GraphBudget:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if _is_worker(self.config):
             return
-        from pytest_graphbudget import baseline as baseline_file
-        from pytest_graphbudget import reports
+        from pytest_graphbudget.session import finish, outputs_of
 
-        stale = self.stale_entries()
-        problems = []
-        if self.update:
-            entries = {
-                r.id: baseline_file.entry_from(r.profile)
-                for r in self.results
-                if r.profile is not None
-            }
-            try:
-                baseline_file.update(self.baseline_path, entries, remove=stale)
-            except OSError as exc:
-                shown = _relative(str(self.baseline_path), self.config)
-                problems.append(reports.cannot_write(shown, exc))
-                self.baseline_unwritten = True
-        self.written = reports.write_all(self.config, self.results, stale)
-        self.written.problems[:0] = problems
+        outputs = outputs_of(self.config)
+        self.written, self.baseline_unwritten = finish(
+            self.results, self.stale_entries(), self.checker, outputs
+        )
         if self.written.problems:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -573,14 +445,9 @@ class GraphBudget:
 
     def stale_entries(self) -> set[str]:
         """Baseline entries of budget files or test files run now whose model is gone."""
-        files = {nodeid.split("::", 1)[0] for nodeid in self.collected}
-        stale = set()
-        for key in self.baseline_file().keys():
-            if key.split("::", 1)[0] not in files:
-                continue
-            if key not in self.collected and key.rsplit("::", 1)[0] not in self.collected:
-                stale.add(key)
-        return stale
+        from pytest_graphbudget.session import stale_entries
+
+        return stale_entries(self.checker.baseline.keys(), self.collected)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any):
@@ -588,387 +455,36 @@ class GraphBudget:
         result = yield
         from pytest_graphbudget import reports
 
+        checker = self.checker
+        updated = checker.baseline_path if checker.update and not self.baseline_unwritten else None
         reports.terminal(
             terminalreporter,
             self.results,
             self.stale_entries(),
-            self.baseline_path if self.update and not self.baseline_unwritten else None,
+            updated,
             self.written,
         )
-        if self.config.get_verbosity() > 0 and self.cache_counts:
-            counts = ", ".join(f"{n} {what}" for what, n in sorted(self.cache_counts.items()))
-            terminalreporter.write_line(f"graph budget cache: {counts}")
-            for note in self.cache_notes:
-                terminalreporter.write_line(f"  {note}")
+        if self.config.get_verbosity() > 0:
+            for line in self.profiler.summary():
+                terminalreporter.write_line(line)
         return result
 
 
-# -- TOML budgets -------------------------------------------------------------------------
+# -- settings ----------------------------------------------------------------------------
 
 
-def project_settings(root: Path) -> Settings:
+def project_settings(config: pytest.Config) -> Settings:
     """The checked ``[tool.graph_budget]`` of the project; a problem there is a usage error
     (one line each, exit 4), never an INTERNALERROR."""
     from pytest_graphbudget import settings
 
     try:
-        return settings.load(root)
+        return settings.load(config.rootpath)
     except settings.SettingsError as exc:
         raise pytest.UsageError(*exc.problems) from None
 
 
-def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
-    """Collect the configured budget paths whatever ``testpaths`` or the command line names,
-    so that a configured budget never goes unchecked. Not when the command line selects
-    budgets or tests itself (a ``.toml`` file or a ``path::name`` node id), nor a path given
-    to ``--ignore``."""
-    if config.getoption("pyargs", False):
-        return
-    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
-    if explicit and any("::" in arg or arg.endswith(".toml") for arg in config.args):
-        return
-    missing = [str(root) for root in roots if not root.exists()]
-    if missing:
-        raise pytest.UsageError(
-            f"[tool.graph_budget] budgets: {', '.join(missing)} does not exist; "
-            "fix the path in pyproject.toml or remove it"
-        )
-    here = config.invocation_params.dir
-    ignored = [here / path for path in config.getoption("ignore") or ()]
-    given = [here / arg for arg in config.args]
-    for root in roots:
-        # A path given inside a budget root selects part of it: adding the root would undo that.
-        inside = any(_covered(path, [root]) for path in given)
-        if not inside and not _covered(root, [*given, *ignored]):
-            config.args.append(str(root))
-            given.append(root)
-
-
-def _covered(path: Path, paths: list[Path]) -> bool:
-    """Whether ``path`` is one of ``paths`` or inside one of them."""
-    resolved = path.resolve()
-    return any(p.resolve() in (resolved, *resolved.parents) for p in paths)
-
-
-def is_budget_file(path: Path, roots: list[Path]) -> bool:
-    """A ``*.toml`` under a ``budgets`` directory, or under (or at) a configured budget path."""
-    return "budgets" in path.parent.parts or _covered(path, roots)
-
-
-class BudgetFile(pytest.File):
-    """A budget TOML file: one item per ``[models."<name>"]`` table, and one failing item per
-    problem of the file (a table it does not know, bad ``[defaults]``), so that every problem
-    is reported and every valid table still runs."""
-
-    @property
-    def shown(self) -> str:
-        """The file's path as messages show it: relative to the project's root."""
-        return _relative(str(self.path), self.config)
-
-    def collect(self):
-        try:
-            text = self.path.read_text(encoding="utf-8")
-            data = _tomllib().loads(text)
-        except (OSError, UnicodeDecodeError) as exc:
-            yield self.broken("<file>", f"{self.shown}: cannot read: {exc}")
-            return
-        except _tomllib().TOMLDecodeError as exc:
-            yield self.broken("<file>", toml_error(self.shown, exc))
-            return
-        manager: GraphBudget = self.config.stash[STATE]
-        unknown = list(self.unknown_tables(data, text))
-        yield from unknown
-        defaults_table = data.get("defaults", {})
-        if not isinstance(defaults_table, dict):
-            message = f"{self.shown}: defaults must be a table ([defaults]), got {defaults_table!r}"
-            yield self.broken("<defaults>", message)
-            defaults_table = {}
-        where = f"[defaults] of {self.shown}"
-        defaults, problems = build_all(defaults_table, where, manager.defaults, MODEL_KEYS)
-        if problems:  # reported once; the tables run with the rest of [defaults]
-            yield self.broken("<defaults>", "\n".join(problems), table_line(text, "defaults"))
-        models = data.get("models", {})
-        if not isinstance(models, dict):
-            message = f'{self.shown}: models must be tables ([models."<name>"]), got {models!r}'
-            yield self.broken("<models>", message)
-            models = {}
-        elif not models and not unknown:
-            message = f'{self.shown}: no [models."<name>"] table, so it checks nothing'
-            yield self.broken("<models>", message)
-        shared = {k: v for k, v in defaults_table.items() if k in MODEL_KEYS}
-        for name, table in models.items():
-            if not isinstance(table, dict):
-                message = f"{self.shown}: models.{name} must be a table, got {table!r}"
-                yield self.broken(name, message)
-                continue
-            yield BudgetItem.from_parent(
-                self,
-                name=name,
-                table={**shared, **table},
-                defaults=defaults,
-                lines=key_lines(text, name),
-            )
-
-    def unknown_tables(self, data: dict[str, Any], text: str):
-        """A failing item for each top-level table or key other than defaults and models."""
-        from pytest_graphbudget.budgets import closest
-
-        for key, value in data.items():
-            if key in ("defaults", "models"):
-                continue
-            line = table_line(text, key)
-            place = f"{self.shown}:{line}" if line else self.shown
-            if isinstance(value, dict):
-                hint = closest(key, ["defaults", "models"])
-                message = f"{place}: unknown table [{key}]{hint or FILE_TABLES}"
-            else:
-                message = f"{place}: unknown top-level key {key!r}{FILE_TABLES}"
-            yield self.broken(f"<{key}>", message, line)
-
-    def broken(self, name: str, message: str, line: int = 0) -> BrokenBudget:
-        return BrokenBudget.from_parent(self, name=name, message=message, line=line)
-
-
-def internal_error(exc: BaseException) -> str:
-    """One line for an exception our own code raised: what, where, and that it is our bug."""
-    import traceback
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    what = " ".join(str(exc).split())[:200]
-    return (
-        f"internal error in pytest-graphbudget: {type(exc).__name__}: {what}{where}; "
-        "this is a bug, please report it"
-    )
-
-
-FILE_TABLES = '; a budget file has [defaults] and [models."<name>"] tables'
-
-
-def build_all(
-    values: dict[str, Any], where: str, base: Budget, extra_keys: tuple[str, ...]
-) -> tuple[Budget, list[str]]:
-    """Like ``build``, but every bad key is a problem of its own and the good ones apply."""
-    budget, problems = build({}, where, base, extra_keys), []
-    for key, value in values.items():
-        try:
-            budget = build({key: value}, where, budget, extra_keys)
-        except GraphBudgetError as exc:
-            problems.append(str(exc))
-    return budget, problems
-
-
-def table_line(text: str, key: str) -> int:
-    """The line of a top-level ``[key]`` header (or ``key =``), 0 when not found."""
-    import re
-
-    name = re.escape(key)
-    header = rf"""\[\s*(?:{name}|"{name}"|'{name}')\s*[\].]"""
-    pattern = re.compile(rf"""^\s*(?:{header}|(?:{name}|"{name}"|'{name}')\s*[=.])""")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if pattern.match(line):
-            return number
-    return 0
-
-
-def _tomllib() -> Any:
-    """tomllib, imported when a budget file is read (never on a disabled run)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
-
-
-def key_lines(text: str, model: str) -> dict[str, int]:
-    """Line numbers of the ``[models.<model>]`` header (key ``""``) and of its keys."""
-    import re
-
-    lines: dict[str, int] = {}
-    header = re.compile(r'^\s*\[\s*models\s*\.\s*(?:"([^"]+)"|\'([^\']+)\'|([\w.-]+))\s*\]')
-    inside = False
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = header.match(line)
-        if match:
-            inside = model in match.groups()
-            if inside:
-                lines[""] = number
-            continue
-        if line.lstrip().startswith("["):
-            inside = False
-        elif inside and "=" in line:
-            lines.setdefault(line.split("=", 1)[0].strip().strip('"'), number)
-    return lines
-
-
-class BrokenBudget(pytest.Item):
-    """Stands in for a budget file or table that cannot be read: fails with its message alone,
-    so that the other budgets still run."""
-
-    def __init__(self, *, message: str, line: int = 0, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.message = message
-        self.line = line  # of the problem in the file, 1-based; 0 when unknown
-
-    def runtest(self) -> None:
-        raise GraphBudgetError(self.message)
-
-    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
-        return str(excinfo.value)
-
-    def reportinfo(self):
-        return self.path, max(self.line - 1, 0), f"budget file {self.path.name} {self.name}"
-
-
-class BudgetItem(pytest.Item):
-    """One ``[models."<name>"]`` table: build the model, profile it, check its budget."""
-
-    def __init__(
-        self, *, table: dict[str, Any], defaults: Budget, lines: dict[str, int], **kwargs: Any
-    ):
-        super().__init__(**kwargs)
-        self.table = table
-        self.defaults = defaults
-        self.lines = lines
-
-    def runtest(self) -> None:
-        manager: GraphBudget = self.config.stash[STATE]
-        where = f"{self.path.name}::{self.name}"
-        budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
-        if problems:
-            raise GraphBudgetError("\n".join(problems))
-        budget.lines = self.lines
-        if manager.hardware:
-            budget.hardware = manager.hardware
-        first_bad = min(
-            (self.lines.get(k, 0) for k in (*LIMITS, *BOTTLENECK_KEYS) if k in self.table),
-            default=0,
-        )
-        result, _ = manager._evaluate(
-            self,
-            budget.name or self.name,
-            self.nodeid,
-            budget,
-            lambda hw: self.profile(manager, hw),
-            path=str(self.path),
-            line=first_bad or self.lines.get("", 1),
-        )
-        result.line = failing_line(result, self.lines) or result.line
-        self.stash[ITEM_MODELS] = [result]
-        if result.failed:
-            raise BudgetFailure(result.message())
-
-    def profile(self, manager: GraphBudget, hardware: str):
-        """Build the model (zoo name or factory) and profile it; zoo models are cached by name,
-        so a warm run does not even build them."""
-        from pytest_graphbudget import cache as cache_keys
-        from pytest_graphbudget.profile import profile_model
-
-        options = {
-            k: self.table[k]
-            for k in ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
-            if k in self.table
-        }
-        if "factory" in self.table:
-            case = load_factory(str(self.table["factory"]), self.name, options)
-            return manager.profile(case, None, None, self.name, hardware)
-        from pytest_graphbudget import zoo
-
-        model_name = str(self.table.get("model", self.name))
-        target = manager.target(hardware)
-        key = (
-            cache_keys.name_key(model_name, options, repr(target))
-            if manager.cache is not None
-            else None
-        )
-        if key is None:  # no cache, or a name that says too little: key it by what it builds
-            case = zoo.resolve(model_name, **options)
-            return manager.profile(case, None, None, self.name, hardware)
-        return manager.cached(
-            lambda: key,
-            lambda: profile_model(
-                zoo.resolve(model_name, **options), hardware=target, name=self.name
-            ),
-            self.name,
-        )
-
-    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
-        if isinstance(excinfo.value, (BudgetFailure, GraphBudgetError)):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self):
-        return self.path, self.lines.get("", 1) - 1, f"budget {self.name}"
-
-
-def failing_line(result: ModelResult, lines: dict[str, int]) -> int:
-    """The TOML line of the first failing key (for annotations), else 0."""
-    for finding in result.findings:
-        if finding["severity"] == "fail":
-            key = finding["key"].removeprefix("baseline.")
-            for candidate in (key, f"{key}_max"):
-                if candidate in lines:
-                    return lines[candidate]
-    return 0
-
-
-def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:
-    """``factory = "package.module:function"``: the function returns a ModelCase, a
-    ``(module, inputs)`` pair, or a module (fed ``torch.randn(input_shape)``)."""
-    import importlib
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise GraphBudgetError(f"factory {spec!r} for {name}: expected 'package.module:function'")
-    try:
-        function = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise GraphBudgetError(f"factory {spec!r} for {name}: {exc}") from None
-    built = function()
-    case = as_case(built, name)
-    if case is None:
-        import torch
-
-        if not isinstance(built, torch.nn.Module):
-            raise GraphBudgetError(
-                f"factory {spec!r} returned {type(built).__name__}, not a "
-                "model, a (model, inputs) pair or a ModelCase"
-            )
-        if "input_shape" not in options:
-            raise GraphBudgetError(f"factory {spec!r} returned a bare module: give input_shape")
-        from pytest_graphbudget.case import ModelCase
-
-        case = ModelCase(built, (torch.randn(*options["input_shape"]),), name=name)
-    return case
-
-
 # -- helpers ------------------------------------------------------------------------------
-
-
-def registered_markers(config: pytest.Config) -> set[str]:
-    """Names of the markers registered with pytest (``markers`` ini lines, plugins')."""
-    import re
-
-    return {re.split(r"[:(]", line, maxsplit=1)[0].strip() for line in config.getini("markers")}
-
-
-def marker_typo(name: str, registered: set[str]) -> str | None:
-    """The problem with a marker that looks like one of ours but is not (``flop_max``,
-    ``bottlenek``), else None. Markers registered by the project or a plugin are theirs."""
-    import difflib
-
-    if name in MARKERS or name in registered:
-        return None
-    ours = list(MARKERS)
-    if not (
-        name.endswith(("_max", "_min"))
-        or name.startswith(("graph_budget", "graphbudget"))
-        or difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
-    ):
-        return None
-    match = difflib.get_close_matches(name, ours, n=1, cutoff=0.7)
-    hint = f" (did you mean {match[0]!r}?)" if match else f" (budget markers: {', '.join(ours)})"
-    return f"unknown marker @pytest.mark.{name}{hint}: it would check nothing"
 
 
 def check_marker_names(item: pytest.Item) -> None:
@@ -976,60 +492,6 @@ def check_marker_names(item: pytest.Item) -> None:
     typos = item.stash.get(ITEM_TYPOS, [])
     if typos:
         raise GraphBudgetError(f"{'; '.join(typos)} (on {item.nodeid})")
-
-
-def budget_markers(item: pytest.Item) -> list[str]:
-    """Names of this plugin's markers on the test: each is a claim that some model is checked."""
-    return sorted({marker.name for marker in item.iter_markers() if marker.name in MARKERS})
-
-
-def bare_module_error(label: str, kind: str) -> str:
-    return (
-        f"{label!r} is a bare torch.nn.Module ({kind}): nothing says what inputs to profile it "
-        "at; return a ModelCase from the fixture, e.g. "
-        "return ModelCase(model, (torch.randn(1, 3, 224, 224),))"
-    )
-
-
-def no_model_error(markers: list[str]) -> str:
-    names = ", ".join(f"@pytest.mark.{name}" for name in markers)
-    return (
-        f"the test has {names} but no model was checked: give the test a fixture that returns "
-        "ModelCase(model, (torch.randn(1, 3, 224, 224),)), or call "
-        "graph_profile(model, inputs) in its body"
-    )
-
-
-def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | None) -> Budget:
-    """The test's budget from its markers, over the project's defaults."""
-    where = f"@pytest.mark.{{}} on {item.nodeid}"
-    budget = defaults
-    for key in LIMITS:
-        marker = item.get_closest_marker(key)
-        if marker is not None:
-            if len(marker.args) != 1 or marker.kwargs:
-                raise GraphBudgetError(f"{where.format(key)}: takes one limit, e.g. {key}('22G')")
-            budget = build({key: marker.args[0]}, where.format(key), budget)
-    for name, allowed in (
-        ("bottleneck", ("compute_bound_min", "memory_bound_max", "by")),
-        ("graph_budget", ("hardware", "tolerance", "name", "allow_unsupported")),
-    ):
-        marker = item.get_closest_marker(name)
-        if marker is None:
-            continue
-        if marker.args:
-            raise GraphBudgetError(f"{where.format(name)}: takes keywords {', '.join(allowed)}")
-        for key in marker.kwargs:
-            if key not in allowed:
-                from pytest_graphbudget.budgets import closest
-
-                raise GraphBudgetError(
-                    f"{where.format(name)}: unknown keyword {key!r}{closest(key, allowed)}"
-                )
-        budget = build(marker.kwargs, where.format(name), budget)
-    if hardware:
-        budget.hardware = hardware
-    return budget
 
 
 def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
@@ -1059,18 +521,6 @@ def ours(excinfo: Any) -> bool:
     )
 
 
-def key_line(message: str, lines: dict[str, int]) -> int:
-    """The line of the table's key that an error names first, at its start (``flops_max in
-    vision.toml::resnet: cannot read ...``) or quoted (``unknown budget key 'flop_max'``), so
-    that its annotation marks that line; 0 when it names none."""
-    named = []
-    for key, line in lines.items():
-        at = 0 if key and message.startswith(f"{key} ") else message.find(f"'{key}'")
-        if key and at >= 0:
-            named.append((at, line))
-    return min(named)[1] if named else 0
-
-
 def failure_text(excinfo: Any) -> str:
     """A failure's message as pytest would print it, without the traceback."""
     exc = excinfo.value
@@ -1079,23 +529,6 @@ def failure_text(excinfo: Any) -> str:
     if isinstance(exc, pytest.fail.Exception):
         return str(exc.msg)
     return excinfo.exconly()
-
-
-def budget_dict(budget: Budget) -> dict[str, Any]:
-    return {
-        "limits": dict(budget.limits),
-        "bottleneck": dict(budget.bottleneck),
-        "by": budget.bottleneck_by,
-        "hardware": budget.hardware,
-        "tolerance": budget.tolerance,
-        "allow_unsupported": _allowed(budget.allow_unsupported),
-        "lines": dict(budget.lines),
-    }
-
-
-def _allowed(allowed: bool | tuple[str, ...]) -> bool | list[str]:
-    """``allow_unsupported`` as JSON: true, false or the list of op names."""
-    return list(allowed) if isinstance(allowed, tuple) else allowed
 
 
 def _is_worker(config: pytest.Config) -> bool:
