@@ -15,7 +15,7 @@ from pytest_graphbudget.check import relative
 from pytest_graphbudget.errors import GraphBudgetError
 
 if TYPE_CHECKING:
-    from pytest_graphbudget.plugin import GraphBudget
+    from pytest_graphbudget.manager import GraphBudget
 
 
 class BudgetFailure(Exception):
