@@ -59,10 +59,43 @@ class Settings:
     """The budget every model starts from: ``hardware`` and ``tolerance`` over the built-ins."""
 
 
-def load(root: Path) -> Settings:
-    """The settings of the project at ``root`` (the defaults when it has no pyproject.toml or
-    no ``[tool.graph_budget]``); raises ``SettingsError`` listing every problem."""
-    path = Path(root) / "pyproject.toml"
+def find_root(start: Path) -> Path:
+    """The project's root for a run started in ``start``: the nearest directory, from
+    ``start`` upward, that holds a ``pyproject.toml``, which is where pytest puts its rootdir
+    in a project configured there. The search stops at a directory holding pytest's own
+    configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``): that one is
+    the root. ``start`` itself when none is found.
+
+    The plugin calls it with pytest's rootdir (which it returns, in any project whose
+    pyproject.toml pytest found), the command line with the current directory: both read the
+    same ``[tool.graph_budget]`` wherever in the project they are started.
+    """
+    start = Path(start).resolve()
+    for directory in (start, *start.parents):
+        if (directory / "pyproject.toml").is_file() or _pytest_configured(directory):
+            return directory
+    return start
+
+
+def _pytest_configured(directory: Path) -> bool:
+    """Whether pytest takes its configuration from another file of ``directory``."""
+    if (directory / "pytest.ini").is_file() or (directory / ".pytest.ini").is_file():
+        return True
+    for name, section in (("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
+        path = directory / name
+        try:
+            if path.is_file() and section in path.read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def load(start: Path) -> Settings:
+    """The settings of the project ``start`` is in (its root found by ``find_root``; the
+    defaults when it has no pyproject.toml or no ``[tool.graph_budget]``); raises
+    ``SettingsError`` listing every problem."""
+    path = find_root(start) / "pyproject.toml"
     if not path.is_file():
         return Settings()
     try:
