@@ -54,6 +54,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")  # the width of the table, as in a CI log
     return tmp_path
 
 
@@ -87,8 +88,12 @@ def test_the_hand_counted_model_passes_and_fails_by_its_limits(project, capsys):
     assert found["budgets/nets.toml::fits"]["verdict"] == "pass"
     assert found["budgets/nets.toml::over"]["failures"] == ["flops_max"]
     assert "flop_max" in found["budgets/nets.toml::typo"]["error"]
-    # The terminal section, as pytest prints it: the rule, the header, one row per model.
-    assert " graph budget " in out and out.lstrip().startswith("=")
+    # Why each failed (as pytest's failure section), then the terminal section as pytest prints
+    # it: the rule, the header, one row per model.
+    assert "graph budget failed for over (budgets/nets.toml::over):" in out
+    assert "FLOPs 16.5k exceeds flops_max 10k" in out
+    assert "graph budget failed for fits" not in out
+    assert "\n" + " graph budget ".center(80, "=") + "\n" in out
     assert "model" in out and "FLOPs/limit" in out and "verdict" in out
     assert "16.5k/1M" in out and "16.5k/10k" in out
     assert "error: typo: " in out and "did you mean 'flops_max'" in out
