@@ -47,8 +47,20 @@ class Profiler:
 
         return hw.get(hardware, self.hardware_profiles)
 
-    def cached(self, key: Callable[[], Any], compute: Callable[[], Profile], name: str | None):
-        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s."""
+    def cached(
+        self,
+        key: Callable[[], Any],
+        compute: Callable[[], Profile],
+        name: str | None,
+        values: Callable[[], Any] | None = None,
+    ):
+        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s.
+
+        A profile of one real forward's path (``cache.DATA_DEPENDENT`` tiers) depends on the
+        values of inputs and weights, not only on the shapes in the key: its entry also holds
+        ``values()``, and is used only while they are unchanged.
+        """
+        from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget.cache import Unfingerprintable
         from pytest_graphbudget.profile import profile_from_dict
 
@@ -60,6 +72,8 @@ class Profiler:
                 self.notes.append(f"{name or 'a model'}: not cached, profiled every run: {exc}")
                 self.counts["not cached"] += 1
         data = self.cache.get(stored) if stored else None
+        if data is not None and "values" in data and (values is None or data["values"] != values()):
+            data = None
         if data is not None:
             try:
                 prof = profile_from_dict(data, self.hardware_profiles)
@@ -71,7 +85,12 @@ class Profiler:
                 return prof
         prof = compute()
         if stored:
-            self.cache.put(stored, prof.to_dict())
+            data = prof.to_dict()
+            if prof.trace.method in cache_keys.DATA_DEPENDENT:
+                if values is None:
+                    return prof  # no way to tell its values apart: never reused
+                data["values"] = values()
+            self.cache.put(stored, data)
             self.counts["profiled and stored"] += 1
         return prof
 
@@ -89,6 +108,7 @@ class Profiler:
             lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
             lambda: profile_model(case, hardware=target, name=name),
             name or case.name,
+            lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
         )
 
     def profile_table(self, table: dict[str, Any], name: str, hardware: str) -> Profile:
@@ -117,6 +137,8 @@ class Profiler:
             lambda: key,
             lambda: profile_model(zoo.resolve(model_name, **options), hardware=target, name=name),
             name,
+            # A zoo name builds the same values every time (seeded weights, fixed inputs).
+            lambda: "zoo",
         )
 
     def summary(self) -> list[str]:

@@ -163,9 +163,21 @@ def summary(prof: Any) -> list[tuple[str, str]]:
 
 def _trace_text(prof: Any) -> str:
     text = f"{prof.trace.method} in {prof.trace.seconds:.2f}s"
+    if getattr(prof.trace, "note", ""):
+        text += f" ({prof.trace.note})"
     for tier, reason in prof.trace.failures.items():
         text += f"; {tier} failed: {reason if len(reason) <= 90 else reason[:87] + '...'}"
     return text
+
+
+def break_lines(prof: Any) -> list[str]:
+    """The graph breaks of a ``dynamo-breaks`` trace, one per line (none for other tiers)."""
+    breaks = list(getattr(prof.trace, "breaks", []) or [])
+    if not breaks:
+        return []
+    graphs = getattr(prof.trace, "graphs", 0)
+    lines = ["", f"Graph breaks ({len(breaks)}, {graphs} graphs stitched into one profile)", ""]
+    return lines + [f"  {i}. {text}" for i, text in enumerate(breaks, 1)]
 
 
 @dataclass
@@ -350,6 +362,7 @@ def profile_text(
     lines = [headline(prof), ""]
     width = max(len(label) for label, _ in summary(prof))
     lines += [f"  {label.ljust(width)}  {value}" for label, value in summary(prof)]
+    lines += break_lines(prof)
 
     lines += ["", "Per-layer profile", ""]
     total = prof.flops or 1
@@ -521,8 +534,10 @@ def explore_text(prof: Any, shown: range) -> str:
         f"showing nodes {shown.start} to {shown.stop - 1}"
         if len(shown)
         else "no nodes in the requested range",
-        "",
     ]
+    if getattr(prof.trace, "note", ""):
+        lines.append(f"Trace: {prof.trace.note}")
+    lines += break_lines(prof)[1:] + [""]
     for node in (prof.node_info[i] for i in shown):
         sub = subgraphs.get(node.subgraph)
         left = [
