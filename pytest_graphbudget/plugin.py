@@ -72,6 +72,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--graph-budget-hardware", metavar="NAME", help="hardware profile for every model"
     )
+    from pytest_graphbudget.settings import INI, KEYS, ini_name
+
+    for key, kind in INI.items():
+        # default None: unset, so that the default of [tool.graph_budget] applies
+        parser.addini(
+            ini_name(key),
+            f"pytest-graphbudget {key}: {KEYS[key]} ([tool.graph_budget] {key} wins)",
+            type=kind,
+            default=None,
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,7 +129,9 @@ def project_settings(config: pytest.Config) -> Settings:
     (one line each, exit 4), never an INTERNALERROR."""
     from pytest_graphbudget import settings
 
+    ini = {key: config.getini(settings.ini_name(key)) for key in settings.INI}
+    where = f"{config.inipath}" if config.inipath else "pytest's configuration"
     try:
-        return settings.load(config.rootpath)
+        return settings.load(config.rootpath, ini, where)
     except settings.SettingsError as exc:
         raise pytest.UsageError(*exc.problems) from None
