@@ -147,7 +147,7 @@ def _shape_part(text: str) -> list[int]:
 
 
 def seed_spellings(argv: Sequence[str]) -> list[str]:
-    """The ``profile_graph.py --list`` of the source documents: ``graph-budget --list`` and
+    """``profile_graph.py --list``, as its users type it: ``graph-budget --list`` and
     ``graph-budget profile --list`` mean ``graph-budget list``."""
     argv = list(argv)
     if argv[:1] == ["--list"]:
@@ -175,7 +175,7 @@ def _model_option(args: argparse.Namespace) -> None:
 
 
 def join_shape_tokens(argv: Sequence[str]) -> list[str]:
-    """Accept the source documents' ``--input-shape 1 3 640 640``: the integers that follow
+    """Accept ``profile_graph.py``'s ``--input-shape 1 3 640 640``: the integers that follow
     ``--input-shape`` become one ``1,3,640,640`` value (a model name after them stays one)."""
     out: list[str] = []
     i = 0

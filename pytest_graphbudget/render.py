@@ -23,7 +23,6 @@ from typing import Any
 from pytest_graphbudget.names import Abbreviator, truncate
 from pytest_graphbudget.units import format_bytes, format_count, format_ratio, format_seconds
 
-FORMATS = ("table", "json", "csv", "markdown")
 MODULE_WIDTH = 56  # widest module path shown in text tables before it is shortened
 
 
