@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_graphbudget.budget_files import is_budget_file, key_line
+from pytest_graphbudget.budget_files import SKIPPED, is_budget_file, key_line
 from pytest_graphbudget.budgets import Budget
 from pytest_graphbudget.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.collect import (
@@ -84,7 +84,7 @@ class GraphBudget:
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
-        if file_path.suffix != ".toml" or file_path.name in ("baseline.toml", "pyproject.toml"):
+        if file_path.suffix != ".toml" or file_path.name in SKIPPED:
             return None
         if file_path.resolve() == self.checker.baseline_path.resolve():
             return None
@@ -231,7 +231,7 @@ class GraphBudget:
             item.nodeid,
             item.name if not item.name.startswith("<") else Path(str(fspath)).name,
             item.nodeid,
-            _relative(str(fspath), self.config),
+            relative(str(fspath), self.config.rootpath),
             key_line(message, lines) or (lineno or 0) + 1,
             budget_dict(self.defaults),
             error=message,
@@ -245,7 +245,7 @@ class GraphBudget:
             return report
         # A budget file that raised while read is one failing item, not a collection error
         # that would stop the whole run: the other files still run, and the reports count it.
-        shown = _relative(str(collector.path), self.config)
+        shown = relative(str(collector.path), self.config.rootpath)
         message = f"{shown}: cannot read the budget file: {error_line(report)}"
         broken = BrokenBudget.from_parent(collector, name="<file>", message=message)
         return pytest.CollectReport(report.nodeid, "passed", None, [broken], report.sections)
@@ -336,7 +336,7 @@ class GraphBudget:
             model_id,
             label,
             item.nodeid,
-            _relative(str(fspath), self.config),
+            relative(str(fspath), self.config.rootpath),
             (lineno or 0) + 1,
             budget_dict(budget),
         )
@@ -436,10 +436,3 @@ def failure_text(excinfo: Any) -> str:
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
-
-
-def _relative(path: str, config: pytest.Config) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(config.rootpath.resolve()))
-    except ValueError:
-        return path
