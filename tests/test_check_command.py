@@ -75,6 +75,7 @@ def models(report: Path) -> dict[str, dict]:
             "flops": profile["totals"].get("flops"),
             "line": entry["line"],
             "path": entry["path"],
+            "hardware": entry["budget"]["hardware"],
         }
     return found
 
@@ -100,17 +101,28 @@ def test_the_hand_counted_model_passes_and_fails_by_its_limits(project, capsys):
     assert "3 models: 1 could not be checked, 1 over budget" in out
 
 
-def test_the_verdicts_are_the_plugins_on_the_same_files(project, pytester, capsys):
+@pytest.mark.parametrize(
+    ("plugin_options", "command_options"),
+    [([], []), (["--graph-budget-hardware=a100"], ["--hardware", "a100"])],
+)
+def test_the_verdicts_are_the_plugins_on_the_same_files(
+    project, pytester, capsys, plugin_options, command_options
+):
     """The reference is ``pytest --graph-budget`` itself, run on the same budget files."""
     pytester.chdir()
     for name in ("budgets/nets.toml", f"{MODULE}.py", "pyproject.toml"):
         write(pytester.path / name, (project / name).read_text())
     pytester.syspathinsert()
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--graph-budget", "--graph-budget-json=plugin.json", "budgets"
+        "-p",
+        "no:cacheprovider",
+        "--graph-budget",
+        "--graph-budget-json=plugin.json",
+        "budgets",
+        *plugin_options,
     )
     assert result.ret == 1
-    code = cli.main(["check", "budgets", "--json", "cli.json"])
+    code = cli.main(["check", "budgets", "--json", "cli.json", *command_options])
     assert code == result.ret
     plugin, command = models(pytester.path / "plugin.json"), models(pytester.path / "cli.json")
     assert (
@@ -123,6 +135,8 @@ def test_the_verdicts_are_the_plugins_on_the_same_files(project, pytester, capsy
         ]
     )
     assert command == plugin
+    checked = {m["hardware"] for m in command.values() if m["error"] is None}
+    assert checked == {"a100" if command_options else "generic"}
 
 
 def test_all_within_budget_exits_0_and_update_writes_the_baseline(project, capsys):
