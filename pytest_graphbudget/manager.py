@@ -25,7 +25,7 @@ from pytest_graphbudget.collect import (
     BudgetItem,
     add_budget_paths,
 )
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.markers import (
     bare_module_error,
     budget_from_markers,
@@ -168,8 +168,7 @@ class GraphBudget:
         labels += [(label, None) for label, _ in found.stray]
         if not labels and budget_markers(item) and not item.stash.get(ITEM_MODELS, []):
             labels = [(label, None) for label, _ in found.bare] or [(None, None)]
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        reason = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        reason = one_line(exc, 200, typed=True)
         message = f"not checked: the test failed before its budget was checked ({reason})"
         item.stash[ITEM_UNCHECKED] = [
             self.error_result(item, label, message, name) for label, name in labels

@@ -12,17 +12,12 @@ import re
 
 import pytest
 
+from pytest_graphbudget import figures
 from pytest_graphbudget.budgets import LIMITS, Budget, build, closest
 from pytest_graphbudget.errors import GraphBudgetError
 
 MARKERS = {
-    **{
-        key: f"{key}(limit): fail when the model's {limit.label} "
-        f"{'exceeds' if limit.upper else 'falls below'} limit (e.g. "
-        f"{ {'count': '22G', 'bytes': '500MB', 'seconds': '3ms'}[limit.kind]!r}); "
-        "needs --graph-budget"
-        for key, limit in LIMITS.items()
-    },
+    **figures.markers(),
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
     "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "

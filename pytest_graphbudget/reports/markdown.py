@@ -37,7 +37,7 @@ def code(text: str) -> str:
 def table(results: list[Any], names: dict[str, str]) -> list[str]:
     header = ["model"]
     for key in COLUMNS:
-        header += [common.FIGURES[key].label + " / limit", "vs base"]
+        header += [common.FIGURES[key].heading + " / limit", "vs base"]
     header.append("verdict")
     lines = [
         "| " + " | ".join(header) + " |",
@@ -133,7 +133,7 @@ def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int
         modules += [m for m, _, _ in layers if m not in modules]
     figures = list(grown)
     lines = [
-        "| layer | " + " | ".join(common.FIGURES[f].label for f in figures) + " |",
+        "| layer | " + " | ".join(common.FIGURES[f].heading for f in figures) + " |",
         "| :-- | " + " | ".join("--:" for _ in figures) + " |",
     ]
     for module in modules[:rows]:
