@@ -85,10 +85,10 @@ CASES = {
 @pytest.mark.parametrize("fake", [False, True], ids=["real-pass", "fake-pass"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_inference_mode_profile_equals_the_normal_one(case, fake, monkeypatch):
-    from pytest_graphbudget import profile as profile_module
+    from pytest_graphbudget import engine
 
     # Small models are measured on real tensors; force each cost pass in turn.
-    monkeypatch.setattr(profile_module, "REAL_PASS_SECONDS", 0.0 if fake else 1e9)
+    monkeypatch.setattr(engine, "REAL_PASS_SECONDS", 0.0 if fake else 1e9)
     torch.manual_seed(0)
     model, inputs = CASES[case]()
     model.eval()
