@@ -375,6 +375,7 @@ class _CostInterpreter(fx.Interpreter):
                 value = super().run_node(n)
         finally:
             self.recorder.node = None
+        value = self.result(n, value)
         producers = list(n.all_input_nodes)
         node.inputs = [p.name for p in producers]
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
@@ -394,6 +395,10 @@ class _CostInterpreter(fx.Interpreter):
         if node.writes and node.category == "view":
             node.category = "movement"
         self.nodes.append(node)
+        return value
+
+    def result(self, n: fx.Node, value: Any) -> Any:
+        """The value the rest of the graph sees for ``n``: what running it returned."""
         return value
 
     def _module(self, n: fx.Node) -> str:

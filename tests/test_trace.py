@@ -119,3 +119,77 @@ def test_lazy_module_is_warmed_up_before_it_is_traced():
     model = nn.Sequential(nn.LazyLinear(8), nn.ReLU())
     prof = profile_model(model, torch.randn(2, 4))
     assert prof.macs == 2 * 4 * 8 and prof.params == 4 * 8 + 8
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 11: an exported graph is priced on the fake values export left on it
+
+
+class ViewsAndInPlace(nn.Module):
+    """Control flow FX cannot trace, with views, an in-place op and a weight read twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        for row in x:  # iterating a tensor: FX fails, export unrolls it
+            row.mul_(2)
+        y = self.proj(x).view(2, 2, 8).transpose(0, 1)
+        return torch.relu_(y.contiguous()) + self.proj.weight.sum()
+
+
+def _canonical(measured) -> tuple:
+    """Every figure of every node, storages numbered by first appearance (their keys differ).
+
+    Inputs, writes and views are ordered dicts; a read of a storage no node wrote (a weight)
+    has no number, and such reads are counted, so the numbering does not hang on set order."""
+    keys: dict = {}
+
+    def number(key):
+        return keys.setdefault(key, len(keys))
+
+    inputs = {n: sorted((number(k), v) for k, v in s.items()) for n, s in measured.inputs.items()}
+    nodes = []
+    for node in measured.nodes:
+        fields = dict(vars(node))
+        fields["writes"] = [(number(k), v) for k, v in node.writes.items()]
+        fields["views"] = [(number(k), v) for k, v in node.views.items()]
+        known = sorted(keys[k] for k in node.reads if k in keys)
+        fields["reads"] = (known, len(node.reads) - len(known))
+        nodes.append(fields)
+    return nodes, inputs, measured.graph_outputs
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (ViewsAndInPlace(), (torch.randn(4, 8),)),
+        lambda: (nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), (torch.randn(2, 6, 16),)),
+        lambda: (nn.LSTM(4, 5, batch_first=True), (torch.randn(2, 3, 4),)),
+    ],
+    ids=["views-in-place", "encoder-layer", "lstm"],
+)
+def test_exported_graph_priced_on_its_own_values_as_on_fresh_fakes(make):
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.measure_export import measure_exported
+    from pytest_graphbudget.trace import trace_dynamo
+
+    model, inputs = make()
+    model.eval()
+    traced = trace_dynamo(model, Example(inputs, {}))
+    reused = measure_exported(model, traced)
+    assert reused is not None and reused.nodes
+    fresh = measure(model, traced, list(inputs), fake=True)
+    assert _canonical(reused) == _canonical(fresh)
+    assert sum(n.macs for n in reused.nodes) > 0
+
+
+def test_input_passed_twice_is_priced_on_fresh_fakes():
+    # export gives one tensor passed twice one fake; the ordinary pass gives each its own twin
+    from pytest_graphbudget.measure_export import measure_exported
+    from pytest_graphbudget.trace import trace_dynamo
+
+    x = torch.randn(2, 6, 16)
+    model = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    assert measure_exported(model, trace_dynamo(model, Example((x, x, x), {}))) is None

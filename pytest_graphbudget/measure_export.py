@@ -1,0 +1,65 @@
+"""The cost pass of an exported graph on the fake tensors export left on it (``meta["val"]``).
+
+``torch.export`` runs the model once on fake tensors and keeps each node's fake output. The
+ordinary fake pass (``measure.measure``) builds fake twins of every weight and input and runs
+every op again in a new ``FakeTensorMode``. Here the graph's own values are the inputs and each
+node's recorded value is what its users see, so storage identities (views, in-place ops) are
+those export saw; each op is still dispatched once, under export's mode, for the recorder to
+price what it decomposes into. The counts are those of the ordinary fake pass (the test suite
+compares them); ``None`` when the graph lacks the values, and the caller runs that pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx, nn
+
+from pytest_graphbudget.measure import Measured, _CostInterpreter, _nbytes, _Recorder, _storage
+from pytest_graphbudget.trace import Traced, model_state
+
+
+class _ExportedInterpreter(_CostInterpreter):
+    def result(self, n: fx.Node, value: Any) -> Any:
+        recorded = n.meta.get("val")
+        return value if recorded is None else recorded
+
+
+def _values(graph: fx.Graph) -> list[Any] | None:
+    """The placeholders' fake values, or None when one is missing or two share a storage (an
+    input passed twice, a tied weight): the ordinary pass gives each its own twin."""
+    values = [n.meta.get("val") for n in graph.nodes if n.op == "placeholder"]
+    if any(v is None for v in values):
+        return None
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if len({_storage(t) for t in tensors}) != len(tensors):
+        return None
+    return values
+
+
+def measure_exported(model: nn.Module, traced: Traced) -> Measured | None:
+    """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``)."""
+    gm = traced.graph_module
+    values = _values(gm.graph)
+    mode = torch._guards.detect_fake_mode(values) if values else None
+    if mode is None:
+        return None
+    state = model_state(model)
+    first: dict[int, str] = {}
+    for fqn, tensor in state.items():
+        first.setdefault(id(tensor), fqn)
+    held = [id(state[b.ref]) for b in traced.placeholders if b.kind == "state"]
+    if len(set(held)) != len(held):
+        return None  # two placeholders of one tied tensor: the ordinary pass gives them one twin
+    weights: dict[int, tuple[str, int]] = {}
+    for binding, value in zip(traced.placeholders, values, strict=True):
+        if binding.kind == "state":
+            weights[id(value)] = (first[id(state[binding.ref])], _nbytes(value))
+    recorder = _Recorder(weights)
+    interpreter = _ExportedInterpreter(gm, recorder, traced)
+    with torch.no_grad(), mode, recorder:
+        interpreter.run(*values)
+    output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outputs = {p.name for p in output_node.all_input_nodes}
+    return Measured(interpreter.nodes, outputs, interpreter.inputs, "fake")
