@@ -53,7 +53,6 @@ def _without_warm_up(model: Any, example: Any) -> tuple[Any, Any] | None:
     whose symbolic trace assigned nothing has none, and its graph is the one a trace after a
     warm-up would give. Any failure here leaves the model as it was for ``_after_warm_up``,
     which tries every tier again and reports why each failed."""
-    from pytest_graphbudget.measure import measure
     from pytest_graphbudget.trace import analysis, has_lazy_modules, restored, timed, trace_fx
 
     if has_lazy_modules(model):
@@ -68,7 +67,7 @@ def _without_warm_up(model: Any, example: Any) -> tuple[Any, Any] | None:
         return None
     for fake in _passes(model, _elements(model, example) / ELEMENTS_PER_SECOND):
         try:
-            return traced, measure(model, traced, example.tensors, fake=fake)
+            return traced, _measure(model, traced, example, fake)
         except Exception:
             continue
     return None
@@ -124,11 +123,18 @@ def _after_warm_up(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
 
 
 def _measure(model: Any, traced: Any, example: Any, fake: bool) -> Any:
-    """The cost pass; on fake tensors, an exported graph is priced on the fake values export
-    left on its nodes when it has them (``measure_export``), which saves a second fake run."""
-    from pytest_graphbudget.measure import measure
+    """The cost pass. On fake tensors, an FX graph whose code cannot see the device runs on
+    meta tensors (``measure.meta_safe``), and an exported graph is priced on the fake values
+    export left on its nodes (``measure_export``); both are faster than fresh fakes, with the
+    same figures, and both fall back to them."""
+    from pytest_graphbudget.measure import measure, meta_safe
     from pytest_graphbudget.measure_export import measure_exported
 
+    if fake and traced.state_in_module and meta_safe(traced.graph_module):
+        try:
+            return measure(model, traced, example.tensors, meta=True)
+        except Exception:  # the fake pass below runs, and reports its own failure
+            pass
     if fake and not traced.state_in_module:
         try:
             measured = measure_exported(model, traced)

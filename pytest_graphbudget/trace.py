@@ -79,16 +79,23 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return dict(named)
 
 
-def fake_state(model: nn.Module, mode: FakeTensorMode) -> dict[str, torch.Tensor]:
-    """A fake twin of every parameter and buffer (tied tensors stay tied): shapes, no storage."""
+def _device(tensor: torch.Tensor, mode: FakeTensorMode | None) -> Any:
+    """Where a twin lives: the meta device without a mode, else the tensor's (meta: CPU)."""
+    if mode is None:
+        return "meta"
+    return "cpu" if tensor.is_meta else tensor.device
+
+
+def fake_state(model: nn.Module, mode: FakeTensorMode | None) -> dict[str, torch.Tensor]:
+    """A fake twin of every parameter and buffer (tied tensors stay tied): shapes, no storage.
+    Without a ``mode`` the twins are tensors on the meta device."""
     twins: dict[int, torch.Tensor] = {}
     state = {}
     for name, tensor in model_state(model).items():
         if id(tensor) not in twins:
-            device = "cpu" if tensor.is_meta else tensor.device
-            with mode:
+            with mode or contextlib.nullcontext():
                 twin = torch.empty_strided(
-                    tensor.shape, tensor.stride(), dtype=tensor.dtype, device=device
+                    tensor.shape, tensor.stride(), dtype=tensor.dtype, device=_device(tensor, mode)
                 )
             if isinstance(tensor, nn.Parameter):
                 twin = nn.Parameter(twin, requires_grad=tensor.requires_grad)
@@ -97,16 +104,15 @@ def fake_state(model: nn.Module, mode: FakeTensorMode) -> dict[str, torch.Tensor
     return state
 
 
-def fake_like(value: Any, mode: FakeTensorMode) -> Any:
-    """Fake twins of the tensors in ``value`` (meta tensors become CPU fakes)."""
+def fake_like(value: Any, mode: FakeTensorMode | None) -> Any:
+    """Fake twins of the tensors in ``value`` (meta tensors become CPU fakes); without a
+    ``mode``, twins on the meta device."""
 
     def twin(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
-        with mode:
-            return torch.empty_strided(
-                t.shape, t.stride(), dtype=t.dtype, device="cpu" if t.is_meta else t.device
-            )
+        with mode or contextlib.nullcontext():
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=_device(t, mode))
 
     return pytree.tree_map(twin, value)
 

@@ -193,3 +193,57 @@ def test_input_passed_twice_is_priced_on_fresh_fakes():
     x = torch.randn(2, 6, 16)
     model = nn.MultiheadAttention(16, 4, batch_first=True).eval()
     assert measure_exported(model, trace_dynamo(model, Example((x, x, x), {}))) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 11: an FX graph whose code cannot see the device is priced on meta tensors
+
+
+def _without_device_queries(canonical: tuple) -> tuple:
+    """FakeTensorMode's own decompositions ask ``prim.device``; no figure depends on it."""
+    for fields in canonical[0]:
+        fields["ops"] = {k: v for k, v in fields["ops"].items() if k != "device"}
+    return canonical
+
+
+def test_fx_graph_priced_on_meta_tensors_as_on_fake_ones():
+    from pytest_graphbudget.measure import measure, meta_safe
+    from pytest_graphbudget.trace import trace_fx
+
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(8 * 4 * 4, 5),
+    ).eval()
+    x = torch.randn(2, 3, 8, 8)
+    traced = trace_fx(model, Example((x,), {}))
+    assert meta_safe(traced.graph_module)
+    on_meta = measure(model, traced, [x], meta=True)
+    on_fake = measure(model, traced, [x], fake=True)
+    assert _without_device_queries(_canonical(on_meta)) == _without_device_queries(
+        _canonical(on_fake)
+    )
+    assert sum(n.macs for n in on_meta.nodes) == 2 * 8 * 8 * 8 * 3 * 9 + 2 * 5 * 128
+
+
+def test_module_that_looks_at_the_device_is_not_priced_on_meta_tensors():
+    # nn.MultiheadAttention's fused path runs on CPU and CUDA only: on meta it computes other ops
+    from pytest_graphbudget.measure import meta_safe
+    from pytest_graphbudget.trace import trace_fx
+
+    class SelfAttention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mha = nn.MultiheadAttention(16, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    model = SelfAttention().eval()
+    traced = trace_fx(model, Example((torch.randn(2, 6, 16),), {}))
+    assert not meta_safe(traced.graph_module)
+    prof = profile_model(model, torch.randn(2, 6, 16))
+    assert prof.trace.method == "fx" and any(n.kind == "mha" for n in prof.node_info)
