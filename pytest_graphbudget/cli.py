@@ -971,6 +971,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     output_options(p)
     p.set_defaults(func=cmd_hardware)
+
+    from pytest_graphbudget import check_cli
+
+    check_cli.add_parser(sub, _Formatter)
     return parser
 
 
