@@ -77,7 +77,7 @@ def _summary_row(group: str, rows: list[Result]) -> str:
 def _row(r: Result) -> str:
     notes = []
     if r.graphs:
-        notes.append(f"{r.graphs} graphs, {r.breaks} breaks")
+        notes.append(f"{r.graphs} graphs, {r.breaks} break{'' if r.breaks == 1 else 's'}")
     if r.unsupported_ops:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(r.unsupported_ops.items()))
         notes.append(f"unsupported: {ops}")
