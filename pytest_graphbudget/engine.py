@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_graphbudget.costs import FormulaError
 from pytest_graphbudget.errors import ModelRunError, TraceError, one_line
 
 REAL_PASS_SECONDS = 0.25
@@ -68,6 +69,8 @@ def _without_warm_up(model: Any, example: Any) -> tuple[Any, Any] | None:
     for fake in _passes(model, _elements(model, example) / ELEMENTS_PER_SECOND):
         try:
             return traced, _measure(model, traced, example, fake)
+        except FormulaError:  # a custom formula's mistake is the same in every tier
+            raise
         except Exception:
             continue
     return None
@@ -115,6 +118,8 @@ def _after_warm_up(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
     for tier_name, capture in TIERS:
         try:
             captured = capture(model, example)
+        except FormulaError:
+            raise
         except Exception as exc:
             failures[tier_name] = one_line(exc)
             continue
@@ -133,11 +138,15 @@ def _measure(model: Any, traced: Any, example: Any, fake: bool) -> Any:
     if fake and traced.state_in_module and meta_safe(traced.graph_module):
         try:
             return measure(model, traced, example.tensors, meta=True)
+        except FormulaError:
+            raise
         except Exception:  # the fake pass below runs, and reports its own failure
             pass
     if fake and not traced.state_in_module:
         try:
             measured = measure_exported(model, traced)
+        except FormulaError:
+            raise
         except Exception:  # the ordinary pass below runs, and reports its own failure
             measured = None
         if measured is not None:
@@ -164,6 +173,8 @@ def _tiers(
         for fake in passes:
             try:
                 return traced, _measure(model, traced, example, fake), failures
+            except FormulaError:  # a custom formula's mistake is the same in every tier
+                raise
             except Exception as exc:
                 failures[tier_name] = f"cost pass failed: {one_line(exc)}"
     return None, None, failures
