@@ -1,0 +1,80 @@
+"""The ``cli/`` package's layout (issue 11): one module per command with its parser fragment and
+handler, modules and functions small enough to read, and the table writers the command line
+shares with ``reports/``. Nothing here imports torch."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from pytest_graphbudget import cli, tables
+
+PACKAGE = Path(cli.__file__).resolve().parent
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
+
+
+def test_every_command_is_one_module_with_its_parser_and_handler():
+    names = [command.__name__.rpartition(".")[2] for command in cli.COMMANDS]
+    assert names == ["profile", "explore", "compare", "list", "init", "hardware"]
+    for command in cli.COMMANDS:
+        assert callable(command.add_parser) and callable(command.run), command.__name__
+    subparsers = next(
+        a for a in cli.build_parser()._actions if a.__class__.__name__ == "_SubParsersAction"
+    )
+    assert list(subparsers.choices) == names
+    for name, command in zip(names, cli.COMMANDS, strict=True):
+        assert subparsers.choices[name].get_default("func") is command.run
+
+
+def _sources() -> list[Path]:
+    files = sorted(PACKAGE.glob("*.py"))
+    return [*files, Path(tables.__file__)]
+
+
+def test_the_cli_is_a_package_of_small_modules():
+    files = _sources()
+    assert PACKAGE.name == "cli" and (PACKAGE / "__init__.py").is_file()
+    assert len(files) >= 8, [f.name for f in files]
+    for path in files:
+        lines = path.read_text(encoding="utf-8").count("\n")
+        assert lines <= MAX_MODULE_LINES, f"{path.name}: {lines} lines"
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: p.name)
+def test_no_function_in_the_cli_is_over_80_lines(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = node.end_lineno - node.lineno + 1
+            assert length <= MAX_FUNCTION_LINES, f"{path.name}: {node.name} is {length} lines"
+
+
+def test_text_table_pads_names_left_and_figures_right():
+    lines = tables.text_table(["model", "FLOPs"], [["a", "1.2k"], ["resnet18", 3]])
+    assert lines == [
+        "model     FLOPs",
+        "--------  -----",
+        "a          1.2k",
+        "resnet18      3",
+    ]
+
+
+def test_markdown_table_escapes_pipes_and_marks_right_columns():
+    lines = tables.markdown_table(["op", "FLOPs"], [["a|b", "7"]])
+    assert lines == ["| op | FLOPs |", "| --- | ---: |", "| a\\|b | 7 |"]
+    # The pull-request comment's spelling of the same rule, as reports/markdown.py writes it.
+    assert tables.markdown_rule("lrrl", ":--", "--:") == "| :-- | --: | --: | :-- |"
+
+
+def test_csv_text_writes_plain_values_with_newlines():
+    assert tables.csv_text(["a", "b"], [[1, "x,y"]]) == 'a,b\n1,"x,y"\n'
+
+
+def test_the_terminal_report_pads_with_the_shared_writer():
+    """reports/terminal.py's rows are ``pad_line``'s: left-aligned, two spaces apart, no
+    trailing blanks."""
+    widths = tables.widths_of(["model", "verdict"], [["resnet18", "ok"]])
+    assert widths == [8, 7]
+    assert tables.pad_line(["resnet18", "ok"], widths, "ll") == "resnet18  ok"
