@@ -29,6 +29,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pytest_graphbudget.cli import compare, explore, hardware, init, options, profile
+
+# cli/list.py is the `list` command. Once imported, the name `list` in this module is that
+# submodule, not the builtin: nothing here calls `list(...)`.
 from pytest_graphbudget.cli import list as list_
 from pytest_graphbudget.cli.compare import GROWTH_CHECKED, read_profile_json
 from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Console

@@ -1,5 +1,5 @@
 """The options several commands share, their argument types, and the argv spellings of the
-source documents' scripts that the command line accepts.
+``profile_graph.py`` scripts that the command line accepts.
 
 A command module builds its parser with ``parents=[quiet(), model()]`` and adds its own
 options; ``model_argument`` and ``output_options`` add the positional MODEL and
@@ -62,11 +62,11 @@ def ratio(text: str) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# The source documents' spellings
+# The profile_graph.py scripts' spellings
 
 
 def seed_spellings(argv: Sequence[str]) -> list[str]:
-    """The ``profile_graph.py --list`` of the source documents: ``graph-budget --list`` and
+    """``profile_graph.py --list``, as its users type it: ``graph-budget --list`` and
     ``graph-budget profile --list`` mean ``graph-budget list``."""
     argv = list(argv)
     if argv[:1] == ["--list"]:
@@ -77,7 +77,7 @@ def seed_spellings(argv: Sequence[str]) -> list[str]:
 
 
 def join_shape_tokens(argv: Sequence[str]) -> list[str]:
-    """Accept the source documents' ``--input-shape 1 3 640 640``: the integers that follow
+    """Accept ``profile_graph.py``'s ``--input-shape 1 3 640 640``: the integers that follow
     ``--input-shape`` become one ``1,3,640,640`` value (a model name after them stays one)."""
     out: list[str] = []
     i = 0
