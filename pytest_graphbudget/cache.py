@@ -120,6 +120,29 @@ def module_key(model: Any, args: tuple, kwargs: dict[str, Any], hardware: str) -
     return _hash(["module", environment(), hardware, fingerprint(model), inputs])
 
 
+DATA_DEPENDENT = ("dynamo-breaks", "eager")
+"""Tiers whose profile is the path one real forward took: it depends on values, not only
+shapes, so their cache entries also record a digest of the values they were measured on."""
+
+
+def values_digest(model: Any, args: tuple, kwargs: dict[str, Any]) -> str:
+    """A digest of the values of every input tensor, parameter and buffer."""
+    from torch.utils import _pytree as pytree
+
+    digest = hashlib.sha256()
+    state = list(model.parameters()) + list(model.buffers())
+    for leaf in pytree.tree_leaves((args, kwargs)) + state:
+        torch = sys.modules["torch"]
+        if not isinstance(leaf, torch.Tensor):
+            digest.update(repr(leaf).encode())
+        elif leaf.is_meta:
+            digest.update(b"meta")
+        else:
+            flat = leaf.detach().cpu().contiguous().reshape(-1)
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:32]
+
+
 def name_key(name: str, options: dict[str, Any], hardware: str) -> str | None:
     """The cache key of a zoo model built by name, or ``None`` when the name says too little
     and the model must be keyed by what it builds (a pickled module, whose classes live in the

@@ -139,6 +139,7 @@ class NodeCost:
     writes: dict[Any, int] = field(default_factory=dict)  # new storages: key -> bytes
     reads: set = field(default_factory=set)  # storages read (keys)
     views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
+    segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
 
     @property
     def flops(self) -> int:

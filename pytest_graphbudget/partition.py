@@ -34,6 +34,11 @@ class Group:
     riders: set[str] = field(default_factory=set)  # free nodes placed here, not named in kind
 
     @property
+    def segment(self) -> int:
+        """The captured graph (or eager op) the kernel belongs to: kernels never cross one."""
+        return self.members[0].segment
+
+    @property
     def categories(self) -> set[str]:
         return {m.category for m in self.members}
 
@@ -74,6 +79,11 @@ def partition(measured: Measured) -> list[Group]:
         producers = [group_of[p] for p in node.inputs if p in group_of]
         latest = max(producers) if producers else None
         category = node.category
+        crosses = latest is not None and groups[latest].segment != node.segment
+        if crosses and category not in ("view", "anchor"):
+            # A graph break (or an op run in eager between graphs) ends the kernel before it.
+            start(node, f"{node.kind}: a graph break ends the kernel before it")
+            continue
         if category == "view":
             if latest is None:
                 deferred.append(node)

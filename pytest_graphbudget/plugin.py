@@ -407,8 +407,14 @@ class GraphBudget:
 
         return hw.get(hardware, self.hardware_profiles)
 
-    def cached(self, key: Any, compute: Any, name: str | None) -> Any:
-        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s."""
+    def cached(self, key: Any, compute: Any, name: str | None, values: Any = None) -> Any:
+        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s.
+
+        A profile of one real forward's path (``cache.DATA_DEPENDENT`` tiers) depends on the
+        values of inputs and weights, not only on the shapes in the key: its entry also holds
+        ``values()``, and is used only while they are unchanged.
+        """
+        from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget.cache import Unfingerprintable
         from pytest_graphbudget.profile import profile_from_dict
 
@@ -422,6 +428,8 @@ class GraphBudget:
                 )
                 self.cache_counts["not cached"] += 1
         data = self.cache.get(stored) if stored else None
+        if data is not None and "values" in data and (values is None or data["values"] != values()):
+            data = None
         if data is not None:
             try:
                 prof = profile_from_dict(data, self.hardware_profiles)
@@ -433,7 +441,12 @@ class GraphBudget:
                 return prof
         prof = compute()
         if stored:
-            self.cache.put(stored, prof.to_dict())
+            data = prof.to_dict()
+            if prof.trace.method in cache_keys.DATA_DEPENDENT:
+                if values is None:
+                    return prof  # no way to tell its values apart: never reused
+                data["values"] = values()
+            self.cache.put(stored, data)
             self.cache_counts["profiled and stored"] += 1
         return prof
 
@@ -451,6 +464,7 @@ class GraphBudget:
             lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
             lambda: profile_model(case, hardware=target, name=name),
             name or case.name,
+            lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
         )
 
     def profile_for_item(
@@ -890,6 +904,8 @@ class BudgetItem(pytest.Item):
                 zoo.resolve(model_name, **options), hardware=target, name=self.name
             ),
             self.name,
+            # A zoo name builds the same values every time (seeded weights, fixed inputs).
+            lambda: "zoo",
         )
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> str:

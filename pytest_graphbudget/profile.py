@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.case import ModelCase
-from pytest_graphbudget.errors import GraphBudgetError, TraceError
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError
 
 SCHEMA = "graphbudget.profile/1"
 
@@ -31,6 +31,27 @@ class TraceInfo:
     nodes: int
     seconds: float
     cost_pass: str = "fake"
+    graphs: int = 1  # graphs captured: more than one when Dynamo broke the forward
+    breaks: list[str] = field(default_factory=list)  # each graph break: "file:line: reason"
+
+    def extra(self) -> dict[str, Any]:
+        """The JSON keys only the graph-break tiers have: graphs stitched and breaks."""
+        if self.method not in ("dynamo-breaks", "eager"):
+            return {}
+        return {"graphs": self.graphs, "breaks": list(self.breaks)}
+
+    @property
+    def note(self) -> str:
+        """What a reader must know about how the graph was captured, or ``""``."""
+        if self.method == "eager":
+            return "the graph is the op sequence of one eager run on the example inputs"
+        if self.method == "dynamo-breaks":
+            breaks = len(self.breaks)
+            return (
+                f"{self.graphs} graphs and {breaks} graph break{'s' * (breaks != 1)} on the path "
+                "one real forward took; ops between graphs were priced in eager"
+            )
+        return ""
 
 
 @dataclass
@@ -173,6 +194,7 @@ class Profile:
                 "failures": dict(self.trace.failures),
                 "nodes": self.trace.nodes,
                 "seconds": round(self.trace.seconds, 4),
+                **self.trace.extra(),
             },
             "totals": {
                 "flops": self.flops,
@@ -226,7 +248,14 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
     return Profile(
         model=data["model"],
         inputs=[InputInfo(**i) for i in data["inputs"]],
-        trace=TraceInfo(trace["method"], dict(trace["failures"]), trace["nodes"], trace["seconds"]),
+        trace=TraceInfo(
+            trace["method"],
+            dict(trace["failures"]),
+            trace["nodes"],
+            trace["seconds"],
+            graphs=trace.get("graphs", 1),
+            breaks=list(trace.get("breaks", [])),
+        ),
         hardware=target,
         dtype=dtype,
         flops=totals["flops"],
@@ -343,7 +372,8 @@ The counts are the same either way."""
 def _trace_and_measure(
     model: Any, example: Any, program: Any = None
 ) -> tuple[Any, Any, dict[str, str]]:
-    """Warm up, then try each tier until one graph traces and its cost pass succeeds.
+    """Warm up, then try each tier until one graph traces and its cost pass succeeds; when no
+    whole graph can be had, price the path one real forward takes (``breaks.TIERS``).
 
     An exported program (``program``) has its graph already: it is neither run nor traced
     again, and its one tier is ``export``."""
@@ -358,16 +388,25 @@ def _trace_and_measure(
         warm_up,
     )
 
+    meta = is_meta(model)
     if program is None:
         with analysis(model, example) as live:
-            seconds = warm_up(model, live)
+            try:
+                seconds = warm_up(model, live)
+            except ModelRunError as exc:
+                if not meta or "DataDependent" not in str(exc):
+                    raise
+                raise ModelRunError(
+                    f"{exc}; the forward branches on tensor values, which a model on the meta "
+                    "device has none of: build it with real weights (meta=False) to profile it"
+                ) from exc
         chosen = tiers()
     else:
         seconds = REAL_PASS_SECONDS
         chosen = [("export", lambda _model, live: trace_exported(program, live))]
     # Fake tensors first, unless the model is quick to run for real; real ones as the fallback
     # (a graph that needs data), except for a model on the meta device, which has none.
-    passes = [True] if is_meta(model) else [True, False]
+    passes = [True] if meta else [True, False]
     if seconds < REAL_PASS_SECONDS:
         passes.reverse()
     failures: dict[str, str] = {}
@@ -383,6 +422,18 @@ def _trace_and_measure(
                 return traced, measure(model, traced, example.tensors, fake=fake), failures
             except Exception as exc:
                 failures[tier_name] = f"cost pass failed: {one_line(exc)}"
+    if program is not None:  # an exported program is one graph or nothing
+        raise TraceError(failures)
+    # No whole graph: price the path one real forward takes (graphs between breaks, or eager).
+    from pytest_graphbudget.breaks import TIERS
+
+    for tier_name, capture in TIERS:
+        try:
+            captured = capture(model, example)
+        except Exception as exc:
+            failures[tier_name] = one_line(exc)
+            continue
+        return captured, captured.measured, failures
     raise TraceError(failures)
 
 
@@ -443,7 +494,15 @@ def _assemble(
     return Profile(
         model=name,
         inputs=_input_info(model, args, kwargs),
-        trace=TraceInfo(traced.method, failures, len(measured.nodes), seconds, measured.mode),
+        trace=TraceInfo(
+            traced.method,
+            failures,
+            len(measured.nodes),
+            seconds,
+            measured.mode,
+            graphs=getattr(traced, "graphs", 1),
+            breaks=[str(b) for b in getattr(traced, "breaks", [])],
+        ),
         hardware=target,
         dtype=dtype,
         flops=sum(n.flops for n in measured.nodes),

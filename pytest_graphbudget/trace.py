@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -211,7 +212,8 @@ def tensor_leaves(value: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
 def trace_dynamo(model: nn.Module, example: Example) -> Traced:
     """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs."""
     wrapper = _FlatCall(model, example)
-    with torch.no_grad():
+    # On failure export prints the partial graph to stderr: the one-line reason is enough.
+    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
         program = torch.export.export(wrapper, tuple(example.tensors), strict=False)
     placeholders, user = [], 0
     for spec in program.graph_signature.input_specs:
@@ -265,7 +267,8 @@ Tier = Callable[[nn.Module, Example], Traced]
 
 
 def tiers() -> list[tuple[str, Tier]]:
-    """The tracing tiers, fastest first."""
+    """The tracing tiers that capture one whole graph, fastest first. When both fail,
+    ``breaks.TIERS`` take over: the path one real forward takes (``dynamo-breaks``, ``eager``)."""
     return [("fx", trace_fx), ("dynamo", trace_dynamo)]
 
 

@@ -299,13 +299,15 @@ def test_meta_for_a_model_that_cannot_be_built_there(no_network):
         ("swin3d_t", (1, 3, 16, 224, 224)),
         ("s3d", (1, 3, 16, 224, 224)),
         ("mvit_v2_s", (1, 3, 16, 224, 224)),
-        ("fasterrcnn_resnet50_fpn", (1, 3, 800, 800)),
-        ("ssd300_vgg16", (1, 3, 300, 300)),
+        ("fasterrcnn_resnet50_fpn", (3, 800, 800)),  # detectors: a list of CxHxW images
+        ("ssd300_vgg16", (3, 300, 300)),
     ],
 )
 def test_torchvision_default_input_is_the_models_own_size(name, shape, no_network):
+    from torch.utils import _pytree as pytree
+
     case = resolve(name, meta=True)
-    assert [tuple(x.shape) for x in case.inputs] == [shape]
+    assert [tuple(x.shape) for x in pytree.tree_leaves(case.inputs)] == [shape]
     assert case.kwargs == {}
     assert not case.model.training
     assert no_network == []

@@ -86,7 +86,7 @@ def test_a_hang_or_a_crash_is_a_row_and_the_sweep_goes_on(odd_plugin, tmp_path, 
     assert "worker process died (exit code 3)" in rows["odd-crash"]["error"]
     assert rows["odd-broken"]["error"] == "RuntimeError: the forward needs a GPU"
     text = out.read_text()
-    assert "| odd | 5 | 2 | 0 | 3 | 0 |" in text
+    assert "| odd | 5 | 2 | 0 | 0 | 0 | 3 | 0 |" in text  # fx, dynamo, dynamo-breaks, eager
     assert "- `odd-hang` (odd): timed out after 8 s" in text
     progress = capsys.readouterr().err
     assert "[5/5] odd-mlp: fx" in progress

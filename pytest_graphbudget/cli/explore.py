@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable
+from pytest_graphbudget.cli.sections import break_lines
 from pytest_graphbudget.cli.views import count, headline, intensity, nbytes, shape
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.names import Abbreviator, truncate
@@ -98,8 +99,10 @@ def explore_text(prof: Any, shown: range) -> str:
         f"showing nodes {shown.start} to {shown.stop - 1}"
         if len(shown)
         else "no nodes in the requested range",
-        "",
     ]
+    if getattr(prof.trace, "note", ""):
+        lines.append(f"Trace: {prof.trace.note}")
+    lines += break_lines(prof)[1:] + [""]
     for node in (prof.node_info[i] for i in shown):
         left = _node_column(node, names, known)
         sub = subgraphs.get(node.subgraph)

@@ -13,6 +13,7 @@ from pytest_graphbudget.cli.sections import (
     BOTTLENECK_HEADERS,
     OP_TYPE_HEADERS,
     bottleneck_rows,
+    break_lines,
     layer_rows,
     layer_table,
     op_type_rows,
@@ -107,6 +108,7 @@ def profile_text(
     lines = [headline(prof), ""]
     width = max(len(label) for label, _ in summary(prof))
     lines += [f"  {label.ljust(width)}  {value}" for label, value in summary(prof)]
+    lines += break_lines(prof)
 
     def model_label(row: Any) -> str:
         return "  " * row.depth + names(row.path or f"{prof.model} (model)", MODULE_WIDTH)

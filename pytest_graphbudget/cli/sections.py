@@ -50,9 +50,21 @@ def summary(prof: Any) -> list[tuple[str, str]]:
 
 def _trace_text(prof: Any) -> str:
     text = f"{prof.trace.method} in {prof.trace.seconds:.2f}s"
+    if getattr(prof.trace, "note", ""):
+        text += f" ({prof.trace.note})"
     for tier, reason in prof.trace.failures.items():
         text += f"; {tier} failed: {reason if len(reason) <= 90 else reason[:87] + '...'}"
     return text
+
+
+def break_lines(prof: Any) -> list[str]:
+    """The graph breaks of a ``dynamo-breaks`` trace, one per line (none for other tiers)."""
+    breaks = list(getattr(prof.trace, "breaks", []) or [])
+    if not breaks:
+        return []
+    graphs = getattr(prof.trace, "graphs", 0)
+    lines = ["", f"Graph breaks ({len(breaks)}, {graphs} graphs stitched into one profile)", ""]
+    return lines + [f"  {i}. {text}" for i, text in enumerate(breaks, 1)]
 
 
 @dataclass

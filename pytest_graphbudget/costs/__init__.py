@@ -11,7 +11,14 @@ Importing the modules below fills the registry.
 
 from __future__ import annotations
 
-from pytest_graphbudget.costs import attention, contraction, elementwise, movement, reduction  # noqa: F401
+from pytest_graphbudget.costs import (  # noqa: F401
+    attention,
+    contraction,
+    detection,
+    elementwise,
+    movement,
+    reduction,
+)
 from pytest_graphbudget.costs.registry import (
     FORMULAS,
     ZERO_COST,

@@ -55,6 +55,8 @@ class Result:
     seconds: float = 0.0
     unsupported_ops: dict[str, int] = field(default_factory=dict)
     tier_failures: dict[str, str] = field(default_factory=dict)
+    graphs: int = 0  # graphs stitched by the dynamo-breaks tier
+    breaks: int = 0  # its graph breaks
     reference: str = ""
     note: str = ""
     error: str = ""
@@ -89,6 +91,8 @@ def profile_one(name: str, family: str) -> Result:
     result.seconds = time.perf_counter() - start
     result.tier = prof.trace.method
     result.tier_failures = dict(prof.trace.failures)
+    if prof.trace.method == "dynamo-breaks":
+        result.graphs, result.breaks = prof.trace.graphs, len(prof.trace.breaks)
     result.flops = int(prof.flops)
     result.macs = int(prof.macs)
     result.params = int(prof.params)
@@ -296,7 +300,9 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
         f"{environment}. Hardware profile `generic`; one forward pass, batch 1, float32. "
         f"Building and profiling took {total_seconds / 60:.1f} min in all.",
         "",
-        "- **tier**: the tracing tier that captured the graph (`fx`, else `dynamo`).",
+        "- **tier**: the tracing tier that captured the graph: `fx`, else `dynamo` (export), "
+        "else `dynamo-breaks` (the graphs between Dynamo's graph breaks, stitched, on the path "
+        "one real forward took), else `eager` (every op of one real forward).",
         "- **compute-bound**: share of fused subgraphs that are compute-bound on `generic`.",
         "- **peak memory**: weights + inputs + peak of live activations.",
         "- **seconds**: building the model and profiling it, on a shared 2-core machine.",
@@ -305,23 +311,14 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
         "",
         "## Summary",
         "",
-        "| family | models | fx | dynamo | failed | with unsupported ops |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        f"| family | models | {' | '.join(TIERS)} | failed | with unsupported ops |",
+        "| --- | ---: |" + " ---: |" * len(TIERS) + " ---: | ---: |",
     ]
     groups = list(dict.fromkeys(r.group or r.family for r in results))
     for group in groups:
         rows = [r for r in results if (r.group or r.family) == group]
-        lines.append(
-            f"| {group} | {len(rows)} | {sum(r.tier == 'fx' for r in rows)} | "
-            f"{sum(r.tier == 'dynamo' for r in rows)} | {sum(not r.ok for r in rows)} | "
-            f"{sum(bool(r.unsupported_ops) for r in rows)} |"
-        )
-    ok = [r for r in results if r.ok]
-    lines.append(
-        f"| **all** | {len(results)} | {sum(r.tier == 'fx' for r in ok)} | "
-        f"{sum(r.tier == 'dynamo' for r in ok)} | {len(results) - len(ok)} | "
-        f"{sum(bool(r.unsupported_ops) for r in ok)} |"
-    )
+        lines.append(_summary_row(group, rows))
+    lines.append(_summary_row("**all**", results))
     for group in groups:
         lines += [
             "",
@@ -357,8 +354,22 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
     return "\n".join(lines) + "\n"
 
 
+TIERS = ("fx", "dynamo", "dynamo-breaks", "eager")
+"""The tracing tiers, in the order they are tried: one column each in the summary."""
+
+
+def _summary_row(group: str, rows: list[Result]) -> str:
+    by_tier = [str(sum(r.ok and r.tier == tier for r in rows)) for tier in TIERS]
+    return (
+        f"| {group} | {len(rows)} | {' | '.join(by_tier)} | {sum(not r.ok for r in rows)} | "
+        f"{sum(r.ok and bool(r.unsupported_ops) for r in rows)} |"
+    )
+
+
 def _row(r: Result) -> str:
     notes = []
+    if r.graphs:
+        notes.append(f"{r.graphs} graphs, {r.breaks} breaks")
     if r.unsupported_ops:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(r.unsupported_ops.items()))
         notes.append(f"unsupported: {ops}")

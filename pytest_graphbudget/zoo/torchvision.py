@@ -4,7 +4,8 @@ Each model gets the input size it is published at, read from its default weights
 downloaded): the crop size of the classification transforms (``inception_v3`` 299,
 ``efficientnet_b7`` 600, ...), the resize size of the segmentation transforms (520), the crop
 size of the video transforms with 16-frame clips (``r3d_18`` 16x112x112, ``s3d`` 16x224x224),
-and the ``min_size`` of a detector's own transform (800, ``ssd300_vgg16`` 300). A model built
+and the ``min_size`` of a detector's own transform (800, ``*_320_fpn`` and ``ssdlite320`` 320,
+``ssd300_vgg16`` 300), given as the list of images detectors take. A model built
 for one size only keeps it (``vit_h_14`` without weights is a 224 model, although its default
 weights are 518). Backbone weights are never requested either (``weights_backbone=None``).
 FCN and DeepLabV3 keep the auxiliary classifier their published weights have, GoogLeNet drops
@@ -92,7 +93,14 @@ class TorchVisionLoader(ModelLoader):
             kwargs["quantize"] = False  # the float model with quant stubs: no quantized engine
 
         def factory():
-            model = models.get_model(name, **kwargs)
+            import torch
+
+            # Seeded weights: a detector's cost depends on how many boxes survive its
+            # thresholds, so the same name must always build the same model (the caller's
+            # random state is left as it was).
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                model = models.get_model(name, **kwargs)
             if name in FROZEN_BN_DETECTION:
                 _freeze_batch_norm(model.backbone)
             return model
@@ -105,6 +113,11 @@ class TorchVisionLoader(ModelLoader):
         if task == "optical_flow":
             shape = options.image_shape((1, 3, *OPTICAL_FLOW_SIZE))
             inputs = (image(shape), image(shape))
+        elif task == "detection":
+            # Detectors take a list of CxHxW images, one per batch element (their transform
+            # resizes and batches them); the size is the one their transform resizes to.
+            batch, *chw = options.image_shape(default_input_shape(name, model))
+            inputs = ([image(tuple(chw)) for _ in range(batch)],)
         else:
             shape = options.image_shape(default_input_shape(name, model))
             inputs = (image(shape),)
@@ -139,7 +152,7 @@ def default_input_shape(name: str, model=None) -> tuple[int, ...]:
         return (1, 3, *OPTICAL_FLOW_SIZE)
     if task == "detection":
         transform = getattr(model, "transform", None)
-        size = int(getattr(transform, "min_size", (800,))[0])
+        size = int(getattr(transform, "min_size", (800,))[-1])  # the size eval resizes to
         return (1, 3, size, size)
 
     weights = models.get_model_weights(name).DEFAULT
