@@ -18,10 +18,10 @@ from pytest_graphbudget.cli.console import (
     check_writable,
     format_of,
 )
-from pytest_graphbudget.cli.views import count, inputs_text, show
+from pytest_graphbudget.cli.views import inputs_text, show
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
-from pytest_graphbudget.units import format_ratio
+from pytest_graphbudget.units import format_count, format_ratio
 
 PROFILE_SCHEMA = "graphbudget.profile/1"
 
@@ -211,11 +211,11 @@ def _module_rows(result: Mapping[str, Any], code: bool = False) -> list[list[str
             [
                 f"`{name}`" if code else name,
                 m["status"],
-                count(x["flops"]) if x else "-",
-                count(y["flops"]) if y else "-",
+                format_count(x["flops"]) if x else "-",
+                format_count(y["flops"]) if y else "-",
                 _delta(x.get("flops", 0), y.get("flops", 0), "count"),
-                count(x["params"]) if x else "-",
-                count(y["params"]) if y else "-",
+                format_count(x["params"]) if x else "-",
+                format_count(y["params"]) if y else "-",
                 _delta(x.get("params", 0), y.get("params", 0), "count"),
             ]
         )

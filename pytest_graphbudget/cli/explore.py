@@ -9,9 +9,10 @@ from typing import Any
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable
 from pytest_graphbudget.cli.sections import break_lines
-from pytest_graphbudget.cli.views import count, headline, intensity, nbytes, shape
+from pytest_graphbudget.cli.views import headline, intensity, shape
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.names import Abbreviator, truncate
+from pytest_graphbudget.units import format_bytes, format_count
 
 LEFT = 56  # width of the node column; the subgraph column starts after it
 
@@ -137,15 +138,15 @@ def _node_column(node: Any, names: Abbreviator, known: set[str]) -> list[str]:
 
 def _subgraph_column(node: Any, sub: Any, names: Abbreviator, starts: bool) -> list[str]:
     """The right column: the node's subgraph, kind, FLOPs, intensity and bottleneck."""
-    macs = f", MACs: {count(node.macs)}" if node.macs else ""
+    macs = f", MACs: {format_count(node.macs)}" if node.macs else ""
     if sub is None:
-        right = [">> no subgraph", f"Kind: {node.kind}, FLOPs: {count(node.flops)}"]
+        right = [">> no subgraph", f"Kind: {node.kind}, FLOPs: {format_count(node.flops)}"]
     else:
         right = [
             f">> Subgraph #{sub.id}: {sub.kind} ({names(sub.module) or 'model'})",
-            f"Kind: {node.kind}, FLOPs: {count(node.flops)}{macs}",
+            f"Kind: {node.kind}, FLOPs: {format_count(node.flops)}{macs}",
             f"Arithmetic Intensity: {intensity(sub.arithmetic_intensity)} FLOPs/byte "
-            f"(subgraph: {count(sub.flops)} FLOPs, {nbytes(sub.traffic_bytes)})",
+            f"(subgraph: {format_count(sub.flops)} FLOPs, {format_bytes(sub.traffic_bytes)})",
             f"Bottleneck: {sub.bottleneck}",
         ]
         if starts:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, PROG, Console
-from pytest_graphbudget.cli.views import count, nbytes
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.units import format_bytes, format_count
 
 if TYPE_CHECKING:
     from pytest_graphbudget.profile import Profile
@@ -188,7 +188,7 @@ def budget_table(prof: Profile, headroom: float) -> dict[str, Any]:
 def _measured_comment(prof: Profile) -> str:
     share = prof.bottleneck["compute_bound"]["share"]
     return (
-        f"measured: {count(prof.flops)} FLOPs, {count(prof.macs)} MACs, "
-        f"{count(prof.params)} params, {nbytes(prof.peak_memory_bytes)} peak memory, "
+        f"measured: {format_count(prof.flops)} FLOPs, {format_count(prof.macs)} MACs, "
+        f"{format_count(prof.params)} params, {format_bytes(prof.peak_memory_bytes)} peak memory, "
         f"{share:.0%} of subgraphs compute-bound ({prof.trace.method} trace)"
     )

@@ -18,9 +18,9 @@ from pytest_graphbudget.cli.console import (
     Console,
     stdout_to_stderr,
 )
-from pytest_graphbudget.cli.views import count
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+from pytest_graphbudget.units import format_count
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -193,8 +193,8 @@ def _check_row(r: dict[str, Any]) -> list[str]:
         r["family"],
         "ok",
         r["tier"],
-        count(r["flops"]),
-        count(r["params"]),
+        format_count(r["flops"]),
+        format_count(r["params"]),
         seconds,
         "; ".join(notes),
     ]

@@ -10,15 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_graphbudget.cli.views import (
-    count,
     inputs_text,
     intensity,
-    nbytes,
     percent,
     shape,
     short_bound,
 )
-from pytest_graphbudget.units import format_ratio, format_seconds
+from pytest_graphbudget.units import format_bytes, format_count, format_ratio, format_seconds
 
 
 def summary(prof: Any) -> list[tuple[str, str]]:
@@ -32,15 +30,18 @@ def summary(prof: Any) -> list[tuple[str, str]]:
     return [
         ("inputs", inputs_text(prof.inputs)),
         ("dtype", prof.dtype),
-        ("params", f"{count(prof.params)} ({prof.params:,})"),
-        ("FLOPs", f"{count(prof.flops)} ({prof.flops:,})"),
-        ("MACs", f"{count(prof.macs)} ({prof.macs:,})"),
-        ("FLOPs of contractions", f"{count(prof.flops_contraction)} (2 x MACs)"),
-        ("weights", nbytes(prof.weights_bytes)),
-        ("inputs size", nbytes(prof.input_bytes)),
-        ("activation peak", nbytes(prof.activation_peak_bytes)),
-        ("peak memory", f"{nbytes(prof.peak_memory_bytes)} (weights + inputs + activation peak)"),
-        ("traffic", f"{nbytes(prof.traffic_bytes)} (bytes moved by the fused kernels)"),
+        ("params", f"{format_count(prof.params)} ({prof.params:,})"),
+        ("FLOPs", f"{format_count(prof.flops)} ({prof.flops:,})"),
+        ("MACs", f"{format_count(prof.macs)} ({prof.macs:,})"),
+        ("FLOPs of contractions", f"{format_count(prof.flops_contraction)} (2 x MACs)"),
+        ("weights", format_bytes(prof.weights_bytes)),
+        ("inputs size", format_bytes(prof.input_bytes)),
+        ("activation peak", format_bytes(prof.activation_peak_bytes)),
+        (
+            "peak memory",
+            f"{format_bytes(prof.peak_memory_bytes)} (weights + inputs + activation peak)",
+        ),
+        ("traffic", f"{format_bytes(prof.traffic_bytes)} (bytes moved by the fused kernels)"),
         ("arithmetic intensity", f"{intensity(prof.arithmetic_intensity)} FLOPs/byte"),
         ("est. latency", f"{format_seconds(prof.est_latency_s)} on {prof.hardware.name}"),
         ("trace", _trace_text(prof)),
@@ -186,7 +187,7 @@ def op_type_rows(prof: Any) -> list[list[Any]]:
     """The operation types with formatted figures and their share of the model's FLOPs."""
     total = prof.flops or 1
     return [
-        [kind, nodes, count(flops), count(macs), percent(flops / total)]
+        [kind, nodes, format_count(flops), format_count(macs), percent(flops / total)]
         for kind, nodes, flops, macs in op_types(prof)
     ]
 
@@ -225,13 +226,13 @@ def layer_table(
     headers += ["MACs", "FLOPs", "% FLOPs", "traffic"]
     rows = []
     for row in layer_rows(prof, types, depth):
-        cells = [label(row), row.type, count(row.params)]
+        cells = [label(row), row.type, format_count(row.params)]
         cells += [shape(row.shape)] if show_shapes else []
         cells += [
-            count(row.macs),
-            count(row.flops),
+            format_count(row.macs),
+            format_count(row.flops),
             percent(row.flops / total),
-            nbytes(row.traffic),
+            format_bytes(row.traffic),
         ]
         rows.append(cells)
     return headers, rows, "llr" + ("l" if show_shapes else "") + "rrrr"
@@ -245,7 +246,7 @@ def top_table(prof: Any, top: int, label: Callable[[Any], str]) -> Table:
             f"#{s.id}",
             s.kind,
             label(s),
-            count(s.flops),
+            format_count(s.flops),
             percent(s.flops / total),
             intensity(s.arithmetic_intensity),
             short_bound(s.bottleneck),

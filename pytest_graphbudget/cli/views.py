@@ -10,15 +10,6 @@ from typing import Any
 from pytest_graphbudget.units import format_bytes, format_count, format_seconds
 
 
-def count(value: float) -> str:
-    """``3642974696`` -> ``3.64G``; ``0`` -> ``0``."""
-    return format_count(value) if value else "0"
-
-
-def nbytes(value: float) -> str:
-    return format_bytes(value) if value else "0B"
-
-
 def percent(value: float) -> str:
     """A share as a percentage that stays readable when tiny: ``0.97`` -> ``97.0%``,
     ``0.00077`` -> ``0.08%``, ``3e-8`` -> ``<0.01%``."""
@@ -47,12 +38,12 @@ def short_bound(label: str) -> str:
 def show(value: float, kind: str) -> str:
     """A figure by its kind: ``bytes``, ``seconds``, ``intensity`` or a ``count``."""
     if kind == "bytes":
-        return nbytes(value)
+        return format_bytes(value)
     if kind == "seconds":
         return format_seconds(value)
     if kind == "intensity":
         return intensity(value)
-    return count(value)
+    return format_count(value)
 
 
 def inputs_text(inputs: Iterable[Any]) -> str:
