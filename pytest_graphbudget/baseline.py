@@ -64,11 +64,6 @@ class Entry:
         return self.modules if figure == "flops" else self.by_module.get(figure, {})
 
 
-def own_flops(modules: Mapping[str, Any]) -> dict[str, int]:
-    """Per-module FLOPs of the module's own ops (children excluded), from inclusive figures."""
-    return {path: int(v) for path, v in own_values(modules, "flops").items()}
-
-
 def by_subgraph_module(subgraphs: list[Mapping[str, Any]], figure: str, total: float) -> dict:
     """A figure summed by the module each subgraph is named after (its anchor's); what no
     subgraph accounts for (graph inputs, weights no kernel reads) is ``<root>``'s."""

@@ -28,8 +28,15 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.costs import base_name
-from pytest_graphbudget.measure import Measured, NodeCost, _nbytes, _Recorder, _storage, _views
+from pytest_graphbudget.measure import (
+    Measured,
+    NodeCost,
+    _nbytes,
+    _op_name,
+    _Recorder,
+    _storage,
+    _views,
+)
 from pytest_graphbudget.trace import Example, is_meta, model_state, one_line, tensor_leaves
 
 
@@ -84,8 +91,9 @@ class _Tape(_Recorder):
         kwargs = kwargs or {}
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
-        name = base_name(func.name())
-        node = self.open(name, f"aten.{name}", self.module_here(), (args, kwargs))
+        name = _op_name(func)
+        qualified = name if "." in name else f"aten.{name}"
+        node = self.open(name, qualified, self.module_here(), (args, kwargs))
         if self.eager_segments:
             self.segment += 1
             node.segment = self.segment

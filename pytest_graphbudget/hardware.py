@@ -45,7 +45,7 @@ class Hardware:
 BUILTIN: tuple[Hardware, ...] = (
     Hardware(
         name="generic",
-        description="Reference machine, ridge point 10 FLOPs/byte (the source documents' rule)",
+        description="Reference machine, ridge point 10 FLOPs/byte (a round rule of thumb)",
         peak_flops={"float32": 1 * TERA, "float16": 1 * TERA, "bfloat16": 1 * TERA},
         bandwidth=100 * GIGA,
         source="convention: 1 TFLOP/s over 100 GB/s",

@@ -133,7 +133,6 @@ class NodeCost:
     weights: dict[str, int] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     input_bytes: dict[str, int] = field(default_factory=dict)
-    out_bytes: int = 0
     shapes: list[tuple[int, ...]] = field(default_factory=list)
     dtype: str = ""
     writes: dict[Any, int] = field(default_factory=dict)  # new storages: key -> bytes
@@ -382,7 +381,6 @@ class _CostInterpreter(fx.Interpreter):
         tensors = list(_tensors(value))
         node.shapes = [tuple(t.shape) for t in tensors]
         node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
-        node.out_bytes = sum(_nbytes(t) for t in tensors)
         keys = {}
         for t in tensors:
             key = _storage(t)

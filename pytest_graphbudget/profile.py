@@ -1,6 +1,7 @@
 """trace -> cost -> partition -> Profile: the engine's one entry point, ``profile_model``.
 
-The result is a tree of plain dataclasses; ``Profile.to_dict()`` is the JSON of SPEC section 11.
+The result is a tree of plain dataclasses; ``Profile.to_dict()`` is the profile JSON (schema
+``graphbudget.profile/1``, described in docs/cli.md).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 The picture comes from the profile itself, not from the model: one node per graph node, one
 cluster per fused subgraph (coloured by its bottleneck, labelled with its kind, module, FLOPs and
 arithmetic intensity), and the edges ``NodeInfo.inputs`` record. So it works for every model the
-engine profiles, multi-input Dynamo graphs such as BERT included (the ``torchview`` route of the
-source documents could not draw those).
+engine profiles, multi-input Dynamo graphs such as BERT included.
 
 ``.dot``/``.gv`` files are written directly; ``.svg``, ``.png`` and ``.pdf`` are rendered by
 Graphviz's ``dot``, and its absence is a one-line ``GraphBudgetError``.

@@ -1,7 +1,7 @@
 """``graph-budget``, run as users run it: a subprocess, its exit code, stdout and stderr.
 
 Most checks use a tiny model saved to disk (``Linear(8, 16) -> ReLU -> Linear(16, 4)`` at input
-2x8) whose figures are derived by hand below; the source documents' own examples (BERT,
+2x8) whose figures are derived by hand below; the examples of ``profile_graph.py`` (BERT,
 DistilBERT, ResNet-18, YOLOv8n) run as written, at the end, marked slow.
 
 Hand-derived figures of the tiny model (batch 2):
@@ -497,7 +497,10 @@ def test_compare_refuses_unreadable_json(work, tiny_json_file):
 
 
 def test_init_writes_a_budget_the_plugin_accepts(work, tiny_profile):
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
 
     from pytest_graphbudget import budgets, units
 
@@ -715,7 +718,7 @@ def test_missing_dot_is_one_line_before_profiling(work, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The source documents' examples, as written
+# The examples of profile_graph.py and graph_explorer.py, as written
 
 
 BERT_HIDDEN, BERT_FF, BERT_LAYERS = 768, 3072, 12

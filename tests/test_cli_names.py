@@ -1,7 +1,7 @@
 """Dynamo name abbreviation (``pytest_graphbudget.names``) and the CLI's pure helpers.
 
-The examples are those of the source document on the unified profiler (seed 002), which users
-of ``profile_graph.py`` rely on. Nothing here imports torch.
+The examples are the abbreviations ``profile_graph.py`` printed, which its users rely on.
+Nothing here imports torch.
 """
 
 from __future__ import annotations

@@ -13,7 +13,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 BEFORE, AFTER = 136, 144
 

@@ -1,4 +1,4 @@
-"""The Profile object and its JSON (SPEC sections 3, 7 and 11), on small modules."""
+"""The Profile object and its JSON (``Profile.to_dict()``), on small modules."""
 
 from __future__ import annotations
 

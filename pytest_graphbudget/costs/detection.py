@@ -16,7 +16,7 @@ IOU = 10  # intersection (2 max, 2 min, 2 subtracts, 1 multiply), union (2 adds)
 ADAPTIVE_SAMPLES = 2  # samples per bin side assumed when ``sampling_ratio <= 0`` (data-dependent)
 
 
-@register("roi_align")
+@register("torchvision.roi_align")
 def roi_align(
     x: Shape, rois: Shape, scale, pooled_h, pooled_w, sampling_ratio=-1, *_, out, **__
 ) -> OpCost:
@@ -26,7 +26,7 @@ def roi_align(
     return OpCost(other=out_numel(out) * (s * s * (BILINEAR + 1) + 1))
 
 
-@register("ps_roi_align")
+@register("torchvision.ps_roi_align")
 def ps_roi_align(
     x: Shape, rois: Shape, scale, pooled_h, pooled_w, sampling_ratio=-1, *_, out, **__
 ) -> OpCost:
@@ -34,7 +34,7 @@ def ps_roi_align(
     return OpCost(other=out_numel(out) * (s * s * (BILINEAR + 1) + 1))
 
 
-@register("roi_pool", "ps_roi_pool")
+@register("torchvision.roi_pool", "torchvision.ps_roi_pool")
 def roi_pool(x: Shape, rois: Shape, scale, pooled_h, pooled_w, *_, out, **__) -> OpCost:
     # A max over each bin: one comparison per input element the bins cover, at most the
     # whole feature map per RoI; priced as the bin count times the mean bin area.
@@ -44,7 +44,7 @@ def roi_pool(x: Shape, rois: Shape, scale, pooled_h, pooled_w, *_, out, **__) ->
     return OpCost(other=rois_n * area // bins + out_numel(out))
 
 
-@register("nms")
+@register("torchvision.nms")
 def nms(boxes: Shape, scores: Shape, iou_threshold=0.5, *_, out, **__) -> OpCost:
     # Areas (3 per box), a sort of the scores (n log2 n), and the IoU of every pair the greedy
     # scan may compare: n (n - 1) / 2, an upper bound (suppressed boxes are skipped).

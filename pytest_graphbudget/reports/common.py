@@ -1,7 +1,7 @@
 """What every report says the same way: verdicts, names, figures, changes from the baseline.
 
 The reports read ``ModelResult``s (``plugin.py``) as plain data: ``profile`` is the profile's
-JSON (SPEC section 11), ``baseline`` the recorded figures, ``findings`` the verdicts. Nothing
+JSON (``Profile.to_dict()``), ``baseline`` the recorded figures, ``findings`` the verdicts. Nothing
 here knows about pytest.
 """
 

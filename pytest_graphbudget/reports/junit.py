@@ -45,7 +45,7 @@ SCHEMA_ATTRIBUTES = {
 
 
 def figures(result: Any) -> dict[str, float | int]:
-    """Every total of the profile, in the SPEC's order, plus the verdict's inputs."""
+    """Every total of the profile, in the profile JSON's order, plus the verdict's inputs."""
     return dict(common.totals(result))
 
 

@@ -4,7 +4,6 @@ making example tensors. Imported by loaders inside ``load``, never at package im
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
@@ -52,11 +51,6 @@ def build_module(
         return factory().eval()
 
 
-def on_meta(model: nn.Module) -> bool:
-    """Whether the model's weights live on the meta device."""
-    return any(t.is_meta for t in (*model.parameters(), *model.buffers()))
-
-
 def image(shape: tuple[int, ...]) -> torch.Tensor:
     """A deterministic float image-like tensor (values do not change the cost, only shapes)."""
     return torch.rand(shape, generator=torch.Generator().manual_seed(0))
@@ -68,16 +62,3 @@ def token_ids(batch: int, seq_len: int, vocab_size: int, *, low: int = 0) -> tor
     span = max(vocab_size - low, 1)
     ids = torch.arange(batch * seq_len, dtype=torch.long).reshape(batch, seq_len)
     return (ids * 7919 % span + low).contiguous()
-
-
-def describe_inputs(args: tuple, kwargs: dict[str, Any]) -> str:
-    """``x: 1x3x224x224 float32`` style summary of example inputs, for notes and listings."""
-
-    def one(value: Any) -> str:
-        if isinstance(value, torch.Tensor):
-            dims = "x".join(str(d) for d in value.shape) or "scalar"
-            return f"{dims} {str(value.dtype).removeprefix('torch.')}"
-        return type(value).__name__
-
-    parts = [one(a) for a in args] + [f"{k}: {one(v)}" for k, v in kwargs.items()]
-    return ", ".join(parts)

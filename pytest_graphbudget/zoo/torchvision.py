@@ -21,9 +21,6 @@ from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader
 if TYPE_CHECKING:
     from pytest_graphbudget.case import ModelCase
 
-# Tasks, by the torchvision.models submodule that registers the builder.
-TASKS = ("classification", "segmentation", "video", "detection", "optical_flow", "quantization")
-
 # Optical flow has no published input size in its weights; this is the FlyingChairs training
 # crop RAFT was trained on, a multiple of 8 as RAFT requires.
 OPTICAL_FLOW_SIZE = (368, 496)
