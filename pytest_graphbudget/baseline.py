@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget import figures
 from pytest_graphbudget.budgets import (
-    LIMITS,
     REGRESSION_FIGURES,
     ROOT,
     Finding,
@@ -31,7 +31,8 @@ from pytest_graphbudget.budgets import (
     own_values,
     subgraph_value,
 )
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, toml_position
+from pytest_graphbudget.toml_lines import key_lines
 from pytest_graphbudget.units import UnitError, format_ratio, parse
 
 if sys.version_info >= (3, 11):
@@ -43,11 +44,9 @@ HEADER = """\
 Written by `pytest --graph-budget --graph-budget-update`. Commit it: a model whose figures grow
 beyond the tolerance above these fails even under its maximum. Do not edit by hand.
 """
-LABELS = {limit.figure: limit for limit in LIMITS.values()}
-
-
-BY_MODULE = ("params", "peak_memory_bytes", "traffic_bytes")
-"""Figures recorded per module besides FLOPs, so that their growth names the layers too."""
+BY_MODULE = tuple(f.key for f in figures.TABLE if f.baseline and f.by_module and f.key != "flops")
+"""Figures recorded per module besides FLOPs (which are ``modules``), so that their growth
+names the layers too; ``Figure.by_module`` says how each is attributed."""
 
 
 @dataclass
@@ -82,17 +81,16 @@ def entry_from(profile: Any) -> Entry:
     """The baseline entry of a profile (a ``Profile`` or its ``to_dict()``)."""
     data = profile if isinstance(profile, Mapping) else profile.to_dict()
     totals = data["totals"]
-    figures = {name: totals[name] for name in REGRESSION_FIGURES}
+    recorded = {name: totals[name] for name in REGRESSION_FIGURES}
     modules = own_values(data["modules"], "flops", totals["flops"])
     by_module = {
-        "params": own_values(data["modules"], "params", totals["params"]),
-        **{
-            figure: by_subgraph_module(data["subgraphs"], figure, totals[figure])
-            for figure in ("peak_memory_bytes", "traffic_bytes")
-        },
+        key: own_values(data["modules"], key, totals[key])
+        if figures.get(key).by_module == figures.MODULES
+        else by_subgraph_module(data["subgraphs"], key, totals[key])
+        for key in BY_MODULE
     }
     return Entry(
-        figures,
+        recorded,
         {m: int(v) for m, v in sorted(modules.items())},
         {f: {m: int(v) for m, v in sorted(layers.items())} for f, layers in by_module.items()},
     )
@@ -161,7 +159,7 @@ def read(path: Path, name: str | None = None) -> Baseline:
     def where(*keys: str) -> str:
         nonlocal lines
         if lines is None:  # only a file with a problem is searched for lines
-            lines = _key_lines(text)
+            lines = key_lines(text)
         for end in range(len(keys), 0, -1):
             if keys[:end] in lines:
                 return f"{name}:{lines[keys[:end]]}"
@@ -197,14 +195,14 @@ def _entry(table: Any, where: Any) -> tuple[Entry | None, list[tuple[str, str]]]
     if not isinstance(table, dict):
         problem(f"must be a table of figures, got {_type_name(table)}")
         return None, problems
-    figures: dict[str, float] = {}
+    recorded: dict[str, float] = {}
     modules: dict[str, int] = {}
     by_module: dict[str, dict[str, int]] = {}
     for key, value in table.items():
         if key in REGRESSION_FIGURES:
-            number = _figure(value, LABELS[key].kind, lambda m, k=key: problem(m, k))
+            number = _figure(value, figures.get(key).unit, lambda m, k=key: problem(m, k))
             if number is not None:
-                figures[key] = number
+                recorded[key] = number
         elif key == "modules":
             modules = _layers(value, "flops", problem, key)
         elif key == "by_module":
@@ -218,7 +216,7 @@ def _entry(table: Any, where: Any) -> tuple[Entry | None, list[tuple[str, str]]]
                     problem(f"unknown figure{closest(figure, BY_MODULE)}", key, figure)
         else:
             problem(f"unknown key{closest(key, ENTRY_KEYS)}", key)
-    return Entry(figures, modules, by_module), problems
+    return Entry(recorded, modules, by_module), problems
 
 
 def _layers(value: Any, figure: str, problem: Any, *keys: str) -> dict[str, int]:
@@ -228,7 +226,7 @@ def _layers(value: Any, figure: str, problem: Any, *keys: str) -> dict[str, int]
         return {}
     found = {}
     for module, v in value.items():
-        number = _figure(v, LABELS[figure].kind, lambda m, x=module: problem(m, *keys, x))
+        number = _figure(v, figures.get(figure).unit, lambda m, x=module: problem(m, *keys, x))
         if number is not None:
             found[str(module)] = int(number)
     return found
@@ -277,50 +275,11 @@ def _toml_key(key: str) -> str:
 
 def _syntax_error(name: str, exc: Exception) -> str:
     """``file:line: malformed baseline (message)`` for a TOML syntax error."""
-    import re
-
-    text = str(exc)
-    found = re.search(r"\(at line (\d+), column (\d+)\)", text)
-    if found:
-        message = text[: found.start()].strip()
-        return f"{name}:{found.group(1)}: malformed baseline ({message}); {FIX}"
-    return f"{name}: malformed baseline ({text}); {FIX}"
-
-
-def _key_lines(text: str) -> dict[tuple[str, ...], int]:
-    """The line of every table header and key of a TOML text, by key path.
-
-    Each line is read alone (a header, or ``key = value``), so that dotted and quoted keys
-    are understood as TOML understands them; lines that do not stand alone are skipped.
-    """
-    lines: dict[tuple[str, ...], int] = {}
-    table: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        try:
-            parsed = tomllib.loads(stripped)
-        except tomllib.TOMLDecodeError:
-            continue
-        paths = list(_paths(parsed))
-        if stripped.startswith("["):
-            table = max(paths, key=len, default=())
-            for path in paths:
-                lines.setdefault(path, number)
-        else:
-            for path in paths:
-                lines.setdefault(table + path, number)
-    return lines
-
-
-def _paths(data: Mapping[str, Any]):
-    """Every key path of nested tables: ``{"a": {"b": 1}}`` -> ``("a",)``, ``("a", "b")``."""
-    for key, value in data.items():
-        yield (key,)
-        if isinstance(value, Mapping):
-            for path in _paths(value):
-                yield (key, *path)
+    position = toml_position(exc)
+    if position:
+        message, line, _ = position
+        return f"{name}:{line}: malformed baseline ({message}); {FIX}"
+    return f"{name}: malformed baseline ({exc}); {FIX}"
 
 
 def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozenset()) -> None:
@@ -426,19 +385,17 @@ def compare(
         if name not in base.figures or name not in current.figures:
             continue
         old, new = base.figures[name], current.figures[name]
-        label = LABELS[name].label if name in LABELS else name
+        figure = figures.get(name)
+        label = figure.label
         shown = (
-            f"({LABELS[name].format(old)} -> {LABELS[name].format(new)}, "
-            f"tolerance {format_ratio(tolerance)})"
+            f"({figure.format(old)} -> {figure.format(new)}, tolerance {format_ratio(tolerance)})"
         )
         if new > old * (1 + tolerance):
             growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"
             grown = grew_most(current.layers(name), base.layers(name))
             if grown:
-                message += "; grew most: " + ", ".join(
-                    f"{m} +{LABELS[name].format(d)}" for m, d in grown
-                )
+                message += "; grew most: " + ", ".join(f"{m} +{figure.format(d)}" for m, d in grown)
             findings.append(Finding("fail", f"baseline.{name}", message, new, old))
         elif old and new < old * (1 - tolerance):
             message = (

@@ -28,6 +28,7 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
+from pytest_graphbudget.errors import one_line
 from pytest_graphbudget.measure import (
     Measured,
     NodeCost,
@@ -37,7 +38,7 @@ from pytest_graphbudget.measure import (
     _storage,
     _views,
 )
-from pytest_graphbudget.trace import Example, is_meta, model_state, one_line, tensor_leaves
+from pytest_graphbudget.trace import Example, is_meta, model_state, tensor_leaves
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Budgets: markers and TOML keys -> checks -> findings. Pure functions, no pytest here.
 
-Each limit key maps to the profile figure it bounds (``LIMITS``); adding a marker is one entry.
+Each limit key maps to the profile figure it bounds (``LIMITS``, from ``figures.TABLE``: adding
+a figure or its marker is one entry there).
 ``check`` compares a profile with a ``Budget`` and returns ``Finding``s; whoever calls it
 (the plugin, the CLI) decides how to show them.
 """
@@ -11,45 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_graphbudget import figures
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.units import (
-    format_bytes,
-    format_count,
-    format_ratio,
-    format_seconds,
-    parse,
-)
+from pytest_graphbudget.figures import Figure
+from pytest_graphbudget.units import format_ratio, parse
 
-
-@dataclass(frozen=True)
-class Limit:
-    """One budget key: the profile figure it bounds, how its values are written, which way."""
-
-    figure: str
-    kind: str  # units.parse kind: count, bytes, seconds, ratio
-    label: str
-    upper: bool = True  # a maximum (True) or a minimum (False)
-
-    def format(self, value: float) -> str:
-        if self.kind == "bytes":
-            return format_bytes(value)
-        if self.kind == "seconds":
-            return format_seconds(value)
-        if self.figure == "arithmetic_intensity":
-            return f"{format_count(value)} FLOPs/B"
-        return format_count(value)
-
-
-LIMITS: dict[str, Limit] = {
-    "flops_max": Limit("flops", "count", "FLOPs"),
-    "macs_max": Limit("macs", "count", "MACs"),
-    "params_max": Limit("params", "count", "params"),
-    "memory_max": Limit("peak_memory_bytes", "bytes", "peak memory"),
-    "weights_max": Limit("weights_bytes", "bytes", "weights"),
-    "traffic_max": Limit("traffic_bytes", "bytes", "traffic"),
-    "latency_max": Limit("est_latency_s", "seconds", "estimated latency"),
-    "intensity_min": Limit("arithmetic_intensity", "count", "arithmetic intensity", upper=False),
-}
+LIMITS: dict[str, Figure] = figures.BY_BUDGET
+"""Budget key -> the figure it bounds (``flops_max`` -> FLOPs), from ``figures.TABLE``."""
 BOTTLENECK_KEYS = ("compute_bound_min", "memory_bound_max")
 BOTTLENECK_BY = {"count": "share", "flops": "flops_share", "time": "time_share"}
 SETTINGS = ("hardware", "tolerance", "name")
@@ -65,14 +34,7 @@ MODEL_KEYS = (
 )
 """Keys of a ``[models."<name>"]`` table that say how to build the model, not what to check."""
 
-REGRESSION_FIGURES = (
-    "flops",
-    "macs",
-    "params",
-    "peak_memory_bytes",
-    "weights_bytes",
-    "traffic_bytes",
-)
+REGRESSION_FIGURES = figures.BASELINE
 """Figures compared with the baseline: a growth beyond tolerance fails even under the limit."""
 
 DEFAULT_TOLERANCE = 0.01
@@ -167,7 +129,7 @@ def build(
         budget.hardware_profiles = hardware_profiles
     for key, value in values.items():
         if key in LIMITS:
-            budget.limits[key] = parse(value, LIMITS[key].kind, f"{key} in {where}")
+            budget.limits[key] = parse(value, LIMITS[key].unit, f"{key} in {where}")
         elif key in BOTTLENECK_KEYS:
             share = parse(value, "ratio", f"{key} in {where}")
             if share > 1:
@@ -211,22 +173,8 @@ def figure(profile: Any, name: str) -> float:
 
 ROOT = "<root>"  # the model itself, in lists of modules
 
-RANKED_BY: dict[str, str] = {
-    "flops": "FLOPs",
-    "macs": "MACs",
-    "params": "params",
-    "peak_memory_bytes": "memory live at the peak",
-    "weights_bytes": "weights",
-    "traffic_bytes": "traffic",
-    "est_latency_s": "estimated time",
-}
+RANKED_BY: dict[str, str] = {f.key: f.ranked_by for f in figures.TABLE if f.ranked_by}
 """What the contributors to each figure are ranked by, as a failure message says it."""
-
-
-def format_figure(figure: str, value: float) -> str:
-    """A figure's value as its budget key writes it: ``46.8MB``, ``3.12ms``, ``1.82G``."""
-    limit = next((limit for limit in LIMITS.values() if limit.figure == figure), None)
-    return limit.format(value) if limit else format_count(value)
 
 
 def own_values(modules: Mapping[str, Any], key: str, total: float = 0) -> dict[str, float]:
@@ -311,7 +259,7 @@ def _exact(value: float) -> str:
 
 def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     limit = LIMITS[key]
-    value = figure(profile, limit.figure)
+    value = figure(profile, limit.key)
     shown, bound = limit.format(value), f"{key} {limit.format(limit_value)}"
     if shown == limit.format(limit_value):  # rounding would hide the difference: be exact
         shown, bound = _exact(value), f"{key} {_exact(limit_value)}"
@@ -329,7 +277,7 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     if value > limit_value:
         over = format_ratio(value / limit_value - 1) if limit_value else "all"
         message = f"{limit.label} {shown} exceeds {bound} ({over} over)"
-        heading, rows = contributors(profile, limit.figure)
+        heading, rows = contributors(profile, limit.key)
         if rows:
             top = ", ".join(f"{label} {limit.format(v)}" for label, v in rows)
             message += f"; {heading}: {top}"

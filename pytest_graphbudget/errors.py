@@ -27,11 +27,35 @@ class ModelRunError(GraphBudgetError):
     """The model's own forward raised during the warm-up pass."""
 
 
-def toml_error(path: Path | str, exc: Exception) -> str:
-    """``file:line:column: message`` for a TOML syntax error (tomllib's own text otherwise)."""
+def one_line(exc: BaseException, limit: int = 300, *, typed: bool = False) -> str:
+    """An exception as one short line, for messages that must stay one line: the first line
+    of its message, cut to ``limit`` characters, or its type's name when it has none.
+    ``typed`` puts the type's name first (``ValueError: bad shape``), for exceptions that are
+    not ours, whose type says as much as their text."""
+    lines = str(exc).strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    if len(line) > limit:
+        line = line[: limit - 3] + "..."
+    name = type(exc).__name__
+    if typed:
+        return f"{name}: {line}" if line else name
+    return line or name
+
+
+def toml_position(exc: Exception) -> tuple[str, int, int] | None:
+    """A TOML syntax error's message without its position, and the line and column it names;
+    None when tomllib's text names no position."""
     text = str(exc)
     found = re.search(r"\(at line (\d+), column (\d+)\)", text)
-    if found:
-        message = text[: found.start()].strip()
-        return f"{path}:{found.group(1)}:{found.group(2)}: {message}"
-    return f"{path}: {text}"
+    if not found:
+        return None
+    return text[: found.start()].strip(), int(found.group(1)), int(found.group(2))
+
+
+def toml_error(path: Path | str, exc: Exception) -> str:
+    """``file:line:column: message`` for a TOML syntax error (tomllib's own text otherwise)."""
+    position = toml_position(exc)
+    if position:
+        message, line, column = position
+        return f"{path}:{line}:{column}: {message}"
+    return f"{path}: {exc}"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_graphbudget import figures
 from pytest_graphbudget.budgets import (
     BOTTLENECK_KEYS,
     LIMITS,
@@ -30,20 +31,14 @@ from pytest_graphbudget.budgets import (
     coverage_findings,
 )
 from pytest_graphbudget.case import as_case
-from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.errors import GraphBudgetError, one_line, toml_error
 
 if TYPE_CHECKING:
     from pytest_graphbudget.baseline import Baseline, Entry
     from pytest_graphbudget.settings import Settings
 
 MARKERS = {
-    **{
-        key: f"{key}(limit): fail when the model's {limit.label} "
-        f"{'exceeds' if limit.upper else 'falls below'} limit (e.g. "
-        f"{ {'count': '22G', 'bytes': '500MB', 'seconds': '3ms'}[limit.kind]!r}); "
-        "needs --graph-budget"
-        for key, limit in LIMITS.items()
-    },
+    **figures.markers(),
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
     "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
@@ -276,8 +271,7 @@ class GraphBudget:
         labels += [(label, None) for label, _ in found.stray]
         if not labels and budget_markers(item) and not item.stash.get(ITEM_MODELS, []):
             labels = [(label, None) for label, _ in found.bare] or [(None, None)]
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        reason = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        reason = one_line(exc, 200, typed=True)
         message = f"not checked: the test failed before its budget was checked ({reason})"
         item.stash[ITEM_UNCHECKED] = [
             self.error_result(item, label, message, name) for label, name in labels

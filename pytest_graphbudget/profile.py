@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.case import ModelCase
-from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError, one_line
 
 SCHEMA = "graphbudget.profile/1"
 
@@ -382,7 +382,6 @@ def _trace_and_measure(
     from pytest_graphbudget.trace import (
         analysis,
         is_meta,
-        one_line,
         tiers,
         timed,
         trace_exported,

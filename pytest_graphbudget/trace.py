@@ -23,7 +23,7 @@ from torch import fx, nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.errors import ModelRunError
+from pytest_graphbudget.errors import ModelRunError, one_line
 
 
 @dataclass
@@ -140,9 +140,7 @@ def warm_up(model: nn.Module, example: Example) -> float:
         with torch.no_grad():
             model(*example.args, **example.kwargs)
     except Exception as exc:  # the user's model raised: report it, don't trace it
-        raise ModelRunError(
-            f"the model's forward raised {type(exc).__name__}: {one_line(exc)}"
-        ) from exc
+        raise ModelRunError(f"the model's forward raised {one_line(exc, typed=True)}") from exc
     return time.perf_counter() - start
 
 
@@ -270,13 +268,6 @@ def tiers() -> list[tuple[str, Tier]]:
     """The tracing tiers that capture one whole graph, fastest first. When both fail,
     ``breaks.TIERS`` take over: the path one real forward takes (``dynamo-breaks``, ``eager``)."""
     return [("fx", trace_fx), ("dynamo", trace_dynamo)]
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """An exception as one short line: the first line of its message, type name if empty."""
-    text = str(exc).strip().splitlines()
-    line = text[0].strip() if text else type(exc).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def timed(tier: Tier, model: nn.Module, example: Example) -> Traced:

@@ -25,7 +25,7 @@ FORMS = {
 
 _NUMBER = r"(?P<number>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
 _COUNT = re.compile(
-    rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]?)\s*(?P<unit>FLOPs?|MACs?|flops?|macs?|params?|ops?)?$"
+    rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]?)\s*(?P<unit>FLOPs?(?:/B)?|MACs?|flops?(?:/B)?|macs?|params?|ops?)?$"
 )
 _BYTES = re.compile(rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]i?|)\s*(?P<unit>B|bytes?)?$")
 _SECONDS = re.compile(rf"^{_NUMBER}\s*(?P<unit>s|ms|us|µs|ns|min)?$")
@@ -74,6 +74,19 @@ def parse(value: object, kind: str, where: str = "") -> float:
     if not math.isfinite(number) or number < 0:
         raise UnitError(value, kind, where)
     return number
+
+
+def format_as(value: float, kind: str) -> str:
+    """A value of a ``kind`` (as ``parse`` takes it) written so that ``parse`` reads it back."""
+    writers = {
+        "count": format_count,
+        "bytes": format_bytes,
+        "seconds": format_seconds,
+        "ratio": format_ratio,
+    }
+    if kind not in writers:
+        raise ValueError(f"unknown unit kind {kind!r}")
+    return writers[kind](value)
 
 
 def format_count(value: float, unit: str = "") -> str:

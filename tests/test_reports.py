@@ -431,3 +431,25 @@ def test_workflow_command_escaping():
         "100%25 over%0D%0Asee: a, b"
     )
     assert command("warning", "plain") == "::warning::plain"
+
+
+def test_junit_keeps_control_characters_of_an_error_visible(tmp_path):
+    """An exception's text may carry terminal colours or a NUL, which XML 1.0 cannot hold:
+    they are written as ``#x1B`` (as pytest's own junitxml does), never dropped, and the
+    document still validates."""
+    import xmlschema
+
+    from pytest_graphbudget.plugin import ModelResult
+    from pytest_graphbudget.reports import junit
+
+    error = "forward raised ValueError: \x1b[31mred\x1b[0m\x00"
+    where = "budgets/small.toml"
+    result = ModelResult(f"{where}::m", "m", f"{where}::m", where, 1, {"limits": {}}, error=error)
+    path = tmp_path / "junit.xml"
+    junit.write(path, [result])
+    xmlschema.XMLSchema(str(SCHEMA)).validate(str(path))
+    root = ET.parse(path).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("1", "0", "1")
+    shown = root.find("testsuite/testcase/error")
+    assert shown.get("message") == "forward raised ValueError: #x1B[31mred#x1B[0m#x00"
+    assert shown.get("type") == "graph-budget error"

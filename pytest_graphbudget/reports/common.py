@@ -10,52 +10,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget import figures
 from pytest_graphbudget.budgets import LIMITS
-from pytest_graphbudget.units import format_bytes, format_count, format_ratio, format_seconds
+from pytest_graphbudget.figures import Figure
+from pytest_graphbudget.units import format_ratio
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 SEVERITY_ORDER = {ERROR: 0, FAIL: 1, WARN: 2, PASS: 3}
 
 
-@dataclass(frozen=True)
-class Figure:
-    """One total of the profile, as the reports show it."""
-
-    key: str  # key of profile["totals"]
-    label: str
-    kind: str  # "count", "bytes", "seconds", "intensity"
-
-    def format(self, value: float | None) -> str:
-        if value is None:
-            return "-"
-        if self.kind == "bytes":
-            return format_bytes(value)
-        if self.kind == "seconds":
-            return format_seconds(value)
-        if self.kind == "intensity":
-            return f"{value:.3g}"
-        return format_count(value)
-
-
-FIGURES: dict[str, Figure] = {
-    f.key: f
-    for f in (
-        Figure("flops", "FLOPs", "count"),
-        Figure("macs", "MACs", "count"),
-        Figure("params", "params", "count"),
-        Figure("peak_memory_bytes", "peak memory", "bytes"),
-        Figure("weights_bytes", "weights", "bytes"),
-        Figure("traffic_bytes", "traffic", "bytes"),
-        Figure("activation_peak_bytes", "activation peak", "bytes"),
-        Figure("est_latency_s", "est. latency", "seconds"),
-        Figure("arithmetic_intensity", "intensity (FLOPs/B)", "intensity"),
-    )
-}
-LIMIT_OF = {limit.figure: key for key, limit in LIMITS.items()}
+FIGURES: dict[str, Figure] = figures.REPORTED
+"""The totals the reports show, in ``figures.TABLE``'s order."""
+LIMIT_OF = {f.key: key for key, f in LIMITS.items()}
 """Profile figure -> the budget key that bounds it (``flops`` -> ``flops_max``)."""
 
 
@@ -128,10 +97,10 @@ def extra_limits(result: Any, shown: Iterable[str]) -> list[str]:
     """``traffic 1.2MB/2MB``, ``compute-bound 40%/min 25%``: limits on figures a table leaves
     out (those not in ``shown``), so that every limit appears somewhere."""
     parts = []
-    for key in LIMITS.values():
-        if key.figure in shown or limit(result, key.figure) is None:
+    for bounded in LIMITS.values():
+        if bounded.key in shown or limit(result, bounded.key) is None:
             continue
-        parts.append(f"{FIGURES[key.figure].label} {figure_with_limit(result, key.figure)}")
+        parts.append(f"{bounded.heading} {figure_with_limit(result, bounded.key)}")
     if result.profile:
         from pytest_graphbudget.budgets import BOTTLENECK_BY
 
@@ -209,7 +178,7 @@ def failed_figure(result: Any) -> str:
 
     for finding in findings(result, "fail"):
         key = finding["key"].removeprefix("baseline.")
-        figure = LIMITS[key].figure if key in LIMITS else key
+        figure = LIMITS[key].key if key in LIMITS else key
         if figure in RANKED_BY:
             return figure
     return "flops"
@@ -219,13 +188,13 @@ def biggest_subgraphs(result: Any, n: int = 3) -> tuple[str, list[tuple[str, str
     """What contributes most to the figure that failed, and what it is ranked by:
     (``biggest subgraphs by FLOPs``, [(``module (kind)``, ``16.5k``)]). Empty rows without
     a profile."""
-    from pytest_graphbudget.budgets import contributors, format_figure
+    from pytest_graphbudget.budgets import contributors
 
     figure = failed_figure(result)
     if not result.profile:
         return "", []
     heading, rows = contributors(result.profile, figure, n)
-    return heading, [(label, format_figure(figure, v)) for label, v in rows]
+    return heading, [(label, figures.format_value(figure, v)) for label, v in rows]
 
 
 UNPRICED = "unpriced"

@@ -1,4 +1,4 @@
-"""``--graph-budget-junit``: JUnit XML written with ``junit-xml``, valid against Jenkins' schema.
+"""``--graph-budget-junit``: JUnit XML written with ``xml.etree``, valid against Jenkins' schema.
 
 One ``<testsuite>`` per budget file or test module, one ``<testcase>`` per model, a
 ``<property>`` per figure of every model, and a ``<failure>`` (or ``<error>``) carrying the
@@ -8,10 +8,16 @@ properties on a suite, not on a test case, so each suite carries its models' fig
 
 ``pytest_properties`` gives the same figures to pytest's own ``--junitxml``, as properties
 of the test that profiled the model.
+
+The document is built with ``xml.etree.ElementTree``, as pytest's own ``junitxml.py`` builds
+its report, rather than with ``junit-xml``: that library writes attributes junit-10.xsd rejects
+(``disabled``) and times it may print as ``1e-05``, so its output had to be parsed again and
+cleaned. Building the elements ourselves writes only what the schema declares, once.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
@@ -20,28 +26,9 @@ from typing import Any
 from pytest_graphbudget.reports import common
 
 PROPERTY_PREFIX = "graph_budget"
-SCHEMA_ATTRIBUTES = {
-    "testsuites": {"name", "time", "tests", "failures", "errors"},
-    "testsuite": {
-        "name",
-        "tests",
-        "failures",
-        "errors",
-        "group",
-        "time",
-        "skipped",
-        "timestamp",
-        "hostname",
-        "id",
-        "package",
-        "file",
-        "log",
-        "url",
-    },
-    "testcase": {"name", "time", "classname", "group"},
-}
-"""The attributes junit-10.xsd declares: junit-xml also writes ``disabled`` (and, if asked,
-``status``, ``file``, ``line`` on a test case), which that schema rejects."""
+ILLEGAL_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 cannot hold (an exception's text may carry them): written as ``#x1B``,
+as pytest's ``bin_xml_escape`` does, so the document still parses."""
 
 
 def figures(result: Any) -> dict[str, float | int]:
@@ -88,7 +75,7 @@ def case_output(result: Any) -> str:
         for key, figure in common.FIGURES.items():
             if key not in result.profile["totals"]:
                 continue
-            line = f"{figure.label}: {common.figure_with_limit(result, key, ' / limit ')}"
+            line = f"{figure.heading}: {common.figure_with_limit(result, key, ' / limit ')}"
             if result.baseline and key in result.baseline:
                 line += f" ({common.format_change(result, key)} vs baseline)"
             lines.append(line)
@@ -104,54 +91,88 @@ def case_output(result: Any) -> str:
     return "\n".join(lines)
 
 
-def test_suites(results: list[Any]) -> list[Any]:
-    """The ``junit_xml.TestSuite``s, one per file, in file order."""
-    from junit_xml import TestCase, TestSuite
+def xml_text(text: object) -> str:
+    """Text for an attribute or an element: XML-illegal characters made visible."""
+    return ILLEGAL_XML.sub(lambda m: f"#x{ord(m.group()):02X}", str(text))
 
-    by_file: dict[str, list[Any]] = defaultdict(list)
-    for result in sorted(results, key=lambda r: r.id):
-        by_file[suite_name(result)].append(result)
-    suites = []
-    for file, members in sorted(by_file.items()):
-        cases, properties = [], {}
-        for result in members:
-            name = case_name(result)
-            seconds = (result.profile or {}).get("trace", {}).get("seconds")
-            case = TestCase(
-                name,
-                classname=classname(result),
-                elapsed_sec=round(seconds, 6) if seconds else None,
-                stdout=case_output(result),
-            )
-            properties[f"{name}.verdict"] = common.verdict(result)
-            properties.update({f"{name}.{k}": str(v) for k, v in figures(result).items()})
-            failures = common.findings(result, "fail")
-            if result.error is not None:
-                case.add_error_info(result.error, result.message(), "graph-budget error")
-            elif failures:
-                summary = "; ".join(f["message"].split("; ", 1)[0] for f in failures)
-                case.add_failure_info(summary, result.message(), "graph-budget")
-            cases.append(case)
-        suites.append(TestSuite(file, cases, properties=properties, file=file))
-    return suites
+
+def element(tag: str, text: str = "", **attributes: object) -> ET.Element:
+    """An element with the attributes given (in order) and, if any, its text."""
+    node = ET.Element(tag, {k: xml_text(v) for k, v in attributes.items()})
+    if text:
+        node.text = xml_text(text)
+    return node
+
+
+def seconds(result: Any) -> float:
+    """How long the model took to trace, to the microsecond; 0 when unknown."""
+    value = (result.profile or {}).get("trace", {}).get("seconds")
+    return round(value, 6) if value else 0.0
+
+
+def test_case(result: Any) -> ET.Element:
+    """One model's ``<testcase>``: its ``<error>`` or ``<failure>`` (the whole verdict as the
+    text, each failure's first clause as the message), then its ``<system-out>``."""
+    attributes: dict[str, object] = {"name": case_name(result)}
+    if seconds(result):
+        attributes["time"] = f"{seconds(result):f}"
+    case = element("testcase", **attributes, classname=classname(result))
+    failures = common.findings(result, "fail")
+    if result.error is not None:
+        case.append(
+            element("error", result.message(), type="graph-budget error", message=result.error)
+        )
+    elif failures:
+        summary = "; ".join(f["message"].split("; ", 1)[0] for f in failures)
+        case.append(element("failure", result.message(), type="graph-budget", message=summary))
+    output = case_output(result)
+    if output:
+        case.append(element("system-out", output))
+    return case
+
+
+def test_suite(file: str, members: list[Any]) -> ET.Element:
+    """One file's ``<testsuite>``: counts, its models' figures as properties, its cases."""
+    cases = [test_case(result) for result in members]
+    errors = sum(result.error is not None for result in members)
+    failures = sum(
+        result.error is None and bool(common.findings(result, "fail")) for result in members
+    )
+    suite = element(
+        "testsuite",
+        errors=errors,
+        failures=failures,
+        name=file,
+        skipped=0,
+        tests=len(members),
+        time=f"{sum(seconds(r) for r in members):.3f}",  # Surefire's pattern: never "1e-05"
+        file=file,
+    )
+    properties = ET.SubElement(suite, "properties")
+    for result in members:
+        name = case_name(result)
+        values = {"verdict": common.verdict(result), **figures(result)}
+        for key, value in values.items():
+            properties.append(element("property", name=f"{name}.{key}", value=value))
+    suite.extend(cases)
+    return suite
 
 
 def render(results: list[Any]) -> str:
-    """The XML document (UTF-8, declared), restricted to what junit-10.xsd declares."""
-    from junit_xml import to_xml_report_string
-
-    text = to_xml_report_string(test_suites(results), prettyprint=False)
-    root = ET.fromstring(text)
-    root.set("name", "graph budget")
-    for element in root.iter():
-        allowed = SCHEMA_ATTRIBUTES.get(element.tag)
-        if allowed is None:
-            continue
-        for attribute in [a for a in element.attrib if a not in allowed]:
-            del element.attrib[attribute]
-        if element.tag != "testcase" and "time" in element.attrib:
-            # Surefire's time pattern takes plain decimals only: never "1e-05".
-            element.set("time", f"{float(element.get('time') or 0):.3f}")
+    """The XML document (without its declaration), one suite per file in file order."""
+    by_file: dict[str, list[Any]] = defaultdict(list)
+    for result in sorted(results, key=lambda r: r.id):
+        by_file[suite_name(result)].append(result)
+    suites = [test_suite(file, members) for file, members in sorted(by_file.items())]
+    root = element(
+        "testsuites",
+        errors=sum(int(s.get("errors", 0)) for s in suites),
+        failures=sum(int(s.get("failures", 0)) for s in suites),
+        tests=sum(int(s.get("tests", 0)) for s in suites),
+        time=f"{sum(seconds(r) for r in results):.3f}",
+        name="graph budget",
+    )
+    root.extend(suites)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=False) + "\n"
 

@@ -39,7 +39,7 @@ def code(text: str) -> str:
 def table(results: list[Any], names: dict[str, str]) -> list[str]:
     header = ["model"]
     for key in COLUMNS:
-        header += [common.FIGURES[key].label + " / limit", "vs base"]
+        header += [common.FIGURES[key].heading + " / limit", "vs base"]
     header.append("verdict")
     align = "l" + "r" * (len(header) - 2) + "l"
     lines = [tables.markdown_row(header, str), tables.markdown_rule(align, *RULE)]
@@ -132,7 +132,7 @@ def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int
     for layers in grown.values():
         modules += [m for m, _, _ in layers if m not in modules]
     figures = list(grown)
-    header = ["layer", *(common.FIGURES[f].label for f in figures)]
+    header = ["layer", *(common.FIGURES[f].heading for f in figures)]
     lines = [
         tables.markdown_row(header, str),
         tables.markdown_rule("l" + "r" * len(figures), *RULE),

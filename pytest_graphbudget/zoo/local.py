@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def _load_exported(path: Path, name: str, options: LoadOptions) -> ModelCase:
         with held(f"loading {name}"):  # a damaged archive makes torch log a traceback
             program = torch.export.load(path)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = one_line(exc)
         raise GraphBudgetError(f"{name}: not a torch.export archive ({first})") from None
     example = getattr(program, "example_inputs", None)
     if example is None:
@@ -204,7 +204,7 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
                 "Pass trust_pickle=True (--trust-pickle) if you trust it"
             ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = one_line(exc)
         raise GraphBudgetError(f"{name} is not a readable PyTorch file ({first})") from None
 
     model = _module_in(loaded)
@@ -234,7 +234,7 @@ def _load_ultralytics(path: Path, name: str, *, trust: bool) -> Any:
             return checkpoint
         except Exception as exc:
             if not trust:
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                first = one_line(exc)
                 raise GraphBudgetError(
                     f"{name} could not be loaded with weights_only safety ({first}); "
                     "pass trust_pickle=True (--trust-pickle) if you trust the file"
@@ -247,7 +247,7 @@ def _load_ultralytics(path: Path, name: str, *, trust: bool) -> Any:
     try:
         model, _ = tasks.load_checkpoint(str(path))
     except Exception as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = one_line(exc)
         raise GraphBudgetError(f"{name}: ultralytics could not load it ({first})") from None
     return model
 
@@ -258,7 +258,7 @@ def _unpickle(path: Path, name: str) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = one_line(exc)
         raise GraphBudgetError(f"{name} could not be unpickled ({first})") from None
 
 

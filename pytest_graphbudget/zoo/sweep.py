@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, one_line
 
 DEFAULT_OUTPUT = Path("docs") / "zoo.md"
 DEFAULT_TIMEOUT = 300.0
@@ -134,8 +134,7 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     if isinstance(failures, dict) and failures:  # a TraceError: every tier, each shortened
         each = max(limit // len(failures), 60)
         return "; ".join(f"{tier}: {_shorten(str(why), each)}" for tier, why in failures.items())
-    text = " ".join(str(exc).split())
-    return _shorten(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, limit)
+    return one_line(exc, limit, typed=True)
 
 
 def _first_sentence(text: str) -> str:
