@@ -78,3 +78,45 @@ def test_the_terminal_report_pads_with_the_shared_writer():
     widths = tables.widths_of(["model", "verdict"], [["resnet18", "ok"]])
     assert widths == [8, 7]
     assert tables.pad_line(["resnet18", "ok"], widths, "ll") == "resnet18  ok"
+
+
+def _saved_profile(path: Path, model: str, **totals: float) -> str:
+    """A profile as ``graph-budget profile --format json`` saves it, figures given by hand."""
+    import json
+
+    from pytest_graphbudget import figures
+
+    values = {f.key: 0 for f in figures.TABLE} | totals
+    data = {
+        "schema": "graphbudget.profile/1",
+        "model": model,
+        "inputs": [{"name": "x", "shape": [2, 8], "dtype": "float32"}],
+        "hardware": {"name": "generic"},
+        "totals": values,
+        "bottleneck": {"compute_bound": {"share": 0.0}, "memory_bound": {"share": 1.0}},
+        "modules": {"fc": {"flops": values["flops"], "macs": values["macs"], "params": 0}},
+    }
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def test_compare_shows_every_figure_of_the_table_and_gates_the_marked_ones(tmp_path, capsys):
+    """compare's rows and --max-growth's figures come from figures.TABLE: FLOPs 100 -> 120 is
+    +20%, over a 10% limit; weights 10B -> 100B grow more but are not gated."""
+    from pytest_graphbudget import figures
+
+    a = _saved_profile(tmp_path / "a.json", "a", flops=100, weights_bytes=10)
+    b = _saved_profile(tmp_path / "b.json", "b", flops=120, weights_bytes=100)
+    assert cli.main(["compare", a, b, "--max-growth", "10%"]) == 1
+    out, err = capsys.readouterr()
+    failures = [line for line in err.splitlines() if "FAILED" in line]
+    assert failures == [
+        "graph-budget: FAILED: FLOPs grew +20.0% (100 -> 120), more than --max-growth 10.0%"
+    ]
+    rows = [line.split("  ")[0] for line in out.splitlines()[5:]]
+    assert rows[: len(figures.TABLE)] == [f.label for f in figures.TABLE]
+    # Columns 21 wide ("FLOPs of contractions"), 9 ("0 FLOPs/B"), 9 and 14 ("change (B - A)").
+    weights = "weights".ljust(21) + "  " + "10B".rjust(9) + "  " + "100B".rjust(9)
+    assert weights + "  +90B (+900.0%)" in out.splitlines()
+    gated = {f.key for f in cli.GROWTH_CHECKED}
+    assert gated == {"flops", "macs", "params", "peak_memory_bytes"}

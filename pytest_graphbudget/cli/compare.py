@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget import figures
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import (
     EXIT_FAILED,
@@ -18,31 +19,19 @@ from pytest_graphbudget.cli.console import (
     check_writable,
     format_of,
 )
-from pytest_graphbudget.cli.views import inputs_text, show
+from pytest_graphbudget.cli.views import inputs_text
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.figures import Figure
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
-from pytest_graphbudget.units import format_count, format_ratio
+from pytest_graphbudget.units import format_ratio
 
 PROFILE_SCHEMA = "graphbudget.profile/1"
 
-COMPARED = (
-    ("flops", "FLOPs", "count"),
-    ("macs", "MACs", "count"),
-    ("flops_contraction", "FLOPs of contractions", "count"),
-    ("params", "params", "count"),
-    ("weights_bytes", "weights", "bytes"),
-    ("traffic_bytes", "traffic", "bytes"),
-    ("activation_peak_bytes", "activation peak", "bytes"),
-    ("peak_memory_bytes", "peak memory", "bytes"),
-    ("arithmetic_intensity", "arithmetic intensity", "intensity"),
-    ("est_latency_s", "est. latency", "seconds"),
-)
-GROWTH_CHECKED = (
-    ("flops", "FLOPs", "count"),
-    ("macs", "MACs", "count"),
-    ("params", "params", "count"),
-    ("peak_memory_bytes", "peak memory", "bytes"),
-)
+COMPARED: tuple[Figure, ...] = figures.TABLE
+"""The totals ``compare`` shows: every figure of a profile, named and written as the table
+says (a figure added to ``figures.TABLE`` shows up here without an edit)."""
+GROWTH_CHECKED: tuple[Figure, ...] = tuple(f for f in figures.TABLE if f.max_growth)
+"""The totals ``--max-growth`` bounds (FLOPs, MACs, params, peak memory)."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -84,12 +73,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.max_growth is None:
         return EXIT_OK
     failed = False
-    for key, label, kind in GROWTH_CHECKED:
-        t = result["totals"][key]
+    for figure in GROWTH_CHECKED:
+        t = result["totals"][figure.key]
         if t["a"] and t["b"] > t["a"] * (1 + args.max_growth):
             growth = t["b"] / t["a"] - 1
             console.failure(
-                f"{label} grew {growth:+.1%} ({show(t['a'], kind)} -> {show(t['b'], kind)}), "
+                f"{figure.label} grew {growth:+.1%} "
+                f"({figure.format(t['a'])} -> {figure.format(t['b'])}), "
                 f"more than --max-growth {args.max_growth:.1%}"
             )
             failed = True
@@ -148,7 +138,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) ->
     """The comparison of two profiles (``to_dict()`` form) as a dictionary: totals with their
     change, the bottleneck mix, and the modules whose figures differ, largest FLOPs change
     first (``top`` of them, ``None`` for all)."""
-    totals = {key: _change(a["totals"][key], b["totals"][key]) for key, _, _ in COMPARED}
+    totals = {f.key: _change(a["totals"][f.key], b["totals"][f.key]) for f in COMPARED}
     for label in ("compute_bound", "memory_bound"):
         x = a["bottleneck"][label]["share"]
         y = b["bottleneck"][label]["share"]
@@ -174,12 +164,12 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) ->
     }
 
 
-def _delta(a: float, b: float, kind: str) -> str:
+def _delta(a: float, b: float, figure: Figure) -> str:
     diff = b - a
     if not diff:
         return "="
     sign = "+" if diff > 0 else "-"
-    text = sign + show(abs(diff), kind)
+    text = sign + figure.format(abs(diff))
     if a:
         text += f" ({diff / a:+.1%})"
     return text
@@ -191,15 +181,18 @@ def _label(side: Mapping[str, Any]) -> str:
 
 def _total_rows(result: Mapping[str, Any]) -> list[list[str]]:
     rows = []
-    for key, label, kind in COMPARED:
-        t = result["totals"][key]
-        rows.append([label, show(t["a"], kind), show(t["b"], kind), _delta(t["a"], t["b"], kind)])
+    for f in COMPARED:
+        t = result["totals"][f.key]
+        rows.append([f.label, f.format(t["a"]), f.format(t["b"]), _delta(t["a"], t["b"], f)])
     for label in ("compute_bound", "memory_bound"):
         t = result["totals"][f"{label}_share"]
         diff = t["b"] - t["a"]
         change = "=" if abs(diff) < 5e-4 else f"{diff * 100:+.1f} points"
         rows.append([f"{label} share", format_ratio(t["a"]), format_ratio(t["b"]), change])
     return rows
+
+
+FLOPS, PARAMS = figures.get("flops"), figures.get("params")
 
 
 def _module_rows(result: Mapping[str, Any], code: bool = False) -> list[list[str]]:
@@ -211,12 +204,12 @@ def _module_rows(result: Mapping[str, Any], code: bool = False) -> list[list[str
             [
                 f"`{name}`" if code else name,
                 m["status"],
-                format_count(x["flops"]) if x else "-",
-                format_count(y["flops"]) if y else "-",
-                _delta(x.get("flops", 0), y.get("flops", 0), "count"),
-                format_count(x["params"]) if x else "-",
-                format_count(y["params"]) if y else "-",
-                _delta(x.get("params", 0), y.get("params", 0), "count"),
+                FLOPS.format(x["flops"]) if x else "-",
+                FLOPS.format(y["flops"]) if y else "-",
+                _delta(x.get("flops", 0), y.get("flops", 0), FLOPS),
+                PARAMS.format(x["params"]) if x else "-",
+                PARAMS.format(y["params"]) if y else "-",
+                _delta(x.get("params", 0), y.get("params", 0), PARAMS),
             ]
         )
     return rows

@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_graphbudget.units import format_bytes, format_count, format_seconds
-
 
 def percent(value: float) -> str:
     """A share as a percentage that stays readable when tiny: ``0.97`` -> ``97.0%``,
@@ -33,17 +31,6 @@ def shape(dims: Sequence[int] | None) -> str:
 
 def short_bound(label: str) -> str:
     return {"compute_bound": "compute", "memory_bound": "memory"}.get(label, label)
-
-
-def show(value: float, kind: str) -> str:
-    """A figure by its kind: ``bytes``, ``seconds``, ``intensity`` or a ``count``."""
-    if kind == "bytes":
-        return format_bytes(value)
-    if kind == "seconds":
-        return format_seconds(value)
-    if kind == "intensity":
-        return intensity(value)
-    return format_count(value)
 
 
 def inputs_text(inputs: Iterable[Any]) -> str:
