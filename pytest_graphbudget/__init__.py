@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_graphbudget.case import ModelCase
 
 if TYPE_CHECKING:
+    from pytest_graphbudget.costs import register_formula
     from pytest_graphbudget.profile import Profile, Subgraph, profile_model
 
-__all__ = ["ModelCase", "Profile", "Subgraph", "profile_model"]
+__all__ = ["ModelCase", "Profile", "Subgraph", "profile_model", "register_formula"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +22,8 @@ def __getattr__(name: str) -> Any:
         from pytest_graphbudget import profile
 
         return getattr(profile, name)
+    if name == "register_formula":
+        from pytest_graphbudget.costs import register_formula
+
+        return register_formula
     raise AttributeError(f"module 'pytest_graphbudget' has no attribute {name!r}")

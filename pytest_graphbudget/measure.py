@@ -22,95 +22,11 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.costs import FORMULAS, ZERO_COST, Shape, base_name, price
+from pytest_graphbudget.costs import FormulaError, Shape, base_name, kind_of, lookup, price
 from pytest_graphbudget.trace import Traced, fake_like, fake_state, model_state
 
-# How each op behaves when fusing: contractions anchor a kernel; reductions need their whole
-# input; everything else with a formula is pointwise. Kinds name the node in reports.
-ANCHORS = {
-    "convolution": "conv",
-    "_convolution": "conv",
-    "convolution_overrideable": "conv",
-    "_slow_conv2d_forward": "conv",
-    "mm": "matmul",
-    "addmm": "linear",
-    "_addmm_activation": "linear",
-    "bmm": "bmm",
-    "baddbmm": "bmm",
-    "addbmm": "bmm",
-    "mv": "matmul",
-    "dot": "matmul",
-    "vdot": "matmul",
-    "addmv": "linear",
-    "_native_multi_head_attention": "mha",
-    "_transformer_encoder_layer_fwd": "encoder_layer",
-    "mkldnn_rnn_layer": "lstm",
-    "_scaled_dot_product_flash_attention_for_cpu": "attention",
-    "_scaled_dot_product_flash_attention": "attention",
-    "_scaled_dot_product_efficient_attention": "attention",
-    "_scaled_dot_product_cudnn_attention": "attention",
-    "_scaled_dot_product_attention_math": "attention",
-    "_scaled_dot_product_fused_attention_overrideable": "attention",
-    "_flash_attention_forward": "attention",
-    "_flash_attention_forward_no_dropout_inplace": "attention",
-    "_efficient_attention_forward": "attention",
-    "addr": "matmul",
-    "scaled_dot_product_attention": "attention",
-}
-REDUCTIONS = {
-    "_softmax": "softmax",
-    "softmax": "softmax",
-    "_log_softmax": "log_softmax",
-    "log_softmax": "log_softmax",
-    "_safe_softmax": "softmax",
-    "_masked_softmax": "softmax",
-    "native_layer_norm": "layer_norm",
-    "native_group_norm": "group_norm",
-    "_fused_rms_norm": "rms_norm",
-    "_batch_norm_with_update": "bn",
-    "_native_batch_norm_legit_functional": "bn",
-    **{
-        name: name
-        for name in (
-            "sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
-            "count_nonzero logsumexp var std var_mean std_mean norm linalg_vector_norm cumsum "
-            "cumprod logcumsumexp sort topk"
-        ).split()
-    },
-    **dict.fromkeys(
-        "max_pool1d max_pool2d max_pool3d max_pool1d_with_indices max_pool2d_with_indices "
-        "max_pool3d_with_indices mkldnn_max_pool2d adaptive_max_pool1d adaptive_max_pool2d "
-        "adaptive_max_pool3d".split(),
-        "max_pool",
-    ),
-    **dict.fromkeys(
-        "avg_pool1d avg_pool2d avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d "
-        "adaptive_avg_pool1d".split(),
-        "avg_pool",
-    ),
-}
-RENAMES = {
-    "native_batch_norm": "bn",
-    "_native_batch_norm_legit": "bn",
-    "_native_batch_norm_legit_no_training": "bn",
-    "_batch_norm_no_update": "bn",
-    "_to_copy": "copy",
-    "constant_pad_nd": "pad",
-    "upsample_nearest2d": "upsample",
-    "upsample_bilinear2d": "upsample",
-    "_unsafe_index": "index",
-    "hardtanh": "relu6",
-}
-GATHERS = {
-    "embedding",
-    "index_select",
-    "index",
-    "_unsafe_index",
-    "gather",
-    "embedding_bag",
-    "_embedding_bag",
-}
-"""Ops that read only the rows of a weight they return (an embedding lookup)."""
+# Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
+# node takes as its ops run: the strongest one an op gives it wins.
 RANK = {"view": 0, "movement": 1, "elementwise": 2, "reduction": 3, "anchor": 4}
 
 
@@ -203,10 +119,12 @@ class _Recorder(TorchDispatchMode):
         ``name`` is an ATen op's base name (``addmm``) or ``namespace.name`` for any other op.
         """
         node = self.node
+        entry = lookup(name)
+        role = entry.role if entry is not None else None
         for leaf in pytree.tree_leaves((args, kwargs)):
             if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
                 fqn, size = self.weights[id(leaf)]
-                if name in GATHERS:  # a lookup reads the rows it returns, not the table
+                if role == "gather":  # a lookup reads the rows it returns, not the table
                     size = min(size, sum(_nbytes(t) for t in _tensors(out)))
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
         if self.muted:
@@ -219,6 +137,8 @@ class _Recorder(TorchDispatchMode):
                 pytree.tree_map(_shape, kwargs),
                 pytree.tree_map(_shape, out),
             )
+        except FormulaError:  # a custom formula's mistake: fail loudly, never "unsupported"
+            raise
         except Exception:  # a formula that cannot read this call: report the op, don't guess
             cost = None
         if cost is None:
@@ -229,14 +149,14 @@ class _Recorder(TorchDispatchMode):
         else:
             node.macs += cost.macs
             node.other += cost.other
-            if cost.macs or name in ANCHORS:
+            if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
-            elif name in REDUCTIONS and RANK[node.category] < RANK["reduction"]:
-                node.category, node.kind = "reduction", REDUCTIONS[name]
+            elif role == "reduction" and RANK[node.category] < RANK["reduction"]:
+                node.category, node.kind = "reduction", entry.kind
             elif RANK[node.category] < RANK["elementwise"] and cost.other:
-                node.category, node.kind = "elementwise", RENAMES.get(name, name)
-        if not node.kind and name not in ("device", "sym_size", "_assert_tensor_metadata"):
-            node.kind = RENAMES.get(name, name)
+                node.category, node.kind = "elementwise", entry.kind
+        if not node.kind and role != "free":
+            node.kind = kind_of(name)
 
     def unit(self, name: str, call, args: tuple, kwargs: dict) -> Any:
         """Run a composite call priced as one op: the ops it decomposes into are not charged.
@@ -259,8 +179,7 @@ def _decomposable(func: Any) -> bool:
     """True for an op with no formula of its own, which may decompose into priced ops."""
     if not isinstance(func, torch._ops.OpOverload) or func.namespace == "prim":
         return False
-    name = _op_name(func)
-    return name not in FORMULAS and name not in ZERO_COST
+    return lookup(_op_name(func)) is None
 
 
 @functools.cache
@@ -335,7 +254,7 @@ def _unit(n: fx.Node) -> str | None:
 
 
 def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) -> str:
-    kind = ANCHORS.get(name, name)
+    kind = kind_of(name)
     if kind == "matmul" and any(isinstance(a, torch.Tensor) and id(a) in weights for a in args):
         return "linear"
     return kind
@@ -389,7 +308,7 @@ class _CostInterpreter(fx.Interpreter):
         node.writes = keys
         node.views = _views(value)
         if not node.kind:
-            node.kind = RENAMES.get(node.target, node.target)
+            node.kind = kind_of(node.target)
         self.storage_of[n.name] = {_storage(t) for t in tensors}
         if node.writes and node.category == "view":
             node.category = "movement"

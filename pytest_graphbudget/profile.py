@@ -378,6 +378,7 @@ def _trace_and_measure(
 
     An exported program (``program``) has its graph already: it is neither run nor traced
     again, and its one tier is ``export``."""
+    from pytest_graphbudget.costs import FormulaError
     from pytest_graphbudget.measure import measure
     from pytest_graphbudget.trace import (
         analysis,
@@ -420,6 +421,8 @@ def _trace_and_measure(
         for fake in passes:
             try:
                 return traced, measure(model, traced, example.tensors, fake=fake), failures
+            except FormulaError:  # a custom formula's mistake is the same in every tier
+                raise
             except Exception as exc:
                 failures[tier_name] = f"cost pass failed: {one_line(exc)}"
     if program is not None:  # an exported program is one graph or nothing
@@ -430,6 +433,8 @@ def _trace_and_measure(
     for tier_name, capture in TIERS:
         try:
             captured = capture(model, example)
+        except FormulaError:
+            raise
         except Exception as exc:
             failures[tier_name] = one_line(exc)
             continue

@@ -35,6 +35,23 @@ KEYS = {
 }
 """Every key ``[tool.graph_budget]`` takes, with the form of its value (for error messages)."""
 
+INI = {
+    "hardware": "string",
+    "tolerance": "string",
+    "baseline": "string",
+    "budgets": "linelist",
+    "cache_dir": "string",
+    "strict": "bool",
+}
+"""The flat settings that are also pytest ini options (``graph_budget_<key>``, in
+``[tool.pytest.ini_options]``, ``pytest.ini`` or ``-o``), with their pytest types. They show in
+``pytest --help``; ``[tool.graph_budget]`` wins where both give a key."""
+TRUE, FALSE = ("y", "yes", "t", "true", "on", "1"), ("n", "no", "f", "false", "off", "0")
+
+
+def ini_name(key: str) -> str:
+    return f"graph_budget_{key}"
+
 
 class SettingsError(GraphBudgetError):
     """``[tool.graph_budget]`` has problems: ``problems`` holds one line for each."""
@@ -59,21 +76,103 @@ class Settings:
     """The budget every model starts from: ``hardware`` and ``tolerance`` over the built-ins."""
 
 
-def load(root: Path) -> Settings:
-    """The settings of the project at ``root`` (the defaults when it has no pyproject.toml or
-    no ``[tool.graph_budget]``); raises ``SettingsError`` listing every problem."""
-    path = Path(root) / "pyproject.toml"
-    if not path.is_file():
-        return Settings()
-    try:
-        data = _tomllib().loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError([f"cannot read {path}: {exc}"]) from None
-    except _tomllib().TOMLDecodeError as exc:
-        raise SettingsError([toml_error(path, exc)]) from None
+def find_root(start: Path) -> Path:
+    """The project's root for a run started in ``start``: the nearest directory, from
+    ``start`` upward, that holds a ``pyproject.toml``, which is where pytest puts its rootdir
+    in a project configured there. The search stops at a directory holding pytest's own
+    configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``): that one is
+    the root. ``start`` itself when none is found.
+
+    The plugin calls it with pytest's rootdir (which it returns, in any project whose
+    pyproject.toml pytest found), the command line with the current directory: both read the
+    same ``[tool.graph_budget]`` wherever in the project they are started.
+    """
+    start = Path(start).resolve()
+    for directory in (start, *start.parents):
+        if (directory / "pyproject.toml").is_file() or _pytest_configured(directory):
+            return directory
+    return start
+
+
+def _pytest_configured(directory: Path) -> bool:
+    """Whether pytest takes its configuration from another file of ``directory``."""
+    if (directory / "pytest.ini").is_file() or (directory / ".pytest.ini").is_file():
+        return True
+    for name, section in (("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
+        path = directory / name
+        try:
+            if path.is_file() and section in path.read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def load(start: Path, ini: dict[str, Any] | None = None, ini_where: str = "") -> Settings:
+    """The settings of the project ``start`` is in (its root found by ``find_root``; the
+    defaults when it has no pyproject.toml or no ``[tool.graph_budget]``); raises
+    ``SettingsError`` listing every problem.
+
+    ``ini``: the ``graph_budget_<key>`` ini options by key, as pytest read them (the plugin
+    passes ``config.getini``'s); None reads them from the same pyproject.toml's
+    ``[tool.pytest.ini_options]`` (the command line). A key of ``[tool.graph_budget]`` wins.
+    """
+    path = find_root(start) / "pyproject.toml"
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = _tomllib().loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError([f"cannot read {path}: {exc}"]) from None
+        except _tomllib().TOMLDecodeError as exc:
+            raise SettingsError([toml_error(path, exc)]) from None
     tool = data.get("tool", {})
-    table = tool.get("graph_budget", {}) if isinstance(tool, dict) else {}
-    return check(table, f"{TABLE} of {path}")
+    tool = tool if isinstance(tool, dict) else {}
+    table = tool.get("graph_budget", {})
+    if ini is None:
+        options = tool.get("pytest", {}).get("ini_options", {}) if tool.get("pytest") else {}
+        ini = _ini_from_toml(options if isinstance(options, dict) else {})
+        ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
+    return merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+
+
+def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Settings:
+    """``check`` of ``[tool.graph_budget]`` over the ini options it does not give; a bad ini
+    option is one problem naming it, as a bad key of the table is."""
+    problems: list[str] = []
+    fallback = {}
+    if isinstance(table, dict):
+        for key, value in ini.items():
+            if key in table or value is None or value == "" or value == []:
+                continue
+            try:
+                check({key: value}, f"{ini_where} (ini option {ini_name(key)})")
+            except SettingsError as exc:
+                problems += exc.problems
+            else:
+                fallback[key] = value
+    try:
+        settings = check({**fallback, **table} if isinstance(table, dict) else table, where)
+    except SettingsError as exc:
+        problems += exc.problems
+    if problems:
+        raise SettingsError(problems)
+    return settings
+
+
+def _ini_from_toml(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``graph_budget_<key>`` options of ``[tool.pytest.ini_options]`` as pytest reads
+    them: ``strict`` from a boolean word, ``budgets`` from lines."""
+    found: dict[str, Any] = {}
+    for key, kind in INI.items():
+        value = options.get(ini_name(key))
+        if isinstance(value, str) and kind == "bool" and value.strip().lower() in TRUE + FALSE:
+            value = value.strip().lower() in TRUE
+        elif isinstance(value, str) and kind == "linelist":
+            value = [line.strip() for line in value.splitlines() if line.strip()]
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:

@@ -17,7 +17,7 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
 
 def test_every_command_is_one_module_with_its_parser_and_handler():
     names = [command.__name__.rpartition(".")[2] for command in cli.COMMANDS]
-    assert names == ["profile", "explore", "compare", "list", "init", "hardware"]
+    assert names == ["profile", "explore", "compare", "list", "init", "hardware", "check"]
     for command in cli.COMMANDS:
         assert callable(command.add_parser) and callable(command.run), command.__name__
     subparsers = next(

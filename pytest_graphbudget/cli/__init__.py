@@ -6,10 +6,11 @@
     graph-budget list               the model zoo by family (--check traces each one)
     graph-budget init MODEL...      a starting budget TOML: today's figures plus headroom
     graph-budget hardware           the hardware profiles and their ridge points
+    graph-budget check [PATH...]    the TOML budgets' check, as pytest --graph-budget runs it
 
-Exit codes: 0 fine, 1 a budget or check failed, 2 a usage or input error. User errors are one
-line on stderr, never a traceback. Progress goes to stderr, so stdout carries only the result
-(``--format json`` output stays parseable). Importing this package does not import torch: a
+Exit codes: 0 fine, 1 a budget or check failed, 2 a usage or input error (``check``: 4, as
+pytest). User errors are one line on stderr, never a traceback. Progress goes to stderr, so
+stdout carries only the result (``--format json`` output stays parseable). Importing this package does not import torch: a
 command imports the engine when it needs it.
 
 One module per command (``cli/<command>.py``), each with ``add_parser(subparsers)`` (its
@@ -28,7 +29,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from pytest_graphbudget.cli import compare, explore, hardware, init, options, profile
+from pytest_graphbudget.cli import check, compare, explore, hardware, init, options, profile
 
 # cli/list.py is the `list` command. Once imported, the name `list` in this module is that
 # submodule, not the builtin: nothing here calls `list(...)`.
@@ -40,9 +41,9 @@ from pytest_graphbudget.cli.loading import load_case, module_types, profile_case
 from pytest_graphbudget.cli.options import join_shape_tokens, seed_spellings
 from pytest_graphbudget.errors import GraphBudgetError, TraceError
 
-# The commands, in the order ``--help`` lists them. A new command (``check``, which runs the
-# plugin's budget check on TOML files) is a module with ``add_parser`` and ``run``, added here.
-COMMANDS = (profile, explore, compare, list_, init, hardware)
+# The commands, in the order ``--help`` lists them. A new command is a module with
+# ``add_parser(subparsers)`` and ``run(args, console) -> int``, added here.
+COMMANDS = (profile, explore, compare, list_, init, hardware, check)
 
 __all__ = [
     "COMMANDS",

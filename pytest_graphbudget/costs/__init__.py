@@ -1,10 +1,11 @@
-"""The cost registry: one formula per ATen op, keyed by the op's name.
+"""The cost registry: one entry per op (formula, fusion role, kind label), keyed by its name.
 
 Formulas are pure functions of shapes, in the style of ``torch/utils/flop_counter.py``: the
 interpreter (``measure.py``) replaces every tensor argument by its shape (a tuple of ints)
 before calling them, so no formula ever touches a tensor. A formula returns an ``OpCost``:
 ``macs`` for the multiply-accumulates of contraction ops, ``other`` for every other FLOP.
-The per-op costs are documented in ``docs/metrics.md``; keep the two in step.
+Roles and keys are described in ``registry.py``; ``custom.register_formula`` adds an op from
+outside. The per-op costs are documented in ``docs/metrics.md``; keep the two in step.
 
 Importing the modules below fills the registry.
 """
@@ -19,14 +20,34 @@ from pytest_graphbudget.costs import (  # noqa: F401
     movement,
     reduction,
 )
+from pytest_graphbudget.costs.custom import register_formula
 from pytest_graphbudget.costs.registry import (
-    FORMULAS,
-    ZERO_COST,
+    REGISTRY,
+    ROLES,
+    Entry,
+    FormulaError,
     OpCost,
+    RegistryError,
     Shape,
     base_name,
+    kind_of,
+    lookup,
     price,
     register,
 )
 
-__all__ = ["Shape", "FORMULAS", "ZERO_COST", "OpCost", "base_name", "price", "register"]
+__all__ = [
+    "REGISTRY",
+    "ROLES",
+    "Entry",
+    "FormulaError",
+    "OpCost",
+    "RegistryError",
+    "Shape",
+    "base_name",
+    "kind_of",
+    "lookup",
+    "price",
+    "register",
+    "register_formula",
+]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from math import prod
 
+from pytest_graphbudget.costs.reduction import SOFTMAX
 from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
 
-SOFTMAX = 5
 SCALE = 1
 
 
@@ -22,19 +22,19 @@ def _sdpa(q: Shape, k: Shape, v: Shape, masked: bool) -> OpCost:
     return OpCost(macs=scores * (q[-1] + v[-1]), other=scores * (SCALE + SOFTMAX + int(masked)))
 
 
-@register("scaled_dot_product_attention")
+@register("scaled_dot_product_attention", role="anchor", kind="attention")
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *_, out, **kw) -> OpCost:
     # The public op, priced whole (see measure.UNITS): its backends decompose differently.
     mask = kw.get("attn_mask", attn_mask)
     return _sdpa(q, k, v, masked=mask is not None or kw.get("is_causal", is_causal))
 
 
-@register("_scaled_dot_product_flash_attention_for_cpu")
+@register("_scaled_dot_product_flash_attention_for_cpu", role="anchor", kind="attention")
 def sdpa_flash_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, out, **_) -> OpCost:
     return _sdpa(q, k, v, masked=attn_mask is not None or is_causal)
 
 
-@register("_scaled_dot_product_flash_attention")
+@register("_scaled_dot_product_flash_attention", role="anchor", kind="attention")
 def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost:
     return _sdpa(q, k, v, masked=is_causal)
 
@@ -43,6 +43,8 @@ def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention",
     "_scaled_dot_product_fused_attention_overrideable",
+    role="anchor",
+    kind="attention",
 )
 def sdpa_efficient(
     q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0, is_causal=False, *_, out, **__
@@ -50,7 +52,12 @@ def sdpa_efficient(
     return _sdpa(q, k, v, masked=attn_bias is not None or is_causal)
 
 
-@register("_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps")
+@register(
+    "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_attention_math_for_mps",
+    role="anchor",
+    kind="attention",
+)
 def sdpa_math(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost:
     return _sdpa(q, k, v, masked=attn_mask is not None or is_causal)
 
@@ -62,7 +69,7 @@ def _heads_last(q: Shape, k: Shape, v: Shape) -> tuple[Shape, Shape, Shape]:
     return tuple(Shape((t[0], t[2], t[1], t[3])) for t in (q, k, v))
 
 
-@register("_flash_attention_forward")
+@register("_flash_attention_forward", role="anchor", kind="attention")
 def flash_attention_forward(
     q,
     k,
@@ -87,13 +94,13 @@ def flash_attention_forward(
     return _sdpa(*_heads_last(q, k, v), masked=bool(masked))
 
 
-@register("_flash_attention_forward_no_dropout_inplace")
+@register("_flash_attention_forward_no_dropout_inplace", role="anchor", kind="attention")
 def flash_attention_forward_inplace(out_tensor, q, k, v, *args, out, **kw) -> OpCost:
     # The same kernel writing into its first argument.
     return flash_attention_forward(q, k, v, *args, out=out, **kw)
 
 
-@register("_efficient_attention_forward")
+@register("_efficient_attention_forward", role="anchor", kind="attention")
 def efficient_attention_forward(
     q,
     k,
@@ -131,7 +138,7 @@ def _mha(query: Shape, key: Shape, heads: int, has_bias: bool, masked: bool) -> 
     )
 
 
-@register("_native_multi_head_attention")
+@register("_native_multi_head_attention", role="anchor", kind="mha")
 def native_mha(
     query,
     key,
@@ -151,7 +158,7 @@ def native_mha(
     return _mha(query, key, num_head, qkv_bias is not None, mask is not None)
 
 
-@register("_transformer_encoder_layer_fwd")
+@register("_transformer_encoder_layer_fwd", role="anchor", kind="encoder_layer")
 def transformer_encoder_layer(
     src,
     embed_dim,
@@ -192,7 +199,7 @@ LSTM_CELL = 30
 sum of the two products), 3 sigmoids x 4, 2 tanh x 1, c = f*c + i*g (3), h = o*tanh(c) (1)."""
 
 
-@register("mkldnn_rnn_layer")
+@register("mkldnn_rnn_layer", role="anchor", kind="lstm")
 def mkldnn_rnn_layer(
     x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode, hidden_size, *_, out, **__
 ) -> OpCost:

@@ -11,7 +11,14 @@ from math import prod
 from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
 
 
-@register("convolution", "_convolution", "convolution_overrideable", "_slow_conv2d_forward")
+@register(
+    "convolution",
+    "_convolution",
+    "convolution_overrideable",
+    "_slow_conv2d_forward",
+    role="anchor",
+    kind="conv",
+)
 def convolution(
     x: Shape,
     w: Shape,
@@ -31,7 +38,7 @@ def convolution(
     return OpCost(macs=macs, other=numel(out) if bias is not None else 0)
 
 
-@register("mm")
+@register("mm", role="anchor", kind="matmul")
 def mm(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
     # (m, k) @ (k, n): m*n outputs, k MACs each.
     return OpCost(macs=numel(a) * b[-1])
@@ -47,13 +54,13 @@ def _scaled(out: Shape, beta=1, alpha=1) -> int:
     return per_element * numel(out)
 
 
-@register("addmm")
+@register("addmm", role="anchor", kind="linear")
 def addmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
     # mm plus, per output element, the bias add and the alpha/beta scaling.
     return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha))
 
 
-@register("_addmm_activation")
+@register("_addmm_activation", role="anchor", kind="linear")
 def addmm_activation(
     bias: Shape, a: Shape, b: Shape, beta=1, alpha=1, use_gelu=False, *, out: Shape, **_
 ) -> OpCost:
@@ -62,36 +69,36 @@ def addmm_activation(
     return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha) + epilogue)
 
 
-@register("bmm")
+@register("bmm", role="anchor")
 def bmm(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
     # (B, m, k) @ (B, k, n)
     return OpCost(macs=numel(a) * b[-1])
 
 
-@register("baddbmm")
+@register("baddbmm", role="anchor", kind="bmm")
 def baddbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
     return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha))
 
 
-@register("addbmm")
+@register("addbmm", role="anchor", kind="bmm")
 def addbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
     # Sum over the batch of (m, k) @ (k, n), added to bias: the batch sum is one add per product
     # but the first, then the bias add and the alpha/beta scaling.
     return OpCost(macs=numel(a) * b[-1], other=numel(out) * (a[0] - 1) + _scaled(out, beta, alpha))
 
 
-@register("mv", "dot", "vdot")
+@register("mv", "dot", "vdot", role="anchor", kind="matmul")
 def mv(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
     # (m, k) @ (k,) or (k,) . (k,): one MAC per element of the first operand.
     return OpCost(macs=numel(a))
 
 
-@register("addmv")
+@register("addmv", role="anchor", kind="linear")
 def addmv(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
     return OpCost(macs=numel(a), other=_scaled(out, beta, alpha))
 
 
-@register("addr")
+@register("addr", role="anchor", kind="matmul")
 def addr(bias: Shape, u: Shape, v: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
     # The outer product u v^T is addmm with k = 1: one MAC per output element, then the bias
     # add and the alpha/beta scaling.

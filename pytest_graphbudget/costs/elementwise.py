@@ -11,7 +11,7 @@ from pytest_graphbudget.costs.registry import OpCost, out_numel, register
 PER_ELEMENT: dict[str, int] = {
     # arithmetic and selection
     **dict.fromkeys(
-        "add sub rsub mul div true_divide floor_divide neg abs reciprocal square fmod remainder "
+        "mul div true_divide floor_divide neg abs reciprocal square fmod remainder "
         "maximum minimum fmax fmin where masked_fill clamp clamp_min clamp_max clip hardtanh relu "
         "leaky_relu prelu _prelu_kernel threshold sign sgn floor ceil round trunc frac "
         "hardshrink softshrink nan_to_num".split(),
@@ -29,8 +29,6 @@ PER_ELEMENT: dict[str, int] = {
         "acos atan atan2 sinh cosh asinh acosh atanh pow float_power".split(),
         1,
     ),
-    # scans
-    **dict.fromkeys("cumsum cumprod logcumsumexp".split(), 1),
     # composite activations: the operations of their formula
     "sigmoid": 4,  # neg, exp, add, reciprocal
     "silu": 5,  # x * sigmoid(x)
@@ -43,8 +41,6 @@ PER_ELEMENT: dict[str, int] = {
     "selu": 5,  # exp, sub, mul, select (+ scale for selu)
     "glu": 5,  # a * sigmoid(b), per output element
     "log_sigmoid_forward": 5,
-    "addcmul": 2,
-    "addcdiv": 2,
     "lerp": 2,
 }
 
@@ -57,7 +53,7 @@ def _pointwise(cost: int):
 
 
 for _name, _cost in PER_ELEMENT.items():
-    register(_name)(_pointwise(_cost))
+    register(_name, kind="relu6" if _name == "hardtanh" else None)(_pointwise(_cost))
 
 
 @register("gelu")

@@ -5,9 +5,9 @@ Their bytes still count: the partitioner charges every tensor that crosses a sub
 
 from __future__ import annotations
 
-from pytest_graphbudget.costs.registry import ZERO_COST
+from pytest_graphbudget.costs.registry import zero_cost
 
-ZERO_COST.update(
+zero_cost(
     # views and shape changes
     "view _unsafe_view reshape unsafe_split unsafe_split_with_sizes unsafe_chunk _reshape_alias "
     "permute transpose t expand expand_as squeeze "
@@ -15,11 +15,11 @@ ZERO_COST.update(
     "as_strided alias detach lift_fresh lift_fresh_copy unfold view_as_real view_as_complex "
     "movedim swapaxes view_copy permute_copy t_copy transpose_copy expand_copy squeeze_copy "
     "unsqueeze_copy slice_copy select_copy split_copy split_with_sizes_copy unbind_copy "
-    "alias_copy as_strided_copy _unsafe_view_copy diagonal "
-    # copies, gathers and layout
-    "clone copy _to_copy to contiguous cat stack hstack vstack concat concatenate index "
-    "_unsafe_index index_select gather scatter index_put _unsafe_index_put index_fill "
-    "masked_scatter masked_select embedding embedding_bag _embedding_bag constant_pad_nd pad "
+    "alias_copy as_strided_copy diagonal "
+    # copies and layout
+    "clone copy _to_copy to contiguous cat stack hstack vstack concat concatenate "
+    "scatter index_put _unsafe_index_put index_fill "
+    "masked_scatter masked_select constant_pad_nd pad "
     "reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d "
     "replication_pad3d roll flip repeat repeat_interleave tile pixel_shuffle pixel_unshuffle "
     "channel_shuffle native_channel_shuffle im2col col2im triu tril one_hot nonzero "
@@ -30,10 +30,20 @@ ZERO_COST.update(
     "new_ones new_empty new_full new_empty_strided arange linspace logspace fill zero "
     "scalar_tensor tensor rand rand_like randn randn_like randint randint_like randperm normal "
     "uniform bernoulli eye "
-    # metadata, scalars, asserts, dropout in eval
-    "_local_scalar_dense item sym_size sym_stride sym_numel sym_storage_offset device dim size "
+    # scalars, asserts, dropout in eval
+    "_local_scalar_dense item sym_stride sym_numel sym_storage_offset dim size "
     "stride is_nonzero _assert_async _assert_scalar _functional_assert_async "
     "_functional_assert_scalar sym_constrain_range sym_constrain_range_for_size "
-    "_assert_tensor_metadata native_dropout dropout feature_dropout alpha_dropout "
-    "_set_grad_enabled record_stream".split()
+    "native_dropout dropout feature_dropout alpha_dropout record_stream",
+    kinds={"_to_copy": "copy", "constant_pad_nd": "pad"},
 )
+
+# Lookups: they read only the rows of a weight they return (an embedding table).
+zero_cost(
+    "embedding embedding_bag _embedding_bag index _unsafe_index index_select gather",
+    role="gather",
+    kinds={"_unsafe_index": "index"},
+)
+
+# Bookkeeping that never names the node it runs in.
+zero_cost("device sym_size _assert_tensor_metadata", role="free")

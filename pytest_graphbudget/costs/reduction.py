@@ -11,12 +11,13 @@ NORM_STATS = 5  # mean (sum), subtract, square, variance (sum), scale by 1/std
 NORM_EVAL = 2  # subtract the running mean, scale by the running 1/std
 
 
-@register("_softmax", "softmax", "_log_softmax", "log_softmax", "_safe_softmax")
+@register("_softmax", "softmax", "_safe_softmax", role="reduction", kind="softmax")
+@register("_log_softmax", "log_softmax", role="reduction", kind="log_softmax")
 def softmax(x: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=SOFTMAX * numel(x))
 
 
-@register("_masked_softmax")
+@register("_masked_softmax", role="reduction", kind="softmax")
 def masked_softmax(x: Shape, mask=None, *_, out, **__) -> OpCost:
     return OpCost(other=(SOFTMAX + int(mask is not None)) * numel(x))
 
@@ -25,22 +26,23 @@ def _affine(weight, bias) -> int:
     return int(weight is not None) + int(bias is not None)
 
 
-@register("native_layer_norm")
+@register("native_layer_norm", role="reduction", kind="layer_norm")
 def layer_norm(x: Shape, normalized_shape, weight=None, bias=None, *_, out, **__) -> OpCost:
     return OpCost(other=(NORM_STATS + _affine(weight, bias)) * numel(x))
 
 
-@register("native_group_norm")
+@register("native_group_norm", role="reduction", kind="group_norm")
 def group_norm(x: Shape, weight=None, bias=None, *_, out, **__) -> OpCost:
     return OpCost(other=(NORM_STATS + _affine(weight, bias)) * numel(x))
 
 
-@register("_fused_rms_norm")
+@register("_fused_rms_norm", role="reduction", kind="rms_norm")
 def rms_norm(x: Shape, normalized_shape, weight=None, *_, out, **__) -> OpCost:
     return OpCost(other=(3 + int(weight is not None)) * numel(x))  # square, mean, scale (+ weight)
 
 
-@register("native_batch_norm", "_native_batch_norm_legit")
+# Batch norm with running statistics fuses as a pointwise op; updating them is a reduction.
+@register("native_batch_norm", "_native_batch_norm_legit", kind="bn")
 def batch_norm(
     x: Shape, weight, bias, running_mean, running_var, training: bool, *_, out, **__
 ) -> OpCost:
@@ -48,12 +50,14 @@ def batch_norm(
     return OpCost(other=(stats + _affine(weight, bias)) * numel(x))
 
 
-@register("_native_batch_norm_legit_no_training", "_batch_norm_no_update")
+@register("_native_batch_norm_legit_no_training", "_batch_norm_no_update", kind="bn")
 def batch_norm_eval(x: Shape, weight, bias, *_, out, **__) -> OpCost:
     return OpCost(other=(NORM_EVAL + _affine(weight, bias)) * numel(x))
 
 
-@register("_batch_norm_with_update", "_native_batch_norm_legit_functional")
+@register(
+    "_batch_norm_with_update", "_native_batch_norm_legit_functional", role="reduction", kind="bn"
+)
 def batch_norm_train(x: Shape, weight, bias, *_, out, **__) -> OpCost:
     return OpCost(other=(NORM_STATS + _affine(weight, bias)) * numel(x))
 
@@ -72,11 +76,17 @@ for _name in (
     "sum mean nansum nanmean amax amin max min aminmax argmax argmin prod any all "
     "count_nonzero logsumexp"
 ).split():
-    register(_name)(_per_input(1))
+    register(_name, role="reduction")(_per_input(1))
 for _name in "var std var_mean std_mean".split():
-    register(_name)(_per_input(3))  # subtract the mean, square, sum
+    register(_name, role="reduction")(_per_input(3))  # subtract the mean, square, sum
 for _name in "norm linalg_vector_norm".split():
-    register(_name)(_per_input(2))  # square, sum
+    register(_name, role="reduction")(_per_input(2))  # square, sum
+
+
+@register("cumsum", "cumprod", "logcumsumexp", role="reduction")
+def scan(*_, out, **__) -> OpCost:
+    # One add (or multiply) per output element, along the scanned dimension.
+    return OpCost(other=out_numel(out))
 
 
 def _window(kernel_size, dims: int) -> int:
@@ -93,24 +103,38 @@ def _window(kernel_size, dims: int) -> int:
     "max_pool3d_with_indices",
     "mkldnn_max_pool2d",
     "quantized_max_pool2d",
+    role="reduction",
+    kind="max_pool",
 )
 def max_pool(x: Shape, kernel_size, *_, out, **__) -> OpCost:
     # One comparison per window element.
     return OpCost(other=_window(kernel_size, len(x) - 2) * out_numel(out))
 
 
-@register("avg_pool1d", "avg_pool2d", "avg_pool3d")
+@register("avg_pool1d", "avg_pool2d", "avg_pool3d", role="reduction", kind="avg_pool")
 def avg_pool(x: Shape, kernel_size, *_, out, **__) -> OpCost:
     # Sum the window, then divide.
     return OpCost(other=(_window(kernel_size, len(x) - 2) + 1) * out_numel(out))
 
 
-@register("_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_avg_pool1d")
+@register(
+    "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool3d",
+    "adaptive_avg_pool1d",
+    role="reduction",
+    kind="avg_pool",
+)
 def adaptive_avg_pool(x: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=numel(x) + out_numel(out))
 
 
-@register("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
+@register(
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    role="reduction",
+    kind="max_pool",
+)
 def adaptive_max_pool(x: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=numel(x))
 
@@ -137,17 +161,18 @@ for _names, _cost in (
     ("upsample_bicubic2d _upsample_bicubic2d_aa", 35),
 ):
     for _name in _names.split():
-        register(_name)(_resample(_cost))
+        _kind = "upsample" if _name in ("upsample_nearest2d", "upsample_bilinear2d") else None
+        register(_name, kind=_kind)(_resample(_cost))
 
 
-@register("sort")
+@register("sort", role="reduction")
 def sort(x: Shape, dim: int = -1, *_, out, **__) -> OpCost:
     # n log2 n comparisons along the sorted dimension.
     n = x[dim] if x else 1
     return OpCost(other=numel(x) * max(1, (n - 1).bit_length()))
 
 
-@register("topk")
+@register("topk", role="reduction")
 def topk(x: Shape, k: int, *_, out, **__) -> OpCost:
     # One pass over the input, with a heap of k: log2 k comparisons per element.
     return OpCost(other=numel(x) * max(1, (k - 1).bit_length()))

@@ -1,11 +1,34 @@
-"""The registry itself: ``register`` decorates formulas, ``price`` looks them up."""
+"""The op registry: one entry per op, with its formula, its fusion role and its kind label.
+
+An op is keyed by its base name: ``addmm`` for ``aten.addmm.default`` and ``aten.addmm_.Tensor``
+(in-place and out variants share an entry), ``namespace.name`` for an op outside ATen
+(``torchvision.nms``). Fusion roles (how ``measure.py`` classifies the FX node the op runs in,
+for ``partition.py`` to fuse):
+
+- ``anchor``: a contraction; it starts a kernel (conv, matmul, attention).
+- ``reduction``: needs its whole input (softmax, norms, pooling, sum); it starts a kernel
+  unless it can end the one before it.
+- ``pointwise``: one output element from one input element; fuses into its producer.
+- ``gather``: a lookup (embedding, index); zero FLOPs, and it reads only the weight rows it
+  returns.
+- ``view``: moves, copies, creates or describes data; zero FLOPs (its bytes still count).
+- ``free``: bookkeeping (``sym_size``, ``device``); zero FLOPs and it never names a node.
+
+The kind label names the op in reports (``conv``, ``bn``, ``max_pool``); it defaults to the name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import prod
 from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+ROLES = ("anchor", "pointwise", "reduction", "gather", "view", "free")
+ZERO_ROLES = ("gather", "view", "free")
+"""Roles whose ops compute nothing: an entry with one of them may have no formula."""
 
 
 class Shape(tuple):
@@ -29,22 +52,96 @@ class OpCost:
 
 Formula = Callable[..., OpCost]
 
-FORMULAS: dict[str, Formula] = {}
-"""Op name (``"convolution"``, ``"addmm"``) -> formula(*args, out=..., **kwargs)."""
 
-ZERO_COST: set[str] = set()
-"""Ops that move or describe data but compute nothing; they are costed at zero FLOPs."""
+@dataclass(frozen=True)
+class Entry:
+    """What the cost pass knows of one op."""
+
+    name: str
+    role: str
+    kind: str
+    formula: Formula | None = None  # None: zero FLOPs (roles gather, view, free)
 
 
-def register(*names: str) -> Callable[[Formula], Formula]:
-    """Register ``formula`` for every op in ``names`` (in-place and out variants included)."""
+class RegistryError(GraphBudgetError):
+    """A registry entry that cannot be added (unknown op, duplicate, bad role)."""
+
+
+class FormulaError(GraphBudgetError):
+    """A registered formula returned something that is not a cost."""
+
+
+REGISTRY: dict[str, Entry] = {}
+"""Op base name (``"convolution"``, ``"torchvision.nms"``) -> its entry."""
+
+
+def add(name: str, role: str, formula: Formula | None = None, kind: str | None = None) -> Entry:
+    """Add the entry of one op; an unknown ATen name, a second entry or a bad role raises."""
+    if role not in ROLES:
+        raise RegistryError(f"{name}: unknown role {role!r}; use one of {', '.join(ROLES)}")
+    if formula is None and role not in ZERO_ROLES:
+        raise RegistryError(f"{name}: an op with role {role!r} needs a formula")
+    if name in REGISTRY:
+        raise RegistryError(
+            f"{name} already has a registry entry (role {REGISTRY[name].role}); "
+            "an op has one entry: change that one instead of adding another"
+        )
+    if "." not in name:
+        check_key(name)
+    entry = Entry(name, role, kind or name, formula)
+    REGISTRY[name] = entry
+    return entry
+
+
+def register(*names: str, role: str = "pointwise", kind: str | None = None):
+    """Decorate a built-in formula: one entry per name in ``names``, all with ``role``."""
 
     def wrap(formula: Formula) -> Formula:
         for name in names:
-            FORMULAS[name] = formula
+            add(name, role, formula, kind)
         return formula
 
     return wrap
+
+
+def zero_cost(names: str, role: str = "view", kinds: Mapping[str, str] | None = None) -> None:
+    """Add entries for the space-separated ``names`` that compute nothing."""
+    for name in names.split():
+        add(name, role, None, (kinds or {}).get(name))
+
+
+def check_key(name: str) -> None:
+    """Raise unless ``name`` (a base name, or ``namespace.name``) is an op torch knows.
+
+    A namespace outside ATen is known once the library that defines it is imported
+    (``torchvision``); ``check_keys`` is the walk a test does after importing them.
+    """
+    import torch
+
+    namespace, _, op = name.rpartition(".")
+    spaces = [getattr(torch.ops, namespace)] if namespace else [torch.ops.aten, torch.ops.prim]
+    if not any(hasattr(space, key) for space in spaces for key in (op, op + "_")):
+        where = f"torch.ops.{namespace}" if namespace else "torch.ops.aten"
+        raise RegistryError(f"{name}: no such op in {where}; check the spelling of the key")
+
+
+def check_keys() -> None:
+    """Check every key against ``torch.ops`` (namespaced ones included)."""
+    for name in REGISTRY:
+        check_key(name)
+
+
+def lookup(name: str) -> Entry | None:
+    """The entry of ``name``, or None; the first call loads installed plugins' formulas."""
+    if _plugins["state"] in ("new", "failed"):
+        load_plugins()
+    return REGISTRY.get(name)
+
+
+def kind_of(name: str) -> str:
+    """The kind label of an op (its name when it has no entry or no label of its own)."""
+    entry = REGISTRY.get(name)
+    return entry.kind if entry is not None else name
 
 
 def base_name(qualified: str) -> str:
@@ -57,13 +154,13 @@ def base_name(qualified: str) -> str:
 
 
 def price(name: str, args: tuple, kwargs: dict[str, Any], out: Any) -> OpCost | None:
-    """The cost of one call, or ``None`` when no formula knows the op."""
-    if name in ZERO_COST:
-        return OpCost()
-    formula = FORMULAS.get(name)
-    if formula is None:
+    """The cost of one call, or ``None`` when no entry knows the op."""
+    entry = lookup(name)
+    if entry is None:
         return None
-    return formula(*args, out=out, **kwargs)
+    if entry.formula is None:
+        return OpCost()
+    return entry.formula(*args, out=out, **kwargs)
 
 
 def numel(shape: Any) -> int:
@@ -76,3 +173,38 @@ def out_numel(out: Any) -> int:
     if isinstance(out, (list, tuple)) and not isinstance(out, Shape):
         return numel(out[0]) if out else 0
     return numel(out)
+
+
+# Installed plugins' formulas ---------------------------------------------------------------
+
+_plugins: dict[str, Any] = {"state": "new", "error": None}
+
+
+def load_plugins(pm: Any = None) -> None:
+    """Call every ``graphbudget_register_formulas`` hook once, with ``register_formula``.
+
+    ``pm`` defaults to the process-wide plugin manager (installed packages' entry points). A
+    plugin that fails fails every later lookup too, never only the first model priced.
+    """
+    if _plugins["state"] == "failed":
+        raise _plugins["error"]
+    from pytest_graphbudget.costs.custom import register_formula
+
+    _plugins["state"] = "loading"  # formulas registered by a hook may be looked up meanwhile
+    try:
+        if pm is None:
+            from pytest_graphbudget.zoo import plugin_manager
+
+            pm = plugin_manager()
+        pm.hook.graphbudget_register_formulas(register=register_formula)
+    except Exception as exc:
+        error = exc if isinstance(exc, GraphBudgetError) else RegistryError(_plugin_failed(exc))
+        _plugins.update(state="failed", error=error)
+        raise error from exc
+    _plugins["state"] = "loaded"
+
+
+def _plugin_failed(exc: Exception) -> str:
+    from pytest_graphbudget.errors import one_line
+
+    return f"a graphbudget_register_formulas hook failed: {one_line(exc, typed=True)}"

@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_graphbudget.reports.terminal import terminal
 
-__all__ = ["Written", "cannot_write", "terminal", "write_all"]
+__all__ = ["Written", "cannot_write", "terminal", "write_all", "write_files"]
 
 
 @dataclass
@@ -39,15 +39,38 @@ def cannot_write(shown: str, exc: OSError) -> str:
 
 
 def write_all(config: Any, results: list[Any], stale: set[str]) -> Written:
-    """Write every report file the options ask for, and the GitHub Actions job summary.
+    """Write every report file pytest's options ask for, and the GitHub Actions job summary.
 
-    Paths are relative to the directory pytest was started in, as for ``--junitxml``. A file
-    that cannot be written does not stop the others: it becomes one line in ``problems``.
+    Paths are relative to the directory pytest was started in, as for ``--junitxml``.
     """
-    from pytest_graphbudget.reports import github, json_report, junit, markdown
+    return write_files(
+        results,
+        stale,
+        here=Path(config.invocation_params.dir),
+        root=Path(config.rootpath),
+        junit=config.getoption("graph_budget_junit"),
+        json=config.getoption("graph_budget_json"),
+        markdown=config.getoption("graph_budget_markdown"),
+    )
 
-    here = Path(config.invocation_params.dir)
-    root = Path(config.rootpath)
+
+def write_files(
+    results: list[Any],
+    stale: set[str],
+    *,
+    here: Path,
+    root: Path,
+    junit: str | None = None,
+    json: str | None = None,
+    markdown: str | None = None,
+) -> Written:
+    """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
+    job summary. A file that cannot be written does not stop the others: it becomes one line
+    in ``problems``."""
+    from pytest_graphbudget.reports import github, json_report
+    from pytest_graphbudget.reports import junit as junit_report
+    from pytest_graphbudget.reports import markdown as markdown_report
+
     done = Written()
 
     def attempt(kind: str, shown: str, write: Callable[[], Any]) -> None:
@@ -58,16 +81,13 @@ def write_all(config: Any, results: list[Any], stale: set[str]) -> Written:
         else:
             done.files.append((kind, shown))
 
-    path = config.getoption("graph_budget_junit")
-    if path:
-        attempt("JUnit", path, lambda: junit.write(here / path, results))
-    path_json = config.getoption("graph_budget_json")
-    if path_json:
-        attempt("JSON", path_json, lambda: json_report.write(here / path_json, results, stale))
-    text = markdown.render(results, stale, root)
-    path_md = config.getoption("graph_budget_markdown")
-    if path_md:
-        attempt("markdown", path_md, lambda: markdown.save(here / path_md, text))
+    if junit:
+        attempt("JUnit", junit, lambda: junit_report.write(here / junit, results))
+    if json:
+        attempt("JSON", json, lambda: json_report.write(here / json, results, stale))
+    text = markdown_report.render(results, stale, root)
+    if markdown:
+        attempt("markdown", markdown, lambda: markdown_report.save(here / markdown, text))
     if results or stale:
         try:
             github.append_summary(text)

@@ -1,6 +1,6 @@
 """What every report says the same way: verdicts, names, figures, changes from the baseline.
 
-The reports read ``ModelResult``s (``plugin.py``) as plain data: ``profile`` is the profile's
+The reports read ``ModelResult``s (``check.py``) as plain data: ``profile`` is the profile's
 JSON (``Profile.to_dict()``), ``baseline`` the recorded figures, ``findings`` the verdicts. Nothing
 here knows about pytest.
 """

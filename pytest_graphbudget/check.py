@@ -1,0 +1,199 @@
+"""The check of one model: a profile against its budget and its baseline entry, as plain data.
+
+The pytest plugin (``plugin.py``) and ``graph-budget check`` (``check_cli.py``) both call
+``evaluate``: the same findings, the same ``ModelResult``, whichever runs it. Nothing here
+imports pytest or torch; a ``Profile`` comes in, findings and a ``ModelResult`` go out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_graphbudget.budgets import Budget, Finding, check, coverage_findings
+from pytest_graphbudget.errors import GraphBudgetError
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.baseline import Baseline, Entry
+    from pytest_graphbudget.budget_files import Table
+    from pytest_graphbudget.profile import Profile
+    from pytest_graphbudget.profiler import Profiler
+
+
+@dataclass
+class ModelResult:
+    """One profiled model's figures and verdict: what every report shows."""
+
+    id: str
+    label: str
+    nodeid: str
+    path: str
+    line: int
+    budget: dict[str, Any]
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    profile: dict[str, Any] | None = None
+    baseline: dict[str, float] | None = None
+    baseline_modules: dict[str, int] | None = None  # own FLOPs per module, for "grew most"
+    baseline_by_module: dict[str, dict[str, int]] | None = None  # params, memory, traffic
+    error: str | None = None
+    source: str = "marker"  # "marker" or "toml"
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or any(f["severity"] == "fail" for f in self.findings)
+
+    def message(self) -> str:
+        lines = [f"graph budget failed for {self.label} ({self.id}):"]
+        if self.error:
+            lines += [f"  {line}" for line in self.error.splitlines()]
+        lines += [f"  {f['message']}" for f in self.findings if f["severity"] == "fail"]
+        return "\n".join(lines)
+
+
+@dataclass
+class Checker:
+    """What every check of one run shares: the baseline (read once, on first use) and the
+    run's switches. ``update``: the baseline is being rewritten, so it judges nothing."""
+
+    baseline_path: Path
+    baseline_name: str  # the path as messages show it, relative to the project's root
+    strict: bool = False
+    update: bool = False
+    _baseline: Baseline | None = field(default=None, repr=False)
+
+    @property
+    def baseline(self) -> Baseline:
+        from pytest_graphbudget import baseline as baseline_file
+
+        if self._baseline is None:
+            self._baseline = baseline_file.read(self.baseline_path, self.baseline_name)
+        return self._baseline
+
+    def evaluate(
+        self,
+        result: ModelResult,
+        budget: Budget,
+        run: Callable[[str], Profile],
+        hardware: str | None = None,
+    ) -> Profile | None:
+        """Profile (``run(hardware)``) and judge into ``result``; the profile, or None when
+        profiling failed (then ``result.error`` says why, in one line)."""
+        try:
+            prof = run(hardware or budget.hardware)
+        except GraphBudgetError as exc:
+            result.error = str(exc)
+            return None
+        except Exception as exc:  # a bug of ours: still a result, never a missing row
+            result.error = internal_error(exc)
+            return None
+        judge(result, prof, budget, self)
+        return prof
+
+
+def findings(
+    prof: Profile,
+    budget: Budget,
+    base: Entry | None = None,
+    *,
+    strict: bool = False,
+    baseline_name: str = "budgets/baseline.toml",
+) -> list[Finding]:
+    """Every finding on one profile: its limits, its ops without a formula (failures only
+    with ``strict``) and, given a baseline entry, its growth beyond the budget's tolerance."""
+    found = check(prof, budget) + coverage_findings(prof, budget, strict)
+    if base is not None:
+        from pytest_graphbudget import baseline as baseline_file
+
+        current = baseline_file.entry_from(prof)
+        found += baseline_file.compare(current, base, budget.tolerance, baseline_name)
+    return found
+
+
+def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) -> ModelResult:
+    """Fill ``result`` from a profile: its figures, findings and baseline entry. A baseline
+    entry it cannot trust is the model's error (it would let regressions by)."""
+    result.profile = prof.to_dict()
+    base = checker.baseline.entries.get(result.id)
+    problems = checker.baseline.problems_of(result.id)
+    if problems and not checker.update:
+        result.error = "\n".join(problems)
+    if base is not None:
+        result.baseline = dict(base.figures)
+        result.baseline_modules = dict(base.modules)
+        result.baseline_by_module = {k: dict(v) for k, v in base.by_module.items()}
+    compared = None if checker.update else base
+    found = findings(
+        prof, budget, compared, strict=checker.strict, baseline_name=checker.baseline_name
+    )
+    result.findings = [asdict(f) for f in found]
+    return result
+
+
+def check_table(
+    entry: Table,
+    nodeid: str,
+    path: Path,
+    shown: str,
+    checker: Checker,
+    profiler: Profiler,
+    hardware: str | None = None,
+) -> ModelResult:
+    """Check one ``[models."<name>"]`` table of the budget file at ``path`` (``shown`` as
+    messages show it): build its model, profile it, judge it. A table whose budget cannot be
+    built raises ``GraphBudgetError`` listing every bad key; ``hardware`` overrides its own."""
+    from pytest_graphbudget.budget_files import failing_line
+
+    budget = entry.budget(f"{path.name}::{entry.name}", hardware)
+    result = ModelResult(
+        nodeid,
+        budget.name or entry.name,
+        nodeid,
+        shown,
+        entry.line(),
+        budget_dict(budget),
+        source="toml",
+    )
+    checker.evaluate(result, budget, lambda hw: profiler.profile_table(entry.table, entry.name, hw))
+    result.line = failing_line(result.findings, entry.lines) or result.line
+    return result
+
+
+def budget_dict(budget: Budget) -> dict[str, Any]:
+    """The budget as the reports read it (plain JSON)."""
+    return {
+        "limits": dict(budget.limits),
+        "bottleneck": dict(budget.bottleneck),
+        "by": budget.bottleneck_by,
+        "hardware": budget.hardware,
+        "tolerance": budget.tolerance,
+        "allow_unsupported": _allowed(budget.allow_unsupported),
+        "lines": dict(budget.lines),
+    }
+
+
+def _allowed(allowed: bool | tuple[str, ...]) -> bool | list[str]:
+    """``allow_unsupported`` as JSON: true, false or the list of op names."""
+    return list(allowed) if isinstance(allowed, tuple) else allowed
+
+
+def internal_error(exc: BaseException) -> str:
+    """One line for an exception our own code raised: what, where, and that it is our bug."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    what = " ".join(str(exc).split())[:200]
+    return (
+        f"internal error in pytest-graphbudget: {type(exc).__name__}: {what}{where}; "
+        "this is a bug, please report it"
+    )
+
+
+def relative(path: str, root: Path) -> str:
+    """``path`` relative to the project's root, as messages and reports show it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return path

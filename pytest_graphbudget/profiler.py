@@ -1,0 +1,149 @@
+"""Profiling through the cache, for the plugin and ``graph-budget check`` alike.
+
+A model is profiled once per content: the cache keys a module by what it computes (its code,
+weights' shapes, inputs and hardware) and a zoo model by its name and options, so that a warm
+run does not even build it. A model that cannot be fingerprinted is profiled every run rather
+than ever reused stale, and says so at ``-v``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.cache import ProfileCache
+    from pytest_graphbudget.profile import Profile
+
+OPTIONS = ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
+"""Keys of a budget table that say how to build its model."""
+
+
+@dataclass
+class Profiler:
+    """The run's cache (None: no cache), its counts and notes, and the user's hardware."""
+
+    cache: ProfileCache | None = None
+    hardware_profiles: dict[str, Any] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)  # why a model was not cached, shown at -v
+
+    @classmethod
+    def open(cls, directory: Path | None, hardware_profiles: dict[str, Any], clear: bool = False):
+        """A profiler over the cache in ``directory`` (None: no cache), emptied first if asked."""
+        from pytest_graphbudget.cache import ProfileCache
+
+        cache = ProfileCache(directory) if directory is not None else None
+        if cache is not None and clear:
+            cache.clear()
+        return cls(cache, hardware_profiles)
+
+    def target(self, hardware: str) -> Any:
+        """The hardware profile of that name: built-in or from ``[tool.graph_budget]``."""
+        from pytest_graphbudget import hardware as hw
+
+        return hw.get(hardware, self.hardware_profiles)
+
+    def cached(
+        self,
+        key: Callable[[], Any],
+        compute: Callable[[], Profile],
+        name: str | None,
+        values: Callable[[], Any] | None = None,
+    ):
+        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s.
+
+        A profile of one real forward's path (``cache.DATA_DEPENDENT`` tiers) depends on the
+        values of inputs and weights, not only on the shapes in the key: its entry also holds
+        ``values()``, and is used only while they are unchanged.
+        """
+        from pytest_graphbudget import cache as cache_keys
+        from pytest_graphbudget.cache import Unfingerprintable
+        from pytest_graphbudget.profile import profile_from_dict
+
+        stored = None
+        if self.cache is not None:
+            try:
+                stored = key()
+            except Unfingerprintable as exc:  # profiled every time rather than ever stale
+                self.notes.append(f"{name or 'a model'}: not cached, profiled every run: {exc}")
+                self.counts["not cached"] += 1
+        data = self.cache.get(stored) if stored else None
+        if data is not None and "values" in data and (values is None or data["values"] != values()):
+            data = None
+        if data is not None:
+            try:
+                prof = profile_from_dict(data, self.hardware_profiles)
+            except Exception:  # a corrupt or outdated entry is rebuilt
+                prof = None
+            if prof is not None:
+                prof.model = name or prof.model
+                self.counts["reused"] += 1
+                return prof
+        prof = compute()
+        if stored:
+            data = prof.to_dict()
+            if prof.trace.method in cache_keys.DATA_DEPENDENT:
+                if values is None:
+                    return prof  # no way to tell its values apart: never reused
+                data["values"] = values()
+            self.cache.put(stored, data)
+            self.counts["profiled and stored"] += 1
+        return prof
+
+    def profile(
+        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hardware: str
+    ) -> Profile:
+        """Profile a module or a ModelCase (keyed by the module, inputs and hardware)."""
+        from pytest_graphbudget import cache as cache_keys
+        from pytest_graphbudget.case import ModelCase
+        from pytest_graphbudget.profile import profile_model
+
+        case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
+        target = self.target(hardware)
+        return self.cached(
+            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
+            lambda: profile_model(case, hardware=target, name=name),
+            name or case.name,
+            lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
+        )
+
+    def profile_table(self, table: dict[str, Any], name: str, hardware: str) -> Profile:
+        """The model of a budget table (``factory`` or zoo ``model``, default: its name);
+        zoo models are cached by name, so that a warm run does not even build them."""
+        from pytest_graphbudget import cache as cache_keys
+        from pytest_graphbudget import zoo
+        from pytest_graphbudget.budget_files import load_factory
+        from pytest_graphbudget.profile import profile_model
+
+        options = {k: table[k] for k in OPTIONS if k in table}
+        if "factory" in table:
+            case = load_factory(str(table["factory"]), name, options)
+            return self.profile(case, None, None, name, hardware)
+        model_name = str(table.get("model", name))
+        target = self.target(hardware)
+        key = (
+            cache_keys.name_key(model_name, options, repr(target))
+            if self.cache is not None
+            else None
+        )
+        if key is None:  # no cache, or a name that says too little: key it by what it builds
+            case = zoo.resolve(model_name, **options)
+            return self.profile(case, None, None, name, hardware)
+        return self.cached(
+            lambda: key,
+            lambda: profile_model(zoo.resolve(model_name, **options), hardware=target, name=name),
+            name,
+            # A zoo name builds the same values every time (seeded weights, fixed inputs).
+            lambda: "zoo",
+        )
+
+    def summary(self) -> list[str]:
+        """``graph budget cache: ...`` and the notes, for ``-v``; empty when nothing was cached."""
+        if not self.counts:
+            return []
+        counts = ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items()))
+        return [f"graph budget cache: {counts}", *(f"  {note}" for note in self.notes)]

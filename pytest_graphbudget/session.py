@@ -1,0 +1,80 @@
+"""The end of a budget run, for the plugin and ``graph-budget check`` alike: stale baseline
+entries, the baseline rewritten (with ``--update``), the report files written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.check import Checker, ModelResult
+    from pytest_graphbudget.reports import Written
+
+
+@dataclass
+class Outputs:
+    """Where the report files go: paths as the user gave them, relative to ``here``;
+    ``root`` is the project's root, that the markdown report's links start from."""
+
+    here: Path
+    root: Path
+    junit: str | None = None
+    json: str | None = None
+    markdown: str | None = None
+
+
+def stale_entries(baseline_keys: set[str], collected: set[str]) -> set[str]:
+    """Baseline entries of budget files or test files run now whose model is gone."""
+    files = {nodeid.split("::", 1)[0] for nodeid in collected}
+    stale = set()
+    for key in baseline_keys:
+        if key.split("::", 1)[0] not in files:
+            continue
+        if key not in collected and key.rsplit("::", 1)[0] not in collected:
+            stale.add(key)
+    return stale
+
+
+def finish(
+    results: list[ModelResult], stale: set[str], checker: Checker, outputs: Outputs
+) -> tuple[Written, bool]:
+    """Rewrite the baseline if the run updates it, then write the reports; what was written
+    (with a one-line problem for each file that could not be) and whether the baseline was
+    left unwritten."""
+    from pytest_graphbudget import baseline as baseline_file
+    from pytest_graphbudget import reports
+
+    problems = []
+    unwritten = False
+    if checker.update:
+        entries = {
+            r.id: baseline_file.entry_from(r.profile) for r in results if r.profile is not None
+        }
+        try:
+            baseline_file.update(checker.baseline_path, entries, remove=stale)
+        except OSError as exc:
+            problems.append(reports.cannot_write(checker.baseline_name, exc))
+            unwritten = True
+    written = reports.write_files(
+        results,
+        stale,
+        here=outputs.here,
+        root=outputs.root,
+        junit=outputs.junit,
+        json=outputs.json,
+        markdown=outputs.markdown,
+    )
+    written.problems[:0] = problems
+    return written, unwritten
+
+
+def outputs_of(config: Any) -> Outputs:
+    """The report paths of pytest's ``--graph-budget-junit/json/markdown``."""
+    return Outputs(
+        Path(config.invocation_params.dir),
+        Path(config.rootpath),
+        config.getoption("graph_budget_junit"),
+        config.getoption("graph_budget_json"),
+        config.getoption("graph_budget_markdown"),
+    )

@@ -1,0 +1,186 @@
+"""``graph-budget check``: the TOML budgets' check without pytest, with the plugin's verdicts.
+
+The model is counted by hand: ``nn.Linear(64, 32)`` on a ``(4, 64)`` input does
+2*4*64*32 + 4*32 = 16,512 FLOPs (a multiply and an add per MAC, plus the bias) and holds
+64*32 + 32 = 2,080 parameters. ``flops_max = "1M"`` passes it, ``flops_max = "10k"`` fails it.
+Where the plugin is the reference, both run on the same files and their JSON reports are
+compared model by model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_graphbudget import cli
+
+FLOPS, PARAMS = 2 * 4 * 64 * 32 + 4 * 32, 64 * 32 + 32
+MODULE = "checkmod_models"
+MODELS = """
+import torch
+from pytest_graphbudget import ModelCase
+
+def linear():
+    torch.manual_seed(0)
+    return ModelCase(torch.nn.Linear(64, 32), (torch.randn(4, 64),), name="linear")
+"""
+BUDGETS = f"""
+[models.fits]
+factory = "{MODULE}:linear"
+flops_max = "1M"
+
+[models.over]
+factory = "{MODULE}:linear"
+flops_max = "10k"
+
+[models.typo]
+factory = "{MODULE}:linear"
+flop_max = "1M"
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user project: the factory module, budgets/nets.toml, and the current directory."""
+    (tmp_path / f"{MODULE}.py").write_text(MODELS)
+    write(tmp_path / "budgets/nets.toml", BUDGETS)
+    (tmp_path / "pyproject.toml").write_text("[tool.graph_budget]\ncache_dir = '.cache'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, MODULE, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")  # the width of the table, as in a CI log
+    return tmp_path
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+
+
+def models(report: Path) -> dict[str, dict]:
+    """The JSON report's models by id, with what a verdict is made of."""
+    found = {}
+    for entry in json.loads(report.read_text())["models"]:
+        profile = entry["profile"] or {"totals": {}}
+        found[entry["id"]] = {
+            "verdict": entry["verdict"],
+            "error": entry["error"],
+            "failures": sorted(f["key"] for f in entry["findings"] if f["severity"] == "fail"),
+            "flops": profile["totals"].get("flops"),
+            "line": entry["line"],
+            "path": entry["path"],
+            "hardware": entry["budget"]["hardware"],
+        }
+    return found
+
+
+def test_the_hand_counted_model_passes_and_fails_by_its_limits(project, capsys):
+    code = cli.main(["check", "--json", "out.json"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    found = models(project / "out.json")
+    assert found["budgets/nets.toml::fits"]["flops"] == FLOPS
+    assert found["budgets/nets.toml::fits"]["verdict"] == "pass"
+    assert found["budgets/nets.toml::over"]["failures"] == ["flops_max"]
+    assert "flop_max" in found["budgets/nets.toml::typo"]["error"]
+    # Why each failed (as pytest's failure section), then the terminal section as pytest prints
+    # it: the rule, the header, one row per model.
+    assert "graph budget failed for over (budgets/nets.toml::over):" in out
+    assert "FLOPs 16.5k exceeds flops_max 10k" in out
+    assert "graph budget failed for fits" not in out
+    assert "\n" + " graph budget ".center(80, "=") + "\n" in out
+    assert "model" in out and "FLOPs/limit" in out and "verdict" in out
+    assert "16.5k/1M" in out and "16.5k/10k" in out
+    assert "error: typo: " in out and "did you mean 'flops_max'" in out
+    assert "3 models: 1 could not be checked, 1 over budget" in out
+
+
+@pytest.mark.parametrize(
+    ("plugin_options", "command_options"),
+    [([], []), (["--graph-budget-hardware=a100"], ["--hardware", "a100"])],
+)
+def test_the_verdicts_are_the_plugins_on_the_same_files(
+    project, pytester, capsys, plugin_options, command_options
+):
+    """The reference is ``pytest --graph-budget`` itself, run on the same budget files."""
+    pytester.chdir()
+    for name in ("budgets/nets.toml", f"{MODULE}.py", "pyproject.toml"):
+        write(pytester.path / name, (project / name).read_text())
+    pytester.syspathinsert()
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--graph-budget",
+        "--graph-budget-json=plugin.json",
+        "budgets",
+        *plugin_options,
+    )
+    assert result.ret == 1
+    code = cli.main(["check", "budgets", "--json", "cli.json", *command_options])
+    assert code == result.ret
+    plugin, command = models(pytester.path / "plugin.json"), models(pytester.path / "cli.json")
+    assert (
+        sorted(command)
+        == sorted(plugin)
+        == [
+            "budgets/nets.toml::fits",
+            "budgets/nets.toml::over",
+            "budgets/nets.toml::typo",
+        ]
+    )
+    assert command == plugin
+    checked = {m["hardware"] for m in command.values() if m["error"] is None}
+    assert checked == {"a100" if command_options else "generic"}
+
+
+def test_all_within_budget_exits_0_and_update_writes_the_baseline(project, capsys):
+    write(project / "budgets/nets.toml", BUDGETS.split("[models.over]")[0])
+    assert cli.main(["check", "--update"]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "baseline written: " in out
+    baseline = (project / "budgets/baseline.toml").read_text()
+    assert '[models."budgets/nets.toml::fits"]' in baseline
+    assert f"flops = {FLOPS}" in baseline and f"params = {PARAMS}" in baseline
+    # Against that baseline: the same model passes; a grown one fails as a regression.
+    assert cli.main(["check"]) == 0
+    text = (project / "budgets/baseline.toml").read_text()
+    (project / "budgets/baseline.toml").write_text(text.replace(f"flops = {FLOPS}", "flops = 1000"))
+    assert cli.main(["check", "--json", "r.json", "--no-cache"]) == 1
+    assert models(project / "r.json")["budgets/nets.toml::fits"]["failures"] == ["baseline.flops"]
+
+
+def test_usage_errors_exit_4_in_one_line(project, capsys):
+    assert cli.main(["check", "nowhere"]) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nowhere: no such file or directory" in err[0]
+    (project / "empty").mkdir()
+    assert cli.main(["check", "empty"]) == 4
+    assert "no budget files" in capsys.readouterr().err
+    (project / "pyproject.toml").write_text("[tool.graph_budget]\ntolerence = '2%'\n")
+    assert cli.main(["check"]) == 4
+    assert "did you mean 'tolerance'" in capsys.readouterr().err
+
+
+def test_a_report_that_cannot_be_written_is_exit_4_after_a_pass(project, capsys):
+    write(project / "budgets/nets.toml", BUDGETS.split("[models.over]")[0])
+    (project / "taken").write_text("a file, not a directory")
+    assert cli.main(["check", "--junit", "taken/junit.xml"]) == 4
+    assert "graph-budget: cannot write taken/junit.xml" in capsys.readouterr().out
+
+
+def test_run_from_a_subdirectory_checks_the_projects_configured_budgets(
+    project, capsys, monkeypatch
+):
+    write(project / "perf/edge.toml", BUDGETS.split("[models.over]")[0])
+    (project / "pyproject.toml").write_text("[tool.graph_budget]\nbudgets = ['perf']\n")
+    (project / "src").mkdir()
+    monkeypatch.chdir(project / "src")  # the root is found upward, as pytest finds its rootdir
+    code = cli.main(["check", "--json", "r.json"])  # reports are relative to where it runs
+    assert code == 0, capsys.readouterr()
+    assert list(models(project / "src/r.json")) == ["perf/edge.toml::fits"]
