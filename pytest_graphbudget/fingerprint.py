@@ -15,7 +15,8 @@ from the model to everything its code can reach:
   bool buffers (indices and masks can steer the graph) and of tiny non-parameter tensors;
   torch's global module hooks; numpy constants by their bytes; TorchScript by its code.
 
-Library code (the standard library, installed packages, this package) is named, not walked: the
+Library code (the standard library, installed packages, this package; ``codewalk.py`` says which
+files are, and which names and imports a code object uses) is named, not walked: the
 environment part of the key (``cache.environment``) holds every installed distribution's
 version. Library classes and modules are still searched for functions replaced by project code
 (a monkeypatched ``F.gelu`` or ``nn.Linear.forward``).
@@ -31,17 +32,17 @@ the caller does not cache the profile.
 from __future__ import annotations
 
 import dataclasses
-import dis
 import enum
 import functools
 import hashlib
-import importlib.util
 import json
-import os
 import sys
 import types
 from pathlib import Path
 from typing import Any
+
+from pytest_graphbudget import codewalk
+from pytest_graphbudget.codewalk import is_library_file
 
 MAX_STEPS = 500_000
 """Objects described per fingerprint before giving up (a model that reaches a huge data set)."""
@@ -93,53 +94,6 @@ def describe(value: Any) -> Any:
 
 def digest(parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-# -- what counts as library code ----------------------------------------------------------------
-
-
-@functools.cache
-def _library_roots() -> tuple[str, ...]:
-    import site
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    roots = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
-    roots.update(getattr(site, "getsitepackages", list)())
-    roots.add(str(Path(__file__).parent))  # this package: its bytes are in the key already
-    return tuple(os.path.realpath(root).rstrip(os.sep) + os.sep for root in roots)
-
-
-@functools.lru_cache(maxsize=4096)
-def is_library_file(filename: str) -> bool:
-    """True for a file of the standard library, an installed package or this package."""
-    if not filename or filename.startswith("<"):
-        return filename.startswith("<frozen")  # exec'd code ("<string>") is walked
-    return os.path.realpath(filename).startswith(_library_roots())
-
-
-def _is_library_module(module: types.ModuleType) -> bool:
-    filename = getattr(module, "__file__", None)
-    if filename:
-        return is_library_file(filename)
-    spec = getattr(module, "__spec__", None)
-    if module.__name__ in sys.builtin_module_names or getattr(spec, "origin", None) in (
-        "built-in",
-        "frozen",
-    ):
-        return True
-    paths = list(getattr(module, "__path__", ()) or ())  # a namespace package
-    return bool(paths) and all(is_library_file(os.path.join(p, "x")) for p in paths)
-
-
-def _is_library_class(cls: type) -> bool:
-    module = sys.modules.get(cls.__module__)
-    if module is not None:
-        return _is_library_module(module)
-    for value in vars(cls).values():
-        if isinstance(value, types.FunctionType):
-            return is_library_file(value.__code__.co_filename)
-    return cls.__module__ == "builtins"
 
 
 # -- the walk -----------------------------------------------------------------------------------
@@ -324,7 +278,7 @@ class _Walker:
     def _module_parts(self, module: types.ModuleType, names: frozenset[str]) -> Any:
         namespace = vars(module)
         used = sorted(name for name in names if name in namespace)
-        if _is_library_module(module):
+        if codewalk.is_library_module(module):
             replaced = [
                 [name, self.value(namespace[name], names)]
                 for name in used
@@ -348,7 +302,7 @@ class _Walker:
 
     def _class(self, cls: type) -> Any:
         name = f"{cls.__module__}.{cls.__qualname__}"
-        if _is_library_class(cls):
+        if codewalk.is_library_class(cls):
             patched = [
                 [attr, self.value(value)]
                 for attr, value in vars(cls).items()
@@ -369,7 +323,7 @@ class _Walker:
         qualname = f"{fn.__module__}.{fn.__qualname__}"
         if is_library_file(code.co_filename):
             return ["library function", qualname]
-        names = frozenset(_names(code))
+        used = frozenset(codewalk.names(code))
         namespace = fn.__globals__
         return [
             "function",
@@ -379,12 +333,15 @@ class _Walker:
             self.value(fn.__kwdefaults__),
             [self.value(cell) for cell in fn.__closure__ or ()],
             self.value(dict(vars(fn))) if vars(fn) else None,
-            [
-                [name, self.value(namespace[name], names)]
-                for name in sorted(names & namespace.keys())
-            ],
-            [[name, self.value(module, names)] for name, module in _imported(fn)],
+            [[name, self.value(namespace[name], used)] for name in sorted(used & namespace.keys())],
+            [[name, self.value(module, used)] for name, module in self._imported(fn)],
         ]
+
+    def _imported(self, fn: types.FunctionType) -> list[tuple[str, Any]]:
+        try:
+            return codewalk.imported(fn)
+        except codewalk.ImportFailed as exc:
+            raise Unfingerprintable(str(exc)) from None
 
     def _code(self, code: types.CodeType) -> Any:
         return [
@@ -441,62 +398,3 @@ class _Walker:
 
 def _as_tuple(slots: Any) -> tuple[str, ...]:
     return (slots,) if isinstance(slots, str) else tuple(slots)
-
-
-def _imported(fn: types.FunctionType) -> list[tuple[str, Any]]:
-    """Modules the function imports in its body (``from helpers import scale`` inside
-    ``forward``), relative ones included. One not imported yet is imported now when it is
-    project code (the forward would import it anyway), so that its code is walked too."""
-    package = fn.__globals__.get("__package__") or None
-    found = []
-    for name, level, fromlist in sorted(_imports(fn.__code__), key=repr):
-        try:
-            absolute = importlib.util.resolve_name("." * level + name, package) if level else name
-        except (ImportError, ValueError):
-            continue
-        targets = [absolute] + [f"{absolute}.{item}" for item in fromlist if item != "*"]
-        for target in targets:
-            module = sys.modules.get(target) or _import_project_module(target, fn)
-            if module is not None:
-                found.append((target, module))
-    return found
-
-
-def _import_project_module(name: str, fn: types.FunctionType) -> types.ModuleType | None:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):  # a missing parent, an optional dependency
-        spec = None
-    if spec is None or is_library_file(spec.origin or "<frozen>"):
-        return None  # absent (the forward fails the same way), or covered by the versions
-    try:
-        return importlib.import_module(name)
-    except Exception as exc:
-        raise Unfingerprintable(f"{fn.__qualname__} imports {name}, which fails: {exc}") from None
-
-
-def _imports(code: types.CodeType) -> set[tuple[str, int, tuple[str, ...]]]:
-    """Every ``import`` in a code object and the code nested in it: (name, level, fromlist)."""
-    found = set()
-    consts: list[Any] = []
-    for instruction in dis.get_instructions(code):
-        if instruction.opname == "LOAD_CONST":
-            consts = [*consts[-1:], instruction.argval]
-        elif instruction.opname == "IMPORT_NAME":
-            level, fromlist = ([None, None] + consts)[-2:]
-            level = level if isinstance(level, int) else 0
-            fromlist = fromlist if isinstance(fromlist, tuple) else ()
-            found.add((instruction.argval, level, fromlist))
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found |= _imports(const)
-    return found
-
-
-def _names(code: types.CodeType) -> set[str]:
-    """The global and attribute names a code object (and the code nested in it) uses."""
-    found = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found |= _names(const)
-    return found

@@ -86,9 +86,8 @@ def graph_input(prof: Any, name: str) -> Any | None:
 
 def to_dot(prof: Any) -> str:
     """The DOT source of ``prof``'s partitioned graph."""
-    names = Abbreviator(prof.modules)
     nodes = {n.name: n for n in prof.node_info}
-
+    externals = _externals(prof, nodes)
     lines = [
         f"digraph {_quote(prof.model)} {{",
         "  rankdir=TB;",
@@ -99,8 +98,37 @@ def to_dot(prof: Any) -> str:
         '  edge [color="#666666", arrowsize=0.6];',
         "",
     ]
-
     # Graph inputs, then one cluster per subgraph (nodes in topological order within it).
+    for name, info in externals.items():
+        label = f"input {info.name}\n{_shape(info.shape)} {info.dtype}"
+        lines.append(
+            f'  {_quote("in:" + name)} [shape=ellipse, fillcolor="#eeeeee", label={_quote(label)}];'
+        )
+    if externals:
+        lines.append("")
+    lines += _clusters(prof)
+    lines.append("")
+    for node in prof.node_info:
+        for producer in node.inputs:
+            if producer in nodes:
+                lines.append(f"  {_quote(producer)} -> {_quote(node.name)};")
+            elif producer in externals:
+                lines.append(f"  {_quote('in:' + producer)} -> {_quote(node.name)};")
+    compute_fill, memory_fill = COLORS["compute_bound"][0], COLORS["memory_bound"][0]
+    lines += [
+        "",
+        "  subgraph cluster_legend {",
+        '    label="legend"; style=dashed; color="#999999";',
+        f'    "__legend_compute" [label="compute-bound subgraph", fillcolor="{compute_fill}"];',
+        f'    "__legend_memory" [label="memory-bound subgraph", fillcolor="{memory_fill}"];',
+        "  }",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _externals(prof: Any, nodes: dict[str, Any]) -> dict[str, Any]:
+    """The graph inputs the nodes read, by producer name, in the order first read."""
     externals: dict[str, Any] = {}
     for node in prof.node_info:
         for producer in node.inputs:
@@ -109,18 +137,17 @@ def to_dot(prof: Any) -> str:
             info = graph_input(prof, producer)
             if info is not None:
                 externals[producer] = info
-    for name, info in externals.items():
-        label = f"input {info.name}\n{_shape(info.shape)} {info.dtype}"
-        lines.append(
-            f'  {_quote("in:" + name)} [shape=ellipse, fillcolor="#eeeeee", label={_quote(label)}];'
-        )
-    if externals:
-        lines.append("")
+    return externals
 
+
+def _clusters(prof: Any) -> list[str]:
+    """One cluster per fused subgraph, its nodes inside; nodes outside any subgraph bare."""
+    names = Abbreviator(prof.modules)
     members: dict[int, list[Any]] = {}
     for node in prof.node_info:
         members.setdefault(node.subgraph, []).append(node)
     subgraphs = {s.id: s for s in prof.subgraphs}
+    lines: list[str] = []
     for sub_id, group in members.items():
         sub = subgraphs.get(sub_id)
         indent = "  "
@@ -138,36 +165,20 @@ def to_dot(prof: Any) -> str:
                 "    fontsize=9;",
             ]
             indent = "    "
-        for node in group:
-            label = f"{node.name}\n{node.kind}"
-            if node.shapes:
-                label += "\n" + ", ".join(_shape(s) for s in node.shapes[:2])
-            if node.flops:
-                label += f"\n{format_count(node.flops)} FLOPs"
-            extra = ', color="#cc0000", penwidth=2' if node.unsupported else ""
-            lines.append(f"{indent}{_quote(node.name)} [label={_quote(label)}{extra}];")
+        lines += [f"{indent}{_node(node)}" for node in group]
         if sub is not None:
             lines.append("  }")
-    lines.append("")
+    return lines
 
-    for node in prof.node_info:
-        for producer in node.inputs:
-            if producer in nodes:
-                lines.append(f"  {_quote(producer)} -> {_quote(node.name)};")
-            elif producer in externals:
-                lines.append(f"  {_quote('in:' + producer)} -> {_quote(node.name)};")
 
-    compute_fill, memory_fill = COLORS["compute_bound"][0], COLORS["memory_bound"][0]
-    lines += [
-        "",
-        "  subgraph cluster_legend {",
-        '    label="legend"; style=dashed; color="#999999";',
-        f'    "__legend_compute" [label="compute-bound subgraph", fillcolor="{compute_fill}"];',
-        f'    "__legend_memory" [label="memory-bound subgraph", fillcolor="{memory_fill}"];',
-        "  }",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+def _node(node: Any) -> str:
+    label = f"{node.name}\n{node.kind}"
+    if node.shapes:
+        label += "\n" + ", ".join(_shape(s) for s in node.shapes[:2])
+    if node.flops:
+        label += f"\n{format_count(node.flops)} FLOPs"
+    extra = ', color="#cc0000", penwidth=2' if node.unsupported else ""
+    return f"{_quote(node.name)} [label={_quote(label)}{extra}];"
 
 
 def _title(prof: Any) -> str:
