@@ -1,18 +1,12 @@
 """The ``cli/`` package's layout (issue 11): one module per command with its parser fragment and
-handler, modules and functions small enough to read, and the table writers the command line
-shares with ``reports/``. Nothing here imports torch."""
+handler (module and function sizes are tests/test_layout.py's), the table writers the command
+line shares with ``reports/``, and ``compare`` reading its figures from ``figures.TABLE``."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-import pytest
-
 from pytest_graphbudget import cli, tables
-
-PACKAGE = Path(cli.__file__).resolve().parent
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
 
 
 def test_every_command_is_one_module_with_its_parser_and_handler():
@@ -26,29 +20,6 @@ def test_every_command_is_one_module_with_its_parser_and_handler():
     assert list(subparsers.choices) == names
     for name, command in zip(names, cli.COMMANDS, strict=True):
         assert subparsers.choices[name].get_default("func") is command.run
-
-
-def _sources() -> list[Path]:
-    files = sorted(PACKAGE.glob("*.py"))
-    return [*files, Path(tables.__file__)]
-
-
-def test_the_cli_is_a_package_of_small_modules():
-    files = _sources()
-    assert PACKAGE.name == "cli" and (PACKAGE / "__init__.py").is_file()
-    assert len(files) >= 8, [f.name for f in files]
-    for path in files:
-        lines = path.read_text(encoding="utf-8").count("\n")
-        assert lines <= MAX_MODULE_LINES, f"{path.name}: {lines} lines"
-
-
-@pytest.mark.parametrize("path", _sources(), ids=lambda p: p.name)
-def test_no_function_in_the_cli_is_over_80_lines(path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            length = node.end_lineno - node.lineno + 1
-            assert length <= MAX_FUNCTION_LINES, f"{path.name}: {node.name} is {length} lines"
 
 
 def test_text_table_pads_names_left_and_figures_right():
