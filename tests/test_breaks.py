@@ -85,11 +85,11 @@ def test_breaks_survive_the_json_round_trip():
 
 
 def test_profile_and_explore_show_the_breaks():
-    from pytest_graphbudget import render
+    from pytest_graphbudget.cli import explore, profile
 
     prof = profile_model(Branchy(), (torch.ones(2, 8),))
-    text = render.profile_text(prof)
-    explored = render.explore_text(prof, range(len(prof.node_info)))
+    text = profile.profile_text(prof)
+    explored = explore.explore_text(prof, range(len(prof.node_info)))
     for shown in (text, explored):
         assert "dynamo-breaks" in shown
         assert prof.trace.breaks[0] in shown

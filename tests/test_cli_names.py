@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_graphbudget.cli import join_shape_tokens
+from pytest_graphbudget.cli.explore import node_range
+from pytest_graphbudget.cli.views import percent
 from pytest_graphbudget.names import Abbreviator, abbreviate, mangle, rules, truncate
-from pytest_graphbudget.render import node_range, percent
 
 
 def test_seed_examples():
@@ -141,7 +142,13 @@ def test_views_never_import_torch():
 
     for module in (
         "pytest_graphbudget.names",
-        "pytest_graphbudget.render",
+        "pytest_graphbudget.cli.views",
+        "pytest_graphbudget.cli.sections",
+        "pytest_graphbudget.cli.profile",
+        "pytest_graphbudget.cli.explore",
+        "pytest_graphbudget.cli.compare",
+        "pytest_graphbudget.cli.hardware",
+        "pytest_graphbudget.tables",
         "pytest_graphbudget.visualize",
     ):
         source = importlib.import_module(module).__file__

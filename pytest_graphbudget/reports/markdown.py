@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget import tables
 from pytest_graphbudget.reports import common
 
 MARKER = "<!-- graph-budget -->"
@@ -22,6 +23,7 @@ MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
 ICONS = {common.PASS: "✅", common.WARN: "⚠️", common.FAIL: "❌", common.ERROR: "💥"}
 WORDS = {common.PASS: "pass", common.WARN: "warn", common.FAIL: "fail", common.ERROR: "error"}
 COLUMNS = ("flops", "peak_memory_bytes", "params")
+RULE = (":--", "--:")  # the separator row's left and right alignment marks
 
 
 def cell(text: str) -> str:
@@ -39,10 +41,8 @@ def table(results: list[Any], names: dict[str, str]) -> list[str]:
     for key in COLUMNS:
         header += [common.FIGURES[key].heading + " / limit", "vs base"]
     header.append("verdict")
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "| :-- | " + " | ".join(["--:"] * (len(header) - 2)) + " | :-- |",
-    ]
+    align = "l" + "r" * (len(header) - 2) + "l"
+    lines = [tables.markdown_row(header, str), tables.markdown_rule(align, *RULE)]
     for result in results:
         cells = [code(names[result.id])]
         for key in COLUMNS:
@@ -55,7 +55,7 @@ def table(results: list[Any], names: dict[str, str]) -> list[str]:
                 ]
         kind = common.verdict(result)
         cells.append(f"{ICONS[kind]} {WORDS[kind]}")
-        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
+        lines.append(tables.markdown_row(cells, cell))
         extra = common.extra_limits(result, COLUMNS)
         if extra:
             blank = [""] * (len(header) - 2)
@@ -132,9 +132,10 @@ def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int
     for layers in grown.values():
         modules += [m for m, _, _ in layers if m not in modules]
     figures = list(grown)
+    header = ["layer", *(common.FIGURES[f].heading for f in figures)]
     lines = [
-        "| layer | " + " | ".join(common.FIGURES[f].heading for f in figures) + " |",
-        "| :-- | " + " | ".join("--:" for _ in figures) + " |",
+        tables.markdown_row(header, str),
+        tables.markdown_rule("l" + "r" * len(figures), *RULE),
     ]
     for module in modules[:rows]:
         cells = []
@@ -145,7 +146,7 @@ def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int
                 continue
             share = "new" if found[2] is None else f"{found[2] * 100:+.1f}%"
             cells.append(f"+{common.FIGURES[figure].format(found[1])} ({share})")
-        lines.append(f"| {code(module)} | " + " | ".join(cells) + " |")
+        lines.append(tables.markdown_row([code(module), *cells], str))  # unescaped, as before
     return lines
 
 

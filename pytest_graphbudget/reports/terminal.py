@@ -26,6 +26,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget import tables
 from pytest_graphbudget.reports import common
 
 HEADER = ["model", "FLOPs/limit", "memory/limit", "params", "vs base", "verdict"]
@@ -67,19 +68,16 @@ def render(
     names = common.names(results)
     if ordered:
         body = [row(r, names[r.id]) for r in ordered]
-        widths = [max(len(cells[i]) for cells in [HEADER, *body]) for i in range(len(HEADER))]
+        widths = tables.widths_of(HEADER, body)
         room = width - sum(widths[1:]) - len(GAP) * (len(HEADER) - 1)
         widths[0] = max(min(widths[0], room), MIN_NAME)
         for cells in body:
             cells[0] = shorten(cells[0], widths[0])
-
-        def line(cells: list[str]) -> str:
-            return GAP.join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-        lines.append(line(HEADER))
+        align = "l" * len(HEADER)
+        lines.append(tables.pad_line(HEADER, widths, align, GAP))
         indent = " " * (widths[0] + len(GAP))
         for result, cells in zip(ordered, body, strict=True):
-            lines.append(line(cells))
+            lines.append(tables.pad_line(cells, widths, align, GAP))
             extra = ", ".join(common.extra_limits(result, SHOWN))
             if extra:
                 lines += textwrap.wrap(

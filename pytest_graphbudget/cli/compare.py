@@ -1,0 +1,281 @@
+"""``graph-budget compare A B``: two models or two saved JSON profiles side by side, totals
+and per-module differences (B - A); ``--max-growth`` makes it a check (exit 1)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget import figures
+from pytest_graphbudget.cli import loading, options
+from pytest_graphbudget.cli.console import (
+    EXIT_FAILED,
+    EXIT_OK,
+    PROG,
+    Console,
+    check_writable,
+    format_of,
+)
+from pytest_graphbudget.cli.views import inputs_text
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.figures import Figure
+from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+from pytest_graphbudget.units import format_ratio
+
+PROFILE_SCHEMA = "graphbudget.profile/1"
+
+COMPARED: tuple[Figure, ...] = figures.TABLE
+"""The totals ``compare`` shows: every figure of a profile, named and written as the table
+says (a figure added to ``figures.TABLE`` shows up here without an edit)."""
+GROWTH_CHECKED: tuple[Figure, ...] = tuple(f for f in figures.TABLE if f.max_growth)
+"""The totals ``--max-growth`` bounds (FLOPs, MACs, params, peak memory)."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "compare",
+        parents=[options.quiet(), options.model()],
+        formatter_class=options.Formatter,
+        help="two models or two saved JSON profiles side by side",
+        description="Compare A and B, each a model or a JSON profile saved by "
+        f"`{PROG} profile MODEL --format json -o FILE.json`: totals and per-module "
+        "differences (B - A).",
+    )
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    options.output_options(p)
+    p.add_argument(
+        "--top", type=options.positive_int, default=20, metavar="N", help="modules shown (20)"
+    )
+    p.add_argument("--all", action="store_true", help="show every module that differs")
+    p.add_argument(
+        "--max-growth",
+        type=options.ratio,
+        metavar="RATIO",
+        help="exit 1 when B's FLOPs, MACs, params or peak memory exceed A's by more (2%%)",
+    )
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    fmt = format_of(args)
+    check_writable(args.output)
+    if any(not Path(s).suffix.lower() == ".json" for s in (args.a, args.b)):
+        loading.hardware(args)  # an unknown --hardware fails before any model is built
+    a = _load_side(args.a, args, console)
+    b = _load_side(args.b, args, console)
+    result = compare(a, b, top=None if args.all else args.top)
+    console.emit(render_compare(result, fmt), args.output)
+    if args.max_growth is None:
+        return EXIT_OK
+    failed = False
+    for figure in GROWTH_CHECKED:
+        t = result["totals"][figure.key]
+        if t["a"] and t["b"] > t["a"] * (1 + args.max_growth):
+            growth = t["b"] / t["a"] - 1
+            console.failure(
+                f"{figure.label} grew {growth:+.1%} "
+                f"({figure.format(t['a'])} -> {figure.format(t['b'])}), "
+                f"more than --max-growth {args.max_growth:.1%}"
+            )
+            failed = True
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _load_side(source: str, args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """A saved profile (a ``.json`` file) or a model to profile now, as ``to_dict()``."""
+    path = Path(source)
+    if path.suffix.lower() == ".json" or (path.is_file() and not _is_model_file(path)):
+        return read_profile_json(source)
+    case = loading.load_case(source, args, console)
+    return loading.profile_case(case, loading.hardware(args), console).to_dict()
+
+
+def _is_model_file(path: Path) -> bool:
+    return path.suffix.lower() in (".pt", ".pth", ".pt2", ".yaml", ".yml")
+
+
+def read_profile_json(source: str) -> dict[str, Any]:
+    """A profile saved by ``graph-budget profile --format json`` (or ``Profile.to_dict()``)."""
+    try:
+        with open(source, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise GraphBudgetError(f"{source}: no such file") from None
+    except OSError as exc:
+        raise GraphBudgetError(f"cannot read {source}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise GraphBudgetError(f"{source}: not a JSON profile (not text)") from None
+    except json.JSONDecodeError as exc:
+        raise GraphBudgetError(
+            f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    if not isinstance(data, dict) or data.get("schema") != PROFILE_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise GraphBudgetError(
+            f"{source}: not a graph-budget profile (schema {found!r}, expected "
+            f"{PROFILE_SCHEMA!r}; write one with `graph-budget profile MODEL --format json`)"
+        )
+    missing = [k for k in ("model", "inputs", "totals", "bottleneck", "modules") if k not in data]
+    if missing:
+        raise GraphBudgetError(f"{source}: profile lacks {', '.join(missing)}")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison and its views
+
+
+def _change(x: float, y: float) -> dict[str, Any]:
+    return {"a": x, "b": y, "delta": y - x, "ratio": (y / x) if x else None}
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) -> dict[str, Any]:
+    """The comparison of two profiles (``to_dict()`` form) as a dictionary: totals with their
+    change, the bottleneck mix, and the modules whose figures differ, largest FLOPs change
+    first (``top`` of them, ``None`` for all)."""
+    totals = {f.key: _change(a["totals"][f.key], b["totals"][f.key]) for f in COMPARED}
+    for label in ("compute_bound", "memory_bound"):
+        x = a["bottleneck"][label]["share"]
+        y = b["bottleneck"][label]["share"]
+        totals[f"{label}_share"] = _change(x, y)
+    modules = []
+    zero = {"flops": 0, "macs": 0, "params": 0}
+    for path in sorted(set(a["modules"]) | set(b["modules"])):
+        x, y = a["modules"].get(path), b["modules"].get(path)
+        if x == y:
+            continue
+        xs, ys = x or zero, y or zero
+        delta = {key: ys[key] - xs[key] for key in ("flops", "macs", "params")}
+        status = "added" if x is None else "removed" if y is None else "changed"
+        modules.append({"module": path, "status": status, "a": x, "b": y, "delta": delta})
+    modules.sort(key=lambda m: (-abs(m["delta"]["flops"]), -abs(m["delta"]["params"]), m["module"]))
+    return {
+        "schema": "graphbudget.compare/1",
+        "a": {"model": a["model"], "inputs": a["inputs"], "hardware": a["hardware"]["name"]},
+        "b": {"model": b["model"], "inputs": b["inputs"], "hardware": b["hardware"]["name"]},
+        "totals": totals,
+        "modules_changed": len(modules),
+        "modules": modules if top is None else modules[:top],
+    }
+
+
+def _delta(a: float, b: float, figure: Figure) -> str:
+    diff = b - a
+    if not diff:
+        return "="
+    sign = "+" if diff > 0 else "-"
+    text = sign + figure.format(abs(diff))
+    if a:
+        text += f" ({diff / a:+.1%})"
+    return text
+
+
+def _label(side: Mapping[str, Any]) -> str:
+    return f"{side['model']} ({inputs_text(side['inputs'])})"
+
+
+def _total_rows(result: Mapping[str, Any]) -> list[list[str]]:
+    rows = []
+    for f in COMPARED:
+        t = result["totals"][f.key]
+        rows.append([f.label, f.format(t["a"]), f.format(t["b"]), _delta(t["a"], t["b"], f)])
+    for label in ("compute_bound", "memory_bound"):
+        t = result["totals"][f"{label}_share"]
+        diff = t["b"] - t["a"]
+        change = "=" if abs(diff) < 5e-4 else f"{diff * 100:+.1f} points"
+        rows.append([f"{label} share", format_ratio(t["a"]), format_ratio(t["b"]), change])
+    return rows
+
+
+FLOPS, PARAMS = figures.get("flops"), figures.get("params")
+
+
+def _module_rows(result: Mapping[str, Any], code: bool = False) -> list[list[str]]:
+    rows = []
+    for m in result["modules"]:
+        x, y = m["a"] or {}, m["b"] or {}
+        name = m["module"] or "(model)"
+        rows.append(
+            [
+                f"`{name}`" if code else name,
+                m["status"],
+                FLOPS.format(x["flops"]) if x else "-",
+                FLOPS.format(y["flops"]) if y else "-",
+                _delta(x.get("flops", 0), y.get("flops", 0), FLOPS),
+                PARAMS.format(x["params"]) if x else "-",
+                PARAMS.format(y["params"]) if y else "-",
+                _delta(x.get("params", 0), y.get("params", 0), PARAMS),
+            ]
+        )
+    return rows
+
+
+TOTAL_HEADERS = ["metric", "A", "B", "change (B - A)"]
+MODULE_HEADERS = [
+    "module",
+    "status",
+    "A FLOPs",
+    "B FLOPs",
+    "change",
+    "A params",
+    "B params",
+    "change",
+]
+
+
+def compare_text(result: Mapping[str, Any]) -> str:
+    lines = [f"A: {_label(result['a'])}", f"B: {_label(result['b'])}", ""]
+    lines += text_table(TOTAL_HEADERS, _total_rows(result), "lrrr")
+    lines += [""]
+    shown, changed = len(result["modules"]), result["modules_changed"]
+    if not changed:
+        lines.append("Per-module figures are identical.")
+    else:
+        more = f" (the {shown} largest FLOPs changes)" if shown < changed else ""
+        lines += [f"Modules that differ: {changed}{more}", ""]
+        lines += text_table(MODULE_HEADERS, _module_rows(result), "llrrrrrr")
+    return "\n".join(lines) + "\n"
+
+
+def compare_markdown(result: Mapping[str, Any]) -> str:
+    lines = [
+        f"## {result['a']['model']} vs {result['b']['model']}",
+        "",
+        f"- A: {_label(result['a'])}",
+        f"- B: {_label(result['b'])}",
+        "",
+    ]
+    lines += markdown_table(TOTAL_HEADERS, _total_rows(result))
+    lines += ["", f"### Modules that differ: {result['modules_changed']}", ""]
+    if result["modules"]:
+        lines += markdown_table(MODULE_HEADERS, _module_rows(result, code=True), "llrrrrrr")
+    return "\n".join(lines) + "\n"
+
+
+def compare_csv(result: Mapping[str, Any]) -> str:
+    """One row per total and per differing module: ``section,name,a,b,delta``."""
+    rows = []
+    for key, t in result["totals"].items():
+        rows.append(["total", key, t["a"], t["b"], t["delta"]])
+    for m in result["modules"]:
+        x, y = m["a"] or {}, m["b"] or {}
+        for key in ("flops", "macs", "params"):
+            rows.append(
+                [f"module.{key}", m["module"], x.get(key, ""), y.get(key, ""), m["delta"][key]]
+            )
+    return csv_text(["section", "name", "a", "b", "delta"], rows)
+
+
+def render_compare(result: Mapping[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json_text(result)
+    if fmt == "csv":
+        return compare_csv(result)
+    if fmt == "markdown":
+        return compare_markdown(result)
+    return compare_text(result)

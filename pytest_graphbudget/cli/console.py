@@ -1,0 +1,79 @@
+"""Where the command line's text goes: progress and notes to stderr, the result to stdout or a
+file, so that stdout carries only the result (``--format json`` output stays parseable)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+PROG = "graph-budget"
+FORMATS = ("table", "json", "csv", "markdown")
+SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Console:
+    """Where messages go: progress and notes to stderr (unless quiet), results to stdout."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+
+    def progress(self, message: str) -> None:
+        if not self.quiet:
+            print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+    def note(self, message: str) -> None:
+        print(f"{PROG}: note: {message}", file=sys.stderr, flush=True)
+
+    def failure(self, message: str) -> None:
+        print(f"{PROG}: FAILED: {message}", file=sys.stderr, flush=True)
+
+    def error(self, message: str) -> None:
+        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+
+    def emit(self, text: str, output: str | None) -> None:
+        """Write the result to ``output`` (a file, ``-`` for stdout) or to stdout."""
+        if output and output != "-":
+            path = Path(output)
+            try:
+                path.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise GraphBudgetError(f"cannot write {output}: {exc.strerror or exc}") from None
+            self.progress(f"wrote {output}")
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Model libraries print while building models; keep stdout for the result."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def check_writable(output: str | None, option: str = "--output") -> None:
+    """Fail before any profiling when an output file cannot be created."""
+    if not output or output == "-":
+        return
+    parent = Path(output).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise GraphBudgetError(f"{option} {output}: directory {parent} does not exist")
+    if Path(output).is_dir():
+        raise GraphBudgetError(f"{option} {output} is a directory")
+
+
+def format_of(args: argparse.Namespace) -> str:
+    """``--format``, else the output file's suffix, else ``table``."""
+    if args.format:
+        return args.format
+    output = getattr(args, "output", None)
+    if output and output != "-":
+        return SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
+    return "table"

@@ -1,0 +1,124 @@
+"""``graph-budget hardware``: the known hardware profiles, their peaks, bandwidth and ridge
+points (the arithmetic intensity above which a subgraph is compute-bound)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_graphbudget.cli import loading, options
+from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
+from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "hardware",
+        parents=[options.quiet()],
+        formatter_class=options.Formatter,
+        help="the hardware profiles and their ridge points",
+        description="The known hardware profiles: peak FLOP/s, memory bandwidth and ridge "
+        "point (the arithmetic intensity above which a subgraph is compute-bound).",
+    )
+    p.add_argument("--hardware-file", metavar="FILE", help=options.HARDWARE_FILE_HELP)
+    options.output_options(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from pytest_graphbudget import hardware as hw
+
+    check_writable(args.output)
+    profiles = hw.profiles(loading.user_hardware(args.hardware_file)).values()
+    console.emit(render_hardware(profiles, format_of(args)), args.output)
+    return EXIT_OK
+
+
+def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:
+    rows = []
+    for hw in profiles:
+        half = hw.peak_flops.get("bfloat16") or hw.peak_flops.get("float16")
+        rows.append(
+            {
+                "name": hw.name,
+                "aliases": list(hw.aliases),
+                "description": hw.description,
+                "peak_flops": dict(hw.peak_flops),
+                "bandwidth": hw.bandwidth,
+                "ridge_point": hw.ridge_point("float32"),
+                "ridge_point_16bit": (half / hw.bandwidth) if half else None,
+                "source": hw.source,
+            }
+        )
+    return rows
+
+
+HEADERS = [
+    "name",
+    "fp32 TFLOP/s",
+    "16-bit TFLOP/s",
+    "bandwidth GB/s",
+    "ridge fp32",
+    "ridge 16-bit",
+    "description",
+]
+CSV_HEADERS = [
+    "name",
+    "peak_flops_fp32",
+    "peak_flops_16bit",
+    "bandwidth_bytes_s",
+    "ridge_point",
+    "ridge_point_16bit",
+    "description",
+]
+RIDGE_NOTE = (
+    "ridge point = peak FLOP/s / bandwidth, in FLOPs per byte: a subgraph whose "
+    "arithmetic intensity reaches it is compute-bound."
+)
+
+
+def _half(peaks: dict[str, float]) -> float | None:
+    return peaks.get("bfloat16") or peaks.get("float16")
+
+
+def _table_row(r: dict[str, Any]) -> list[str]:
+    return [
+        r["name"] + (f" ({', '.join(r['aliases'])})" if r["aliases"] else ""),
+        _tera(r["peak_flops"]["float32"]),
+        _tera(_half(r["peak_flops"])),
+        f"{r['bandwidth'] / 1e9:g}",
+        f"{r['ridge_point']:.1f}",
+        f"{r['ridge_point_16bit']:.1f}" if r["ridge_point_16bit"] else "-",
+        r["description"],
+    ]
+
+
+def _csv_row(r: dict[str, Any]) -> list[Any]:
+    return [
+        r["name"],
+        r["peak_flops"]["float32"],
+        _half(r["peak_flops"]) or "",
+        r["bandwidth"],
+        r["ridge_point"],
+        r["ridge_point_16bit"] or "",
+        r["description"],
+    ]
+
+
+def render_hardware(profiles: Iterable[Any], fmt: str) -> str:
+    rows = hardware_rows(profiles)
+    if fmt == "json":
+        return json_text(rows)
+    if fmt == "csv":
+        return csv_text(CSV_HEADERS, [_csv_row(r) for r in rows])
+    table = [_table_row(r) for r in rows]
+    if fmt == "markdown":
+        return "\n".join(markdown_table(HEADERS, table, "lrrrrrl")) + "\n"
+    lines = [*text_table(HEADERS, table, "lrrrrrl"), "", RIDGE_NOTE]
+    return "\n".join(lines) + "\n"
+
+
+def _tera(value: float | None) -> str:
+    return f"{value / 1e12:.4g}" if value else "-"

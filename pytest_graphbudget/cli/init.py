@@ -1,0 +1,194 @@
+"""``graph-budget init MODEL...``: a starting budget TOML, today's figures plus headroom,
+rounded up to numbers that read well. An existing file is kept: new models are added, and
+models already in it are replaced only with ``--force``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from decimal import ROUND_CEILING, Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_graphbudget.cli import loading, options
+from pytest_graphbudget.cli.console import EXIT_OK, PROG, Console
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.units import format_bytes, format_count
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.profile import Profile
+
+DEFAULT_BUDGET_FILE = "budgets/models.toml"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "init",
+        parents=[options.quiet(), options.model()],
+        formatter_class=options.Formatter,
+        help="write a starting budget TOML with today's figures plus headroom",
+        description='Profile each MODEL and write its budget table ([models."<name>"]) to a '
+        "TOML file for `pytest --graph-budget budgets/`. An existing file is kept: new models "
+        "are added, and models already in it are replaced only with --force.",
+    )
+    p.add_argument("models", nargs="+", metavar="MODEL")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=DEFAULT_BUDGET_FILE,
+        metavar="FILE",
+        help=f"budget file (default {DEFAULT_BUDGET_FILE}; - for stdout)",
+    )
+    p.add_argument(
+        "--headroom",
+        type=options.ratio,
+        default=0.10,
+        metavar="RATIO",
+        help="added to today's figures: 10%% or 0.1 (default 10%%)",
+    )
+    p.add_argument("--force", action="store_true", help="replace models already in the file")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    output = args.output
+    to_stdout = output == "-"
+    document = _existing(output, args.models, args.force) if not to_stdout else None
+    hardware = loading.hardware(args)
+    entries = []
+    for name in args.models:
+        case = loading.load_case(name, args, console)
+        entries.append((name, loading.profile_case(case, hardware, console)))
+    text = _budget_document(document, entries, hardware, args)
+    if to_stdout:
+        console.emit(text, None)
+        return EXIT_OK
+    try:
+        path = Path(output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise GraphBudgetError(f"cannot write {output}: {exc.strerror or exc}") from None
+    console.progress(
+        f"wrote {output} ({len(entries)} model{'s' if len(entries) != 1 else ''}, "
+        f"{args.headroom:.0%} headroom)"
+    )
+    return EXIT_OK
+
+
+def _existing(output: str, models: list[str], force: bool) -> Any:
+    """The budget file already at ``output`` (``None`` when there is none); without
+    ``force``, refuse to replace a model it budgets."""
+    import tomlkit
+
+    path = Path(output)
+    if not path.exists():
+        return None
+    try:
+        document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GraphBudgetError(f"cannot read {output}: {exc.strerror or exc}") from None
+    except tomlkit.exceptions.ParseError as exc:
+        raise GraphBudgetError(f"{output}: not valid TOML ({exc})") from None
+    present = document.get("models", {})
+    clash = [m for m in models if m in present]
+    if clash and not force:
+        raise GraphBudgetError(
+            f"{output} already budgets {', '.join(clash)}; pass --force to replace "
+            "those tables (the rest of the file is kept)"
+        )
+    return document
+
+
+def _budget_document(
+    document: Any, entries: list[tuple[str, Profile]], hardware: Any, args: argparse.Namespace
+) -> str:
+    """``document`` (or a new one) with a ``[models."<name>"]`` table per entry, as TOML."""
+    import tomlkit
+
+    if document is None:
+        document = tomlkit.document()
+    if "defaults" not in document:
+        document.add(
+            tomlkit.comment(
+                f"Budgets written by `{PROG} init`: today's figures plus {args.headroom:.0%} "
+                "headroom."
+            )
+        )
+        document.add(tomlkit.comment("Check them with `pytest --graph-budget budgets/`."))
+        defaults = tomlkit.table()
+        defaults["hardware"] = hardware.name
+        document.add("defaults", defaults)
+    default_hw = str(document["defaults"].get("hardware", "generic"))
+    if "models" not in document:
+        document.add("models", tomlkit.table(is_super_table=True))
+    models = document["models"]
+    for name, prof in entries:
+        table = tomlkit.table()
+        table.add(tomlkit.comment(_measured_comment(prof)))
+        if hardware.name != default_hw:
+            table["hardware"] = hardware.name
+        if args.trust_pickle and Path(name).suffix.lower() in (".pt", ".pth"):
+            table["trust_pickle"] = True  # the budget loads the file the way init did
+        for key, value in budget_table(prof, args.headroom).items():
+            table[key] = value
+        if name in models:
+            del models[name]
+        models[name] = table
+    return tomlkit.dumps(document)
+
+
+def readable_ceiling(value: float) -> Decimal:
+    """``value`` rounded up to a number that reads well: two significant digits (three when
+    the first is 1), so the rounding adds at most 5%: 4.007e9 -> 4.1e9, 1.288e8 -> 1.29e8."""
+    if value <= 0:
+        return Decimal(0)
+    exponent = math.floor(math.log10(value))
+    digits = 3 if str(Decimal(repr(value)) / Decimal(10) ** exponent)[0] == "1" else 2
+    step = Decimal(10) ** (exponent - digits + 1)
+    return (Decimal(repr(value)) / step).to_integral_value(rounding=ROUND_CEILING) * step
+
+
+def budget_value(value: float, unit: str = "") -> str:
+    """``4.1e9`` -> ``"4.1G"``; with ``unit="B"``: ``1.29e8`` -> ``"129MB"``."""
+    rounded = readable_ceiling(value)
+    prefixes = ["", "k", "M", "G", "T", "P"]
+    power = 0
+    while rounded >= 1000 and power < len(prefixes) - 1:
+        rounded /= 1000
+        power += 1
+    text = format(rounded.normalize(), "f")
+    return f"{text}{prefixes[power]}{unit}"
+
+
+def budget_table(prof: Profile, headroom: float) -> dict[str, Any]:
+    """The budget keys of one model: its input and today's figures plus ``headroom``."""
+    entry: dict[str, Any] = {}
+    first = prof.inputs[0] if prof.inputs else None
+    if first is not None:
+        if first.dtype.startswith(("int", "uint")) and len(first.shape) == 2:  # token ids
+            entry["seq_len"] = first.shape[1]
+            if first.shape[0] != 1:
+                entry["batch"] = first.shape[0]
+        else:
+            entry["input_shape"] = list(first.shape)
+    grow = 1 + headroom
+    entry["flops_max"] = budget_value(prof.flops * grow)
+    entry["macs_max"] = budget_value(prof.macs * grow)
+    entry["params_max"] = budget_value(prof.params * grow)
+    entry["memory_max"] = budget_value(prof.peak_memory_bytes * grow, "B")
+    share = prof.bottleneck["compute_bound"]["share"]
+    floor_share = math.floor(share * (1 - headroom) * 100) / 100
+    if floor_share > 0:
+        entry["compute_bound_min"] = floor_share
+    return {key: value for key, value in entry.items() if value not in ("0", "0B")}
+
+
+def _measured_comment(prof: Profile) -> str:
+    share = prof.bottleneck["compute_bound"]["share"]
+    return (
+        f"measured: {format_count(prof.flops)} FLOPs, {format_count(prof.macs)} MACs, "
+        f"{format_count(prof.params)} params, {format_bytes(prof.peak_memory_bytes)} peak memory, "
+        f"{share:.0%} of subgraphs compute-bound ({prof.trace.method} trace)"
+    )

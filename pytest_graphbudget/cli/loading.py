@@ -1,0 +1,127 @@
+"""Building and profiling the model a command names, and the ``--hardware`` it runs on.
+
+Torch and the zoo are imported here only inside the functions, so that importing the command
+line stays cheap (``graph-budget hardware`` and ``--help`` never import torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_graphbudget.cli.console import Console, stdout_to_stderr
+from pytest_graphbudget.errors import GraphBudgetError
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.case import ModelCase
+    from pytest_graphbudget.profile import Profile
+
+
+def hardware(args: argparse.Namespace) -> Any:
+    """The ``--hardware`` profile (built-in, or from ``--hardware-file``); checked early."""
+    from pytest_graphbudget import hardware as hw
+
+    return hw.get(args.hardware, user_hardware(getattr(args, "hardware_file", None)))
+
+
+def user_hardware(path: str | None) -> dict[str, Any]:
+    """The project's profiles (``[tool.graph_budget.hardware_profiles]`` of ./pyproject.toml)
+    and the ``[hardware.<name>]`` tables of ``--hardware-file``, which win."""
+    from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget import settings
+
+    profiles = settings.load(Path.cwd()).hardware_profiles
+    if not path:
+        return profiles
+    data = read_toml(path)
+    tables = data.get("hardware")
+    if not isinstance(tables, dict) or not tables:
+        raise GraphBudgetError(f"{path}: no [hardware.<name>] tables")
+    return {**profiles, **hw.from_tables(tables)}
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise GraphBudgetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise GraphBudgetError(f"{path}: not valid TOML ({exc})") from None
+
+
+def zoo_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The model options of ``args`` as ``zoo.resolve`` takes them."""
+    shape = tuple(args.input_shape) if getattr(args, "input_shape", None) else None
+    return {
+        "seq_len": getattr(args, "seq_len", None),
+        "batch": getattr(args, "batch", None),
+        "input_shape": shape,
+        "meta": True if getattr(args, "meta", False) else None,
+        "trust_pickle": getattr(args, "trust_pickle", False),
+    }
+
+
+def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCase:
+    from pytest_graphbudget import zoo
+
+    console.progress(f"loading {name} ...")
+    try:
+        with stdout_to_stderr():
+            case = zoo.resolve(name, **zoo_options(args))
+    except GraphBudgetError:
+        raise
+    except Exception as exc:  # a file or configuration the loaders choke on is bad input
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise GraphBudgetError(
+            f"{name}: could not load the model ({type(exc).__name__}: {reason})"
+        ) from exc
+    if case.note:
+        console.note(case.note)
+    return case
+
+
+def profile_case(case: ModelCase, hardware: Any, console: Console) -> Profile:
+    from pytest_graphbudget.profile import profile_model
+
+    console.progress(f"profiling {case.name} ...")
+    start = time.perf_counter()
+    with stdout_to_stderr():
+        prof = profile_model(case, hardware=hardware)
+    console.progress(
+        f"profiled {prof.model} in {time.perf_counter() - start:.1f}s "
+        f"({prof.trace.method} trace, {prof.trace.nodes} nodes, {len(prof.subgraphs)} subgraphs)"
+    )
+    unsupported = prof.coverage.unsupported_ops
+    if unsupported:
+        ops = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
+        console.note(f"{prof.model}: no cost formula for {ops}; their FLOPs are not counted")
+    return prof
+
+
+def module_types(case: ModelCase) -> dict[str, str]:
+    """Class name of every module path, for the per-layer table's type column."""
+    graph_module = getattr(case.model, "graph_module", None)
+    if graph_module is not None and hasattr(case.model, "graph_signature"):
+        return _program_module_types(graph_module)
+    try:
+        return {path: type(module).__name__ for path, module in case.model.named_modules()}
+    except Exception:  # a model whose named_modules() fails still profiles: no type column
+        return {}
+
+
+def _program_module_types(graph_module: Any) -> dict[str, str]:
+    """An exported program keeps its modules' classes only in its nodes' module stacks."""
+    types: dict[str, str] = {}
+    for node in graph_module.graph.nodes:
+        for path, cls in (node.meta.get("nn_module_stack") or {}).values():
+            name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+            types.setdefault(path, name.rpartition(".")[2])
+    return types

@@ -1,0 +1,194 @@
+"""The options several commands share, their argument types, and the argv spellings of the
+``profile_graph.py`` scripts that the command line accepts.
+
+A command module builds its parser with ``parents=[quiet(), model()]`` and adds its own
+options; ``model_argument`` and ``output_options`` add the positional MODEL and
+``--format``/``--output`` the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from pytest_graphbudget.cli.console import FORMATS, PROG
+from pytest_graphbudget.errors import GraphBudgetError
+
+# ---------------------------------------------------------------------------------------------
+# Argument types
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def shape_part(text: str) -> list[int]:
+    """One piece of ``--input-shape``: ``1,3,224,224``, ``1x3x224x224`` or a single ``224``."""
+    pieces = [p for p in text.replace("x", ",").replace("X", ",").split(",") if p.strip()]
+    try:
+        dims = [int(p) for p in pieces]
+    except ValueError:
+        dims = []
+    if not dims or any(d < 1 for d in dims):
+        raise argparse.ArgumentTypeError(
+            f"invalid shape {text!r}: expected positive integers such as 1,3,224,224"
+        )
+    return dims
+
+
+def ratio(text: str) -> float:
+    from pytest_graphbudget.units import UnitError, parse
+
+    try:
+        return parse(text, "ratio")
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The profile_graph.py scripts' spellings
+
+
+def seed_spellings(argv: Sequence[str]) -> list[str]:
+    """``profile_graph.py --list``, as its users type it: ``graph-budget --list`` and
+    ``graph-budget profile --list`` mean ``graph-budget list``."""
+    argv = list(argv)
+    if argv[:1] == ["--list"]:
+        return ["list", *argv[1:]]
+    if argv[:1] == ["profile"] and "--list" in argv:
+        return ["list", *(a for a in argv[1:] if a != "--list")]
+    return argv
+
+
+def join_shape_tokens(argv: Sequence[str]) -> list[str]:
+    """Accept ``profile_graph.py``'s ``--input-shape 1 3 640 640``: the integers that follow
+    ``--input-shape`` become one ``1,3,640,640`` value (a model name after them stays one)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        out.append(argv[i])
+        if argv[i] == "--input-shape":
+            dims = []
+            while i + 1 < len(argv) and argv[i + 1].strip().isdigit():
+                dims.append(argv[i + 1].strip())
+                i += 1
+            if dims:
+                out.append(",".join(dims))
+        i += 1
+    return out
+
+
+def model_option(args: argparse.Namespace) -> None:
+    """MODEL given as ``--model NAME`` (the seed scripts' spelling) or as ``MODEL``, once."""
+    if not hasattr(args, "model_option"):
+        return
+    given = [m for m in (args.model, args.model_option) if m]
+    if not given:
+        raise GraphBudgetError(
+            f"{args.command}: the following arguments are required: MODEL "
+            f"(`{PROG} {args.command} resnet18`, a .pt/.pt2 file, or --model NAME)"
+        )
+    if len(set(given)) > 1:
+        raise GraphBudgetError(
+            f"two models given ({given[0]} and --model {given[1]}); {args.command} takes one"
+        )
+    args.model = given[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared option groups
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+
+HARDWARE_FILE_HELP = "TOML file with extra [hardware.<name>] profiles"
+
+
+def quiet() -> argparse.ArgumentParser:
+    """``-q`` and ``-v``: every command has them."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    parent.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show what torch logs, warns and prints while loading and tracing",
+    )
+    return parent
+
+
+def hardware() -> argparse.ArgumentParser:
+    """``--hardware`` (pytest's ``--graph-budget-hardware``) and ``--hardware-file``."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--hardware",
+        default="generic",
+        metavar="NAME",
+        help="hardware profile for the roofline (default: generic; see `graph-budget hardware`)",
+    )
+    parent.add_argument("--hardware-file", metavar="FILE", help=HARDWARE_FILE_HELP)
+    return parent
+
+
+def model() -> argparse.ArgumentParser:
+    """How a model is built: the hardware options, then its input and loading options."""
+    parent = argparse.ArgumentParser(add_help=False, parents=[hardware()])
+    parent.add_argument("--seq-len", type=positive_int, metavar="N", help="sequence length")
+    parent.add_argument("--batch", type=positive_int, metavar="N", help="batch size")
+    parent.add_argument(
+        "--input-shape",
+        type=shape_part,
+        metavar="SHAPE",
+        help="shape of the main input: 1,3,224,224 (or 1x3x224x224, or 1 3 224 224)",
+    )
+    parent.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="allow loading full pickles (.pt files that run code when loaded)",
+    )
+    parent.add_argument(
+        "--meta",
+        action="store_true",
+        help="build the model on the meta device (no weights allocated; same figures)",
+    )
+    return parent
+
+
+def output_options(p: argparse.ArgumentParser, formats: Sequence[str] = FORMATS) -> None:
+    p.add_argument(
+        "--format",
+        choices=formats,
+        help="output format (default: table, or from the --output suffix)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
+
+
+def model_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "model", metavar="MODEL", nargs="?", help="zoo name, .pt/.pt2/.yaml file or HF folder"
+    )
+    p.add_argument(
+        "--model",
+        dest="model_option",
+        metavar="MODEL",
+        help="the same as MODEL (the spelling of the profile_graph.py scripts)",
+    )

@@ -1,0 +1,258 @@
+"""The sections of ``graph-budget profile``'s view of one profile, as rows: the summary, the
+hierarchical per-layer table, the top kernels, the operation types and the bottleneck mix.
+``cli/profile.py`` lays them out as text, markdown or CSV."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_graphbudget.cli.views import (
+    inputs_text,
+    intensity,
+    percent,
+    shape,
+    short_bound,
+)
+from pytest_graphbudget.units import format_bytes, format_count, format_ratio, format_seconds
+
+
+def summary(prof: Any) -> list[tuple[str, str]]:
+    """The model's totals as (label, value) pairs."""
+    cov = prof.coverage
+    unsupported = sum(cov.unsupported_ops.values())
+    coverage = f"{cov.costed}/{cov.nodes} nodes costed"
+    if unsupported:
+        ops = ", ".join(f"{op} x{n}" for op, n in sorted(cov.unsupported_ops.items()))
+        coverage += f"; no formula for {ops}"
+    return [
+        ("inputs", inputs_text(prof.inputs)),
+        ("dtype", prof.dtype),
+        ("params", f"{format_count(prof.params)} ({prof.params:,})"),
+        ("FLOPs", f"{format_count(prof.flops)} ({prof.flops:,})"),
+        ("MACs", f"{format_count(prof.macs)} ({prof.macs:,})"),
+        ("FLOPs of contractions", f"{format_count(prof.flops_contraction)} (2 x MACs)"),
+        ("weights", format_bytes(prof.weights_bytes)),
+        ("inputs size", format_bytes(prof.input_bytes)),
+        ("activation peak", format_bytes(prof.activation_peak_bytes)),
+        (
+            "peak memory",
+            f"{format_bytes(prof.peak_memory_bytes)} (weights + inputs + activation peak)",
+        ),
+        ("traffic", f"{format_bytes(prof.traffic_bytes)} (bytes moved by the fused kernels)"),
+        ("arithmetic intensity", f"{intensity(prof.arithmetic_intensity)} FLOPs/byte"),
+        ("est. latency", f"{format_seconds(prof.est_latency_s)} on {prof.hardware.name}"),
+        ("trace", _trace_text(prof)),
+        ("coverage", coverage),
+    ]
+
+
+def _trace_text(prof: Any) -> str:
+    text = f"{prof.trace.method} in {prof.trace.seconds:.2f}s"
+    if getattr(prof.trace, "note", ""):
+        text += f" ({prof.trace.note})"
+    for tier, reason in prof.trace.failures.items():
+        text += f"; {tier} failed: {reason if len(reason) <= 90 else reason[:87] + '...'}"
+    return text
+
+
+def break_lines(prof: Any) -> list[str]:
+    """The graph breaks of a ``dynamo-breaks`` trace, one per line (none for other tiers)."""
+    breaks = list(getattr(prof.trace, "breaks", []) or [])
+    if not breaks:
+        return []
+    graphs = getattr(prof.trace, "graphs", 0)
+    lines = ["", f"Graph breaks ({len(breaks)}, {graphs} graphs stitched into one profile)", ""]
+    return lines + [f"  {i}. {text}" for i, text in enumerate(breaks, 1)]
+
+
+@dataclass
+class LayerRow:
+    """One row of the hierarchical per-layer table (``path`` ``""`` is the whole model)."""
+
+    path: str
+    depth: int
+    type: str
+    params: int
+    macs: int
+    flops: int
+    traffic: int
+    shape: list[int] | None
+
+
+def layer_rows(
+    prof: Any, types: Mapping[str, str] | None = None, max_depth: int | None = None
+) -> list[LayerRow]:
+    """Every module level, parents before children, in the order the graph first runs them.
+
+    ``traffic`` is the bytes moved by the fused kernels anchored in the module or below it
+    (a batch norm fused into its convolution's kernel moves nothing of its own). ``shape`` is
+    the output of the module's last node.
+    """
+    types = types or {}
+    first: dict[str, int] = {}
+    last_shape: dict[str, list[int]] = {}
+    for node in prof.node_info:
+        for path in _ancestors(node.module):
+            first.setdefault(path, node.index)
+            if node.shapes:
+                last_shape[path] = node.shapes[0]
+    traffic: dict[str, int] = {}
+    for sub in prof.subgraphs:
+        for path in _ancestors(sub.module):
+            traffic[path] = traffic.get(path, 0) + sub.traffic_bytes
+    children = _children(prof.modules)
+    last_node = next((n for n in reversed(prof.node_info) if n.shapes), None)
+    top_shape = last_node.shapes[0] if last_node else None
+    rows = [
+        LayerRow(
+            "",
+            0,
+            types.get("", ""),
+            prof.params,
+            prof.macs,
+            prof.flops,
+            prof.traffic_bytes,
+            top_shape,
+        )
+    ]
+
+    def visit(parent: str, depth: int) -> None:
+        kids = sorted(children.get(parent, []), key=lambda p: (first.get(p, math.inf), p))
+        for path in kids:
+            cost = prof.modules[path]
+            if max_depth is None or depth <= max_depth:
+                rows.append(
+                    LayerRow(
+                        path,
+                        depth,
+                        types.get(path, ""),
+                        cost.params,
+                        cost.macs,
+                        cost.flops,
+                        traffic.get(path, 0),
+                        last_shape.get(path),
+                    )
+                )
+                visit(path, depth + 1)
+
+    visit("", 1)
+    return rows
+
+
+def _children(modules: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Each module path's nearest profiled descendants (``""`` is the model)."""
+    children: dict[str, list[str]] = {}
+    for path in modules:
+        parent = path.rpartition(".")[0]
+        while parent and parent not in modules:
+            parent = parent.rpartition(".")[0]
+        children.setdefault(parent, []).append(path)
+    return children
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def top_layers(prof: Any, n: int = 10) -> list[Any]:
+    """The ``n`` fused subgraphs with the most FLOPs."""
+    ranked = sorted(prof.subgraphs, key=lambda s: (-s.flops, s.id))
+    return [s for s in ranked[:n] if s.flops]
+
+
+def op_types(prof: Any) -> list[tuple[str, int, int, int]]:
+    """(kind, nodes, FLOPs, MACs) per operation kind with FLOPs, most FLOPs first, then one
+    row for every node that computes nothing (views, copies, shape ops)."""
+    table: dict[str, list[int]] = {}
+    idle = 0
+    for node in prof.node_info:
+        if not node.flops:
+            idle += 1
+            continue
+        entry = table.setdefault(node.kind or node.target, [0, 0, 0])
+        entry[0] += 1
+        entry[1] += node.flops
+        entry[2] += node.macs
+    rows = sorted(((k, *v) for k, v in table.items()), key=lambda r: (-r[2], r[0]))
+    if idle:
+        rows.append(("(no FLOPs: views, copies, shapes)", idle, 0, 0))
+    return rows
+
+
+def op_type_rows(prof: Any) -> list[list[Any]]:
+    """The operation types with formatted figures and their share of the model's FLOPs."""
+    total = prof.flops or 1
+    return [
+        [kind, nodes, format_count(flops), format_count(macs), percent(flops / total)]
+        for kind, nodes, flops, macs in op_types(prof)
+    ]
+
+
+OP_TYPE_HEADERS = ["kind", "nodes", "FLOPs", "MACs", "share"]
+BOTTLENECK_HEADERS = ["bound", "subgraphs", "share", "FLOPs share", "time share"]
+
+
+def bottleneck_rows(prof: Any) -> list[tuple[str, int, str, str, str]]:
+    mix = prof.bottleneck
+    return [
+        (
+            label,
+            mix[label]["subgraphs"],
+            format_ratio(mix[label]["share"]),
+            format_ratio(mix[label]["flops_share"]),
+            format_ratio(mix[label]["time_share"]),
+        )
+        for label in ("compute_bound", "memory_bound")
+    ]
+
+
+Table = tuple[list[str], list[list[str]], str]
+
+
+def layer_table(
+    prof: Any,
+    types: Mapping[str, str] | None,
+    depth: int | None,
+    show_shapes: bool,
+    label: Callable[[LayerRow], str],
+) -> Table:
+    """Headers, rows and alignment of the per-layer table (``label`` names each row)."""
+    total = prof.flops or 1
+    headers = ["module", "type", "params", *(["output shape"] if show_shapes else [])]
+    headers += ["MACs", "FLOPs", "% FLOPs", "traffic"]
+    rows = []
+    for row in layer_rows(prof, types, depth):
+        cells = [label(row), row.type, format_count(row.params)]
+        cells += [shape(row.shape)] if show_shapes else []
+        cells += [
+            format_count(row.macs),
+            format_count(row.flops),
+            percent(row.flops / total),
+            format_bytes(row.traffic),
+        ]
+        rows.append(cells)
+    return headers, rows, "llr" + ("l" if show_shapes else "") + "rrrr"
+
+
+def top_table(prof: Any, top: int, label: Callable[[Any], str]) -> Table:
+    """Headers, rows and alignment of the top-kernels table (``label`` names the module)."""
+    total = prof.flops or 1
+    rows = [
+        [
+            f"#{s.id}",
+            s.kind,
+            label(s),
+            format_count(s.flops),
+            percent(s.flops / total),
+            intensity(s.arithmetic_intensity),
+            short_bound(s.bottleneck),
+            format_seconds(s.est_latency_s),
+        ]
+        for s in top_layers(prof, top)
+    ]
+    headers = ["subgraph", "kind", "module", "FLOPs", "share", "intensity", "bound", "est. time"]
+    return headers, rows, "lllrrrlr"
