@@ -35,6 +35,12 @@ def _values(graph: fx.Graph) -> list[Any] | None:
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
     if len({_storage(t) for t in tensors}) != len(tensors):
         return None
+    # A program exported with a dynamic dimension (torch.export.Dim) recorded symbolic shapes:
+    # the ordinary pass prices it at the concrete inputs asked for.
+    if any(isinstance(v, torch.SymInt) for v in values) or any(
+        not isinstance(size, int) for t in tensors for size in t.shape
+    ):
+        return None
     return values
 
 

@@ -191,18 +191,14 @@ def traffic(groups: list[Group], measured: Measured) -> list[Traffic]:
     return result
 
 
-def activation_peak(measured: Measured) -> int:
-    """Peak bytes of live activations over the node order (liveness analysis).
-
-    A storage is allocated by the node that first writes it and freed after its last reader;
-    graph outputs live to the end. Views and in-place ops write no new storage.
-    """
-    return sum(live_at_peak(measured).values())
-
-
 def live_at_peak(measured: Measured) -> dict[str, int]:
     """The activations live at the peak, in bytes by the node that allocated them: what a
-    memory limit that fails should point at (``activation_peak`` is their sum)."""
+    memory limit that fails should point at; their sum is the activation peak.
+
+    Liveness over the node order: a storage is allocated by the node that first writes it and
+    freed after its last reader; graph outputs live to the end. Views and in-place ops write
+    no new storage.
+    """
     born: dict[Any, int] = {}
     dies: dict[Any, int] = {}
     size: dict[Any, int] = {}
