@@ -37,6 +37,7 @@ from pytest_graphbudget.measure import (
     _Recorder,
     _storage,
     _views,
+    record_output,
 )
 from pytest_graphbudget.trace import Example, is_meta, model_state, tensor_leaves
 
@@ -133,20 +134,9 @@ class _Tape(_Recorder):
     def close(self, node: NodeCost, out: Any) -> None:
         """Register what ``node`` returned and put it on the tape."""
         tensors = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-        node.shapes = [tuple(t.shape) for t in tensors]
-        node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
-        node.out_bytes = sum(_nbytes(t) for t in tensors)
-        writes: dict[Any, int] = {}
-        for t in tensors:
-            key = _storage(t)
-            if key not in node.reads:
-                writes[key] = max(writes.get(key, 0), t.untyped_storage().nbytes())
-        node.writes = writes
-        node.views = _views(out)
+        record_output(node, out, tensors)
         if not node.kind:
             node.kind = node.target.rpartition(".")[2]
-        if node.writes and node.category == "view":
-            node.category = "movement"
         for t in tensors:
             self.producer[id(t)] = node.name
         self.keep.append(out)

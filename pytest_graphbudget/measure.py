@@ -299,20 +299,10 @@ class _CostInterpreter(fx.Interpreter):
         node.inputs = [p.name for p in producers]
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
         tensors = list(_tensors(value))
-        node.shapes = [tuple(t.shape) for t in tensors]
-        node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
-        keys = {}
-        for t in tensors:
-            key = _storage(t)
-            if key not in node.reads:
-                keys[key] = max(keys.get(key, 0), t.untyped_storage().nbytes())
-        node.writes = keys
-        node.views = _views(value)
+        record_output(node, value, tensors)
         if not node.kind:
             node.kind = kind_of(node.target)
         self.storage_of[n.name] = {_storage(t) for t in tensors}
-        if node.writes and node.category == "view":
-            node.category = "movement"
         self.nodes.append(node)
         return value
 
@@ -328,6 +318,23 @@ class _CostInterpreter(fx.Interpreter):
             path = next(reversed(stack.values()))[0] if stack else ""
         path = path.removeprefix(self.traced.module_prefix)
         return "" if path == self.traced.module_prefix.rstrip(".") else path
+
+
+def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
+    """What ``node`` returned: its shapes and dtype, the storages it wrote (not those it only
+    read: a view or an in-place op writes none) and the views it returns. Shared by the graph
+    interpreter and the eager tape of ``breaks``, so a node means the same in every tier."""
+    node.shapes = [tuple(t.shape) for t in tensors]
+    node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
+    writes: dict[Any, int] = {}
+    for t in tensors:
+        key = _storage(t)
+        if key not in node.reads:
+            writes[key] = max(writes.get(key, 0), t.untyped_storage().nbytes())
+    node.writes = writes
+    node.views = _views(value)
+    if node.writes and node.category == "view":
+        node.category = "movement"
 
 
 def _views(value: Any) -> dict[Any, int]:
