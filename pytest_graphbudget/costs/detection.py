@@ -16,20 +16,12 @@ IOU = 10  # intersection (2 max, 2 min, 2 subtracts, 1 multiply), union (2 adds)
 ADAPTIVE_SAMPLES = 2  # samples per bin side assumed when ``sampling_ratio <= 0`` (data-dependent)
 
 
-@register("torchvision.roi_align")
+@register("torchvision.roi_align", "torchvision.ps_roi_align")
 def roi_align(
     x: Shape, rois: Shape, scale, pooled_h, pooled_w, sampling_ratio=-1, *_, out, **__
 ) -> OpCost:
     # Every output bin averages s x s bilinear samples: per sample an interpolation and an add
     # to the sum, then one divide per bin.
-    s = sampling_ratio if sampling_ratio > 0 else ADAPTIVE_SAMPLES
-    return OpCost(other=out_numel(out) * (s * s * (BILINEAR + 1) + 1))
-
-
-@register("torchvision.ps_roi_align")
-def ps_roi_align(
-    x: Shape, rois: Shape, scale, pooled_h, pooled_w, sampling_ratio=-1, *_, out, **__
-) -> OpCost:
     s = sampling_ratio if sampling_ratio > 0 else ADAPTIVE_SAMPLES
     return OpCost(other=out_numel(out) * (s * s * (BILINEAR + 1) + 1))
 
