@@ -118,7 +118,8 @@ def run(
         profiler.cache = None
     results: list[ModelResult] = []
     collected: set[str] = set()
-    with contextlib.redirect_stdout(sys.stderr):  # what models print stays off the table
+    # what models print stays off the table; factories import as they would under pytest
+    with contextlib.redirect_stdout(sys.stderr), importable(import_paths(root)):
         for path in files:
             checked = check_file(path, root, conf.defaults, checker, profiler, hardware)
             collected.update(r.nodeid for r in checked)
@@ -135,6 +136,33 @@ def run(
     if any(r.failed for r in results):
         return EXIT_FAILED
     return EXIT_USAGE if written.problems else EXIT_OK
+
+
+def import_paths(root: Path) -> list[str]:
+    """Where ``factory = "package.module:function"`` is imported from, as under pytest: the
+    project's root and the ``pythonpath`` entries of ``[tool.pytest.ini_options]``."""
+    from pytest_graphbudget.settings import _tomllib
+
+    try:
+        data = _tomllib().loads((root / "pyproject.toml").read_text("utf-8"))
+    except Exception:  # no file, or one settings.load already reported
+        data = {}
+    options = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
+    entries = options.get("pythonpath", []) if isinstance(options, dict) else []
+    entries = entries.split() if isinstance(entries, str) else entries
+    extra = [root / e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+    return [str(p.resolve()) for p in [*extra, root]]
+
+
+@contextlib.contextmanager
+def importable(paths: list[str]):
+    """``paths`` first on ``sys.path`` while the budgets are checked, then as it was."""
+    saved = list(sys.path)
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 def check_file(

@@ -184,3 +184,38 @@ def test_run_from_a_subdirectory_checks_the_projects_configured_budgets(
     code = cli.main(["check", "--json", "r.json"])  # reports are relative to where it runs
     assert code == 0, capsys.readouterr()
     assert list(models(project / "src/r.json")) == ["perf/edge.toml::fits"]
+
+
+def test_factories_import_from_the_project_root_and_pytests_pythonpath(
+    tmp_path, monkeypatch, capsys
+):
+    """As under pytest: a factory module at the project's root, or in a ``pythonpath`` entry of
+    ``[tool.pytest.ini_options]``, imports without the user touching ``sys.path``."""
+    (tmp_path / "gbroot_models.py").write_text(MODELS)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "gbsrc_models.py").write_text(MODELS)
+    write(
+        tmp_path / "budgets/nets.toml",
+        """
+        [models.root]
+        factory = "gbroot_models:linear"
+        flops_max = "1M"
+
+        [models.src]
+        factory = "gbsrc_models:linear"
+        flops_max = "1M"
+        """,
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\npythonpath = ["src"]\n'
+        "[tool.graph_budget]\ncache_dir = '.cache'\n"
+    )
+    for name in ("gbroot_models", "gbsrc_models"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.chdir(tmp_path / "budgets")  # from a subdirectory, with the console script's path
+    before = list(sys.path)
+    assert cli.main(["check", "--json", "out.json"]) == 0, capsys.readouterr()
+    found = models(tmp_path / "budgets" / "out.json")
+    assert found["budgets/nets.toml::root"]["flops"] == FLOPS
+    assert found["budgets/nets.toml::src"]["flops"] == FLOPS
+    assert sys.path == before
