@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SCHEMA = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"  # Jenkins xUnit, MIT
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "junit-10.xsd"  # Jenkins xUnit, MIT
 
 
 def linear_flops(n_in: int, n_out: int, batch: int = 4) -> int:

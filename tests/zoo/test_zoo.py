@@ -601,7 +601,7 @@ def test_a_broken_loader_is_named(monkeypatch):
 def test_the_loader_example_in_the_docs_runs(tmp_path):
     from pathlib import Path
 
-    text = (Path(__file__).parents[1] / "docs" / "models.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "models.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
     loader = next(b for b in blocks if b.startswith("# my_models/graphbudget.py"))
     usage = next(b for b in blocks if "plugin_manager().register" in b)

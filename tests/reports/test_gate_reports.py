@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-SCHEMA = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "junit-10.xsd"
 LINEAR_FLOPS = 2 * 4 * 64 * 32 + 4 * 32
 
 MODELS = """

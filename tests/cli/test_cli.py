@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 TINY = {"macs": 384, "flops": 840, "params": 212}
 TINY_ARGS = ["--input-shape", "2,8", "--trust-pickle"]
