@@ -50,6 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="draw the partitioned graph: FILE.dot, .svg, .png or .pdf (images need `dot`)",
     )
+    options.html_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -57,6 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     fmt = format_of(args)
     check_writable(args.output)
+    check_writable(args.html, "--html")
     if args.visualize:
         from pytest_graphbudget import visualize
 
@@ -80,6 +82,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.progress(f"drawing {args.visualize} ...")
         visualize.write(prof, args.visualize)
         console.progress(f"wrote {args.visualize}")
+    if args.html:
+        from pytest_graphbudget.reports import html
+
+        console.emit(html.profile_page(prof), args.html)
     console.emit(text, args.output)
     return EXIT_OK
 
