@@ -418,7 +418,8 @@ def compare_page(a: Any, b: Any, result: Mapping[str, Any]) -> str:
 
 
 def write(path: str | os.PathLike[str], text: str) -> Path:
-    """Write the page (UTF-8); an ``OSError`` is the caller's to report."""
+    """Write the page (UTF-8), making its directory; an ``OSError`` is the caller's to report."""
     target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     return target
