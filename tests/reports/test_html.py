@@ -410,3 +410,65 @@ def test_report_in_headless_chromium(browser, profiles, tmp_path):
     shot = tmp_path / "html-report.png"
     shot.write_bytes(base64.b64decode(browser.send("Page.captureScreenshot", format="png")["data"]))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+# ---------------------------------------------------------------------------------------------
+# CI: the workflow and the composite action upload the page and link it
+
+GITHUB = Path(__file__).resolve().parents[2] / ".github"
+
+
+def test_workflow_and_action_upload_the_html_report_and_link_it():
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load((GITHUB / "workflows" / "graph-budget.yml").read_text())
+    action = yaml.safe_load((GITHUB / "actions" / "graph-budget" / "action.yml").read_text())
+    for steps in (workflow["jobs"]["budgets"]["steps"], action["runs"]["steps"]):
+        check = next(s for s in steps if s.get("id") == "budgets")
+        assert "--graph-budget-html=" in check["run"]
+        upload = next(s for s in steps if s.get("id") == "upload")
+        assert "/report.html" in upload["with"]["path"]
+        url = "${{ steps.upload.outputs.artifact-url }}"
+        summary = next(s for s in steps if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
+        assert summary["env"]["URL"] == url and "($URL)" in summary["run"]
+        comment = next(s for s in steps if s.get("uses", "").startswith("actions/github-script"))
+        assert comment["env"]["HTML_URL"] == url
+        assert "htmlUrl: process.env.HTML_URL" in comment["with"]["script"]
+    assert action["outputs"]["html-url"]["value"] == "${{ steps.upload.outputs.artifact-url }}"
+
+
+COMMENT_JS = """
+const post = require(process.argv[1]);
+const posted = [];
+const github = {
+  paginate: async () => [],
+  rest: { issues: { listComments: () => {},
+    createComment: async (a) => { posted.push(a.body); return { data: { html_url: "u" } }; } } },
+};
+const core = { info: () => {}, warning: () => {} };
+const context = { repo: { owner: "o", repo: "r" }, payload: { pull_request: { number: 7 } } };
+(async () => {
+  await post({ github, context, core }, process.argv[2], { htmlUrl: "https://example/a/1" });
+  await post({ github, context, core }, process.argv[2], { htmlUrl: "" });
+  console.log(JSON.stringify(posted));
+})();
+"""
+
+
+def test_sticky_comment_links_the_html_report(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    report = tmp_path / "report.md"
+    report.write_text("<!-- graph-budget -->\n### Graph budget\n")
+    script = GITHUB / "actions" / "graph-budget" / "comment.js"
+    done = subprocess.run(
+        [node, "-e", COMMENT_JS, str(script), str(report)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    with_link, without = json.loads(done.stdout)
+    assert with_link.startswith(report.read_text())  # the marker still opens it
+    assert "[📊 Interactive HTML report](https://example/a/1)" in with_link
+    assert without == report.read_text()  # no artifact uploaded: no dead link
