@@ -119,9 +119,9 @@ def model_section(view: ModelView, anchor: str) -> str:
     ]
     if view.profile is not None:
         parts += [
-            _summary(view),
-            _grown(view),
-            _charts(view.profile, anchor),
+            f'<div class="top"><div>{_summary(view)}{_grown(view)}</div>',
+            f"{_roofline(view.profile)}</div>",
+            _icicle(view.profile, anchor),
             _layers(view),
             _graph(view),
         ]
@@ -212,28 +212,33 @@ def _grown(view: ModelView) -> str:
     return f'<div class="grown"><h3>{title}</h3><ol>{"".join(items)}</ol></div>'
 
 
-def _charts(profile: Mapping[str, Any], anchor: str) -> str:
-    from pytest_graphbudget.baseline import entry_from
-
-    entry = entry_from(profile)
-    switch = "".join(
-        f'<label><input type="radio" name="{{name}}" value="{key}"{" checked" * (i == 0)}> '
-        f"{escape(figures.get(key).label)}</label>"
-        for i, key in enumerate(ICICLE_FIGURES)
-    )
-    icicles = "\n".join(
-        icicle_svg(entry.layers(key), key, hidden=i > 0) for i, key in enumerate(ICICLE_FIGURES)
-    )
-    name = f"{anchor}-icicle"
+def _roofline(profile: Mapping[str, Any]) -> str:
     legend = (
         '<p class="legend"><span class="dot compute_bound"></span>compute-bound '
         '<span class="dot memory_bound"></span>memory-bound; hollow: no FLOPs</p>'
     )
     return (
-        '<div class="charts"><figure class="roofline-box"><figcaption>Roofline: one point per '
-        f"fused subgraph</figcaption>{roofline_svg(profile)}{legend}</figure>"
+        '<figure class="roofline-box"><figcaption>Roofline: one point per fused subgraph'
+        f"</figcaption>{roofline_svg(profile)}{legend}</figure>"
+    )
+
+
+def _icicle(profile: Mapping[str, Any], anchor: str) -> str:
+    """The module icicle by FLOPs, and by params and peak memory behind a switch."""
+    from pytest_graphbudget.baseline import entry_from
+
+    entry = entry_from(profile)
+    switch = "".join(
+        f'<label><input type="radio" name="{anchor}-icicle" value="{key}"'
+        f"{' checked' * (i == 0)}> {escape(figures.get(key).label)}</label>"
+        for i, key in enumerate(ICICLE_FIGURES)
+    )
+    icicles = "\n".join(
+        icicle_svg(entry.layers(key), key, hidden=i > 0) for i, key in enumerate(ICICLE_FIGURES)
+    )
+    return (
         '<figure class="icicle-box"><figcaption>Modules by <span class="switch">'
-        f"{switch.format(name=name)}</span></figcaption>{icicles}</figure></div>"
+        f"{switch}</span></figcaption>{icicles}</figure>"
     )
 
 

@@ -9,6 +9,7 @@ into a tooltip.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
@@ -85,6 +86,12 @@ def achieved(sub: Mapping[str, Any]) -> float:
     return sub["flops"] / time if time > 0 else 0.0
 
 
+def flop_rate(value: float) -> str:
+    """``44.4 GFLOP/s``: the count's number, a space, its prefix and the unit."""
+    number, prefix = re.fullmatch(r"([-\d.e+]+)(\D*)", format_count(value)).groups()
+    return f"{number} {prefix}FLOP/s"
+
+
 def subgraph_tip(sub: Mapping[str, Any]) -> str:
     traffic = sub["bytes_in"] + sub["bytes_out"] + sub["bytes_weights"]
     return (
@@ -92,7 +99,7 @@ def subgraph_tip(sub: Mapping[str, Any]) -> str:
         f"FLOPs {format_count(sub['flops'])}, bytes {format_bytes(traffic)}, "
         f"time {format_seconds(sub.get('est_latency_s') or 0.0)}\n"
         f"intensity {sub['arithmetic_intensity']:.3g} FLOPs/B, "
-        f"{format_count(achieved(sub))}FLOP/s, {sub['bottleneck'].replace('_', '-')}"
+        f"{flop_rate(achieved(sub))}, {sub['bottleneck'].replace('_', '-')}"
     )
 
 
@@ -168,7 +175,7 @@ def _roof(axes: _Axes, roof: Roof) -> list[str]:
         f'<polyline class="roof" points="{path}"/>',
         f'<line class="ridge" x1="{rx:.1f}" y1="{TOP}" x2="{rx:.1f}" y2="{HEIGHT - BOTTOM}"/>',
         f'<text class="ridge-label" x="{rx + 4:.1f}" y="{TOP + 12}"{end}>ridge '
-        f"{roof.ridge:.3g} FLOPs/B, peak {format_count(roof.peak)}FLOP/s, "
+        f"{roof.ridge:.3g} FLOPs/B, peak {flop_rate(roof.peak)}, "
         f"{format_bytes(roof.bandwidth)}/s</text>",
     ]
 
@@ -176,7 +183,7 @@ def _roof(axes: _Axes, roof: Roof) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # The module icicle
 
-ICICLE_WIDTH, ROW = 900, 24
+ICICLE_WIDTH, ROW = 1200, 24
 MIN_CELL = 1.0  # px: narrower cells are left out (their share still counts in their parent)
 MAX_DEPTH = 10
 
@@ -222,12 +229,15 @@ def icicle_svg(own: Mapping[str, float], figure: str, hidden: bool = False) -> s
         name = node.path.rsplit(".", 1)[-1] if node.path else "model"
         share = node.total / total if total else 0.0
         tip = f"{node.path or 'model'}: {fig.format(node.total)} {fig.label} ({share:.1%})"
-        label = escape(name if width < 90 else f"{name} {fig.format(node.total)}")
+        label = next(
+            (text for text in (f"{name} {fig.format(node.total)}", name) if fits(text, width)), ""
+        )
+        text = f'<text x="{x + 4:.1f}" y="{depth * ROW + 16}">{escape(label)}</text>'
         cells.append(
             f'<g class="cell" data-path="{escape(node.path)}"><title>{escape(tip)}</title>'
             f'<rect x="{x:.1f}" y="{depth * ROW}" width="{max(width - 1, 0.5):.1f}" '
             f'height="{ROW - 1}" style="fill:{_shade(depth, share)}"/>'
-            + (f'<text x="{x + 4:.1f}" y="{depth * ROW + 16}">{label}</text>' if width > 30 else "")
+            + (text if label else "")
             + "</g>"
         )
         offset = x
@@ -245,6 +255,11 @@ def icicle_svg(own: Mapping[str, float], figure: str, hidden: bool = False) -> s
         + "\n".join(cells)
         + "\n</svg>"
     )
+
+
+def fits(text: str, width: float) -> bool:
+    """Whether a cell's label fits in it (about 7 units a character at the icicle's size)."""
+    return len(text) * 7 + 8 <= width
 
 
 def _shade(depth: int, share: float) -> str:
