@@ -472,3 +472,31 @@ def test_sticky_comment_links_the_html_report(tmp_path):
     assert with_link.startswith(report.read_text())  # the marker still opens it
     assert "[📊 Interactive HTML report](https://example/a/1)" in with_link
     assert without == report.read_text()  # no artifact uploaded: no dead link
+
+
+def test_graph_budget_check_writes_the_same_page(tmp_path, monkeypatch, capsys):
+    """``graph-budget check --html``: the TOML budgets' check without pytest writes it too."""
+    from pytest_graphbudget import cli
+
+    (tmp_path / "htmlcheck_models.py").write_text(
+        "import torch\nfrom pytest_graphbudget import ModelCase\n\n"
+        "def linear():\n    torch.manual_seed(0)\n"
+        "    return ModelCase(torch.nn.Linear(64, 32), (torch.randn(4, 64),), name='linear')\n"
+    )
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "nets.toml").write_text(
+        '[models.over]\nfactory = "htmlcheck_models:linear"\nflops_max = "10k"\n'
+    )
+    (tmp_path / "pyproject.toml").write_text("[tool.graph_budget]\ncache_dir = '.cache'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    assert cli.main(["check", "--html", "out/report.html", "--no-cache"]) == 1
+    text = (tmp_path / "out" / "report.html").read_text()
+    (over,) = model_sections(text)
+    assert 'data-model="over" data-verdict="fail"' in over
+    # 2*4*64*32 + 4*32 = 16,512 FLOPs against a 10k limit: the failure and the figure.
+    assert (
+        f"FLOPs 16.5k exceeds flops_max 10k ({linear_flops(64, 32) / 10_000 - 1:.1%} over)" in over
+    )
+    assert '<tr data-figure="flops"><th>FLOPs</th><td>16.5k</td><td>10k</td>' in over
