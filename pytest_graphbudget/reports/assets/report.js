@@ -13,8 +13,13 @@
     el.addEventListener("mousemove", function (event) {
       tip.textContent = el.getAttribute("data-tip");
       tip.style.display = "block";
-      tip.style.left = Math.min(event.clientX + 14, window.innerWidth - 540) + "px";
-      tip.style.top = event.clientY + 14 + "px";
+      // Beside the pointer, on whichever side has room.
+      var left = event.clientX + 14;
+      if (left + tip.offsetWidth > window.innerWidth - 8) left = event.clientX - tip.offsetWidth - 14;
+      var top = event.clientY + 14;
+      if (top + tip.offsetHeight > window.innerHeight - 8) top = event.clientY - tip.offsetHeight - 14;
+      tip.style.left = Math.max(left, 4) + "px";
+      tip.style.top = Math.max(top, 4) + "px";
     });
     el.addEventListener("mouseleave", function () { tip.style.display = "none"; });
   });
