@@ -302,6 +302,9 @@ def _graph(view: ModelView) -> str:
     return (
         '<div class="graph"><h3>Partitioned graph</h3><p class="tools">'
         '<input type="search" class="graph-search" placeholder="find a node, module or kind">'
+        ' <button type="button" data-zoom="0.8" title="zoom out">&minus;</button>'
+        '<button type="button" data-zoom="1.25" title="zoom in">+</button>'
+        '<button type="button" data-zoom="fit" title="fit the width">fit</button>'
         f' <span class="count"></span></p><div class="graph-box">{view.graph}</div></div>'
     )
 

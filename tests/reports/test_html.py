@@ -390,6 +390,14 @@ def test_report_in_headless_chromium(browser, profiles, tmp_path):
             " return document.querySelectorAll('#model-0 .graph-box g.hit').length; })()"
         )
         assert found == 2  # the two linear+relu clusters
+        fitted = browser.js(
+            "(() => { const g = document.querySelector('#model-0 .graph');"
+            " g.querySelector('button[data-zoom=fit]').click();"
+            " const box = g.querySelector('.graph-box');"
+            " return [box.querySelector('svg').getBoundingClientRect().width, box.clientWidth];"
+            " })()"
+        )
+        assert fitted[1] - 6 < fitted[0] <= fitted[1]
     visible = browser.js(
         "(() => { document.querySelector('#model-0 input[value=params]').click();"
         " return [...document.querySelectorAll('#model-0 svg.icicle')]"

@@ -100,6 +100,22 @@
     });
   });
 
+  // Graph zoom: the drawing at its own size, scaled by the buttons, or fitted to the width.
+  document.querySelectorAll(".graph").forEach(function (section) {
+    var box = section.querySelector(".graph-box");
+    var svg = box && box.querySelector("svg");
+    if (!svg) return;
+    var natural = svg.getBoundingClientRect().width, scale = 1;
+    section.querySelectorAll("button[data-zoom]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var zoom = button.getAttribute("data-zoom");
+        scale = zoom === "fit" ? (box.clientWidth - 4) / natural : scale * Number(zoom);
+        svg.style.width = natural * scale + "px";
+        svg.style.height = "auto";
+      });
+    });
+  });
+
   // A grown layer's link finds it in the table and in the graph.
   document.querySelectorAll("a[data-find]").forEach(function (link) {
     link.addEventListener("click", function (event) {
