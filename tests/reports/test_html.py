@@ -26,7 +26,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from test_reports import MLP_FLOPS, MODELS, linear_flops, mlp_flops
+from test_reports import BROKEN, MLP_FLOPS, MODELS, linear_flops, mlp_flops
 from test_reports import not_in_github_actions as not_in_github_actions
 from test_reports import project as project
 from test_reports import run as run_pytest
@@ -157,7 +157,7 @@ def test_graph_is_drawn_by_dot_and_its_absence_is_said(profiles, monkeypatch, tm
 
 def test_run_report_has_verdicts_and_the_layers_that_grew(project):
     run_pytest(project, ".", "--graph-budget-update")
-    project.makepyfile(models=MODELS.replace("HIDDEN = 32", "HIDDEN = 48"))
+    project.makepyfile(models=MODELS.replace("HIDDEN = 32", "HIDDEN = 48"), test_broken=BROKEN)
     result = run_pytest(project, ".", "--graph-budget-html=out/report.html")
     result.stdout.fnmatch_lines(["*reports written: HTML out/report.html*"])
     text = (project.path / "out" / "report.html").read_text()
@@ -165,13 +165,16 @@ def test_run_report_has_verdicts_and_the_layers_that_grew(project):
         re.findall(r'class="model" id="[^"]+" data-model="([^"]+)" data-verdict="(\w+)"', text)
     )
     assert verdicts == {
+        "broken": "error",
         "mlp": "fail",
         "tight": "fail",
         "test_over::linear32": "fail",
         "test_near::linear32": "warn",
         "test_fits::linear32": "pass",
     }
-    assert re.search(r'<header data-verdict="fail"><h1>graph budget: 5 models: 3 over', text)
+    assert '<header data-verdict="error"><h1>graph budget: 6 models: 1 could not be' in text
+    (broken,) = (s for s in model_sections(text) if 'data-model="broken"' in s)
+    assert "shape mismatch in my model" in broken and "data-subgraph" not in broken
     mlp = next(s for s in model_sections(text) if 'data-model="mlp"' in s)
     rows = {a["data-module"]: a for a in Elements(mlp).having("data-module")}
     assert int(rows["encoder"]["data-delta"]) == linear_flops(64, 48) - linear_flops(64, 32)
