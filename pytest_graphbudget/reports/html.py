@@ -10,8 +10,8 @@ the page makes no network request, so it opens from disk and from a CI artifact.
 Stable hooks for tests and scripts: each roofline point has ``data-subgraph="<id>"``, each row
 of a per-layer table ``data-module="<path>"``, each checked model ``data-verdict``.
 
-The page is models plus ``Section``s: a run's overview, a comparison's totals, and whatever a
-later report adds (a sweep's growth curves) go in as a ``Section`` of their own.
+The page is models plus ``Section``s: a run's overview, a comparison's totals and a shape
+sweep's growth curves (``html_sweep``) each go in as a ``Section`` of their own.
 """
 
 from __future__ import annotations

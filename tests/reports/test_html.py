@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import time
 from html import escape
+from html import unescape as html_unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -511,3 +512,74 @@ def test_graph_budget_check_writes_the_same_page(tmp_path, monkeypatch, capsys):
         f"FLOPs 16.5k exceeds flops_max 10k ({linear_flops(64, 32) / 10_000 - 1:.1%} over)" in over
     )
     assert '<tr data-figure="flops"><th>FLOPs</th><td>16.5k</td><td>10k</td>' in over
+
+
+# ---------------------------------------------------------------------------------------------
+# A shape sweep's growth curves (the JSON of `graph-budget profile NAME --seq-len 128,256,512`)
+
+
+def sweep_json(batches=(None,)) -> dict:
+    """FLOPs 1000*s^2 and peak memory 64*s bytes (times the batch in a grid), fitted."""
+    points = [
+        {
+            "seq_len": s,
+            **({"batch": b} if b else {}),
+            "totals": {"flops": 1000 * s * s * (b or 1), "peak_memory_bytes": 64 * s * (b or 1)},
+        }
+        for b in batches
+        for s in (128, 256, 512)
+    ]
+    axes = {"seq_len": [128, 256, 512], **({"batch": list(batches)} if batches[0] else {})}
+    fitted = {"polynomial": True, "formula": "flops = 1000*s^2", "points": 3, "held_out": 1}
+    unfitted = {"polynomial": False, "points": 3, "reason": "no polynomial of degree <= 3"}
+    return {
+        "axes": axes,
+        "points": points,
+        "fit": {
+            "method": "interpolated",
+            "variables": {"s": "seq_len"},
+            "figures": {"flops": fitted, "peak_memory_bytes": unfitted},
+        },
+    }
+
+
+def test_sweep_page_draws_one_growth_curve_per_fitted_figure():
+    from pytest_graphbudget.reports.html_sweep import sweep_page
+
+    text = sweep_page("tiny-bert", sweep_json())
+    charts = re.findall(r'<svg class="growth" data-figure="(\w+)"', text)
+    assert charts == ["flops", "peak_memory_bytes"]
+    flops = text[text.index('data-figure="flops"') : text.index('data-figure="peak_memory')]
+    points = re.findall(r'data-point="(\d+)" cx="([\d.]+)" cy="([\d.]+)"', flops)
+    assert [p[0] for p in points] == ["128", "256", "512"]
+    (x1, y1), (x2, y2), (x3, y3) = ((float(x), float(y)) for _, x, y in points)
+    # A power law is a straight line on log-log axes: seq_len doubles, equal steps both ways.
+    assert x2 - x1 == pytest.approx(x3 - x2, abs=0.2) and y1 - y2 == pytest.approx(y2 - y3, abs=0.2)
+    assert y3 < y2 < y1  # it grows (SVG y points down)
+    assert "flops = 1000*s^2 (s = seq_len; verified on 1 held-out point)" in text
+    assert "no polynomial of degree &lt;= 3" in text
+    assert text.count("<tr><td") == 3  # one table row per point
+
+    grid = sweep_page("tiny-bert", sweep_json(batches=(1, 8)))
+    flops = grid[grid.index('data-figure="flops"') : grid.index('data-figure="peak_memory')]
+    assert flops.count('class="series"') == 2  # a line per batch, named
+    assert re.findall(r'class="series-name"[^>]*>([^<]+)<', flops) == ["batch=1", "batch=8"]
+    assert "batch=8: 2.10G" in html_unescape(flops)  # 1000 * 512^2 * 8 = 2,097,152,000
+
+
+def test_sweep_page_in_headless_chromium(browser, tmp_path):
+    from pytest_graphbudget.reports.html_sweep import sweep_page
+
+    page = tmp_path / "sweep.html"
+    html_page = sweep_page("tiny-bert", sweep_json(batches=(1, 8)))
+    page.write_text(html_page, encoding="utf-8")
+    browser.events.clear()
+    browser.open(page.as_uri())
+    tip = browser.js(
+        "(() => { const p = document.querySelector('svg.growth [data-point=\"512\"]');"
+        " p.dispatchEvent(new MouseEvent('mousemove', {clientX: 50, clientY: 50}));"
+        " return document.getElementById('tip').textContent; })()"
+    )
+    assert tip == "seq_len=512, batch=1: 262M FLOPs"  # 1000 * 512^2
+    assert browser.problems() == []
+    assert browser.requests() == [page.as_uri()]

@@ -5,7 +5,8 @@
   var tip = document.getElementById("tip");
 
   // Tooltips: an SVG <title> becomes data-tip, shown in one floating box.
-  document.querySelectorAll("svg.roofline circle.point, svg.icicle g.cell").forEach(function (el) {
+  var tipped = "svg.roofline circle.point, svg.icicle g.cell, svg.growth circle.point";
+  document.querySelectorAll(tipped).forEach(function (el) {
     var title = el.querySelector("title");
     if (!title) return;
     el.setAttribute("data-tip", title.textContent);
