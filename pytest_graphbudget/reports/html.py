@@ -123,7 +123,7 @@ def model_section(view: ModelView, anchor: str) -> str:
             f"{_roofline(view.profile)}</div>",
             _icicle(view.profile, anchor),
             _layers(view),
-            _graph(view),
+            _graph(view, anchor),
         ]
     parts.append("</section>")
     return "\n".join(p for p in parts if p)
@@ -295,17 +295,19 @@ def _layers(view: ModelView) -> str:
     )
 
 
-def _graph(view: ModelView) -> str:
+def _graph(view: ModelView, anchor: str) -> str:
     if not view.graph:
         note = escape(view.graph_note.format(model=view.name))
         return f'<div class="graph"><h3>Partitioned graph</h3><p class="note">{note}</p></div>'
+    # Graphviz names its elements node1, clust1...: made unique per model on a page of several.
+    drawing = view.graph.replace(' id="', f' id="{anchor}-')
     return (
         '<div class="graph"><h3>Partitioned graph</h3><p class="tools">'
         '<input type="search" class="graph-search" placeholder="find a node, module or kind">'
         ' <button type="button" data-zoom="0.8" title="zoom out">&minus;</button>'
         '<button type="button" data-zoom="1.25" title="zoom in">+</button>'
         '<button type="button" data-zoom="fit" title="fit the width">fit</button>'
-        f' <span class="count"></span></p><div class="graph-box">{view.graph}</div></div>'
+        f' <span class="count"></span></p><div class="graph-box">{drawing}</div></div>'
     )
 
 

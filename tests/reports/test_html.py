@@ -150,7 +150,7 @@ def test_graph_is_drawn_by_dot_and_its_absence_is_said(profiles, monkeypatch, tm
 
     if shutil.which("dot"):
         drawn = html.profile_page(profiles[0])
-        assert 'class="graph-search"' in drawn and '<g id="node' in drawn
+        assert 'class="graph-search"' in drawn and '<g id="model-0-node1" class="node">' in drawn
     monkeypatch.setenv("PATH", str(tmp_path))  # no Graphviz on PATH
     page = html.profile_page(profiles[0])
     assert escape(html.NO_DOT) in page and 'class="graph-search"' not in page
