@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget import figures
-from pytest_graphbudget.reports import common
-from pytest_graphbudget.reports.html_charts import ICICLE_FIGURES, icicle_svg, roofline_svg
+from pytest_graphbudget.reports import common, markdown
+from pytest_graphbudget.reports.html_charts import icicle_figure, roofline_figure
 
 SUMMARY = tuple(common.FIGURES)
 """The figures each model's summary shows, in ``figures.TABLE``'s order."""
@@ -56,6 +56,8 @@ class ModelView:
     limits: dict[str, str] = field(default_factory=dict)  # figure -> its limit, formatted
     base_own: dict[str, int] | None = None  # baseline's own FLOPs per module
     base_label: str = "baseline"
+    grown: dict[str, list[tuple[str, int, float | None]]] = field(default_factory=dict)
+    """Other regressed figures (params, peak memory, traffic): the layers that grew most."""
     graph: str = ""  # the partitioned graph, inline SVG
     graph_note: str = ""  # why it is not drawn
 
@@ -120,8 +122,8 @@ def model_section(view: ModelView, anchor: str) -> str:
     if view.profile is not None:
         parts += [
             f'<div class="top"><div>{_summary(view)}{_grown(view)}</div>',
-            f"{_roofline(view.profile)}</div>",
-            _icicle(view.profile, anchor),
+            f"{roofline_figure(view.profile)}</div>",
+            icicle_figure(view.profile, anchor),
             _layers(view),
             _graph(view, anchor),
         ]
@@ -209,37 +211,17 @@ def _grown(view: ModelView) -> str:
             f"+{flops.format(delta)} FLOPs{share}</li>"
         )
     title = f"Layers that grew since the {escape(view.base_label)}"
-    return f'<div class="grown"><h3>{title}</h3><ol>{"".join(items)}</ol></div>'
-
-
-def _roofline(profile: Mapping[str, Any]) -> str:
-    legend = (
-        '<p class="legend"><span class="dot compute_bound"></span>compute-bound '
-        '<span class="dot memory_bound"></span>memory-bound; hollow: no FLOPs</p>'
-    )
-    return (
-        '<figure class="roofline-box"><figcaption>Roofline: one point per fused subgraph'
-        f"</figcaption>{roofline_svg(profile)}{legend}</figure>"
-    )
-
-
-def _icicle(profile: Mapping[str, Any], anchor: str) -> str:
-    """The module icicle by FLOPs, and by params and peak memory behind a switch."""
-    from pytest_graphbudget.baseline import entry_from
-
-    entry = entry_from(profile)
-    switch = "".join(
-        f'<label><input type="radio" name="{anchor}-icicle" value="{key}"'
-        f"{' checked' * (i == 0)}> {escape(figures.get(key).label)}</label>"
-        for i, key in enumerate(ICICLE_FIGURES)
-    )
-    icicles = "\n".join(
-        icicle_svg(entry.layers(key), key, hidden=i > 0) for i, key in enumerate(ICICLE_FIGURES)
-    )
-    return (
-        '<figure class="icicle-box"><figcaption>Modules by <span class="switch">'
-        f"{switch}</span></figcaption>{icicles}</figure>"
-    )
+    more = ""
+    for key, layers in view.grown.items():
+        if key == "flops":
+            continue
+        fig = figures.get(key)
+        listed = ", ".join(
+            f"{escape(m)} +{fig.format(d)} ({'new' if r is None else f'{r:+.1%}'})"
+            for m, d, r in layers
+        )
+        more += f'<p class="grown-more" data-figure="{key}">{escape(fig.label)}: {listed}</p>'
+    return f'<div class="grown"><h3>{title}</h3><ol>{"".join(items)}</ol>{more}</div>'
 
 
 def _natural(path: str) -> list[Any]:
@@ -367,6 +349,7 @@ def result_view(result: Any, name: str) -> ModelView:
         changes=changes,
         limits=limits,
         base_own=result.baseline_modules if result.baseline else None,
+        grown=markdown.grown_by_figure(result),
         graph_note=NO_NODES.replace("{model}", label),
     )
 

@@ -266,3 +266,37 @@ def _shade(depth: int, share: float) -> str:
     """Warmer for a bigger share, lighter deeper down."""
     hue = 210 - 180 * min(share * 2, 1.0)
     return f"hsl({hue:.0f}, 65%, {min(55 + depth * 4, 85)}%)"
+
+
+# ---------------------------------------------------------------------------------------------
+# The charts as the page's figures
+
+
+def roofline_figure(profile: Mapping[str, Any]) -> str:
+    legend = (
+        '<p class="legend"><span class="dot compute_bound"></span>compute-bound '
+        '<span class="dot memory_bound"></span>memory-bound; hollow: no FLOPs</p>'
+    )
+    return (
+        '<figure class="roofline-box"><figcaption>Roofline: one point per fused subgraph'
+        f"</figcaption>{roofline_svg(profile)}{legend}</figure>"
+    )
+
+
+def icicle_figure(profile: Mapping[str, Any], anchor: str) -> str:
+    """The module icicle by FLOPs, and by params and peak memory behind a switch."""
+    from pytest_graphbudget.baseline import entry_from
+
+    entry = entry_from(profile)
+    switch = "".join(
+        f'<label><input type="radio" name="{anchor}-icicle" value="{key}"'
+        f"{' checked' * (i == 0)}> {escape(figures.get(key).label)}</label>"
+        for i, key in enumerate(ICICLE_FIGURES)
+    )
+    icicles = "\n".join(
+        icicle_svg(entry.layers(key), key, hidden=i > 0) for i, key in enumerate(ICICLE_FIGURES)
+    )
+    return (
+        '<figure class="icicle-box"><figcaption>Modules by <span class="switch">'
+        f"{switch}</span></figcaption>{icicles}</figure>"
+    )

@@ -183,6 +183,9 @@ def test_run_report_has_verdicts_and_the_layers_that_grew(project):
     assert "grew" in rows["encoder"]["class"] and "grew" in rows["head"]["class"]
     grown = re.findall(r'<li><a href="#" data-find="([^"]+)">', mlp)
     assert grown == ["encoder", "head", "&lt;root&gt;"]  # largest first; the ReLU is the root's
+    # Params regressed too: 64*16 + 16 more in the encoder, 16*8 in the head.
+    params = re.search(r'<p class="grown-more" data-figure="params">([^<]*)</p>', mlp).group(1)
+    assert params == "params: encoder +1.04k (+50.0%), head +128 (+48.5%)"
     growth = mlp_flops(48) / MLP_FLOPS - 1
     assert f'<li class="fail">FLOPs regressed +{growth:.1%} (18.7k -&gt; 28.1k' in mlp
 
