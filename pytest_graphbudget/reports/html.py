@@ -268,12 +268,12 @@ def _layers(view: ModelView) -> str:
             f'<td style="padding-left:{0.4 + depth * 0.9:.1f}em">{escape(path)}</td>{cells}</tr>'
         )
     return (
-        '<div class="layers"><h3>Per-layer profile</h3><p class="tools">'
+        '<div class="layer-box"><h3>Per-layer profile</h3><p class="tools">'
         '<input type="search" class="filter" placeholder="filter modules (e.g. layer4 or conv)">'
         f' <span class="count">{len(rows)} modules</span></p>'
-        f'<table class="layers"><thead><tr>{head}</tr></thead><tbody>'
+        f'<div class="scroll"><table class="layers"><thead><tr>{head}</tr></thead><tbody>'
         + "\n".join(rows)
-        + "</tbody></table></div>"
+        + "</tbody></table></div></div>"
     )
 
 

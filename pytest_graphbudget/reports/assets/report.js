@@ -51,7 +51,7 @@
 
   // Filters: rows whose module path holds every word typed.
   document.querySelectorAll("input.filter").forEach(function (input) {
-    var box = input.closest(".layers");
+    var box = input.closest(".layer-box");
     var count = box.querySelector(".count");
     input.addEventListener("input", function () {
       var words = input.value.toLowerCase().split(/\s+/).filter(Boolean);
