@@ -15,6 +15,7 @@ messages separated by NUL bytes on file descriptors 3 and 4), so no websocket li
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import re
@@ -236,36 +237,36 @@ class Chromium:
     its fd 4 writes replies and events, each a JSON message ended by a NUL byte."""
 
     def __init__(self, executable: str, profile_dir: Path):
-        ours_to_it, self._to_it = os.pipe()
-        self._from_it, its_to_us = os.pipe()
-
-        def on_fds_3_and_4() -> None:  # in the child, before exec
-            read, write = os.dup(ours_to_it), os.dup(its_to_us)
-            os.dup2(read, 3)
-            os.dup2(write, 4)
-
+        # Our ends stay ours (os.pipe's are not inherited); its ends go above 9, so that
+        # bash's redirections onto 3 and 4 never overwrite one another (dash reads one digit
+        # only). No preexec_fn: it is unsafe in a process with threads, as an xdist worker is.
+        to_it, self._to_it = os.pipe()
+        self._from_it, from_it = os.pipe()
+        read, write = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_it, from_it))
+        os.close(to_it)
+        os.close(from_it)
+        arguments = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={profile_dir}",
+            # Nowhere to go: every host is unresolvable, every proxied request refused.
+            "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "about:blank",
+        ]
+        redirect = f'exec "$0" "$@" 3<&{read} 4>&{write} {read}<&- {write}>&-'
         self.process = subprocess.Popen(
-            [
-                executable,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--remote-debugging-pipe",
-                f"--user-data-dir={profile_dir}",
-                # Nowhere to go: every host is unresolvable, every proxied request refused.
-                "--proxy-server=127.0.0.1:9",
-                "--host-resolver-rules=MAP * ~NOTFOUND",
-                "about:blank",
-            ],
-            pass_fds=(3, 4, ours_to_it, its_to_us),
-            preexec_fn=on_fds_3_and_4,
+            [shutil.which("bash") or "/bin/bash", "-c", redirect, executable, *arguments],
+            pass_fds=(read, write),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        os.close(ours_to_it)
-        os.close(its_to_us)
+        os.close(read)
+        os.close(write)
         self._buffer, self._next_id, self.events = b"", 0, []
         self.session: str | None = None
 
@@ -339,8 +340,17 @@ class Chromium:
         ]
 
     def close(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=30)
+        """Ask the browser to quit (its helper processes go with it); kill it if it hangs."""
+        self.session = None
+        try:
+            self.send("Browser.close", timeout=5)
+        except (AssertionError, OSError):
+            pass  # it may close the pipe before it answers
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
         os.close(self._to_it)
         os.close(self._from_it)
 
