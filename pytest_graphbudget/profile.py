@@ -69,6 +69,12 @@ class ModuleCost:
     flops: int = 0
     macs: int = 0
     params: int = 0
+    forward_flops: int | None = None  # the split of a training step (mode "train") only
+    backward_flops: int | None = None
+    optimizer_flops: int | None = None
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 @dataclass
@@ -151,6 +157,15 @@ class Profile:
     modules: dict[str, ModuleCost]
     node_info: list[NodeInfo] = field(default_factory=list, repr=False)
     mode: str = "eval"  # "train": the figures are one training step's (train.py)
+    optimizer_state_bytes: int = 0  # train: the optimizer's state, allocated before the step
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # train: by phase
+
+    def _train_totals(self) -> dict[str, Any]:
+        """The training step's extra totals: its phases' figures and the optimizer state."""
+        if self.mode != "train":
+            return {}
+        split = {f"{p}_{k}": v for p, figures in self.phases.items() for k, v in figures.items()}
+        return {"optimizer_state_bytes": self.optimizer_state_bytes, **split}
 
     @property
     def flops_contraction(self) -> int:
@@ -158,7 +173,12 @@ class Profile:
 
     @property
     def peak_memory_bytes(self) -> int:
-        return self.weights_bytes + self.input_bytes + self.activation_peak_bytes
+        return (
+            self.weights_bytes
+            + self.optimizer_state_bytes
+            + self.input_bytes
+            + self.activation_peak_bytes
+        )
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -209,6 +229,7 @@ class Profile:
                 "peak_memory_bytes": self.peak_memory_bytes,
                 "arithmetic_intensity": self.arithmetic_intensity,
                 "est_latency_s": self.est_latency_s,
+                **self._train_totals(),
             },
             "hardware": {"name": self.hardware.name, "ridge_point": self.ridge_point},
             "bottleneck": self.bottleneck,
@@ -219,7 +240,7 @@ class Profile:
                 "unsupported_contractions": _sorted_or_none(self.coverage.unsupported_contractions),
             },
             "subgraphs": [s.to_dict() for s in self.subgraphs],
-            "modules": {path: vars(m).copy() for path, m in sorted(self.modules.items())},
+            "modules": {path: m.to_dict() for path, m in sorted(self.modules.items())},
         }
 
 
@@ -268,13 +289,26 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         activation_peak_bytes=totals["activation_peak_bytes"],
         input_bytes=totals["peak_memory_bytes"]
         - totals["weights_bytes"]
+        - totals.get("optimizer_state_bytes", 0)
         - totals["activation_peak_bytes"],
         est_latency_s=totals["est_latency_s"],
         coverage=Coverage(**data["coverage"]),
         subgraphs=subgraphs,
         modules={path: ModuleCost(**m) for path, m in data["modules"].items()},
         mode=data.get("mode", "eval"),
+        optimizer_state_bytes=totals.get("optimizer_state_bytes", 0),
+        phases=_phases_from(totals),
     )
+
+
+def _phases_from(totals: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A training step's ``{phase}_{figure}`` totals back as ``Profile.phases``."""
+    phases: dict[str, dict[str, Any]] = {}
+    for key, value in totals.items():
+        phase, _, figure = key.partition("_")
+        if phase in ("forward", "backward", "optimizer") and key != "optimizer_state_bytes":
+            phases.setdefault(phase, {})[figure] = value
+    return phases
 
 
 def profile_model(
@@ -300,8 +334,6 @@ def profile_model(
     from pytest_graphbudget.train import check_mode
 
     check_mode(mode, loss, optimizer)
-    if mode == "train":
-        raise GraphBudgetError("mode='train' is not implemented yet (issue 12)")
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
@@ -316,6 +348,13 @@ def profile_model(
         model = model.model
     if _is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
+    if mode == "train":
+        from pytest_graphbudget.train import profile_step
+
+        name = name or type(model).__name__
+        return profile_step(
+            model, _as_tuple(inputs), dict(kwargs or {}), hardware, name, loss, optimizer
+        )
     return _profile(
         model, _as_tuple(inputs), dict(kwargs or {}), hardware, name or type(model).__name__
     )

@@ -1,13 +1,25 @@
-"""One training step as one joint graph: forward, loss, backward and the optimizer's update."""
+"""Profile one training step: forward, loss, backward and the optimizer's update.
+
+The step is captured as one joint graph (``joint.py``), priced by the same cost pass and
+registry as a forward (backward ops in ``costs/backward.py``), partitioned and assembled as an
+eval graph is, with no kernel crossing from one phase to the next. Liveness spans the whole
+step: the activation peak holds the activations saved for backward, the gradients (which live
+to the end of the step, as ``.grad`` does) and the update's temporaries. The weights, the
+optimizer's state and the inputs exist before the step and are counted beside it:
+``peak_memory_bytes`` = weights + optimizer state + inputs + activation peak.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, one_line
 
 MODES = ("eval", "train")
 OPTIMIZERS = ("adam", "sgd")
+PHASES = ("forward", "backward", "optimizer")
 
 
 def check_mode(mode: str, loss: Callable | None, optimizer: str | None) -> None:
@@ -21,3 +33,89 @@ def check_mode(mode: str, loss: Callable | None, optimizer: str | None) -> None:
         raise GraphBudgetError(f"{given} applies to mode='train' only: pass mode='train' too")
     if loss is not None and not callable(loss):
         raise GraphBudgetError(f"loss must be a callable of the outputs, not {type(loss).__name__}")
+
+
+def profile_step(
+    model: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    hardware: Any,
+    name: str,
+    loss: Callable | None,
+    optimizer: str | None,
+) -> Any:
+    """The ``Profile`` of one training step of ``model`` at ``args``/``kwargs``."""
+    import torch
+
+    from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget.assemble import assemble
+    from pytest_graphbudget.joint import capture
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.quiet import held
+    from pytest_graphbudget.trace import Example
+
+    if not isinstance(model, torch.nn.Module):
+        raise GraphBudgetError(
+            f"mode='train' needs a torch.nn.Module, got {type(model).__name__}: "
+            "profile the module itself, not an exported program"
+        )
+    target = hw.get(hardware)
+    example = Example(args, kwargs)
+    start = time.perf_counter()
+    modes = {module: module.training for module in model.modules()}
+    model.train()
+    try:
+        with held(f"tracing the training step of {name}"), torch.inference_mode(False):
+            joint = capture(model, example, loss, optimizer)
+            measured = measure(joint.holder, joint.traced, example.tensors)
+    except GraphBudgetError:
+        raise
+    except Exception as exc:  # the model, the loss or a backward raised while traced
+        raise ModelRunError(
+            f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}"
+        ) from exc
+    finally:
+        for module, training in modes.items():
+            module.training = training
+    for node in measured.nodes:  # no kernel crosses from one phase to the next
+        node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
+    prof = assemble(
+        model, args, kwargs, name, target, joint.traced, measured, {}, time.perf_counter() - start
+    )
+    prof.mode = "train"
+    prof.optimizer_state_bytes = joint.state_bytes
+    prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
+    _module_phases(prof, measured.nodes, joint.tags.node_phase)
+    return prof
+
+
+def _phases(prof: Any, nodes: list, phase_of: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """FLOPs, MACs, traffic and estimated time of each phase (subgraphs never cross one)."""
+    phases: dict[str, dict[str, Any]] = {
+        p: {"flops": 0, "macs": 0, "traffic_bytes": 0, "est_latency_s": 0.0} for p in PHASES
+    }
+    for node in nodes:
+        entry = phases[phase_of.get(node.name, "forward")]
+        entry["flops"] += node.flops
+        entry["macs"] += node.macs
+    for sub in prof.subgraphs:
+        entry = phases[phase_of.get(sub.nodes[0], "forward")]
+        entry["traffic_bytes"] += sub.traffic_bytes
+        entry["est_latency_s"] += sub.est_latency_s
+    return phases
+
+
+def _module_phases(prof: Any, nodes: list, phase_of: dict[str, str]) -> None:
+    """Each module's FLOPs by phase, every level (a parent includes its children)."""
+    for cost in prof.modules.values():
+        for phase in PHASES:
+            setattr(cost, f"{phase}_flops", 0)
+    for node in nodes:
+        if not node.flops:
+            continue
+        parts = node.module.split(".") if node.module else []
+        for depth in range(len(parts) + 1):
+            cost = prof.modules.get(".".join(parts[:depth]))
+            if cost is not None:
+                field = f"{phase_of.get(node.name, 'forward')}_flops"
+                setattr(cost, field, getattr(cost, field) + node.flops)
