@@ -144,34 +144,40 @@ class Joint:
 
 def _holder(model: Any, slots: dict[str, Any]) -> Any:
     """A module whose state is the model's (under ``model.``) and the optimizer's."""
+    import torch
     from torch import nn
 
     holder = nn.Module()
     holder.model = model
     holder.optimizer = nn.Module()
-    for i, tensor in enumerate(slots.values()):
-        holder.optimizer.register_buffer(f"s{i}", tensor)
+    for i, tensor in enumerate(slots.values()):  # shapes only, as the cost pass needs
+        meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+        holder.optimizer.register_buffer(f"s{i}", meta)
     return holder
 
 
 def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | None) -> Joint:
     """Trace one training step of ``model`` at ``example`` as one joint graph (fake tensors)."""
     import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
     from torch.utils import _pytree as pytree
 
-    from pytest_graphbudget.trace import Binding, Traced
+    from pytest_graphbudget.trace import Binding, Traced, fake_like, fake_state
 
-    params = {k: p for k, p in model.named_parameters() if p.requires_grad}
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    twins = fake_state(model, mode)  # on fake tensors: nothing is allocated, meta models too
+    named = list(model.named_parameters())
+    params = {k: twins[k] for k, p in named if p.requires_grad}
     if not params:
         raise GraphBudgetError("mode='train': the model has no parameter that requires grad")
-    frozen = {k: p for k, p in model.named_parameters() if not p.requires_grad}
-    frozen.update(model.named_buffers())
-    slots = {
-        f"{slot}.{name}": torch.empty(p.shape, dtype=torch.float32, device=p.device)
-        for name, p in params.items()
-        for slot in optimizer_slots(optimizer)
-    }
+    frozen = {k: twins[k] for k, p in named if not p.requires_grad}
+    frozen.update((k, twins[k]) for k, _ in model.named_buffers())
+    keys = [
+        (f"{slot}.{name}", p) for name, p in params.items() for slot in optimizer_slots(optimizer)
+    ]
+    with mode:
+        slots = {k: torch.empty(p.shape, dtype=torch.float32, device=p.device) for k, p in keys}
     leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tags = Tags()
@@ -201,7 +207,7 @@ def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | No
         return value, [g for g in grads if g is not None]
 
     flat = [*params.values(), *frozen.values(), *slots.values()]
-    flat += [leaves[i] for i in where]
+    flat += fake_like([leaves[i] for i in where], mode)
     gm = make_fx(step, tracing_mode="fake")(*flat)
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
