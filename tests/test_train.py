@@ -291,3 +291,29 @@ def test_adam_step_peak_matches_the_memory_profiler():
     state = sum(t.numel() * t.element_size() for s in adam.state.values() for t in s.values())
     assert ours.optimizer_state_bytes == state - 4 * len(adam.state)  # less Adam's step counts
     assert within(ours.activation_peak_bytes, step_peak(prof), 0.10)
+
+
+def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass():
+    """The joint graph's nodes with a formula are priced from the values the trace recorded,
+    without running them again: every node's figures are those of the ordinary fake pass."""
+    from pytest_graphbudget.joint import capture
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.measure_export import measure_exported
+    from pytest_graphbudget.trace import Example
+    from pytest_graphbudget.train import _joint_interpreter
+
+    torch.manual_seed(0)
+    model, ids = TiedLM(), torch.randint(0, 100, (4, 16))
+    model.train()
+    joint = capture(model, Example((ids,), {}), None, "adam")
+    quick = measure_exported(joint.holder, joint.traced, _joint_interpreter())
+    ordinary = measure(joint.holder, joint.traced, [ids])
+
+    def figures(measured):
+        return [
+            (n.name, n.macs, n.other, n.category, n.kind, n.shapes, sorted(n.weights.values()))
+            for n in measured.nodes
+        ]
+
+    assert figures(quick) == figures(ordinary)
+    assert sum(n.macs for n in quick.nodes) > 0
