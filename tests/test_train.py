@@ -44,6 +44,17 @@ def test_bad_mode_options_fail_in_one_line(options, message):
     assert "\n" not in str(info.value)
 
 
+def test_a_step_that_cannot_be_taken_fails_in_one_line():
+    frozen = MLP().requires_grad_(False)
+    with pytest.raises(GraphBudgetError, match="no parameter that requires grad"):
+        profile_model(frozen, torch.randn(2, 4), mode="train")
+    with pytest.raises(
+        GraphBudgetError, match="tracing the training step failed: IndexError"
+    ) as info:
+        profile_model(MLP(), torch.randn(2, 4), mode="train", loss=lambda out: out["logits"])
+    assert "\n" not in str(info.value)
+
+
 def test_eval_profile_says_its_mode_and_old_json_reads_back_as_eval():
     data = json.loads(json.dumps(profile_model(MLP(), torch.randn(2, 4)).to_dict()))
     assert data["mode"] == "eval"
