@@ -328,3 +328,28 @@ def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass():
 
     assert figures(quick) == figures(ordinary)
     assert sum(n.macs for n in quick.nodes) > 0
+
+
+class Attention(nn.Module):
+    def __init__(self, width: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        qkv = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+
+
+def test_attention_backward_is_priced_by_torch_own_formula():
+    """On CPU, attention's backward is one fused op that FlopCounterMode has no entry for (it
+    counts 0); its formula for the fused backward kernels (score recompute and four products)
+    is the reference: batch 2, 4 heads, 16 positions, head width 8."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    prof = profile_model(Attention(), torch.randn(2, 16, 32), mode="train")
+    backward = [n for n in prof.node_info if "attention_for_cpu_backward" in n.target]
+    assert len(backward) == 1
+    shape = (2, 4, 16, 8)
+    assert 2 * backward[0].macs == sdpa_backward_flop_count(shape, shape, shape, shape)
