@@ -137,7 +137,8 @@ class Subgraph:
 
 @dataclass
 class Profile:
-    """Everything measured about one forward pass of one model at its example inputs."""
+    """Everything measured about one forward pass of one model at its example inputs (or, in
+    mode "train", one training step: forward, backward and optimizer, see ``train.py``)."""
 
     model: str
     inputs: list[InputInfo]
