@@ -187,6 +187,7 @@ class Profile:
         return {
             "schema": SCHEMA,
             "model": self.model,
+            "dtype": self.dtype,
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
                 "method": self.trace.method,
@@ -235,8 +236,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         raise GraphBudgetError(f"not a graph-budget profile (schema {data.get('schema')!r})")
     totals = data["totals"]
     target = hw.get(data["hardware"]["name"], hardware_profiles)
-    ridge = data["hardware"]["ridge_point"]
-    dtype = next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
+    dtype = data.get("dtype") or _dtype_of_ridge(target, data["hardware"]["ridge_point"])
     trace = data["trace"]
     subgraphs = [
         Subgraph(**{k: s[k] for k in Subgraph.__dataclass_fields__ if k in s})
@@ -273,6 +273,12 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
     )
 
 
+def _dtype_of_ridge(target: Any, ridge: float) -> str:
+    """The dtype of a profile saved before its JSON said it: the first whose ridge point on
+    its hardware is the one recorded."""
+    return next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
+
+
 def profile_model(
     model: Any,
     inputs: Any = None,
@@ -280,13 +286,19 @@ def profile_model(
     *,
     hardware: Any = "generic",
     name: str | None = None,
+    dtype: str | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
 
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
+    ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
+    of the model and of its floating inputs (``cast.py``): bytes and peak are that dtype's.
     """
+    from pytest_graphbudget.cast import cast, check_dtype
+
+    check_dtype(dtype)
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
@@ -301,9 +313,9 @@ def profile_model(
         model = model.model
     if _is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
-    return _profile(
-        model, _as_tuple(inputs), dict(kwargs or {}), hardware, name or type(model).__name__
-    )
+    name = name or type(model).__name__
+    model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), dtype)
+    return _profile(model, args, kwargs, hardware, name)
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

@@ -92,7 +92,8 @@ def _load_side(source: str, args: argparse.Namespace, console: Console) -> dict[
     if path.suffix.lower() == ".json" or (path.is_file() and not _is_model_file(path)):
         return read_profile_json(source)
     case = loading.load_case(source, args, console)
-    return loading.profile_case(case, loading.hardware(args), console).to_dict()
+    how = loading.variant(args)
+    return loading.profile_case(case, loading.hardware(args), console, how).to_dict()
 
 
 def _is_model_file(path: Path) -> bool:
