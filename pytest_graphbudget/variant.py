@@ -16,10 +16,9 @@ from typing import Any
 
 from pytest_graphbudget.cast import DTYPES
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.train import MODES, OPTIMIZERS
 
 KEYS = ("mode", "optimizer", "dtype")
-MODES = ("eval", "train")
-OPTIMIZERS = ("adam", "sgd")
 CHOICES = {"mode": MODES, "optimizer": OPTIMIZERS, "dtype": DTYPES}
 SUFFIX = re.compile(rf"@(?:(?:{'|'.join(('train', *OPTIMIZERS, *DTYPES))})\+?)+$")
 
