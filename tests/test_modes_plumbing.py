@@ -262,6 +262,19 @@ def test_cli_compare_profiles_both_models_in_the_dtype(tiny, monkeypatch, capsys
     assert totals["weights_bytes"]["a"] == totals["weights_bytes"]["b"] == 424
 
 
+def test_cli_compare_a_saved_float32_profile_with_the_model_in_bfloat16(tiny, monkeypatch, capsys):
+    """--dtype applies to the side profiled now; the saved side stays as saved, and a note
+    says so rather than ignoring the flag without a word."""
+    monkeypatch.chdir(tiny)
+    assert cli.main(["profile", *TINY, "--format", "json", "-o", "fp32.json"]) == 0
+    args = ["compare", "fp32.json", "tiny.pt", *TINY[1:], "--format", "json"]
+    assert cli.main([*args, "--dtype", "bfloat16"]) == 0
+    captured = capsys.readouterr()
+    weights = json.loads(captured.out)["totals"]["weights_bytes"]
+    assert (weights["a"], weights["b"]) == (848, 424)
+    assert "fp32.json is a saved profile (eval, float32): --dtype bfloat16 applies" in captured.err
+
+
 def test_cli_rejects_an_unknown_dtype_before_loading(tiny, monkeypatch, capsys):
     monkeypatch.chdir(tiny)
     assert cli.main(["profile", *TINY, "--dtype", "bf16"]) == 2
