@@ -89,10 +89,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def _load_side(source: str, args: argparse.Namespace, console: Console) -> dict[str, Any]:
     """A saved profile (a ``.json`` file) or a model to profile now, as ``to_dict()``."""
     path = Path(source)
+    how = loading.variant(args)
     if path.suffix.lower() == ".json" or (path.is_file() and not _is_model_file(path)):
-        return read_profile_json(source)
+        saved = read_profile_json(source)
+        if how:  # --dtype/--mode cannot change a saved profile: say so rather than ignore it
+            given = ", ".join(f"--{key} {value}" for key, value in how.items())
+            console.note(
+                f"{source} is a saved profile ({saved.get('mode', 'eval')}, "
+                f"{saved.get('dtype', 'its own dtype')}): {given} applies to models profiled now"
+            )
+        return saved
     case = loading.load_case(source, args, console)
-    return loading.profile_case(case, loading.hardware(args), console).to_dict()
+    return loading.profile_case(case, loading.hardware(args), console, how).to_dict()
 
 
 def _is_model_file(path: Path) -> bool:

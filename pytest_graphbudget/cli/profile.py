@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         check_writable(args.visualize, "--visualize")
     hardware = loading.hardware(args)
     case = loading.load_case(args.model, args, console)
-    prof = loading.profile_case(case, hardware, console)
+    prof = loading.profile_case(case, hardware, console, loading.variant(args))
     view = {
         "types": loading.module_types(case),
         "show_shapes": args.showshape,
