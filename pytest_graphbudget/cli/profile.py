@@ -30,11 +30,12 @@ MODULE_WIDTH = 56  # widest module path shown in text tables before it is shorte
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "profile",
-        parents=[options.quiet(), options.model()],
+        parents=[options.quiet(), options.model(sweep=True)],
         formatter_class=options.Formatter,
         help="profile a model: summary, per-layer table, top layers, bottleneck mix",
         description="Profile one forward pass of MODEL: summary, hierarchical per-layer table, "
-        "top layers by FLOPs, operation types and bottleneck mix.",
+        "top layers by FLOPs, operation types and bottleneck mix. Several --seq-len or --batch "
+        "values (128,256,512) sweep them: one row per point and each figure's exact formula.",
     )
     options.model_argument(p)
     options.output_options(p)
@@ -55,6 +56,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from pytest_graphbudget.cli import sweep_view
+
+    axes = sweep_view.swept(args)
+    if axes:  # --seq-len 128,256,512: one row per point and the fitted formulas
+        return sweep_view.run(args, console, axes)
     fmt = format_of(args)
     check_writable(args.output)
     if args.visualize:

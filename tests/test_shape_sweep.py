@@ -1,0 +1,130 @@
+"""profile_sweep on a small BERT (2 layers, hidden 64), against MACs counted by hand.
+
+Per encoder layer at sequence length s and hidden h (intermediate 4h): the Q, K, V and output
+projections are 4*s*h^2 MACs, attention scores and their weighted sum 2*s^2*h, the MLP 8*s*h^2;
+the pooler adds h^2 (one token). Everything is per sequence, so batch multiplies it. The zoo's
+bert-base-uncased has the same layout (intermediate_size 3072 = 4 x 768), checked below.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+H, LAYERS = 64, 2
+SEQ = [128, 256, 512]
+UNMEASURED = 1024
+
+
+def closed_form_macs(s: int, b: int = 1) -> int:
+    per_layer = 4 * s * H * H + 2 * s * s * H + 8 * s * H * H
+    return b * (LAYERS * per_layer + H * H)
+
+
+def tiny_bert():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        hidden_size=H,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=2,
+        intermediate_size=4 * H,
+        vocab_size=100,
+        max_position_embeddings=UNMEASURED,
+    )
+    return BertModel(config).eval()
+
+
+def token_ids(seq_len: int, batch: int = 1):
+    import torch
+
+    return torch.zeros(batch, seq_len, dtype=torch.long)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return tiny_bert()
+
+
+@pytest.fixture(scope="module")
+def sweep(bert):
+    from pytest_graphbudget import profile_sweep
+
+    return profile_sweep(bert, seq_len=SEQ, inputs=lambda seq_len: token_ids(seq_len))
+
+
+def test_zoo_bert_has_the_layout_the_closed_form_assumes():
+    from pytest_graphbudget.zoo.huggingface import CONFIG_DIR
+
+    config = json.loads((CONFIG_DIR / "bert-base-uncased.json").read_text())
+    assert config["intermediate_size"] == 4 * config["hidden_size"]
+
+
+def test_every_point_matches_the_closed_form(sweep):
+    assert [p.values for p in sweep.points] == [{"seq_len": s} for s in SEQ]
+    assert [p.profile.macs for p in sweep.points] == [closed_form_macs(s) for s in SEQ]
+
+
+def test_fit_is_the_closed_form_and_predicts_an_unmeasured_seq_len(sweep, bert):
+    from pytest_graphbudget import profile_model
+
+    macs = sweep.fits["macs"]
+    # closed form: 12*L*h^2*s + 2*L*h*s^2 + h^2
+    assert macs.formula() == f"macs = {H * H} + {12 * LAYERS * H * H}*s + {2 * LAYERS * H}*s^2"
+    for point in sweep.points:
+        for name, fitted in sweep.fits.items():
+            assert fitted(**point.values) == getattr(point.profile, name), name
+    measured = profile_model(bert, token_ids(UNMEASURED))
+    assert macs(seq_len=UNMEASURED) == closed_form_macs(UNMEASURED) == measured.macs
+    for name in ("flops", "traffic_bytes", "peak_memory_bytes"):
+        assert sweep.fits[name](seq_len=UNMEASURED) == getattr(measured, name), name
+
+
+def test_json_is_plot_ready(sweep):
+    data = json.loads(json.dumps(sweep.to_dict()))
+    assert list(data) == ["sweep"]
+    body = data["sweep"]
+    assert list(body) == ["axes", "points", "fit"]
+    assert body["axes"] == {"seq_len": SEQ}
+    assert [p["seq_len"] for p in body["points"]] == SEQ
+    assert [p["totals"]["macs"] for p in body["points"]] == [closed_form_macs(s) for s in SEQ]
+    assert body["fit"]["method"] == "interpolated"
+    assert body["fit"]["variables"] == {"s": "seq_len"}
+    macs = body["fit"]["figures"]["macs"]
+    assert macs["degree"] == {"seq_len": 2}
+    assert macs["coefficients"] == {"1": H * H, "s": 12 * LAYERS * H * H, "s^2": 2 * LAYERS * H}
+
+
+def test_batch_and_seq_len_grid(bert):
+    from pytest_graphbudget import profile_sweep
+
+    grid = profile_sweep(
+        bert,
+        seq_len=[8, 16, 32],
+        batch=[1, 2],
+        inputs=lambda seq_len, batch: token_ids(seq_len, batch),
+    )
+    assert [p.profile.macs for p in grid.points] == [
+        closed_form_macs(s, b) for s in (8, 16, 32) for b in (1, 2)
+    ]
+    macs = grid.fits["macs"]
+    assert (macs.degree("seq_len"), macs.degree("batch")) == (2, 1)
+    assert macs(seq_len=64, batch=4) == closed_form_macs(64, 4)
+
+
+def test_a_module_needs_an_inputs_callable_that_takes_the_axes(bert):
+    from pytest_graphbudget import profile_sweep
+
+    with pytest.raises(GraphBudgetError, match="needs inputs="):
+        profile_sweep(bert, seq_len=[8, 16])
+    with pytest.raises(
+        GraphBudgetError, match=r"accept the swept axes as keywords \(seq_len, batch\)"
+    ):
+        profile_sweep(bert, seq_len=[8], batch=[1], inputs=lambda seq_len: token_ids(seq_len))
+    with pytest.raises(GraphBudgetError, match="positive integers"):
+        profile_sweep(bert, seq_len=[0, 8], inputs=token_ids)
+    with pytest.raises(GraphBudgetError, match="needs seq_len"):
+        profile_sweep(bert, inputs=token_ids)
