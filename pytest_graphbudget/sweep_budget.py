@@ -109,10 +109,11 @@ def _per_point(
 ) -> list[Any]:
     """A limit's value at each point, from a table keyed by axis value or point name."""
     names = {label: label for label in labels}
+    shown = ", ".join(labels)
     if len(axes) == 1:
         (axis,) = axes
         names.update({str(v): f"{axis}={v}" for v in axes[axis]})
-    shown = ", ".join(names)
+        shown = ", ".join(str(v) for v in axes[axis])
     unknown = [k for k in value if k not in names]
     if unknown:
         raise GraphBudgetError(

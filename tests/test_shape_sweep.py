@@ -98,21 +98,53 @@ def test_json_is_plot_ready(sweep):
     assert macs["coefficients"] == {"1": H * H, "s": 12 * LAYERS * H * H, "s^2": 2 * LAYERS * H}
 
 
-def test_batch_and_seq_len_grid(bert):
+class TinyAttention:
+    """Scores and their weighted sum with one projection, width 8: per sequence
+    8*8*s (projection) + 8*s^2 (scores) + 8*s^2 (weighted sum) MACs."""
+
+    @staticmethod
+    def build():
+        import torch
+
+        class Attention(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = torch.nn.Linear(8, 8, bias=False)
+
+            def forward(self, x):
+                q = self.q(x)
+                return (q @ q.transpose(-1, -2)) @ x
+
+        return Attention()
+
+    @staticmethod
+    def macs(s: int, b: int) -> int:
+        return b * (64 * s + 16 * s * s)
+
+
+def test_batch_and_seq_len_grid():
+    import torch
+
     from pytest_graphbudget import profile_sweep
 
     grid = profile_sweep(
-        bert,
+        TinyAttention.build(),
         seq_len=[8, 16, 32],
         batch=[1, 2],
-        inputs=lambda seq_len, batch: token_ids(seq_len, batch),
+        inputs=lambda seq_len, batch: torch.zeros(batch, seq_len, 8),
     )
+    assert [p.values for p in grid.points][:2] == [
+        {"seq_len": 8, "batch": 1},
+        {"seq_len": 8, "batch": 2},
+    ]
     assert [p.profile.macs for p in grid.points] == [
-        closed_form_macs(s, b) for s in (8, 16, 32) for b in (1, 2)
+        TinyAttention.macs(s, b) for s in (8, 16, 32) for b in (1, 2)
     ]
     macs = grid.fits["macs"]
+    assert macs.formula() == "macs = 64*s*b + 16*s^2*b"
     assert (macs.degree("seq_len"), macs.degree("batch")) == (2, 1)
-    assert macs(seq_len=64, batch=4) == closed_form_macs(64, 4)
+    assert macs(seq_len=64, batch=4) == TinyAttention.macs(64, 4)
+    assert grid.to_dict()["sweep"]["fit"]["variables"] == {"s": "seq_len", "b": "batch"}
 
 
 def test_a_module_needs_an_inputs_callable_that_takes_the_axes(bert):
