@@ -106,8 +106,21 @@ def points_of(axes: Mapping[str, Sequence[int]]) -> list[dict[str, int]]:
 
 
 def fits_of(axes: Mapping[str, Sequence[int]], profiles: Sequence[Any]) -> dict[str, Fit]:
-    """Each figure of ``FITTED`` fitted over the points (profiles in ``points_of`` order)."""
+    """Each figure of ``FITTED`` fitted over the points (profiles in ``points_of`` order).
+
+    Two points that profiled the same inputs mean the model ignores an axis (an image model
+    given ``seq_len``): an error, not a constant "fit" that a growth budget would pass."""
     points = points_of(axes)
+    seen: dict[str, str] = {}
+    for point, prof in zip(points, profiles, strict=True):
+        inputs = ", ".join(f"{i.name} {'x'.join(map(str, i.shape))}" for i in prof.inputs)
+        label = SweepPoint(point, None).label()
+        if inputs in seen:
+            raise GraphBudgetError(
+                f"{prof.model}: {seen[inputs]} and {label} profile the same inputs ({inputs}); "
+                f"sweep an axis the model takes"
+            )
+        seen[inputs] = label
     return {
         name: fit(name, list(axes), points, [int(getattr(p, name)) for p in profiles])
         for name in FITTED
@@ -122,7 +135,6 @@ def profile_sweep(
     inputs: Callable[..., Any] | None = None,
     hardware: Any = "generic",
     name: str | None = None,
-    progress: Callable[[str], None] | None = None,
     **zoo_options: Any,
 ) -> Sweep:
     """Profile ``model_or_name`` at every point of ``seq_len`` x ``batch`` and fit each figure.
@@ -140,8 +152,6 @@ def profile_sweep(
     for point in points_of(axes):
         case = build(point)
         shown = SweepPoint(point, None).label()
-        if progress is not None:
-            progress(f"profiling {label} at {shown} ...")
         prof = profile_model(case, hardware=hardware, name=f"{label}[{shown}]")
         swept.append(SweepPoint(point, prof))
     return Sweep(label, axes, swept, fits_of(axes, [p.profile for p in swept]))

@@ -175,11 +175,11 @@ def check_growth(
     target = hardware or budget.hardware
     try:
         profiles = [profiler.profile_table(t.table, t.name, target) for t in entry.points]
+        fits = fits_of(entry.axes, profiles)
     except GraphBudgetError as exc:
         result.error = str(exc)
         return result
     result.profile = profiles[-1].to_dict()
-    fits = fits_of(entry.axes, profiles)
     result.findings = [
         finding for axis, word in entry.growth.items() for finding in _judge(fits, axis, word)
     ]

@@ -160,3 +160,14 @@ def test_a_module_needs_an_inputs_callable_that_takes_the_axes(bert):
         profile_sweep(bert, seq_len=[0, 8], inputs=token_ids)
     with pytest.raises(GraphBudgetError, match="needs seq_len"):
         profile_sweep(bert, inputs=token_ids)
+
+
+def test_an_axis_the_model_ignores_is_an_error_not_a_constant():
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    with pytest.raises(GraphBudgetError, match="seq_len=8 and seq_len=16 profile the same inputs"):
+        profile_sweep(
+            TinyAttention.build(), seq_len=[8, 16], inputs=lambda seq_len: torch.zeros(1, 4, 8)
+        )
