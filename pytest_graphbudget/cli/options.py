@@ -38,10 +38,7 @@ def non_negative_int(text: str) -> int:
 
 def positive_ints(text: str) -> list[int]:
     """``128,256,512``: the values a sweep takes (``profile --seq-len``), each once."""
-    values = [
-        _int_at_least(p.strip(), 1, "positive integers such as 128,256,512")
-        for p in text.split(",")
-    ]
+    values = [positive_int(part.strip()) for part in text.split(",")]
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"each value once, got {text!r}")
     return values

@@ -91,7 +91,7 @@ def test_a_single_value_keeps_the_single_profile(bert_dir, capsys):
     ("args", "message"),
     [
         (["--seq-len", "8,8"], "each value once"),
-        (["--seq-len", "8,x"], "positive integers"),
+        (["--seq-len", "8,x"], "expected a positive integer, got 'x'"),
         (["--seq-len", "8,16", "--visualize", "g.dot"], "--visualize draws one profile"),
     ],
 )
@@ -220,3 +220,19 @@ def test_grid_points_are_named_and_limits_keyed_by_point(tmp_path):
         ("bert[seq_len=512,batch=8]", 512, 8, "4G"),
     ]
     assert all(e.table["model"] == "bert-base-uncased" for e in entries)
+
+
+def test_pytest_collects_one_item_per_point_and_the_growth(pytester):
+    (pytester.path / "budgets").mkdir()
+    (pytester.path / "budgets/sweep.toml").write_text(
+        '[models.bert-base]\nseq_len = [128, 256, 2048]\ngrowth_max = {seq_len = "linear"}\n'
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "budgets/sweep.toml::bert-base[[]seq_len=128]",
+            "budgets/sweep.toml::bert-base[[]seq_len=256]",
+            "budgets/sweep.toml::bert-base[[]seq_len=2048]",
+            "budgets/sweep.toml::bert-base[[]growth]",
+        ]
+    )
