@@ -71,7 +71,7 @@ def _expand(entry: Table, where: str) -> list[Broken | Table]:
             f"{where}: a sweep rebuilds the model at every point, which a factory cannot; "
             "name a zoo model (model = ...) or sweep in Python with profile_sweep"
         )
-    axes = grid(*(table.get(axis) for axis in AXES))
+    axes = grid(*(table[a] if isinstance(table.get(a), list) else None for a in AXES))
     points = points_of(axes)
     labels = [SweepPoint(point, None).label() for point in points]
     per_point = {

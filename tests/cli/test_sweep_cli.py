@@ -236,3 +236,11 @@ def test_pytest_collects_one_item_per_point_and_the_growth(pytester):
             "budgets/sweep.toml::bert-base[[]growth]",
         ]
     )
+
+
+def test_a_single_batch_beside_a_swept_seq_len_is_a_plain_option(tmp_path):
+    entries = read(tmp_path, "[models.bert]\nseq_len = [128, 512]\nbatch = 8\n")
+    assert [(e.name, e.table["batch"]) for e in entries] == [
+        ("bert[seq_len=128]", 8),
+        ("bert[seq_len=512]", 8),
+    ]
