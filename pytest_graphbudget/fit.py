@@ -40,6 +40,8 @@ class Fit:
     points: int = 0
     held_out: int = 0  # points it reproduces beyond those that determined it
     polynomial: bool = True
+    method: str = "interpolated"  # or "symbolic": from one trace at symbolic shapes
+    note: str = ""  # why a symbolic derivation was not used, when one was tried
 
     def degree(self, axis: str) -> int:
         """The highest power of ``axis`` with a nonzero coefficient (0 for a constant)."""
@@ -82,14 +84,18 @@ class Fit:
     def to_dict(self) -> dict[str, object]:
         """JSON: the formula, coefficients by monomial (integers, or ``"p/q"`` strings), the
         degree in each axis, and how many points verified it."""
+        extra = {"note": self.note} if self.note else {}
         if not self.polynomial:
             return {
+                **extra,
                 "polynomial": False,
                 "points": self.points,
                 "reason": f"no polynomial of degree <= {MAX_DEGREE} per axis reproduces the "
                 f"{self.points} points (the figure may be piecewise)",
             }
         return {
+            "method": self.method,
+            **extra,
             "polynomial": True,
             "formula": self.formula(),
             "coefficients": {

@@ -47,6 +47,13 @@ class Sweep:
     points: list[SweepPoint]
     fits: dict[str, Fit] = field(default_factory=dict)
 
+    @property
+    def method(self) -> str:
+        """``symbolic`` when a figure's formula came from one trace at symbolic shapes (each
+        figure says its own), else ``interpolated``."""
+        symbolic = any(f.method == "symbolic" for f in self.fits.values())
+        return "symbolic" if symbolic else METHOD
+
     def to_dict(self) -> dict[str, Any]:
         """Plot-ready JSON: ``{"sweep": {"axes", "points", "fit"}}``."""
         return {
@@ -54,7 +61,7 @@ class Sweep:
                 "axes": {axis: list(values) for axis, values in self.axes.items()},
                 "points": [point.to_dict() for point in self.points],
                 "fit": {
-                    "method": METHOD,
+                    "method": self.method,
                     "variables": {fit_symbol(axis): axis for axis in self.axes},
                     "figures": {name: f.to_dict() for name, f in self.fits.items()},
                 },
@@ -135,12 +142,14 @@ def profile_sweep(
     inputs: Callable[..., Any] | None = None,
     hardware: Any = "generic",
     name: str | None = None,
+    symbolic: bool = False,
     **zoo_options: Any,
 ) -> Sweep:
     """Profile ``model_or_name`` at every point of ``seq_len`` x ``batch`` and fit each figure.
 
     ``model_or_name``: a zoo name (rebuilt per point, ``zoo_options`` such as ``meta`` apply),
     or an ``nn.Module`` with ``inputs``, called with the swept axes as keywords at each point.
+    ``symbolic``: also derive FLOPs and MACs from one export at symbolic shapes (``symbolic.py``).
     """
     from pytest_graphbudget.profile import profile_model
 
@@ -148,13 +157,41 @@ def profile_sweep(
     build = _builder(model_or_name, axes, inputs, zoo_options)
     label = name or (model_or_name if isinstance(model_or_name, str) else None)
     label = label or type(model_or_name).__name__
-    swept = []
+    swept, shapes = [], {}
     for point in points_of(axes):
         case = build(point)
+        shapes[tuple(point.items())] = _shapes(case) if symbolic else []
         shown = SweepPoint(point, None).label()
         prof = profile_model(case, hardware=hardware, name=f"{label}[{shown}]")
         swept.append(SweepPoint(point, prof))
-    return Sweep(label, axes, swept, fits_of(axes, [p.profile for p in swept]))
+    fits = fits_of(axes, [p.profile for p in swept])
+    if symbolic:
+        fits = with_symbolic(fits, case, shapes, swept)
+    return Sweep(label, axes, swept, fits)
+
+
+def _shapes(case: Any) -> list[tuple[int, ...]]:
+    from pytest_graphbudget.symbolic import input_shapes
+
+    return input_shapes(case)
+
+
+def with_symbolic(
+    fits: dict[str, Fit], case: Any, shapes: dict[tuple, list], points: Sequence[SweepPoint]
+) -> dict[str, Fit]:
+    """The fits, with FLOPs and MACs derived from one export of ``case`` (the last point's) at
+    symbolic shapes where that reproduces every point; else each says why not (``note``)."""
+    from pytest_graphbudget import symbolic
+
+    try:
+        dims = symbolic.dynamic_dims(points[-1].values, shapes)
+        derived = symbolic.derive(case, dims, list(points[-1].values))
+    except GraphBudgetError as exc:
+        for name in symbolic.SYMBOLIC:
+            fits[name].note = f"symbolic derivation not used: {exc}"
+        return fits
+    values = [p.values for p in points]
+    return symbolic.checked(fits, derived, values, [p.profile for p in points])
 
 
 def _builder(

@@ -171,3 +171,80 @@ def test_an_axis_the_model_ignores_is_an_error_not_a_constant():
         profile_sweep(
             TinyAttention.build(), seq_len=[8, 16], inputs=lambda seq_len: torch.zeros(1, 4, 8)
         )
+
+
+class Branchy:
+    """Doubles its work past 16 positions: no one trace at symbolic shapes covers both sides."""
+
+    @staticmethod
+    def build():
+        import torch
+
+        class Branch(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = torch.nn.Linear(8, 8, bias=False)
+
+            def forward(self, x):
+                y = self.q(x)
+                return self.q(y) if x.shape[1] > 16 else y
+
+        return Branch()
+
+
+def test_symbolic_formulas_from_one_export_match_the_hand_count():
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    grid = profile_sweep(
+        TinyAttention.build(),
+        seq_len=[8, 16, 32],
+        batch=[2, 3],
+        inputs=lambda seq_len, batch: torch.zeros(batch, seq_len, 8),
+        symbolic=True,
+    )
+    macs = grid.fits["macs"]
+    assert macs.method == "symbolic" and grid.method == "symbolic"
+    assert macs.formula() == "macs = 64*s*b + 16*s^2*b"
+    assert macs.held_out == 6  # derived from none of the points, checked on all six
+    assert grid.fits["traffic_bytes"].method == "interpolated"  # bytes need concrete shapes
+    fit_json = grid.to_dict()["sweep"]["fit"]
+    assert fit_json["method"] == "symbolic"
+    assert fit_json["figures"]["macs"]["method"] == "symbolic"
+
+
+def test_a_symbolic_formula_that_misses_a_point_is_not_used():
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    sweep = profile_sweep(
+        Branchy.build(),
+        seq_len=[8, 16, 32, 64],
+        inputs=lambda seq_len: torch.zeros(1, seq_len, 8),
+        symbolic=True,
+    )
+    macs = sweep.fits["macs"]
+    # One projection (64*s MACs) up to 16 positions, two beyond: the trace at 64 sees two.
+    assert [p.profile.macs for p in sweep.points] == [64 * 8, 64 * 16, 128 * 32, 128 * 64]
+    assert macs.method == "interpolated"
+    assert "symbolic macs = 128*s gives 1024 at seq_len=8, measured 512" in macs.note
+    assert not macs.polynomial or macs.held_out == 0  # no honest low-degree fit either
+
+
+def test_symbolic_is_not_tried_at_a_size_export_fixes():
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    sweep = profile_sweep(
+        TinyAttention.build(),
+        batch=[2, 1],  # the last point is the one exported
+        inputs=lambda batch: torch.zeros(batch, 4, 8),
+        symbolic=True,
+    )
+    assert sweep.fits["macs"].method == "interpolated"
+    assert sweep.fits["macs"].note == (
+        "symbolic derivation not used: batch=1: export fixes sizes 0 and 1, sweep from 2"
+    )
