@@ -21,6 +21,7 @@ from pytest_graphbudget.cli.sections import (
     top_table,
 )
 from pytest_graphbudget.cli.views import headline
+from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.names import Abbreviator
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
 
@@ -51,6 +52,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="draw the partitioned graph: FILE.dot, .svg, .png or .pdf (images need `dot`)",
     )
+    p.add_argument(
+        "--symbolic",
+        action="store_true",
+        help="with several --seq-len/--batch values: derive FLOPs and MACs from one export at "
+        "symbolic shapes (used where they reproduce every point)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -61,6 +68,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     axes = sweep_view.swept(args)
     if axes:  # --seq-len 128,256,512: one row per point and the fitted formulas
         return sweep_view.run(args, console, axes)
+    if args.symbolic:
+        raise GraphBudgetError("--symbolic derives formulas over a sweep: give --seq-len 8,16,32")
     fmt = format_of(args)
     check_writable(args.output)
     if args.visualize:

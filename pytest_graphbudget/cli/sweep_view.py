@@ -22,7 +22,9 @@ from pytest_graphbudget.shape_sweep import (
     fit_symbol,
     fits_of,
     points_of,
+    with_symbolic,
 )
+from pytest_graphbudget.symbolic import input_shapes
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
 
 COLUMNS = (*FITTED, "est_latency_s")
@@ -48,15 +50,20 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
     if args.visualize:
         raise GraphBudgetError("--visualize draws one profile; give one --seq-len/--batch value")
     hardware = loading.hardware(args)
-    points = []
+    points, shapes = [], {}
     for values in points_of(axes):
         at = copy.copy(args)
         for axis, value in values.items():
             setattr(at, axis, value)
         case = loading.load_case(args.model, at, console)
         case.name = f"{case.name}[{SweepPoint(values, None).label()}]"
+        shapes[tuple(values.items())] = input_shapes(case) if args.symbolic else []
         points.append(SweepPoint(values, loading.profile_case(case, hardware, console)))
-    sweep = Sweep(args.model, axes, points, fits_of(axes, [p.profile for p in points]))
+    fits = fits_of(axes, [p.profile for p in points])
+    if args.symbolic:
+        console.progress(f"exporting {case.name} at symbolic shapes ...")
+        fits = with_symbolic(fits, case, shapes, points)
+    sweep = Sweep(args.model, axes, points, fits)
     console.emit(render(sweep, fmt), args.output)
     return EXIT_OK
 
@@ -73,12 +80,17 @@ def render(sweep: Sweep, fmt: str) -> str:
         lines = [f"## {sweep.model}: sweep", ""]
         lines += markdown_table(headers, rows, align)
         lines += ["", f"### {_fit_heading(sweep)}", ""]
-        lines += [f"- `{formula}` ({note})" for formula, note in fit_lines(sweep)]
+        lines += [
+            f"- `{formula}` ({note})" if formula else f"  - {note}"
+            for formula, note in fit_lines(sweep)
+        ]
         return "\n".join(lines) + "\n"
     lines = [f"{sweep.model}: sweep over {_over(sweep)}, {_trace(sweep)}", ""]
     lines += ["  " + line for line in text_table(headers, rows, align)]
     lines += ["", _fit_heading(sweep), ""]
-    lines += [f"  {formula}  ({note})" for formula, note in fit_lines(sweep)]
+    lines += [
+        f"  {formula}  ({note})" if formula else f"    {note}" for formula, note in fit_lines(sweep)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -106,7 +118,7 @@ def _trace(sweep: Sweep) -> str:
 
 def _fit_heading(sweep: Sweep) -> str:
     symbols = ", ".join(f"{fit_symbol(axis)} = {axis}" for axis in sweep.axes)
-    return f"Fitted formulas (exact, interpolated from {len(sweep.points)} points; {symbols})"
+    return f"Fitted formulas (exact, {sweep.method} over {len(sweep.points)} points; {symbols})"
 
 
 def fit_lines(sweep: Sweep) -> list[tuple[str, str]]:
@@ -115,9 +127,13 @@ def fit_lines(sweep: Sweep) -> list[tuple[str, str]]:
     for fitted in sweep.fits.values():
         if not fitted.polynomial:
             lines.append((fitted.formula(), str(fitted.to_dict()["reason"])))
+        elif fitted.method == "symbolic":
+            lines.append((fitted.formula(), f"symbolic, reproduces all {fitted.points} points"))
         elif fitted.held_out:
             more = f"{fitted.held_out} more point{'s' * (fitted.held_out != 1)}"
             lines.append((fitted.formula(), f"verified on {more}"))
         else:
             lines.append((fitted.formula(), "every point used; add one to verify it"))
+        if fitted.note:
+            lines.append(("", fitted.note))
     return lines

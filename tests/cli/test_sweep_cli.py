@@ -52,7 +52,8 @@ def profile(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_json_sweep_is_plot_ready_and_exact(bert_dir, capsys):
-    code, out, err = profile(capsys, str(bert_dir), "--seq-len", "8,16,32", "--format", "json")
+    args = (str(bert_dir), "--seq-len", "8,16,32", "--format", "json", "--symbolic")
+    code, out, err = profile(capsys, *args)
     assert code == 0, err
     data = json.loads(out)
     assert list(data) == ["sweep"] and list(data["sweep"]) == ["axes", "points", "fit"]
@@ -62,10 +63,12 @@ def test_json_sweep_is_plot_ready_and_exact(bert_dir, capsys):
         (s, closed_form_macs(s)) for s in SEQ
     ]
     fit = sweep["fit"]
-    assert fit["method"] == "interpolated"
+    assert fit["method"] == "symbolic"  # from one export with a dynamic seq_len, checked
     assert fit["figures"]["macs"]["formula"] == (
         f"macs = {H * H} + {12 * LAYERS * H * H}*s + {2 * LAYERS * H}*s^2"
     )
+    assert fit["figures"]["macs"]["method"] == "symbolic"
+    assert fit["figures"]["traffic_bytes"]["method"] == "interpolated"
     assert set(fit["figures"]) == {"flops", "macs", "peak_memory_bytes", "traffic_bytes"}
 
 
@@ -93,6 +96,7 @@ def test_a_single_value_keeps_the_single_profile(bert_dir, capsys):
         (["--seq-len", "8,8"], "each value once"),
         (["--seq-len", "8,x"], "expected a positive integer, got 'x'"),
         (["--seq-len", "8,16", "--visualize", "g.dot"], "--visualize draws one profile"),
+        (["--seq-len", "8", "--symbolic"], "--symbolic derives formulas over a sweep"),
     ],
 )
 def test_bad_sweeps_are_one_line_usage_errors(args, message, tmp_path, capsys):
