@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.fit import Fit, fit
+from pytest_graphbudget.fit import SYMBOLS, Fit, fit
+from pytest_graphbudget.symbolic import input_shapes
 
 AXES = ("seq_len", "batch")
 FITTED = ("flops", "macs", "peak_memory_bytes", "traffic_bytes")
@@ -70,8 +71,7 @@ class Sweep:
 
 
 def fit_symbol(axis: str) -> str:
-    from pytest_graphbudget.fit import SYMBOLS
-
+    """How a formula writes the axis: ``s`` for seq_len, ``b`` for batch."""
     return SYMBOLS.get(axis, axis)
 
 
@@ -160,7 +160,7 @@ def profile_sweep(
     swept, shapes = [], {}
     for point in points_of(axes):
         case = build(point)
-        shapes[tuple(point.items())] = _shapes(case) if symbolic else []
+        shapes[tuple(point.items())] = input_shapes(case) if symbolic else []
         shown = SweepPoint(point, None).label()
         prof = profile_model(case, hardware=hardware, name=f"{label}[{shown}]")
         swept.append(SweepPoint(point, prof))
@@ -168,12 +168,6 @@ def profile_sweep(
     if symbolic:
         fits = with_symbolic(fits, case, shapes, swept)
     return Sweep(label, axes, swept, fits)
-
-
-def _shapes(case: Any) -> list[tuple[int, ...]]:
-    from pytest_graphbudget.symbolic import input_shapes
-
-    return input_shapes(case)
 
 
 def with_symbolic(
