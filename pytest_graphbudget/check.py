@@ -156,7 +156,10 @@ def check_table(
     messages show it): build its model, profile it, judge it. A table whose budget cannot be
     built raises ``GraphBudgetError`` listing every bad key; ``hardware`` overrides its own."""
     from pytest_graphbudget.budget_files import failing_line
+    from pytest_graphbudget.sweep_budget import GrowthTable, check_growth
 
+    if isinstance(entry, GrowthTable):
+        return check_growth(entry, nodeid, path, shown, checker, profiler, hardware)
     budget = entry.budget(f"{path.name}::{entry.name}", hardware)
     result = ModelResult(
         nodeid,

@@ -281,12 +281,16 @@ def tensor_leaves(value: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
             yield from tensor_leaves(item, _depth + 1)
 
 
-def trace_dynamo(model: nn.Module, example: Example) -> Traced:
-    """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs."""
+def trace_dynamo(model: nn.Module, example: Example, dynamic: Any = None) -> Traced:
+    """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs.
+    ``dynamic``: each input tensor's ``{dim: Dim}`` (or None), for a symbolic graph."""
     wrapper = _FlatCall(model, example)
+    shapes = None if dynamic is None else (tuple(dynamic),)
     # On failure export prints the partial graph to stderr: the one-line reason is enough.
     with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-        program = torch.export.export(wrapper, tuple(example.tensors), strict=False)
+        program = torch.export.export(
+            wrapper, tuple(example.tensors), dynamic_shapes=shapes, strict=False
+        )
     placeholders, user = [], 0
     for spec in program.graph_signature.input_specs:
         kind = spec.kind.name
