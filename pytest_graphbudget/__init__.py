@@ -12,9 +12,18 @@ from pytest_graphbudget.case import ModelCase
 
 if TYPE_CHECKING:
     from pytest_graphbudget.costs import register_formula
+    from pytest_graphbudget.decode import DecodeProfile, profile_decode
     from pytest_graphbudget.profile import Profile, Subgraph, profile_model
 
-__all__ = ["ModelCase", "Profile", "Subgraph", "profile_model", "register_formula"]
+__all__ = [
+    "DecodeProfile",
+    "ModelCase",
+    "Profile",
+    "Subgraph",
+    "profile_decode",
+    "profile_model",
+    "register_formula",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +31,10 @@ def __getattr__(name: str) -> Any:
         from pytest_graphbudget import profile
 
         return getattr(profile, name)
+    if name in ("DecodeProfile", "profile_decode"):
+        from pytest_graphbudget import decode
+
+        return getattr(decode, name)
     if name == "register_formula":
         from pytest_graphbudget.costs import register_formula
 

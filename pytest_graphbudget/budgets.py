@@ -31,6 +31,8 @@ MODEL_KEYS = (
     "kwargs",
     "meta",
     "trust_pickle",
+    "decode",  # decode = true, context = N: the budgets check one generated token (decode.py)
+    "context",
 )
 """Keys of a ``[models."<name>"]`` table that say how to build the model, not what to check."""
 

@@ -286,7 +286,14 @@ def profile_model(
 
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
+    ``decode=True, context=N`` profiles one generated token of a causal LM instead
+    (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     """
+    if zoo_options.get("decode") or "context" in zoo_options:
+        from pytest_graphbudget.decode import step_profile
+
+        return step_profile(model, hardware, name, zoo_options)
+    zoo_options.pop("decode", None)
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
