@@ -148,7 +148,7 @@ def refusal(config: Any, model: nn.Module | None = None) -> str | None:
         return f"{model_type}, an encoder-decoder"
     if model is not None:
         name = type(model).__name__
-        return None if name in classes else f"{name}, a model without a causal LM head"
+        return None if name in classes else "no LM head: build it with AutoModelForCausalLM"
     architectures = list(getattr(config, "architectures", None) or [])
     if architectures:
         return None if set(architectures) & classes else f"published as {', '.join(architectures)}"

@@ -30,7 +30,13 @@ def closed_form_macs(context: int, layers=LAYERS, h=HIDDEN, vocab=VOCAB) -> int:
 
 def small_config():
     return transformers.GPT2Config(
-        n_layer=LAYERS, n_embd=HIDDEN, n_head=HEADS, vocab_size=VOCAB, n_positions=POSITIONS
+        n_layer=LAYERS,
+        n_embd=HIDDEN,
+        n_head=HEADS,
+        vocab_size=VOCAB,
+        n_positions=POSITIONS,
+        bos_token_id=0,
+        eos_token_id=0,
     )
 
 
@@ -123,8 +129,11 @@ def test_prefill_equals_the_ordinary_profile_at_seq_len_n(result, folder):
 
 
 def test_profile_model_with_decode_gives_the_step_budgets_check(folder):
-    step = profile_model(str(folder), decode=True, context=CONTEXT - 1)
-    assert step.macs == closed_form_macs(CONTEXT - 1)
+    """Two sequences decode together: twice the MACs of one, at another context."""
+    step = profile_model(str(folder), decode=True, context=CONTEXT - 1, batch=2)
+    assert step.macs == 2 * closed_form_macs(CONTEXT - 1)
+    cache = [i.shape for i in step.inputs if i.name.startswith("past_key_values")]
+    assert cache == [[2, HEADS, CONTEXT - 1, HIDDEN // HEADS]] * 2 * LAYERS
 
 
 def test_cli_decode_json(folder, result, capsys):
