@@ -216,7 +216,9 @@ def wanted(table: Mapping[str, Any], name: str) -> bool:
     if not isinstance(value, bool):
         raise GraphBudgetError(f"decode in {name}: true or false, got {value!r}")
     if not value:
-        raise GraphBudgetError(f"context in {name} needs decode = true")
+        if "context" in table:
+            raise GraphBudgetError(f"context in {name} needs decode = true")
+        return False
     if "context" not in table:
         raise GraphBudgetError(f"decode in {name} needs context = N (the KV-cache positions)")
     for key in ("seq_len", "input_shape"):
@@ -250,7 +252,8 @@ def profile_table_step(
         )
 
     if "factory" in table:  # a module the project builds: profiled every run
-        return compute(load_factory(str(table["factory"]), name, {}))
+        # Only the factory's module is used (a bare one gets a placeholder input it never sees).
+        return compute(load_factory(str(table["factory"]), name, {"input_shape": (1, 1)}))
     model_name = str(table.get("model", name))
     key = None
     if profiler.cache is not None:

@@ -197,6 +197,7 @@ def test_budget_table_decode_keys_are_checked(table, message):
     with pytest.raises(GraphBudgetError, match=message):
         decode.wanted(table, "t")
     assert decode.wanted({"seq_len": 8}, "t") is False
+    assert decode.wanted({"decode": False}, "t") is False
 
 
 def test_toml_budgets_check_the_decode_figures(pytester, folder):
