@@ -122,8 +122,8 @@ def headline(result: Any) -> str:
 
 
 def columns(result: Any) -> tuple[str, str]:
-    tokens = result.context * result.batch
-    return f"prefill ({tokens} tokens)", f"decode ({result.batch} token{'s' * (result.batch > 1)})"
+    batch = f"{result.batch} x " if result.batch > 1 else ""
+    return f"prefill ({batch}{result.context} tokens)", f"decode ({batch}1 token)"
 
 
 def numbers(result: Any) -> list[tuple[str, str, Any, Any]]:
