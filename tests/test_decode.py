@@ -136,6 +136,28 @@ def test_profile_model_with_decode_gives_the_step_budgets_check(folder):
     assert cache == [[2, HEADS, CONTEXT - 1, HIDDEN // HEADS]] * 2 * LAYERS
 
 
+def test_grouped_query_and_sliding_window_caches_follow_the_config():
+    """A Mistral-style model: 2 key/value heads of 4 (grouped-query attention) and a window of
+    8, so the cache keeps 7 positions and the new token attends to 8. Per layer: q and o h^2,
+    k and v h x 32 (2 heads of 16), gate/up/down 3 x h x 128, attention 2 x 8 x h."""
+    config = transformers.MistralConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        max_position_embeddings=256,
+        sliding_window=8,
+    )
+    lm = transformers.AutoModelForCausalLM.from_config(config)
+    step = profile_model(lm, decode=True, context=CONTEXT)
+    h = 64
+    assert step.macs == 2 * (2 * h * h + 2 * h * 32 + 3 * h * 128 + 2 * 8 * h) + h * 100
+    cache = [i.shape for i in step.inputs if i.name.startswith("past_key_values")]
+    assert cache == [[1, 2, 7, 16]] * 4
+
+
 def test_cli_decode_json(folder, result, capsys):
     argv = ["profile", str(folder), "--decode", "--context", str(CONTEXT), "--format", "json"]
     assert cli.main([*argv, "-q"]) == 0
