@@ -33,6 +33,8 @@ MODEL_KEYS = (
     "meta",
     "trust_pickle",
     *variants.KEYS,
+    "decode",  # decode = true, context = N: the budgets check one generated token (decode.py)
+    "context",
 )
 """Keys of a ``[models."<name>"]`` table that say how to build (and profile) the model, not
 what to check; ``variant.KEYS`` (mode, optimizer, dtype) are checked by ``build``."""

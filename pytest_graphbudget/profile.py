@@ -340,12 +340,24 @@ def profile_model(
     its update (``train.py``).
     ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
     of the model and of its floating inputs (``cast.py``): bytes and peak are that dtype's.
+    ``decode=True, context=N`` profiles one generated token of a causal LM instead
+    (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     """
     from pytest_graphbudget.cast import cast, check_dtype
     from pytest_graphbudget.train import check_mode
 
     check_mode(mode, loss, optimizer)
     check_dtype(dtype)
+    if zoo_options.get("decode") or "context" in zoo_options:
+        from pytest_graphbudget.decode import step_profile
+
+        if mode != "eval" or dtype is not None:
+            raise GraphBudgetError(
+                "decode profiles one generated token in eval mode, in the "
+                "model's own dtype: drop mode/dtype"
+            )
+        return step_profile(model, hardware, name, zoo_options)
+    zoo_options.pop("decode", None)
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 

@@ -126,10 +126,12 @@ class Profiler:
         """The model of a budget table (``factory`` or zoo ``model``, default: its name);
         zoo models are cached by name, so that a warm run does not even build them."""
         from pytest_graphbudget import cache as cache_keys
-        from pytest_graphbudget import zoo
+        from pytest_graphbudget import decode, zoo
         from pytest_graphbudget.budget_files import load_factory
         from pytest_graphbudget.profile import profile_model
 
+        if decode.wanted(table, name):  # decode = true: one generated token's profile
+            return decode.profile_table_step(self, table, name, hardware)
         options = {k: table[k] for k in OPTIONS if k in table}
         if "factory" in table:
             case = load_factory(str(table["factory"]), name, options)

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_graphbudget.cli import loading, options
+from pytest_graphbudget.cli import decode, loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
 from pytest_graphbudget.cli.sections import (
     BOTTLENECK_HEADERS,
@@ -58,6 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with several --seq-len/--batch values: derive FLOPs and MACs from one export at "
         "symbolic shapes (used where they reproduce every point)",
     )
+    decode.add_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -77,6 +78,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         visualize.check_target(args.visualize)
         check_writable(args.visualize, "--visualize")
+    if decode.wanted(args):  # one generated token beside the prefill (cli/decode.py)
+        return decode.run(args, console)
     hardware = loading.hardware(args)
     case = loading.load_case(args.model, args, console)
     prof = loading.profile_case(case, hardware, console, loading.variant(args))
