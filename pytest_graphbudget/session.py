@@ -24,6 +24,7 @@ class Outputs:
     junit: str | None = None
     json: str | None = None
     markdown: str | None = None
+    html: str | None = None
 
 
 def stale_entries(baseline_keys: set[str], collected: set[str]) -> set[str]:
@@ -67,17 +68,19 @@ def finish(
         junit=outputs.junit,
         json=outputs.json,
         markdown=outputs.markdown,
+        html=outputs.html,
     )
     written.problems[:0] = problems
     return written, unwritten
 
 
 def outputs_of(config: Any) -> Outputs:
-    """The report paths of pytest's ``--graph-budget-junit/json/markdown``."""
+    """The report paths of pytest's ``--graph-budget-junit/json/markdown/html``."""
     return Outputs(
         Path(config.invocation_params.dir),
         Path(config.rootpath),
         config.getoption("graph_budget_junit"),
         config.getoption("graph_budget_json"),
         config.getoption("graph_budget_markdown"),
+        config.getoption("graph_budget_html"),
     )

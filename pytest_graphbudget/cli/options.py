@@ -212,6 +212,14 @@ def output_options(p: argparse.ArgumentParser, formats: Sequence[str] = FORMATS)
     p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
 
 
+def html_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an interactive, self-contained HTML report to FILE",
+    )
+
+
 def model_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model", metavar="MODEL", nargs="?", help="zoo name, .pt/.pt2/.yaml file or HF folder"

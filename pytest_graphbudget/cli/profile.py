@@ -59,6 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "symbolic shapes (used where they reproduce every point)",
     )
     decode.add_options(p)
+    options.html_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise GraphBudgetError("--symbolic derives formulas over a sweep: give --seq-len 8,16,32")
     fmt = format_of(args)
     check_writable(args.output)
+    check_writable(args.html, "--html")
     if args.visualize:
         from pytest_graphbudget import visualize
 
@@ -98,6 +100,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.progress(f"drawing {args.visualize} ...")
         visualize.write(prof, args.visualize)
         console.progress(f"wrote {args.visualize}")
+    if args.html:
+        from pytest_graphbudget.reports import html
+
+        console.emit(html.profile_page(prof), args.html)
     console.emit(text, args.output)
     return EXIT_OK
 
