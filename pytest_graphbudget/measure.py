@@ -95,6 +95,7 @@ class _Recorder(TorchDispatchMode):
         self.weights = weights
         self.node: NodeCost | None = None
         self.muted = 0
+        self.call: Any = _call  # how an op runs: ``meta_pass.MetaCache`` on meta tensors
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -105,7 +106,7 @@ class _Recorder(TorchDispatchMode):
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-        out = func(*args, **kwargs)
+        out = self.call(func, args, kwargs)
         if self.node is not None:
             # An out= argument is the op's output, not an input: the formula sees it as ``out``.
             outs = _out_arguments(func)
@@ -173,6 +174,10 @@ class _Recorder(TorchDispatchMode):
             self.muted -= 1
         self.record(name, args, kwargs, out)
         return out
+
+
+def _call(func: Any, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
 
 
 def _decomposable(func: Any) -> bool:
@@ -379,7 +384,7 @@ def measure(
 
     ``meta``: the fake tensors are plain tensors on the meta device, with no FakeTensorMode,
     whose per-op cost is several times lower cold; only for graphs whose Python code cannot
-    see the device (``meta_safe``), since the figures must be those of the fake pass."""
+    see the device (``meta_pass.meta_safe``), since the figures must be those of the fake pass."""
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake and not meta else None
     state = fake_state(model, mode) if fake else model_state(model)
     inputs = [fake_like(t, mode) for t in tensors] if fake else list(tensors)
@@ -395,6 +400,10 @@ def measure(
         else:
             values.append(fake_like(binding.ref, mode) if fake else binding.ref)
     recorder = _Recorder(weights)
+    if meta:
+        from pytest_graphbudget.meta_pass import MetaCache
+
+        recorder.call = MetaCache()
     result: dict[str, Any] = {}
 
     def interpret(gm: fx.GraphModule, *args: Any) -> Any:
@@ -418,33 +427,3 @@ def measure(
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     outputs = {p.name for p in output_node.all_input_nodes}
     return Measured(result["nodes"], outputs, result["inputs"], "fake" if fake else "real")
-
-
-SAFE_MODULES = (
-    *(nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.Linear),
-    *(nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm),
-    *(nn.ReLU, nn.ReLU6, nn.GELU, nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh),
-    *(nn.LeakyReLU, nn.Softmax, nn.Dropout, nn.Identity, nn.Flatten, nn.Embedding),
-    *(nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d),
-    *(nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d),
-)
-"""Leaf modules whose forward never looks at the device (nn.MultiheadAttention does: its fused
-path is for CPU and CUDA only), so they compute the same ops on meta tensors."""
-SAFE_NAMESPACES = ("_operator", "operator", "torch", "torch.functional", "torch.nn.functional")
-UNSAFE_FUNCTIONS = {"interpolate", "scaled_dot_product_attention", "multi_head_attention_forward"}
-
-
-def meta_safe(gm: fx.GraphModule) -> bool:
-    """Whether an FX graph computes the same ops on meta tensors as on fake CPU ones: every
-    module it calls is one of ``SAFE_MODULES`` (exactly), every function is torch's or
-    Python's operators and none of ``UNSAFE_FUNCTIONS``. Methods are left to fail loudly
-    (``.cpu()`` on a meta tensor raises), and the caller then runs the fake pass."""
-    for n in gm.graph.nodes:
-        if n.op == "call_module" and type(gm.get_submodule(n.target)) not in SAFE_MODULES:
-            return False
-        if n.op == "call_function":
-            namespace = getattr(n.target, "__module__", None) or "torch"
-            name = getattr(n.target, "__name__", "")
-            if namespace not in SAFE_NAMESPACES or name in UNSAFE_FUNCTIONS:
-                return False
-    return True
