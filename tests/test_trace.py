@@ -337,3 +337,16 @@ def test_memoised_meta_pass_prices_every_node_as_the_fake_pass():
     )
     per_block = 8 * 8 * 9 * 8 * 8 * 2  # conv MACs: out channels x in x 3x3 x 8x8 x batch
     assert sum(n.macs for n in on_meta.nodes) == 3 * 8 * 9 * 8 * 8 * 2 + 3 * per_block + 2 * 5 * 128
+
+
+def test_fx_tier_generates_no_code_until_its_graph_is_called():
+    # Code generation was a third of resnet50's symbolic trace; the cost pass never needs it
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    from pytest_graphbudget.trace import trace_fx
+
+    model, x = Repeated().eval(), torch.randn(2, 3, 8, 8)
+    gm = trace_fx(model, Example((x,), {})).graph_module
+    assert isinstance(gm, _LazyGraphModule) and gm._needs_recompile()
+    assert torch.equal(gm(x), model(x))  # called, it compiles as a plain GraphModule would
+    assert not gm._needs_recompile()
