@@ -22,7 +22,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.costs import FormulaError, Shape, base_name, kind_of, lookup, price
+from pytest_graphbudget import tree
+from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
 from pytest_graphbudget.trace import Traced, fake_like, fake_state, model_state
 
 # Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
@@ -75,10 +76,6 @@ class Measured:
         return sum(sum(v.values()) for v in self.inputs.values())
 
 
-def _shape(value: Any) -> Any:
-    return Shape(value.shape) if isinstance(value, torch.Tensor) else value
-
-
 def _storage(t: torch.Tensor) -> Any:
     return StorageWeakRef(t.untyped_storage())
 
@@ -122,11 +119,11 @@ class _Recorder(TorchDispatchMode):
         node = self.node
         entry = lookup(name)
         role = entry.role if entry is not None else None
-        for leaf in pytree.tree_leaves((args, kwargs)):
-            if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
+        for leaf in tree.tensors((args, kwargs)):
+            if id(leaf) in self.weights:
                 fqn, size = self.weights[id(leaf)]
                 if role == "gather":  # a lookup reads the rows it returns, not the table
-                    size = min(size, sum(_nbytes(t) for t in _tensors(out)))
+                    size = min(size, sum(_nbytes(t) for t in tree.tensors(out)))
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
         if self.muted:
             return
@@ -134,9 +131,9 @@ class _Recorder(TorchDispatchMode):
         try:
             cost = price(
                 name,
-                pytree.tree_map(_shape, args),
-                pytree.tree_map(_shape, kwargs),
-                pytree.tree_map(_shape, out),
+                tree.shapes(args),
+                tree.shapes(kwargs),
+                tree.shapes(out),
             )
         except FormulaError:  # a custom formula's mistake: fail loudly, never "unsupported"
             raise
@@ -279,7 +276,7 @@ class _CostInterpreter(fx.Interpreter):
     def run_node(self, n: fx.Node) -> Any:
         if n.op in ("placeholder", "get_attr", "output"):
             value = super().run_node(n)
-            self.storage_of[n.name] = {_storage(t) for t in _tensors(value)}
+            self.storage_of[n.name] = {_storage(t) for t in tree.tensors(value)}
             if n.op == "placeholder":
                 binding = self.traced.placeholders[self._placeholder]
                 self._placeholder += 1
@@ -303,7 +300,7 @@ class _CostInterpreter(fx.Interpreter):
         producers = list(n.all_input_nodes)
         node.inputs = [p.name for p in producers]
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
-        tensors = list(_tensors(value))
+        tensors = list(tree.tensors(value))
         record_output(node, value, tensors)
         if not node.kind:
             node.kind = kind_of(node.target)
@@ -344,14 +341,10 @@ def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
 
 def _views(value: Any) -> dict[Any, int]:
     views: dict[Any, int] = {}
-    for t in _tensors(value):
+    for t in tree.tensors(value):
         key = _storage(t)
         views[key] = max(views.get(key, 0), _nbytes(t))
     return views
-
-
-def _tensors(value: Any):
-    return (t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
 
 
 def _target(n: fx.Node) -> str:

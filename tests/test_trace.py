@@ -350,3 +350,28 @@ def test_fx_tier_generates_no_code_until_its_graph_is_called():
     assert isinstance(gm, _LazyGraphModule) and gm._needs_recompile()
     assert torch.equal(gm(x), model(x))  # called, it compiles as a plain GraphModule would
     assert not gm._needs_recompile()
+
+
+def test_cost_pass_walks_arguments_as_pytree_does():
+    # ``tree`` walks plain tuples, lists and dicts itself and must give pytree's answer
+    from torch.utils import _pytree as pytree
+
+    from pytest_graphbudget import tree
+    from pytest_graphbudget.costs import Shape
+
+    a, b, c = torch.zeros(2, 3), torch.zeros(4), torch.zeros(1, 1, 5)
+    values = [
+        (a, [b, 2.0, None], {"alpha": 1, "out": c}),
+        [torch.float16, torch.device("cpu"), "mean", True],
+        torch.max(a, dim=1),  # a structseq: left to pytree
+        (torch.Size([2, 3]), {"nested": ((a,), [b])}),
+        a,
+    ]
+    for value in values:
+        expected = pytree.tree_map(lambda v: Shape(v.shape) if torch.is_tensor(v) else v, value)
+        got = tree.shapes(value)
+        assert got == expected and type(got) is type(expected)
+        assert [id(t) for t in tree.tensors(value)] == [
+            id(t) for t in pytree.tree_leaves(value) if torch.is_tensor(t)
+        ]
+    assert type(tree.shapes((a, [b]))[1][0]) is Shape
