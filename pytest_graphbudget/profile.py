@@ -7,6 +7,7 @@ The result is a tree of plain dataclasses; ``Profile.to_dict()`` is the profile 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +150,7 @@ class Profile:
     subgraphs: list[Subgraph]
     modules: dict[str, ModuleCost]
     node_info: list[NodeInfo] = field(default_factory=list, repr=False)
+    mode: str = "eval"  # "train": the figures are one training step's (train.py)
 
     @property
     def flops_contraction(self) -> int:
@@ -187,6 +189,7 @@ class Profile:
         return {
             "schema": SCHEMA,
             "model": self.model,
+            "mode": self.mode,
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
                 "method": self.trace.method,
@@ -270,6 +273,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         coverage=Coverage(**data["coverage"]),
         subgraphs=subgraphs,
         modules={path: ModuleCost(**m) for path, m in data["modules"].items()},
+        mode=data.get("mode", "eval"),
     )
 
 
@@ -280,13 +284,24 @@ def profile_model(
     *,
     hardware: Any = "generic",
     name: str | None = None,
+    mode: str = "eval",
+    loss: Callable | None = None,
+    optimizer: str | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
 
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
+    ``mode="train"`` profiles one training step instead: forward, ``loss`` (a callable of the
+    outputs; default their sum), backward and, when ``optimizer`` ("adam" or "sgd") is named,
+    its update (``train.py``).
     """
+    from pytest_graphbudget.train import check_mode
+
+    check_mode(mode, loss, optimizer)
+    if mode == "train":
+        raise GraphBudgetError("mode='train' is not implemented yet (issue 12)")
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
