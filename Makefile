@@ -120,6 +120,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/plugin.py
+	$(BIN)/python benchmarks/train_step.py
 
 zoo: setup
 	$(BIN)/python -m pytest_graphbudget.zoo.sweep

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_graphbudget.variant import untagged
+
 if TYPE_CHECKING:
     from pytest_graphbudget.check import Checker, ModelResult
     from pytest_graphbudget.reports import Written
@@ -32,7 +34,8 @@ def stale_entries(baseline_keys: set[str], collected: set[str]) -> set[str]:
     for key in baseline_keys:
         if key.split("::", 1)[0] not in files:
             continue
-        if key not in collected and key.rsplit("::", 1)[0] not in collected:
+        ident = untagged(key)  # the test's or table's id, without ``@train+bfloat16``
+        if ident not in collected and ident.rsplit("::", 1)[0] not in collected:
             stale.add(key)
     return stale
 

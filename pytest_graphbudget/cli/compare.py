@@ -96,10 +96,18 @@ def _load_side(source: str, args: argparse.Namespace, console: Console) -> Any:
     """A saved profile (a ``.json`` file, as its dictionary) or a model profiled now (a
     ``Profile``, whose graph the HTML report draws)."""
     path = Path(source)
+    how = loading.variant(args)
     if path.suffix.lower() == ".json" or (path.is_file() and not _is_model_file(path)):
-        return read_profile_json(source)
+        saved = read_profile_json(source)
+        if how:  # --dtype/--mode cannot change a saved profile: say so rather than ignore it
+            given = ", ".join(f"--{key} {value}" for key, value in how.items())
+            console.note(
+                f"{source} is a saved profile ({saved.get('mode', 'eval')}, "
+                f"{saved.get('dtype', 'its own dtype')}): {given} applies to models profiled now"
+            )
+        return saved
     case = loading.load_case(source, args, console)
-    return loading.profile_case(case, loading.hardware(args), console)
+    return loading.profile_case(case, loading.hardware(args), console, how)
 
 
 def _as_dict(side: Any) -> Mapping[str, Any]:
