@@ -47,6 +47,7 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
     """Profile the model at every point, fit, and print the sweep."""
     fmt = format_of(args)
     check_writable(args.output)
+    check_writable(args.html, "--html")
     if args.visualize:
         raise GraphBudgetError("--visualize draws one profile; give one --seq-len/--batch value")
     hardware = loading.hardware(args)
@@ -64,6 +65,10 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
         console.progress(f"exporting {case.name} at symbolic shapes ...")
         fits = with_symbolic(fits, case, shapes, points)
     sweep = Sweep(args.model, axes, points, fits)
+    if args.html:  # the growth curves
+        from pytest_graphbudget.reports.html_sweep import sweep_page
+
+        console.emit(sweep_page(sweep.model, sweep.to_dict()["sweep"]), args.html)
     console.emit(render(sweep, fmt), args.output)
     return EXIT_OK
 

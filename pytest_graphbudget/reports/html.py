@@ -328,6 +328,14 @@ def profile_page(prof: Any) -> str:
     return page(f"{prof.model}: graph-budget profile", [profile_view(prof)])
 
 
+def profiles_page(title: str, named: Sequence[tuple[str, Any]]) -> str:
+    """Several profiles of one command on one page (a decode step beside its prefill)."""
+    views = [profile_view(prof) for _, prof in named]
+    for view, (name, _) in zip(views, named, strict=True):
+        view.name = f"{name}: {view.name}"
+    return page(title, views)
+
+
 def result_view(result: Any, name: str) -> ModelView:
     """A model of a budget run: verdict, findings, limits and the changes from the baseline."""
     profile = result.profile

@@ -596,3 +596,31 @@ def test_sweep_page_in_headless_chromium(browser, tmp_path):
     assert tip == "seq_len=512, batch=1: 262M FLOPs"  # 1000 * 512^2
     assert browser.problems() == []
     assert browser.requests() == [page.as_uri()]
+
+
+@pytest.mark.slow
+def test_sweep_and_decode_write_their_html_pages(tmp_path, capsys):
+    """``--html`` is honoured on the two paths of ``profile`` that bypass the single profile:
+    a ``--seq-len`` sweep (growth curves) and ``--decode`` (the prefill beside the decode
+    step), on a one-layer GPT-2 built from its configuration."""
+    transformers = pytest.importorskip("transformers")
+    from pytest_graphbudget import cli
+
+    transformers.GPT2Config(
+        n_layer=1, n_embd=16, n_head=2, vocab_size=100, n_positions=64, bos_token_id=0
+    ).to_json_file(str(tmp_path / "config.json"))
+    quiet = ["-q", "-o", str(tmp_path / "out.txt")]
+    sweep = tmp_path / "sweep.html"
+    assert (
+        cli.main(["profile", str(tmp_path), "--seq-len", "4,8", "--html", str(sweep), *quiet]) == 0
+    )
+    points = re.findall(r'data-figure="flops".*?</svg>', sweep.read_text(), flags=re.S)[0]
+    assert re.findall(r'data-point="(\d+)"', points) == ["4", "8"]
+
+    decoded = tmp_path / "decode.html"
+    argv = ["profile", str(tmp_path), "--decode", "--context", "4", "--html", str(decoded)]
+    assert cli.main([*argv, *quiet]) == 0
+    names = re.findall(
+        r'<section class="model" id="[^"]+" data-model="([^"]+)"', decoded.read_text()
+    )
+    assert names == [f"prefill: {tmp_path}", f"decode step: {tmp_path}"]
