@@ -384,7 +384,9 @@ def run_page(results: list[Any], stale: set[str]) -> str:
         gone = "".join(f"<li>{escape(k)}</li>" for k in sorted(stale))
         overview += f"<p>Baseline entries whose model is gone:</p><ul>{gone}</ul>"
     worst = common.verdict(ordered[0]) if ordered else None
-    sections = [Section("overview", "Overview", overview)]
+    from pytest_graphbudget.reports.html_sweep import run_sweeps  # it builds on this module
+
+    sections = [Section("overview", "Overview", overview), *run_sweeps(results)]
     return page(f"graph budget: {common.title(results)}", views, sections, worst)
 
 
