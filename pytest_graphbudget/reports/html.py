@@ -160,6 +160,7 @@ def _summary(view: ModelView) -> str:
     )
     facts = [
         ("inputs", inputs),
+        ("pass", f"{profile.get('mode', 'eval')}, {profile.get('dtype', 'float32')}"),
         ("trace", f"{profile['trace']['method']}, {profile['trace']['nodes']} nodes"),
         ("subgraphs", str(len(profile["subgraphs"]))),
         (
