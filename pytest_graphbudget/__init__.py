@@ -12,14 +12,17 @@ from pytest_graphbudget.case import ModelCase
 
 if TYPE_CHECKING:
     from pytest_graphbudget.costs import register_formula
+    from pytest_graphbudget.decode import DecodeProfile, profile_decode
     from pytest_graphbudget.profile import Profile, Subgraph, profile_model
     from pytest_graphbudget.shape_sweep import Sweep, profile_sweep
 
 __all__ = [
+    "DecodeProfile",
     "ModelCase",
     "Profile",
     "Subgraph",
     "Sweep",
+    "profile_decode",
     "profile_model",
     "profile_sweep",
     "register_formula",
@@ -35,6 +38,10 @@ def __getattr__(name: str) -> Any:
         from pytest_graphbudget import shape_sweep
 
         return getattr(shape_sweep, name)
+    if name in ("DecodeProfile", "profile_decode"):
+        from pytest_graphbudget import decode
+
+        return getattr(decode, name)
     if name == "register_formula":
         from pytest_graphbudget.costs import register_formula
 

@@ -46,8 +46,15 @@ def _values(graph: fx.Graph, symbolic: bool = False) -> list[Any] | None:
     return values
 
 
-def measure_exported(model: nn.Module, traced: Traced, symbolic: bool = False) -> Measured | None:
-    """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``)."""
+def measure_exported(
+    model: nn.Module,
+    traced: Traced,
+    interpreter: type = _ExportedInterpreter,
+    symbolic: bool = False,
+) -> Measured | None:
+    """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``).
+    ``interpreter``: a subclass that prices some nodes without running them (``train.py``);
+    ``symbolic``: keep symbolic shapes (``symbolic.py``) instead of falling back."""
     gm = traced.graph_module
     values = _values(gm.graph, symbolic)
     mode = torch._guards.detect_fake_mode(values) if values else None
@@ -65,9 +72,9 @@ def measure_exported(model: nn.Module, traced: Traced, symbolic: bool = False) -
         if binding.kind == "state":
             weights[id(value)] = (first[id(state[binding.ref])], _nbytes(value))
     recorder = _Recorder(weights)
-    interpreter = _ExportedInterpreter(gm, recorder, traced)
+    walk = interpreter(gm, recorder, traced)
     with torch.no_grad(), mode, recorder:
-        interpreter.run(*values)
+        walk.run(*values)
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     outputs = {p.name for p in output_node.all_input_nodes}
-    return Measured(interpreter.nodes, outputs, interpreter.inputs, "fake")
+    return Measured(walk.nodes, outputs, walk.inputs, "fake")

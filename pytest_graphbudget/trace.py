@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.errors import ModelRunError, one_line
@@ -229,7 +230,10 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
         and p.default is not inspect.Parameter.empty
         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
-    gm = fx.symbolic_trace(model, concrete_args=concrete or None)
+    # Lazy: the graph's Python code is generated only if something calls it; the cost pass
+    # interprets the graph node by node, and code generation is a third of the trace.
+    with _use_lazy_graph_module(True):
+        gm = fx.symbolic_trace(model, concrete_args=concrete or None)
     tensors = example.tensors
     index = {id(t): i for i, t in enumerate(tensors)}
     placeholders = []

@@ -179,7 +179,28 @@ def model(sweep: bool = False) -> argparse.ArgumentParser:
         action="store_true",
         help="build the model on the meta device (no weights allocated; same figures)",
     )
+    variant(parent)
     return parent
+
+
+def variant(parent: argparse.ArgumentParser) -> None:
+    """``--mode``, ``--optimizer``, ``--dtype``: which step is profiled, in which dtype."""
+    from pytest_graphbudget.variant import DTYPES, MODES, OPTIMIZERS
+
+    parent.add_argument(
+        "--mode",
+        choices=MODES,
+        default="eval",
+        help="eval: one forward (default); train: forward, loss, backward (and --optimizer)",
+    )
+    parent.add_argument(
+        "--optimizer", choices=OPTIMIZERS, help="with --mode train: add this optimizer's step"
+    )
+    parent.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="profile a copy of the model and its inputs cast to DTYPE (default: its own)",
+    )
 
 
 def output_options(p: argparse.ArgumentParser, formats: Sequence[str] = FORMATS) -> None:
@@ -189,6 +210,14 @@ def output_options(p: argparse.ArgumentParser, formats: Sequence[str] = FORMATS)
         help="output format (default: table, or from the --output suffix)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
+
+
+def html_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an interactive, self-contained HTML report to FILE",
+    )
 
 
 def model_argument(p: argparse.ArgumentParser) -> None:

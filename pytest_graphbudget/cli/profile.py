@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_graphbudget.cli import loading, options
+from pytest_graphbudget.cli import decode, loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
 from pytest_graphbudget.cli.sections import (
     BOTTLENECK_HEADERS,
@@ -58,6 +58,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with several --seq-len/--batch values: derive FLOPs and MACs from one export at "
         "symbolic shapes (used where they reproduce every point)",
     )
+    decode.add_options(p)
+    options.html_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -72,14 +74,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise GraphBudgetError("--symbolic derives formulas over a sweep: give --seq-len 8,16,32")
     fmt = format_of(args)
     check_writable(args.output)
+    check_writable(args.html, "--html")
     if args.visualize:
         from pytest_graphbudget import visualize
 
         visualize.check_target(args.visualize)
         check_writable(args.visualize, "--visualize")
+    if decode.wanted(args):  # one generated token beside the prefill (cli/decode.py)
+        return decode.run(args, console)
     hardware = loading.hardware(args)
     case = loading.load_case(args.model, args, console)
-    prof = loading.profile_case(case, hardware, console)
+    prof = loading.profile_case(case, hardware, console, loading.variant(args))
     view = {
         "types": loading.module_types(case),
         "show_shapes": args.showshape,
@@ -95,6 +100,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.progress(f"drawing {args.visualize} ...")
         visualize.write(prof, args.visualize)
         console.progress(f"wrote {args.visualize}")
+    if args.html:
+        from pytest_graphbudget.reports import html
+
+        console.emit(html.profile_page(prof), args.html)
     console.emit(text, args.output)
     return EXIT_OK
 
