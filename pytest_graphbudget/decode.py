@@ -207,6 +207,10 @@ def step_profile(model: Any, hardware: Any, name: str | None, options: dict[str,
     return profile_step(model, hardware=hardware, name=name, **options)
 
 
+VARIANT_KEYS = ("mode", "optimizer", "dtype")
+"""Budget keys a decode step cannot honour (``variant.KEYS``)."""
+
+
 def wanted(table: Mapping[str, Any], name: str) -> bool:
     """Whether a budget table asks for the decode step (``decode = true``); a table whose
     decode keys contradict each other or its other keys is an error that says which."""
@@ -225,6 +229,12 @@ def wanted(table: Mapping[str, Any], name: str) -> bool:
         if key in table:
             raise GraphBudgetError(
                 f"{key} in {name} does not apply with decode = true: context sets the positions"
+            )
+    for key in VARIANT_KEYS:  # the step is eval mode in the model's dtype: never drop them
+        if key in table and not (key == "mode" and table[key] == "eval"):
+            raise GraphBudgetError(
+                f"{key} in {name} does not apply with decode = true: the step is one generated "
+                "token in eval mode, in the model's own dtype; remove it"
             )
     check_count(f"context in {name}", table["context"])
     return True

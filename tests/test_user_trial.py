@@ -1,0 +1,56 @@
+"""What a new user tried with the training step, dtypes, sweeps and decode, and got wrong:
+each mistake must end in one line that says how to fix it, never a silent green.
+
+All in-process and fast: every refusal here happens before a model is traced.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_graphbudget import cli, decode
+from pytest_graphbudget.errors import GraphBudgetError
+
+
+def _check(tmp_path, monkeypatch, capsys, toml: str) -> tuple[int, str]:
+    """``graph-budget check`` on one budget file in a fresh project; (exit code, stdout)."""
+    (tmp_path / "pyproject.toml").write_text("[tool.graph_budget]\n")
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "user.toml").write_text(toml)
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["check", "--no-cache", "budgets"])
+    return code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--dtype", "bfloat16"], "--dtype not available with --decode"),
+        (["--mode", "train"], "--mode not available with --decode"),
+        (["--mode", "train", "--optimizer", "adam"], "--mode and --optimizer not available"),
+    ],
+)
+def test_cli_decode_refuses_mode_and_dtype(flags, message, capsys):
+    """``--decode`` traces one token in eval mode in the model's dtype: a bf16 or train flag
+    beside it printed fp32 eval figures under the user's flags."""
+    assert cli.main(["profile", "gpt2", "--decode", "--context", "8", *flags, "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_decode_table_refuses_mode_and_dtype(tmp_path, monkeypatch, capsys):
+    """A ``decode = true`` table with ``dtype``/``mode`` was checked (and passed) on the fp32
+    eval step, labelled ``@bfloat16``; ``mode = "eval"`` says nothing new and is accepted."""
+    with pytest.raises(GraphBudgetError, match="dtype in t does not apply with decode = true"):
+        decode.wanted({"decode": True, "context": 8, "dtype": "bfloat16"}, "t")
+    assert decode.wanted({"decode": True, "context": 8, "mode": "eval"}, "t") is True
+    code, out = _check(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        '[models.step]\nmodel = "gpt2"\ndecode = true\ncontext = 8\nmode = "train"\n'
+        'flops_max = "1G"\n',
+    )
+    assert code == 1
+    assert "mode in step does not apply with decode = true" in out
+    assert "1 model could not be checked" in out
