@@ -128,6 +128,7 @@ class Profiler:
         from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget import decode, zoo
         from pytest_graphbudget.budget_files import load_factory
+        from pytest_graphbudget.ignored import refuse_ignored
         from pytest_graphbudget.profile import profile_model
 
         if decode.wanted(table, name):  # decode = true: one generated token's profile
@@ -145,12 +146,15 @@ class Profiler:
             else None
         )
         if key is None:  # no cache, or a name that says too little: key it by what it builds
-            case = zoo.resolve(model_name, **options)
+            case = refuse_ignored(zoo.resolve(model_name, **options), name)
             return self.profile(case, None, None, name, hardware, variant)
         return self.cached(
             lambda: key,
             lambda: profile_model(
-                zoo.resolve(model_name, **options), hardware=target, name=name, **how
+                refuse_ignored(zoo.resolve(model_name, **options), name),
+                hardware=target,
+                name=name,
+                **how,
             ),
             name,
             # A zoo name builds the same values every time (seeded weights, fixed inputs).

@@ -54,3 +54,20 @@ def test_decode_table_refuses_mode_and_dtype(tmp_path, monkeypatch, capsys):
     assert code == 1
     assert "mode in step does not apply with decode = true" in out
     assert "1 model could not be checked" in out
+
+
+def test_seq_len_on_an_image_model_is_an_error_in_a_table(tmp_path, monkeypatch, capsys):
+    """``seq_len = [64, 128]`` on an image model profiled the same 224x224 image at both "points"
+    and passed both: the CLI notes the ignored option, a budget table must refuse it."""
+    code, out = _check(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        '[models.r]\nmodel = "squeezenet1_1"\nmeta = true\nseq_len = [64, 128]\n'
+        'flops_max = "10G"\n',
+    )
+    assert code == 1
+    assert "2 models could not be checked" in out
+    for point in ("r[seq_len=64]", "r[seq_len=128]"):
+        assert f"error: {point}: seq_len ignored: squeezenet1_1 takes images" in out
+    assert "remove seq_len from the table" in out
