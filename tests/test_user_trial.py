@@ -71,3 +71,29 @@ def test_seq_len_on_an_image_model_is_an_error_in_a_table(tmp_path, monkeypatch,
     for point in ("r[seq_len=64]", "r[seq_len=128]"):
         assert f"error: {point}: seq_len ignored: squeezenet1_1 takes images" in out
     assert "remove seq_len from the table" in out
+
+
+def _mlp():
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    return net, (torch.randn(1, 4),)
+
+
+def test_profile_table_of_a_training_step_says_so():
+    """``profile --mode train`` printed a step's FLOPs (3x a forward) under the eval summary:
+    no mode, no split, no optimizer state, and a peak "weights + inputs + activation peak"
+    that did not add up. Adam's state by hand: 2 fp32 moments x 23 parameters = 184 B."""
+    from pytest_graphbudget.cli.sections import summary
+    from pytest_graphbudget.profile import profile_model
+
+    rows = dict(summary(profile_model(*_mlp(), mode="train", optimizer="adam")))
+    assert rows["mode"] == "train: forward + backward + optimizer step"
+    assert rows["optimizer state"] == "184B"
+    assert rows["FLOPs by phase"].startswith("forward ")
+    assert "backward " in rows["FLOPs by phase"] and "optimizer " in rows["FLOPs by phase"]
+    assert "(weights + optimizer state + inputs + activation peak)" in rows["peak memory"]
+    plain = dict(summary(profile_model(*_mlp(), mode="train")))
+    assert plain["mode"] == "train: forward + backward" and "optimizer state" not in plain
+    assert "mode" not in dict(summary(profile_model(*_mlp())))
