@@ -97,3 +97,22 @@ def test_profile_table_of_a_training_step_says_so():
     plain = dict(summary(profile_model(*_mlp(), mode="train")))
     assert plain["mode"] == "train: forward + backward" and "optimizer state" not in plain
     assert "mode" not in dict(summary(profile_model(*_mlp())))
+
+
+def test_a_sweep_says_its_mode_and_dtype():
+    """``profile --seq-len 64,128,256 --dtype bfloat16`` printed the bf16 figures under a
+    header and a JSON that said nothing of bf16: a reader took them for the fp32 model's."""
+    import torch
+
+    from pytest_graphbudget.cli.sweep_view import render
+    from pytest_graphbudget.shape_sweep import profile_sweep
+
+    net = torch.nn.Linear(8, 8)
+    sweep = profile_sweep(
+        net, batch=[1, 2], inputs=lambda batch: torch.randn(batch, 8), dtype="bfloat16"
+    )
+    body = sweep.to_dict()["sweep"]
+    assert (body["mode"], body["dtype"]) == ("eval", "bfloat16")
+    assert body["points"][0]["totals"]["weights_bytes"] == 2 * (64 + 8)  # bf16: 2 bytes
+    assert ", eval, bfloat16, hardware generic" in render(sweep, "table").splitlines()[0]
+    assert "(eval, bfloat16)" in render(sweep, "markdown").splitlines()[0]
