@@ -81,14 +81,22 @@ def _mlp():
     return net, (torch.randn(1, 4),)
 
 
-def test_profile_table_of_a_training_step_says_so():
+@pytest.fixture(scope="module")
+def adam_step():
+    """One training step of the tiny MLP with Adam (traced once for the module's tests)."""
+    from pytest_graphbudget.profile import profile_model
+
+    return profile_model(*_mlp(), mode="train", optimizer="adam")
+
+
+def test_profile_table_of_a_training_step_says_so(adam_step):
     """``profile --mode train`` printed a step's FLOPs (3x a forward) under the eval summary:
     no mode, no split, no optimizer state, and a peak "weights + inputs + activation peak"
     that did not add up. Adam's state by hand: 2 fp32 moments x 23 parameters = 184 B."""
     from pytest_graphbudget.cli.sections import summary
     from pytest_graphbudget.profile import profile_model
 
-    rows = dict(summary(profile_model(*_mlp(), mode="train", optimizer="adam")))
+    rows = dict(summary(adam_step))
     assert rows["mode"] == "train: forward + backward + optimizer step"
     assert rows["optimizer state"] == "184B"
     assert rows["FLOPs by phase"].startswith("forward ")
@@ -116,3 +124,21 @@ def test_a_sweep_says_its_mode_and_dtype():
     assert body["points"][0]["totals"]["weights_bytes"] == 2 * (64 + 8)  # bf16: 2 bytes
     assert ", eval, bfloat16, hardware generic" in render(sweep, "table").splitlines()[0]
     assert "(eval, bfloat16)" in render(sweep, "markdown").splitlines()[0]
+
+
+def test_compare_says_when_one_side_is_a_training_step(adam_step, tmp_path, capsys):
+    """``compare eval.json train.json`` showed +190% FLOPs between two profiles labelled
+    alike: a reviewer read a grown model. Each side says its mode, and a mixed pair says so."""
+    import json
+
+    from pytest_graphbudget.profile import profile_model
+
+    a, b = tmp_path / "eval.json", tmp_path / "train.json"
+    a.write_text(json.dumps(profile_model(*_mlp()).to_dict()))
+    b.write_text(json.dumps(adam_step.to_dict()))
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0].startswith("A: ") and "training step" not in lines[0]
+    assert lines[1].startswith("B: ") and lines[1].endswith(", training step)")
+    assert "A is eval mode, B is train mode" in err and len(err.strip().splitlines()) == 1
