@@ -178,6 +178,36 @@ def test_a_bad_marker_keyword_is_one_line_with_the_closest(pytester, settings, m
     result.stdout.fnmatch_lines([f"*{message}*"])
 
 
+BOTH = """
+from models import linear
+
+def test_both(graph_profile):
+    case = linear()
+    eval_ = graph_profile(case.model, case.inputs)
+    train = graph_profile(case.model, case.inputs, mode="train", optimizer="adam")
+    assert (eval_.to_dict()["mode"], train.to_dict()["mode"]) == ("eval", "train")
+    assert train.to_dict()["totals"]["optimizer_state_bytes"] == 16_640
+    half = graph_profile(case.model, case.inputs, dtype="bfloat16")
+    assert half.to_dict()["totals"]["weights_bytes"] == 4_160
+"""
+
+
+def test_graph_profile_takes_the_variant_and_one_test_keeps_an_entry_for_each(pytester):
+    """One test profiles the same model in eval, in train with Adam and in bfloat16: three
+    baseline entries under one test. Without --graph-budget the keywords work the same."""
+    project(pytester, "")
+    pytester.makepyfile(test_both=BOTH)
+    pytester.runpytest("-p", "no:cacheprovider", "test_both.py").assert_outcomes(passed=1)
+    result, _ = run(pytester, "test_both.py", "--graph-budget-update")
+    result.assert_outcomes(passed=1)
+    entries = baseline(pytester)
+    assert sorted(entries) == [
+        "test_both.py::test_both::Linear",
+        "test_both.py::test_both::Linear@bfloat16",
+        "test_both.py::test_both::Linear@train+adam",
+    ]
+
+
 # -- the profile cache ---------------------------------------------------------------------
 
 
