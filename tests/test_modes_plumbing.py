@@ -208,6 +208,24 @@ def test_graph_profile_takes_the_variant_and_one_test_keeps_an_entry_for_each(py
     ]
 
 
+def test_a_swept_tables_growth_is_fitted_on_profiles_in_its_dtype(tmp_path, monkeypatch, capsys):
+    """``[models.squeezenet1_1] batch = [1, 2, 3]`` with growth_max and dtype: the growth
+    item profiles its points as the points' own items do, in bfloat16. The cache shares the
+    points' profiles with it only when their keys, variant included, agree."""
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "sweep.toml").write_text(
+        '[models.squeezenet1_1]\nbatch = [1, 2, 3]\ndtype = "bfloat16"\n'
+        'growth_max = {batch = "linear"}\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "--json", "out.json"]) == 0, capsys.readouterr().out
+    models = {m["id"]: m for m in json.loads((tmp_path / "out.json").read_text())["models"]}
+    growth = models["budgets/sweep.toml::squeezenet1_1[growth]@bfloat16"]["profile"]
+    point = models["budgets/sweep.toml::squeezenet1_1[batch=3]@bfloat16"]["profile"]
+    assert growth["dtype"] == point["dtype"] == "bfloat16"
+    assert growth["totals"] == point["totals"]
+
+
 # -- the profile cache ---------------------------------------------------------------------
 
 
