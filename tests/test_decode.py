@@ -197,7 +197,6 @@ def test_table_puts_prefill_and_decode_side_by_side(result):
         (["gpt2", "--context", "8"], "--context needs --decode"),
         (["gpt2", "--decode", "--context", "8", "--seq-len", "8"], "--seq-len does not apply"),
         (["gpt2", "--decode", "--context", "8", "--dtype", "bfloat16"], "--dtype not available"),
-        (["gpt2", "--decode", "--context", "8", "--html", "x.html"], "--html not available"),
     ],
 )
 def test_cli_refuses_what_it_cannot_decode(argv, message, capsys):
