@@ -353,3 +353,29 @@ def test_attention_backward_is_priced_by_torch_own_formula():
     assert len(backward) == 1
     shape = (2, 4, 16, 8)
     assert 2 * backward[0].macs == sdpa_backward_flop_count(shape, shape, shape, shape)
+
+
+class Mixed(nn.Module):
+    """Backward ops with per-element formulas: layer norm, GELU, a nearest upsample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.norm = nn.LayerNorm(8)
+        self.act = nn.GELU()
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+
+    def forward(self, x):
+        return self.up(self.act(self.norm(self.fc(x))).view(1, 2, 3, 4))
+
+
+def test_pointwise_and_norm_backward_ops_match_hand_counts():
+    """Batch 3 x 8 features = 24 elements: layer norm's backward 9 per element (docs of
+    costs/backward.py) = 216, GELU's 8 = 192; the upsample's output gradient, 1 x 2 x 6 x 8 =
+    96 elements, each added into its source = 96."""
+    prof = profile_model(Mixed(), torch.randn(3, 4), mode="train")
+    flops = {n.target.split(".")[0]: n.flops for n in prof.node_info if "backward" in n.target}
+    assert flops["native_layer_norm_backward"] == 216
+    assert flops["gelu_backward"] == 192
+    assert flops["upsample_nearest2d_backward"] == 96
+    assert prof.coverage.unsupported_ops == {}
