@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_graphbudget import figures
+from pytest_graphbudget import variant as variants
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.figures import Figure
 from pytest_graphbudget.units import format_ratio, parse
@@ -31,8 +32,12 @@ MODEL_KEYS = (
     "kwargs",
     "meta",
     "trust_pickle",
+    *variants.KEYS,
+    "decode",  # decode = true, context = N: the budgets check one generated token (decode.py)
+    "context",
 )
-"""Keys of a ``[models."<name>"]`` table that say how to build the model, not what to check."""
+"""Keys of a ``[models."<name>"]`` table that say how to build (and profile) the model, not
+what to check; ``variant.KEYS`` (mode, optimizer, dtype) are checked by ``build``."""
 
 REGRESSION_FIGURES = figures.BASELINE
 """Figures compared with the baseline: a growth beyond tolerance fails even under the limit."""
@@ -56,6 +61,8 @@ class Budget:
     """User hardware profiles (``[tool.graph_budget.hardware_profiles]``) that names may use."""
     allow_unsupported: bool | tuple[str, ...] = False
     """Ops without a cost formula that may still pass (``True``: all), as ``namespace.name``."""
+    variant: variants.Variant = field(default_factory=variants.Variant)
+    """How the model is profiled: mode, optimizer and dtype (``variant.py``)."""
 
 
 @dataclass
@@ -78,7 +85,7 @@ def closest(key: str, valid: list[str] | tuple[str, ...]) -> str:
 
 
 def valid_keys() -> list[str]:
-    return [*LIMITS, *BOTTLENECK_KEYS, "by", *SETTINGS, "allow_unsupported"]
+    return [*LIMITS, *BOTTLENECK_KEYS, "by", *SETTINGS, "allow_unsupported", *variants.KEYS]
 
 
 def allowed_ops(value: Any, where: str) -> bool | tuple[str, ...]:
@@ -158,6 +165,8 @@ def build(
             budget.name = value
         elif key == "allow_unsupported":
             budget.allow_unsupported = allowed_ops(value, where)
+        elif key in variants.KEYS:
+            budget.variant = variants.with_value(budget.variant, key, value, where)
         elif key not in extra_keys:
             hint = closest(key, valid_keys() + list(extra_keys))
             raise GraphBudgetError(f"unknown budget key {key!r} in {where}{hint}")

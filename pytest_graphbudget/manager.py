@@ -281,10 +281,17 @@ class GraphBudget:
     # -- profiling ------------------------------------------------------------------------
 
     def profile(
-        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hardware: str
+        self,
+        model: Any,
+        inputs: Any,
+        kwargs: dict | None,
+        name: str | None,
+        hardware: str,
+        variant: Any = None,
     ):
-        """Profile a module through the cache (keyed by the module, inputs and hardware)."""
-        return self.profiler.profile(model, inputs, kwargs, name, hardware)
+        """Profile a module through the cache (keyed by the module, inputs, hardware and the
+        budget's mode/optimizer/dtype)."""
+        return self.profiler.profile(model, inputs, kwargs, name, hardware, variant)
 
     def profile_for_item(
         self,
@@ -303,7 +310,7 @@ class GraphBudget:
             label,
             f"{item.nodeid}::{label}",
             budget,
-            lambda hw: self.profile(model, inputs, kwargs, label, hw),
+            lambda hw: self.profile(model, inputs, kwargs, label, hw, budget.variant),
             hardware,
         )
         item.stash.setdefault(ITEM_MODELS, []).append(result)
@@ -316,7 +323,11 @@ class GraphBudget:
         label = case.name or budget.name or argname
         model_id = f"{item.nodeid}::{argname}"
         result, _ = self._evaluate(
-            item, label, model_id, budget, lambda hw: self.profile(case, None, None, label, hw)
+            item,
+            label,
+            model_id,
+            budget,
+            lambda hw: self.profile(case, None, None, label, hw, budget.variant),
         )
         item.stash[ITEM_MODELS].append(result)
 

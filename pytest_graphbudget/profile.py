@@ -211,6 +211,7 @@ class Profile:
             "schema": SCHEMA,
             "model": self.model,
             "mode": self.mode,
+            "dtype": self.dtype,
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
                 "method": self.trace.method,
@@ -260,8 +261,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         raise GraphBudgetError(f"not a graph-budget profile (schema {data.get('schema')!r})")
     totals = data["totals"]
     target = hw.get(data["hardware"]["name"], hardware_profiles)
-    ridge = data["hardware"]["ridge_point"]
-    dtype = next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
+    dtype = data.get("dtype") or _dtype_of_ridge(target, data["hardware"]["ridge_point"])
     trace = data["trace"]
     subgraphs = [
         Subgraph(**{k: s[k] for k in Subgraph.__dataclass_fields__ if k in s})
@@ -312,6 +312,12 @@ def _phases_from(totals: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return phases
 
 
+def _dtype_of_ridge(target: Any, ridge: float) -> str:
+    """The dtype of a profile saved before its JSON said it: the first whose ridge point on
+    its hardware is the one recorded."""
+    return next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
+
+
 def profile_model(
     model: Any,
     inputs: Any = None,
@@ -322,6 +328,7 @@ def profile_model(
     mode: str = "eval",
     loss: Callable | None = None,
     optimizer: str | None = None,
+    dtype: str | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -331,10 +338,26 @@ def profile_model(
     ``mode="train"`` profiles one training step instead: forward, ``loss`` (a callable of the
     outputs; default their sum), backward and, when ``optimizer`` ("adam" or "sgd") is named,
     its update (``train.py``).
+    ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
+    of the model and of its floating inputs (``cast.py``): bytes and peak are that dtype's.
+    ``decode=True, context=N`` profiles one generated token of a causal LM instead
+    (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     """
+    from pytest_graphbudget.cast import cast, check_dtype
     from pytest_graphbudget.train import check_mode
 
     check_mode(mode, loss, optimizer)
+    check_dtype(dtype)
+    if zoo_options.get("decode") or "context" in zoo_options:
+        from pytest_graphbudget.decode import step_profile
+
+        if mode != "eval" or dtype is not None:
+            raise GraphBudgetError(
+                "decode profiles one generated token in eval mode, in the "
+                "model's own dtype: drop mode/dtype"
+            )
+        return step_profile(model, hardware, name, zoo_options)
+    zoo_options.pop("decode", None)
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
@@ -349,16 +372,13 @@ def profile_model(
         model = model.model
     if _is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
+    name = name or type(model).__name__
+    model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), dtype)
     if mode == "train":
         from pytest_graphbudget.train import profile_step
 
-        name = name or type(model).__name__
-        return profile_step(
-            model, _as_tuple(inputs), dict(kwargs or {}), hardware, name, loss, optimizer
-        )
-    return _profile(
-        model, _as_tuple(inputs), dict(kwargs or {}), hardware, name or type(model).__name__
-    )
+        return profile_step(model, args, kwargs, hardware, name, loss, optimizer)
+    return _profile(model, args, kwargs, hardware, name)
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

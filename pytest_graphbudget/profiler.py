@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_graphbudget.cache import ProfileCache
     from pytest_graphbudget.profile import Profile
+    from pytest_graphbudget.variant import Variant
 
 OPTIONS = ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
 """Keys of a budget table that say how to build its model."""
@@ -95,47 +96,62 @@ class Profiler:
         return prof
 
     def profile(
-        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hardware: str
+        self,
+        model: Any,
+        inputs: Any,
+        kwargs: dict | None,
+        name: str | None,
+        hardware: str,
+        variant: Variant | None = None,
     ) -> Profile:
-        """Profile a module or a ModelCase (keyed by the module, inputs and hardware)."""
+        """Profile a module or a ModelCase (keyed by the module, inputs, hardware and
+        ``variant``: mode, optimizer, dtype)."""
         from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.profile import profile_model
 
         case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
         target = self.target(hardware)
+        how = variant.options() if variant else {}
         return self.cached(
-            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
-            lambda: profile_model(case, hardware=target, name=name),
+            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target), how),
+            lambda: profile_model(case, hardware=target, name=name, **how),
             name or case.name,
             lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
         )
 
-    def profile_table(self, table: dict[str, Any], name: str, hardware: str) -> Profile:
+    def profile_table(
+        self, table: dict[str, Any], name: str, hardware: str, variant: Variant | None = None
+    ) -> Profile:
         """The model of a budget table (``factory`` or zoo ``model``, default: its name);
         zoo models are cached by name, so that a warm run does not even build them."""
         from pytest_graphbudget import cache as cache_keys
-        from pytest_graphbudget import zoo
+        from pytest_graphbudget import decode, zoo
         from pytest_graphbudget.budget_files import load_factory
         from pytest_graphbudget.profile import profile_model
 
+        if decode.wanted(table, name):  # decode = true: one generated token's profile
+            return decode.profile_table_step(self, table, name, hardware)
         options = {k: table[k] for k in OPTIONS if k in table}
         if "factory" in table:
             case = load_factory(str(table["factory"]), name, options)
-            return self.profile(case, None, None, name, hardware)
+            return self.profile(case, None, None, name, hardware, variant)
         model_name = str(table.get("model", name))
         target = self.target(hardware)
+        how = variant.options() if variant else {}
         key = (
-            cache_keys.name_key(model_name, options, repr(target))
+            cache_keys.name_key(model_name, options, repr(target), how)
             if self.cache is not None
             else None
         )
         if key is None:  # no cache, or a name that says too little: key it by what it builds
             case = zoo.resolve(model_name, **options)
-            return self.profile(case, None, None, name, hardware)
+            return self.profile(case, None, None, name, hardware, variant)
         return self.cached(
             lambda: key,
-            lambda: profile_model(zoo.resolve(model_name, **options), hardware=target, name=name),
+            lambda: profile_model(
+                zoo.resolve(model_name, **options), hardware=target, name=name, **how
+            ),
             name,
             # A zoo name builds the same values every time (seeded weights, fixed inputs).
             lambda: "zoo",

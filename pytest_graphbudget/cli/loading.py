@@ -92,13 +92,26 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
     return case
 
 
-def profile_case(case: ModelCase, hardware: Any, console: Console) -> Profile:
+def variant(args: argparse.Namespace) -> dict[str, Any]:
+    """``--mode``, ``--optimizer`` and ``--dtype`` as ``profile_model``'s keywords (those
+    that differ from its defaults)."""
+    from pytest_graphbudget.variant import Variant
+
+    given = {key: getattr(args, key, None) for key in ("mode", "optimizer", "dtype")}
+    return Variant(**{**given, "mode": given["mode"] or "eval"}).options()
+
+
+def profile_case(
+    case: ModelCase, hardware: Any, console: Console, how: dict[str, Any] | None = None
+) -> Profile:
+    """Profile ``case`` on ``hardware``; ``how`` holds ``profile_model``'s mode, optimizer
+    and dtype keywords (``variant(args)``)."""
     from pytest_graphbudget.profile import profile_model
 
     console.progress(f"profiling {case.name} ...")
     start = time.perf_counter()
     with stdout_to_stderr():
-        prof = profile_model(case, hardware=hardware)
+        prof = profile_model(case, hardware=hardware, **(how or {}))
     console.progress(
         f"profiled {prof.model} in {time.perf_counter() - start:.1f}s "
         f"({prof.trace.method} trace, {prof.trace.nodes} nodes, {len(prof.subgraphs)} subgraphs)"
