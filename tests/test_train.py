@@ -379,3 +379,15 @@ def test_pointwise_and_norm_backward_ops_match_hand_counts():
     assert flops["gelu_backward"] == 192
     assert flops["upsample_nearest2d_backward"] == 96
     assert prof.coverage.unsupported_ops == {}
+
+
+def test_bfloat16_step_keeps_adam_moments_in_fp32_and_sgd_momentum_in_bf16():
+    """The hand-count MLP in bfloat16: 58 weights of 2 bytes = 116; Adam's two moments stay
+    fp32 (2 * 58 * 4 = 464, as mixed precision keeps them); SGD's momentum buffer is a copy of
+    the gradient, in the weights' dtype (58 * 2 = 116), as torch.optim.SGD keeps it."""
+    x = torch.randn(3, 4)
+    adam = profile_model(MLP(), x, mode="train", optimizer="adam", dtype="bfloat16")
+    sgd = profile_model(MLP(), x, mode="train", optimizer="sgd", dtype="bfloat16")
+    assert adam.weights_bytes == sgd.weights_bytes == 116
+    assert (adam.optimizer_state_bytes, sgd.optimizer_state_bytes) == (464, 116)
+    assert (adam.flops, sgd.flops) == (1482, 348 + 438 + 4 * 58)
