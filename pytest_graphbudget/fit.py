@@ -84,7 +84,7 @@ class Fit:
     def to_dict(self) -> dict[str, object]:
         """JSON: the formula, coefficients by monomial (integers, or ``"p/q"`` strings), the
         degree in each axis, and how many points verified it."""
-        extra = {"note": self.note} if self.note else {}
+        extra = {"method": self.method, **({"note": self.note} if self.note else {})}
         if not self.polynomial:
             return {
                 **extra,
@@ -94,7 +94,6 @@ class Fit:
                 f"{self.points} points (the figure may be piecewise)",
             }
         return {
-            "method": self.method,
             **extra,
             "polynomial": True,
             "formula": self.formula(),

@@ -24,6 +24,8 @@ AXES = ("seq_len", "batch")
 FITTED = ("flops", "macs", "peak_memory_bytes", "traffic_bytes")
 """The figures a sweep fits: work, memory at the peak, and bytes moved."""
 METHOD = "interpolated"
+PROFILE_OPTIONS = ("mode", "loss", "optimizer", "dtype")
+"""Keywords of ``profile_sweep`` that go to ``profile_model`` at every point, not to the zoo."""
 
 
 @dataclass
@@ -150,10 +152,12 @@ def profile_sweep(
     ``model_or_name``: a zoo name (rebuilt per point, ``zoo_options`` such as ``meta`` apply),
     or an ``nn.Module`` with ``inputs``, called with the swept axes as keywords at each point.
     ``symbolic``: also derive FLOPs and MACs from one export at symbolic shapes (``symbolic.py``).
+    ``mode``, ``loss``, ``optimizer`` and ``dtype`` apply to every point, as ``profile_model``'s.
     """
     from pytest_graphbudget.profile import profile_model
 
     axes = grid(seq_len, batch)
+    how = {key: zoo_options.pop(key) for key in PROFILE_OPTIONS if key in zoo_options}
     build = _builder(model_or_name, axes, inputs, zoo_options)
     label = name or (model_or_name if isinstance(model_or_name, str) else None)
     label = label or type(model_or_name).__name__
@@ -162,7 +166,7 @@ def profile_sweep(
         case = build(point)
         shapes[tuple(point.items())] = input_shapes(case) if symbolic else []
         shown = SweepPoint(point, None).label()
-        prof = profile_model(case, hardware=hardware, name=f"{label}[{shown}]")
+        prof = profile_model(case, hardware=hardware, name=f"{label}[{shown}]", **how)
         swept.append(SweepPoint(point, prof))
     fits = fits_of(axes, [p.profile for p in swept])
     if symbolic:

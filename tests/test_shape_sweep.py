@@ -147,6 +147,21 @@ def test_batch_and_seq_len_grid():
     assert grid.to_dict()["sweep"]["fit"]["variables"] == {"s": "seq_len", "b": "batch"}
 
 
+def test_profile_options_apply_at_every_point():
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    sweep = profile_sweep(
+        TinyAttention.build(),
+        seq_len=[8, 16],
+        inputs=lambda seq_len: torch.zeros(1, seq_len, 8),
+        dtype="bfloat16",
+    )
+    assert [p.profile.dtype for p in sweep.points] == ["bfloat16", "bfloat16"]
+    assert [p.profile.macs for p in sweep.points] == [TinyAttention.macs(s, 1) for s in (8, 16)]
+
+
 def test_a_module_needs_an_inputs_callable_that_takes_the_axes(bert):
     from pytest_graphbudget import profile_sweep
 

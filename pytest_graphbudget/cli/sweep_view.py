@@ -47,9 +47,13 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
     """Profile the model at every point, fit, and print the sweep."""
     fmt = format_of(args)
     check_writable(args.output)
+    check_writable(getattr(args, "html", None), "--html")
     if args.visualize:
         raise GraphBudgetError("--visualize draws one profile; give one --seq-len/--batch value")
+    if getattr(args, "decode", False):
+        raise GraphBudgetError("--decode profiles one --context; sweep without --decode")
     hardware = loading.hardware(args)
+    how = loading.variant(args)  # --mode, --optimizer, --dtype: every point alike
     points, shapes = [], {}
     for values in points_of(axes):
         at = copy.copy(args)
@@ -58,12 +62,16 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
         case = loading.load_case(args.model, at, console)
         case.name = f"{case.name}[{SweepPoint(values, None).label()}]"
         shapes[tuple(values.items())] = input_shapes(case) if args.symbolic else []
-        points.append(SweepPoint(values, loading.profile_case(case, hardware, console)))
+        points.append(SweepPoint(values, loading.profile_case(case, hardware, console, how)))
     fits = fits_of(axes, [p.profile for p in points])
     if args.symbolic:
         console.progress(f"exporting {case.name} at symbolic shapes ...")
         fits = with_symbolic(fits, case, shapes, points)
     sweep = Sweep(args.model, axes, points, fits)
+    if getattr(args, "html", None):  # the growth curves (reports/html_sweep.py)
+        from pytest_graphbudget.reports.html_sweep import sweep_page
+
+        console.emit(sweep_page(sweep.model, sweep.to_dict()["sweep"]), args.html)
     console.emit(render(sweep, fmt), args.output)
     return EXIT_OK
 

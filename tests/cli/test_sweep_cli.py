@@ -72,10 +72,12 @@ def test_json_sweep_is_plot_ready_and_exact(bert_dir, capsys):
     assert set(fit["figures"]) == {"flops", "macs", "peak_memory_bytes", "traffic_bytes"}
 
 
-def test_table_has_one_row_per_point_and_the_formulas(bert_dir, capsys):
-    args = (str(bert_dir), "--seq-len", "8", "--batch", "1,2")
+def test_table_has_one_row_per_point_and_the_formulas(bert_dir, capsys, tmp_path):
+    page = tmp_path / "sweep.html"
+    args = (str(bert_dir), "--seq-len", "8", "--batch", "1,2", "--html", str(page))
     code, out, err = profile(capsys, *args)
     assert code == 0, err
+    assert f"macs = {closed_form_macs(8)}*b" in page.read_text()  # the growth curves' page
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert [row[0] for row in rows] == ["1", "2"]  # --seq-len 8 is fixed, batch is swept
     assert f"macs = {closed_form_macs(8)}*b  (every point used; add one to verify it)" in out
@@ -97,6 +99,7 @@ def test_a_single_value_keeps_the_single_profile(bert_dir, capsys):
         (["--seq-len", "8,x"], "expected a positive integer, got 'x'"),
         (["--seq-len", "8,16", "--visualize", "g.dot"], "--visualize draws one profile"),
         (["--seq-len", "8", "--symbolic"], "--symbolic derives formulas over a sweep"),
+        (["--batch", "1,2", "--decode", "--context", "8"], "--decode profiles one --context"),
     ],
 )
 def test_bad_sweeps_are_one_line_usage_errors(args, message, tmp_path, capsys):
