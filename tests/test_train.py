@@ -55,6 +55,11 @@ def test_a_step_that_cannot_be_taken_fails_in_one_line():
     assert "\n" not in str(info.value)
 
 
+def test_lazy_modules_get_their_weights_before_the_step():
+    lazy = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.Linear(8, 2))
+    assert profile_model(lazy, torch.randn(3, 4), mode="train").flops == 348 + 438
+
+
 def test_eval_profile_says_its_mode_and_old_json_reads_back_as_eval():
     data = json.loads(json.dumps(profile_model(MLP(), torch.randn(2, 4)).to_dict()))
     assert data["mode"] == "eval"
