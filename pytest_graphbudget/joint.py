@@ -2,8 +2,8 @@
 
 ``make_fx`` (fake tensors) traces a functional step that calls the model, the loss,
 ``torch.autograd.grad`` over the trainable parameters and, when an optimizer is named, its
-update written out as torch's single-tensor loop writes it (Adam: two fp32 moments per
-parameter; SGD with momentum: one buffer). We chose ``make_fx`` over AOTAutograd's joint graph
+update written out as torch's single-tensor loop writes it (Adam: two moments per parameter,
+in its dtype; SGD with momentum: one buffer). We chose ``make_fx`` over AOTAutograd's joint graph
 (``aot_function``): it keeps the autograd engine's own backward ops in the order eager
 training runs them (``convolution_backward``, ``threshold_backward``: what FlopCounterMode and
 the memory profiler see in eager), needs no partitioner or compiler hooks, and keeps the
@@ -177,10 +177,9 @@ def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | No
         (f"{slot}.{name}", p) for name, p in params.items() for slot in optimizer_slots(optimizer)
     ]
     with mode:
-        # Adam's moments are fp32 whatever the weights' dtype (mixed precision keeps them so);
-        # SGD's momentum buffer is a copy of the gradient, in the weights' dtype, as torch's.
-        dtype = {"adam": torch.float32}.get(optimizer)
-        slots = {k: torch.empty(p.shape, dtype=dtype or p.dtype, device=p.device) for k, p in keys}
+        # In the parameter's dtype, as torch.optim keeps it (zeros_like): float32 for a float32
+        # model, bfloat16 for one cast with dtype="bfloat16".
+        slots = {k: torch.empty(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
     leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tags = Tags()
@@ -243,7 +242,7 @@ def _update(
 def _adam(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, step: int = 1) -> None:
     """torch.optim.Adam's single-tensor update (no weight decay, not capturable)."""
     beta1, beta2 = ADAM["betas"]
-    exp_avg.lerp_(grad.to(exp_avg.dtype), 1 - beta1)  # a cast only for low-precision weights
+    exp_avg.lerp_(grad, 1 - beta1)
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad.conj(), value=1 - beta2)
     bias_correction1 = 1 - beta1**step
     bias_correction2_sqrt = (1 - beta2**step) ** 0.5

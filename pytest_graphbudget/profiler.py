@@ -131,7 +131,7 @@ class Profiler:
         from pytest_graphbudget.profile import profile_model
 
         if decode.wanted(table, name):  # decode = true: one generated token's profile
-            return decode.profile_table_step(self, table, name, hardware)
+            return decode.profile_table_step(self, table, name, hardware, variant)
         options = {k: table[k] for k in OPTIONS if k in table}
         if "factory" in table:
             case = load_factory(str(table["factory"]), name, options)

@@ -390,15 +390,15 @@ def test_pointwise_and_norm_backward_ops_match_hand_counts():
     assert prof.coverage.unsupported_ops == {}
 
 
-def test_bfloat16_step_keeps_adam_moments_in_fp32_and_sgd_momentum_in_bf16():
-    """The hand-count MLP in bfloat16: 58 weights of 2 bytes = 116; Adam's two moments stay
-    fp32 (2 * 58 * 4 = 464, as mixed precision keeps them); SGD's momentum buffer is a copy of
-    the gradient, in the weights' dtype (58 * 2 = 116), as torch.optim.SGD keeps it."""
+def test_bfloat16_step_keeps_the_optimizer_state_in_the_weights_dtype():
+    """The hand-count MLP in bfloat16: 58 weights of 2 bytes = 116; the optimizer's state is
+    in the weights' dtype, as torch.optim keeps it (zeros_like): Adam's two moments
+    2 * 58 * 2 = 232, SGD's momentum buffer 58 * 2 = 116. The FLOPs are float32's."""
     x = torch.randn(3, 4)
     adam = profile_model(MLP(), x, mode="train", optimizer="adam", dtype="bfloat16")
     sgd = profile_model(MLP(), x, mode="train", optimizer="sgd", dtype="bfloat16")
     assert adam.weights_bytes == sgd.weights_bytes == 116
-    assert (adam.optimizer_state_bytes, sgd.optimizer_state_bytes) == (464, 116)
+    assert (adam.optimizer_state_bytes, sgd.optimizer_state_bytes) == (232, 116)
     assert (adam.flops, sgd.flops) == (1482, 348 + 438 + 4 * 58)
 
 

@@ -46,6 +46,14 @@ def wanted(args: argparse.Namespace) -> bool:
     for flag, value in (("--seq-len", args.seq_len), ("--input-shape", args.input_shape)):
         if value is not None:
             raise GraphBudgetError(f"{flag} does not apply with --decode: --context sets it")
+    given = [f"--{key}" for key in loading.variant(args)]
+    if getattr(args, "html", None):
+        given.append("--html")
+    if given:
+        raise GraphBudgetError(
+            f"{' and '.join(given)} not available with --decode (one generated token in eval "
+            "mode, in the model's own dtype; --format json/markdown/csv for files)"
+        )
     return True
 
 
