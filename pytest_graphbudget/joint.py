@@ -96,6 +96,8 @@ class Tags:
 
 
 def _tagging_mode(tags: Tags, graph: Any) -> Any:
+    """A dispatch mode above make_fx's: after each ATen call, the nodes it added get tagged
+    while the phase, module and running autograd node are still those of the call."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Tagging(TorchDispatchMode):
@@ -111,11 +113,9 @@ def _tagging_mode(tags: Tags, graph: Any) -> Any:
 def _module_hooks(model: Any, tags: Tags) -> Iterator[None]:
     """Keep ``tags.modules`` the stack of modules whose forward is running."""
     handles = []
-    seen: set[int] = set()
-    for path, module in model.named_modules():
-        if id(module) in seen or not path:
+    for path, module in model.named_modules():  # a module reused at two paths: its first
+        if not path:
             continue
-        seen.add(id(module))
 
         def enter(_module, _args, path=path):
             tags.modules.append(path)
