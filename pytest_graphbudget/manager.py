@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_graphbudget.budget_files import SKIPPED, is_budget_file, key_line
-from pytest_graphbudget.budgets import Budget
+from pytest_graphbudget.budgets import Budget, measure_runs
 from pytest_graphbudget.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.collect import (
     BrokenBudget,
@@ -281,10 +281,11 @@ class GraphBudget:
     # -- profiling ------------------------------------------------------------------------
 
     def profile(
-        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hardware: str
+        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hw: str, budget
     ):
-        """Profile a module through the cache (keyed by the module, inputs and hardware)."""
-        return self.profiler.profile(model, inputs, kwargs, name, hardware)
+        """Profile a module through the cache (keyed by the module, inputs and hardware); timed
+        here too when the budget bounds its measured latency."""
+        return self.profiler.profile(model, inputs, kwargs, name, hw, measure_runs(budget))
 
     def profile_for_item(
         self,
@@ -303,7 +304,7 @@ class GraphBudget:
             label,
             f"{item.nodeid}::{label}",
             budget,
-            lambda hw: self.profile(model, inputs, kwargs, label, hw),
+            lambda hw: self.profile(model, inputs, kwargs, label, hw, budget),
             hardware,
         )
         item.stash.setdefault(ITEM_MODELS, []).append(result)
@@ -316,7 +317,11 @@ class GraphBudget:
         label = case.name or budget.name or argname
         model_id = f"{item.nodeid}::{argname}"
         result, _ = self._evaluate(
-            item, label, model_id, budget, lambda hw: self.profile(case, None, None, label, hw)
+            item,
+            label,
+            model_id,
+            budget,
+            lambda hw: self.profile(case, None, None, label, hw, budget),
         )
         item.stash[ITEM_MODELS].append(result)
 

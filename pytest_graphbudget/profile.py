@@ -149,6 +149,12 @@ class Profile:
     subgraphs: list[Subgraph]
     modules: dict[str, ModuleCost]
     node_info: list[NodeInfo] = field(default_factory=list, repr=False)
+    runtime: Any = None  # runtime.Runtime when measured on this machine (measure=True)
+
+    @property
+    def latency_measured_s(self) -> float | None:
+        """The fastest of the measured runs (what ``latency_measured_max`` checks), or None."""
+        return self.runtime.min_s if self.runtime is not None else None
 
     @property
     def flops_contraction(self) -> int:
@@ -184,6 +190,13 @@ class Profile:
         return mix
 
     def to_dict(self) -> dict[str, Any]:
+        data = self._static_dict()
+        if self.runtime is not None:  # measured: the figure its budget checks, and the rest
+            data["totals"]["latency_measured_s"] = self.latency_measured_s
+            data["runtime"] = self.runtime.to_dict()
+        return data
+
+    def _static_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "model": self.model,
@@ -230,6 +243,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
     Per-node details (``node_info``) are not part of the JSON and come back empty.
     """
     from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget.runtime import Runtime
 
     if data.get("schema") != SCHEMA:
         raise GraphBudgetError(f"not a graph-budget profile (schema {data.get('schema')!r})")
@@ -270,6 +284,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         coverage=Coverage(**data["coverage"]),
         subgraphs=subgraphs,
         modules={path: ModuleCost(**m) for path, m in data["modules"].items()},
+        runtime=Runtime.from_dict(data.get("runtime")),
     )
 
 
@@ -280,13 +295,20 @@ def profile_model(
     *,
     hardware: Any = "generic",
     name: str | None = None,
+    measure: bool = False,
+    measure_runs: int | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
 
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
+    ``measure=True`` (or a ``measure_runs``) also runs it for real here, ``measure_runs``
+    timed forwards (default 20) after a warm-up: ``Profile.runtime`` (``runtime.py``).
     """
+    from pytest_graphbudget import runtime
+
+    runs = runtime.runs_asked(measure, measure_runs)
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
@@ -294,6 +316,7 @@ def profile_model(
     elif zoo_options:
         unknown = ", ".join(sorted(zoo_options))
         raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
+    loaded_case = model if isinstance(model, ModelCase) else None
     if isinstance(model, ModelCase):
         name = name or model.name
         inputs = model.inputs if inputs is None else inputs
@@ -301,9 +324,19 @@ def profile_model(
         model = model.model
     if _is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
-    return _profile(
-        model, _as_tuple(inputs), dict(kwargs or {}), hardware, name or type(model).__name__
-    )
+    case = ModelCase(model, _as_tuple(inputs), kwargs, name, **_load_record(loaded_case))
+    loaded = runtime.loaded(case) if runs else None
+    prof = _profile(model, case.inputs, case.kwargs, hardware, name or type(model).__name__)
+    if runs:
+        prof.runtime = runtime.measure_case(case, prof.est_latency_s, runs, loaded)
+    return prof
+
+
+def _load_record(case: ModelCase | None) -> dict[str, Any]:
+    """What the zoo recorded when it loaded the case's model (nothing for a bare module)."""
+    if case is None:
+        return {}
+    return {"load_seconds": case.load_seconds, "load_rss_bytes": case.load_rss_bytes}
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

@@ -95,25 +95,40 @@ class Profiler:
         return prof
 
     def profile(
-        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hardware: str
+        self,
+        model: Any,
+        inputs: Any,
+        kwargs: dict | None,
+        name: str | None,
+        hardware: str,
+        runs: int | None = None,
     ) -> Profile:
-        """Profile a module or a ModelCase (keyed by the module, inputs and hardware)."""
+        """Profile a module or a ModelCase (keyed by the module, inputs and hardware); with
+        ``runs``, also time it here (never cached: it is this machine's, now)."""
         from pytest_graphbudget import cache as cache_keys
+        from pytest_graphbudget import runtime
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.profile import profile_model
 
         case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
         target = self.target(hardware)
-        return self.cached(
+        loaded = runtime.loaded(case) if runs else None
+        prof = self.cached(
             lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
             lambda: profile_model(case, hardware=target, name=name),
             name or case.name,
             lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
         )
+        if runs:
+            prof.runtime = runtime.measure_case(case, prof.est_latency_s, runs, loaded)
+        return prof
 
-    def profile_table(self, table: dict[str, Any], name: str, hardware: str) -> Profile:
+    def profile_table(
+        self, table: dict[str, Any], name: str, hardware: str, runs: int | None = None
+    ) -> Profile:
         """The model of a budget table (``factory`` or zoo ``model``, default: its name);
-        zoo models are cached by name, so that a warm run does not even build them."""
+        zoo models are cached by name, so that a warm run does not even build them (unless
+        ``runs`` asks to time them)."""
         from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget import zoo
         from pytest_graphbudget.budget_files import load_factory
@@ -122,7 +137,7 @@ class Profiler:
         options = {k: table[k] for k in OPTIONS if k in table}
         if "factory" in table:
             case = load_factory(str(table["factory"]), name, options)
-            return self.profile(case, None, None, name, hardware)
+            return self.profile(case, None, None, name, hardware, runs)
         model_name = str(table.get("model", name))
         target = self.target(hardware)
         key = (
@@ -130,9 +145,9 @@ class Profiler:
             if self.cache is not None
             else None
         )
-        if key is None:  # no cache, or a name that says too little: key it by what it builds
-            case = zoo.resolve(model_name, **options)
-            return self.profile(case, None, None, name, hardware)
+        if key is None or runs:  # no cache, a name that says too little, or a model to time:
+            case = zoo.resolve(model_name, **options)  # key it by what it builds
+            return self.profile(case, None, None, name, hardware, runs)
         return self.cached(
             lambda: key,
             lambda: profile_model(zoo.resolve(model_name, **options), hardware=target, name=name),

@@ -88,13 +88,17 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
     return case
 
 
-def profile_case(case: ModelCase, hardware: Any, console: Console) -> Profile:
+def profile_case(
+    case: ModelCase, hardware: Any, console: Console, measure_runs: int | None = None
+) -> Profile:
+    """Profile the case; with ``measure_runs``, also time that many forwards here."""
     from pytest_graphbudget.profile import profile_model
 
-    console.progress(f"profiling {case.name} ...")
+    timed = f" (then timing {measure_runs} runs)" if measure_runs else ""
+    console.progress(f"profiling {case.name}{timed} ...")
     start = time.perf_counter()
     with stdout_to_stderr():
-        prof = profile_model(case, hardware=hardware)
+        prof = profile_model(case, hardware=hardware, measure_runs=measure_runs)
     console.progress(
         f"profiled {prof.model} in {time.perf_counter() - start:.1f}s "
         f"({prof.trace.method} trace, {prof.trace.nodes} nodes, {len(prof.subgraphs)} subgraphs)"

@@ -22,6 +22,7 @@ from pytest_graphbudget.cli.sections import (
 )
 from pytest_graphbudget.cli.views import headline
 from pytest_graphbudget.names import Abbreviator
+from pytest_graphbudget.runtime import rows as runtime_rows
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
 
 MODULE_WIDTH = 56  # widest module path shown in text tables before it is shortened
@@ -46,6 +47,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--top", type=options.positive_int, default=10, metavar="N", help="top layers shown (10)"
     )
     p.add_argument(
+        "--measure",
+        action="store_true",
+        help="also run the model here: load time, RSS, latency of timed runs, throughput",
+    )
+    p.add_argument(
+        "--measure-runs",
+        type=options.positive_int,
+        metavar="N",
+        help="timed runs of --measure, after 3 warm-up runs (default 20; implies --measure)",
+    )
+    p.add_argument(
         "--visualize",
         metavar="FILE",
         help="draw the partitioned graph: FILE.dot, .svg, .png or .pdf (images need `dot`)",
@@ -63,8 +75,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         visualize.check_target(args.visualize)
         check_writable(args.visualize, "--visualize")
     hardware = loading.hardware(args)
+    runs = measure_runs(args)
     case = loading.load_case(args.model, args, console)
-    prof = loading.profile_case(case, hardware, console)
+    prof = loading.profile_case(case, hardware, console, runs)
     view = {
         "types": loading.module_types(case),
         "show_shapes": args.showshape,
@@ -82,6 +95,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.progress(f"wrote {args.visualize}")
     console.emit(text, args.output)
     return EXIT_OK
+
+
+def measure_runs(args: argparse.Namespace) -> int | None:
+    """The timed runs ``--measure``/``--measure-runs`` ask for (None: not measured)."""
+    from pytest_graphbudget.errors import GraphBudgetError
+    from pytest_graphbudget.runtime import runs_asked
+
+    runs = runs_asked(args.measure, args.measure_runs)
+    if runs and args.meta:
+        raise GraphBudgetError("--measure runs the model, which --meta builds without weights")
+    return runs or None
 
 
 def render_profile(prof: Any, fmt: str, **view: Any) -> str:
@@ -109,6 +133,11 @@ def profile_text(
     width = max(len(label) for label, _ in summary(prof))
     lines += [f"  {label.ljust(width)}  {value}" for label, value in summary(prof)]
     lines += break_lines(prof)
+    if prof.runtime is not None:
+        measured = runtime_rows(prof.runtime, prof.hardware.name)
+        width = max(len(label) for label, _ in measured)
+        lines += ["", "Measured on this machine", ""]
+        lines += [f"  {label.ljust(width)}  {value}" for label, value in measured]
 
     def model_label(row: Any) -> str:
         return "  " * row.depth + names(row.path or f"{prof.model} (model)", MODULE_WIDTH)
@@ -147,6 +176,11 @@ def profile_markdown(
     names = Abbreviator(prof.modules)
     lines = [f"## {prof.model}", "", headline(prof), ""]
     lines += markdown_table(["metric", "value"], summary(prof), "ll")
+    if prof.runtime is not None:
+        lines += ["", "### Measured on this machine", ""]
+        lines += markdown_table(
+            ["metric", "value"], runtime_rows(prof.runtime, prof.hardware.name), "ll"
+        )
 
     def model_label(row: Any) -> str:
         return f"`{names(row.path)}`" if row.path else f"**{prof.model}** (model)"
