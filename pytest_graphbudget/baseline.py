@@ -369,17 +369,26 @@ def dumps(entries: Mapping[str, Entry], kept: Mapping[str, Any] | None = None) -
     return tomlkit.dumps(doc)
 
 
-def accept_hint(baseline: str = "budgets/baseline.toml") -> str:
+UPDATE = "pytest --graph-budget --graph-budget-update"
+"""The command that rewrites the baseline, as the plugin's messages name it."""
+
+
+def accept_hint(baseline: str = "budgets/baseline.toml", update: str = UPDATE) -> str:
     """How to accept an intended change: the end of every model's regression message."""
-    return f"if intended, run pytest --graph-budget --graph-budget-update and commit {baseline}"
+    return f"if intended, run {update} and commit {baseline}"
 
 
 def compare(
-    current: Entry, base: Entry, tolerance: float, baseline: str = "budgets/baseline.toml"
+    current: Entry,
+    base: Entry,
+    tolerance: float,
+    baseline: str = "budgets/baseline.toml",
+    update: str = UPDATE,
 ) -> list[Finding]:
     """Figures beyond baseline x (1 + tolerance) fail, naming the modules that grew most and
-    ending with how to accept the change (``baseline`` is the file to commit); drops beyond
-    tolerance are notices. A figure recorded as 0 fails as soon as it is not."""
+    ending with how to accept the change (``baseline`` is the file to commit, ``update`` the
+    command that rewrites it); drops beyond tolerance are notices. A figure recorded as 0
+    fails as soon as it is not."""
     findings = []
     for name in REGRESSION_FIGURES:
         if name not in base.figures or name not in current.figures:
@@ -400,12 +409,12 @@ def compare(
         elif old and new < old * (1 - tolerance):
             message = (
                 f"{label} dropped -{format_ratio(1 - new / old)} {shown}: tighten the "
-                f"baseline with --graph-budget-update"
+                f"baseline with {update.split()[-1]}"
             )
             findings.append(Finding("notice", f"baseline.{name}", message, new, old))
     failed = [f for f in findings if f.severity == "fail"]
     if failed:
-        failed[-1].message += f"; {accept_hint(baseline)}"
+        failed[-1].message += f"; {accept_hint(baseline, update)}"
     return findings
 
 

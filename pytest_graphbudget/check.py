@@ -61,6 +61,7 @@ class Checker:
     baseline_name: str  # the path as messages show it, relative to the project's root
     strict: bool = False
     update: bool = False
+    update_command: str = "pytest --graph-budget --graph-budget-update"  # named by regressions
     _baseline: Baseline | None = field(default=None, repr=False)
 
     @property
@@ -99,6 +100,7 @@ def findings(
     *,
     strict: bool = False,
     baseline_name: str = "budgets/baseline.toml",
+    update_command: str = "pytest --graph-budget --graph-budget-update",
 ) -> list[Finding]:
     """Every finding on one profile: its limits, its ops without a formula (failures only
     with ``strict``) and, given a baseline entry, its growth beyond the budget's tolerance."""
@@ -107,7 +109,9 @@ def findings(
         from pytest_graphbudget import baseline as baseline_file
 
         current = baseline_file.entry_from(prof)
-        found += baseline_file.compare(current, base, budget.tolerance, baseline_name)
+        found += baseline_file.compare(
+            current, base, budget.tolerance, baseline_name, update_command
+        )
     return found
 
 
@@ -125,7 +129,12 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         result.baseline_by_module = {k: dict(v) for k, v in base.by_module.items()}
     compared = None if checker.update else base
     found = findings(
-        prof, budget, compared, strict=checker.strict, baseline_name=checker.baseline_name
+        prof,
+        budget,
+        compared,
+        strict=checker.strict,
+        baseline_name=checker.baseline_name,
+        update_command=checker.update_command,
     )
     result.findings = [asdict(f) for f in found]
     return result

@@ -112,6 +112,7 @@ def run(
         relative(str(root / conf.baseline), root),
         strict=strict or conf.strict,
         update=update,
+        update_command="graph-budget check --update",
     )
     profiler = Profiler.open(root / conf.cache_dir, conf.hardware_profiles, cache_clear)
     if not cache:

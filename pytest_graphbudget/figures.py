@@ -43,6 +43,7 @@ class Figure:
     reported: bool = True  # a row of the reports (JUnit output, limits beside the table)
     max_growth: bool = False  # gated by ``graph-budget compare --max-growth``
     measured: bool = False  # in the totals only when the model was run (``Profile.runtime``)
+    init: bool = False  # budgeted by ``graph-budget init``: today's value plus headroom
 
     @property
     def heading(self) -> str:
@@ -59,20 +60,21 @@ class Figure:
 TABLE: tuple[Figure, ...] = (
     Figure(
         "flops", "FLOPs", "count", budget="flops_max", baseline=True, by_module=MODULES,
-        ranked_by="FLOPs", max_growth=True,
+        ranked_by="FLOPs", max_growth=True, init=True,
     ),
     Figure(
         "macs", "MACs", "count", budget="macs_max", baseline=True, ranked_by="MACs",
-        max_growth=True,
+        max_growth=True, init=True,
     ),
     Figure("flops_contraction", "FLOPs of contractions", "count", reported=False),
     Figure(
         "params", "params", "count", budget="params_max", baseline=True, by_module=MODULES,
-        ranked_by="params", max_growth=True,
+        ranked_by="params", max_growth=True, init=True,
     ),
     Figure(
         "peak_memory_bytes", "peak memory", "bytes", budget="memory_max", baseline=True,
         by_module=SUBGRAPHS, ranked_by="memory live at the peak", max_growth=True,
+        init=True,
     ),
     Figure(
         "weights_bytes", "weights", "bytes", budget="weights_max", baseline=True,
@@ -103,6 +105,8 @@ BY_BUDGET: dict[str, Figure] = {f.budget: f for f in TABLE if f.budget}
 BASELINE: tuple[str, ...] = tuple(f.key for f in TABLE if f.baseline)
 """Figures compared with the baseline: a growth beyond tolerance fails even under the limit."""
 REPORTED: dict[str, Figure] = {f.key: f for f in TABLE if f.reported}
+INITIAL: tuple[Figure, ...] = tuple(f for f in TABLE if f.init and f.budget)
+"""The figures ``graph-budget init`` budgets, at today's value plus headroom."""
 
 
 def get(key: str) -> Figure:

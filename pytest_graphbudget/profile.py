@@ -7,6 +7,7 @@ The result is a tree of plain dataclasses; ``Profile.to_dict()`` is the profile 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +150,7 @@ class Profile:
     subgraphs: list[Subgraph]
     modules: dict[str, ModuleCost]
     node_info: list[NodeInfo] = field(default_factory=list, repr=False)
+    mode: str = "eval"  # "train": the figures are one training step's (train.py)
     runtime: Any = None  # runtime.Runtime when measured on this machine (measure=True)
 
     @property
@@ -200,6 +202,7 @@ class Profile:
         return {
             "schema": SCHEMA,
             "model": self.model,
+            "mode": self.mode,
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
                 "method": self.trace.method,
@@ -284,6 +287,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         coverage=Coverage(**data["coverage"]),
         subgraphs=subgraphs,
         modules={path: ModuleCost(**m) for path, m in data["modules"].items()},
+        mode=data.get("mode", "eval"),
         runtime=Runtime.from_dict(data.get("runtime")),
     )
 
@@ -295,6 +299,9 @@ def profile_model(
     *,
     hardware: Any = "generic",
     name: str | None = None,
+    mode: str = "eval",
+    loss: Callable | None = None,
+    optimizer: str | None = None,
     measure: bool = False,
     measure_runs: int | None = None,
     **zoo_options: Any,
@@ -305,9 +312,16 @@ def profile_model(
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
     ``measure=True`` (or a ``measure_runs``) also runs it for real here, ``measure_runs``
     timed forwards (default 20) after a warm-up: ``Profile.runtime`` (``runtime.py``).
+    ``mode="train"`` profiles one training step instead: forward, ``loss`` (a callable of the
+    outputs; default their sum), backward and, when ``optimizer`` ("adam" or "sgd") is named,
+    its update (``train.py``).
     """
     from pytest_graphbudget import runtime
+    from pytest_graphbudget.train import check_mode
 
+    check_mode(mode, loss, optimizer)
+    if mode == "train":
+        raise GraphBudgetError("mode='train' is not implemented yet (issue 12)")
     runs = runtime.runs_asked(measure, measure_runs)
     if isinstance(model, str):
         from pytest_graphbudget import zoo

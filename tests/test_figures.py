@@ -70,6 +70,21 @@ def test_budget_keys_are_the_tables():
         assert built.limits[key] == units.parse(value, figure.unit)
 
 
+def test_init_budgets_the_tables_initial_figures(linear_profile):
+    """`graph-budget init` writes one limit per ``init=True`` figure, each at or above today's
+    value plus headroom and within the readable rounding (at most 5% more)."""
+    from pytest_graphbudget.cli.init import budget_table
+
+    entry = budget_table(linear_profile, 0.10)
+    written = [key for key in entry if key in budgets.LIMITS]
+    assert written == [f.budget for f in figures.INITIAL]
+    assert {"flops_max", "macs_max", "params_max", "memory_max"} <= set(written)
+    for figure in figures.INITIAL:
+        today = getattr(linear_profile, figure.key)
+        limit = units.parse(entry[figure.budget], figure.unit)
+        assert today * 1.10 <= limit <= today * 1.10 * 1.05, figure.key
+
+
 def test_markers_are_registered_from_the_table(pytester: pytest.Pytester):
     pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
     shown = pytester.runpytest("-p", "no:cacheprovider", "--markers").stdout.str()

@@ -10,6 +10,7 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_graphbudget import figures
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, PROG, Console
 from pytest_graphbudget.errors import GraphBudgetError
@@ -174,10 +175,9 @@ def budget_table(prof: Profile, headroom: float) -> dict[str, Any]:
         else:
             entry["input_shape"] = list(first.shape)
     grow = 1 + headroom
-    entry["flops_max"] = budget_value(prof.flops * grow)
-    entry["macs_max"] = budget_value(prof.macs * grow)
-    entry["params_max"] = budget_value(prof.params * grow)
-    entry["memory_max"] = budget_value(prof.peak_memory_bytes * grow, "B")
+    for figure in figures.INITIAL:
+        unit = "B" if figure.unit == "bytes" else ""
+        entry[str(figure.budget)] = budget_value(getattr(prof, figure.key) * grow, unit)
     share = prof.bottleneck["compute_bound"]["share"]
     floor_share = math.floor(share * (1 - headroom) * 100) / 100
     if floor_share > 0:

@@ -21,10 +21,14 @@ if TYPE_CHECKING:
 
 
 def hardware(args: argparse.Namespace) -> Any:
-    """The ``--hardware`` profile (built-in, or from ``--hardware-file``); checked early."""
+    """The ``--hardware`` profile (built-in, or from ``--hardware-file``); checked early.
+    Without the flag, the project's ``[tool.graph_budget] hardware``, as pytest uses it: a
+    figure from the CLI and one from the budget run must be on the same roofline."""
     from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget import settings
 
-    return hw.get(args.hardware, user_hardware(getattr(args, "hardware_file", None)))
+    name = args.hardware or settings.load(Path.cwd()).hardware
+    return hw.get(name, user_hardware(getattr(args, "hardware_file", None)))
 
 
 def user_hardware(path: str | None) -> dict[str, Any]:

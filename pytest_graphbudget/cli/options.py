@@ -139,9 +139,9 @@ def hardware() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--hardware",
-        default="generic",
         metavar="NAME",
-        help="hardware profile for the roofline (default: generic; see `graph-budget hardware`)",
+        help="hardware profile for the roofline (default: [tool.graph_budget] hardware of "
+        "./pyproject.toml, else generic; see `graph-budget hardware`)",
     )
     parent.add_argument("--hardware-file", metavar="FILE", help=HARDWARE_FILE_HELP)
     return parent

@@ -71,9 +71,7 @@ def where(result: Any, root: Path | None, line: int = 0) -> str:
 
 
 GREW = re.compile(r"; grew most: [^;]*")
-ACCEPT = re.compile(
-    r"; if intended, run pytest --graph-budget --graph-budget-update and commit (.+)$"
-)
+ACCEPT = re.compile(r"; if intended, run (.+?) and commit (.+)$")
 
 
 def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
@@ -85,14 +83,14 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
             return lines
         lines += ["```", result.error.strip(), "```", ""]  # e.g. a bad baseline entry
     grown = grown_by_figure(result)
-    commit = ""
+    commit = update = ""
     for finding in common.findings(result, "fail"):
         message = finding["message"]
         if grown:
             message = GREW.sub("", message)  # the table below says it better
         accept = ACCEPT.search(message)
         if accept:  # said once, below
-            message, commit = message[: accept.start()], accept.group(1)
+            message, update, commit = message[: accept.start()], *accept.groups()
         line = common.finding_line(result, finding)
         at = f" ({where(result, root, line)})" if line != result.line else ""
         lines.append(f"- {cell(message)}{at}")
@@ -106,8 +104,7 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
             lines += [f"No baseline to compare with; the {heading}: {top}.", ""]
     if commit:
         lines += [
-            "If the change is intended, run `pytest --graph-budget --graph-budget-update` "
-            f"and commit {code(commit)}.",
+            f"If the change is intended, run {code(update)} and commit {code(commit)}.",
             "",
         ]
     return lines

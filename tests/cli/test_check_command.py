@@ -151,8 +151,13 @@ def test_all_within_budget_exits_0_and_update_writes_the_baseline(project, capsy
     assert cli.main(["check"]) == 0
     text = (project / "budgets/baseline.toml").read_text()
     (project / "budgets/baseline.toml").write_text(text.replace(f"flops = {FLOPS}", "flops = 1000"))
-    assert cli.main(["check", "--json", "r.json", "--no-cache"]) == 1
+    assert cli.main(["check", "--json", "r.json", "--markdown", "r.md", "--no-cache"]) == 1
     assert models(project / "r.json")["budgets/nets.toml::fits"]["failures"] == ["baseline.flops"]
+    # The hint names this command's flag, not the plugin's.
+    out = capsys.readouterr().out
+    assert "run graph-budget check --update and commit budgets/baseline.toml" in out
+    assert "--graph-budget-update" not in out
+    assert "run `graph-budget check --update` and commit" in (project / "r.md").read_text()
 
 
 def test_usage_errors_exit_4_in_one_line(project, capsys):

@@ -247,6 +247,29 @@ def test_project_hardware_profiles_come_from_pyproject(tmp_path):
     assert rows["edge"]["ridge_point"] == pytest.approx(40.0)  # 4e12 / 100e9
 
 
+def test_profile_uses_the_projects_hardware_like_pytest_does(tmp_path, monkeypatch, capsys):
+    """Without --hardware, the CLI prices on `[tool.graph_budget] hardware`, as the budget run
+    does; the flag still wins. Linear(64, 32) at batch 4: 16,512 FLOPs."""
+    import torch
+
+    from pytest_graphbudget import cli
+
+    torch.save(torch.nn.Linear(64, 32), tmp_path / "lin.pt")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.graph_budget]\nhardware = "edge"\n'
+        "[tool.graph_budget.hardware_profiles.edge]\n"
+        "peak_tflops = { float32 = 4.0 }\nbandwidth_gbs = 100\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    base = ["profile", "lin.pt", "--input-shape", "4,64", "--trust-pickle", "--format", "json"]
+    assert cli.main(base) == 0
+    prof = json.loads(capsys.readouterr().out)
+    assert prof["totals"]["flops"] == 2 * 4 * 64 * 32 + 4 * 32
+    assert prof["hardware"]["name"] == "edge"
+    assert cli.main([*base, "--hardware", "a100"]) == 0
+    assert json.loads(capsys.readouterr().out)["hardware"]["name"] == "a100"
+
+
 def test_hardware_file_adds_profiles(tmp_path):
     (tmp_path / "hw.toml").write_text(
         '[hardware.edge-npu]\ndescription = "our NPU"\npeak_tflops = { float32 = 2.0 }\n'
