@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, one_line
 
 DEFAULT_RUNS = 20
 """Timed runs when none are given: enough for a steady minimum, few enough for CI."""
@@ -151,6 +151,10 @@ def measure(
     try:
         with torch.inference_mode():
             seconds = timed_runs(lambda: model(*args, **kwargs), runs, warmup, sync)
+    except Exception as exc:  # the model's own error, not ours: say so in one line
+        raise GraphBudgetError(
+            f"the model raised while being timed: {one_line(exc, 200, typed=True)}"
+        ) from exc
     finally:
         for module, training in modes.items():
             module.training = training

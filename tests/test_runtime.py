@@ -83,6 +83,21 @@ def test_measuring_refuses_what_it_cannot_run():
             profile_model(torch.nn.Linear(4, 4), torch.randn(1, 4), measure_runs=runs)
 
 
+class FailsWhenTimed(torch.nn.Module):
+    """Profiles fine; raises when run for real (timing runs under inference mode)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_inference_mode_enabled():
+            raise RuntimeError("boom\nsecond line")
+        return x * 2
+
+
+def test_a_model_that_raises_while_timed_is_its_error_in_one_line():
+    with pytest.raises(GraphBudgetError) as info:
+        profile_model(FailsWhenTimed(), torch.randn(2, 3), measure_runs=1)
+    assert str(info.value) == "the model raised while being timed: RuntimeError: boom"
+
+
 def test_latency_measured_max_compares_the_fastest_run(sleepy):
     figure = figures.BY_BUDGET["latency_measured_max"]
     assert (figure.key, figure.unit, figure.baseline) == ("latency_measured_s", "seconds", False)
