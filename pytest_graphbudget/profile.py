@@ -326,6 +326,8 @@ def profile_model(
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
+        if runs:  # timed runs need real weights, even where the zoo would build on meta
+            zoo_options.setdefault("meta", False)
         model = zoo.resolve(model, **zoo_options)
     elif zoo_options:
         unknown = ", ".join(sorted(zoo_options))

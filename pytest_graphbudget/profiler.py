@@ -146,6 +146,8 @@ class Profiler:
             else None
         )
         if key is None or runs:  # no cache, a name that says too little, or a model to time:
+            if runs:  # with real weights, even where the zoo would build on meta
+                options.setdefault("meta", False)
             case = zoo.resolve(model_name, **options)  # key it by what it builds
             return self.profile(case, None, None, name, hardware, runs)
         return self.cached(

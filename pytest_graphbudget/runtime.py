@@ -210,7 +210,7 @@ def _device(model: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     if any(d.type == "meta" for d in devices):
         raise GraphBudgetError(
             "cannot measure a model built on the meta device (it has no weights to run): "
-            "build it with real weights (drop --meta or meta=True) to measure it"
+            "build it with real weights (meta=False, no --meta) to measure it"
         )
     return next(iter(sorted(devices, key=lambda d: d.type != "cuda")), torch.device("cpu"))
 

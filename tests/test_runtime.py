@@ -217,3 +217,19 @@ def test_a_case_keeps_its_inputs_when_measured():
     case = ModelCase(torch.nn.Linear(8, 4), (torch.randn(5, 8),), name="lin")
     prof = profile_model(case, measure=True, measure_runs=2)
     assert prof.model == "lin" and prof.runtime.batch == 5
+
+
+def test_timed_models_are_built_with_real_weights():
+    """The zoo builds models over 300M parameters on the meta device unless told: a timed
+    run tells it, and an explicit --meta still wins (and is refused with --measure)."""
+    import argparse
+
+    from pytest_graphbudget.cli.loading import zoo_options
+
+    def meta(**given) -> bool | None:
+        defaults = {"measure": False, "measure_runs": None, "meta": False}
+        return zoo_options(argparse.Namespace(**{**defaults, **given}))["meta"]
+
+    assert meta() is None
+    assert meta(measure=True) is False and meta(measure_runs=3) is False
+    assert meta(meta=True, measure=True) is True

@@ -64,11 +64,13 @@ def read_toml(path: str) -> dict[str, Any]:
 def zoo_options(args: argparse.Namespace) -> dict[str, Any]:
     """The model options of ``args`` as ``zoo.resolve`` takes them."""
     shape = tuple(args.input_shape) if getattr(args, "input_shape", None) else None
+    timed = getattr(args, "measure", False) or getattr(args, "measure_runs", None)
     return {
         "seq_len": getattr(args, "seq_len", None),
         "batch": getattr(args, "batch", None),
         "input_shape": shape,
-        "meta": True if getattr(args, "meta", False) else None,
+        # Timed runs need real weights, even where the zoo would build on meta by itself.
+        "meta": True if getattr(args, "meta", False) else (False if timed else None),
         "trust_pickle": getattr(args, "trust_pickle", False),
     }
 
