@@ -110,7 +110,9 @@ def batch_of(args: tuple, kwargs: dict[str, Any]) -> int:
     return 1
 
 
-def timed_runs(call: Callable[[], Any], runs: int, warmup: int, sync: Callable[[], None]):
+def timed_runs(
+    call: Callable[[], Any], runs: int, warmup: int, sync: Callable[[], None]
+) -> list[float]:
     """``warmup`` untimed calls, then the seconds of each of ``runs`` timed calls."""
     for _ in range(warmup):
         call()
@@ -142,12 +144,14 @@ def measure(
     import torch
 
     check_runs(runs, "runs")
-    if _is_program(model):
+    program = _is_program(model)
+    if program:  # its graph fixed the mode at export (and its module refuses eval())
         model = model.module()
     device = _device(model, args, kwargs)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    modes = {module: module.training for module in model.modules()}
-    model.eval()
+    modes = {} if program else {module: module.training for module in model.modules()}
+    for module in modes:
+        module.training = False
     try:
         with torch.inference_mode():
             seconds = timed_runs(lambda: model(*args, **kwargs), runs, warmup, sync)

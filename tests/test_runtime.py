@@ -64,14 +64,17 @@ def test_runtime_is_in_the_json_and_reads_back(sleepy):
 
 
 def test_a_zoo_file_records_its_load_time(tmp_path):
-    path = tmp_path / "tiny.pt"
-    torch.save(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()), path)
+    """An exported program saved to a file: the zoo loads it (timed), and it is run as
+    exported (its module refuses ``eval()``: the graph fixed its mode at export)."""
+    path = tmp_path / "tiny.pt2"
+    linear = torch.nn.Sequential(torch.nn.Linear(8, 4)).eval()
+    torch.export.save(torch.export.export(linear, (torch.randn(3, 8),)), path)
     start = time.perf_counter()
-    prof = profile_model(str(path), trust_pickle=True, input_shape=(2, 3, 8, 8), measure_runs=2)
+    prof = profile_model(str(path), measure_runs=2)
     wall = time.perf_counter() - start
     rt = prof.runtime
-    assert 0 < rt.load_s < wall  # torch.load of the file, inside the call
-    assert rt.batch == 2 and rt.rss_bytes > 0
+    assert 0 < rt.load_s < wall  # torch.export.load of the file, inside the call
+    assert rt.batch == 3 and rt.rss_bytes > 0
 
 
 def test_measuring_refuses_what_it_cannot_run():
