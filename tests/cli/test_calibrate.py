@@ -1,14 +1,16 @@
 """``graph-budget hardware --calibrate`` (issue 12): this machine's float32 FLOP/s and memory
 bandwidth, written as a hardware profile that ``--hardware NAME --hardware-file FILE`` uses.
 
-The reference for the FLOP/s is a matrix product timed here, by the test, just before and just
-after the command (the band between them, widened 5x either way, absorbs a shared runner's load
-changing in between); the bandwidth must be a memory's (0.1 GB/s to 10 TB/s).
+The reference for the FLOP/s is a matrix product of the size the command chose (its comment
+says), timed here by the test just before and just after the command: the band between them,
+widened 5x either way, absorbs a shared runner's load changing in between. The bandwidth must
+be a memory's (0.1 GB/s to 10 TB/s).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 
@@ -43,12 +45,14 @@ def _seconds(call) -> float:
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
     """One calibration into a file that already holds another profile, between two timed
-    matrix products."""
+    matrix products (the second of the size the calibration chose)."""
     path = tmp_path_factory.mktemp("calibrate") / "hardware.toml"
     path.write_text(OTHER)
     before = matmul_flops()
     code = cli.main(["hardware", "--calibrate", "--name", "ci-box", "-o", str(path), "-q"])
-    after = matmul_flops()
+    size = re.search(r"float32 matmul n=(\d+)", path.read_text())
+    assert size, path.read_text()
+    after = matmul_flops(int(size[1]))
     return code, path, (before, after)
 
 
