@@ -86,6 +86,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     }
     if fmt == "csv":
         view = {"types": view["types"], "depth": args.depth}
+        if runs:
+            console.note(
+                "the CSV is the per-layer table: the measured runtime is in the other formats"
+            )
     text = render_profile(prof, fmt, **view)
     if args.visualize:
         from pytest_graphbudget import visualize
