@@ -298,7 +298,7 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
         )
     if value > limit_value:
         over = format_ratio(value / limit_value - 1) if limit_value else "all"
-        message = f"{limit.label} {shown} exceeds {bound} ({over} over){noise_note(profile, key)}"
+        message = f"{limit.label} {shown} exceeds {bound} ({over} over{noise_note(profile, key)})"
         heading, rows = contributors(profile, limit.key) if limit.ranked_by else ("", [])
         if rows:
             top = ", ".join(f"{label} {limit.format(v)}" for label, v in rows)

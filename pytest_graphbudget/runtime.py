@@ -59,7 +59,7 @@ class Runtime:
 
 
 def noise_note(profile: Any, key: str) -> str:
-    """What a measured-latency verdict compared (`` (the fastest of 20 runs on cpu)``), so a
+    """What a measured-latency verdict compared (``; the fastest of 20 runs on cpu``), so a
     reader knows noise cannot explain it away; ``""`` for every other budget key."""
     if key != "latency_measured_max":
         return ""
@@ -69,7 +69,7 @@ def noise_note(profile: Any, key: str) -> str:
     measured = data if isinstance(data, dict) else data.to_dict()
     runs = measured["runs"]
     which = f"the fastest of {runs} runs" if runs > 1 else "its one timed run"
-    return f" ({which} on {measured['device']})"
+    return f"; {which} on {measured['device']}"
 
 
 def rss_bytes() -> int | None:
