@@ -240,3 +240,11 @@ def test_timed_models_are_built_with_real_weights():
     assert meta() is None
     assert meta(measure=True) is False and meta(measure_runs=3) is False
     assert meta(meta=True, measure=True) is True
+
+
+def test_measure_runs_for_the_whole_project():
+    from pytest_graphbudget import settings
+
+    assert settings.check({"measure_runs": 5}).defaults.measure_runs == 5
+    with pytest.raises(settings.SettingsError, match="measure_runs in .tool.graph_budget."):
+        settings.check({"measure_runs": 0})
