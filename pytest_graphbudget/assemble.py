@@ -34,7 +34,7 @@ def assemble(
     groups = partition(measured)
     flows = traffic(groups, measured)
     at_peak = live_at_peak(measured)
-    dtype = _dtype(model)
+    dtype = _dtype(model, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
     return Profile(
         model=name,
@@ -130,10 +130,17 @@ def _node_info(nodes: list, subgraphs: list[Subgraph]) -> list[NodeInfo]:
     ]
 
 
-def _dtype(model: Any) -> str:
-    """The dtype most of the model's floating-point parameters have."""
+def _dtype(model: Any, inputs: Any) -> str:
+    """The dtype most of the model's floating-point parameters have; for a model without any,
+    its floating inputs' (a cast to ``dtype=`` reaches those too)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
     counts: Counter = Counter()
-    for p in model.parameters():
+    tensors = list(model.parameters())
+    if not any(p.is_floating_point() for p in tensors):
+        tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    for p in tensors:
         if p.is_floating_point():
             counts[str(p.dtype).removeprefix("torch.")] += p.numel()
     return counts.most_common(1)[0][0] if counts else "float32"

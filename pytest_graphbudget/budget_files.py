@@ -92,7 +92,9 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
         if not isinstance(table, dict):
             found.append(Broken(name, f"{shown}: models.{name} must be a table, got {table!r}"))
             continue
-        found.append(Table(name, {**shared, **table}, defaults, key_lines(text, name)))
+        from pytest_graphbudget.sweep_budget import expand  # seq_len = [...]: a table a point
+
+        found += expand(Table(name, {**shared, **table}, defaults, key_lines(text, name)), shown)
     return found
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_graphbudget import figures
+from pytest_graphbudget import variant as variants
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.figures import Figure
 from pytest_graphbudget.runtime import DEFAULT_RUNS, check_runs, noise_note
@@ -32,8 +33,12 @@ MODEL_KEYS = (
     "kwargs",
     "meta",
     "trust_pickle",
+    *variants.KEYS,
+    "decode",  # decode = true, context = N: the budgets check one generated token (decode.py)
+    "context",
 )
-"""Keys of a ``[models."<name>"]`` table that say how to build the model, not what to check."""
+"""Keys of a ``[models."<name>"]`` table that say how to build (and profile) the model, not
+what to check; ``variant.KEYS`` (mode, optimizer, dtype) are checked by ``build``."""
 
 REGRESSION_FIGURES = figures.BASELINE
 """Figures compared with the baseline: a growth beyond tolerance fails even under the limit."""
@@ -59,6 +64,8 @@ class Budget:
     """Ops without a cost formula that may still pass (``True``: all), as ``namespace.name``."""
     measure_runs: int = DEFAULT_RUNS
     """Timed runs when ``latency_measured_max`` makes the model run (``runtime.DEFAULT_RUNS``)."""
+    variant: variants.Variant = field(default_factory=variants.Variant)
+    """How the model is profiled: mode, optimizer and dtype (``variant.py``)."""
 
 
 @dataclass
@@ -81,7 +88,7 @@ def closest(key: str, valid: list[str] | tuple[str, ...]) -> str:
 
 
 def valid_keys() -> list[str]:
-    return [*LIMITS, *BOTTLENECK_KEYS, "by", *SETTINGS, "allow_unsupported"]
+    return [*LIMITS, *BOTTLENECK_KEYS, "by", *SETTINGS, "allow_unsupported", *variants.KEYS]
 
 
 def allowed_ops(value: Any, where: str) -> bool | tuple[str, ...]:
@@ -163,6 +170,8 @@ def build(
             budget.allow_unsupported = allowed_ops(value, where)
         elif key == "measure_runs":
             budget.measure_runs = check_runs(value, f"measure_runs in {where}")
+        elif key in variants.KEYS:
+            budget.variant = variants.with_value(budget.variant, key, value, where)
         elif key not in extra_keys:
             hint = closest(key, valid_keys() + list(extra_keys))
             raise GraphBudgetError(f"unknown budget key {key!r} in {where}{hint}")
@@ -180,6 +189,9 @@ def figure(profile: Any, name: str) -> float | None:
     figure of a profile that was not measured."""
     if isinstance(profile, Mapping):
         return profile["totals"].get(name)
+    known = figures.BY_KEY.get(name)
+    if known is not None and known.measured:  # in the totals once the model has run
+        return profile.to_dict()["totals"].get(name)
     return getattr(profile, name)
 
 

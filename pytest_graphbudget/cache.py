@@ -10,7 +10,8 @@ A key hashes everything the figures depend on, so that a stale profile is never 
   data its forward can reach (helpers in any file, constants, config dicts, hooks,
   hyper-parameters, small integer buffers); for a zoo name: the name, its options and the bytes
   of the local file or folder it names;
-- the inputs' shapes, dtypes and non-tensor values, and the hardware profile.
+- the inputs' shapes, dtypes and non-tensor values, the hardware profile, and how the model is
+  profiled (``variant.Variant.options()``: mode, optimizer, dtype).
 
 A model that reaches something with no sound description gets no key (``Unfingerprintable``):
 it is profiled every time instead of risking a stale profile. A corrupt entry is ignored (and
@@ -113,11 +114,14 @@ def environment() -> list[Any]:
     ]
 
 
-def module_key(model: Any, args: tuple, kwargs: dict[str, Any], hardware: str) -> str:
-    """The cache key of a module profiled at these inputs on this hardware; raises
-    ``Unfingerprintable`` when the module reaches something with no sound description."""
+def module_key(
+    model: Any, args: tuple, kwargs: dict[str, Any], hardware: str, variant: Any = None
+) -> str:
+    """The cache key of a module profiled at these inputs on this hardware (and ``variant``,
+    ``profile_model``'s mode/optimizer/dtype keywords); raises ``Unfingerprintable`` when the
+    module reaches something with no sound description."""
     inputs = describe([list(args), kwargs])
-    return _hash(["module", environment(), hardware, fingerprint(model), inputs])
+    return _hash(["module", environment(), hardware, fingerprint(model), inputs, variant or {}])
 
 
 DATA_DEPENDENT = ("dynamo-breaks", "eager")
@@ -143,7 +147,7 @@ def values_digest(model: Any, args: tuple, kwargs: dict[str, Any]) -> str:
     return digest.hexdigest()[:32]
 
 
-def name_key(name: str, options: dict[str, Any], hardware: str) -> str | None:
+def name_key(name: str, options: dict[str, Any], hardware: str, variant: Any = None) -> str | None:
     """The cache key of a zoo model built by name, or ``None`` when the name says too little
     and the model must be keyed by what it builds (a pickled module, whose classes live in the
     project; a model of another package's loader, whose code is not walked)."""
@@ -160,7 +164,7 @@ def name_key(name: str, options: dict[str, Any], hardware: str) -> str | None:
             if path.suffix.lower() in (".pt", ".pth"):
                 return None
             files = _files_digest(path)
-    return _hash(["zoo", environment(), name, files, describe(options), hardware])
+    return _hash(["zoo", environment(), name, files, describe(options), hardware, variant or {}])
 
 
 def _files_digest(path: Path) -> str:

@@ -80,7 +80,10 @@ class Checker:
         hardware: str | None = None,
     ) -> Profile | None:
         """Profile (``run(hardware)``) and judge into ``result``; the profile, or None when
-        profiling failed (then ``result.error`` says why, in one line)."""
+        profiling failed (then ``result.error`` says why, in one line). The id and label of
+        a model profiled in train mode or another dtype carry its ``variant`` (``m@train``):
+        its baseline entry is its own."""
+        result.id, result.label = budget.variant.tag(result.id), budget.variant.tag(result.label)
         try:
             prof = run(hardware or budget.hardware)
         except GraphBudgetError as exc:
@@ -153,7 +156,10 @@ def check_table(
     messages show it): build its model, profile it, judge it. A table whose budget cannot be
     built raises ``GraphBudgetError`` listing every bad key; ``hardware`` overrides its own."""
     from pytest_graphbudget.budget_files import failing_line
+    from pytest_graphbudget.sweep_budget import GrowthTable, check_growth
 
+    if isinstance(entry, GrowthTable):
+        return check_growth(entry, nodeid, path, shown, checker, profiler, hardware)
     budget = entry.budget(f"{path.name}::{entry.name}", hardware)
     result = ModelResult(
         nodeid,
@@ -164,9 +170,12 @@ def check_table(
         budget_dict(budget),
         source="toml",
     )
-    runs = measure_runs(budget)
     checker.evaluate(
-        result, budget, lambda hw: profiler.profile_table(entry.table, entry.name, hw, runs)
+        result,
+        budget,
+        lambda hw: profiler.profile_table(
+            entry.table, entry.name, hw, budget.variant, measure_runs(budget)
+        ),
     )
     result.line = failing_line(result.findings, entry.lines) or result.line
     return result

@@ -58,6 +58,7 @@ def add_parser(sub: Any, formatter: Any = argparse.HelpFormatter) -> argparse.Ar
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--json", metavar="PATH", help="write every profile as JSON")
     p.add_argument("--markdown", metavar="PATH", help="write the pull-request comment")
+    p.add_argument("--html", metavar="PATH", help="write the interactive HTML report")
     p.add_argument("--no-cache", action="store_true", help="do not cache profiles")
     p.add_argument("--cache-clear", action="store_true", help="empty the profile cache first")
     p.set_defaults(func=command)
@@ -74,6 +75,7 @@ def command(args: argparse.Namespace, console: Any = None) -> int:
         junit=args.junit,
         json=args.json,
         markdown=args.markdown,
+        html=args.html,
         cache=not args.no_cache,
         cache_clear=args.cache_clear,
     )
@@ -88,6 +90,7 @@ def run(
     junit: str | None = None,
     json: str | None = None,
     markdown: str | None = None,
+    html: str | None = None,
     cache: bool = True,
     cache_clear: bool = False,
     cwd: Path | None = None,
@@ -126,7 +129,8 @@ def run(
             collected.update(r.nodeid for r in checked)
             results += checked
     stale = stale_entries(checker.baseline.keys(), collected)
-    written, unwritten = finish(results, stale, checker, Outputs(here, root, junit, json, markdown))
+    outputs = Outputs(here, root, junit, json, markdown, html)
+    written, unwritten = finish(results, stale, checker, outputs)
     updated = checker.baseline_path if update and not unwritten else None
     from pytest_graphbudget import reports
 

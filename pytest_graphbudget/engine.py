@@ -129,11 +129,12 @@ def _after_warm_up(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
 
 def _measure(model: Any, traced: Any, example: Any, fake: bool) -> Any:
     """The cost pass. On fake tensors, an FX graph whose code cannot see the device runs on
-    meta tensors (``measure.meta_safe``), and an exported graph is priced on the fake values
+    meta tensors (``meta_pass.meta_safe``), and an exported graph is priced on the fake values
     export left on its nodes (``measure_export``); both are faster than fresh fakes, with the
     same figures, and both fall back to them."""
-    from pytest_graphbudget.measure import measure, meta_safe
+    from pytest_graphbudget.measure import measure
     from pytest_graphbudget.measure_export import measure_exported
+    from pytest_graphbudget.meta_pass import meta_safe
 
     if fake and traced.state_in_module and meta_safe(traced.graph_module):
         try:

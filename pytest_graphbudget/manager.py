@@ -281,11 +281,18 @@ class GraphBudget:
     # -- profiling ------------------------------------------------------------------------
 
     def profile(
-        self, model: Any, inputs: Any, kwargs: dict | None, name: str | None, hw: str, budget
+        self,
+        model: Any,
+        inputs: Any,
+        kwargs: dict | None,
+        name: str | None,
+        hardware: str,
+        budget: Budget,
     ):
-        """Profile a module through the cache (keyed by the module, inputs and hardware); timed
-        here too when the budget bounds its measured latency."""
-        return self.profiler.profile(model, inputs, kwargs, name, hw, measure_runs(budget))
+        """Profile a module through the cache (keyed by the module, inputs, hardware and the
+        budget's mode/optimizer/dtype); timed here when the budget bounds its measured latency."""
+        runs = measure_runs(budget)
+        return self.profiler.profile(model, inputs, kwargs, name, hardware, budget.variant, runs)
 
     def profile_for_item(
         self,

@@ -22,7 +22,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.costs import FormulaError, Shape, base_name, kind_of, lookup, price
+from pytest_graphbudget import tree
+from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
 from pytest_graphbudget.trace import Traced, fake_like, fake_state, model_state
 
 # Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
@@ -75,10 +76,6 @@ class Measured:
         return sum(sum(v.values()) for v in self.inputs.values())
 
 
-def _shape(value: Any) -> Any:
-    return Shape(value.shape) if isinstance(value, torch.Tensor) else value
-
-
 def _storage(t: torch.Tensor) -> Any:
     return StorageWeakRef(t.untyped_storage())
 
@@ -95,6 +92,7 @@ class _Recorder(TorchDispatchMode):
         self.weights = weights
         self.node: NodeCost | None = None
         self.muted = 0
+        self.call: Any = _call  # how an op runs: ``meta_pass.MetaCache`` on meta tensors
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -105,7 +103,7 @@ class _Recorder(TorchDispatchMode):
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-        out = func(*args, **kwargs)
+        out = self.call(func, args, kwargs)
         if self.node is not None:
             # An out= argument is the op's output, not an input: the formula sees it as ``out``.
             outs = _out_arguments(func)
@@ -121,11 +119,11 @@ class _Recorder(TorchDispatchMode):
         node = self.node
         entry = lookup(name)
         role = entry.role if entry is not None else None
-        for leaf in pytree.tree_leaves((args, kwargs)):
-            if isinstance(leaf, torch.Tensor) and id(leaf) in self.weights:
+        for leaf in tree.tensors((args, kwargs)):
+            if id(leaf) in self.weights:
                 fqn, size = self.weights[id(leaf)]
                 if role == "gather":  # a lookup reads the rows it returns, not the table
-                    size = min(size, sum(_nbytes(t) for t in _tensors(out)))
+                    size = min(size, sum(_nbytes(t) for t in tree.tensors(out)))
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
         if self.muted:
             return
@@ -133,9 +131,9 @@ class _Recorder(TorchDispatchMode):
         try:
             cost = price(
                 name,
-                pytree.tree_map(_shape, args),
-                pytree.tree_map(_shape, kwargs),
-                pytree.tree_map(_shape, out),
+                tree.shapes(args),
+                tree.shapes(kwargs),
+                tree.shapes(out),
             )
         except FormulaError:  # a custom formula's mistake: fail loudly, never "unsupported"
             raise
@@ -173,6 +171,10 @@ class _Recorder(TorchDispatchMode):
             self.muted -= 1
         self.record(name, args, kwargs, out)
         return out
+
+
+def _call(func: Any, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
 
 
 def _decomposable(func: Any) -> bool:
@@ -274,7 +276,7 @@ class _CostInterpreter(fx.Interpreter):
     def run_node(self, n: fx.Node) -> Any:
         if n.op in ("placeholder", "get_attr", "output"):
             value = super().run_node(n)
-            self.storage_of[n.name] = {_storage(t) for t in _tensors(value)}
+            self.storage_of[n.name] = {_storage(t) for t in tree.tensors(value)}
             if n.op == "placeholder":
                 binding = self.traced.placeholders[self._placeholder]
                 self._placeholder += 1
@@ -298,7 +300,7 @@ class _CostInterpreter(fx.Interpreter):
         producers = list(n.all_input_nodes)
         node.inputs = [p.name for p in producers]
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
-        tensors = list(_tensors(value))
+        tensors = list(tree.tensors(value))
         record_output(node, value, tensors)
         if not node.kind:
             node.kind = kind_of(node.target)
@@ -339,14 +341,10 @@ def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
 
 def _views(value: Any) -> dict[Any, int]:
     views: dict[Any, int] = {}
-    for t in _tensors(value):
+    for t in tree.tensors(value):
         key = _storage(t)
         views[key] = max(views.get(key, 0), _nbytes(t))
     return views
-
-
-def _tensors(value: Any):
-    return (t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
 
 
 def _target(n: fx.Node) -> str:
@@ -379,7 +377,7 @@ def measure(
 
     ``meta``: the fake tensors are plain tensors on the meta device, with no FakeTensorMode,
     whose per-op cost is several times lower cold; only for graphs whose Python code cannot
-    see the device (``meta_safe``), since the figures must be those of the fake pass."""
+    see the device (``meta_pass.meta_safe``), since the figures must be those of the fake pass."""
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake and not meta else None
     state = fake_state(model, mode) if fake else model_state(model)
     inputs = [fake_like(t, mode) for t in tensors] if fake else list(tensors)
@@ -395,6 +393,10 @@ def measure(
         else:
             values.append(fake_like(binding.ref, mode) if fake else binding.ref)
     recorder = _Recorder(weights)
+    if meta:
+        from pytest_graphbudget.meta_pass import MetaCache
+
+        recorder.call = MetaCache()
     result: dict[str, Any] = {}
 
     def interpret(gm: fx.GraphModule, *args: Any) -> Any:
@@ -418,33 +420,3 @@ def measure(
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     outputs = {p.name for p in output_node.all_input_nodes}
     return Measured(result["nodes"], outputs, result["inputs"], "fake" if fake else "real")
-
-
-SAFE_MODULES = (
-    *(nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.Linear),
-    *(nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm),
-    *(nn.ReLU, nn.ReLU6, nn.GELU, nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh),
-    *(nn.LeakyReLU, nn.Softmax, nn.Dropout, nn.Identity, nn.Flatten, nn.Embedding),
-    *(nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d),
-    *(nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d),
-)
-"""Leaf modules whose forward never looks at the device (nn.MultiheadAttention does: its fused
-path is for CPU and CUDA only), so they compute the same ops on meta tensors."""
-SAFE_NAMESPACES = ("_operator", "operator", "torch", "torch.functional", "torch.nn.functional")
-UNSAFE_FUNCTIONS = {"interpolate", "scaled_dot_product_attention", "multi_head_attention_forward"}
-
-
-def meta_safe(gm: fx.GraphModule) -> bool:
-    """Whether an FX graph computes the same ops on meta tensors as on fake CPU ones: every
-    module it calls is one of ``SAFE_MODULES`` (exactly), every function is torch's or
-    Python's operators and none of ``UNSAFE_FUNCTIONS``. Methods are left to fail loudly
-    (``.cpu()`` on a meta tensor raises), and the caller then runs the fake pass."""
-    for n in gm.graph.nodes:
-        if n.op == "call_module" and type(gm.get_submodule(n.target)) not in SAFE_MODULES:
-            return False
-        if n.op == "call_function":
-            namespace = getattr(n.target, "__module__", None) or "torch"
-            name = getattr(n.target, "__name__", "")
-            if namespace not in SAFE_NAMESPACES or name in UNSAFE_FUNCTIONS:
-                return False
-    return True

@@ -26,7 +26,7 @@ class _ExportedInterpreter(_CostInterpreter):
         return value if recorded is None else recorded
 
 
-def _values(graph: fx.Graph) -> list[Any] | None:
+def _values(graph: fx.Graph, symbolic: bool = False) -> list[Any] | None:
     """The placeholders' fake values, or None when one is missing or two share a storage (an
     input passed twice, a tied weight): the ordinary pass gives each its own twin."""
     values = [n.meta.get("val") for n in graph.nodes if n.op == "placeholder"]
@@ -36,18 +36,27 @@ def _values(graph: fx.Graph) -> list[Any] | None:
     if len({_storage(t) for t in tensors}) != len(tensors):
         return None
     # A program exported with a dynamic dimension (torch.export.Dim) recorded symbolic shapes:
-    # the ordinary pass prices it at the concrete inputs asked for.
-    if any(isinstance(v, torch.SymInt) for v in values) or any(
-        not isinstance(size, int) for t in tensors for size in t.shape
+    # the ordinary pass prices it at the concrete inputs asked for; ``symbolic`` prices it as it
+    # is, for figures that are formulas in its dimensions (``symbolic.py``).
+    if not symbolic and (
+        any(isinstance(v, torch.SymInt) for v in values)
+        or any(not isinstance(size, int) for t in tensors for size in t.shape)
     ):
         return None
     return values
 
 
-def measure_exported(model: nn.Module, traced: Traced) -> Measured | None:
-    """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``)."""
+def measure_exported(
+    model: nn.Module,
+    traced: Traced,
+    interpreter: type = _ExportedInterpreter,
+    symbolic: bool = False,
+) -> Measured | None:
+    """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``).
+    ``interpreter``: a subclass that prices some nodes without running them (``train.py``);
+    ``symbolic``: keep symbolic shapes (``symbolic.py``) instead of falling back."""
     gm = traced.graph_module
-    values = _values(gm.graph)
+    values = _values(gm.graph, symbolic)
     mode = torch._guards.detect_fake_mode(values) if values else None
     if mode is None:
         return None
@@ -63,9 +72,9 @@ def measure_exported(model: nn.Module, traced: Traced) -> Measured | None:
         if binding.kind == "state":
             weights[id(value)] = (first[id(state[binding.ref])], _nbytes(value))
     recorder = _Recorder(weights)
-    interpreter = _ExportedInterpreter(gm, recorder, traced)
+    walk = interpreter(gm, recorder, traced)
     with torch.no_grad(), mode, recorder:
-        interpreter.run(*values)
+        walk.run(*values)
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     outputs = {p.name for p in output_node.all_input_nodes}
-    return Measured(interpreter.nodes, outputs, interpreter.inputs, "fake")
+    return Measured(walk.nodes, outputs, walk.inputs, "fake")

@@ -66,6 +66,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--graph-budget-markdown", metavar="PATH", help="write the pull-request comment"
     )
     group.addoption(
+        "--graph-budget-html",
+        metavar="PATH",
+        help="write an interactive, self-contained HTML report of every model",
+    )
+    group.addoption(
         "--graph-budget-cache-clear", action="store_true", help="empty the profile cache first"
     )
     group.addoption("--graph-budget-no-cache", action="store_true", help="do not cache profiles")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_graphbudget import runtime
 from pytest_graphbudget.case import ModelCase
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -69,6 +70,12 @@ class ModuleCost:
     flops: int = 0
     macs: int = 0
     params: int = 0
+    forward_flops: int | None = None  # the split of a training step (mode "train") only
+    backward_flops: int | None = None
+    optimizer_flops: int | None = None
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 @dataclass
@@ -131,7 +138,8 @@ class Subgraph:
 
 @dataclass
 class Profile:
-    """Everything measured about one forward pass of one model at its example inputs."""
+    """Everything measured about one forward pass of one model at its example inputs (or, in
+    mode "train", one training step: forward, backward and optimizer, see ``train.py``)."""
 
     model: str
     inputs: list[InputInfo]
@@ -151,12 +159,16 @@ class Profile:
     modules: dict[str, ModuleCost]
     node_info: list[NodeInfo] = field(default_factory=list, repr=False)
     mode: str = "eval"  # "train": the figures are one training step's (train.py)
-    runtime: Any = None  # runtime.Runtime when measured on this machine (measure=True)
+    optimizer_state_bytes: int = 0  # train: the optimizer's state, allocated before the step
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # train: by phase
+    runtime: Any = None  # runtime.Runtime: measured on this machine (measure=True)
 
-    @property
-    def latency_measured_s(self) -> float | None:
-        """The fastest of the measured runs (what ``latency_measured_max`` checks), or None."""
-        return self.runtime.min_s if self.runtime is not None else None
+    def _train_totals(self) -> dict[str, Any]:
+        """The training step's extra totals: its phases' figures and the optimizer state."""
+        if self.mode != "train":
+            return {}
+        split = {f"{p}_{k}": v for p, figures in self.phases.items() for k, v in figures.items()}
+        return {"optimizer_state_bytes": self.optimizer_state_bytes, **split}
 
     @property
     def flops_contraction(self) -> int:
@@ -164,7 +176,12 @@ class Profile:
 
     @property
     def peak_memory_bytes(self) -> int:
-        return self.weights_bytes + self.input_bytes + self.activation_peak_bytes
+        return (
+            self.weights_bytes
+            + self.optimizer_state_bytes
+            + self.input_bytes
+            + self.activation_peak_bytes
+        )
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -192,17 +209,11 @@ class Profile:
         return mix
 
     def to_dict(self) -> dict[str, Any]:
-        data = self._static_dict()
-        if self.runtime is not None:  # measured: the figure its budget checks, and the rest
-            data["totals"]["latency_measured_s"] = self.latency_measured_s
-            data["runtime"] = self.runtime.to_dict()
-        return data
-
-    def _static_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "model": self.model,
             "mode": self.mode,
+            "dtype": self.dtype,
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
                 "method": self.trace.method,
@@ -222,6 +233,8 @@ class Profile:
                 "peak_memory_bytes": self.peak_memory_bytes,
                 "arithmetic_intensity": self.arithmetic_intensity,
                 "est_latency_s": self.est_latency_s,
+                **self._train_totals(),
+                **({"latency_measured_s": self.runtime.min_s} if self.runtime else {}),
             },
             "hardware": {"name": self.hardware.name, "ridge_point": self.ridge_point},
             "bottleneck": self.bottleneck,
@@ -232,7 +245,8 @@ class Profile:
                 "unsupported_contractions": _sorted_or_none(self.coverage.unsupported_contractions),
             },
             "subgraphs": [s.to_dict() for s in self.subgraphs],
-            "modules": {path: vars(m).copy() for path, m in sorted(self.modules.items())},
+            "modules": {path: m.to_dict() for path, m in sorted(self.modules.items())},
+            **({"runtime": self.runtime.to_dict()} if self.runtime else {}),
         }
 
 
@@ -246,14 +260,12 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
     Per-node details (``node_info``) are not part of the JSON and come back empty.
     """
     from pytest_graphbudget import hardware as hw
-    from pytest_graphbudget.runtime import Runtime
 
     if data.get("schema") != SCHEMA:
         raise GraphBudgetError(f"not a graph-budget profile (schema {data.get('schema')!r})")
     totals = data["totals"]
     target = hw.get(data["hardware"]["name"], hardware_profiles)
-    ridge = data["hardware"]["ridge_point"]
-    dtype = next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
+    dtype = data.get("dtype") or _dtype_of_ridge(target, data["hardware"]["ridge_point"])
     trace = data["trace"]
     subgraphs = [
         Subgraph(**{k: s[k] for k in Subgraph.__dataclass_fields__ if k in s})
@@ -282,14 +294,33 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         activation_peak_bytes=totals["activation_peak_bytes"],
         input_bytes=totals["peak_memory_bytes"]
         - totals["weights_bytes"]
+        - totals.get("optimizer_state_bytes", 0)
         - totals["activation_peak_bytes"],
         est_latency_s=totals["est_latency_s"],
         coverage=Coverage(**data["coverage"]),
         subgraphs=subgraphs,
         modules={path: ModuleCost(**m) for path, m in data["modules"].items()},
         mode=data.get("mode", "eval"),
-        runtime=Runtime.from_dict(data.get("runtime")),
+        optimizer_state_bytes=totals.get("optimizer_state_bytes", 0),
+        phases=_phases_from(totals),
+        runtime=runtime.Runtime.from_dict(data.get("runtime")),
     )
+
+
+def _phases_from(totals: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A training step's ``{phase}_{figure}`` totals back as ``Profile.phases``."""
+    phases: dict[str, dict[str, Any]] = {}
+    for key, value in totals.items():
+        phase, _, figure = key.partition("_")
+        if phase in ("forward", "backward", "optimizer") and key != "optimizer_state_bytes":
+            phases.setdefault(phase, {})[figure] = value
+    return phases
+
+
+def _dtype_of_ridge(target: Any, ridge: float) -> str:
+    """The dtype of a profile saved before its JSON said it: the first whose ridge point on
+    its hardware is the one recorded."""
+    return next((d for d in target.peak_flops if target.ridge_point(d) == ridge), "float32")
 
 
 def profile_model(
@@ -302,37 +333,47 @@ def profile_model(
     mode: str = "eval",
     loss: Callable | None = None,
     optimizer: str | None = None,
-    measure: bool = False,
-    measure_runs: int | None = None,
+    dtype: str | None = None,
+    measure: bool | int = False,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
 
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
-    ``measure=True`` (or a ``measure_runs``) also runs it for real here, ``measure_runs``
-    timed forwards (default 20) after a warm-up: ``Profile.runtime`` (``runtime.py``).
     ``mode="train"`` profiles one training step instead: forward, ``loss`` (a callable of the
     outputs; default their sum), backward and, when ``optimizer`` ("adam" or "sgd") is named,
     its update (``train.py``).
+    ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
+    of the model and of its floating inputs (``cast.py``): bytes and peak are that dtype's.
+    ``decode=True, context=N`` profiles one generated token of a causal LM instead
+    (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
+    ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``).
     """
-    from pytest_graphbudget import runtime
+    from pytest_graphbudget.cast import cast, check_dtype
     from pytest_graphbudget.train import check_mode
 
     check_mode(mode, loss, optimizer)
-    if mode == "train":
-        raise GraphBudgetError("mode='train' is not implemented yet (issue 12)")
-    runs = runtime.runs_asked(measure, measure_runs)
+    check_dtype(dtype)
+    runs = runtime.runs_asked(measure, mode, zoo_options, isinstance(model, str))
+    if zoo_options.get("decode") or "context" in zoo_options:
+        from pytest_graphbudget.decode import step_profile
+
+        if mode != "eval" or dtype is not None:
+            raise GraphBudgetError(
+                "decode profiles one generated token in eval mode, in the "
+                "model's own dtype: drop mode/dtype"
+            )
+        return step_profile(model, hardware, name, zoo_options)
+    zoo_options.pop("decode", None)
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
-        if runs:  # timed runs need real weights, even where the zoo would build on meta
-            zoo_options.setdefault("meta", False)
         model = zoo.resolve(model, **zoo_options)
     elif zoo_options:
         unknown = ", ".join(sorted(zoo_options))
         raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
-    loaded_case = model if isinstance(model, ModelCase) else None
+    load = runtime.loaded(model) if runs else None
     if isinstance(model, ModelCase):
         name = name or model.name
         inputs = model.inputs if inputs is None else inputs
@@ -340,19 +381,14 @@ def profile_model(
         model = model.model
     if _is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
-    case = ModelCase(model, _as_tuple(inputs), kwargs, name, **_load_record(loaded_case))
-    loaded = runtime.loaded(case) if runs else None
-    prof = _profile(model, case.inputs, case.kwargs, hardware, name or type(model).__name__)
-    if runs:
-        prof.runtime = runtime.measure_case(case, prof.est_latency_s, runs, loaded)
-    return prof
+    name = name or type(model).__name__
+    model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), dtype)
+    if mode == "train":
+        from pytest_graphbudget.train import profile_step
 
-
-def _load_record(case: ModelCase | None) -> dict[str, Any]:
-    """What the zoo recorded when it loaded the case's model (nothing for a bare module)."""
-    if case is None:
-        return {}
-    return {"load_seconds": case.load_seconds, "load_rss_bytes": case.load_rss_bytes}
+        return profile_step(model, args, kwargs, hardware, name, loss, optimizer)
+    prof = _profile(model, args, kwargs, hardware, name)
+    return runtime.attach(prof, model, args, kwargs, runs, load) if runs else prof
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_graphbudget.errors import GraphBudgetError
+
 if TYPE_CHECKING:
     from pytest_graphbudget.cache import ProfileCache
     from pytest_graphbudget.profile import Profile
+    from pytest_graphbudget.variant import Variant
 
 OPTIONS = ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
 """Keys of a budget table that say how to build its model."""
@@ -101,47 +104,58 @@ class Profiler:
         kwargs: dict | None,
         name: str | None,
         hardware: str,
+        variant: Variant | None = None,
         runs: int | None = None,
     ) -> Profile:
-        """Profile a module or a ModelCase (keyed by the module, inputs and hardware); with
-        ``runs``, also time it here (never cached: it is this machine's, now)."""
+        """Profile a module or a ModelCase (keyed by the module, inputs, hardware and
+        ``variant``: mode, optimizer, dtype); with ``runs``, also time it here, uncached (the
+        timing is this machine's, now; the model runs anyway)."""
         from pytest_graphbudget import cache as cache_keys
-        from pytest_graphbudget import runtime
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.profile import profile_model
 
         case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
         target = self.target(hardware)
-        loaded = runtime.loaded(case) if runs else None
-        prof = self.cached(
-            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target)),
-            lambda: profile_model(case, hardware=target, name=name),
+        how = variant.options() if variant else {}
+        if runs:
+            self.counts["timed, not cached"] += 1
+            return profile_model(case, hardware=target, name=name, measure=runs, **how)
+        return self.cached(
+            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target), how),
+            lambda: profile_model(case, hardware=target, name=name, **how),
             name or case.name,
             lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
         )
-        if runs:
-            prof.runtime = runtime.measure_case(case, prof.est_latency_s, runs, loaded)
-        return prof
 
     def profile_table(
-        self, table: dict[str, Any], name: str, hardware: str, runs: int | None = None
+        self,
+        table: dict[str, Any],
+        name: str,
+        hardware: str,
+        variant: Variant | None = None,
+        runs: int | None = None,
     ) -> Profile:
         """The model of a budget table (``factory`` or zoo ``model``, default: its name);
         zoo models are cached by name, so that a warm run does not even build them (unless
         ``runs`` asks to time them)."""
         from pytest_graphbudget import cache as cache_keys
-        from pytest_graphbudget import zoo
+        from pytest_graphbudget import decode, zoo
         from pytest_graphbudget.budget_files import load_factory
         from pytest_graphbudget.profile import profile_model
 
+        if decode.wanted(table, name):  # decode = true: one generated token's profile
+            if runs:
+                raise GraphBudgetError(f"{name}: latency_measured_max times a forward, not decode")
+            return decode.profile_table_step(self, table, name, hardware)
         options = {k: table[k] for k in OPTIONS if k in table}
         if "factory" in table:
             case = load_factory(str(table["factory"]), name, options)
-            return self.profile(case, None, None, name, hardware, runs)
+            return self.profile(case, None, None, name, hardware, variant, runs)
         model_name = str(table.get("model", name))
         target = self.target(hardware)
+        how = variant.options() if variant else {}
         key = (
-            cache_keys.name_key(model_name, options, repr(target))
+            cache_keys.name_key(model_name, options, repr(target), how)
             if self.cache is not None
             else None
         )
@@ -149,10 +163,12 @@ class Profiler:
             if runs:  # with real weights, even where the zoo would build on meta
                 options.setdefault("meta", False)
             case = zoo.resolve(model_name, **options)  # key it by what it builds
-            return self.profile(case, None, None, name, hardware, runs)
+            return self.profile(case, None, None, name, hardware, variant, runs)
         return self.cached(
             lambda: key,
-            lambda: profile_model(zoo.resolve(model_name, **options), hardware=target, name=name),
+            lambda: profile_model(
+                zoo.resolve(model_name, **options), hardware=target, name=name, **how
+            ),
             name,
             # A zoo name builds the same values every time (seeded weights, fixed inputs).
             lambda: "zoo",

@@ -91,12 +91,25 @@ def check_runs(runs: Any, where: str = "measure_runs") -> int:
     return runs
 
 
-def runs_asked(measure: bool, measure_runs: int | None) -> int:
-    """The timed runs ``profile_model`` was asked for; 0: not measured. ``measure_runs``
-    alone asks for measuring too (a count that measured nothing would be ignored silently)."""
-    if not measure and measure_runs is None:
+def runs_asked(
+    measure: bool | int, mode: str = "eval", zoo_options: Any = None, zoo_name: bool = False
+) -> int:
+    """The timed runs ``profile_model(measure=...)`` asks for (True: ``DEFAULT_RUNS``; a number:
+    that many; 0 or False: not measured). What is timed is one eval forward: a training step or
+    a decode step is refused. A zoo model to time (``zoo_name``) is built with real weights
+    (``meta=False`` in ``zoo_options``), even where the zoo would pick the meta device."""
+    if measure is False or measure is None or measure == 0:
         return 0
-    return check_runs(DEFAULT_RUNS if measure_runs is None else measure_runs)
+    runs = DEFAULT_RUNS if measure is True else check_runs(measure, "measure")
+    zoo_options = {} if zoo_options is None else zoo_options
+    if mode != "eval" or zoo_options.get("decode") or "context" in zoo_options:
+        raise GraphBudgetError(
+            "measure times one eval forward of the model: drop mode='train' or decode, "
+            "or drop measure"
+        )
+    if zoo_name:
+        zoo_options.setdefault("meta", False)
+    return runs
 
 
 def batch_of(args: tuple, kwargs: dict[str, Any]) -> int:
@@ -182,21 +195,24 @@ def measure(
     )
 
 
-def loaded(case: Any) -> tuple[float | None, int | None]:
-    """A case's load seconds and resident memory after loading: the zoo's record, else (a
-    module given directly) no load time and the memory now, read before it is profiled."""
-    if case.load_seconds is not None:
-        return case.load_seconds, case.load_rss_bytes
+def loaded(model: Any) -> tuple[float | None, int | None]:
+    """A model's load seconds and resident memory after loading: what the zoo recorded on its
+    ``ModelCase``, else (a module given directly) no load time and the memory now, read before
+    it is profiled."""
+    seconds = getattr(model, "load_seconds", None)
+    if seconds is not None:
+        return seconds, model.load_rss_bytes
     return None, rss_bytes()
 
 
-def measure_case(
-    case: Any, est_latency_s: float, runs: int, load: tuple[float | None, int | None]
-) -> Runtime:
-    """``measure`` of a ``ModelCase``, with its ``loaded`` record."""
-    return measure(
-        case.model, case.inputs, case.kwargs, est_latency_s, runs=runs, load_s=load[0], rss=load[1]
+def attach(prof: Any, model: Any, args: tuple, kwargs: dict[str, Any], runs: int, load: Any) -> Any:
+    """The profile with ``runs`` timed forwards of the model it describes (``Profile.runtime``);
+    ``load`` is the model's ``loaded`` record."""
+    load_s, rss = load
+    prof.runtime = measure(
+        model, args, kwargs, prof.est_latency_s, runs=runs, load_s=load_s, rss=rss
     )
+    return prof
 
 
 def _is_program(model: Any) -> bool:

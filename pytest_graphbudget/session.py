@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_graphbudget.variant import untagged
+
 if TYPE_CHECKING:
     from pytest_graphbudget.check import Checker, ModelResult
     from pytest_graphbudget.reports import Written
@@ -22,6 +24,7 @@ class Outputs:
     junit: str | None = None
     json: str | None = None
     markdown: str | None = None
+    html: str | None = None
 
 
 def stale_entries(baseline_keys: set[str], collected: set[str]) -> set[str]:
@@ -31,7 +34,8 @@ def stale_entries(baseline_keys: set[str], collected: set[str]) -> set[str]:
     for key in baseline_keys:
         if key.split("::", 1)[0] not in files:
             continue
-        if key not in collected and key.rsplit("::", 1)[0] not in collected:
+        ident = untagged(key)  # the test's or table's id, without ``@train+bfloat16``
+        if ident not in collected and ident.rsplit("::", 1)[0] not in collected:
             stale.add(key)
     return stale
 
@@ -64,17 +68,19 @@ def finish(
         junit=outputs.junit,
         json=outputs.json,
         markdown=outputs.markdown,
+        html=outputs.html,
     )
     written.problems[:0] = problems
     return written, unwritten
 
 
 def outputs_of(config: Any) -> Outputs:
-    """The report paths of pytest's ``--graph-budget-junit/json/markdown``."""
+    """The report paths of pytest's ``--graph-budget-junit/json/markdown/html``."""
     return Outputs(
         Path(config.invocation_params.dir),
         Path(config.rootpath),
         config.getoption("graph_budget_junit"),
         config.getoption("graph_budget_json"),
         config.getoption("graph_budget_markdown"),
+        config.getoption("graph_budget_html"),
     )

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.errors import ModelRunError, one_line
@@ -229,7 +230,10 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
         and p.default is not inspect.Parameter.empty
         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
-    gm = fx.symbolic_trace(model, concrete_args=concrete or None)
+    # Lazy: the graph's Python code is generated only if something calls it; the cost pass
+    # interprets the graph node by node, and code generation is a third of the trace.
+    with _use_lazy_graph_module(True):
+        gm = fx.symbolic_trace(model, concrete_args=concrete or None)
     tensors = example.tensors
     index = {id(t): i for i, t in enumerate(tensors)}
     placeholders = []
@@ -281,12 +285,16 @@ def tensor_leaves(value: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
             yield from tensor_leaves(item, _depth + 1)
 
 
-def trace_dynamo(model: nn.Module, example: Example) -> Traced:
-    """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs."""
+def trace_dynamo(model: nn.Module, example: Example, dynamic: Any = None) -> Traced:
+    """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs.
+    ``dynamic``: each input tensor's ``{dim: Dim}`` (or None), for a symbolic graph."""
     wrapper = _FlatCall(model, example)
+    shapes = None if dynamic is None else (tuple(dynamic),)
     # On failure export prints the partial graph to stderr: the one-line reason is enough.
     with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-        program = torch.export.export(wrapper, tuple(example.tensors), strict=False)
+        program = torch.export.export(
+            wrapper, tuple(example.tensors), dynamic_shapes=shapes, strict=False
+        )
     placeholders, user = [], 0
     for spec in program.graph_signature.input_specs:
         kind = spec.kind.name

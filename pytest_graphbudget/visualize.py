@@ -200,19 +200,31 @@ def write(prof: Any, path: str | os.PathLike[str]) -> Path:
         except OSError as exc:
             raise GraphBudgetError(f"cannot write {target}: {exc.strerror or exc}") from None
         return target
+    image = render(source, fmt, str(target))
+    try:
+        target.write_bytes(image)
+    except OSError as exc:
+        raise GraphBudgetError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def render(source: str, fmt: str, shown: str = "the graph") -> bytes:
+    """DOT source rendered by Graphviz's ``dot`` as ``fmt`` (``svg``, ``png``, ``pdf``); a
+    missing ``dot`` or a failed render is a one-line ``GraphBudgetError`` naming ``shown``."""
     dot = dot_executable()
-    assert dot is not None  # check_target said so
+    if dot is None:
+        raise GraphBudgetError(f"rendering {shown} needs Graphviz's `dot`, which is not on PATH")
     try:
         done = subprocess.run(
-            [dot, f"-T{fmt}", "-o", os.fspath(target)],
+            [dot, f"-T{fmt}"],
             input=source.encode("utf-8"),
             capture_output=True,
             timeout=600,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GraphBudgetError(f"Graphviz `dot` could not render {target}: {exc}") from None
+        raise GraphBudgetError(f"Graphviz `dot` could not render {shown}: {exc}") from None
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
         first = message[0] if message else f"exit status {done.returncode}"
-        raise GraphBudgetError(f"Graphviz `dot` could not render {target}: {first}")
-    return target
+        raise GraphBudgetError(f"Graphviz `dot` could not render {shown}: {first}")
+    return done.stdout

@@ -152,7 +152,7 @@ def test_limit_messages_read_back(linear_profile):
     """Each number a limit's failure prints reads back through its figure's unit."""
     prof = measured(linear_profile)
     for key, figure in budgets.LIMITS.items():
-        value = getattr(prof, figure.key)
+        value = budgets.figure(prof, figure.key)
         limit = value * (0.5 if figure.upper else 2)
         (finding,) = budgets.check(prof, budgets.Budget(limits={key: limit}))
         pattern = rf"{figure.label} (.+?) (?:exceeds|is below) {key} (.+?) \("

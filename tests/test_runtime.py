@@ -38,7 +38,7 @@ class Sleepy(torch.nn.Module):
 @pytest.fixture(scope="module")
 def sleepy():
     """One measured profile of ``Sleepy`` at batch 6, 3 timed runs (about 0.2 s)."""
-    return profile_model(Sleepy(), torch.randn(6, 8), measure_runs=3)
+    return profile_model(Sleepy(), torch.randn(6, 8), measure=3)
 
 
 def test_runtime_statistics_follow_their_definitions(sleepy):
@@ -70,7 +70,7 @@ def test_a_zoo_file_records_its_load_time(tmp_path):
     linear = torch.nn.Sequential(torch.nn.Linear(8, 4)).eval()
     torch.export.save(torch.export.export(linear, (torch.randn(3, 8),)), path)
     start = time.perf_counter()
-    prof = profile_model(str(path), measure_runs=2)
+    prof = profile_model(str(path), measure=2)
     wall = time.perf_counter() - start
     rt = prof.runtime
     assert 0 < rt.load_s < wall  # torch.export.load of the file, inside the call
@@ -81,9 +81,11 @@ def test_measuring_refuses_what_it_cannot_run():
     with pytest.raises(GraphBudgetError, match="meta device") as info:
         profile_model(torch.nn.Linear(4, 4, device="meta"), torch.randn(1, 4), measure=True)
     assert "\n" not in str(info.value)
-    for runs in (0, -1, 2.5, True):
+    for runs in (-1, 2.5, "3"):
         with pytest.raises(GraphBudgetError, match="positive number of timed runs"):
-            profile_model(torch.nn.Linear(4, 4), torch.randn(1, 4), measure_runs=runs)
+            profile_model(torch.nn.Linear(4, 4), torch.randn(1, 4), measure=runs)
+    with pytest.raises(GraphBudgetError, match="measure times one eval forward"):
+        profile_model(torch.nn.Linear(4, 4), torch.randn(1, 4), measure=True, mode="train")
 
 
 class FailsWhenTimed(torch.nn.Module):
@@ -97,7 +99,7 @@ class FailsWhenTimed(torch.nn.Module):
 
 def test_a_model_that_raises_while_timed_is_its_error_in_one_line():
     with pytest.raises(GraphBudgetError) as info:
-        profile_model(FailsWhenTimed(), torch.randn(2, 3), measure_runs=1)
+        profile_model(FailsWhenTimed(), torch.randn(2, 3), measure=1)
     assert str(info.value) == "the model raised while being timed: RuntimeError: boom"
 
 
@@ -222,7 +224,7 @@ def test_cli_profile_measure(tmp_path, capsys):
 
 def test_a_case_keeps_its_inputs_when_measured():
     case = ModelCase(torch.nn.Linear(8, 4), (torch.randn(5, 8),), name="lin")
-    prof = profile_model(case, measure=True, measure_runs=2)
+    prof = profile_model(case, measure=2)
     assert prof.model == "lin" and prof.runtime.batch == 5
 
 
@@ -238,7 +240,7 @@ def test_timed_models_are_built_with_real_weights():
         return zoo_options(argparse.Namespace(**{**defaults, **given}))["meta"]
 
     assert meta() is None
-    assert meta(measure=True) is False and meta(measure_runs=3) is False
+    assert meta(measure=True) is False and meta(measure=3) is False
     assert meta(meta=True, measure=True) is True
 
 

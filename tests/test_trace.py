@@ -207,7 +207,8 @@ def _without_device_queries(canonical: tuple) -> tuple:
 
 
 def test_fx_graph_priced_on_meta_tensors_as_on_fake_ones():
-    from pytest_graphbudget.measure import measure, meta_safe
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.meta_pass import meta_safe
     from pytest_graphbudget.trace import trace_fx
 
     model = nn.Sequential(
@@ -231,7 +232,7 @@ def test_fx_graph_priced_on_meta_tensors_as_on_fake_ones():
 
 def test_module_that_looks_at_the_device_is_not_priced_on_meta_tensors():
     # nn.MultiheadAttention's fused path runs on CPU and CUDA only: on meta it computes other ops
-    from pytest_graphbudget.measure import meta_safe
+    from pytest_graphbudget.meta_pass import meta_safe
     from pytest_graphbudget.trace import trace_fx
 
     class SelfAttention(nn.Module):
@@ -247,3 +248,130 @@ def test_module_that_looks_at_the_device_is_not_priced_on_meta_tensors():
     assert not meta_safe(traced.graph_module)
     prof = profile_model(model, torch.randn(2, 6, 16))
     assert prof.trace.method == "fx" and any(n.kind == "mha" for n in prof.node_info)
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 11: on meta tensors each op signature's kernel runs once (``meta_pass.MetaCache``)
+
+
+def _metadata(out) -> list:
+    tensors = out if isinstance(out, tuple) else (out,)
+    return [(t.shape, t.stride(), t.dtype, t.untyped_storage().nbytes()) for t in tensors]
+
+
+def test_meta_kernel_runs_once_per_signature_and_rebuilds_its_outputs():
+    from pytest_graphbudget.meta_pass import MetaCache
+
+    cache = MetaCache()
+    x = torch.empty(2, 8, 4, 4, device="meta").to(memory_format=torch.channels_last)
+    stats = torch.empty(8, device="meta")
+    bn = torch.ops.aten.native_batch_norm.default
+    args = (x, stats, stats, stats, stats, False, 0.1, 1e-5)
+    first, again = cache(bn, args, {}), cache(bn, args, {})
+    assert cache.hits == 1
+    assert _metadata(again) == _metadata(first) == _metadata(bn(*args))
+    assert again[0].stride() == x.stride()  # channels-last kept
+    assert again[0].untyped_storage()._cdata != first[0].untyped_storage()._cdata
+
+
+def test_meta_signature_tells_an_int_from_a_float():
+    # 2 == 2.0 and hash(2) == hash(2.0), but an integer tensor times 2.0 is a float tensor
+    from pytest_graphbudget.meta_pass import MetaCache
+
+    cache = MetaCache()
+    ints = torch.empty(3, dtype=torch.int64, device="meta")
+    mul = torch.ops.aten.mul.Scalar
+    assert cache(mul, (ints, 2), {}).dtype == torch.int64
+    assert cache(mul, (ints, 2.0), {}).dtype == torch.float32
+    assert cache(mul, (ints, 2.0), {}).dtype == torch.float32 and cache.hits == 1
+
+
+def test_meta_kernel_that_aliases_its_input_always_runs():
+    # ``_unsafe_view`` says it returns a new tensor but shares its input's storage: a rebuilt
+    # output would count a write that never happens
+    from pytest_graphbudget.meta_pass import MetaCache
+
+    cache = MetaCache()
+    x = torch.empty(4, 6, device="meta")
+    for op, args in [
+        (torch.ops.aten._unsafe_view.default, (x, [24])),
+        (torch.ops.aten.view.default, (x, [24])),
+        (torch.ops.aten.relu_.default, (x,)),
+    ]:
+        for _ in range(2):
+            out = cache(op, args, {})
+            assert out.untyped_storage()._cdata == x.untyped_storage()._cdata
+    assert cache.hits == 0
+
+
+class Repeated(nn.Module):
+    """The same conv, norm and pooling signatures several times, with a residual add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+            for _ in range(3)
+        )
+        self.pool = nn.MaxPool2d(2)
+        self.head = nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(torch.flatten(self.pool(x), 1))
+
+
+def test_memoised_meta_pass_prices_every_node_as_the_fake_pass():
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.trace import trace_fx
+
+    model, x = Repeated().eval(), torch.randn(2, 3, 8, 8)
+    traced = trace_fx(model, Example((x,), {}))
+    on_meta = measure(model, traced, [x], meta=True)
+    on_fake = measure(model, traced, [x], fake=True)
+    assert _without_device_queries(_canonical(on_meta)) == _without_device_queries(
+        _canonical(on_fake)
+    )
+    per_block = 8 * 8 * 9 * 8 * 8 * 2  # conv MACs: out channels x in x 3x3 x 8x8 x batch
+    assert sum(n.macs for n in on_meta.nodes) == 3 * 8 * 9 * 8 * 8 * 2 + 3 * per_block + 2 * 5 * 128
+
+
+def test_fx_tier_generates_no_code_until_its_graph_is_called():
+    # Code generation was a third of resnet50's symbolic trace; the cost pass never needs it
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    from pytest_graphbudget.trace import trace_fx
+
+    model, x = Repeated().eval(), torch.randn(2, 3, 8, 8)
+    gm = trace_fx(model, Example((x,), {})).graph_module
+    assert isinstance(gm, _LazyGraphModule) and gm._needs_recompile()
+    assert torch.equal(gm(x), model(x))  # called, it compiles as a plain GraphModule would
+    assert not gm._needs_recompile()
+
+
+def test_cost_pass_walks_arguments_as_pytree_does():
+    # ``tree`` walks plain tuples, lists and dicts itself and must give pytree's answer
+    from torch.utils import _pytree as pytree
+
+    from pytest_graphbudget import tree
+    from pytest_graphbudget.costs import Shape
+
+    a, b, c = torch.zeros(2, 3), torch.zeros(4), torch.zeros(1, 1, 5)
+    values = [
+        (a, [b, 2.0, None], {"alpha": 1, "out": c}),
+        [torch.float16, torch.device("cpu"), "mean", True],
+        torch.max(a, dim=1),  # a structseq: left to pytree
+        (torch.Size([2, 3]), {"nested": ((a,), [b])}),
+        a,
+    ]
+    for value in values:
+        expected = pytree.tree_map(lambda v: Shape(v.shape) if torch.is_tensor(v) else v, value)
+        got = tree.shapes(value)
+        assert got == expected and type(got) is type(expected)
+        assert [id(t) for t in tree.tensors(value)] == [
+            id(t) for t in pytree.tree_leaves(value) if torch.is_tensor(t)
+        ]
+    assert type(tree.shapes((a, [b]))[1][0]) is Shape

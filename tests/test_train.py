@@ -9,6 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
 from pytest_graphbudget import profile_model  # noqa: E402
 from pytest_graphbudget.errors import GraphBudgetError  # noqa: E402
 from pytest_graphbudget.profile import profile_from_dict  # noqa: E402
@@ -41,6 +44,17 @@ def test_bad_mode_options_fail_in_one_line(options, message):
     assert "\n" not in str(info.value)
 
 
+def test_a_step_that_cannot_be_taken_fails_in_one_line():
+    frozen = MLP().requires_grad_(False)
+    with pytest.raises(GraphBudgetError, match="no parameter that requires grad"):
+        profile_model(frozen, torch.randn(2, 4), mode="train")
+    with pytest.raises(
+        GraphBudgetError, match="tracing the training step failed: IndexError"
+    ) as info:
+        profile_model(MLP(), torch.randn(2, 4), mode="train", loss=lambda out: out["logits"])
+    assert "\n" not in str(info.value)
+
+
 def test_eval_profile_says_its_mode_and_old_json_reads_back_as_eval():
     data = json.loads(json.dumps(profile_model(MLP(), torch.randn(2, 4)).to_dict()))
     assert data["mode"] == "eval"
@@ -49,3 +63,293 @@ def test_eval_profile_says_its_mode_and_old_json_reads_back_as_eval():
     assert profile_from_dict(data).mode == "train"
     del data["mode"]  # a profile saved before issue 12
     assert profile_from_dict(data).mode == "eval"
+
+
+@pytest.fixture(scope="module")
+def mlp_adam():
+    torch.manual_seed(0)
+    return profile_model(MLP(), torch.randn(3, 4), mode="train", optimizer="adam")
+
+
+def test_mlp_with_adam_matches_hand_counts(mlp_adam):
+    """Linear(4, 8) -> ReLU -> Linear(8, 2), batch 3, loss = sum of the outputs, Adam.
+
+    Forward: fc1 addmm 3*4*8 = 96 MACs + 24 bias adds = 216 FLOPs; ReLU 24; fc2 addmm
+    3*8*2 = 48 MACs + 6 bias adds = 102; the loss's sum 6. Total 348, 144 MACs.
+    Backward: fc2's input gradient (3x2 @ 2x8) and weight gradient (2x3 @ 3x8), 48 MACs each,
+    and its bias gradient (a sum over the batch, 6): 198; ReLU's 24; fc1's weight gradient
+    (8x3 @ 3x4) 96 MACs = 192 and bias gradient 24 (no input gradient: x needs none): 216.
+    Total 438, 192 MACs.
+    Adam, per parameter element: lerp 2, mul 1, addcmul 3 (value != 1), sqrt 1, div 1, add eps 1,
+    addcdiv 3 (value != 1) = 12; 58 parameters (40 in fc1, 18 in fc2): 696.
+    The step: 348 + 438 + 696 = 1482 FLOPs, 336 MACs; two fp32 moments: 2 * 58 * 4 = 464 bytes.
+    """
+    totals = mlp_adam.to_dict()["totals"]
+    assert (totals["flops"], totals["macs"]) == (1482, 336)
+    assert (totals["forward_flops"], totals["forward_macs"]) == (348, 144)
+    assert (totals["backward_flops"], totals["backward_macs"]) == (438, 192)
+    assert (totals["optimizer_flops"], totals["optimizer_macs"]) == (696, 0)
+    assert totals["optimizer_state_bytes"] == 464 and totals["weights_bytes"] == 232
+    modules = mlp_adam.to_dict()["modules"]
+    assert modules["fc1"] == {
+        "flops": 216 + 216 + 480,
+        "macs": 96 + 96,
+        "params": 40,
+        "forward_flops": 216,
+        "backward_flops": 216,
+        "optimizer_flops": 480,
+    }
+    assert [modules["fc2"][f"{p}_flops"] for p in ("forward", "backward", "optimizer")] == [
+        102,
+        198,
+        216,
+    ]
+    assert modules["act"]["forward_flops"] == modules["act"]["backward_flops"] == 24
+
+
+def test_train_profile_reads_back_from_its_json(mlp_adam):
+    data = json.loads(json.dumps(mlp_adam.to_dict()))
+    assert data["mode"] == "train"
+    again = profile_from_dict(data)
+    assert again.to_dict()["totals"] == data["totals"]
+    assert again.peak_memory_bytes == mlp_adam.peak_memory_bytes
+    assert again.phases == mlp_adam.phases
+
+
+def test_sgd_keeps_one_buffer_and_no_optimizer_keeps_none():
+    """SGD with momentum, per element: buf * momentum + grad (2), param - lr * buf (2)."""
+    sgd = profile_model(MLP(), torch.randn(3, 4), mode="train", optimizer="sgd").to_dict()
+    bare = profile_model(MLP(), torch.randn(3, 4), mode="train").to_dict()
+    assert sgd["totals"]["optimizer_flops"] == 4 * 58
+    assert sgd["totals"]["optimizer_state_bytes"] == 58 * 4
+    assert bare["totals"]["optimizer_flops"] == bare["totals"]["optimizer_state_bytes"] == 0
+    assert bare["totals"]["flops"] == 348 + 438
+
+
+# Truth against torch: FlopCounterMode over forward + loss.backward(), the memory profiler ------
+
+
+def contraction_flops(model, *inputs, loss=lambda out: out.sum()) -> int:
+    """What FlopCounterMode counts (contractions only) over one forward and ``backward()``."""
+    model.train()
+    with FlopCounterMode(display=False) as counter:
+        loss(model(*inputs)).backward()
+    return counter.get_total_flops()
+
+
+def step_peak(prof) -> int:
+    """The most bytes the step held at once above what was allocated before it: the running
+    sum of the profiler's allocation and free records, in time order."""
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    live = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak
+
+
+def within(ours: float, reference: float, share: float) -> bool:
+    return abs(ours - reference) <= share * reference
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Real steps on one intra-op thread: on a shared machine, threads that wait for each other
+    make a resnet18 step 30 times slower; the counts and bytes are the same."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def resnet18_step():
+    """Our profile of one step of resnet18 (no optimizer), and one real step of the same model
+    and input under FlopCounterMode and the memory profiler (grads start unallocated)."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18()
+    x = torch.randn(2, 3, 64, 64)
+    ours = profile_model(model, x, mode="train")
+    model.train()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with FlopCounterMode(display=False) as counter:
+            model(x).sum().backward()
+    return ours, counter.get_total_flops(), step_peak(prof)
+
+
+@pytest.mark.slow
+def test_resnet18_step_contractions_and_peak_match_torch(resnet18_step):
+    ours, flops, peak = resnet18_step
+    assert within(ours.flops_contraction, flops, 0.005), (ours.flops_contraction, flops)
+    # The activation peak over the joint graph holds the saved activations and the gradients
+    # made so far; the profiler's peak is the same step's, above the weights and input.
+    assert within(ours.activation_peak_bytes, peak, 0.10), (ours.activation_peak_bytes, peak)
+    before = ours.weights_bytes + ours.input_bytes
+    assert within(ours.peak_memory_bytes, before + peak, 0.10)
+
+
+def test_resnet18_phases_add_up_per_module_and_in_totals(resnet18_step):
+    data = resnet18_step[0].to_dict()
+    totals = data["totals"]
+    phases = [totals[f"{p}_flops"] for p in ("forward", "backward", "optimizer")]
+    assert sum(phases) == totals["flops"] and phases[2] == 0
+    # A convolution's backward computes two convolutions of the forward's size (one for
+    # conv1, whose input needs no gradient); batch norm, ReLU and pooling add their own.
+    conv1 = data["modules"]["conv1"]["macs"] // 2  # its forward, and its weight gradient
+    assert totals["backward_macs"] == 2 * totals["forward_macs"] - conv1
+    for path, module in data["modules"].items():
+        split = module["forward_flops"] + module["backward_flops"] + module["optimizer_flops"]
+        assert split == module["flops"], path
+    assert sum(s["flops"] for s in data["subgraphs"]) == totals["flops"]
+
+
+@pytest.mark.slow
+def test_bert_base_step_contractions_match_flop_counter():
+    """bert-base (BertConfig's defaults, no weights: built on the meta device) at seq 128."""
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        model = transformers.BertModel(transformers.BertConfig())
+    ids = torch.zeros(1, 128, dtype=torch.long, device="meta")
+    ours = profile_model(model, ids, mode="train")
+    flops = contraction_flops(
+        model, ids, loss=lambda out: out.last_hidden_state.sum() + out.pooler_output.sum()
+    )
+    assert within(ours.flops_contraction, flops, 0.005), (ours.flops_contraction, flops)
+    assert ours.coverage.unsupported_ops == {}
+
+
+class TiedLM(nn.Module):
+    """A language model whose output projection is its embedding table (one parameter)."""
+
+    def __init__(self, vocab: int = 100, width: int = 32) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.hidden = nn.Linear(width, width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.hidden(self.emb(ids))))
+
+
+def test_tied_weights_step_counts_the_shared_gradient_once_per_use():
+    torch.manual_seed(0)
+    model, ids = TiedLM(), torch.randint(0, 100, (4, 16))
+    ours = profile_model(model, ids, mode="train", optimizer="adam")
+    assert ours.flops_contraction == contraction_flops(model, ids)
+    # One Adam state for the tied table, not two: 100*32 + 32*32 + 32 parameters.
+    assert ours.optimizer_state_bytes == 2 * 4 * (100 * 32 + 32 * 32 + 32)
+
+
+class LSTMLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.lstm = nn.LSTM(16, 32, num_layers=2, batch_first=True)
+        self.head = nn.Linear(32, 50)
+
+    def forward(self, ids):
+        return self.head(self.lstm(self.emb(ids))[0])
+
+
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")
+def test_lstm_step_contractions_match_flop_counter():
+    """On CPU the LSTM runs as mkldnn_rnn_layer (and its backward), which FlopCounterMode has
+    no formula for: the reference runs with oneDNN off, where the same LSTM is matrix products
+    it counts. Its one difference: no gradient for the zero initial state (one hidden product
+    per layer, 1/(6T) of the layer's work), 0.27% at T = 64."""
+    torch.manual_seed(0)
+    model, ids = LSTMLM(), torch.randint(0, 50, (3, 64))
+    ours = profile_model(model, ids, mode="train")
+    with torch.backends.mkldnn.flags(enabled=False):
+        flops = contraction_flops(model, ids)
+    assert within(ours.flops_contraction, flops, 0.005), (ours.flops_contraction, flops)
+    assert ours.coverage.unsupported_ops == {}
+
+
+class Block(nn.Module):
+    """A transformer MLP block: wide enough that its tensors dwarf the allocator's noise."""
+
+    def __init__(self, width: int = 512) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * width, width)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return self.norm(x + self.fc2(self.act(self.fc1(x))))
+
+
+def test_adam_step_peak_matches_the_memory_profiler():
+    """The second real step of torch.optim.Adam (its moments exist from the first, as in every
+    step after it), under the profiler; grads are set to None before it, as zero_grad does."""
+    torch.manual_seed(0)
+    model, x = Block(), torch.randn(256, 512)
+    ours = profile_model(model, x, mode="train", optimizer="adam")
+    adam = torch.optim.Adam(model.parameters(), foreach=False)
+
+    def step():
+        adam.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+        adam.step()
+
+    step()
+    adam.zero_grad(set_to_none=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    state = sum(t.numel() * t.element_size() for s in adam.state.values() for t in s.values())
+    assert ours.optimizer_state_bytes == state - 4 * len(adam.state)  # less Adam's step counts
+    assert within(ours.activation_peak_bytes, step_peak(prof), 0.10)
+
+
+def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass():
+    """The joint graph's nodes with a formula are priced from the values the trace recorded,
+    without running them again: every node's figures are those of the ordinary fake pass."""
+    from pytest_graphbudget.joint import capture
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.measure_export import measure_exported
+    from pytest_graphbudget.trace import Example
+    from pytest_graphbudget.train import _joint_interpreter
+
+    torch.manual_seed(0)
+    model, ids = TiedLM(), torch.randint(0, 100, (4, 16))
+    model.train()
+    joint = capture(model, Example((ids,), {}), None, "adam")
+    quick = measure_exported(joint.holder, joint.traced, _joint_interpreter())
+    ordinary = measure(joint.holder, joint.traced, [ids])
+
+    def figures(measured):
+        return [
+            (n.name, n.macs, n.other, n.category, n.kind, n.shapes, sorted(n.weights.values()))
+            for n in measured.nodes
+        ]
+
+    assert figures(quick) == figures(ordinary)
+    assert sum(n.macs for n in quick.nodes) > 0
+
+
+class Attention(nn.Module):
+    def __init__(self, width: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        qkv = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return nn.functional.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+
+
+def test_attention_backward_is_priced_by_torch_own_formula():
+    """On CPU, attention's backward is one fused op that FlopCounterMode has no entry for (it
+    counts 0); its formula for the fused backward kernels (score recompute and four products)
+    is the reference: batch 2, 4 heads, 16 positions, head width 8."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    prof = profile_model(Attention(), torch.randn(2, 16, 32), mode="train")
+    backward = [n for n in prof.node_info if "attention_for_cpu_backward" in n.target]
+    assert len(backward) == 1
+    shape = (2, 4, 16, 8)
+    assert 2 * backward[0].macs == sdpa_backward_flop_count(shape, shape, shape, shape)

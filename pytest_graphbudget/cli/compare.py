@@ -57,6 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="RATIO",
         help="exit 1 when B's FLOPs, MACs, params or peak memory exceed A's by more (2%%)",
     )
+    options.html_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -64,11 +65,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     fmt = format_of(args)
     check_writable(args.output)
+    check_writable(args.html, "--html")
     if any(not Path(s).suffix.lower() == ".json" for s in (args.a, args.b)):
         loading.hardware(args)  # an unknown --hardware fails before any model is built
     a = _load_side(args.a, args, console)
     b = _load_side(args.b, args, console)
-    result = compare(a, b, top=None if args.all else args.top)
+    result = compare(_as_dict(a), _as_dict(b), top=None if args.all else args.top)
+    if args.html:
+        from pytest_graphbudget.reports import html
+
+        console.emit(html.compare_page(a, b, result), args.html)
     console.emit(render_compare(result, fmt), args.output)
     if args.max_growth is None:
         return EXIT_OK
@@ -86,13 +92,26 @@ def run(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _load_side(source: str, args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    """A saved profile (a ``.json`` file) or a model to profile now, as ``to_dict()``."""
+def _load_side(source: str, args: argparse.Namespace, console: Console) -> Any:
+    """A saved profile (a ``.json`` file, as its dictionary) or a model profiled now (a
+    ``Profile``, whose graph the HTML report draws)."""
     path = Path(source)
+    how = loading.variant(args)
     if path.suffix.lower() == ".json" or (path.is_file() and not _is_model_file(path)):
-        return read_profile_json(source)
+        saved = read_profile_json(source)
+        if how:  # --dtype/--mode cannot change a saved profile: say so rather than ignore it
+            given = ", ".join(f"--{key} {value}" for key, value in how.items())
+            console.note(
+                f"{source} is a saved profile ({saved.get('mode', 'eval')}, "
+                f"{saved.get('dtype', 'its own dtype')}): {given} applies to models profiled now"
+            )
+        return saved
     case = loading.load_case(source, args, console)
-    return loading.profile_case(case, loading.hardware(args), console).to_dict()
+    return loading.profile_case(case, loading.hardware(args), console, how)
+
+
+def _as_dict(side: Any) -> Mapping[str, Any]:
+    return side if isinstance(side, Mapping) else side.to_dict()
 
 
 def _is_model_file(path: Path) -> bool:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_writable(args.output)
     hardware = loading.hardware(args)
     case = loading.load_case(args.model, args, console)
-    prof = loading.profile_case(case, hardware, console)
+    prof = loading.profile_case(case, hardware, console, loading.variant(args))
     total = len(prof.node_info)
     first = args.around if args.around is not None else args.start
     if first is not None and first >= total:

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     entries = []
     for name in args.models:
         case = loading.load_case(name, args, console)
-        entries.append((name, loading.profile_case(case, hardware, console)))
+        entries.append((name, loading.profile_case(case, hardware, console, loading.variant(args))))
     text = _budget_document(document, entries, hardware, args)
     if to_stdout:
         console.emit(text, None)
@@ -132,6 +132,7 @@ def _budget_document(
             table["hardware"] = hardware.name
         if args.trust_pickle and Path(name).suffix.lower() in (".pt", ".pth"):
             table["trust_pickle"] = True  # the budget loads the file the way init did
+        table.update(loading.variant(args))  # and profiles it the way init did (mode, dtype)
         for key, value in budget_table(prof, args.headroom).items():
             table[key] = value
         if name in models:

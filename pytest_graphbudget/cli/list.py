@@ -126,7 +126,7 @@ def _check_one(family: str, name: str, args: argparse.Namespace, hardware: Any) 
     try:
         with stdout_to_stderr():
             case = zoo.resolve(name, **loading.zoo_options(args))
-            prof = profile_model(case, hardware=hardware)
+            prof = profile_model(case, hardware=hardware, **loading.variant(args))
     except Exception as exc:  # one model's failure is reported; the sweep goes on
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if not isinstance(exc, GraphBudgetError):

@@ -94,17 +94,28 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
     return case
 
 
+def variant(args: argparse.Namespace) -> dict[str, Any]:
+    """``--mode``, ``--optimizer`` and ``--dtype`` as ``profile_model``'s keywords (those
+    that differ from its defaults)."""
+    from pytest_graphbudget.variant import Variant
+
+    given = {key: getattr(args, key, None) for key in ("mode", "optimizer", "dtype")}
+    return Variant(**{**given, "mode": given["mode"] or "eval"}).options()
+
+
 def profile_case(
-    case: ModelCase, hardware: Any, console: Console, measure_runs: int | None = None
+    case: ModelCase, hardware: Any, console: Console, how: dict[str, Any] | None = None
 ) -> Profile:
-    """Profile the case; with ``measure_runs``, also time that many forwards here."""
+    """Profile ``case`` on ``hardware``; ``how`` holds ``profile_model``'s mode, optimizer
+    and dtype keywords (``variant(args)``) and ``measure``, the runs to time."""
     from pytest_graphbudget.profile import profile_model
 
-    timed = f" (then timing {measure_runs} runs)" if measure_runs else ""
+    runs = (how or {}).get("measure")
+    timed = f" (then timing {runs} runs)" if runs else ""
     console.progress(f"profiling {case.name}{timed} ...")
     start = time.perf_counter()
     with stdout_to_stderr():
-        prof = profile_model(case, hardware=hardware, measure_runs=measure_runs)
+        prof = profile_model(case, hardware=hardware, **(how or {}))
     console.progress(
         f"profiled {prof.model} in {time.perf_counter() - start:.1f}s "
         f"({prof.trace.method} trace, {prof.trace.nodes} nodes, {len(prof.subgraphs)} subgraphs)"

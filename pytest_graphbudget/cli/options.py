@@ -36,6 +36,14 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "an integer >= 0")
 
 
+def positive_ints(text: str) -> list[int]:
+    """``128,256,512``: the values a sweep takes (``profile --seq-len``), each once."""
+    values = [positive_int(part.strip()) for part in text.split(",")]
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"each value once, got {text!r}")
+    return values
+
+
 def shape_part(text: str) -> list[int]:
     """One piece of ``--input-shape``: ``1,3,224,224``, ``1x3x224x224`` or a single ``224``."""
     pieces = [p for p in text.replace("x", ",").replace("X", ",").split(",") if p.strip()]
@@ -147,11 +155,14 @@ def hardware() -> argparse.ArgumentParser:
     return parent
 
 
-def model() -> argparse.ArgumentParser:
-    """How a model is built: the hardware options, then its input and loading options."""
+def model(sweep: bool = False) -> argparse.ArgumentParser:
+    """How a model is built: the hardware options, then its input and loading options;
+    ``sweep``: ``--seq-len``/``--batch`` take lists (``128,256,512``) too."""
     parent = argparse.ArgumentParser(add_help=False, parents=[hardware()])
-    parent.add_argument("--seq-len", type=positive_int, metavar="N", help="sequence length")
-    parent.add_argument("--batch", type=positive_int, metavar="N", help="batch size")
+    size, metavar = (positive_ints, "N[,N...]") if sweep else (positive_int, "N")
+    swept = " (a list sweeps it: 128,256,512)" if sweep else ""
+    parent.add_argument("--seq-len", type=size, metavar=metavar, help=f"sequence length{swept}")
+    parent.add_argument("--batch", type=size, metavar=metavar, help=f"batch size{swept}")
     parent.add_argument(
         "--input-shape",
         type=shape_part,
@@ -168,7 +179,28 @@ def model() -> argparse.ArgumentParser:
         action="store_true",
         help="build the model on the meta device (no weights allocated; same figures)",
     )
+    variant(parent)
     return parent
+
+
+def variant(parent: argparse.ArgumentParser) -> None:
+    """``--mode``, ``--optimizer``, ``--dtype``: which step is profiled, in which dtype."""
+    from pytest_graphbudget.variant import DTYPES, MODES, OPTIMIZERS
+
+    parent.add_argument(
+        "--mode",
+        choices=MODES,
+        default="eval",
+        help="eval: one forward (default); train: forward, loss, backward (and --optimizer)",
+    )
+    parent.add_argument(
+        "--optimizer", choices=OPTIMIZERS, help="with --mode train: add this optimizer's step"
+    )
+    parent.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="profile a copy of the model and its inputs cast to DTYPE (default: its own)",
+    )
 
 
 def output_options(p: argparse.ArgumentParser, formats: Sequence[str] = FORMATS) -> None:
@@ -178,6 +210,14 @@ def output_options(p: argparse.ArgumentParser, formats: Sequence[str] = FORMATS)
         help="output format (default: table, or from the --output suffix)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
+
+
+def html_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write an interactive, self-contained HTML report to FILE",
+    )
 
 
 def model_argument(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_graphbudget.cli import loading, options
+from pytest_graphbudget.cli import decode, loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
 from pytest_graphbudget.cli.sections import (
     BOTTLENECK_HEADERS,
@@ -21,6 +21,7 @@ from pytest_graphbudget.cli.sections import (
     top_table,
 )
 from pytest_graphbudget.cli.views import headline
+from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.names import Abbreviator
 from pytest_graphbudget.runtime import rows as runtime_rows
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
@@ -31,11 +32,12 @@ MODULE_WIDTH = 56  # widest module path shown in text tables before it is shorte
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "profile",
-        parents=[options.quiet(), options.model()],
+        parents=[options.quiet(), options.model(sweep=True)],
         formatter_class=options.Formatter,
         help="profile a model: summary, per-layer table, top layers, bottleneck mix",
         description="Profile one forward pass of MODEL: summary, hierarchical per-layer table, "
-        "top layers by FLOPs, operation types and bottleneck mix.",
+        "top layers by FLOPs, operation types and bottleneck mix. Several --seq-len or --batch "
+        "values (128,256,512) sweep them: one row per point and each figure's exact formula.",
     )
     options.model_argument(p)
     options.output_options(p)
@@ -62,22 +64,41 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="draw the partitioned graph: FILE.dot, .svg, .png or .pdf (images need `dot`)",
     )
+    p.add_argument(
+        "--symbolic",
+        action="store_true",
+        help="with several --seq-len/--batch values: derive FLOPs and MACs from one export at "
+        "symbolic shapes (used where they reproduce every point)",
+    )
+    decode.add_options(p)
+    options.html_option(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from pytest_graphbudget.cli import sweep_view
+
+    axes = sweep_view.swept(args)
+    runs = measure_runs(args, bool(axes) or decode.wanted(args))
+    if axes:  # --seq-len 128,256,512: one row per point and the fitted formulas
+        return sweep_view.run(args, console, axes)
+    if args.symbolic:
+        raise GraphBudgetError("--symbolic derives formulas over a sweep: give --seq-len 8,16,32")
     fmt = format_of(args)
     check_writable(args.output)
+    check_writable(args.html, "--html")
     if args.visualize:
         from pytest_graphbudget import visualize
 
         visualize.check_target(args.visualize)
         check_writable(args.visualize, "--visualize")
+    if decode.wanted(args):  # one generated token beside the prefill (cli/decode.py)
+        return decode.run(args, console)
     hardware = loading.hardware(args)
-    runs = measure_runs(args)
     case = loading.load_case(args.model, args, console)
-    prof = loading.profile_case(case, hardware, console, runs)
+    how = {**loading.variant(args), **({"measure": runs} if runs else {})}
+    prof = loading.profile_case(case, hardware, console, how)
     view = {
         "types": loading.module_types(case),
         "show_shapes": args.showshape,
@@ -97,19 +118,27 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.progress(f"drawing {args.visualize} ...")
         visualize.write(prof, args.visualize)
         console.progress(f"wrote {args.visualize}")
+    if args.html:
+        from pytest_graphbudget.reports import html
+
+        console.emit(html.profile_page(prof), args.html)
     console.emit(text, args.output)
     return EXIT_OK
 
 
-def measure_runs(args: argparse.Namespace) -> int | None:
-    """The timed runs ``--measure``/``--measure-runs`` ask for (None: not measured)."""
-    from pytest_graphbudget.errors import GraphBudgetError
+def measure_runs(args: argparse.Namespace, elsewhere: bool) -> int | None:
+    """The timed runs ``--measure``/``--measure-runs`` ask for (None: not measured);
+    ``elsewhere``: the command profiles a sweep or a decode step, which are not timed."""
     from pytest_graphbudget.runtime import runs_asked
 
-    runs = runs_asked(args.measure, args.measure_runs)
-    if runs and args.meta:
+    asked = args.measure_runs or args.measure
+    if not asked:
+        return None
+    if elsewhere:
+        raise GraphBudgetError("--measure times one forward of MODEL: not a sweep or --decode")
+    if args.meta:
         raise GraphBudgetError("--measure runs the model, which --meta builds without weights")
-    return runs or None
+    return runs_asked(asked, getattr(args, "mode", None) or "eval")
 
 
 def render_profile(prof: Any, fmt: str, **view: Any) -> str:

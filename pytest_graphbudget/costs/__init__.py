@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pytest_graphbudget.costs import (  # noqa: F401
     attention,
+    backward,
     contraction,
     detection,
     elementwise,

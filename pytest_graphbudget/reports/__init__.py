@@ -2,8 +2,9 @@
 
 Each module renders one format from the run's ``ModelResult``s (plain data, the same under
 pytest-xdist): ``terminal`` (the summary section and, in GitHub Actions, the annotations),
-``junit``, ``json_report``, ``markdown`` (the pull-request comment) and ``github`` (workflow
-commands and the job summary). ``write_all`` writes the ones the options ask for.
+``junit``, ``json_report``, ``markdown`` (the pull-request comment), ``github`` (workflow
+commands and the job summary) and ``html`` (the interactive page). ``write_all`` writes the
+ones the options ask for.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def write_all(config: Any, results: list[Any], stale: set[str]) -> Written:
         junit=config.getoption("graph_budget_junit"),
         json=config.getoption("graph_budget_json"),
         markdown=config.getoption("graph_budget_markdown"),
+        html=config.getoption("graph_budget_html"),
     )
 
 
@@ -63,6 +65,7 @@ def write_files(
     junit: str | None = None,
     json: str | None = None,
     markdown: str | None = None,
+    html: str | None = None,
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
     job summary. A file that cannot be written does not stop the others: it becomes one line
@@ -88,6 +91,11 @@ def write_files(
     text = markdown_report.render(results, stale, root)
     if markdown:
         attempt("markdown", markdown, lambda: markdown_report.save(here / markdown, text))
+    if html:
+        from pytest_graphbudget.reports import html as html_report
+
+        page = html_report.run_page(results, stale)
+        attempt("HTML", html, lambda: html_report.write(here / html, page))
     if results or stale:
         try:
             github.append_summary(text)

@@ -3,7 +3,8 @@
 // Called from actions/github-script (by the composite action beside this file and by
 // .github/workflows/graph-budget.yml):
 //
-//   await require(".../comment.js")({ github, context, core }, "graph-budget/report.md");
+//   await require(".../comment.js")({ github, context, core }, "graph-budget/report.md",
+//                                   { htmlUrl: "<the artifact holding report.html>" });
 //
 // The report starts with the hidden marker below; the one comment that starts with it is
 // edited in place, so a pull request carries one graph-budget comment however often it runs.
@@ -13,7 +14,7 @@ const fs = require("fs");
 
 const MARKER = "<!-- graph-budget -->";
 
-module.exports = async function postComment({ github, context, core }, path) {
+module.exports = async function postComment({ github, context, core }, path, links = {}) {
   const pull = context.payload.pull_request;
   if (!pull) {
     core.info("Not a pull request: no comment to post.");
@@ -23,7 +24,12 @@ module.exports = async function postComment({ github, context, core }, path) {
     core.warning(`No graph-budget report at ${path}: nothing to post.`);
     return;
   }
-  const body = fs.readFileSync(path, "utf8");
+  let body = fs.readFileSync(path, "utf8");
+  if (links.htmlUrl) {
+    body +=
+      `\n[📊 Interactive HTML report](${links.htmlUrl}): roofline, module icicle, ` +
+      "per-layer table and graph (download, unzip, open report.html)\n";
+  }
   const { owner, repo } = context.repo;
   const issue_number = pull.number;
   try {

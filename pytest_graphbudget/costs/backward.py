@@ -1,0 +1,171 @@
+"""Backward ops: what the autograd engine runs for a training step (``train.py``).
+
+Linear layers need no entry of their own: their gradients are ``mm`` calls. The contractions
+here count as FlopCounterMode counts them (``torch/utils/flop_counter.py``): a convolution's
+input and weight gradients are each one convolution of the forward's size, counted only when
+``output_mask`` asks for them; attention recomputes its scores and runs four more products.
+Pointwise derivatives count the operations of their textbook formula, per element.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pytest_graphbudget.costs.attention import SCALE
+from pytest_graphbudget.costs.reduction import SOFTMAX
+from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register, zero_cost
+
+
+@register("convolution_backward", role="anchor", kind="conv_backward")
+def convolution_backward(
+    grad_out: Shape,
+    x: Shape,
+    w: Shape,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed: bool,
+    output_padding,
+    groups,
+    output_mask,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    # Each of the input and weight gradients costs the forward's MACs (see ``convolution``);
+    # the bias gradient sums the output gradient over batch and space.
+    forward = numel(x) * prod(w[1:]) if transposed else numel(grad_out) * prod(w[1:])
+    macs = forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+    return OpCost(macs=macs, other=numel(grad_out) if output_mask[2] else 0)
+
+
+BACKWARD_PER_ELEMENT = {
+    "threshold_backward": 1,  # select the gradient where the input was positive
+    "hardtanh_backward": 1,
+    "leaky_relu_backward": 1,
+    "native_dropout_backward": 2,  # mask, scale
+    "sigmoid_backward": 3,  # dy * y * (1 - y)
+    "tanh_backward": 3,  # dy * (1 - y * y)
+    "hardsigmoid_backward": 2,
+    "hardswish_backward": 3,
+    "elu_backward": 4,
+    "softplus_backward": 4,
+    "silu_backward": 8,  # sigmoid (4), then dy * s * (1 + x * (1 - s))
+}
+"""FLOPs per output element of the pointwise derivatives."""
+
+
+def _pointwise(cost: int):
+    def formula(*_, out, **__) -> OpCost:
+        return OpCost(other=cost * out_numel(out))
+
+    return formula
+
+
+for _name, _cost in BACKWARD_PER_ELEMENT.items():
+    register(_name, kind=_name.removesuffix("_backward") + "_bwd")(_pointwise(_cost))
+
+
+@register("gelu_backward", kind="gelu_bwd")
+def gelu_backward(grad: Shape, x: Shape, approximate: str = "none", *_, out, **__) -> OpCost:
+    # exact: dy * (Phi(x) + x * phi(x)) = 8 (erf, exp and their scaling); tanh form: 14.
+    return OpCost(other=(14 if approximate == "tanh" else 8) * out_numel(out))
+
+
+NORM_BACKWARD = 9
+"""Per element: the normalised input (subtract, multiply), dy * x_hat, the two sums, then
+dx = w * invstd * (dy - mean(dy) - x_hat * mean(dy * x_hat)) (four); the weight and bias
+gradients are the two sums."""
+
+
+@register(
+    "native_batch_norm_backward",
+    "native_layer_norm_backward",
+    "native_group_norm_backward",
+    role="reduction",
+    kind="norm_bwd",
+)
+def norm_backward(grad: Shape, x: Shape, *_, out, **__) -> OpCost:
+    return OpCost(other=NORM_BACKWARD * numel(x))
+
+
+@register("_softmax_backward_data", "_log_softmax_backward_data", role="reduction")
+def softmax_backward(grad: Shape, y: Shape, *_, out, **__) -> OpCost:
+    # softmax: y * (dy - sum(dy * y)); log-softmax: dy - exp(y) * sum(dy): 4 either way.
+    return OpCost(other=4 * numel(y))
+
+
+@register(
+    "max_pool2d_with_indices_backward",
+    "max_pool3d_with_indices_backward",
+    role="reduction",
+    kind="max_pool_bwd",
+)
+def max_pool_backward(grad: Shape, *_, out, **__) -> OpCost:
+    # Each output gradient is added to the input element that won its window.
+    return OpCost(other=numel(grad))
+
+
+@register("avg_pool2d_backward", "avg_pool3d_backward", role="reduction", kind="avg_pool_bwd")
+def avg_pool_backward(grad: Shape, x: Shape, kernel_size, *_, out, **__) -> OpCost:
+    # Each output gradient is divided by its window, then added to every element of it.
+    kernel = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size]
+    window = prod(kernel * (len(x) - 2) if len(kernel) == 1 else kernel)
+    return OpCost(other=numel(grad) * (1 + window))
+
+
+@register(
+    "_adaptive_avg_pool2d_backward",
+    "_adaptive_avg_pool3d_backward",
+    role="reduction",
+    kind="avg_pool_bwd",
+)
+def adaptive_avg_pool_backward(grad: Shape, x: Shape, *_, out, **__) -> OpCost:
+    # Every input element receives its window's gradient over the window size.
+    return OpCost(other=numel(x))
+
+
+@register("embedding_dense_backward", role="reduction", kind="embedding_bwd")
+def embedding_backward(grad: Shape, *_, out, **__) -> OpCost:
+    # Each looked-up row's gradient is added into the weight's gradient.
+    return OpCost(other=numel(grad))
+
+
+@register(
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+    role="anchor",
+    kind="attention_bwd",
+)
+def sdpa_backward(grad_out: Shape, q: Shape, k: Shape, v: Shape, *_, out, **__) -> OpCost:
+    # Recompute the scores (QK^T), then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q; per
+    # score the scale and softmax again, and the softmax's backward (4) and the scale's (1).
+    scores = prod(q[:-2]) * q[-2] * k[-2]
+    macs = scores * (3 * q[-1] + 2 * v[-1])
+    return OpCost(macs=macs, other=scores * (2 * SCALE + SOFTMAX + 4))
+
+
+LSTM_CELL_BACKWARD = 25
+"""FLOPs per hidden unit per step besides the products: the four gate derivatives through
+their activations (4 each), the cell gradient carried back (dc * f, plus the tanh'(c) term,
+5) and the bias gradient's sum over steps (4)."""
+
+
+@register("mkldnn_rnn_layer_backward", role="anchor", kind="lstm_bwd")
+def mkldnn_rnn_layer_backward(x: Shape, w_ih: Shape, w_hh: Shape, *_, out, **__) -> OpCost:
+    # The CPU kernel computes the input, hidden and both weight gradients: twice the
+    # forward's products (``mkldnn_rnn_layer``), per step and sample.
+    steps = numel(x) // x[-1]
+    hidden = w_hh[-1]
+    macs = 2 * steps * (numel(w_ih) + numel(w_hh))
+    return OpCost(macs=macs, other=steps * hidden * LSTM_CELL_BACKWARD)
+
+
+# The gradients of views and lookups: a zero tensor with the gradient copied into its slot.
+zero_cost(
+    "select_backward slice_backward diagonal_backward unfold_backward index_select_backward",
+    kinds={"select_backward": "copy", "slice_backward": "copy"},
+)

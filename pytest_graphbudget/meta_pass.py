@@ -1,0 +1,151 @@
+"""The cost pass on meta tensors: which FX graphs may take it, and its memoised kernels.
+
+A graph whose Python code cannot see the device (``meta_safe``) computes the same ops on meta
+tensors as on fake CPU ones, and plain meta tensors cost several times less per op than
+``FakeTensorMode``.
+
+On the meta device an op's outputs depend only on the op, its arguments' shapes, strides and
+dtypes and its other arguments, yet many meta kernels are Python (batch norm's is a chain of
+reference ops) and cost far more than the pricing around them. A model repeats a few
+signatures many times (resnet50: 53 batch norms, 12 distinct), so ``MetaCache`` runs each
+signature's kernel once and gives later calls fresh tensors with the same metadata. Only
+functional ops are memoised (nothing aliased or mutated in the schema), and only when every
+output is a fresh tensor that ``torch.empty_strided`` rebuilds exactly (same storage size,
+offset 0, no storage shared with an input or another output); any other call runs its kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import fx, nn
+
+SAFE_MODULES = (
+    *(nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.Linear),
+    *(nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm),
+    *(nn.ReLU, nn.ReLU6, nn.GELU, nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh),
+    *(nn.LeakyReLU, nn.Softmax, nn.Dropout, nn.Identity, nn.Flatten, nn.Embedding),
+    *(nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d),
+    *(nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d),
+)
+"""Leaf modules whose forward never looks at the device (nn.MultiheadAttention does: its fused
+path is for CPU and CUDA only), so they compute the same ops on meta tensors."""
+SAFE_NAMESPACES = ("_operator", "operator", "torch", "torch.functional", "torch.nn.functional")
+UNSAFE_FUNCTIONS = {"interpolate", "scaled_dot_product_attention", "multi_head_attention_forward"}
+
+
+def meta_safe(gm: fx.GraphModule) -> bool:
+    """Whether an FX graph computes the same ops on meta tensors as on fake CPU ones: every
+    module it calls is one of ``SAFE_MODULES`` (exactly), every function is torch's or
+    Python's operators and none of ``UNSAFE_FUNCTIONS``. Methods are left to fail loudly
+    (``.cpu()`` on a meta tensor raises), and the caller then runs the fake pass."""
+    for n in gm.graph.nodes:
+        if n.op == "call_module" and type(gm.get_submodule(n.target)) not in SAFE_MODULES:
+            return False
+        if n.op == "call_function":
+            namespace = getattr(n.target, "__module__", None) or "torch"
+            name = getattr(n.target, "__name__", "")
+            if namespace not in SAFE_NAMESPACES or name in UNSAFE_FUNCTIONS:
+                return False
+    return True
+
+
+PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout)
+PLAIN += (torch.memory_format,)
+"""Argument types that are part of a signature as they are (with their type: 1, 1.0, True)."""
+
+UNCACHEABLE = object()
+"""The memo of a signature whose outputs cannot be rebuilt: its kernel always runs."""
+
+
+class Uncacheable(Exception):
+    """An argument that cannot be part of a signature (a real tensor, a symbolic size)."""
+
+
+@functools.cache
+def functional(func: Any) -> bool:
+    """Whether ``func`` is an ATen op whose schema aliases and mutates nothing, and whose
+    output shapes do not depend on data."""
+    if not isinstance(func, torch._ops.OpOverload):
+        return False
+    schema = func._schema
+    if any(a.alias_info is not None for a in (*schema.arguments, *schema.returns)):
+        return False
+    tags = set(func.tags)
+    return not tags & {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
+
+
+def _describe(value: Any) -> Any:
+    """A hashable description of one argument; raises ``Uncacheable``."""
+    if isinstance(value, torch.Tensor):
+        if type(value) not in (torch.Tensor, nn.Parameter) or not value.is_meta:
+            raise Uncacheable
+        return (tuple(value.shape), value.stride(), value.storage_offset(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return (type(value), *(_describe(v) for v in value))
+    if isinstance(value, PLAIN):
+        return (type(value), value)
+    raise Uncacheable
+
+
+def _storages(value: Any) -> list[Any]:
+    leaves = value if isinstance(value, (list, tuple)) else (value,)
+    found = []
+    for leaf in leaves:
+        if isinstance(leaf, (list, tuple)):
+            found += _storages(leaf)
+        elif isinstance(leaf, torch.Tensor):
+            found.append(leaf.untyped_storage()._cdata)
+    return found
+
+
+def _recipe(out: Any, args: tuple, kwargs: dict) -> Any:
+    """How to rebuild ``out`` (``(shape, stride, dtype)`` per tensor, and whether it was a
+    tuple), or ``UNCACHEABLE``."""
+    tensors = out if isinstance(out, tuple) else (out,)
+    if not tensors or not all(type(t) is torch.Tensor and t.is_meta for t in tensors):
+        return UNCACHEABLE
+    storages = [t.untyped_storage()._cdata for t in tensors]
+    if len(set(storages)) < len(storages) or set(storages) & set(
+        _storages((args, tuple(kwargs.values())))
+    ):
+        return UNCACHEABLE
+    specs = []
+    for t in tensors:
+        spec = (tuple(t.shape), t.stride(), t.dtype)
+        rebuilt = torch.empty_strided(spec[0], spec[1], dtype=spec[2], device="meta")
+        nbytes = t.untyped_storage().nbytes()
+        if t.storage_offset() or t.dtype.is_complex or rebuilt.untyped_storage().nbytes() != nbytes:
+            return UNCACHEABLE
+        specs.append(spec)
+    return isinstance(out, tuple), specs
+
+
+class MetaCache:
+    """Runs ATen ops on meta tensors, each signature's kernel once (see the module's doc)."""
+
+    def __init__(self) -> None:
+        self.memo: dict[Any, Any] = {}
+        self.hits = 0
+
+    def __call__(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        if not functional(func):
+            return func(*args, **kwargs)
+        try:
+            key = (func, _describe(args), _describe(tuple(sorted(kwargs.items()))))
+        except Uncacheable:
+            return func(*args, **kwargs)
+        recipe = self.memo.get(key)
+        if recipe is None:
+            out = func(*args, **kwargs)
+            self.memo[key] = _recipe(out, args, kwargs)
+            return out
+        if recipe is UNCACHEABLE:
+            return func(*args, **kwargs)
+        self.hits += 1
+        many, specs = recipe
+        outs = tuple(torch.empty_strided(s, st, dtype=d, device="meta") for s, st, d in specs)
+        return outs if many else outs[0]

@@ -1,0 +1,418 @@
+"""``--graph-budget-html``, ``graph-budget profile --html``, ``compare --html``: one
+self-contained, interactive HTML page.
+
+Per model: the summary figures (with limits and changes from the baseline), the roofline and
+the module icicle (``html_charts``), the layers that grew, the per-layer table (sortable and
+filterable) and the partitioned graph drawn by Graphviz (``visualize``) with a search box.
+Everything is inlined (``assets/report.css`` and ``report.js`` hold the style and the script):
+the page makes no network request, so it opens from disk and from a CI artifact.
+
+Stable hooks for tests and scripts: each roofline point has ``data-subgraph="<id>"``, each row
+of a per-layer table ``data-module="<path>"``, each checked model ``data-verdict``.
+
+The page is models plus ``Section``s: a run's overview, a comparison's totals and a shape
+sweep's growth curves (``html_sweep``) each go in as a ``Section`` of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget import figures
+from pytest_graphbudget.reports import common, markdown
+from pytest_graphbudget.reports.html_charts import icicle_figure, roofline_figure
+
+SUMMARY = tuple(common.FIGURES)
+"""The figures each model's summary shows, in ``figures.TABLE``'s order."""
+GROWN_SHOWN = 10
+NO_DOT = (
+    "Graphviz's `dot` is not on PATH, so the partitioned graph is not drawn here; install "
+    "Graphviz (apt-get install graphviz, brew install graphviz) and write the report again."
+)
+NO_NODES = (
+    "A budget run's profiles keep no per-node graph (they may come from the cache); "
+    "`graph-budget profile {model} --html FILE` draws it."
+)
+
+
+@dataclass
+class ModelView:
+    """One model of the page: its profile's JSON and what a budget run adds to it."""
+
+    name: str
+    profile: dict[str, Any] | None
+    verdict: str | None = None  # ``common.verdict``; None when no budget was checked
+    status: str = ""  # ``within budget``, ``over budget`` ...
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (severity, one line)
+    error: str | None = None
+    changes: dict[str, str] = field(default_factory=dict)  # figure -> ``+4.1%`` vs baseline
+    limits: dict[str, str] = field(default_factory=dict)  # figure -> its limit, formatted
+    base_own: dict[str, int] | None = None  # baseline's own FLOPs per module
+    base_label: str = "baseline"
+    grown: dict[str, list[tuple[str, int, float | None]]] = field(default_factory=dict)
+    """Other regressed figures (params, peak memory, traffic): the layers that grew most."""
+    graph: str = ""  # the partitioned graph, inline SVG
+    graph_note: str = ""  # why it is not drawn
+
+
+@dataclass
+class Section:
+    """A part of the page that is not one model: an id (its anchor), a heading, HTML."""
+
+    id: str
+    title: str
+    body: str
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
+
+
+def _asset(name: str) -> str:
+    return resources.files("pytest_graphbudget.reports").joinpath("assets", name).read_text("utf-8")
+
+
+def page(
+    title: str,
+    models: Sequence[ModelView],
+    sections: Iterable[Section] = (),
+    verdict: str | None = None,
+) -> str:
+    """The whole HTML document: the sections first, then one section per model."""
+    sections = list(sections)
+    anchors = [(s.id, s.title) for s in sections]
+    anchors += [(_anchor(i), m.name) for i, m in enumerate(models)]
+    nav = "".join(f'<a href="#{a}">{escape(t)}</a>' for a, t in anchors)
+    body = [f'<section id="{s.id}"><h2>{escape(s.title)}</h2>{s.body}</section>' for s in sections]
+    body += [model_section(m, _anchor(i)) for i, m in enumerate(models)]
+    shown = f' data-verdict="{verdict}"' if verdict else ""
+    return _asset("page.html").format(
+        title=escape(title),
+        style=_asset("report.css"),
+        script=_asset("report.js").replace("</", "<\\/"),
+        header=f'<header{shown}><h1>{escape(title)}</h1><nav>{nav}</nav><div id="tip"></div>'
+        "</header>",
+        body="\n".join(body),
+    )
+
+
+def _anchor(index: int) -> str:
+    return f"model-{index}"
+
+
+def model_section(view: ModelView, anchor: str) -> str:
+    verdict = f' data-verdict="{view.verdict}"' if view.verdict else ""
+    badge = (
+        f'<span class="badge {view.verdict}">{escape(view.status or view.verdict)}</span>'
+        if view.verdict
+        else '<span class="badge none">profile only, no budget checked</span>'
+    )
+    parts = [
+        f'<section class="model" id="{anchor}" data-model="{escape(view.name)}"{verdict}>',
+        f"<h2>{escape(view.name)} {badge}</h2>",
+        _messages(view),
+    ]
+    if view.profile is not None:
+        parts += [
+            f'<div class="top"><div>{_summary(view)}{_grown(view)}</div>',
+            f"{roofline_figure(view.profile)}</div>",
+            icicle_figure(view.profile, anchor),
+            _layers(view),
+            _graph(view, anchor),
+        ]
+    parts.append("</section>")
+    return "\n".join(p for p in parts if p)
+
+
+def _messages(view: ModelView) -> str:
+    lines = [("error", view.error)] if view.error else []
+    lines += view.messages
+    if not lines:
+        return ""
+    items = "".join(f'<li class="{k}">{escape(text)}</li>' for k, text in lines)
+    return f'<ul class="findings">{items}</ul>'
+
+
+def _summary(view: ModelView) -> str:
+    profile = view.profile or {}
+    totals = profile["totals"]
+    rows = []
+    for key in SUMMARY:
+        fig = common.FIGURES[key]
+        change = view.changes.get(key, "")
+        grew = " grew" if change.startswith("+") else ""
+        rows.append(
+            f'<tr data-figure="{key}"><th>{escape(fig.label)}</th>'
+            f"<td>{escape(fig.format(totals.get(key)))}</td>"
+            f"<td>{escape(view.limits.get(key, ''))}</td>"
+            f'<td class="change{grew}">{escape(change)}</td></tr>'
+        )
+    mix = profile["bottleneck"]
+    inputs = ", ".join(
+        f"{i['name']} {'x'.join(map(str, i['shape']))} {i['dtype']}" for i in profile["inputs"]
+    )
+    facts = [
+        ("inputs", inputs),
+        ("trace", f"{profile['trace']['method']}, {profile['trace']['nodes']} nodes"),
+        ("subgraphs", str(len(profile["subgraphs"]))),
+        (
+            "hardware",
+            f"{profile['hardware']['name']}, ridge {profile['hardware']['ridge_point']:.3g}"
+            " FLOPs/B",
+        ),
+        (
+            "compute-bound",
+            f"{mix['compute_bound']['share']:.0%} of subgraphs, "
+            f"{mix['compute_bound']['flops_share']:.0%} of FLOPs, "
+            f"{mix['compute_bound']['time_share']:.0%} of time",
+        ),
+    ]
+    unpriced = profile["coverage"].get("unsupported_ops") or {}
+    if unpriced:
+        facts.append(("no formula", ", ".join(f"{op} x{n}" for op, n in unpriced.items())))
+    fact_rows = "".join(f"<tr><th>{k}</th><td>{escape(v)}</td></tr>" for k, v in facts)
+    head = f"<tr><th>figure</th><th>value</th><th>limit</th><th>vs {escape(view.base_label)}</th>"
+    return (
+        '<div class="summary"><table class="figures">'
+        f"{head}</tr>{''.join(rows)}</table>"
+        f'<table class="facts">{fact_rows}</table></div>'
+    )
+
+
+def _own_flops(profile: Mapping[str, Any]) -> dict[str, int]:
+    from pytest_graphbudget.baseline import entry_from
+
+    return entry_from(profile).modules
+
+
+def _grown(view: ModelView) -> str:
+    """The layers whose own FLOPs grew most since the baseline (or since A in a comparison)."""
+    if view.base_own is None or view.profile is None:
+        return ""
+    from pytest_graphbudget.baseline import grew_most
+
+    grown = grew_most(_own_flops(view.profile), view.base_own, GROWN_SHOWN)
+    if not grown:
+        return f'<p class="grown none">No layer grew since the {escape(view.base_label)}.</p>'
+    flops = figures.get("flops")
+    items = []
+    for module, delta in grown:
+        before = view.base_own.get(module, 0)
+        share = f" ({delta / before:+.1%})" if before else " (new)"
+        items.append(
+            f'<li><a href="#" data-find="{escape(module)}">{escape(module)}</a> '
+            f"+{flops.format(delta)} FLOPs{share}</li>"
+        )
+    title = f"Layers that grew since the {escape(view.base_label)}"
+    more = ""
+    for key, layers in view.grown.items():
+        if key == "flops":
+            continue
+        fig = figures.get(key)
+        listed = ", ".join(
+            f"{escape(m)} +{fig.format(d)} ({'new' if r is None else f'{r:+.1%}'})"
+            for m, d, r in layers
+        )
+        more += f'<p class="grown-more" data-figure="{key}">{escape(fig.label)}: {listed}</p>'
+    return f'<div class="grown"><h3>{title}</h3><ol>{"".join(items)}</ol>{more}</div>'
+
+
+def _natural(path: str) -> list[Any]:
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in path.split(".")]
+
+
+LAYER_COLUMNS = (
+    ("flops", "FLOPs"),
+    ("own", "own FLOPs"),
+    ("macs", "MACs"),
+    ("params", "params"),
+    ("share", "share of FLOPs"),
+)
+
+
+def _layers(view: ModelView) -> str:
+    """The per-layer table: every module (FLOPs of it and below, and of its own ops), with
+    the change of its own FLOPs when there is a baseline."""
+    profile = view.profile or {}
+    own = _own_flops(profile)
+    total = profile["totals"]["flops"] or 1
+    columns = list(LAYER_COLUMNS) + ([("delta", "change")] if view.base_own is not None else [])
+    head = '<th data-sort="module">module</th>' + "".join(
+        f'<th data-sort="{key}" class="num">{label}</th>' for key, label in columns
+    )
+    count = figures.get("flops").format
+    rows = []
+    for path in sorted(profile["modules"], key=_natural):
+        m = profile["modules"][path]
+        values = {**m, "own": own.get(path, 0), "share": m["flops"] / total}
+        shown = {k: count(values[k]) for k in ("flops", "own", "macs", "params")}
+        shown["share"] = f"{values['share']:.1%}"
+        grew = ""
+        if view.base_own is not None:
+            delta = own.get(path, 0) - view.base_own.get(path, 0)
+            values["delta"] = delta
+            shown["delta"] = "=" if not delta else ("+" if delta > 0 else "-") + count(abs(delta))
+            grew = " grew" if delta > 0 else ""
+        data = "".join(f' data-{k}="{values[k]}"' for k, _ in columns)
+        depth = path.count(".")
+        cells = "".join(f'<td class="num">{escape(shown[k])}</td>' for k, _ in columns)
+        rows.append(
+            f'<tr class="layer{grew}" data-module="{escape(path)}"{data}>'
+            f'<td style="padding-left:{0.4 + depth * 0.9:.1f}em">{escape(path)}</td>{cells}</tr>'
+        )
+    return (
+        '<div class="layer-box"><h3>Per-layer profile</h3><p class="tools">'
+        '<input type="search" class="filter" placeholder="filter modules (e.g. layer4 or conv)">'
+        f' <span class="count">{len(rows)} modules</span></p>'
+        f'<div class="scroll"><table class="layers"><thead><tr>{head}</tr></thead><tbody>'
+        + "\n".join(rows)
+        + "</tbody></table></div></div>"
+    )
+
+
+def _graph(view: ModelView, anchor: str) -> str:
+    if not view.graph:
+        note = escape(view.graph_note.format(model=view.name))
+        return f'<div class="graph"><h3>Partitioned graph</h3><p class="note">{note}</p></div>'
+    # Graphviz names its elements node1, clust1...: made unique per model on a page of several.
+    drawing = view.graph.replace(' id="', f' id="{anchor}-')
+    return (
+        '<div class="graph"><h3>Partitioned graph</h3><p class="tools">'
+        '<input type="search" class="graph-search" placeholder="find a node, module or kind">'
+        ' <button type="button" data-zoom="0.8" title="zoom out">&minus;</button>'
+        '<button type="button" data-zoom="1.25" title="zoom in">+</button>'
+        '<button type="button" data-zoom="fit" title="fit the width">fit</button>'
+        f' <span class="count"></span></p><div class="graph-box">{drawing}</div></div>'
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The graph drawing
+
+
+def graph_svg(prof: Any) -> tuple[str, str]:
+    """The partitioned graph of a ``Profile`` as inline SVG, or ``""`` and why not."""
+    from pytest_graphbudget import visualize
+    from pytest_graphbudget.errors import GraphBudgetError
+
+    if not prof.node_info:
+        return "", NO_NODES
+    if visualize.dot_executable() is None:
+        return "", NO_DOT
+    try:
+        svg = visualize.render(visualize.to_dot(prof), "svg").decode("utf-8")
+    except GraphBudgetError as exc:
+        return "", str(exc)
+    start = svg.find("<svg")
+    return re.sub(r"<!--.*?-->", "", svg[start:], flags=re.S), ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The three reports
+
+
+def profile_view(prof: Any) -> ModelView:
+    """A ``graph-budget profile`` model: the profile and its graph, no budget."""
+    graph, note = graph_svg(prof)
+    return ModelView(prof.model, prof.to_dict(), graph=graph, graph_note=note)
+
+
+def profile_page(prof: Any) -> str:
+    return page(f"{prof.model}: graph-budget profile", [profile_view(prof)])
+
+
+def result_view(result: Any, name: str) -> ModelView:
+    """A model of a budget run: verdict, findings, limits and the changes from the baseline."""
+    profile = result.profile
+    changes, limits = {}, {}
+    if profile is not None:
+        for key in SUMMARY:
+            changes[key] = common.format_change(result, key)
+            bound = common.limit(result, key)
+            if bound is not None:
+                limits[key] = common.FIGURES[key].format(bound)
+    label = profile["model"] if profile else result.label
+    return ModelView(
+        name,
+        profile,
+        verdict=common.verdict(result),
+        status=common.STATUS_WORDS[common.status(result)],
+        messages=[(f["severity"], f["message"]) for f in result.findings],
+        error=result.error,
+        changes=changes,
+        limits=limits,
+        base_own=result.baseline_modules if result.baseline else None,
+        grown=markdown.grown_by_figure(result),
+        graph_note=NO_NODES.replace("{model}", label),
+    )
+
+
+def run_page(results: list[Any], stale: set[str]) -> str:
+    """The page of a budget run: an overview of every model, then each model."""
+    ordered = common.ordered(results)
+    names = common.names(ordered)
+    views = [result_view(r, names[r.id]) for r in ordered]
+    rows = []
+    for i, (result, view) in enumerate(zip(ordered, views, strict=True)):
+        flops = common.figure_with_limit(result, "flops") if result.profile else "-"
+        rows.append(
+            f'<tr data-verdict="{view.verdict}"><td><a href="#{_anchor(i)}">'
+            f"{escape(view.name)}</a></td><td>{escape(flops)}</td>"
+            f"<td>{escape(common.format_change(result, 'flops'))}</td>"
+            f'<td><span class="badge {view.verdict}">{escape(view.status)}</span></td></tr>'
+        )
+    overview = (
+        '<table class="overview"><tr><th>model</th><th>FLOPs / limit</th><th>vs baseline</th>'
+        f"<th>verdict</th></tr>{''.join(rows)}</table>"
+    )
+    if stale:
+        gone = "".join(f"<li>{escape(k)}</li>" for k in sorted(stale))
+        overview += f"<p>Baseline entries whose model is gone:</p><ul>{gone}</ul>"
+    worst = common.verdict(ordered[0]) if ordered else None
+    sections = [Section("overview", "Overview", overview)]
+    return page(f"graph budget: {common.title(results)}", views, sections, worst)
+
+
+def compare_page(a: Any, b: Any, result: Mapping[str, Any]) -> str:
+    """``compare A B``: the totals side by side, then A, then B with the layers that grew
+    since A highlighted. ``a``/``b`` are ``Profile``s (graph drawn) or saved JSON."""
+    view_a = profile_view(a) if not isinstance(a, Mapping) else ModelView(a["model"], dict(a))
+    view_b = profile_view(b) if not isinstance(b, Mapping) else ModelView(b["model"], dict(b))
+    for view in (view_a, view_b):
+        view.graph_note = view.graph_note or "A saved JSON profile keeps no per-node graph."
+    view_a.name, view_b.name = f"A: {view_a.name}", f"B: {view_b.name}"
+    view_b.base_own, view_b.base_label = _own_flops(view_a.profile or {}), "A"
+    rows = []
+    for key, t in result["totals"].items():
+        fig = figures.BY_KEY.get(key)
+        show = fig.format if fig else (lambda v: f"{v:.1%}")
+        change = "=" if t["a"] == t["b"] else f"{'+' if t['delta'] > 0 else ''}{t['delta']:.4g}"
+        if t["ratio"] is not None and t["a"] != t["b"]:
+            change = f"{(t['ratio'] - 1):+.1%}"
+        view_b.changes[key] = change if fig else ""
+        rows.append(
+            f'<tr data-figure="{key}"><th>{escape(fig.label if fig else key)}</th>'
+            f"<td>{escape(show(t['a']))}</td><td>{escape(show(t['b']))}</td>"
+            f"<td>{escape(change)}</td></tr>"
+        )
+    body = (
+        '<table class="compare"><tr><th>figure</th><th>A</th><th>B</th><th>change</th></tr>'
+        f"{''.join(rows)}</table><p>{result['modules_changed']} modules differ.</p>"
+    )
+    title = f"{result['a']['model']} vs {result['b']['model']}: graph-budget compare"
+    return page(title, [view_a, view_b], [Section("comparison", "A vs B", body)])
+
+
+def write(path: str | os.PathLike[str], text: str) -> Path:
+    """Write the page (UTF-8), making its directory; an ``OSError`` is the caller's to report."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
