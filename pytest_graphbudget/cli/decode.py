@@ -70,6 +70,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         visualize.write(result.decode, args.visualize)
         console.progress(f"wrote {args.visualize} (the decode step's graph)")
+    if args.html:  # the prefill and the decode step, each drawn
+        from pytest_graphbudget.reports import html
+
+        title = f"{result.model}: decode at context {result.context}"
+        named = [("prefill", result.prefill), ("decode step", result.decode)]
+        console.emit(html.profiles_page(title, named), args.html)
     view = {"show_shapes": args.showshape, "depth": args.depth, "top": args.top}
     console.emit(render(result, fmt, **view), args.output)
     return EXIT_OK
