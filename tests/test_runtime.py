@@ -220,6 +220,9 @@ def test_cli_profile_measure(tmp_path, capsys):
     assert "measured runtime is in the other formats" in capsys.readouterr().err
     assert cli.main(["profile", *common, "--measure", "--meta"]) == 2
     assert "--meta" in capsys.readouterr().err
+    sweep = ["profile", "bert-base-uncased", "--seq-len", "8,16", "--measure", "-q"]
+    assert cli.main(sweep) == 2  # refused before anything is built
+    assert "not a sweep or --decode" in capsys.readouterr().err
 
 
 def test_a_case_keeps_its_inputs_when_measured():
