@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_graphbudget.budget_files import SKIPPED, is_budget_file, key_line
-from pytest_graphbudget.budgets import Budget
+from pytest_graphbudget.budgets import Budget, measure_runs
 from pytest_graphbudget.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.collect import (
     BrokenBudget,
@@ -301,7 +301,9 @@ class GraphBudget:
             label,
             f"{item.nodeid}::{label}",
             budget,
-            lambda hw: self.profiler.profile(model, inputs, kwargs, label, hw, budget.variant),
+            lambda hw: self.profiler.profile(
+                model, inputs, kwargs, label, hw, budget.variant, measure_runs(budget)
+            ),
             hardware,
         )
         item.stash.setdefault(ITEM_MODELS, []).append(result)
@@ -318,7 +320,9 @@ class GraphBudget:
             label,
             model_id,
             budget,
-            lambda hw: self.profiler.profile(case, None, None, label, hw, budget.variant),
+            lambda hw: self.profiler.profile(
+                case, None, None, label, hw, budget.variant, measure_runs(budget)
+            ),
         )
         item.stash[ITEM_MODELS].append(result)
 
