@@ -207,10 +207,6 @@ def step_profile(model: Any, hardware: Any, name: str | None, options: dict[str,
     return profile_step(model, hardware=hardware, name=name, **options)
 
 
-VARIANT_KEYS = ("mode", "optimizer", "dtype")
-"""Budget keys a decode step cannot honour (``variant.KEYS``)."""
-
-
 def wanted(table: Mapping[str, Any], name: str) -> bool:
     """Whether a budget table asks for the decode step (``decode = true``); a table whose
     decode keys contradict each other or its other keys is an error that says which."""
@@ -230,23 +226,30 @@ def wanted(table: Mapping[str, Any], name: str) -> bool:
             raise GraphBudgetError(
                 f"{key} in {name} does not apply with decode = true: context sets the positions"
             )
-    for key in VARIANT_KEYS:  # the step is eval mode in the model's dtype: never drop them
-        if key in table and not (key == "mode" and table[key] == "eval"):
-            raise GraphBudgetError(
-                f"{key} in {name} does not apply with decode = true: the step is one generated "
-                "token in eval mode, in the model's own dtype; remove it"
-            )
     check_count(f"context in {name}", table["context"])
     return True
 
 
 def profile_table_step(
-    profiler: Profiler, table: Mapping[str, Any], name: str, hardware: str
+    profiler: Profiler,
+    table: Mapping[str, Any],
+    name: str,
+    hardware: str,
+    variant: Any = None,
 ) -> Profile:
     """The decode step of a ``decode = true`` budget table, through the run's cache (a zoo
-    name is keyed by its name and options, as ``Profiler.profile_table`` keys it)."""
+    name is keyed by its name and options, as ``Profiler.profile_table`` keys it). A train
+    mode or another dtype (``variant``) is refused: the step is eval mode, the model's dtype."""
     from pytest_graphbudget import cache as cache_keys
     from pytest_graphbudget.budget_files import load_factory
+
+    how = variant.options() if variant is not None else {}
+    if how:
+        given = ", ".join(f"{k} = {v!r}" for k, v in how.items())
+        raise GraphBudgetError(
+            f"{name}: decode = true profiles one generated token in eval mode, in the model's "
+            f"own dtype; drop {given}"
+        )
 
     target = profiler.target(hardware)
     options = {k: table[k] for k in ("context", "batch", "meta") if k in table}

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_graphbudget import cli, decode
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget import cli
 
 
 def _check(tmp_path, monkeypatch, capsys, toml: str) -> tuple[int, str]:
@@ -20,40 +19,6 @@ def _check(tmp_path, monkeypatch, capsys, toml: str) -> tuple[int, str]:
     monkeypatch.chdir(tmp_path)
     code = cli.main(["check", "--no-cache", "budgets"])
     return code, capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("flags", "message"),
-    [
-        (["--dtype", "bfloat16"], "--dtype not available with --decode"),
-        (["--mode", "train"], "--mode not available with --decode"),
-        (["--mode", "train", "--optimizer", "adam"], "--mode and --optimizer not available"),
-    ],
-)
-def test_cli_decode_refuses_mode_and_dtype(flags, message, capsys):
-    """``--decode`` traces one token in eval mode in the model's dtype: a bf16 or train flag
-    beside it printed fp32 eval figures under the user's flags."""
-    assert cli.main(["profile", "gpt2", "--decode", "--context", "8", *flags, "-q"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and message in err[0], err
-
-
-def test_decode_table_refuses_mode_and_dtype(tmp_path, monkeypatch, capsys):
-    """A ``decode = true`` table with ``dtype``/``mode`` was checked (and passed) on the fp32
-    eval step, labelled ``@bfloat16``; ``mode = "eval"`` says nothing new and is accepted."""
-    with pytest.raises(GraphBudgetError, match="dtype in t does not apply with decode = true"):
-        decode.wanted({"decode": True, "context": 8, "dtype": "bfloat16"}, "t")
-    assert decode.wanted({"decode": True, "context": 8, "mode": "eval"}, "t") is True
-    code, out = _check(
-        tmp_path,
-        monkeypatch,
-        capsys,
-        '[models.step]\nmodel = "gpt2"\ndecode = true\ncontext = 8\nmode = "train"\n'
-        'flops_max = "1G"\n',
-    )
-    assert code == 1
-    assert "mode in step does not apply with decode = true" in out
-    assert "1 model could not be checked" in out
 
 
 def test_seq_len_on_an_image_model_is_an_error_in_a_table(tmp_path, monkeypatch, capsys):

@@ -47,7 +47,7 @@ def wanted(args: argparse.Namespace) -> bool:
         if value is not None:
             raise GraphBudgetError(f"{flag} does not apply with --decode: --context sets it")
     given = [f"--{key}" for key in loading.variant(args)]
-    if given:  # the step is traced in eval mode, in the model's dtype: never drop them
+    if given:
         raise GraphBudgetError(
             f"{' and '.join(given)} not available with --decode (one generated token in eval "
             "mode, in the model's own dtype)"
