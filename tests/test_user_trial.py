@@ -107,3 +107,17 @@ def test_compare_says_when_one_side_is_a_training_step(adam_step, tmp_path, caps
     assert lines[0].startswith("A: ") and "training step" not in lines[0]
     assert lines[1].startswith("B: ") and lines[1].endswith(", training step)")
     assert "A is eval mode, B is train mode" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
+    """``hardware --calibrate`` measures float32 only; ``profile --dtype bfloat16`` on that
+    profile priced bf16 at the fp32 peak and said nothing."""
+    hw = tmp_path / "hw.toml"
+    hw.write_text("[hardware.calibrated]\npeak_tflops = {float32 = 0.16}\nbandwidth_gbs = 12\n")
+    argv = ["profile", "squeezenet1_1", "--meta", "--hardware-file", str(hw)]
+    argv += ["--hardware", "calibrated", "-q", "--format", "json"]
+    assert cli.main([*argv, "--dtype", "bfloat16"]) == 0
+    err = capsys.readouterr().err
+    assert "hardware calibrated has no bfloat16 peak: the roofline uses its float32 peak" in err
+    assert cli.main(argv) == 0
+    assert "peak" not in capsys.readouterr().err
