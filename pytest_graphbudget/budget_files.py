@@ -15,6 +15,7 @@ from typing import Any
 from pytest_graphbudget.budgets import BOTTLENECK_KEYS, LIMITS, MODEL_KEYS, Budget, build
 from pytest_graphbudget.case import as_case
 from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.ignored import refuse_idle_runs
 
 FILE_TABLES = '; a budget file has [defaults] and [models."<name>"] tables'
 SKIPPED = ("baseline.toml", "pyproject.toml")
@@ -44,6 +45,7 @@ class Table:
         budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
         if problems:
             raise GraphBudgetError("\n".join(problems))
+        refuse_idle_runs("measure_runs" in self.table, budget, where)
         budget.lines = self.lines
         if hardware:
             budget.hardware = hardware

@@ -1,4 +1,5 @@
-"""A zoo option that a budget table names but the model cannot take is an error, not a note.
+"""A budget option that would have no effect is an error, not a note: a zoo option the model
+cannot take (``refuse_ignored``), timed runs with no latency limit (``refuse_idle_runs``).
 
 The CLI prints the zoo's note (``seq_len ignored: resnet18 takes images``) and goes on, since
 the user sees it. A budget table is read by nobody at run time: ``seq_len = [128, 2048]`` on an
@@ -26,3 +27,13 @@ def refuse_ignored(case: Any, name: str) -> Any:
             "it would check the same profile as without it"
         )
     return case
+
+
+def refuse_idle_runs(given: bool, budget: Any, where: str) -> None:
+    """``measure_runs`` set on a budget that times nothing (no ``latency_measured_max``) is an
+    error: the user meant a measured-latency check that no limit asks for."""
+    if given and "latency_measured_max" not in budget.limits:
+        raise GraphBudgetError(
+            f"measure_runs in {where} has no effect without latency_measured_max: "
+            "add that limit or remove measure_runs"
+        )

@@ -121,3 +121,36 @@ def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
     assert "hardware calibrated has no bfloat16 peak: the roofline uses its float32 peak" in err
     assert cli.main(argv) == 0
     assert "peak" not in capsys.readouterr().err
+
+
+def test_measure_runs_without_a_latency_limit_is_an_error(tmp_path, monkeypatch, capsys):
+    """``measure_runs = 5`` with no ``latency_measured_max`` timed nothing and passed: the
+    user meant a measured check. A table or marker that sets it alone is refused."""
+    code, out = _check(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        '[models.r]\nmodel = "squeezenet1_1"\nmeta = true\nmeasure_runs = 5\nflops_max = "1G"\n',
+    )
+    assert code == 1
+    assert "measure_runs in " in out and "has no effect without latency_measured_max" in out
+
+
+def test_measure_runs_marker_without_a_latency_limit_is_a_usage_error(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+
+        @pytest.fixture
+        def net():
+            return ModelCase(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+
+        @pytest.mark.flops_max("1G")
+        @pytest.mark.graph_budget(measure_runs=5)
+        def test_a(net): ...
+        """
+    )
+    run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget")
+    run.assert_outcomes(errors=1)
+    run.stdout.fnmatch_lines(["*measure_runs in @pytest.mark.graph_budget on *has no effect*"])
