@@ -15,7 +15,7 @@ from typing import Any
 from pytest_graphbudget.budgets import BOTTLENECK_KEYS, LIMITS, MODEL_KEYS, Budget, build
 from pytest_graphbudget.case import as_case
 from pytest_graphbudget.errors import GraphBudgetError, toml_error
-from pytest_graphbudget.ignored import refuse_idle_runs
+from pytest_graphbudget.ignored import refuse_idle_optimizer, refuse_idle_runs
 
 FILE_TABLES = '; a budget file has [defaults] and [models."<name>"] tables'
 SKIPPED = ("baseline.toml", "pyproject.toml")
@@ -46,6 +46,7 @@ class Table:
         if problems:
             raise GraphBudgetError("\n".join(problems))
         refuse_idle_runs("measure_runs" in self.table, budget, where)
+        refuse_idle_optimizer(budget, where, 'mode = "train"')
         budget.lines = self.lines
         if hardware:
             budget.hardware = hardware

@@ -37,3 +37,12 @@ def refuse_idle_runs(given: bool, budget: Any, where: str) -> None:
             f"measure_runs in {where} has no effect without latency_measured_max: "
             "add that limit or remove measure_runs"
         )
+
+
+def refuse_idle_optimizer(budget: Any, where: str, mode_key: str) -> None:
+    """An optimizer on an eval budget is refused where it is written, in the budget's own
+    spelling (``mode_key``), before any model is built."""
+    if budget.variant.optimizer and budget.variant.mode != "train":
+        raise GraphBudgetError(
+            f"optimizer in {where} needs {mode_key}: an eval forward has no optimizer step"
+        )

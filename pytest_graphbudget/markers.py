@@ -15,7 +15,7 @@ import pytest
 from pytest_graphbudget import figures
 from pytest_graphbudget.budgets import LIMITS, Budget, build, closest
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.ignored import refuse_idle_runs
+from pytest_graphbudget.ignored import refuse_idle_optimizer, refuse_idle_runs
 from pytest_graphbudget.variant import KEYS as VARIANT_KEYS
 
 MARKERS = {
@@ -90,6 +90,7 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
                 )
         budget = build(marker.kwargs, where.format(name), budget)
         refuse_idle_runs("measure_runs" in marker.kwargs, budget, where.format(name))
+        refuse_idle_optimizer(budget, where.format(name), 'mode="train"')
     if hardware:
         budget.hardware = hardware
     return budget

@@ -154,3 +154,16 @@ def test_measure_runs_marker_without_a_latency_limit_is_a_usage_error(pytester):
     run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget")
     run.assert_outcomes(errors=1)
     run.stdout.fnmatch_lines(["*measure_runs in @pytest.mark.graph_budget on *has no effect*"])
+
+
+def test_an_optimizer_without_train_mode_is_refused_where_written(tmp_path, monkeypatch, capsys):
+    """``optimizer = "adam"`` without ``mode = "train"`` failed only after the model was built,
+    in Python's spelling (``pass mode='train'``); now the table says it in TOML's."""
+    code, out = _check(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        '[models.r]\nmodel = "squeezenet1_1"\nmeta = true\noptimizer = "adam"\nflops_max = "1G"\n',
+    )
+    assert code == 1
+    assert 'error: r: optimizer in user.toml::r needs mode = "train": an eval forward' in out
