@@ -347,7 +347,7 @@ def test_cli_an_optimizer_without_train_mode_is_one_line(tiny, monkeypatch, caps
     monkeypatch.chdir(tiny)
     assert cli.main(["profile", *TINY, "--optimizer", "adam"]) == 2
     err = capsys.readouterr().err
-    assert "optimizer applies to mode='train' only" in err and "Traceback" not in err
+    assert "--optimizer needs --mode train" in err and "Traceback" not in err
 
 
 def test_cli_compare_profiles_both_models_in_the_dtype(tiny, monkeypatch, capsys):

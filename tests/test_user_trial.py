@@ -167,3 +167,16 @@ def test_an_optimizer_without_train_mode_is_refused_where_written(tmp_path, monk
     )
     assert code == 1
     assert 'error: r: optimizer in user.toml::r needs mode = "train": an eval forward' in out
+
+
+@pytest.mark.parametrize("command", ["profile", "init", "compare"])
+def test_cli_optimizer_without_train_mode_is_refused_in_cli_words(command, capsys):
+    """``--optimizer adam`` alone built the model, then said ``pass mode='train' too``."""
+    argv = [command, "no-such-model-is-built", "--optimizer", "adam", "-q"]
+    if command == "compare":
+        argv.insert(2, "another-one")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "graph-budget: error: --optimizer needs --mode train: an eval forward has no optimizer"
+    ]

@@ -57,10 +57,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     to_stdout = output == "-"
     document = _existing(output, args.models, args.force) if not to_stdout else None
     hardware = loading.hardware(args)
+    how = loading.variant(args)  # a bad --optimizer fails before any model is built
     entries = []
     for name in args.models:
         case = loading.load_case(name, args, console)
-        entries.append((name, loading.profile_case(case, hardware, console, loading.variant(args))))
+        entries.append((name, loading.profile_case(case, hardware, console, how)))
     text = _budget_document(document, entries, hardware, args)
     if to_stdout:
         console.emit(text, None)

@@ -100,6 +100,8 @@ def variant(args: argparse.Namespace) -> dict[str, Any]:
     from pytest_graphbudget.variant import Variant
 
     given = {key: getattr(args, key, None) for key in ("mode", "optimizer", "dtype")}
+    if given["optimizer"] and given["mode"] != "train":  # before any model is built
+        raise GraphBudgetError("--optimizer needs --mode train: an eval forward has no optimizer")
     return Variant(**{**given, "mode": given["mode"] or "eval"}).options()
 
 

@@ -96,8 +96,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if decode.wanted(args):  # one generated token beside the prefill (cli/decode.py)
         return decode.run(args, console)
     hardware = loading.hardware(args)
-    case = loading.load_case(args.model, args, console)
     how = {**loading.variant(args), **({"measure": runs} if runs else {})}
+    case = loading.load_case(args.model, args, console)
     prof = loading.profile_case(case, hardware, console, how)
     view = {
         "types": loading.module_types(case),
