@@ -763,6 +763,37 @@ def test_missing_dot_is_one_line_before_profiling(work, tmp_path):
 # The examples of profile_graph.py and graph_explorer.py, as written
 
 
+@pytest.fixture(scope="module")
+def built() -> dict:
+    """Models loaded and profiled by the example commands of this module, by their options."""
+    return {}
+
+
+@pytest.fixture
+def once(built, monkeypatch):
+    """Commands that name the same model with the same options share one load and one profile
+    (BERT at its default size is both explored and drawn); each command still parses its
+    arguments, resolves its hardware and renders its own view."""
+    from pytest_graphbudget.cli import loading
+
+    load, price = loading.load_case, loading.profile_case
+
+    def load_case(name, args, console):
+        key = ("case", name, repr(sorted(loading.zoo_options(args).items())))
+        if key not in built:
+            built[key] = load(name, args, console)
+        return built[key]
+
+    def profile_case(case, hardware, console, how=None):
+        key = ("profile", id(case), hardware.name, repr(sorted((how or {}).items())))
+        if key not in built:
+            built[key] = price(case, hardware, console, how)
+        return built[key]
+
+    monkeypatch.setattr(loading, "load_case", load_case)
+    monkeypatch.setattr(loading, "profile_case", profile_case)
+
+
 BERT_HIDDEN, BERT_FF, BERT_LAYERS = 768, 3072, 12
 
 
@@ -819,7 +850,8 @@ def test_example_profile_distilbert_showshape(tmp_path):
 
 
 @pytest.mark.slow
-def test_example_explore_bert_around_30(tmp_path):
+@pytest.mark.xdist_group("bert-base-uncased")  # profiled once for both
+def test_example_explore_bert_around_30(tmp_path, once):
     result = run_cli(
         "explore", "bert-base-uncased", "--around", "30", "--context", "20", cwd=tmp_path
     )
@@ -849,8 +881,9 @@ def test_example_profile_resnet18_visualize_svg(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bert-base-uncased")  # profiled once for both
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
-def test_example_profile_bert_visualize_svg_multi_input_dynamo_graph(tmp_path):
+def test_example_profile_bert_visualize_svg_multi_input_dynamo_graph(tmp_path, once):
     result = run_cli("profile", "bert-base-uncased", "--visualize", "bert.svg", cwd=tmp_path)
     assert_ok(result)
     svg = (tmp_path / "bert.svg").read_text()
