@@ -1,7 +1,7 @@
 """One training step per benchmark model: ``profile_model(mode="train")`` next to FlopCounterMode.
 
-For each model of ``run.py``'s list, in a fresh subprocess per tool (so one tool's caches never
-warm another's), with the model built first (not timed):
+For each model of ``run.py``'s list, built by ``run.build`` (the inputs of the forward tables), in
+a fresh subprocess per tool (so one tool's caches never warm another's), built first (not timed):
 
 - ``ours``: ``profile_model(case, mode="train")``: the joint graph of forward, loss (the sum of
   the outputs) and backward traced on fake tensors, priced, partitioned, with its liveness;
@@ -38,17 +38,17 @@ SECTION = "## Training step, issue 12"
 def worker(tool: str, name: str, threads: int) -> dict:
     """One measurement in this process: build the zoo case (not timed), then time ``tool``."""
     import torch
+    from run import build  # the benchmark models and inputs of RESULTS.md
 
     from pytest_graphbudget import profile_model
     from pytest_graphbudget.joint import default_loss
-    from pytest_graphbudget.zoo import resolve
 
     torch.set_num_threads(threads)
-    case = resolve(name)
+    case = build(name)
     out: dict = {"tool": tool, "model": name}
     start = time.perf_counter()
     if tool == "ours":
-        prof = profile_model(case, mode="train")
+        prof = profile_model(case.model, case.args, case.kwargs, mode="train", name=name)
         out.update(macs=prof.macs, forward_macs=prof.phases["forward"]["macs"])
         out.update(peak_mb=prof.peak_memory_bytes / 2**20, nodes=prof.trace.nodes)
         out["unsupported"] = dict(prof.coverage.unsupported_ops)
@@ -57,7 +57,7 @@ def worker(tool: str, name: str, threads: int) -> dict:
 
         case.model.train()
         with FlopCounterMode(display=False) as counter:
-            default_loss(case.model(*case.inputs, **case.kwargs)).backward()
+            default_loss(case.model(*case.args, **case.kwargs)).backward()
         out["macs"] = counter.get_total_flops() // 2
     out["seconds"] = time.perf_counter() - start
     return out

@@ -402,7 +402,9 @@ def compare(
         if new > old * (1 + tolerance):
             growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"
-            grown = grew_most(current.layers(name), base.layers(name))
+            # Without the baseline's own split, every module would look grown by its whole value.
+            before = base.layers(name)
+            grown = grew_most(current.layers(name), before) if before else []
             if grown:
                 message += "; grew most: " + ", ".join(f"{m} +{figure.format(d)}" for m, d in grown)
             findings.append(Finding("fail", f"baseline.{name}", message, new, old))

@@ -16,13 +16,14 @@ from pytest_graphbudget import figures
 from pytest_graphbudget import variant as variants
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.figures import Figure
+from pytest_graphbudget.runtime import DEFAULT_RUNS, check_runs, noise_note
 from pytest_graphbudget.units import format_ratio, parse
 
 LIMITS: dict[str, Figure] = figures.BY_BUDGET
 """Budget key -> the figure it bounds (``flops_max`` -> FLOPs), from ``figures.TABLE``."""
 BOTTLENECK_KEYS = ("compute_bound_min", "memory_bound_max")
 BOTTLENECK_BY = {"count": "share", "flops": "flops_share", "time": "time_share"}
-SETTINGS = ("hardware", "tolerance", "name")
+SETTINGS = ("hardware", "tolerance", "name", "measure_runs")
 MODEL_KEYS = (
     "input_shape",
     "seq_len",
@@ -61,6 +62,8 @@ class Budget:
     """User hardware profiles (``[tool.graph_budget.hardware_profiles]``) that names may use."""
     allow_unsupported: bool | tuple[str, ...] = False
     """Ops without a cost formula that may still pass (``True``: all), as ``namespace.name``."""
+    measure_runs: int = DEFAULT_RUNS
+    """Timed runs when ``latency_measured_max`` makes the model run (``runtime.DEFAULT_RUNS``)."""
     variant: variants.Variant = field(default_factory=variants.Variant)
     """How the model is profiled: mode, optimizer and dtype (``variant.py``)."""
 
@@ -165,6 +168,8 @@ def build(
             budget.name = value
         elif key == "allow_unsupported":
             budget.allow_unsupported = allowed_ops(value, where)
+        elif key == "measure_runs":
+            budget.measure_runs = check_runs(value, f"measure_runs in {where}")
         elif key in variants.KEYS:
             budget.variant = variants.with_value(budget.variant, key, value, where)
         elif key not in extra_keys:
@@ -173,10 +178,20 @@ def build(
     return budget
 
 
-def figure(profile: Any, name: str) -> float:
-    """A profile figure by name, from a ``Profile`` or its ``to_dict()``."""
+def measure_runs(budget: Budget) -> int | None:
+    """The timed runs a budget asks for: ``measure_runs`` when it bounds the measured latency,
+    else None (no other limit runs the model)."""
+    return budget.measure_runs if "latency_measured_max" in budget.limits else None
+
+
+def figure(profile: Any, name: str) -> float | None:
+    """A profile figure by name, from a ``Profile`` or its ``to_dict()``; None for a measured
+    figure of a profile that was not measured."""
     if isinstance(profile, Mapping):
-        return profile["totals"][name]
+        return profile["totals"].get(name)
+    known = figures.BY_KEY.get(name)
+    if known is not None and known.measured:  # in the totals once the model has run
+        return profile.to_dict()["totals"].get(name)
     return getattr(profile, name)
 
 
@@ -269,6 +284,16 @@ def _exact(value: float) -> str:
 def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     limit = LIMITS[key]
     value = figure(profile, limit.key)
+    if value is None:  # never a pass: nothing was compared with the limit
+        return Finding(
+            "fail",
+            key,
+            f"{key}: the model was not run, so there is no {limit.label} to check; "
+            "measure it (graph_budget markers and budget files do so when the budget has "
+            f"{key}; profile_model(..., measure=True) in Python)",
+            None,
+            limit_value,
+        )
     shown, bound = limit.format(value), f"{key} {limit.format(limit_value)}"
     if shown == limit.format(limit_value):  # rounding would hide the difference: be exact
         shown, bound = _exact(value), f"{key} {_exact(limit_value)}"
@@ -285,8 +310,8 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
         )
     if value > limit_value:
         over = format_ratio(value / limit_value - 1) if limit_value else "all"
-        message = f"{limit.label} {shown} exceeds {bound} ({over} over)"
-        heading, rows = contributors(profile, limit.key)
+        message = f"{limit.label} {shown} exceeds {bound} ({over} over{noise_note(profile, key)})"
+        heading, rows = contributors(profile, limit.key) if limit.ranked_by else ("", [])
         if rows:
             top = ", ".join(f"{label} {limit.format(v)}" for label, v in rows)
             message += f"; {heading}: {top}"

@@ -13,6 +13,7 @@ class ModelCase:
 
     ``name`` labels the model in reports; ``note`` carries a remark from whoever built the
     case (for example a zoo loader that fell back from a missing ``.pt`` file to its YAML).
+    ``zoo.resolve`` records how long loading took and the memory after it, for ``measure``.
     """
 
     model: Any
@@ -20,6 +21,8 @@ class ModelCase:
     kwargs: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     note: str | None = None
+    load_seconds: float | None = None  # the zoo's build/load time (None: given, not loaded)
+    load_rss_bytes: int | None = None  # the process's resident memory right after loading
 
     def __post_init__(self) -> None:
         if not isinstance(self.inputs, tuple):

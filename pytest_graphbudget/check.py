@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_graphbudget.budgets import Budget, Finding, check, coverage_findings
+from pytest_graphbudget.budgets import Budget, Finding, check, coverage_findings, measure_runs
 from pytest_graphbudget.errors import GraphBudgetError
 
 if TYPE_CHECKING:
@@ -173,7 +173,9 @@ def check_table(
     checker.evaluate(
         result,
         budget,
-        lambda hw: profiler.profile_table(entry.table, entry.name, hw, budget.variant),
+        lambda hw: profiler.profile_table(
+            entry.table, entry.name, hw, budget.variant, measure_runs(budget)
+        ),
     )
     result.line = failing_line(result.findings, entry.lines) or result.line
     return result

@@ -231,12 +231,25 @@ def wanted(table: Mapping[str, Any], name: str) -> bool:
 
 
 def profile_table_step(
-    profiler: Profiler, table: Mapping[str, Any], name: str, hardware: str
+    profiler: Profiler,
+    table: Mapping[str, Any],
+    name: str,
+    hardware: str,
+    variant: Any = None,
 ) -> Profile:
     """The decode step of a ``decode = true`` budget table, through the run's cache (a zoo
-    name is keyed by its name and options, as ``Profiler.profile_table`` keys it)."""
+    name is keyed by its name and options, as ``Profiler.profile_table`` keys it). A train
+    mode or another dtype (``variant``) is refused: the step is eval mode, the model's dtype."""
     from pytest_graphbudget import cache as cache_keys
     from pytest_graphbudget.budget_files import load_factory
+
+    how = variant.options() if variant is not None else {}
+    if how:
+        given = ", ".join(f"{k} = {v!r}" for k, v in how.items())
+        raise GraphBudgetError(
+            f"{name}: decode = true profiles one generated token in eval mode, in the model's "
+            f"own dtype; drop {given}"
+        )
 
     target = profiler.target(hardware)
     options = {k: table[k] for k in ("context", "batch", "meta") if k in table}

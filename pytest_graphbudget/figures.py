@@ -42,6 +42,7 @@ class Figure:
     ranked_by: str | None = None  # what a failure's top contributors are ranked by
     reported: bool = True  # a row of the reports (JUnit output, limits beside the table)
     max_growth: bool = False  # gated by ``graph-budget compare --max-growth``
+    measured: bool = False  # in the totals only when the model was run (``Profile.runtime``)
     init: bool = False  # budgeted by ``graph-budget init``: today's value plus headroom
 
     @property
@@ -87,6 +88,10 @@ TABLE: tuple[Figure, ...] = (
     Figure(
         "est_latency_s", "estimated latency", "seconds", short="est. latency",
         budget="latency_max", ranked_by="estimated time",
+    ),
+    Figure(
+        "latency_measured_s", "measured latency", "seconds", short="measured",
+        budget="latency_measured_max", measured=True,
     ),
     Figure(
         "arithmetic_intensity", "arithmetic intensity", "count", short="intensity",

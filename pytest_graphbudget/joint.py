@@ -2,8 +2,8 @@
 
 ``make_fx`` (fake tensors) traces a functional step that calls the model, the loss,
 ``torch.autograd.grad`` over the trainable parameters and, when an optimizer is named, its
-update written out as torch's single-tensor loop writes it (Adam: two fp32 moments per
-parameter; SGD with momentum: one buffer). We chose ``make_fx`` over AOTAutograd's joint graph
+update written out as torch's single-tensor loop writes it (Adam: two moments per parameter,
+in its dtype; SGD with momentum: one buffer). We chose ``make_fx`` over AOTAutograd's joint graph
 (``aot_function``): it keeps the autograd engine's own backward ops in the order eager
 training runs them (``convolution_backward``, ``threshold_backward``: what FlopCounterMode and
 the memory profiler see in eager), needs no partitioner or compiler hooks, and keeps the
@@ -96,6 +96,8 @@ class Tags:
 
 
 def _tagging_mode(tags: Tags, graph: Any) -> Any:
+    """A dispatch mode above make_fx's: after each ATen call, the nodes it added get tagged
+    while the phase, module and running autograd node are still those of the call."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Tagging(TorchDispatchMode):
@@ -111,11 +113,9 @@ def _tagging_mode(tags: Tags, graph: Any) -> Any:
 def _module_hooks(model: Any, tags: Tags) -> Iterator[None]:
     """Keep ``tags.modules`` the stack of modules whose forward is running."""
     handles = []
-    seen: set[int] = set()
-    for path, module in model.named_modules():
-        if id(module) in seen or not path:
+    for path, module in model.named_modules():  # a module reused at two paths: its first
+        if not path:
             continue
-        seen.add(id(module))
 
         def enter(_module, _args, path=path):
             tags.modules.append(path)
@@ -177,7 +177,9 @@ def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | No
         (f"{slot}.{name}", p) for name, p in params.items() for slot in optimizer_slots(optimizer)
     ]
     with mode:
-        slots = {k: torch.empty(p.shape, dtype=torch.float32, device=p.device) for k, p in keys}
+        # In the parameter's dtype, as torch.optim keeps it (zeros_like): float32 for a float32
+        # model, bfloat16 for one cast with dtype="bfloat16".
+        slots = {k: torch.empty(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
     leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tags = Tags()

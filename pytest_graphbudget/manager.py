@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_graphbudget.budget_files import SKIPPED, is_budget_file, key_line
-from pytest_graphbudget.budgets import Budget
+from pytest_graphbudget.budgets import Budget, measure_runs
 from pytest_graphbudget.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.collect import (
     BrokenBudget,
@@ -43,6 +43,7 @@ from pytest_graphbudget.plugin import (
     PROPERTY,
     project_settings,
 )
+from pytest_graphbudget.variant import overridden
 
 
 class GraphBudget:
@@ -280,19 +281,6 @@ class GraphBudget:
 
     # -- profiling ------------------------------------------------------------------------
 
-    def profile(
-        self,
-        model: Any,
-        inputs: Any,
-        kwargs: dict | None,
-        name: str | None,
-        hardware: str,
-        variant: Any = None,
-    ):
-        """Profile a module through the cache (keyed by the module, inputs, hardware and the
-        budget's mode/optimizer/dtype)."""
-        return self.profiler.profile(model, inputs, kwargs, name, hardware, variant)
-
     def profile_for_item(
         self,
         item: pytest.Item,
@@ -301,16 +289,21 @@ class GraphBudget:
         kwargs: dict | None,
         name: str | None,
         hardware: str | None,
+        how: dict[str, Any] | None = None,
     ):
-        """``graph_profile``: profile now, and check the test's markers after its body."""
+        """``graph_profile``: profile now (through the cache), and check the test's markers
+        after its body; ``how`` (mode, optimizer, dtype) overrides the markers' for it."""
         budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
+        budget = overridden(budget, how or {}, f"graph_profile in {item.nodeid}")
         label = name or budget.name or getattr(model, "name", None) or type(model).__name__
         result, prof = self._evaluate(
             item,
             label,
             f"{item.nodeid}::{label}",
             budget,
-            lambda hw: self.profile(model, inputs, kwargs, label, hw, budget.variant),
+            lambda hw: self.profiler.profile(
+                model, inputs, kwargs, label, hw, budget.variant, measure_runs(budget)
+            ),
             hardware,
         )
         item.stash.setdefault(ITEM_MODELS, []).append(result)
@@ -327,7 +320,9 @@ class GraphBudget:
             label,
             model_id,
             budget,
-            lambda hw: self.profile(case, None, None, label, hw, budget.variant),
+            lambda hw: self.profiler.profile(
+                case, None, None, label, hw, budget.variant, measure_runs(budget)
+            ),
         )
         item.stash[ITEM_MODELS].append(result)
 

@@ -22,12 +22,19 @@ MARKERS = {
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
     "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
-    "allow_unsupported=False, mode='eval', optimizer=None, dtype=None): per-test settings of "
-    "pytest-graphbudget",
+    "allow_unsupported=False, mode='eval', optimizer=None, dtype=None, measure_runs=20): "
+    "per-test settings of pytest-graphbudget",
 }
 KEYWORDS = {
     "bottleneck": ("compute_bound_min", "memory_bound_max", "by"),
-    "graph_budget": ("hardware", "tolerance", "name", "allow_unsupported", *VARIANT_KEYS),
+    "graph_budget": (
+        "hardware",
+        "tolerance",
+        "name",
+        "allow_unsupported",
+        *VARIANT_KEYS,
+        "measure_runs",
+    ),
 }
 """The keyword-only markers and the keywords each takes."""
 

@@ -103,9 +103,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def graph_profile(request: pytest.FixtureRequest):
-    """``graph_profile(model, inputs, kwargs=None, name=None, hardware=None)`` -> Profile.
+    """``graph_profile(model, inputs, kwargs=None, name=None, hardware=None, mode=None,
+    optimizer=None, dtype=None)`` -> Profile.
 
-    With ``--graph-budget`` the profile is also checked against the test's markers.
+    With ``--graph-budget`` the profile is also checked against the test's markers (``mode``,
+    ``optimizer`` and ``dtype`` given here win over the ``graph_budget`` marker's).
     """
     manager = request.config.stash.get(STATE, None)
 
@@ -116,12 +118,18 @@ def graph_profile(request: pytest.FixtureRequest):
         *,
         name: str | None = None,
         hardware: str | None = None,
+        mode: str | None = None,
+        optimizer: str | None = None,
+        dtype: str | None = None,
     ):
+        given = {"mode": mode, "optimizer": optimizer, "dtype": dtype}
+        how = {key: value for key, value in given.items() if value is not None}
         if manager is None:
             from pytest_graphbudget.profile import profile_model
 
-            return profile_model(model, inputs, kwargs, hardware=hardware or "generic", name=name)
-        return manager.profile_for_item(request.node, model, inputs, kwargs, name, hardware)
+            hardware = hardware or "generic"
+            return profile_model(model, inputs, kwargs, hardware=hardware, name=name, **how)
+        return manager.profile_for_item(request.node, model, inputs, kwargs, name, hardware, how)
 
     return run
 

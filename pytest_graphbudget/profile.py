@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_graphbudget import runtime
 from pytest_graphbudget.case import ModelCase
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -160,6 +161,7 @@ class Profile:
     mode: str = "eval"  # "train": the figures are one training step's (train.py)
     optimizer_state_bytes: int = 0  # train: the optimizer's state, allocated before the step
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # train: by phase
+    runtime: Any = None  # runtime.Runtime: measured on this machine (measure=True)
 
     def _train_totals(self) -> dict[str, Any]:
         """The training step's extra totals: its phases' figures and the optimizer state."""
@@ -232,6 +234,7 @@ class Profile:
                 "arithmetic_intensity": self.arithmetic_intensity,
                 "est_latency_s": self.est_latency_s,
                 **self._train_totals(),
+                **({"latency_measured_s": self.runtime.min_s} if self.runtime else {}),
             },
             "hardware": {"name": self.hardware.name, "ridge_point": self.ridge_point},
             "bottleneck": self.bottleneck,
@@ -243,6 +246,7 @@ class Profile:
             },
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "modules": {path: m.to_dict() for path, m in sorted(self.modules.items())},
+            **({"runtime": self.runtime.to_dict()} if self.runtime else {}),
         }
 
 
@@ -299,6 +303,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         mode=data.get("mode", "eval"),
         optimizer_state_bytes=totals.get("optimizer_state_bytes", 0),
         phases=_phases_from(totals),
+        runtime=runtime.Runtime.from_dict(data.get("runtime")),
     )
 
 
@@ -329,6 +334,7 @@ def profile_model(
     loss: Callable | None = None,
     optimizer: str | None = None,
     dtype: str | None = None,
+    measure: bool | int = False,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -342,12 +348,14 @@ def profile_model(
     of the model and of its floating inputs (``cast.py``): bytes and peak are that dtype's.
     ``decode=True, context=N`` profiles one generated token of a causal LM instead
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
+    ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``).
     """
     from pytest_graphbudget.cast import cast, check_dtype
     from pytest_graphbudget.train import check_mode
 
     check_mode(mode, loss, optimizer)
     check_dtype(dtype)
+    runs = runtime.runs_asked(measure, mode, zoo_options, isinstance(model, str))
     if zoo_options.get("decode") or "context" in zoo_options:
         from pytest_graphbudget.decode import step_profile
 
@@ -365,6 +373,7 @@ def profile_model(
     elif zoo_options:
         unknown = ", ".join(sorted(zoo_options))
         raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
+    load = runtime.loaded(model) if runs else None
     if isinstance(model, ModelCase):
         name = name or model.name
         inputs = model.inputs if inputs is None else inputs
@@ -378,7 +387,8 @@ def profile_model(
         from pytest_graphbudget.train import profile_step
 
         return profile_step(model, args, kwargs, hardware, name, loss, optimizer)
-    return _profile(model, args, kwargs, hardware, name)
+    prof = _profile(model, args, kwargs, hardware, name)
+    return runtime.attach(prof, model, args, kwargs, runs, load) if runs else prof
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

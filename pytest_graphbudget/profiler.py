@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_graphbudget.errors import GraphBudgetError
+
 if TYPE_CHECKING:
     from pytest_graphbudget.cache import ProfileCache
     from pytest_graphbudget.profile import Profile
@@ -103,9 +105,11 @@ class Profiler:
         name: str | None,
         hardware: str,
         variant: Variant | None = None,
+        runs: int | None = None,
     ) -> Profile:
         """Profile a module or a ModelCase (keyed by the module, inputs, hardware and
-        ``variant``: mode, optimizer, dtype)."""
+        ``variant``: mode, optimizer, dtype); with ``runs``, also time it here, uncached (the
+        timing is this machine's, now; the model runs anyway)."""
         from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.profile import profile_model
@@ -113,6 +117,9 @@ class Profiler:
         case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
         target = self.target(hardware)
         how = variant.options() if variant else {}
+        if runs:
+            self.counts["timed, not cached"] += 1
+            return profile_model(case, hardware=target, name=name, measure=runs, **how)
         return self.cached(
             lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target), how),
             lambda: profile_model(case, hardware=target, name=name, **how),
@@ -121,21 +128,29 @@ class Profiler:
         )
 
     def profile_table(
-        self, table: dict[str, Any], name: str, hardware: str, variant: Variant | None = None
+        self,
+        table: dict[str, Any],
+        name: str,
+        hardware: str,
+        variant: Variant | None = None,
+        runs: int | None = None,
     ) -> Profile:
         """The model of a budget table (``factory`` or zoo ``model``, default: its name);
-        zoo models are cached by name, so that a warm run does not even build them."""
+        zoo models are cached by name, so that a warm run does not even build them (unless
+        ``runs`` asks to time them)."""
         from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget import decode, zoo
         from pytest_graphbudget.budget_files import load_factory
         from pytest_graphbudget.profile import profile_model
 
         if decode.wanted(table, name):  # decode = true: one generated token's profile
-            return decode.profile_table_step(self, table, name, hardware)
+            if runs:
+                raise GraphBudgetError(f"{name}: latency_measured_max times a forward, not decode")
+            return decode.profile_table_step(self, table, name, hardware, variant)
         options = {k: table[k] for k in OPTIONS if k in table}
         if "factory" in table:
             case = load_factory(str(table["factory"]), name, options)
-            return self.profile(case, None, None, name, hardware, variant)
+            return self.profile(case, None, None, name, hardware, variant, runs)
         model_name = str(table.get("model", name))
         target = self.target(hardware)
         how = variant.options() if variant else {}
@@ -144,9 +159,11 @@ class Profiler:
             if self.cache is not None
             else None
         )
-        if key is None:  # no cache, or a name that says too little: key it by what it builds
-            case = zoo.resolve(model_name, **options)
-            return self.profile(case, None, None, name, hardware, variant)
+        if key is None or runs:  # no cache, a name that says too little, or a model to time:
+            if runs:  # with real weights, even where the zoo would build on meta
+                options.setdefault("meta", False)
+            case = zoo.resolve(model_name, **options)  # key it by what it builds
+            return self.profile(case, None, None, name, hardware, variant, runs)
         return self.cached(
             lambda: key,
             lambda: profile_model(

@@ -30,6 +30,7 @@ KEYS = {
     "budgets": "a path or a list of paths, relative to the project's root",
     "cache_dir": "a directory's path, relative to the project's root",
     "strict": "true or false",
+    "measure_runs": "the timed runs of a latency_measured_max budget, such as 20",
     "hardware_profiles": "tables of hardware profiles, "
     "such as [tool.graph_budget.hardware_profiles.my-npu]",
 }
@@ -206,7 +207,7 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
         else:
             problems.append(f"{where}: strict must be {KEYS['strict']}, got {table['strict']!r}")
     defaults = build({}, where, hardware_profiles=settings.hardware_profiles)
-    for key in ("hardware", "tolerance"):
+    for key in ("hardware", "tolerance", "measure_runs"):
         if key in table:
             try:
                 defaults = build({key: table[key]}, where, defaults)

@@ -163,9 +163,10 @@ def check_growth(
     from pytest_graphbudget.shape_sweep import fits_of
 
     budget = entry.budget(f"{path.name}::{entry.name}", hardware)
+    tag = budget.variant.tag  # mode/optimizer/dtype: the points' own, in the id as theirs
     result = ModelResult(
-        nodeid,
-        entry.name,
+        tag(nodeid),
+        tag(entry.name),
         nodeid,
         shown,
         entry.lines.get(GROWTH_KEY, entry.line()),
@@ -174,7 +175,9 @@ def check_growth(
     )
     target = hardware or budget.hardware
     try:
-        profiles = [profiler.profile_table(t.table, t.name, target) for t in entry.points]
+        profiles = [
+            profiler.profile_table(t.table, t.name, target, budget.variant) for t in entry.points
+        ]
         fits = fits_of(entry.axes, profiles)
     except GraphBudgetError as exc:
         result.error = str(exc)

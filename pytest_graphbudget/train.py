@@ -53,7 +53,7 @@ def profile_step(
     from pytest_graphbudget.measure import measure
     from pytest_graphbudget.measure_export import measure_exported
     from pytest_graphbudget.quiet import held
-    from pytest_graphbudget.trace import Example
+    from pytest_graphbudget.trace import Example, has_lazy_modules, warm_up
 
     if not isinstance(model, torch.nn.Module):
         raise GraphBudgetError(
@@ -63,6 +63,8 @@ def profile_step(
     target = hw.get(hardware)
     example = Example(args, kwargs)
     start = time.perf_counter()
+    if has_lazy_modules(model):  # their weights exist once one forward has run
+        warm_up(model, example)
     modes = {module: module.training for module in model.modules()}
     model.train()
     try:

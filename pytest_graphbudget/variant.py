@@ -65,6 +65,14 @@ def with_value(variant: Variant, key: str, value: Any, where: str) -> Variant:
     return replace(variant, **{key: checked(key, value, where)})
 
 
+def overridden(budget: Any, how: dict[str, Any], where: str) -> Any:
+    """``budget`` (a ``budgets.Budget``) with the variant keys in ``how`` set (checked)."""
+    variant = budget.variant
+    for key, value in how.items():
+        variant = with_value(variant, key, value, where)
+    return replace(budget, variant=variant) if how else budget
+
+
 def untagged(ident: str) -> str:
     """A baseline id without its variant's suffix: the id its test or table has."""
     return SUFFIX.sub("", ident)

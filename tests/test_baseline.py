@@ -388,6 +388,20 @@ def test_a_regression_ends_with_how_to_accept_it():
     assert baseline.compare(mlp_entry(32), mlp_entry(32), 0.02) == []
 
 
+def test_growth_is_not_attributed_without_the_baselines_split():
+    """A baseline entry written without per-module figures (older files) cannot say who grew:
+    naming each module's whole value as its growth would point at the wrong layer."""
+    current = baseline.Entry(
+        {"params": 150, "flops": 100}, by_module={"params": {"neck": 100, "head": 50}}
+    )
+    base = baseline.Entry({"params": 140, "flops": 100})
+    (finding,) = baseline.compare(current, base, 0.01)
+    assert finding.key == "baseline.params" and "grew most" not in finding.message
+    split = baseline.Entry(base.figures, by_module={"params": {"neck": 90, "head": 50}})
+    (finding,) = baseline.compare(current, split, 0.01)
+    assert "grew most: neck +10" in finding.message
+
+
 def test_a_figure_recorded_as_zero_still_regresses():
     base = baseline.Entry({"params": 0, "flops": 100})
     (finding,) = baseline.compare(baseline.Entry({"params": 10, "flops": 100}), base, 0.01)

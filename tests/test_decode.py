@@ -196,6 +196,7 @@ def test_table_puts_prefill_and_decode_side_by_side(result):
         (["gpt2", "--decode"], "--decode needs --context"),
         (["gpt2", "--context", "8"], "--context needs --decode"),
         (["gpt2", "--decode", "--context", "8", "--seq-len", "8"], "--seq-len does not apply"),
+        (["gpt2", "--decode", "--context", "8", "--dtype", "bfloat16"], "--dtype not available"),
     ],
 )
 def test_cli_refuses_what_it_cannot_decode(argv, message, capsys):
@@ -231,8 +232,11 @@ def test_toml_budgets_check_the_decode_figures(pytester, folder):
         f'[models.at]\nmodel = "{folder}"\ndecode = true\ncontext = {CONTEXT}\n'
         f"macs_max = {macs}\n\n"
         f'[models.under]\nmodel = "{folder}"\ndecode = true\ncontext = {CONTEXT}\n'
-        f"macs_max = {macs - 1}\n"
+        f"macs_max = {macs - 1}\n\n"
+        f'[models.cast]\nmodel = "{folder}"\ndecode = true\ncontext = {CONTEXT}\n'
+        f'dtype = "bfloat16"\nmacs_max = {macs}\n'
     )
     run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets")
-    run.assert_outcomes(passed=1, failed=1)
+    run.assert_outcomes(passed=1, failed=2)
     run.stdout.fnmatch_lines(["*FAILED*under*"])
+    run.stdout.fnmatch_lines(["*cast: decode = true profiles one generated token in eval mode*"])

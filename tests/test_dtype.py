@@ -136,3 +136,21 @@ def test_an_unknown_dtype_is_one_line_that_names_the_valid_ones(dtype, hint):
     with pytest.raises(GraphBudgetError) as info:
         profile_model(model, (x,), dtype=dtype)
     assert hint in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_bfloat16_training_step_keeps_adams_state_in_the_parameters_dtype():
+    """One Adam step of the Linear: the same FLOPs in both dtypes, every byte halved; the
+    optimizer's state is what torch.optim.Adam itself allocates for the bfloat16 copy
+    (two moments per parameter, ``zeros_like`` the parameter: 2 * 2,080 * 2 bytes)."""
+    model, x = linear()
+    own = profile_model(model, (x,), mode="train", optimizer="adam")
+    half = profile_model(model, (x,), mode="train", optimizer="adam", dtype="bfloat16")
+    reference = model.to(torch.bfloat16)  # the test's own copy of the model is spent here
+    adam = torch.optim.Adam(reference.parameters())
+    reference(x.to(torch.bfloat16)).sum().backward()
+    adam.step()
+    state = [t for s in adam.state.values() for k, t in s.items() if k != "step"]
+    assert half.optimizer_state_bytes == sum(t.numel() * t.element_size() for t in state) == 8_320
+    assert (half.mode, half.dtype, half.flops) == ("train", "bfloat16", own.flops)
+    assert half.peak_memory_bytes * 2 == own.peak_memory_bytes
+    assert half.traffic_bytes * 2 == own.traffic_bytes

@@ -35,10 +35,27 @@ def linear_profile():
 def test_every_figure_is_a_total_of_a_real_profile(linear_profile):
     """A figure the table names but the profile lacks would be a budget that never checks."""
     totals = linear_profile.to_dict()["totals"]
-    missing = [f.key for f in figures.TABLE if f.key not in totals]
+    missing = [f.key for f in figures.TABLE if f.key not in totals and not f.measured]
     assert not missing, f"figures.TABLE names totals a profile does not have: {missing}"
+    # A measured figure is there once the model has run (its budget runs it), and only then.
+    assert not [f.key for f in figures.TABLE if f.measured and f.key in totals]
+    totals = measured(linear_profile).to_dict()["totals"]
+    assert not [f.key for f in figures.TABLE if f.key not in totals]
     assert len({f.key for f in figures.TABLE}) == len(figures.TABLE), "a figure is listed twice"
     assert all(f.unit in units.FORMS for f in figures.TABLE)
+
+
+def measured(prof):
+    """The profile of ``nn.Linear(64, 32)`` with its runtime: the layer timed here once."""
+    import dataclasses
+
+    import torch
+
+    from pytest_graphbudget import runtime
+
+    linear, x = torch.nn.Linear(64, 32), torch.randn(4, 64)
+    timed = runtime.measure(linear, (x,), {}, prof.est_latency_s, runs=1, warmup=0)
+    return dataclasses.replace(prof, runtime=timed)
 
 
 def test_budget_keys_are_the_tables():
@@ -133,10 +150,11 @@ def test_intensity_is_written_with_its_unit_and_reads_back():
 
 def test_limit_messages_read_back(linear_profile):
     """Each number a limit's failure prints reads back through its figure's unit."""
+    prof = measured(linear_profile)
     for key, figure in budgets.LIMITS.items():
-        value = getattr(linear_profile, figure.key)
+        value = budgets.figure(prof, figure.key)
         limit = value * (0.5 if figure.upper else 2)
-        (finding,) = budgets.check(linear_profile, budgets.Budget(limits={key: limit}))
+        (finding,) = budgets.check(prof, budgets.Budget(limits={key: limit}))
         pattern = rf"{figure.label} (.+?) (?:exceeds|is below) {key} (.+?) \("
         shown = re.search(pattern, finding.message)
         assert shown, finding.message

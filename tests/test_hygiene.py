@@ -268,6 +268,8 @@ def _imported_distributions(folder: str) -> dict[str, str]:
                     continue  # the standard library, that of Python 3.11+ included
                 if module in {PACKAGE, "_pytest", "tomli"}:  # tomli: tomllib on Python 3.10
                     continue
+                if (path.parent / f"{module}.py").exists():  # a script beside it (benchmarks/)
+                    continue
                 for dist in owners.get(module, [module]):
                     found.setdefault(_dist_name(dist), f"{path.relative_to(ROOT)}:{node.lineno}")
     return found

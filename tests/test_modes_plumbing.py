@@ -6,7 +6,9 @@ Every check reads what the run produced (the JSON report, the baseline file, the
 never a mock. The model is ``nn.Linear(64, 32)`` on a ``(4, 64)`` input: 2,080 weights, 8,320
 bytes in float32 and 4,160 in bfloat16; 2*4*64*32 + 4*32 = 16,512 FLOPs in both. The CLI's is
 ``Linear(8, 16) -> ReLU -> Linear(16, 4)`` at ``(2, 8)``: 212 weights, 848 bytes in float32,
-424 in bfloat16, and 840 FLOPs.
+424 in bfloat16, and 840 FLOPs. A training step with Adam keeps two moments per parameter:
+2 * 2,080 * 4 = 16,640 bytes of optimizer state for the Linear (SGD's one momentum: 8,320),
+2 * 212 * 4 = 1,696 for the CLI's model; in eval mode there is none.
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ def test_toml_dtype_reaches_the_profile_and_the_report_names_the_variant(pyteste
     assert model["profile"]["totals"]["flops"] == 16_512
 
 
+def test_toml_mode_and_optimizer_reach_the_profile(pytester):
+    project(pytester, 'mode = "train"\noptimizer = "adam"\n')
+    result, models = run(pytester)
+    result.assert_outcomes(passed=1)
+    profile = models["budgets/nets.toml::lin@train+adam"]["profile"]
+    assert (profile["mode"], profile["dtype"]) == ("train", "float32")
+    assert profile["totals"]["optimizer_state_bytes"] == 16_640
+
+
 def test_toml_defaults_give_every_table_the_dtype(pytester):
     project(pytester, "")
     path = pytester.path / "budgets" / "nets.toml"
@@ -132,6 +143,16 @@ def test_the_marker_dtype_profiles_fixtures_and_graph_profile_in_bfloat16(pytest
     assert (profile["dtype"], profile["totals"]["weights_bytes"]) == ("bfloat16", BF16_WEIGHTS)
 
 
+def test_the_marker_mode_and_optimizer_profile_a_training_step(pytester):
+    project(pytester, "")
+    settings = 'mode="train", optimizer="sgd"'
+    pytester.makepyfile(test_marked=MARKED.format(limit=1e9, settings=settings, dtype="float32"))
+    result, models = run(pytester, "test_marked.py")
+    result.assert_outcomes(passed=2)
+    profile = models["test_marked.py::test_lin::lin@train+sgd"]["profile"]
+    assert profile["mode"] == "train" and profile["totals"]["optimizer_state_bytes"] == 8_320
+
+
 def test_without_the_marker_dtype_the_same_limit_fails(pytester):
     """The control of the test above: in float32 the weights are 8,320 bytes, over 4,160."""
     project(pytester, "")
@@ -157,12 +178,61 @@ def test_a_bad_marker_keyword_is_one_line_with_the_closest(pytester, settings, m
     result.stdout.fnmatch_lines([f"*{message}*"])
 
 
+BOTH = """
+from models import linear
+
+def test_both(graph_profile):
+    case = linear()
+    eval_ = graph_profile(case.model, case.inputs)
+    train = graph_profile(case.model, case.inputs, mode="train", optimizer="adam")
+    assert (eval_.to_dict()["mode"], train.to_dict()["mode"]) == ("eval", "train")
+    assert train.to_dict()["totals"]["optimizer_state_bytes"] == 16_640
+    half = graph_profile(case.model, case.inputs, dtype="bfloat16")
+    assert half.to_dict()["totals"]["weights_bytes"] == 4_160
+"""
+
+
+def test_graph_profile_takes_the_variant_and_one_test_keeps_an_entry_for_each(pytester):
+    """One test profiles the same model in eval, in train with Adam and in bfloat16: three
+    baseline entries under one test. Without --graph-budget the keywords work the same."""
+    project(pytester, "")
+    pytester.makepyfile(test_both=BOTH)
+    pytester.runpytest("-p", "no:cacheprovider", "test_both.py").assert_outcomes(passed=1)
+    result, _ = run(pytester, "test_both.py", "--graph-budget-update")
+    result.assert_outcomes(passed=1)
+    entries = baseline(pytester)
+    assert sorted(entries) == [
+        "test_both.py::test_both::Linear",
+        "test_both.py::test_both::Linear@bfloat16",
+        "test_both.py::test_both::Linear@train+adam",
+    ]
+
+
+def test_a_swept_tables_growth_is_fitted_on_profiles_in_its_dtype(tmp_path, monkeypatch, capsys):
+    """``[models.squeezenet1_1] batch = [1, 2, 3]`` with growth_max and dtype: the growth
+    item profiles its points as the points' own items do, in bfloat16. The cache shares the
+    points' profiles with it only when their keys, variant included, agree."""
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "sweep.toml").write_text(
+        '[models.squeezenet1_1]\nbatch = [1, 2, 3]\ndtype = "bfloat16"\n'
+        'growth_max = {batch = "linear"}\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "--json", "out.json"]) == 0, capsys.readouterr().out
+    models = {m["id"]: m for m in json.loads((tmp_path / "out.json").read_text())["models"]}
+    growth = models["budgets/sweep.toml::squeezenet1_1[growth]@bfloat16"]["profile"]
+    point = models["budgets/sweep.toml::squeezenet1_1[batch=3]@bfloat16"]["profile"]
+    assert growth["dtype"] == point["dtype"] == "bfloat16"
+    assert growth["totals"] == point["totals"]
+
+
 # -- the profile cache ---------------------------------------------------------------------
 
 
-def test_the_cache_never_answers_for_another_dtype(pytester):
-    """Two runs over the same cache: the second, in bfloat16, must not get the float32
-    profile stored by the first (its weights would be 8,320 bytes)."""
+def test_the_cache_never_answers_for_another_dtype_or_mode(pytester):
+    """Runs over the same cache: the second, in bfloat16, must not get the float32 profile
+    stored by the first (its weights would be 8,320 bytes); the fourth, in train mode, must not
+    get an eval profile."""
     project(pytester, "")
     _, first = run(pytester, "-v")
     assert first["budgets/nets.toml::lin"]["profile"]["totals"]["weights_bytes"] == FP32_WEIGHTS
@@ -174,6 +244,10 @@ def test_the_cache_never_answers_for_another_dtype(pytester):
     project(pytester, 'dtype = "bfloat16"\n')
     result, _ = run(pytester, "-v")  # the same variant again: now it is reused
     result.stdout.fnmatch_lines(["graph budget cache: 1 reused"])
+    project(pytester, 'mode = "train"\n')
+    result, third = run(pytester, "-v")  # nor does it answer for another mode
+    assert third["budgets/nets.toml::lin@train"]["profile"]["mode"] == "train"
+    result.stdout.fnmatch_lines(["graph budget cache: 1 profiled and stored"])
 
 
 def test_cache_keys_differ_by_mode_optimizer_and_dtype():
@@ -196,19 +270,26 @@ def test_cache_keys_differ_by_mode_optimizer_and_dtype():
 
 
 def test_the_baseline_keeps_one_entry_per_variant(pytester):
-    project(pytester, "")
-    run(pytester, "--graph-budget-update")[0].assert_outcomes(passed=1)
-    project(pytester, 'dtype = "bfloat16"\n')
-    run(pytester, "--graph-budget-update")[0].assert_outcomes(passed=1)
+    """The same table updated in eval mode, in train mode, then in bfloat16: three entries.
+    A training step does more than its forward (16,512 FLOPs), so sharing one entry would
+    fail the eval run as a regression or hide the training step's growth."""
+    for table in ("", 'mode = "train"\n', 'dtype = "bfloat16"\n'):
+        project(pytester, table)
+        run(pytester, "--graph-budget-update")[0].assert_outcomes(passed=1)
     entries = baseline(pytester)
-    assert sorted(entries) == ["budgets/nets.toml::lin", "budgets/nets.toml::lin@bfloat16"]
-    assert entries["budgets/nets.toml::lin"]["flops"] == 16_512
-    assert entries["budgets/nets.toml::lin"]["peak_memory_bytes"] == 8_320 + 1_024 + 512
-    assert entries["budgets/nets.toml::lin@bfloat16"]["peak_memory_bytes"] == 4_160 + 512 + 256
-    # Both entries are live: neither is reported stale while its table is there.
-    result, _ = run(pytester)
-    result.assert_outcomes(passed=1)
-    assert "stale" not in result.stdout.str()
+    eval_, train, half = (f"budgets/nets.toml::lin{s}" for s in ("", "@train", "@bfloat16"))
+    assert sorted(entries) == [eval_, half, train]
+    assert entries[eval_]["flops"] == entries[half]["flops"] == 16_512
+    assert entries[train]["flops"] > 2 * 16_512  # backward: about twice the forward's work
+    assert entries[eval_]["peak_memory_bytes"] == 8_320 + 1_024 + 512
+    assert entries[half]["peak_memory_bytes"] == 4_160 + 512 + 256
+    # Every entry is live: none is reported stale while its table is there, and the eval run
+    # is judged against its own entry only (it passes; the train entry would say it shrank).
+    for table in ("", 'mode = "train"\n'):
+        project(pytester, table)
+        result, _ = run(pytester)
+        result.assert_outcomes(passed=1)
+        assert "stale" not in result.stdout.str() and "dropped" not in result.stdout.str()
 
 
 def test_an_entry_without_a_suffix_is_the_own_dtype_one_and_no_other_variant_uses_it(pytester):
@@ -254,6 +335,21 @@ def test_cli_profile_dtype(tiny, monkeypatch, capsys):
     assert (data["totals"]["weights_bytes"], data["totals"]["flops"]) == (424, 840)
 
 
+def test_cli_profile_mode_and_optimizer(tiny, monkeypatch, capsys):
+    monkeypatch.chdir(tiny)
+    args = ["profile", *TINY, "--mode", "train", "--optimizer", "adam", "--format", "json"]
+    assert cli.main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "train" and data["totals"]["optimizer_state_bytes"] == 1_696
+
+
+def test_cli_an_optimizer_without_train_mode_is_one_line(tiny, monkeypatch, capsys):
+    monkeypatch.chdir(tiny)
+    assert cli.main(["profile", *TINY, "--optimizer", "adam"]) == 2
+    err = capsys.readouterr().err
+    assert "optimizer applies to mode='train' only" in err and "Traceback" not in err
+
+
 def test_cli_compare_profiles_both_models_in_the_dtype(tiny, monkeypatch, capsys):
     monkeypatch.chdir(tiny)
     args = ["compare", "tiny.pt", "tiny.pt", *TINY[1:], "--format", "json"]
@@ -288,9 +384,12 @@ def test_cli_init_writes_the_dtype_and_check_profiles_in_it(tiny, monkeypatch, c
     if ``graph-budget check`` profiles in bfloat16 too (float32 needs twice the bytes)."""
     monkeypatch.chdir(tiny)
     out = ["-o", "budgets/tiny.toml", "--force"]
+    assert cli.main(["init", *TINY, "--mode", "train", "--optimizer", "sgd", *out]) == 0
+    table = tomllib.loads((tiny / "budgets" / "tiny.toml").read_text())["models"]["tiny.pt"]
+    assert (table["mode"], table["optimizer"]) == ("train", "sgd")
     assert cli.main(["init", *TINY, "--dtype", "bfloat16", *out]) == 0
     table = tomllib.loads((tiny / "budgets" / "tiny.toml").read_text())["models"]["tiny.pt"]
-    assert table["dtype"] == "bfloat16"
+    assert table["dtype"] == "bfloat16" and "mode" not in table
     capsys.readouterr()
     assert cli.main(["check", "budgets/tiny.toml", "--no-cache"]) == 0, capsys.readouterr().out
     del table["dtype"]  # the control: the same limits in the model's own dtype fail

@@ -157,7 +157,11 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) ->
     """The comparison of two profiles (``to_dict()`` form) as a dictionary: totals with their
     change, the bottleneck mix, and the modules whose figures differ, largest FLOPs change
     first (``top`` of them, ``None`` for all)."""
-    totals = {f.key: _change(a["totals"][f.key], b["totals"][f.key]) for f in COMPARED}
+    totals = {
+        f.key: _change(a["totals"][f.key], b["totals"][f.key])
+        for f in COMPARED
+        if f.key in a["totals"] and f.key in b["totals"]  # measured figures: when both are
+    }
     for label in ("compute_bound", "memory_bound"):
         x = a["bottleneck"][label]["share"]
         y = b["bottleneck"][label]["share"]
@@ -201,6 +205,8 @@ def _label(side: Mapping[str, Any]) -> str:
 def _total_rows(result: Mapping[str, Any]) -> list[list[str]]:
     rows = []
     for f in COMPARED:
+        if f.key not in result["totals"]:
+            continue
         t = result["totals"][f.key]
         rows.append([f.label, f.format(t["a"]), f.format(t["b"]), _delta(t["a"], t["b"], f)])
     for label in ("compute_bound", "memory_bound"):

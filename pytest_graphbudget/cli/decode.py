@@ -46,6 +46,12 @@ def wanted(args: argparse.Namespace) -> bool:
     for flag, value in (("--seq-len", args.seq_len), ("--input-shape", args.input_shape)):
         if value is not None:
             raise GraphBudgetError(f"{flag} does not apply with --decode: --context sets it")
+    given = [f"--{key}" for key in loading.variant(args)]
+    if given:
+        raise GraphBudgetError(
+            f"{' and '.join(given)} not available with --decode (one generated token in eval "
+            "mode, in the model's own dtype)"
+        )
     return True
 
 
@@ -70,6 +76,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         visualize.write(result.decode, args.visualize)
         console.progress(f"wrote {args.visualize} (the decode step's graph)")
+    if args.html:  # the prefill and the decode step, each drawn
+        from pytest_graphbudget.reports import html
+
+        title = f"{result.model}: decode at context {result.context}"
+        named = [("prefill", result.prefill), ("decode step", result.decode)]
+        console.emit(html.profiles_page(title, named), args.html)
     view = {"show_shapes": args.showshape, "depth": args.depth, "top": args.top}
     console.emit(render(result, fmt, **view), args.output)
     return EXIT_OK

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
+from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
 
 
@@ -23,6 +25,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--hardware-file", metavar="FILE", help=options.HARDWARE_FILE_HELP)
     options.output_options(p)
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure this machine (float32 matmul, memory copy) and write its profile as "
+        "[hardware.NAME] TOML for --hardware-file (to --output, else stdout)",
+    )
+    p.add_argument("--name", help="the calibrated profile's name (default: calibrated)")
+    p.add_argument("--device", help="what --calibrate measures: cpu (default) or cuda")
     p.set_defaults(func=run)
     return p
 
@@ -31,8 +41,37 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from pytest_graphbudget import hardware as hw
 
     check_writable(args.output)
+    if args.calibrate or args.name or args.device:
+        return calibrate(args, console)
     profiles = hw.profiles(loading.user_hardware(args.hardware_file)).values()
     console.emit(render_hardware(profiles, format_of(args)), args.output)
+    return EXIT_OK
+
+
+def calibrate(args: argparse.Namespace, console: Console) -> int:
+    """``--calibrate``: measure, then write the profile (kept beside the output file's other
+    profiles) so that ``--hardware NAME --hardware-file FILE`` prices models with it."""
+    from pytest_graphbudget.calibrate import calibrate as measure
+    from pytest_graphbudget.hardware import from_table
+
+    if not args.calibrate:
+        raise GraphBudgetError("--name and --device go with --calibrate")
+    if args.format or args.hardware_file:
+        raise GraphBudgetError(
+            "--calibrate writes TOML to --output FILE (or stdout); drop --format and "
+            "--hardware-file, then pass the file to --hardware-file where it is used"
+        )
+    name = args.name or "calibrated"
+    console.progress(f"calibrating {args.device or 'cpu'} (float32 matmul, memory copy) ...")
+    result = measure(name, args.device or "cpu")
+    from_table(name, result.table())  # a profile it cannot read back would fail later, silently
+    existing = ""
+    if args.output and args.output != "-" and Path(args.output).is_file():
+        existing = Path(args.output).read_text(encoding="utf-8")
+    console.progress(
+        f"{name}: {result.flops / 1e9:.4g} GFLOP/s float32, {result.bandwidth / 1e9:.4g} GB/s"
+    )
+    console.emit(result.toml(existing), args.output)
     return EXIT_OK
 
 

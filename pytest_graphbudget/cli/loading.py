@@ -64,11 +64,13 @@ def read_toml(path: str) -> dict[str, Any]:
 def zoo_options(args: argparse.Namespace) -> dict[str, Any]:
     """The model options of ``args`` as ``zoo.resolve`` takes them."""
     shape = tuple(args.input_shape) if getattr(args, "input_shape", None) else None
+    timed = getattr(args, "measure", False) or getattr(args, "measure_runs", None)
     return {
         "seq_len": getattr(args, "seq_len", None),
         "batch": getattr(args, "batch", None),
         "input_shape": shape,
-        "meta": True if getattr(args, "meta", False) else None,
+        # Timed runs need real weights, even where the zoo would build on meta by itself.
+        "meta": True if getattr(args, "meta", False) else (False if timed else None),
         "trust_pickle": getattr(args, "trust_pickle", False),
     }
 
@@ -105,10 +107,12 @@ def profile_case(
     case: ModelCase, hardware: Any, console: Console, how: dict[str, Any] | None = None
 ) -> Profile:
     """Profile ``case`` on ``hardware``; ``how`` holds ``profile_model``'s mode, optimizer
-    and dtype keywords (``variant(args)``)."""
+    and dtype keywords (``variant(args)``) and ``measure``, the runs to time."""
     from pytest_graphbudget.profile import profile_model
 
-    console.progress(f"profiling {case.name} ...")
+    runs = (how or {}).get("measure")
+    timed = f" (then timing {runs} runs)" if runs else ""
+    console.progress(f"profiling {case.name}{timed} ...")
     start = time.perf_counter()
     with stdout_to_stderr():
         prof = profile_model(case, hardware=hardware, **(how or {}))

@@ -23,6 +23,7 @@ from pytest_graphbudget.cli.sections import (
 from pytest_graphbudget.cli.views import headline
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.names import Abbreviator
+from pytest_graphbudget.runtime import rows as runtime_rows
 from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
 
 MODULE_WIDTH = 56  # widest module path shown in text tables before it is shortened
@@ -48,6 +49,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--top", type=options.positive_int, default=10, metavar="N", help="top layers shown (10)"
     )
     p.add_argument(
+        "--measure",
+        action="store_true",
+        help="also run the model here: load time, RSS, latency of timed runs, throughput",
+    )
+    p.add_argument(
+        "--measure-runs",
+        type=options.positive_int,
+        metavar="N",
+        help="timed runs of --measure, after 3 warm-up runs (default 20; implies --measure)",
+    )
+    p.add_argument(
         "--visualize",
         metavar="FILE",
         help="draw the partitioned graph: FILE.dot, .svg, .png or .pdf (images need `dot`)",
@@ -68,6 +80,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from pytest_graphbudget.cli import sweep_view
 
     axes = sweep_view.swept(args)
+    runs = measure_runs(args, bool(axes) or decode.wanted(args))
     if axes:  # --seq-len 128,256,512: one row per point and the fitted formulas
         return sweep_view.run(args, console, axes)
     if args.symbolic:
@@ -84,7 +97,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return decode.run(args, console)
     hardware = loading.hardware(args)
     case = loading.load_case(args.model, args, console)
-    prof = loading.profile_case(case, hardware, console, loading.variant(args))
+    how = {**loading.variant(args), **({"measure": runs} if runs else {})}
+    prof = loading.profile_case(case, hardware, console, how)
     view = {
         "types": loading.module_types(case),
         "show_shapes": args.showshape,
@@ -93,6 +107,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     }
     if fmt == "csv":
         view = {"types": view["types"], "depth": args.depth}
+        if runs:
+            console.note(
+                "the CSV is the per-layer table: the measured runtime is in the other formats"
+            )
     text = render_profile(prof, fmt, **view)
     if args.visualize:
         from pytest_graphbudget import visualize
@@ -106,6 +124,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.emit(html.profile_page(prof), args.html)
     console.emit(text, args.output)
     return EXIT_OK
+
+
+def measure_runs(args: argparse.Namespace, elsewhere: bool) -> int | None:
+    """The timed runs ``--measure``/``--measure-runs`` ask for (None: not measured);
+    ``elsewhere``: the command profiles a sweep or a decode step, which are not timed."""
+    from pytest_graphbudget.runtime import runs_asked
+
+    asked = args.measure_runs or args.measure
+    if not asked:
+        return None
+    if elsewhere:
+        raise GraphBudgetError("--measure times one forward of MODEL: not a sweep or --decode")
+    if args.meta:
+        raise GraphBudgetError("--measure runs the model, which --meta builds without weights")
+    return runs_asked(asked, getattr(args, "mode", None) or "eval")
 
 
 def render_profile(prof: Any, fmt: str, **view: Any) -> str:
@@ -133,6 +166,11 @@ def profile_text(
     width = max(len(label) for label, _ in summary(prof))
     lines += [f"  {label.ljust(width)}  {value}" for label, value in summary(prof)]
     lines += break_lines(prof)
+    if prof.runtime is not None:
+        measured = runtime_rows(prof.runtime, prof.hardware.name)
+        width = max(len(label) for label, _ in measured)
+        lines += ["", "Measured on this machine", ""]
+        lines += [f"  {label.ljust(width)}  {value}" for label, value in measured]
 
     def model_label(row: Any) -> str:
         return "  " * row.depth + names(row.path or f"{prof.model} (model)", MODULE_WIDTH)
@@ -171,6 +209,11 @@ def profile_markdown(
     names = Abbreviator(prof.modules)
     lines = [f"## {prof.model}", "", headline(prof), ""]
     lines += markdown_table(["metric", "value"], summary(prof), "ll")
+    if prof.runtime is not None:
+        lines += ["", "### Measured on this machine", ""]
+        lines += markdown_table(
+            ["metric", "value"], runtime_rows(prof.runtime, prof.hardware.name), "ll"
+        )
 
     def model_label(row: Any) -> str:
         return f"`{names(row.path)}`" if row.path else f"**{prof.model}** (model)"

@@ -126,6 +126,23 @@ def adaptive_avg_pool_backward(grad: Shape, x: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=numel(x))
 
 
+@register(
+    "upsample_nearest1d_backward",
+    "upsample_nearest2d_backward",
+    "upsample_nearest3d_backward",
+    kind="upsample_bwd",
+)
+def upsample_nearest_backward(grad: Shape, *_, out, **__) -> OpCost:
+    # Each output gradient is added into the input element it was copied from.
+    return OpCost(other=numel(grad))
+
+
+@register("upsample_bilinear2d_backward", kind="upsample_bwd")
+def upsample_bilinear_backward(grad: Shape, *_, out, **__) -> OpCost:
+    # Each output gradient is weighted and added into its four source elements.
+    return OpCost(other=8 * numel(grad))
+
+
 @register("embedding_dense_backward", role="reduction", kind="embedding_bwd")
 def embedding_backward(grad: Shape, *_, out, **__) -> OpCost:
     # Each looked-up row's gradient is added into the weight's gradient.

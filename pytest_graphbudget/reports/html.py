@@ -160,6 +160,7 @@ def _summary(view: ModelView) -> str:
     )
     facts = [
         ("inputs", inputs),
+        ("pass", f"{profile.get('mode', 'eval')}, {profile.get('dtype', 'float32')}"),
         ("trace", f"{profile['trace']['method']}, {profile['trace']['nodes']} nodes"),
         ("subgraphs", str(len(profile["subgraphs"]))),
         (
@@ -328,6 +329,14 @@ def profile_page(prof: Any) -> str:
     return page(f"{prof.model}: graph-budget profile", [profile_view(prof)])
 
 
+def profiles_page(title: str, named: Sequence[tuple[str, Any]]) -> str:
+    """Several profiles of one command on one page (a decode step beside its prefill)."""
+    views = [profile_view(prof) for _, prof in named]
+    for view, (name, _) in zip(views, named, strict=True):
+        view.name = f"{name}: {view.name}"
+    return page(title, views)
+
+
 def result_view(result: Any, name: str) -> ModelView:
     """A model of a budget run: verdict, findings, limits and the changes from the baseline."""
     profile = result.profile
@@ -376,7 +385,9 @@ def run_page(results: list[Any], stale: set[str]) -> str:
         gone = "".join(f"<li>{escape(k)}</li>" for k in sorted(stale))
         overview += f"<p>Baseline entries whose model is gone:</p><ul>{gone}</ul>"
     worst = common.verdict(ordered[0]) if ordered else None
-    sections = [Section("overview", "Overview", overview)]
+    from pytest_graphbudget.reports.html_sweep import run_sweeps  # it builds on this module
+
+    sections = [Section("overview", "Overview", overview), *run_sweeps(results)]
     return page(f"graph budget: {common.title(results)}", views, sections, worst)
 
 

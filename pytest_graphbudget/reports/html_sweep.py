@@ -10,6 +10,7 @@ is ``html.page`` with one ``Section``, so it is as self-contained as the other r
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -99,7 +100,12 @@ def _formula(sweep: Mapping[str, Any], key: str) -> str:
     return f"{fitted['formula']} ({names}; {check})"
 
 
-def sweep_section(sweep: Mapping[str, Any], keys: Sequence[str]) -> Section:
+def sweep_section(
+    sweep: Mapping[str, Any],
+    keys: Sequence[str],
+    anchor: str = "sweep",
+    title: str = "How cost grows",
+) -> Section:
     """The growth curves of ``keys`` (the fitted figures), their formulas, and the points."""
     charts = "".join(
         f'<figure class="growth-box"><figcaption>{escape(figures.get(k).label)}</figcaption>'
@@ -123,7 +129,7 @@ def sweep_section(sweep: Mapping[str, Any], keys: Sequence[str]) -> Section:
         f'<p>Profiled at {escape(over)}.</p><div class="growth-charts">{charts}</div>'
         f'<table class="points"><tr>{head}</tr>{rows}</table>'
     )
-    return Section("sweep", "How cost grows", body)
+    return Section(anchor, title, body)
 
 
 def sweep_page(model: str, sweep: Mapping[str, Any]) -> str:
@@ -131,3 +137,44 @@ def sweep_page(model: str, sweep: Mapping[str, Any]) -> str:
     keys = [k for k in sweep.get("fit", {}).get("figures", {}) if k in figures.BY_KEY]
     keys = keys or [k for k in ("flops", "peak_memory_bytes") if k in sweep["points"][0]["totals"]]
     return page(f"{model}: graph-budget sweep", [], [sweep_section(sweep, keys)])
+
+
+POINT = re.compile(r"(?P<name>.+)\[(?P<point>(?:seq_len|batch)=\d+(?:,(?:seq_len|batch)=\d+)?)\]")
+"""A swept budget table's point, as ``sweep_budget`` names it: ``bert[seq_len=128,batch=8]``."""
+
+
+def run_sweeps(results: Sequence[Any]) -> list[Section]:
+    """The growth curves of every swept budget table of a run, from its points' results
+    (``name[seq_len=128]``, ...), each figure fitted as ``profile --seq-len`` fits it."""
+    from pytest_graphbudget.errors import GraphBudgetError
+    from pytest_graphbudget.fit import fit
+    from pytest_graphbudget.shape_sweep import FITTED, fit_symbol
+
+    swept: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {}
+    for result in results:
+        match = POINT.fullmatch(result.label)
+        if match and result.profile:
+            values = {k: int(v) for k, v in (a.split("=") for a in match["point"].split(","))}
+            swept.setdefault(match["name"], []).append((values, result.profile["totals"]))
+    sections = []
+    for i, (name, found) in enumerate(swept.items()):
+        axes = {a: sorted({v[a] for v, _ in found}) for a in found[0][0]}
+        if len(found) < 2 or any(set(v) != set(axes) for v, _ in found):
+            continue
+        found.sort(key=lambda point: [point[0][a] for a in axes])
+        points = [{**values, "totals": totals} for values, totals in found]
+        try:
+            fitted = {
+                key: fit(key, list(axes), [v for v, _ in found], [int(t[key]) for _, t in found])
+                for key in FITTED
+            }
+        except GraphBudgetError:  # the same point twice: curves without formulas
+            fitted = {}
+        variables = {fit_symbol(axis): axis for axis in axes}
+        sweep = {
+            "axes": axes,
+            "points": points,
+            "fit": {"variables": variables, "figures": {k: f.to_dict() for k, f in fitted.items()}},
+        }
+        sections.append(sweep_section(sweep, FITTED, f"sweep-{i}", f"How cost grows: {name}"))
+    return sections

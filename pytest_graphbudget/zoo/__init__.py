@@ -15,9 +15,11 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import time
 from typing import TYPE_CHECKING
 
 from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
+from pytest_graphbudget.runtime import rss_bytes
 from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, check_loader
 
 if TYPE_CHECKING:
@@ -71,7 +73,10 @@ def resolve(
     if found is None:
         raise UnknownModelError(_unknown_message(name))
     loader, canonical = found
+    start = time.perf_counter()
     case = loader.load(canonical, options)
+    case.load_seconds = time.perf_counter() - start
+    case.load_rss_bytes = rss_bytes()
     if case.name is None:
         case.name = canonical
     return case

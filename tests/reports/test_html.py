@@ -596,3 +596,49 @@ def test_sweep_page_in_headless_chromium(browser, tmp_path):
     assert tip == "seq_len=512, batch=1: 262M FLOPs"  # 1000 * 512^2
     assert browser.problems() == []
     assert browser.requests() == [page.as_uri()]
+
+
+def test_run_page_gathers_a_swept_tables_points_into_growth_curves(profiles):
+    """A swept budget table runs as one result per point (``tiny[seq_len=128]``, ...): the
+    run's page fits them as ``profile --seq-len`` does. The points' FLOPs are 1000*s^2 here."""
+    from pytest_graphbudget.check import ModelResult
+    from pytest_graphbudget.reports import html
+
+    results = []
+    for s in (4, 8, 16, 32):
+        profile = profiles[0].to_dict()
+        profile["totals"] = {**profile["totals"], "flops": 1000 * s * s}
+        label = f"tiny[seq_len={s}]"
+        results.append(ModelResult(f"b::{label}", label, "", "b", 1, {"limits": {}}, [], profile))
+    text = html.run_page(results, set())
+    assert '<section id="sweep-0"><h2>How cost grows: tiny</h2>' in text
+    # Four points, a quadratic: three find it, the fourth verifies it.
+    assert "<code>flops = 1000*s^2 (s = seq_len; verified on 1 held-out point)</code>" in text
+    curve = re.findall(r'data-figure="flops".*?</svg>', text[text.index("sweep-0") :], re.S)[0]
+    assert re.findall(r'data-point="(\d+)"', curve) == ["4", "8", "16", "32"]
+
+
+@pytest.mark.slow
+def test_sweep_and_decode_write_their_html_pages(tmp_path, monkeypatch, capsys):
+    """``--html`` is honoured on the paths of ``profile`` that are not one profile: a
+    ``--seq-len`` sweep (growth curves, the formulas of its JSON) and ``--decode`` (the
+    prefill beside the decode step). On a one-layer GPT-2 built from its configuration."""
+    transformers = pytest.importorskip("transformers")
+    from pytest_graphbudget import cli
+
+    transformers.GPT2Config(
+        n_layer=1, n_embd=16, n_head=2, vocab_size=100, n_positions=64, bos_token_id=0
+    ).to_json_file(str(tmp_path / "config.json"))
+    monkeypatch.chdir(tmp_path)
+    argv = ["profile", str(tmp_path), "--seq-len", "4,8", "--format", "json", "--html", "s.html"]
+    assert cli.main([*argv, "-q"]) == 0
+    fitted = json.loads(capsys.readouterr().out)["sweep"]["fit"]["figures"]
+    sweep = Path("s.html").read_text()
+    flops = re.findall(r'data-figure="flops".*?</svg>', sweep, flags=re.S)[0]
+    assert re.findall(r'data-point="(\d+)"', flops) == ["4", "8"]
+    assert f"<code>{fitted['flops']['formula']} (s = seq_len;" in sweep
+
+    argv = ["profile", str(tmp_path), "--decode", "--context", "4", "--html", "d.html"]
+    assert cli.main([*argv, "-q", "-o", "decode.txt"]) == 0
+    names = re.findall(r'class="model" id="[^"]+" data-model="([^"]+)"', Path("d.html").read_text())
+    assert names == [f"prefill: {tmp_path}", f"decode step: {tmp_path}"]

@@ -1,0 +1,99 @@
+"""``graph-budget hardware --calibrate`` (issue 12): this machine's float32 FLOP/s and memory
+bandwidth, written as a hardware profile that ``--hardware NAME --hardware-file FILE`` uses.
+
+The reference for the FLOP/s is a matrix product of the size the command chose (its comment
+says), timed here by the test just before and just after the command: the band between them,
+widened 5x either way, absorbs a shared runner's load changing in between. The bandwidth must
+be a memory's (0.1 GB/s to 10 TB/s).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+
+import pytest
+import torch
+
+from pytest_graphbudget import cli
+from pytest_graphbudget.hardware import Hardware, from_table
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+OTHER = "[hardware.other]\npeak_tflops = { float32 = 1 }\nbandwidth_gbs = 10\n"
+
+
+def matmul_flops(n: int = 1024, repeats: int = 3) -> float:
+    """FLOP/s of the fastest of ``repeats`` float32 ``n x n`` products (2 n^3 FLOPs each)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = min(_seconds(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best
+
+
+def _seconds(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """One calibration into a file that already holds another profile, between two timed
+    matrix products (the second of the size the calibration chose)."""
+    path = tmp_path_factory.mktemp("calibrate") / "hardware.toml"
+    path.write_text(OTHER)
+    before = matmul_flops()
+    code = cli.main(["hardware", "--calibrate", "--name", "ci-box", "-o", str(path), "-q"])
+    size = re.search(r"float32 matmul n=(\d+)", path.read_text())
+    assert size, path.read_text()
+    after = matmul_flops(int(size[1]))
+    return code, path, (before, after)
+
+
+def test_the_profile_loads_back_with_this_machines_figures(calibrated):
+    code, path, (before, after) = calibrated
+    assert code == 0
+    tables = tomllib.loads(path.read_text())["hardware"]
+    profile = from_table("ci-box", tables["ci-box"])
+    assert isinstance(profile, Hardware)
+    low, high = min(before, after) / 5, max(before, after) * 5
+    assert low <= profile.peak("float32") <= high, (profile.peak("float32"), before, after)
+    assert 1e8 <= profile.bandwidth <= 1e13
+    assert tables["other"] == {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 10}  # kept
+
+
+def test_hardware_name_uses_the_calibrated_profile(calibrated, tmp_path, capsys):
+    _, path, _ = calibrated
+    assert cli.main(["hardware", "--hardware-file", str(path), "--format", "json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    written = tomllib.loads(path.read_text())["hardware"]["ci-box"]
+    assert rows["ci-box"]["peak_flops"]["float32"] == written["peak_tflops"]["float32"] * 1e12
+    model = tmp_path / "tiny.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(8, 4)), model)
+    args = [str(model), "--trust-pickle", "--input-shape", "2,8", "-q", "--format", "json"]
+    hardware = ["--hardware", "ci-box", "--hardware-file", str(path)]
+    assert cli.main(["profile", *args, *hardware]) == 0
+    prof = json.loads(capsys.readouterr().out)
+    assert prof["hardware"]["name"] == "ci-box"
+    peak, bandwidth = rows["ci-box"]["peak_flops"]["float32"], rows["ci-box"]["bandwidth"]
+    assert prof["hardware"]["ridge_point"] == pytest.approx(peak / bandwidth)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--name", "x"], "go with --calibrate"),
+        (["--calibrate", "--format", "json"], "drop --format"),
+        (["--calibrate", "--device", "no-such-device"], "cannot calibrate on device"),
+    ],
+)
+def test_calibrate_usage_errors_are_one_line(argv, says, capsys):
+    assert cli.main(["hardware", *argv, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
