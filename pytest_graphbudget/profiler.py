@@ -141,6 +141,7 @@ class Profiler:
         from pytest_graphbudget import cache as cache_keys
         from pytest_graphbudget import decode, zoo
         from pytest_graphbudget.budget_files import load_factory
+        from pytest_graphbudget.ignored import refuse_ignored
         from pytest_graphbudget.profile import profile_model
 
         if decode.wanted(table, name):  # decode = true: one generated token's profile
@@ -162,12 +163,15 @@ class Profiler:
         if key is None or runs:  # no cache, a name that says too little, or a model to time:
             if runs:  # with real weights, even where the zoo would build on meta
                 options.setdefault("meta", False)
-            case = zoo.resolve(model_name, **options)  # key it by what it builds
+            case = refuse_ignored(zoo.resolve(model_name, **options), name)  # key it by it
             return self.profile(case, None, None, name, hardware, variant, runs)
         return self.cached(
             lambda: key,
             lambda: profile_model(
-                zoo.resolve(model_name, **options), hardware=target, name=name, **how
+                refuse_ignored(zoo.resolve(model_name, **options), name),
+                hardware=target,
+                name=name,
+                **how,
             ),
             name,
             # A zoo name builds the same values every time (seeded weights, fixed inputs).

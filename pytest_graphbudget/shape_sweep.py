@@ -58,9 +58,13 @@ class Sweep:
         return "symbolic" if symbolic else METHOD
 
     def to_dict(self) -> dict[str, Any]:
-        """Plot-ready JSON: ``{"sweep": {"axes", "points", "fit"}}``."""
+        """Plot-ready JSON: ``{"sweep": {"mode", "dtype", "axes", "points", "fit"}}``."""
+        first = self.points[0].profile if self.points else None
         return {
             "sweep": {
+                # What every point profiled: --mode/--dtype change every figure of the points.
+                "mode": getattr(first, "mode", "eval"),
+                "dtype": getattr(first, "dtype", None),
                 "axes": {axis: list(values) for axis, values in self.axes.items()},
                 "points": [point.to_dict() for point in self.points],
                 "fit": {

@@ -87,7 +87,7 @@ def test_json_is_plot_ready(sweep):
     data = json.loads(json.dumps(sweep.to_dict()))
     assert list(data) == ["sweep"]
     body = data["sweep"]
-    assert list(body) == ["axes", "points", "fit"]
+    assert list(body) == ["mode", "dtype", "axes", "points", "fit"]
     assert body["axes"] == {"seq_len": SEQ}
     assert [p["seq_len"] for p in body["points"]] == SEQ
     assert [p["totals"]["macs"] for p in body["points"]] == [closed_form_macs(s) for s in SEQ]

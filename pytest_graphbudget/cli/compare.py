@@ -71,6 +71,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     a = _load_side(args.a, args, console)
     b = _load_side(args.b, args, console)
     result = compare(_as_dict(a), _as_dict(b), top=None if args.all else args.top)
+    if result["a"]["mode"] != result["b"]["mode"]:
+        console.note(
+            f"A is {result['a']['mode']} mode, B is {result['b']['mode']} mode: the change is "
+            "mostly the backward and optimizer, not the model (profile both with one --mode)"
+        )
     if args.html:
         from pytest_graphbudget.reports import html
 
@@ -179,8 +184,8 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) ->
     modules.sort(key=lambda m: (-abs(m["delta"]["flops"]), -abs(m["delta"]["params"]), m["module"]))
     return {
         "schema": "graphbudget.compare/1",
-        "a": {"model": a["model"], "inputs": a["inputs"], "hardware": a["hardware"]["name"]},
-        "b": {"model": b["model"], "inputs": b["inputs"], "hardware": b["hardware"]["name"]},
+        "a": _side(a),
+        "b": _side(b),
         "totals": totals,
         "modules_changed": len(modules),
         "modules": modules if top is None else modules[:top],
@@ -198,8 +203,19 @@ def _delta(a: float, b: float, figure: Figure) -> str:
     return text
 
 
+def _side(prof: Mapping[str, Any]) -> dict[str, Any]:
+    """Who a side is: a training step's figures are ~3x its forward's, so its mode too."""
+    keys = ("model", "inputs")
+    return {
+        **{k: prof[k] for k in keys},
+        "mode": prof.get("mode", "eval"),
+        "hardware": prof["hardware"]["name"],
+    }
+
+
 def _label(side: Mapping[str, Any]) -> str:
-    return f"{side['model']} ({inputs_text(side['inputs'])})"
+    step = ", training step" if side.get("mode") == "train" else ""
+    return f"{side['model']} ({inputs_text(side['inputs'])}{step})"
 
 
 def _total_rows(result: Mapping[str, Any]) -> list[list[str]]:

@@ -124,6 +124,12 @@ def profile_case(
     if unsupported:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
         console.note(f"{prof.model}: no cost formula for {ops}; their FLOPs are not counted")
+    peaks = getattr(prof.hardware, "peak_flops", None) or {}
+    if peaks and prof.dtype not in peaks:  # hardware.peak() falls back without a word
+        console.note(
+            f"hardware {prof.hardware.name} has no {prof.dtype} peak: the roofline uses its "
+            f"float32 peak (give it {prof.dtype} in peak_tflops)"
+        )
     return prof
 
 

@@ -30,6 +30,7 @@ def summary(prof: Any) -> list[tuple[str, str]]:
     return [
         ("inputs", inputs_text(prof.inputs)),
         ("dtype", prof.dtype),
+        *_step_rows(prof),
         ("params", f"{format_count(prof.params)} ({prof.params:,})"),
         ("FLOPs", f"{format_count(prof.flops)} ({prof.flops:,})"),
         ("MACs", f"{format_count(prof.macs)} ({prof.macs:,})"),
@@ -39,7 +40,9 @@ def summary(prof: Any) -> list[tuple[str, str]]:
         ("activation peak", format_bytes(prof.activation_peak_bytes)),
         (
             "peak memory",
-            f"{format_bytes(prof.peak_memory_bytes)} (weights + inputs + activation peak)",
+            f"{format_bytes(prof.peak_memory_bytes)} (weights + "
+            f"{'optimizer state + ' if prof.optimizer_state_bytes else ''}"
+            "inputs + activation peak)",
         ),
         ("traffic", f"{format_bytes(prof.traffic_bytes)} (bytes moved by the fused kernels)"),
         ("arithmetic intensity", f"{intensity(prof.arithmetic_intensity)} FLOPs/byte"),
@@ -47,6 +50,26 @@ def summary(prof: Any) -> list[tuple[str, str]]:
         ("trace", _trace_text(prof)),
         ("coverage", coverage),
     ]
+
+
+def _step_rows(prof: Any) -> list[tuple[str, str]]:
+    """A training step says so, with its phases' FLOPs and the optimizer's state: without
+    them its 3x-a-forward FLOPs read as an eval profile's."""
+    if getattr(prof, "mode", "eval") != "train":
+        return []
+    phases = getattr(prof, "phases", {}) or {}
+    has_step = bool(phases.get("optimizer", {}).get("flops"))
+    rows = [("mode", f"train: forward + backward{' + optimizer step' if has_step else ''}")]
+    split = ", ".join(
+        f"{phase} {format_count(figures['flops'])}"
+        for phase, figures in phases.items()
+        if figures.get("flops")
+    )
+    if split:
+        rows.append(("FLOPs by phase", split))
+    if prof.optimizer_state_bytes:
+        rows.append(("optimizer state", format_bytes(prof.optimizer_state_bytes)))
+    return rows
 
 
 def _trace_text(prof: Any) -> str:

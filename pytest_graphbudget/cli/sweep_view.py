@@ -71,7 +71,8 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
     if getattr(args, "html", None):  # the growth curves (reports/html_sweep.py)
         from pytest_graphbudget.reports.html_sweep import sweep_page
 
-        console.emit(sweep_page(sweep.model, sweep.to_dict()["sweep"]), args.html)
+        title = f"{sweep.model} ({variant_text(sweep)})"
+        console.emit(sweep_page(title, sweep.to_dict()["sweep"]), args.html)
     console.emit(render(sweep, fmt), args.output)
     return EXIT_OK
 
@@ -85,7 +86,7 @@ def render(sweep: Sweep, fmt: str) -> str:
     rows = _rows(sweep, None)
     align = "r" * len(headers)
     if fmt == "markdown":
-        lines = [f"## {sweep.model}: sweep", ""]
+        lines = [f"## {sweep.model}: sweep ({variant_text(sweep)})", ""]
         lines += markdown_table(headers, rows, align)
         lines += ["", f"### {_fit_heading(sweep)}", ""]
         lines += [
@@ -121,7 +122,15 @@ def _over(sweep: Sweep) -> str:
 def _trace(sweep: Sweep) -> str:
     methods = sorted({p.profile.trace.method for p in sweep.points})
     hardware = sweep.points[0].profile.hardware.name
-    return f"{'/'.join(methods)} trace, hardware {hardware}"
+    return f"{'/'.join(methods)} trace, {variant_text(sweep)}, hardware {hardware}"
+
+
+def variant_text(sweep: Sweep) -> str:
+    """``eval, float32`` or ``train step, bfloat16``: what every point profiled, so that a
+    sweep run with --mode or --dtype says it was (the points' figures alone do not)."""
+    first = sweep.points[0].profile
+    mode = "train step" if getattr(first, "mode", "eval") == "train" else "eval"
+    return f"{mode}, {first.dtype}"
 
 
 def _fit_heading(sweep: Sweep) -> str:

@@ -56,7 +56,8 @@ def test_json_sweep_is_plot_ready_and_exact(bert_dir, capsys):
     code, out, err = profile(capsys, *args)
     assert code == 0, err
     data = json.loads(out)
-    assert list(data) == ["sweep"] and list(data["sweep"]) == ["axes", "points", "fit"]
+    assert list(data) == ["sweep"]
+    assert list(data["sweep"]) == ["mode", "dtype", "axes", "points", "fit"]
     sweep = data["sweep"]
     assert sweep["axes"] == {"seq_len": SEQ}
     assert [(p["seq_len"], p["totals"]["macs"]) for p in sweep["points"]] == [

@@ -1,0 +1,123 @@
+"""What a new user tried with the training step, dtypes, sweeps and decode, and got wrong:
+each mistake must end in one line that says how to fix it, never a silent green.
+
+All in-process and fast: every refusal here happens before a model is traced.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_graphbudget import cli
+
+
+def _check(tmp_path, monkeypatch, capsys, toml: str) -> tuple[int, str]:
+    """``graph-budget check`` on one budget file in a fresh project; (exit code, stdout)."""
+    (tmp_path / "pyproject.toml").write_text("[tool.graph_budget]\n")
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "user.toml").write_text(toml)
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["check", "--no-cache", "budgets"])
+    return code, capsys.readouterr().out
+
+
+def test_seq_len_on_an_image_model_is_an_error_in_a_table(tmp_path, monkeypatch, capsys):
+    """``seq_len = [64, 128]`` on an image model profiled the same 224x224 image at both "points"
+    and passed both: the CLI notes the ignored option, a budget table must refuse it."""
+    code, out = _check(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        '[models.r]\nmodel = "squeezenet1_1"\nmeta = true\nseq_len = [64, 128]\n'
+        'flops_max = "10G"\n',
+    )
+    assert code == 1
+    assert "2 models could not be checked" in out
+    for point in ("r[seq_len=64]", "r[seq_len=128]"):
+        assert f"error: {point}: seq_len ignored: squeezenet1_1 takes images" in out
+    assert "remove seq_len from the table" in out
+
+
+def _mlp():
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    return net, (torch.randn(1, 4),)
+
+
+@pytest.fixture(scope="module")
+def adam_step():
+    """One training step of the tiny MLP with Adam (traced once for the module's tests)."""
+    from pytest_graphbudget.profile import profile_model
+
+    return profile_model(*_mlp(), mode="train", optimizer="adam")
+
+
+def test_profile_table_of_a_training_step_says_so(adam_step):
+    """``profile --mode train`` printed a step's FLOPs (3x a forward) under the eval summary:
+    no mode, no split, no optimizer state, and a peak "weights + inputs + activation peak"
+    that did not add up. Adam's state by hand: 2 fp32 moments x 23 parameters = 184 B."""
+    from pytest_graphbudget.cli.sections import summary
+    from pytest_graphbudget.profile import profile_model
+
+    rows = dict(summary(adam_step))
+    assert rows["mode"] == "train: forward + backward + optimizer step"
+    assert rows["optimizer state"] == "184B"
+    assert rows["FLOPs by phase"].startswith("forward ")
+    assert "backward " in rows["FLOPs by phase"] and "optimizer " in rows["FLOPs by phase"]
+    assert "(weights + optimizer state + inputs + activation peak)" in rows["peak memory"]
+    plain = dict(summary(profile_model(*_mlp(), mode="train")))
+    assert plain["mode"] == "train: forward + backward" and "optimizer state" not in plain
+    assert "mode" not in dict(summary(profile_model(*_mlp())))
+
+
+def test_a_sweep_says_its_mode_and_dtype():
+    """``profile --seq-len 64,128,256 --dtype bfloat16`` printed the bf16 figures under a
+    header and a JSON that said nothing of bf16: a reader took them for the fp32 model's."""
+    import torch
+
+    from pytest_graphbudget.cli.sweep_view import render
+    from pytest_graphbudget.shape_sweep import profile_sweep
+
+    net = torch.nn.Linear(8, 8)
+    sweep = profile_sweep(
+        net, batch=[1, 2], inputs=lambda batch: torch.randn(batch, 8), dtype="bfloat16"
+    )
+    body = sweep.to_dict()["sweep"]
+    assert (body["mode"], body["dtype"]) == ("eval", "bfloat16")
+    assert body["points"][0]["totals"]["weights_bytes"] == 2 * (64 + 8)  # bf16: 2 bytes
+    assert ", eval, bfloat16, hardware generic" in render(sweep, "table").splitlines()[0]
+    assert "(eval, bfloat16)" in render(sweep, "markdown").splitlines()[0]
+
+
+def test_compare_says_when_one_side_is_a_training_step(adam_step, tmp_path, capsys):
+    """``compare eval.json train.json`` showed +190% FLOPs between two profiles labelled
+    alike: a reviewer read a grown model. Each side says its mode, and a mixed pair says so."""
+    import json
+
+    from pytest_graphbudget.profile import profile_model
+
+    a, b = tmp_path / "eval.json", tmp_path / "train.json"
+    a.write_text(json.dumps(profile_model(*_mlp()).to_dict()))
+    b.write_text(json.dumps(adam_step.to_dict()))
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0].startswith("A: ") and "training step" not in lines[0]
+    assert lines[1].startswith("B: ") and lines[1].endswith(", training step)")
+    assert "A is eval mode, B is train mode" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
+    """``hardware --calibrate`` measures float32 only; ``profile --dtype bfloat16`` on that
+    profile priced bf16 at the fp32 peak and said nothing."""
+    hw = tmp_path / "hw.toml"
+    hw.write_text("[hardware.calibrated]\npeak_tflops = {float32 = 0.16}\nbandwidth_gbs = 12\n")
+    argv = ["profile", "squeezenet1_1", "--meta", "--hardware-file", str(hw)]
+    argv += ["--hardware", "calibrated", "-q", "--format", "json"]
+    assert cli.main([*argv, "--dtype", "bfloat16"]) == 0
+    err = capsys.readouterr().err
+    assert "hardware calibrated has no bfloat16 peak: the roofline uses its float32 peak" in err
+    assert cli.main(argv) == 0
+    assert "peak" not in capsys.readouterr().err
