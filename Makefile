@@ -104,8 +104,9 @@ demo: setup
 	$(BIN)/python -m pytest --graph-budget examples/
 
 # The test suite on every core (pytest-xdist; XDIST= runs it in one process), then the
-# project's own budgets for its benchmark models (dogfooding).
-XDIST ?= -n auto
+# project's own budgets for its benchmark models (dogfooding). `loadgroup`: the tests marked
+# `xdist_group` (those sharing one expensive profile) run on one worker, so it is built once.
+XDIST ?= -n auto --dist loadgroup
 test: setup tools
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/

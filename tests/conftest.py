@@ -178,13 +178,9 @@ class NetworkAttempts(list):
     """Every attempt to open a network connection or resolve a host while the guard is on."""
 
 
-@pytest.fixture
-def no_network(monkeypatch):
-    """Refuse and record every outbound connection and DNS lookup.
-
-    Code under test that quietly catches the error would hide the attempt, so the attempts are
-    recorded as well: assert the returned list is empty at the end of the test.
-    """
+def refuse_network(monkeypatch: pytest.MonkeyPatch) -> NetworkAttempts:
+    """Refuse and record every outbound connection and DNS lookup until ``monkeypatch`` is
+    undone (``pytest.MonkeyPatch.context()`` in a module-scoped fixture)."""
     attempts = NetworkAttempts()
 
     def refuse(what):
@@ -199,6 +195,16 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", refuse("getaddrinfo"))
     monkeypatch.setattr(socket, "create_connection", refuse("create_connection"))
     return attempts
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Refuse and record every outbound connection and DNS lookup.
+
+    Code under test that quietly catches the error would hide the attempt, so the attempts are
+    recorded as well: assert the returned list is empty at the end of the test.
+    """
+    return refuse_network(monkeypatch)
 
 
 # --------------------------------------------------------------------------------------------
@@ -228,6 +234,11 @@ def _eager_aten_ops_fixture():
 @pytest.fixture(scope="session", name="flop_counter")
 def _flop_counter_fixture():
     return flop_counter
+
+
+@pytest.fixture(scope="session", name="refuse_network")
+def _refuse_network_fixture():
+    return refuse_network
 
 
 # --------------------------------------------------------------------------------------------

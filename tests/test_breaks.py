@@ -168,14 +168,20 @@ def test_model_on_meta_device_is_refused_in_one_line():
     scope="module",
     params=["fasterrcnn_mobilenet_v3_large_320_fpn", "ssdlite320_mobilenet_v3_large"],
 )
-def detector(request):
+def detector(request, refuse_network):
+    """Built and profiled once per module, offline (nothing may reach the network)."""
     from pytest_graphbudget import zoo
 
-    case = zoo.resolve(request.param)
-    return case, profile_model(case)
+    with pytest.MonkeyPatch.context() as patch:
+        attempts = refuse_network(patch)
+        case = zoo.resolve(request.param)
+        prof = profile_model(case)
+    assert attempts == []
+    return case, prof
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("detectors")  # one profile per detector
 def test_detector_macs_equal_flop_counter_mode(detector, flop_counter, rel_err):
     case, prof = detector
     reference = sum(flop_counter(case.model, case.inputs).values()) / 2
@@ -185,6 +191,7 @@ def test_detector_macs_equal_flop_counter_mode(detector, flop_counter, rel_err):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("detectors")  # one profile per detector
 def test_detector_is_one_profile_of_many_graphs(detector):
     case, prof = detector
     assert prof.trace.graphs > 1 and prof.trace.breaks
@@ -193,6 +200,17 @@ def test_detector_is_one_profile_of_many_graphs(detector):
     top = {name for name, _ in case.model.named_children()}
     assert sum(prof.modules[m].macs for m in top if m in prof.modules) == prof.macs
     assert prof.modules["backbone"].macs > 0
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("detectors")  # one profile per detector
+def test_detector_that_fx_cannot_trace_says_why_and_is_fully_costed(detector):
+    _, prof = detector
+    assert set(prof.trace.failures) >= {"fx"}
+    assert all(reason and "\n" not in reason for reason in prof.trace.failures.values())
+    assert prof.macs > 0 and prof.flops > 2 * prof.macs
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.peak_memory_bytes > prof.weights_bytes
 
 
 @pytest.mark.parametrize(
@@ -206,7 +224,7 @@ def test_detector_is_one_profile_of_many_graphs(detector):
 def test_detectors_get_a_list_of_images_at_their_transform_size(name, size):
     from pytest_graphbudget import zoo
 
-    case = zoo.resolve(name)
+    case = zoo.resolve(name, meta=True)  # the size is the transform's: no weights needed
     (images,) = case.inputs
     assert isinstance(images, list) and len(images) == 1
     assert tuple(images[0].shape) == (3, size, size)

@@ -23,6 +23,9 @@ torchvision = pytest.importorskip("torchvision")
 
 from pytest_graphbudget import profile_model  # noqa: E402
 
+# One worker profiles each model once for all the checks below (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("reference_torchvision")
+
 MODELS = [
     "resnet18",
     "resnet50",
@@ -100,7 +103,8 @@ def test_contractions_equal_pytorch_flop_counter(case, flop_counter):
         assert 0 < counted < prof.flops_contraction
 
 
-def test_vit_b_16_closed_form_includes_attention(torchvision_reference, rel_err):
+@pytest.mark.parametrize("case", ["vit_b_16"], indirect=True)  # the profile checked above
+def test_vit_b_16_closed_form_includes_attention(case, torchvision_reference, rel_err):
     """vit_b_16 in eval runs ``nn.MultiheadAttention``'s fast path
     (``aten._native_multi_head_attention``), which FlopCounterMode prices at zero. Closed form:
 
@@ -116,9 +120,8 @@ def test_vit_b_16_closed_form_includes_attention(torchvision_reference, rel_err)
     # = 17,563,828,224; two independent references agree: torchvision publishes 17.564 GMACs.
     assert rel_err(expected, torchvision_reference("vit_b_16").macs) < 1e-4
 
-    model = _build("vit_b_16")
-    x = torch.randn(1, 3, 224, 224)
-    prof = profile_model(model, (x,))
+    name, _, _, prof = case
+    assert name == "vit_b_16"
     assert prof.macs == expected, (
         f"vit_b_16: macs {prof.macs:,} expected {expected:,}; without attention "
         f"{expected - attn_proj - attn_matmuls:,}"

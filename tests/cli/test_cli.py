@@ -1,4 +1,9 @@
-"""``graph-budget``, run as users run it: a subprocess, its exit code, stdout and stderr.
+"""``graph-budget`` as users see it: its exit code, stdout and stderr.
+
+Commands run in this process (``cli.main`` from the test's directory, stdout and stderr caught
+apart), which is what the console script calls: a fresh interpreter per command cost the suite
+minutes. The console script itself, ``python -m pytest_graphbudget.cli`` and the promise that the
+CLI imports no torch until it needs it run as subprocesses, once each.
 
 Most checks use a tiny model saved to disk (``Linear(8, 16) -> ReLU -> Linear(16, 4)`` at input
 2x8) whose figures are derived by hand below; the examples of ``profile_graph.py`` (BERT,
@@ -13,6 +18,7 @@ Hand-derived figures of the tiny model (batch 2):
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -22,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,24 +39,38 @@ TINY = {"macs": 384, "flops": 840, "params": 212}
 TINY_ARGS = ["--input-shape", "2,8", "--trust-pickle"]
 
 
-def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 900):
-    """``python -m pytest_graphbudget.cli ARGS`` in ``cwd``."""
-    return run_python(["-m", "pytest_graphbudget.cli", *args], cwd=cwd, env=env, timeout=timeout)
+@dataclass
+class Run:
+    """What a command left: its exit code and what it wrote to stdout and stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def run_python(argv: list[str], *, cwd: Path, env: dict | None = None, timeout: int = 900):
+def run_cli(*args: str, cwd: Path, env: dict | None = None) -> Run:
+    """``graph-budget ARGS`` run by ``cli.main`` in ``cwd``, with ``env`` added to the
+    environment. An exception that escapes ``main`` fails the test, as a traceback would."""
+    from pytest_graphbudget import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        for key, value in (env or {}).items():
+            patch.setenv(key, value)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(list(args))
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+def run_python(argv: list[str], *, cwd: Path) -> subprocess.CompletedProcess:
+    """``python ARGV`` in a fresh interpreter that imports this checkout."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE"):
         environ.setdefault(key, "1")
-    environ.update(env or {})
     return subprocess.run(
-        [sys.executable, *argv],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [sys.executable, *argv], cwd=cwd, env=environ, capture_output=True, text=True, timeout=900
     )
 
 
@@ -185,7 +206,7 @@ def test_help_and_version(tmp_path):
         "--showshape",
     ):
         assert flag in result.stdout
-    result = run_cli("--version", cwd=tmp_path)
+    result = run_python(["-m", "pytest_graphbudget.cli", "--version"], cwd=tmp_path)
     assert_ok(result)
     assert result.stdout.startswith("graph-budget ")
 
@@ -624,16 +645,17 @@ def test_unknown_model_names_the_closest(tmp_path):
 # list
 
 
-LIST_WITH_TEST_FAMILY = textwrap.dedent(
-    """
-    import sys
+@pytest.fixture
+def test_family():
+    """A model family of two, ``tiny-ok`` and ``tiny-broken`` (its forward raises), added to
+    the zoo through the loader hook as an installed package would, and removed after."""
     import torch
     from torch import nn
+
     from pytest_graphbudget import zoo
     from pytest_graphbudget.case import ModelCase
     from pytest_graphbudget.hookspecs import hookimpl
     from pytest_graphbudget.zoo.base import ModelLoader
-    from pytest_graphbudget.cli import main
 
     class Broken(nn.Module):
         def forward(self, x):
@@ -654,18 +676,15 @@ LIST_WITH_TEST_FAMILY = textwrap.dedent(
         def graphbudget_model_loaders(self):
             return [TestLoader()]
 
-    zoo.plugin_manager().register(Plugin())
-    sys.exit(main(sys.argv[1:]))
-    """
-)
+    plugin = Plugin()
+    zoo.plugin_manager().register(plugin)
+    yield
+    zoo.plugin_manager().unregister(plugin)
 
 
-def test_list_check_reports_the_tier_and_fails_on_a_broken_model(tmp_path):
-    script = tmp_path / "with_test_family.py"
-    script.write_text(LIST_WITH_TEST_FAMILY)
-    result = run_python([str(script), "list", "--check", "--family", "testfamily"], cwd=tmp_path)
+def test_list_check_reports_the_tier_and_fails_on_a_broken_model(tmp_path, test_family):
+    result = run_cli("list", "--check", "--family", "testfamily", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
-    assert "Traceback" not in result.stderr
     lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
     # Linear(8, 4) at batch 2: MACs 64, FLOPs 2*64 + bias 8 = 136.
     assert re.match(r"tiny-ok\s+testfamily\s+ok\s+fx\s+136\s+36\b", lines["tiny-ok"])
@@ -675,13 +694,13 @@ def test_list_check_reports_the_tier_and_fails_on_a_broken_model(tmp_path):
     assert "FAILED: 1 of 2 models failed to profile" in result.stderr
     assert "[2/2] checking" in result.stderr
 
-    ok = run_python([str(script), "list", "--check", "tiny-ok", "--format", "json"], cwd=tmp_path)
+    ok = run_cli("list", "--check", "tiny-ok", "--format", "json", cwd=tmp_path)
     assert_ok(ok)
     (record,) = json.loads(ok.stdout)
     assert record["model"] == "tiny-ok" and record["status"] == "ok"
     assert (record["tier"], record["flops"], record["params"]) == ("fx", 136, 36)
 
-    broken = run_python([str(script), "profile", "tiny-broken"], cwd=tmp_path)
+    broken = run_cli("profile", "tiny-broken", cwd=tmp_path)
     assert_user_error(broken, "the model's forward raised ValueError: this model is broken")
 
 
@@ -744,6 +763,37 @@ def test_missing_dot_is_one_line_before_profiling(work, tmp_path):
 # The examples of profile_graph.py and graph_explorer.py, as written
 
 
+@pytest.fixture(scope="module")
+def built() -> dict:
+    """Models loaded and profiled by the example commands of this module, by their options."""
+    return {}
+
+
+@pytest.fixture
+def once(built, monkeypatch):
+    """Commands that name the same model with the same options share one load and one profile
+    (BERT at its default size is both explored and drawn); each command still parses its
+    arguments, resolves its hardware and renders its own view."""
+    from pytest_graphbudget.cli import loading
+
+    load, price = loading.load_case, loading.profile_case
+
+    def load_case(name, args, console):
+        key = ("case", name, repr(sorted(loading.zoo_options(args).items())))
+        if key not in built:
+            built[key] = load(name, args, console)
+        return built[key]
+
+    def profile_case(case, hardware, console, how=None):
+        key = ("profile", id(case), hardware.name, repr(sorted((how or {}).items())))
+        if key not in built:
+            built[key] = price(case, hardware, console, how)
+        return built[key]
+
+    monkeypatch.setattr(loading, "load_case", load_case)
+    monkeypatch.setattr(loading, "profile_case", profile_case)
+
+
 BERT_HIDDEN, BERT_FF, BERT_LAYERS = 768, 3072, 12
 
 
@@ -800,7 +850,8 @@ def test_example_profile_distilbert_showshape(tmp_path):
 
 
 @pytest.mark.slow
-def test_example_explore_bert_around_30(tmp_path):
+@pytest.mark.xdist_group("bert-base-uncased")  # profiled once for both
+def test_example_explore_bert_around_30(tmp_path, once):
     result = run_cli(
         "explore", "bert-base-uncased", "--around", "30", "--context", "20", cwd=tmp_path
     )
@@ -830,8 +881,9 @@ def test_example_profile_resnet18_visualize_svg(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bert-base-uncased")  # profiled once for both
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
-def test_example_profile_bert_visualize_svg_multi_input_dynamo_graph(tmp_path):
+def test_example_profile_bert_visualize_svg_multi_input_dynamo_graph(tmp_path, once):
     result = run_cli("profile", "bert-base-uncased", "--visualize", "bert.svg", cwd=tmp_path)
     assert_ok(result)
     svg = (tmp_path / "bert.svg").read_text()

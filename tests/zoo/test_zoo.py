@@ -598,8 +598,13 @@ def test_a_broken_loader_is_named(monkeypatch):
         resolve("resnet18")
 
 
-def test_the_loader_example_in_the_docs_runs(tmp_path):
+def test_the_loader_example_in_the_docs_runs(tmp_path, monkeypatch, capsys):
+    """Run as a script (``__main__``), on a plugin manager of its own so that the family it
+    registers leaves with the test."""
+    import runpy
     from pathlib import Path
+
+    from pytest_graphbudget import zoo
 
     text = (Path(__file__).parents[2] / "docs" / "models.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
@@ -607,5 +612,8 @@ def test_the_loader_example_in_the_docs_runs(tmp_path):
     usage = next(b for b in blocks if "plugin_manager().register" in b)
     script = tmp_path / "example.py"
     script.write_text(loader + "\n" + usage)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["131072"]
+    own = zoo.make_plugin_manager()
+    monkeypatch.setattr(zoo, "plugin_manager", lambda: own)
+    runpy.run_path(str(script), run_name="__main__")
+    assert capsys.readouterr().out.split() == ["131072"]
+    assert "tinynets" in {type(loader).family for loader in zoo.loaders()}

@@ -14,7 +14,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytest_graphbudget import profile_model  # noqa: E402
-from pytest_graphbudget.errors import TraceError  # noqa: E402
 from pytest_graphbudget.zoo import resolve  # noqa: E402
 
 
@@ -111,15 +110,3 @@ def test_local_folder_profiles(tmp_path, no_network):
     (folder / "config.json").write_text(json.dumps(config))
     _, prof = profile(str(folder), seq_len=8)
     assert_fully_costed(prof)
-
-
-@pytest.mark.slow
-def test_detection_model_that_cannot_be_traced_says_why(no_network):
-    case = resolve("ssdlite320_mobilenet_v3_large")
-    try:
-        prof = profile_model(case.model, case.inputs, case.kwargs)
-    except TraceError as exc:
-        assert set(exc.failures) >= {"fx"}
-        assert all(reason and "\n" not in reason for reason in exc.failures.values())
-    else:  # once the engine traces detectors, the profile must be complete
-        assert_fully_costed(prof)
