@@ -121,6 +121,9 @@ def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
     assert "hardware calibrated has no bfloat16 peak: the roofline uses its float32 peak" in err
     assert cli.main(argv) == 0
     assert "peak" not in capsys.readouterr().err
+    # A sweep's points share the hardware: the note is said once, not once per point.
+    assert cli.main([*argv, "--dtype", "bfloat16", "--batch", "1,2"]) == 0
+    assert capsys.readouterr().err.count("has no bfloat16 peak") == 1
 
 
 def test_measure_runs_without_a_latency_limit_is_an_error(tmp_path, monkeypatch, capsys):

@@ -23,13 +23,16 @@ class Console:
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
+        self.noted: set[str] = set()  # a sweep's points repeat their notes: each is said once
 
     def progress(self, message: str) -> None:
         if not self.quiet:
             print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
     def note(self, message: str) -> None:
-        print(f"{PROG}: note: {message}", file=sys.stderr, flush=True)
+        if message not in self.noted:
+            self.noted.add(message)
+            print(f"{PROG}: note: {message}", file=sys.stderr, flush=True)
 
     def failure(self, message: str) -> None:
         print(f"{PROG}: FAILED: {message}", file=sys.stderr, flush=True)
