@@ -16,6 +16,7 @@ from pytest_graphbudget import figures
 from pytest_graphbudget import variant as variants
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.figures import Figure
+from pytest_graphbudget.ignored import missing_peak
 from pytest_graphbudget.runtime import DEFAULT_RUNS, check_runs, noise_note
 from pytest_graphbudget.units import format_ratio, parse
 
@@ -274,6 +275,8 @@ def check(profile: Any, budget: Budget) -> list[Finding]:
             what = f"{side.replace('_', '-')} share by {budget.bottleneck_by}"
             message = f"{what} {format_ratio(value)} is {relation} {key} {format_ratio(share)}"
             findings.append(Finding("fail", key, message, value, share))
+    if note := missing_peak(profile, {**budget.limits, **budget.bottleneck}):
+        findings.append(Finding("notice", "hardware", note))
     return findings
 
 

@@ -46,3 +46,20 @@ def refuse_idle_optimizer(budget: Any, where: str, mode_key: str) -> None:
         raise GraphBudgetError(
             f"optimizer in {where} needs {mode_key}: an eval forward has no optimizer step"
         )
+
+
+PEAK_KEYS = ("latency_max", "intensity_min", "compute_bound_min", "memory_bound_max")
+"""Limits whose figure rests on the hardware's peak FLOP/s for the profile's dtype."""
+
+
+def missing_peak(profile: Any, limits: Any) -> str | None:
+    """Why a peak-based limit of a profile in a dtype its hardware has no peak for is judged
+    on the float32 peak (``Hardware.peak`` falls back without a word), else None."""
+    peaks = getattr(getattr(profile, "hardware", None), "peak_flops", None) or {}
+    dtype = getattr(profile, "dtype", None)
+    if not peaks or dtype in peaks or not any(key in limits for key in PEAK_KEYS):
+        return None
+    return (
+        f"hardware {profile.hardware.name} has no {dtype} peak: latency and bottleneck are "
+        f"judged on its float32 peak (give it {dtype} in peak_tflops)"
+    )

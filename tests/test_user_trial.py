@@ -183,3 +183,37 @@ def test_cli_optimizer_without_train_mode_is_refused_in_cli_words(command, capsy
     assert err == [
         "graph-budget: error: --optimizer needs --mode train: an eval forward has no optimizer"
     ]
+
+
+def test_a_budget_judged_on_a_peak_the_hardware_lacks_says_so(pytester):
+    """A project profile with a float32 peak only (as ``hardware --calibrate`` writes it) and
+    ``graph_budget(dtype="bfloat16")`` judged latency_max on the fp32 peak without a word."""
+    (pytester.path / "pyproject.toml").write_text(
+        "[tool.graph_budget]\nhardware = 'calib'\n\n"
+        "[tool.graph_budget.hardware_profiles.calib]\n"
+        "peak_tflops = {float32 = 0.16}\nbandwidth_gbs = 12\n"
+    )
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+
+        @pytest.fixture
+        def net():
+            return ModelCase(torch.nn.Linear(2, 2), (torch.randn(1, 2),), name="net")
+
+        @pytest.mark.latency_max("1s")
+        @pytest.mark.graph_budget(dtype="bfloat16")
+        def test_bf16(net): ...
+
+        @pytest.mark.latency_max("1s")
+        def test_fp32(net): ...
+        """
+    )
+    run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget")
+    run.assert_outcomes(passed=2)
+    notes = [line for line in run.outlines if "has no bfloat16 peak" in line]
+    assert notes == [
+        "notice: net@bfloat16: hardware calib has no bfloat16 peak: latency and bottleneck are "
+        "judged on its float32 peak (give it bfloat16 in peak_tflops)"
+    ]
