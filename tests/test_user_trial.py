@@ -217,3 +217,18 @@ def test_a_budget_judged_on_a_peak_the_hardware_lacks_says_so(pytester):
         "notice: net@bfloat16: hardware calib has no bfloat16 peak: latency and bottleneck are "
         "judged on its float32 peak (give it bfloat16 in peak_tflops)"
     ]
+
+
+def test_html_summary_of_a_training_step_splits_its_phases(adam_step):
+    """The HTML page of a ``--mode train --html`` profile said "train" and nothing of where
+    the step's FLOPs go; the optimizer's state (184 B by hand, as above) is shown too."""
+    import re
+
+    from pytest_graphbudget.reports.html import profile_page
+
+    text = profile_page(adam_step)
+    facts = dict(re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td></tr>", text))
+    assert (
+        facts["FLOPs by phase"].startswith("forward ") and "optimizer " in facts["FLOPs by phase"]
+    )
+    assert facts["optimizer state"] == "184B"

@@ -140,6 +140,17 @@ def _messages(view: ModelView) -> str:
     return f'<ul class="findings">{items}</ul>'
 
 
+def _step_facts(totals: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A training step's FLOPs by phase and optimizer state (absent from an eval profile)."""
+    split = [(p, totals.get(f"{p}_flops")) for p in ("forward", "backward", "optimizer")]
+    shown = ", ".join(f"{p} {common.FIGURES['flops'].format(v)}" for p, v in split if v)
+    facts = [("FLOPs by phase", shown)] if shown else []
+    if totals.get("optimizer_state_bytes"):
+        state = common.FIGURES["weights_bytes"].format(totals["optimizer_state_bytes"])
+        facts.append(("optimizer state", state))
+    return facts
+
+
 def _summary(view: ModelView) -> str:
     profile = view.profile or {}
     totals = profile["totals"]
@@ -175,6 +186,7 @@ def _summary(view: ModelView) -> str:
             f"{mix['compute_bound']['time_share']:.0%} of time",
         ),
     ]
+    facts += _step_facts(totals)
     unpriced = profile["coverage"].get("unsupported_ops") or {}
     if unpriced:
         facts.append(("no formula", ", ".join(f"{op} x{n}" for op, n in unpriced.items())))
