@@ -39,6 +39,8 @@ class ModelResult:
     baseline_by_module: dict[str, dict[str, int]] | None = None  # params, memory, traffic
     error: str | None = None
     source: str = "marker"  # "marker" or "toml"
+    graph_svg: str | None = None  # the partitioned graph, drawn only for an HTML report
+    graph_note: str = ""  # why it was not drawn (no Graphviz, no nodes)
 
     @property
     def failed(self) -> bool:
@@ -62,6 +64,7 @@ class Checker:
     strict: bool = False
     update: bool = False
     update_command: str = "pytest --graph-budget --graph-budget-update"  # named by regressions
+    draw: bool = False  # an HTML report is asked: draw each profile's graph where it is made
     _baseline: Baseline | None = field(default=None, repr=False)
 
     @property
@@ -140,6 +143,11 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         update_command=checker.update_command,
     )
     result.findings = [asdict(f) for f in found]
+    if checker.draw:
+        from pytest_graphbudget.reports.html_graph import graph_svg
+
+        result.graph_svg, result.graph_note = graph_svg(prof)
+        result.graph_svg = result.graph_svg or None
     return result
 
 

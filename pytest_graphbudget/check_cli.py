@@ -116,8 +116,10 @@ def run(
         strict=strict or conf.strict,
         update=update,
         update_command="graph-budget check --update",
+        draw=bool(html),
     )
     profiler = Profiler.open(root / conf.cache_dir, conf.hardware_profiles, cache_clear)
+    profiler.nodes = checker.draw
     if not cache:
         profiler.cache = None
     results: list[ModelResult] = []

@@ -62,11 +62,13 @@ class GraphBudget:
             relative(str(root / self.settings.baseline), root),
             strict=config.getoption("graph_budget_strict") or self.settings.strict,
             update=config.getoption("graph_budget_update"),
+            draw=bool(config.getoption("graph_budget_html")),  # drawn on the worker, cached
         )
         clear = config.getoption("graph_budget_cache_clear") and not _is_worker(config)
         self.profiler = Profiler.open(
             root / self.settings.cache_dir, self.settings.hardware_profiles, clear
         )
+        self.profiler.nodes = self.checker.draw
         if config.getoption("graph_budget_no_cache"):
             self.profiler.cache = None
         self.results: list[ModelResult] = []

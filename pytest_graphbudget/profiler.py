@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from pytest_graphbudget.cache import ProfileCache
     from pytest_graphbudget.profile import Profile
     from pytest_graphbudget.variant import Variant
+
+NODES = "node_info"
+"""The key of a cache entry's graph nodes (``Profile.node_info``), kept when an HTML report is
+asked: the report draws the partitioned graph of a cached profile from them."""
 
 OPTIONS = ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
 """Keys of a budget table that say how to build its model."""
@@ -33,6 +37,7 @@ class Profiler:
     hardware_profiles: dict[str, Any] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)  # why a model was not cached, shown at -v
+    nodes: bool = False  # an HTML report draws the graphs: entries keep their nodes (NODES)
 
     @classmethod
     def open(cls, directory: Path | None, hardware_profiles: dict[str, Any], clear: bool = False):
@@ -77,9 +82,11 @@ class Profiler:
         data = self.cache.get(stored) if stored else None
         if data is not None and "values" in data and (values is None or data["values"] != values()):
             data = None
+        if data is not None and self.nodes and NODES not in data:
+            data = None  # made without its nodes, which the graph drawing needs: made again
         if data is not None:
             try:
-                prof = profile_from_dict(data, self.hardware_profiles)
+                prof = with_nodes(profile_from_dict(data, self.hardware_profiles), data)
             except Exception:  # a corrupt or outdated entry is rebuilt
                 prof = None
             if prof is not None:
@@ -89,6 +96,8 @@ class Profiler:
         prof = compute()
         if stored:
             data = prof.to_dict()
+            if self.nodes:
+                data[NODES] = [asdict(node) for node in prof.node_info]
             if prof.trace.method in cache_keys.DATA_DEPENDENT:
                 if values is None:
                     return prof  # no way to tell its values apart: never reused
@@ -184,3 +193,11 @@ class Profiler:
             return []
         counts = ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items()))
         return [f"graph budget cache: {counts}", *(f"  {note}" for note in self.notes)]
+
+
+def with_nodes(prof: Profile, data: dict[str, Any]) -> Profile:
+    """``prof`` with the graph nodes its cache entry kept (``NODES``), if it kept them."""
+    from pytest_graphbudget.profile import NodeInfo
+
+    prof.node_info = [NodeInfo(**node) for node in data.get(NODES, ())]
+    return prof

@@ -17,7 +17,6 @@ sweep's growth curves (``html_sweep``) each go in as a ``Section`` of their own.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -28,18 +27,12 @@ from typing import Any
 from pytest_graphbudget import figures
 from pytest_graphbudget.reports import common, markdown
 from pytest_graphbudget.reports.html_charts import icicle_figure, roofline_figure
+from pytest_graphbudget.reports.html_graph import NO_DOT as NO_DOT
+from pytest_graphbudget.reports.html_graph import NO_NODES, graph_block, graph_svg, runtime_facts
 
 SUMMARY = tuple(common.FIGURES)
 """The figures each model's summary shows, in ``figures.TABLE``'s order."""
 GROWN_SHOWN = 10
-NO_DOT = (
-    "Graphviz's `dot` is not on PATH, so the partitioned graph is not drawn here; install "
-    "Graphviz (apt-get install graphviz, brew install graphviz) and write the report again."
-)
-NO_NODES = (
-    "A budget run's profiles keep no per-node graph (they may come from the cache); "
-    "`graph-budget profile {model} --html FILE` draws it."
-)
 
 
 @dataclass
@@ -125,7 +118,7 @@ def model_section(view: ModelView, anchor: str) -> str:
             f"{roofline_figure(view.profile)}</div>",
             icicle_figure(view.profile, anchor),
             _layers(view),
-            _graph(view, anchor),
+            graph_block(view.graph, view.graph_note, anchor),
         ]
     parts.append("</section>")
     return "\n".join(p for p in parts if p)
@@ -186,7 +179,7 @@ def _summary(view: ModelView) -> str:
             f"{mix['compute_bound']['time_share']:.0%} of time",
         ),
     ]
-    facts += _step_facts(totals)
+    facts += _step_facts(totals) + runtime_facts(profile)
     unpriced = profile["coverage"].get("unsupported_ops") or {}
     if unpriced:
         facts.append(("no formula", ", ".join(f"{op} x{n}" for op, n in unpriced.items())))
@@ -290,43 +283,6 @@ def _layers(view: ModelView) -> str:
     )
 
 
-def _graph(view: ModelView, anchor: str) -> str:
-    if not view.graph:
-        note = escape(view.graph_note.format(model=view.name))
-        return f'<div class="graph"><h3>Partitioned graph</h3><p class="note">{note}</p></div>'
-    # Graphviz names its elements node1, clust1...: made unique per model on a page of several.
-    drawing = view.graph.replace(' id="', f' id="{anchor}-')
-    return (
-        '<div class="graph"><h3>Partitioned graph</h3><p class="tools">'
-        '<input type="search" class="graph-search" placeholder="find a node, module or kind">'
-        ' <button type="button" data-zoom="0.8" title="zoom out">&minus;</button>'
-        '<button type="button" data-zoom="1.25" title="zoom in">+</button>'
-        '<button type="button" data-zoom="fit" title="fit the width">fit</button>'
-        f' <span class="count"></span></p><div class="graph-box">{drawing}</div></div>'
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# The graph drawing
-
-
-def graph_svg(prof: Any) -> tuple[str, str]:
-    """The partitioned graph of a ``Profile`` as inline SVG, or ``""`` and why not."""
-    from pytest_graphbudget import visualize
-    from pytest_graphbudget.errors import GraphBudgetError
-
-    if not prof.node_info:
-        return "", NO_NODES
-    if visualize.dot_executable() is None:
-        return "", NO_DOT
-    try:
-        svg = visualize.render(visualize.to_dot(prof), "svg").decode("utf-8")
-    except GraphBudgetError as exc:
-        return "", str(exc)
-    start = svg.find("<svg")
-    return re.sub(r"<!--.*?-->", "", svg[start:], flags=re.S), ""
-
-
 # ---------------------------------------------------------------------------------------------
 # The three reports
 
@@ -371,7 +327,8 @@ def result_view(result: Any, name: str) -> ModelView:
         limits=limits,
         base_own=result.baseline_modules if result.baseline else None,
         grown=markdown.grown_by_figure(result),
-        graph_note=NO_NODES.replace("{model}", label),
+        graph=result.graph_svg or "",
+        graph_note=result.graph_note or NO_NODES.replace("{model}", label),
     )
 
 
