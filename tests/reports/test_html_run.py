@@ -162,3 +162,32 @@ def test_run_page_shows_the_measured_runtime(pytester):
     )
     assert facts["throughput"] == f"{measured['throughput']:.4g} samples/s (batch 3)"
     assert facts["roofline ratio"].startswith(f"{measured['roofline_ratio']:.3g} ")
+
+
+@needs_dot
+def test_graph_budget_check_draws_the_graph_fresh_and_from_the_cache(tmp_path, monkeypatch, capsys):
+    """``graph-budget check --html``: the same drawing, and from its cache on the second run."""
+    from pytest_graphbudget import cli
+
+    (tmp_path / "graphcheck_models.py").write_text(
+        "from collections import OrderedDict\nimport torch\nfrom torch import nn\n"
+        "from pytest_graphbudget import ModelCase\n\n"
+        "def gate():\n    torch.manual_seed(0)\n"
+        "    layers = OrderedDict(stem=nn.Linear(4, 4), gate=nn.Sigmoid())\n"
+        "    return ModelCase(nn.Sequential(layers), (torch.randn(1, 4),), name='gate')\n"
+    )
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "nets.toml").write_text(
+        '[models.gate]\nfactory = "graphcheck_models:gate"\nflops_max = "1M"\n'
+    )
+    (tmp_path / "pyproject.toml").write_text("[tool.graph_budget]\ncache_dir = '.cache'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    pages = []
+    for _ in range(2):
+        assert cli.main(["check", "--html", "report.html"]) == 0
+        pages.append(graphs((tmp_path / "report.html").read_text()))
+    assert {m: names for m, (_, names, _) in pages[0].items()} == {"gate": NODES["gate"]}
+    assert pages[0] == pages[1]
+    (entry,) = (tmp_path / ".cache").rglob("*.json")
+    assert [n["name"] for n in json.loads(entry.read_text())["node_info"]] == NODES["gate"]
