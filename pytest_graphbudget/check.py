@@ -144,10 +144,9 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
     )
     result.findings = [asdict(f) for f in found]
     if checker.draw:
-        from pytest_graphbudget.reports.html_graph import graph_svg
+        from pytest_graphbudget.reports.html_graph import draw
 
-        result.graph_svg, result.graph_note = graph_svg(prof)
-        result.graph_svg = result.graph_svg or None
+        draw(result, prof)
     return result
 
 

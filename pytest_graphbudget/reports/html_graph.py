@@ -19,7 +19,8 @@ NO_DOT = (
     "Graphviz (apt-get install graphviz, brew install graphviz) and write the report again."
 )
 NO_NODES = (
-    "This profile keeps no per-node graph (a saved JSON profile, or a growth table's fit); "
+    "This profile keeps no per-node graph (a saved JSON profile; a growth table's fit, whose "
+    "points draw theirs); "
     "`graph-budget profile {model} --html FILE` draws it."
 )
 
@@ -42,6 +43,13 @@ def graph_svg(prof: Any) -> tuple[str, str]:
         return "", str(exc)
     start = svg.find("<svg")
     return re.sub(r"<!--.*?-->", "", svg[start:], flags=re.S), ""
+
+
+def draw(result: Any, prof: Any) -> None:
+    """Draw ``prof``'s graph into a ``ModelResult`` (an HTML report is asked): the SVG, or
+    ``None`` and the note that says why not."""
+    svg, result.graph_note = graph_svg(prof)
+    result.graph_svg = svg or None
 
 
 def graph_block(svg: str, note: str, anchor: str) -> str:
