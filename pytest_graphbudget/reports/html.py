@@ -3,7 +3,7 @@ self-contained, interactive HTML page.
 
 Per model: the summary figures (with limits and changes from the baseline), the roofline and
 the module icicle (``html_charts``), the layers that grew, the per-layer table (sortable and
-filterable) and the partitioned graph drawn by Graphviz (``visualize``) with a search box.
+filterable) and the partitioned graph drawn by Graphviz (``html_graph``) with a search box.
 Everything is inlined (``assets/report.css`` and ``report.js`` hold the style and the script):
 the page makes no network request, so it opens from disk and from a CI artifact.
 
