@@ -104,9 +104,11 @@ demo: setup
 	$(BIN)/python -m pytest --graph-budget examples/
 
 # The test suite on every core (pytest-xdist; XDIST= runs it in one process), then the
-# project's own budgets for its benchmark models (dogfooding). `loadgroup`: the tests marked
-# `xdist_group` (those sharing one expensive profile) run on one worker, so it is built once.
-XDIST ?= -n auto --dist loadgroup
+# project's own budgets for its benchmark models (dogfooding). `--dist loadfile`: a test file
+# runs on one worker, so a profile its module-scoped fixture shares (detectors, the torchvision
+# references, BERT in the CLI tests) is built once, not once per worker. (`loadgroup` would not
+# do: with pytest 9, pytest-xdist 3.8 cannot tag the node ids and ignores `xdist_group`.)
+XDIST ?= -n auto --dist loadfile
 test: setup tools
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/

@@ -181,7 +181,6 @@ def detector(request, refuse_network):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("detectors")  # one profile per detector
 def test_detector_macs_equal_flop_counter_mode(detector, flop_counter, rel_err):
     case, prof = detector
     reference = sum(flop_counter(case.model, case.inputs).values()) / 2
@@ -191,7 +190,6 @@ def test_detector_macs_equal_flop_counter_mode(detector, flop_counter, rel_err):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("detectors")  # one profile per detector
 def test_detector_is_one_profile_of_many_graphs(detector):
     case, prof = detector
     assert prof.trace.graphs > 1 and prof.trace.breaks
@@ -203,7 +201,6 @@ def test_detector_is_one_profile_of_many_graphs(detector):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("detectors")  # one profile per detector
 def test_detector_that_fx_cannot_trace_says_why_and_is_fully_costed(detector):
     _, prof = detector
     assert set(prof.trace.failures) >= {"fx"}

@@ -23,9 +23,6 @@ torchvision = pytest.importorskip("torchvision")
 
 from pytest_graphbudget import profile_model  # noqa: E402
 
-# One worker profiles each model once for all the checks below (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("reference_torchvision")
-
 MODELS = [
     "resnet18",
     "resnet50",

@@ -850,7 +850,6 @@ def test_example_profile_distilbert_showshape(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("bert-base-uncased")  # profiled once for both
 def test_example_explore_bert_around_30(tmp_path, once):
     result = run_cli(
         "explore", "bert-base-uncased", "--around", "30", "--context", "20", cwd=tmp_path
@@ -881,7 +880,6 @@ def test_example_profile_resnet18_visualize_svg(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("bert-base-uncased")  # profiled once for both
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
 def test_example_profile_bert_visualize_svg_multi_input_dynamo_graph(tmp_path, once):
     result = run_cli("profile", "bert-base-uncased", "--visualize", "bert.svg", cwd=tmp_path)
