@@ -69,7 +69,7 @@ __all__ = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser: ``--version`` and one sub-parser per command in ``COMMANDS``."""
-    parser = argparse.ArgumentParser(
+    parser = options.Parser(
         prog=PROG,
         description="Profile PyTorch models (FLOPs, MACs, bytes, roofline) and write budgets.",
         epilog="Exit codes: 0 fine, 1 a budget or check failed, 2 usage or input error.",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import NoReturn
 
 from pytest_graphbudget.cli.console import FORMATS, PROG
 from pytest_graphbudget.errors import GraphBudgetError
@@ -124,6 +125,14 @@ def model_option(args: argparse.Namespace) -> None:
 class Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         super().__init__(prog, max_help_position=32)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage block is in ``--help``), like every
+    other bad input of the command line. Sub-parsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 HARDWARE_FILE_HELP = "TOML file with extra [hardware.<name>] profiles"

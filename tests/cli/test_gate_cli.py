@@ -366,3 +366,20 @@ def test_garbage_pt_file_is_not_called_a_pickle_to_trust(tmp_path, capsys):
     line = one_error_line(capsys.readouterr().err)
     assert "junk.pt is not a readable PyTorch file (Unsupported operand" in line
     assert "trust" not in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "snippet"),
+    [
+        (["profile", "resnet18", "--mode", "training"], "invalid choice: 'training'"),
+        (["profile", "resnet18", "--dtype", "bf16"], "invalid choice: 'bf16'"),
+        (["profile", "resnet18", "--depth", "x"], "--depth"),
+        (["profil", "resnet18"], "invalid choice: 'profil'"),
+    ],
+)
+def test_a_usage_error_is_one_line(argv, snippet, capsys):
+    """argparse's usage block above the error made a mistyped flag value several lines."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert snippet in err[0] and "--help" in err[0]
