@@ -215,6 +215,7 @@ PHASES = (
     ("pytest_graphbudget.trace", "trace_fx", "fx trace"),
     ("pytest_graphbudget.trace", "trace_dynamo", "export"),
     ("pytest_graphbudget.measure", "measure", "cost pass"),
+    ("pytest_graphbudget.measure_export", "measure_exported", "cost pass"),
     ("pytest_graphbudget.partition", "partition", "partition"),
     ("pytest_graphbudget.partition", "traffic", "traffic"),
     ("pytest_graphbudget.partition", "live_at_peak", "liveness"),

@@ -4,26 +4,69 @@
 ordinary fake pass (``measure.measure``) builds fake twins of every weight and input and runs
 every op again in a new ``FakeTensorMode``. Here the graph's own values are the inputs and each
 node's recorded value is what its users see, so storage identities (views, in-place ops) are
-those export saw; each op is still dispatched once, under export's mode, for the recorder to
-price what it decomposes into. The counts are those of the ordinary fake pass (the test suite
-compares them); ``None`` when the graph lacks the values, and the caller runs that pass.
+those export saw. A node the recorder would see whole is priced from those values without
+running it; any other is dispatched once, under export's mode, for the recorder to price what
+it decomposes into. The counts are those of the ordinary fake pass (the test suite compares
+them); ``None`` when the graph lacks the values, and the caller runs that pass.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 from torch import fx, nn
 
-from pytest_graphbudget.measure import Measured, _CostInterpreter, _nbytes, _Recorder, _storage
+from pytest_graphbudget.costs import lookup
+from pytest_graphbudget.measure import (
+    Measured,
+    _CostInterpreter,
+    _nbytes,
+    _op_name,
+    _out_arguments,
+    _Recorder,
+    _storage,
+)
 from pytest_graphbudget.trace import Traced, model_state
 
 
 class _ExportedInterpreter(_CostInterpreter):
+    """A node whose op reaches the recorder as itself (an ATen op with a formula that does not
+    decompose on the way) is priced from the values export recorded, without running it: the
+    recorder would see the same call. Every other node runs, under export's mode, for the
+    recorder to price what it decomposes into (``conv2d`` into ``convolution``)."""
+
+    def run_node(self, n: fx.Node) -> Any:
+        self.current = n
+        return super().run_node(n)
+
+    def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        recorded = self.current.meta.get("val")
+        if recorded is None or not _reaches_recorder_whole(target):
+            return super().call_function(target, args, kwargs)
+        outs = _out_arguments(target)
+        inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
+        self.recorder.record(_op_name(target), args, inputs, recorded)
+        return recorded
+
     def result(self, n: fx.Node, value: Any) -> Any:
         recorded = n.meta.get("val")
         return value if recorded is None else recorded
+
+
+@functools.cache
+def _reaches_recorder_whole(target: Any) -> bool:
+    """Whether running ``target`` shows the recorder exactly one call, to ``target`` itself:
+    an ATen op with a formula (so the recorder does not decompose it) and no
+    CompositeImplicitAutograd kernel (which would decompose it before any mode sees it)."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace not in ("aten", "prim"):
+        return False
+    if lookup(_op_name(target)) is None:
+        return False
+    return not torch._C._dispatch_has_kernel_for_dispatch_key(
+        target.name(), "CompositeImplicitAutograd"
+    )
 
 
 def _values(graph: fx.Graph, symbolic: bool = False) -> list[Any] | None:

@@ -97,35 +97,12 @@ def profile_step(
 
 
 def _joint_interpreter() -> type:
-    """The exported-graph interpreter, but an ATen node with a formula is priced from the
-    values the trace recorded, without running it again: a joint graph is already ATen ops,
-    so running them would only show the recorder the same call. Ops without a formula still
-    run, for the recorder to price what they decompose into. An in-place op's value is its
-    input itself, as when it runs: the optimizer's state stays recognisable as state."""
-    import torch
-
-    from pytest_graphbudget.costs import lookup
-    from pytest_graphbudget.measure import _op_name, _out_arguments
+    """The exported-graph interpreter, which prices a node with a formula from the values the
+    trace recorded (a joint graph is already ATen ops), except that an in-place op's value is
+    its input itself, as when it runs: the optimizer's state stays recognisable as state."""
     from pytest_graphbudget.measure_export import _ExportedInterpreter
 
     class _JointInterpreter(_ExportedInterpreter):
-        def run_node(self, n: Any) -> Any:
-            self.current = n
-            return super().run_node(n)
-
-        def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
-            recorded = self.current.meta.get("val")
-            if (
-                recorded is None
-                or not isinstance(target, torch._ops.OpOverload)
-                or lookup(_op_name(target)) is None
-            ):
-                return super().call_function(target, args, kwargs)
-            outs = _out_arguments(target)
-            inputs = {k: v for k, v in kwargs.items() if k not in outs}
-            self.recorder.record(_op_name(target), args, inputs, recorded)
-            return recorded
-
         def result(self, n: Any, value: Any) -> Any:
             if _in_place(n.target) and n.args and n.args[0] in self.env:
                 return self.env[n.args[0]]

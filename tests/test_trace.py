@@ -40,9 +40,19 @@ def test_meta_model_warms_up_without_weights():
     assert model[0].weight.is_meta
 
 
+class LazyOnce(Lazy):
+    """Builds its grid on its first forward only: after the warm-up FX traces it."""
+
+    def forward(self, x):
+        if self.grid is None:
+            self.grid = torch.arange(x.numel(), dtype=x.dtype).reshape(x.shape)
+        return self.proj(x) + self.grid
+
+
 def test_real_and_fake_cost_passes_agree():
-    # A quick model is measured on real tensors, a meta-device one on fake tensors.
-    real = profile_model(Lazy(), torch.randn(2, 8))
+    # A quick FX-traced model is measured on real tensors, a meta-device one on fake tensors.
+    real = profile_model(LazyOnce(), torch.randn(2, 8))
+    assert real.trace.method == "fx"
     assert real.trace.cost_pass == "real"
     with torch.device("meta"):
         meta = nn.Linear(8, 8)
@@ -143,7 +153,10 @@ def _canonical(measured) -> tuple:
     """Every figure of every node, storages numbered by first appearance (their keys differ).
 
     Inputs, writes and views are ordered dicts; a read of a storage no node wrote (a weight)
-    has no number, and such reads are counted, so the numbering does not hang on set order."""
+    has no number, and such reads are counted, so the numbering does not hang on set order.
+    A fake tensor's view kernel asks for the device through the dispatcher (``prim.device``):
+    those queries are not the model's ops, and a pass that prices a view without running it
+    does not see them."""
     keys: dict = {}
 
     def number(key):
@@ -153,6 +166,7 @@ def _canonical(measured) -> tuple:
     nodes = []
     for node in measured.nodes:
         fields = dict(vars(node))
+        fields["ops"] = {op: count for op, count in node.ops.items() if op != "device"}
         fields["writes"] = [(number(k), v) for k, v in node.writes.items()]
         fields["views"] = [(number(k), v) for k, v in node.views.items()]
         known = sorted(keys[k] for k in node.reads if k in keys)
@@ -193,6 +207,27 @@ def test_input_passed_twice_is_priced_on_fresh_fakes():
     x = torch.randn(2, 6, 16)
     model = nn.MultiheadAttention(16, 4, batch_first=True).eval()
     assert measure_exported(model, trace_dynamo(model, Example((x, x, x), {}))) is None
+
+
+def test_exported_graph_of_a_quick_model_is_priced_without_running_it():
+    # Export left a value on every node: even a model quick enough to run for real is priced
+    # on them, and its figures are those of the hand count (a linear layer plus the grid).
+    prof = profile_model(Lazy(), torch.randn(2, 8))
+    assert prof.trace.method == "dynamo" and prof.trace.cost_pass == "fake"
+    assert prof.macs == 2 * 8 * 8
+
+
+def test_heap_is_unfrozen_after_a_profile_and_a_callers_freeze_is_left_alone():
+    import gc
+
+    profile_model(Lazy(), torch.randn(2, 8))
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    gc.freeze()
+    try:
+        profile_model(Lazy(), torch.randn(2, 8))
+        assert gc.get_freeze_count() > 0  # ours would have unfrozen everything
+    finally:
+        gc.unfreeze()
 
 
 # --------------------------------------------------------------------------------------------
