@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from pytest_graphbudget.profiler import Profiler
 
 
+UNCHECKED_KEY = "unchecked"
+"""The key of the finding that says a model's budget checks nothing (``reports.common``)."""
+STRICT_NEW = "strict: a model without a baseline entry is an error"
+
+
 @dataclass
 class ModelResult:
     """One profiled model's figures and verdict: what every report shows."""
@@ -142,12 +147,32 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         baseline_name=checker.baseline_name,
         update_command=checker.update_command,
     )
+    unjudged = base is None and not problems and not checker.update
+    gap = unbaselined(budget, checker) if unjudged else None
+    if gap and checker.strict:  # a closed gate: every model compared with its baseline
+        result.error = "\n".join(filter(None, [result.error, f"{gap} ({STRICT_NEW})"]))
+    elif gap:  # a notice, so that no report calls the model within budget
+        found.append(Finding("notice", UNCHECKED_KEY, gap))
     result.findings = [asdict(f) for f in found]
     if checker.draw:
         from pytest_graphbudget.reports.html_graph import draw
 
         draw(result, prof)
     return result
+
+
+def unbaselined(budget: Budget, checker: Checker) -> str | None:
+    """What a model without a baseline entry misses: with no limit either, everything
+    ("nothing checked yet"); with limits, its regressions (said only under ``strict``)."""
+    record = f"record it with {checker.update_command} and commit {checker.baseline_name}"
+    if not budget.limits and not budget.bottleneck:
+        return (
+            f"nothing checked yet: no limit and no entry in {checker.baseline_name}; "
+            f"{record}, or give it a limit such as flops_max"
+        )
+    if checker.strict:
+        return f"no entry in {checker.baseline_name}, so its regressions are not checked; {record}"
+    return None
 
 
 def check_table(

@@ -99,7 +99,7 @@ def run(
     reports asked for; the exit code."""
     from pytest_graphbudget import settings as project
     from pytest_graphbudget.profiler import Profiler
-    from pytest_graphbudget.session import Outputs, finish, stale_entries
+    from pytest_graphbudget.session import Outputs, finish, stale_entries, stale_errors
 
     here = Path(cwd or Path.cwd())
     root = project.find_root(here)
@@ -131,6 +131,7 @@ def run(
             collected.update(r.nodeid for r in checked)
             results += checked
     stale = stale_entries(checker.baseline.keys(), collected)
+    results += stale_errors(stale, checker)
     outputs = Outputs(here, root, junit, json, markdown, html)
     written, unwritten = finish(results, stale, checker, outputs)
     updated = checker.baseline_path if update and not unwritten else None

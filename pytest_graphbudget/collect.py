@@ -49,6 +49,32 @@ def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
             given.append(root)
 
 
+def named_paths(config: pytest.Config) -> list[Path]:
+    """The paths the command line names (``perf/``, ``budgets_extra/x.toml::m`` gives its
+    file); none when pytest took its paths from ``testpaths`` or the current directory. Read
+    before ``add_budget_paths`` adds the configured ones."""
+    if config.getoption("pyargs", False) or config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    here = config.invocation_params.dir
+    return [here / arg.split("::", 1)[0] for arg in config.args]
+
+
+def collects(
+    path: Path, session: pytest.Session, baseline: Path, roots: list[Path], named: list[Path]
+) -> bool:
+    """Whether a file is a budget file of this run: a ``*.toml`` (never the baseline nor a
+    ``pyproject.toml``) named on the command line, under a ``budgets`` directory or a
+    configured budget path, or a budget file (``looks_like_budget``) under a folder the
+    command line names (``pytest --graph-budget perf/``, as ``graph-budget check perf/``)."""
+    if path.suffix != ".toml" or path.name in budget_files.SKIPPED:
+        return False
+    if path.resolve() == baseline.resolve():
+        return False
+    if session.isinitpath(path) or budget_files.is_budget_file(path, roots):
+        return True
+    return budget_files.covered(path, named) and budget_files.looks_like_budget(path)
+
+
 def manager_of(config: pytest.Config) -> GraphBudget:
     from pytest_graphbudget.plugin import STATE
 

@@ -30,6 +30,7 @@ KEYS = {
     "budgets": "a path or a list of paths, relative to the project's root",
     "cache_dir": "a directory's path, relative to the project's root",
     "strict": "true or false",
+    "enabled": "true or false",
     "measure_runs": "the timed runs of a latency_measured_max budget, such as 20",
     "hardware_profiles": "tables of hardware profiles, "
     "such as [tool.graph_budget.hardware_profiles.my-npu]",
@@ -43,6 +44,7 @@ INI = {
     "budgets": "linelist",
     "cache_dir": "string",
     "strict": "bool",
+    "enabled": "bool",
 }
 """The flat settings that are also pytest ini options (``graph_budget_<key>``, in
 ``[tool.pytest.ini_options]``, ``pytest.ini`` or ``-o``), with their pytest types. They show in
@@ -72,6 +74,8 @@ class Settings:
     budgets: list[str] = field(default_factory=list)
     cache_dir: str = DEFAULT_CACHE_DIR
     strict: bool = False
+    enabled: bool = False
+    """Check budgets on every pytest run, as ``--graph-budget`` does."""
     hardware_profiles: dict[str, Any] = field(default_factory=dict)
     defaults: Budget = field(default_factory=Budget)
     """The budget every model starts from: ``hardware`` and ``tolerance`` over the built-ins."""
@@ -118,6 +122,18 @@ def load(start: Path, ini: dict[str, Any] | None = None, ini_where: str = "") ->
     passes ``config.getini``'s); None reads them from the same pyproject.toml's
     ``[tool.pytest.ini_options]`` (the command line). A key of ``[tool.graph_budget]`` wins.
     """
+    path, tool = read_tool(start)
+    table = tool.get("graph_budget", {})
+    if ini is None:
+        options = tool.get("pytest", {}).get("ini_options", {}) if tool.get("pytest") else {}
+        ini = _ini_from_toml(options if isinstance(options, dict) else {})
+        ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
+    return merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+
+
+def read_tool(start: Path) -> tuple[Path, dict[str, Any]]:
+    """The project's ``pyproject.toml`` (found by ``find_root``) and its ``[tool]`` table
+    (empty when there is none); raises ``SettingsError`` for a file that cannot be read."""
     path = find_root(start) / "pyproject.toml"
     data: dict[str, Any] = {}
     if path.is_file():
@@ -128,13 +144,27 @@ def load(start: Path, ini: dict[str, Any] | None = None, ini_where: str = "") ->
         except _tomllib().TOMLDecodeError as exc:
             raise SettingsError([toml_error(path, exc)]) from None
     tool = data.get("tool", {})
-    tool = tool if isinstance(tool, dict) else {}
+    return path, tool if isinstance(tool, dict) else {}
+
+
+def gate_enabled(start: Path, ini_value: Any, ini_where: str = "") -> bool:
+    """Whether ``enabled = true`` (or the ini option ``graph_budget_enabled``; the table
+    wins) turns the gate on without ``--graph-budget``. Only this key is read here, so that
+    a run without the gate reads nothing else; the rest is checked once the gate is on.
+    Raises ``SettingsError`` for a value that is not true or false."""
+    try:
+        path, tool = read_tool(start)
+    except SettingsError:
+        return False  # pytest itself reports a configuration file it cannot read
     table = tool.get("graph_budget", {})
-    if ini is None:
-        options = tool.get("pytest", {}).get("ini_options", {}) if tool.get("pytest") else {}
-        ini = _ini_from_toml(options if isinstance(options, dict) else {})
-        ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
-    return merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+    if isinstance(table, dict) and "enabled" in table:
+        value, where = table["enabled"], f"{TABLE} of {path}"
+    else:
+        place = ini_where or "pytest's configuration"
+        value, where = ini_value, f"{place} (ini option {ini_name('enabled')})"
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise SettingsError([f"{where}: enabled must be {KEYS['enabled']}, got {value!r}"])
 
 
 def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Settings:
@@ -201,11 +231,13 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
             settings.budgets = list(paths)
         else:
             problems.append(f"{where}: budgets must be {KEYS['budgets']}, got {value!r}")
-    if "strict" in table:
-        if isinstance(table["strict"], bool):
-            settings.strict = table["strict"]
+    for key in ("strict", "enabled"):
+        if key not in table:
+            continue
+        if isinstance(table[key], bool):
+            setattr(settings, key, table[key])
         else:
-            problems.append(f"{where}: strict must be {KEYS['strict']}, got {table['strict']!r}")
+            problems.append(f"{where}: {key} must be {KEYS[key]}, got {table[key]!r}")
     defaults = build({}, where, hardware_profiles=settings.hardware_profiles)
     for key in ("hardware", "tolerance", "measure_runs"):
         if key in table:

@@ -19,7 +19,8 @@ from pytest_graphbudget.figures import Figure
 from pytest_graphbudget.units import format_ratio
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
-SEVERITY_ORDER = {ERROR: 0, FAIL: 1, WARN: 2, PASS: 3}
+UNCHECKED = "unchecked"  # no limit and no baseline entry: nothing was checked yet
+SEVERITY_ORDER = {ERROR: 0, FAIL: 1, WARN: 2, UNCHECKED: 3, PASS: 4}
 
 
 FIGURES: dict[str, Figure] = figures.REPORTED
@@ -29,13 +30,27 @@ LIMIT_OF = {f.key: key for key, f in LIMITS.items()}
 
 
 def verdict(result: Any) -> str:
-    """``error`` (no profile), ``fail``, ``warn`` (near a limit, or unpriced ops) or ``pass``."""
+    """``error`` (no profile), ``fail``, ``unchecked`` (no limit and no baseline entry: never
+    "within budget"), ``warn`` (near a limit, or unpriced ops) or ``pass``."""
     if result.error is not None:
         return ERROR
     severities = {f["severity"] for f in result.findings}
     if "fail" in severities:
         return FAIL
+    if is_unchecked(result):
+        return UNCHECKED
     return WARN if "warn" in severities else PASS
+
+
+def is_unchecked(result: Any) -> bool:
+    return unchecked_message(result) is not None
+
+
+def unchecked_message(result: Any) -> str | None:
+    """Why the model's budget checked nothing yet (``check.unbaselined``'s notice), or None."""
+    from pytest_graphbudget.check import UNCHECKED_KEY
+
+    return next((f["message"] for f in result.findings if f["key"] == UNCHECKED_KEY), None)
 
 
 def ordered(results: Iterable[Any]) -> list[Any]:
@@ -198,12 +213,13 @@ def biggest_subgraphs(result: Any, n: int = 3) -> tuple[str, list[tuple[str, str
 
 
 UNPRICED = "unpriced"
-STATUS_ORDER = (ERROR, FAIL, WARN, UNPRICED, PASS)
+STATUS_ORDER = (ERROR, FAIL, WARN, UNPRICED, UNCHECKED, PASS)
 STATUS_WORDS = {
     ERROR: "could not be checked",
     FAIL: "over budget",
     WARN: "near a limit",
     UNPRICED: "with unpriced ops",
+    UNCHECKED: "with nothing checked yet",
     PASS: "within budget",
 }
 UNPRICED_KEYS = frozenset({"coverage"})
@@ -247,7 +263,9 @@ def title_icon(results: list[Any]) -> str:
     kinds = {status(r) for r in results}
     if kinds & {ERROR, FAIL}:
         return "❌"
-    return "⚠️" if kinds & {WARN, UNPRICED} else "✅"
+    if kinds & {WARN, UNPRICED}:
+        return "⚠️"
+    return "ℹ️" if UNCHECKED in kinds else "✅"
 
 
 def repository_path(path: str, root: Path | None = None) -> str:

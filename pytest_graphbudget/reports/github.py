@@ -67,6 +67,8 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
             message = "\n".join(f["message"] for f in found)
             if severity == "warn" and common.status(result) == common.UNPRICED:
                 what = common.STATUS_WORDS[common.UNPRICED]
+            if severity == "notice" and common.is_unchecked(result):
+                what = "has nothing checked yet"
             title = f"Graph budget: {names[result.id]} {what}"
             out.append(command(kind, message, file, line, title))
     return out

@@ -6,7 +6,7 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
      "tool": {"name": "pytest-graphbudget", "version": "0.1.0"},
      "passed": false,
      "title": "3 models: 1 over budget, 1 near a limit, 1 within budget",
-     "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0},
+     "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0, "unchecked": 0},
      "models": [{"id", "label", "nodeid", "path", "line", "source", "verdict", "passed",
                  "budget", "findings", "baseline", "baseline_modules", "changes",
                  "error", "profile"}],
@@ -42,7 +42,8 @@ def model(result: Any) -> dict[str, Any]:
     entry = asdict(result)
     del entry["graph_svg"], entry["graph_note"]  # the HTML report's drawing, not schema /1
     entry["verdict"] = common.verdict(result)
-    entry["passed"] = not result.failed
+    # null: nothing was checked yet (no limit, no baseline entry), so neither passed nor failed
+    entry["passed"] = None if entry["verdict"] == common.UNCHECKED else not result.failed
     entry["changes"] = (
         {key: common.change(result, key) for key in REGRESSION_FIGURES if result.baseline}
         if result.profile
@@ -55,7 +56,7 @@ def model(result: Any) -> dict[str, Any]:
 
 
 def document(results: list[Any], stale: set[str]) -> dict[str, Any]:
-    verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR)
+    verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR, common.UNCHECKED)
     summary = {"models": len(results)} | dict.fromkeys(verdicts, 0)
     for result in results:
         summary[common.verdict(result)] += 1
