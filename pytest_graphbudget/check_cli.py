@@ -238,6 +238,9 @@ def budget_paths(
                 continue
             if found.name in budget_files.SKIPPED or found.resolve() == baseline.resolve():
                 continue
+            # a folder named on the command line holds other tools' files too, as in pytest
+            if paths and not budget_files.looks_like_budget(found):
+                continue
             files.append(found)
     unique = list(dict.fromkeys(f.resolve() for f in files))
     if not unique:

@@ -26,10 +26,15 @@ def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
     """Collect the configured budget paths whatever ``testpaths`` or the command line names,
     so that a configured budget never goes unchecked. Not when the command line selects
     budgets or tests itself (a ``.toml`` file or a ``path::name`` node id), nor a path given
-    to ``--ignore``."""
+    to ``--ignore``. With none configured, a run that names no path (``pytest
+    --graph-budget``, what the CI action runs) also collects the root's ``budgets/``, as
+    ``graph-budget check`` does: ``testpaths = ["tests"]`` must not leave it unchecked."""
     if config.getoption("pyargs", False):
         return
     explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    default = config.rootpath / "budgets"
+    if not roots and not explicit and default.is_dir():
+        roots = [default]
     if explicit and any("::" in arg or arg.endswith(".toml") for arg in config.args):
         return
     missing = [str(root) for root in roots if not root.exists()]
