@@ -53,7 +53,11 @@ def add_parser(sub: Any, formatter: Any = argparse.HelpFormatter) -> argparse.Ar
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="budget .toml files or directories")
     p.add_argument("--update", action="store_true", help="write the baseline from this run")
-    p.add_argument("--strict", action="store_true", help="fail ops without a cost formula")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a closed gate: unpriced ops, models without a baseline entry and stale entries fail",
+    )
     p.add_argument("--hardware", metavar="NAME", help="hardware profile for every model")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--json", metavar="PATH", help="write every profile as JSON")
@@ -225,6 +229,7 @@ def budget_paths(
             "[tool.graph_budget] budgets in pyproject.toml"
         )
     files: list[Path] = []
+    roots = [root / p for p in configured]
     for path in given:
         if not path.exists():
             raise UsageError(f"{path}: no such file or directory")
@@ -238,8 +243,9 @@ def budget_paths(
                 continue
             if found.name in budget_files.SKIPPED or found.resolve() == baseline.resolve():
                 continue
-            # a folder named on the command line holds other tools' files too, as in pytest
-            if paths and not budget_files.looks_like_budget(found):
+            # a folder named on the command line may hold other tools' files (as in pytest)
+            named = paths and not budget_files.is_budget_file(found, roots)
+            if named and not budget_files.looks_like_budget(found):
                 continue
             files.append(found)
     unique = list(dict.fromkeys(f.resolve() for f in files))

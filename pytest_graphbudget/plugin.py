@@ -59,7 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--graph-budget-strict",
         action="store_true",
-        help="fail a model whose graph has ops without a cost formula",
+        help="a closed gate: ops without a cost formula, models without a baseline entry "
+        "and stale baseline entries are errors",
     )
     group.addoption("--graph-budget-junit", metavar="PATH", help="write a JUnit XML report")
     group.addoption("--graph-budget-json", metavar="PATH", help="write every profile as JSON")
