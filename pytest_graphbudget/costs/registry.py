@@ -9,8 +9,8 @@ for ``partition.py`` to fuse):
 - ``reduction``: needs its whole input (softmax, norms, pooling, sum); it starts a kernel
   unless it can end the one before it.
 - ``pointwise``: one output element from one input element; fuses into its producer.
-- ``gather``: a lookup (embedding, index); zero FLOPs, and it reads only the weight rows it
-  returns.
+- ``gather``: a lookup (embedding, index); zero FLOPs unless it also reduces what it looks up
+  (EmbeddingBag), and it reads only the weight rows it returns.
 - ``view``: moves, copies, creates or describes data; zero FLOPs (its bytes still count).
 - ``free``: bookkeeping (``sym_size``, ``device``); zero FLOPs and it never names a node.
 
