@@ -68,7 +68,21 @@ class RegistryError(GraphBudgetError):
 
 
 class FormulaError(GraphBudgetError):
-    """A registered formula returned something that is not a cost."""
+    """A registered formula raised, or returned something that is not a cost.
+
+    Its text stays the one line it was made with: ``fx.Interpreter`` appends the node it was
+    running, its traceback and a tlparse hint to the arguments of any exception that passes
+    through it, which a user's mistake in their own formula does not need."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.message,)
 
 
 REGISTRY: dict[str, Entry] = {}
