@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget import tables
+from pytest_graphbudget.renames import KEYS as RENAME_KEYS
 from pytest_graphbudget.reports import common
 
 MARKER = "<!-- graph-budget -->"
@@ -156,7 +157,11 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
     near = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.WARN]
     good = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.PASS]
 
-    lines = [MARKER, f"### {common.title_icon(ordered)} Graph budget: {common.title(ordered)}", ""]
+    icon, title = common.title_icon(ordered, stale), common.title(ordered, stale)
+    lines = [MARKER, f"### {icon} Graph budget: {title}", ""]
+    notes = common.rename_notes(ordered, stale, names, code)
+    if notes:  # a rename may have skipped a regression check: said before anything else
+        lines += [*(f"- {note}" for note in notes), ""]
     if bad or near:
         lines += [*table(bad + near, names), ""]
     for result in bad:
@@ -170,7 +175,13 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
         ]
         if items:
             lines += [f"#### ⚠️ {heading}", "", *items, ""]
-    notices = [(r, f) for r in ordered for f in common.findings(r, "notice")]
+    lighter = [
+        f"- {code(names[r.id])}: {cell(f['message'])}" for r in ordered for f in common.drops(r)
+    ]
+    if lighter:  # an improvement is news too, not only a folded notice
+        lines += ["#### 📉 Lighter than the baseline", "", *lighter, ""]
+    # What renames left, in full (the lines under the title say it in short).
+    notices = [(r, f) for r in ordered for f in r.findings if f["key"] in RENAME_KEYS]
     body = "\n".join(lines)
     folded = []
     if good:

@@ -63,9 +63,10 @@ def render(
     """The section's lines. The table fits ``width`` down to about 65 columns, where model
     names keep their last 12 characters; the messages below it are one line each, as pytest
     writes its own, so that a search of the log finds them whole."""
-    lines: list[str] = []
     ordered = common.ordered(results)
     names = common.names(results)
+    # First, what may have skipped a regression check: a renamed test, fixture or table.
+    lines = common.rename_notes(ordered, stale, names)
     if ordered:
         body = [row(r, names[r.id]) for r in ordered]
         widths = tables.widths_of(HEADER, body)
@@ -94,7 +95,7 @@ def render(
         lines.append(f"stale baseline entry (its model is gone): {key}")
     if updated:
         lines.append(f"baseline written: {updated}")
-    lines.append(common.title(ordered))
+    lines.append(common.title(ordered, stale))
     return lines
 
 
