@@ -5,8 +5,9 @@ comment and updates it instead of adding another. Then: a title with the verdict
 the models that failed or came near a limit (figures with their limits and the change from
 the baseline in percent), one section per failure with its messages, the layers that grew
 most in each regressed figure (FLOPs, params, peak memory, traffic) and how to accept an
-intended change, and the models within budget folded in a ``<details>`` block, so that a run
-of fifty models still reads at a glance.
+intended change, the figures that dropped (an improvement is news too), and the models within
+budget folded in a ``<details>`` block, so that a run of fifty models still reads at a glance.
+Right under the title, what a rename left (``renames.py``): a check it may have skipped.
 """
 
 from __future__ import annotations
