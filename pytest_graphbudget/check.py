@@ -96,14 +96,15 @@ class Checker:
         or the test's own entry that none of its models has (a renamed fixture)."""
         from pytest_graphbudget import renames
 
-        if self.update or self.collected is None or self.baseline.error:
+        new = [r for r in results if r.profile is not None and r.baseline is None]
+        if not new or self.update or self.collected is None or self.baseline.error:
             return
         pool = set(self.orphans())
         if nodeid:
             pool |= renames.orphans_of_test(self.baseline.keys(), nodeid, {r.id for r in results})
         known = self.baseline.entries
         orphans = {k: known[k] for k in pool if k in known and k not in self.baseline.problems}
-        for result in results:
+        for result in new:
             renames.rematch(result, orphans, self)
 
     def evaluate(

@@ -143,7 +143,7 @@ def note_unmatched(results: list[Any], stale: set[str], update: str) -> None:
         return
     entries = "entry" if len(left) == 1 else "entries"
     for result in results:
-        if result.profile is None or result.baseline is not None:
+        if result.profile is None or result.baseline is not None or result.error is not None:
             continue
         if any(f["key"] == UNMATCHED for f in result.findings):
             continue

@@ -305,3 +305,25 @@ def test_two_entries_with_the_same_modules_are_not_guessed_between(project):
     )
     assert json.loads(texts["report.json"])["title"] == title
     assert title in section(result)
+
+
+def test_one_entry_compared_with_two_models_says_so_in_each(project):
+    """One id split into two (``[small]`` into ``[a]`` and ``[b]``), the same model: each is
+    compared with the old entry (unchanged: it passes), and each says the entry was shared."""
+    record(project)
+    write(
+        project, "tests/test_nets.py", TESTS.format(**ORIGINAL).replace('["small"]', '["a", "b"]')
+    )
+    result, texts = reports(project)
+    result.assert_outcomes(passed=2)
+    for model in models_of(texts).values():
+        assert model["baseline_entry"] == OLD_ID
+        assert model["baseline"]["flops"] == NARROW_FLOPS  # = 840, its own figure: it passes
+        shared = [
+            f["message"] for f in model["findings"] if "was compared with 2 models" in f["message"]
+        ]
+        assert shared and "which one it was cannot be told" in shared[0]
+    title = (
+        "2 models within budget; 2 models compared with the baseline entry of another id: renamed?"
+    )
+    assert json.loads(texts["report.json"])["title"] == title
