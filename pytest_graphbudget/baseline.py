@@ -384,11 +384,13 @@ def compare(
     tolerance: float,
     baseline: str = "budgets/baseline.toml",
     update: str = UPDATE,
+    entry: str = "",
 ) -> list[Finding]:
     """Figures beyond baseline x (1 + tolerance) fail, naming the modules that grew most and
     ending with how to accept the change (``baseline`` is the file to commit, ``update`` the
     command that rewrites it); drops beyond tolerance are notices. A figure recorded as 0
-    fails as soon as it is not."""
+    fails as soon as it is not. ``entry`` names the entry compared with when it is not the
+    model's own (a renamed model, ``renames.py``)."""
     findings = []
     for name in REGRESSION_FIGURES:
         if name not in base.figures or name not in current.figures:
@@ -399,6 +401,8 @@ def compare(
         shown = (
             f"({figure.format(old)} -> {figure.format(new)}, tolerance {format_ratio(tolerance)})"
         )
+        if entry and not findings:  # said once, in the first finding
+            shown += f" against baseline entry {entry!r} (renamed?)"
         if new > old * (1 + tolerance):
             growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"

@@ -123,14 +123,19 @@ def run(
     if not cache:
         profiler.cache = None
     results: list[ModelResult] = []
-    collected: set[str] = set()
+    tables = {
+        path: budget_files.read(path, relative(str(path), root), conf.defaults) for path in files
+    }
+    # every id is known before the first check, as under pytest: a renamed table is matched
+    checker.collected = {node_id(path, root, e.name) for path in files for e in tables[path]}
+    checker.root = root
     # what models print stays off the table; factories import as they would under pytest
     with contextlib.redirect_stdout(sys.stderr), importable(import_paths(root)):
         for path in files:
-            checked = check_file(path, root, conf.defaults, checker, profiler, hardware)
-            collected.update(r.nodeid for r in checked)
-            results += checked
-    stale = stale_entries(checker.baseline.keys(), collected)
+            results += check_file(
+                path, tables[path], root, conf.defaults, checker, profiler, hardware
+            )
+    stale = stale_entries(checker.baseline.keys(), checker.collected, root)
     outputs = Outputs(here, root, junit, json, markdown, html)
     written, unwritten = finish(results, stale, checker, outputs)
     updated = checker.baseline_path if update and not unwritten else None
@@ -172,15 +177,26 @@ def importable(paths: list[str]):
         sys.path[:] = saved
 
 
+def node_id(path: Path, root: Path, name: str) -> str:
+    """A table's id, as pytest's node id: ``budgets/vision.toml::resnet18``."""
+    return f"{relative(str(path), root).replace(chr(92), '/')}::{name}"
+
+
 def check_file(
-    path: Path, root: Path, defaults: Any, checker: Checker, profiler: Any, hardware: str | None
+    path: Path,
+    entries: list[Any],
+    root: Path,
+    defaults: Any,
+    checker: Checker,
+    profiler: Any,
+    hardware: str | None,
 ) -> list[ModelResult]:
-    """One result per table and per problem of the budget file, as the plugin's items give."""
+    """One result per table and per problem of the budget file (``entries``, as
+    ``budget_files.read`` gives them), as the plugin's items give."""
     shown = relative(str(path), root)
-    nodeid_file = shown.replace("\\", "/")
     results = []
-    for entry in budget_files.read(path, shown, defaults):
-        nodeid = f"{nodeid_file}::{entry.name}"
+    for entry in entries:
+        nodeid = node_id(path, root, entry.name)
         label = path.name if entry.name.startswith("<") else entry.name
         if isinstance(entry, budget_files.Broken):
             line = entry.line or 1

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.renames import RENAMED, UNMATCHED
 from pytest_graphbudget.reports import common
 
 
@@ -55,18 +56,21 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
         if result.error is not None:
             title = f"Graph budget: {names[result.id]} could not be checked"
             out.append(command("error", result.error, file, result.line, title))
-        for severity, kind, what in (
-            ("fail", "error", "over budget"),
-            ("warn", "warning", "near a limit"),
-            ("notice", "notice", "below its baseline"),
+        warned = common.findings(result, "warn")
+        near = "near a limit"
+        if warned and common.status(result) == common.UNPRICED:
+            near = common.STATUS_WORDS[common.UNPRICED]
+        for kind, what, found in (
+            ("error", "over budget", common.findings(result, "fail")),
+            ("warning", near, warned),
+            ("notice", "below its baseline", common.drops(result)),
+            ("warning", "has no baseline: renamed?", common.findings_of(result, UNMATCHED)),
+            ("notice", "compared with another id's entry", common.findings_of(result, RENAMED)),
         ):
-            found = common.findings(result, severity)
             if not found:
                 continue
-            line = result.line if severity == "fail" else common.finding_line(result, found[0])
+            line = result.line if kind == "error" else common.finding_line(result, found[0])
             message = "\n".join(f["message"] for f in found)
-            if severity == "warn" and common.status(result) == common.UNPRICED:
-                what = common.STATUS_WORDS[common.UNPRICED]
             title = f"Graph budget: {names[result.id]} {what}"
             out.append(command(kind, message, file, line, title))
     return out

@@ -11,7 +11,9 @@
     warn: test_mlp::encoder: FLOPs 16.5k is at 92.0% of flops_max 18k
     3 models: 1 could not be checked, 1 over budget, 1 near a limit
 
-``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); a
+A rename that may have skipped a regression check (``renames.py``) is said above the table
+(``renamed? ...``) and in the title. ``vs base`` is the change in FLOPs from the baseline
+(``new`` when the model has none); a
 budget that could not be checked is an ``ERROR`` row with its reason below the table; the
 figures a row leaves out but the budget bounds follow on an indented line. The table fits the
 terminal (80 columns, or less): model names are shortened from the left when they must be.
@@ -63,9 +65,10 @@ def render(
     """The section's lines. The table fits ``width`` down to about 65 columns, where model
     names keep their last 12 characters; the messages below it are one line each, as pytest
     writes its own, so that a search of the log finds them whole."""
-    lines: list[str] = []
     ordered = common.ordered(results)
     names = common.names(results)
+    # First, what may have skipped a regression check: a renamed test, fixture or table.
+    lines = common.rename_notes(ordered, stale, names)
     if ordered:
         body = [row(r, names[r.id]) for r in ordered]
         widths = tables.widths_of(HEADER, body)
@@ -94,7 +97,7 @@ def render(
         lines.append(f"stale baseline entry (its model is gone): {key}")
     if updated:
         lines.append(f"baseline written: {updated}")
-    lines.append(common.title(ordered))
+    lines.append(common.title(ordered, stale))
     return lines
 
 
