@@ -41,6 +41,7 @@ class ModelResult:
     source: str = "marker"  # "marker" or "toml"
     graph_svg: str | None = None  # the partitioned graph, drawn only for an HTML report
     graph_note: str = ""  # why it was not drawn (no Graphviz, no nodes)
+    no_baseline: bool = False  # the run had no baseline file: its regressions were not checked
 
     @property
     def failed(self) -> bool:
@@ -65,14 +66,24 @@ class Checker:
     update: bool = False
     update_command: str = "pytest --graph-budget --graph-budget-update"  # named by regressions
     draw: bool = False  # an HTML report is asked: draw each profile's graph where it is made
+    baseline_from: str = ""  # where the baseline's path was configured; "" for the default
     _baseline: Baseline | None = field(default=None, repr=False)
 
     @property
     def baseline(self) -> Baseline:
+        """The baseline, read once. A configured one that does not exist is an error of
+        every model (a misspelt path must not make every model new and the run green);
+        without ``--update``, a missing default one is a run whose regressions go
+        unchecked, which every report's title says."""
         from pytest_graphbudget import baseline as baseline_file
 
         if self._baseline is None:
             self._baseline = baseline_file.read(self.baseline_path, self.baseline_name)
+            if self._baseline.missing and self.baseline_from and not self.update:
+                self._baseline.error = (
+                    f"{self.baseline_name}: the baseline set in {self.baseline_from} does not "
+                    f"exist; create it with {self.update_command} or fix the path"
+                )
         return self._baseline
 
     def evaluate(
@@ -87,6 +98,7 @@ class Checker:
         a model profiled in train mode or another dtype carry its ``variant`` (``m@train``):
         its baseline entry is its own."""
         result.id, result.label = budget.variant.tag(result.id), budget.variant.tag(result.label)
+        result.no_baseline = self.baseline.missing and not (self.baseline.error or self.update)
         try:
             prof = run(hardware or budget.hardware)
         except GraphBudgetError as exc:

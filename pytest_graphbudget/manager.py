@@ -63,6 +63,7 @@ class GraphBudget:
             strict=config.getoption("graph_budget_strict") or self.settings.strict,
             update=config.getoption("graph_budget_update"),
             draw=bool(config.getoption("graph_budget_html")),  # drawn on the worker, cached
+            baseline_from=self.settings.baseline_from,
         )
         clear = config.getoption("graph_budget_cache_clear") and not _is_worker(config)
         self.profiler = Profiler.open(

@@ -170,7 +170,7 @@ def render(results: list[Any]) -> str:
         failures=sum(int(s.get("failures", 0)) for s in suites),
         tests=sum(int(s.get("tests", 0)) for s in suites),
         time=f"{sum(seconds(r) for r in results):.3f}",
-        name="graph budget",
+        name=f"graph budget: {common.title(results)}",  # the run's title, as every report
     )
     root.extend(suites)
     ET.indent(root)
