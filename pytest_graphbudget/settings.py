@@ -185,12 +185,13 @@ def load(
 def misspelt_tables(tool: dict[str, Any], path: Path) -> list[str]:
     """A problem for each table under ``[tool]`` that looks like ``[tool.graph_budget]``
     misspelt (``graph-budget``, ``graphbudget``, ``graph_budgets``): nothing reads it, so its
-    settings (a tolerance, a baseline) would be dropped without a word."""
+    settings (a tolerance, a baseline) would be dropped without a word. The package's name
+    (``[tool.pytest-graphbudget]``) is a near-miss too."""
     import difflib
 
     problems = []
     for key in tool:
-        squashed = re.sub(r"[^a-z0-9]", "", str(key).lower())
+        squashed = re.sub(r"[^a-z0-9]", "", str(key).lower()).removeprefix("pytest")
         near = difflib.SequenceMatcher(None, squashed, "graphbudget").ratio() >= 0.8
         if key != "graph_budget" and near:
             shown = key if re.fullmatch(r"[A-Za-z0-9_-]+", str(key)) else json.dumps(str(key))

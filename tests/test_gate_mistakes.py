@@ -240,7 +240,9 @@ def test_without_a_baseline_file_every_report_says_regressions_were_not_checked(
 # -- item 5: a misspelt settings table --------------------------------------------------------
 
 
-@pytest.mark.parametrize("table", ["graph-budget", "graphbudget", "graph_budgets", "Graph_Budget"])
+@pytest.mark.parametrize(
+    "table", ["graph-budget", "graphbudget", "graph_budgets", "Graph_Budget", "pytest-graphbudget"]
+)
 def test_a_misspelt_settings_table_is_an_error_with_the_right_name(project, capsys, table):
     project.makepyprojecttoml(f'{PYTEST}\n[tool.{table}]\ntolerance = "2%"\n\n[tool.ruff]\n')
     said = f"[tool.{table}] is not read by pytest-graphbudget: did you mean [tool.graph_budget]?"
