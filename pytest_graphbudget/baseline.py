@@ -121,6 +121,7 @@ class Baseline:
     problems: dict[str, list[str]] = field(default_factory=dict)  # model id -> messages
     raw: dict[str, Any] = field(default_factory=dict)  # the tables of models with problems
     error: str = ""  # a problem of the whole file: no model can trust its entry
+    missing: bool = False  # there is no file: nothing is compared (the caller says if it may)
 
     def keys(self) -> set[str]:
         """Every model the file has an entry for, readable or not."""
@@ -143,7 +144,7 @@ def read(path: Path, name: str | None = None) -> Baseline:
     """
     name = name or str(path)
     if not path.exists():
-        return Baseline()
+        return Baseline(missing=True)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -216,6 +217,9 @@ def _entry(table: Any, where: Any) -> tuple[Entry | None, list[tuple[str, str]]]
                     problem(f"unknown figure{closest(figure, BY_MODULE)}", key, figure)
         else:
             problem(f"unknown key{closest(key, ENTRY_KEYS)}", key)
+    missing = [key for key in REGRESSION_FIGURES if key not in table]
+    if missing:  # a figure the entry does not record would never be compared
+        problem(f"no {', '.join(missing)}: a figure missing from the entry is not checked")
     return Entry(recorded, modules, by_module), problems
 
 

@@ -43,6 +43,7 @@ class ModelResult:
     graph_svg: str | None = None  # the partitioned graph, drawn only for an HTML report
     graph_note: str = ""  # why it was not drawn (no Graphviz, no nodes)
     layer_order: list[str] | None = None  # modules in the order they first run, when drawn
+    no_baseline: bool = False  # the run had no baseline file: its regressions were not checked
 
     @property
     def failed(self) -> bool:
@@ -69,15 +70,25 @@ class Checker:
     draw: bool = False  # an HTML report is asked: draw each profile's graph where it is made
     collected: set[str] | None = None  # the run's node ids once collected (None: no renames)
     root: Path | None = None  # the project's root, that baseline ids are relative to
+    baseline_from: str = ""  # where the baseline's path was configured; "" for the default
     _baseline: Baseline | None = field(default=None, repr=False)
     _orphans: set[str] | None = field(default=None, repr=False)
 
     @property
     def baseline(self) -> Baseline:
+        """The baseline, read once. A configured one that does not exist is an error of
+        every model (a misspelt path must not make every model new and the run green);
+        without ``--update``, a missing default one is a run whose regressions go
+        unchecked, which every report's title says."""
         from pytest_graphbudget import baseline as baseline_file
 
         if self._baseline is None:
             self._baseline = baseline_file.read(self.baseline_path, self.baseline_name)
+            if self._baseline.missing and self.baseline_from and not self.update:
+                self._baseline.error = (
+                    f"{self.baseline_name}: the baseline set in {self.baseline_from} does not "
+                    f"exist; create it with {self.update_command} or fix the path"
+                )
         return self._baseline
 
     def orphans(self) -> set[str]:
@@ -119,6 +130,7 @@ class Checker:
         a model profiled in train mode or another dtype carry its ``variant`` (``m@train``):
         its baseline entry is its own."""
         result.id, result.label = budget.variant.tag(result.id), budget.variant.tag(result.label)
+        result.no_baseline = self.baseline.missing and not (self.baseline.error or self.update)
         try:
             prof = run(hardware or budget.hardware)
         except GraphBudgetError as exc:

@@ -66,6 +66,7 @@ class GraphBudget:
             draw=bool(config.getoption("graph_budget_html")),  # drawn on the worker, cached
             collected=self.collected,  # complete before any test runs: renames.py
             root=root,
+            baseline_from=self.settings.baseline_from,
         )
         clear = config.getoption("graph_budget_cache_clear") and not _is_worker(config)
         self.profiler = Profiler.open(

@@ -145,6 +145,6 @@ def project_settings(config: pytest.Config) -> Settings:
     ini = {key: config.getini(settings.ini_name(key)) for key in settings.INI}
     where = f"{config.inipath}" if config.inipath else "pytest's configuration"
     try:
-        return settings.load(config.rootpath, ini, where)
+        return settings.load(config.rootpath, ini, where, config.inipath)
     except settings.SettingsError as exc:
         raise pytest.UsageError(*exc.problems) from None

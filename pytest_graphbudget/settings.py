@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,9 @@ class Settings:
     hardware: str = "generic"
     tolerance: float = DEFAULT_TOLERANCE
     baseline: str = DEFAULT_BASELINE
+    baseline_from: str = ""
+    """Where ``baseline`` was set ("" for the default path): a configured baseline that does
+    not exist is an error, a missing default one a run without regression checks."""
     budgets: list[str] = field(default_factory=list)
     cache_dir: str = DEFAULT_CACHE_DIR
     strict: bool = False
@@ -77,48 +81,82 @@ class Settings:
     """The budget every model starts from: ``hardware`` and ``tolerance`` over the built-ins."""
 
 
-def find_root(start: Path) -> Path:
-    """The project's root for a run started in ``start``: the nearest directory, from
-    ``start`` upward, that holds a ``pyproject.toml``, which is where pytest puts its rootdir
-    in a project configured there. The search stops at a directory holding pytest's own
-    configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``): that one is
-    the root. ``start`` itself when none is found.
+@dataclass
+class Project:
+    """Where a run's settings come from, found as pytest finds them: its rootdir, its
+    configuration file (``pyproject.toml``, ``pytest.ini``, ``tox.ini``, ``setup.cfg``; None
+    when there is none) and that file's pytest options."""
 
-    The plugin calls it with pytest's rootdir (which it returns, in any project whose
-    pyproject.toml pytest found), the command line with the current directory: both read the
-    same ``[tool.graph_budget]`` wherever in the project they are started.
+    root: Path
+    config: Path | None = None
+    ini: dict[str, Any] = field(default_factory=dict)
+
+
+def discover(invocation_dir: Path, args: Sequence[str] = ()) -> Project:
+    """The project of a run started in ``invocation_dir`` with ``args`` (the paths given),
+    by pytest's own rules: the rootdir and configuration file that ``pytest args`` would use
+    there (https://docs.pytest.org/en/stable/reference/customize.html#finding-the-rootdir).
+
+    ``graph-budget`` calls it so that it reads the settings, ids and baseline that ``pytest
+    --graph-budget`` reads, wherever in a nested project it is started; it asks pytest's own
+    function rather than copying its rules, which change between pytest versions.
     """
-    start = Path(start).resolve()
-    for directory in (start, *start.parents):
-        if (directory / "pyproject.toml").is_file() or _pytest_configured(directory):
-            return directory
-    return start
+    import inspect
+
+    import pytest
+    from _pytest.config.findpaths import determine_setup
+
+    invocation_dir = Path(invocation_dir).resolve()
+    given = {
+        "inifile": None,
+        "override_ini": None,
+        "args": [str(invocation_dir / a) for a in args],
+        "rootdir_cmd_arg": None,
+        "invocation_dir": invocation_dir,
+    }
+    accepted = inspect.signature(determine_setup).parameters
+    try:
+        found = determine_setup(**{k: v for k, v in given.items() if k in accepted})
+    except (Exception, pytest.fail.Exception) as exc:  # a configuration file pytest refuses
+        reason = " ".join(str(getattr(exc, "msg", None) or exc).split())
+        raise SettingsError([f"cannot read pytest's configuration: {reason}"]) from None
+    root, config, options = found[0], found[1], found[2] or {}
+    ini = {str(key): getattr(value, "value", value) for key, value in options.items()}
+    return Project(Path(root), Path(config) if config else None, ini)
 
 
-def _pytest_configured(directory: Path) -> bool:
-    """Whether pytest takes its configuration from another file of ``directory``."""
-    if (directory / "pytest.ini").is_file() or (directory / ".pytest.ini").is_file():
-        return True
-    for name, section in (("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
-        path = directory / name
-        try:
-            if path.is_file() and section in path.read_text(encoding="utf-8", errors="replace"):
-                return True
-        except OSError:
-            continue
-    return False
+def for_directory(start: Path, args: Sequence[str] = ()) -> tuple[Project, Settings]:
+    """The project (``discover``) and its checked settings, for the command line."""
+    project = discover(start, args)
+    where = f"{project.config}" if project.config else "pytest's configuration"
+    settings = load(project.root, _ini_from_toml(project.ini), where, project.config)
+    return project, settings
 
 
-def load(start: Path, ini: dict[str, Any] | None = None, ini_where: str = "") -> Settings:
-    """The settings of the project ``start`` is in (its root found by ``find_root``; the
-    defaults when it has no pyproject.toml or no ``[tool.graph_budget]``); raises
-    ``SettingsError`` listing every problem.
+def pyproject_of(root: Path, config: Path | None = None) -> Path:
+    """The ``pyproject.toml`` holding ``[tool.graph_budget]``: pytest's configuration file
+    when it is one, else the one in the rootdir."""
+    if config is not None and Path(config).name == "pyproject.toml":
+        return Path(config)
+    return Path(root) / "pyproject.toml"
+
+
+def load(
+    root: Path,
+    ini: dict[str, Any] | None = None,
+    ini_where: str = "",
+    config: Path | None = None,
+) -> Settings:
+    """The settings of the project whose rootdir is ``root`` (and configuration file
+    ``config``; ``pyproject_of`` says which file is read): the defaults when it has no
+    pyproject.toml or no ``[tool.graph_budget]``; raises ``SettingsError`` listing every
+    problem, a misspelt ``[tool.graph-budget]`` included.
 
     ``ini``: the ``graph_budget_<key>`` ini options by key, as pytest read them (the plugin
     passes ``config.getini``'s); None reads them from the same pyproject.toml's
-    ``[tool.pytest.ini_options]`` (the command line). A key of ``[tool.graph_budget]`` wins.
+    ``[tool.pytest.ini_options]``. A key of ``[tool.graph_budget]`` wins.
     """
-    path = find_root(start) / "pyproject.toml"
+    path = pyproject_of(root, config)
     data: dict[str, Any] = {}
     if path.is_file():
         try:
@@ -129,12 +167,38 @@ def load(start: Path, ini: dict[str, Any] | None = None, ini_where: str = "") ->
             raise SettingsError([toml_error(path, exc)]) from None
     tool = data.get("tool", {})
     tool = tool if isinstance(tool, dict) else {}
+    misspelt = misspelt_tables(tool, path)
     table = tool.get("graph_budget", {})
     if ini is None:
         options = tool.get("pytest", {}).get("ini_options", {}) if tool.get("pytest") else {}
         ini = _ini_from_toml(options if isinstance(options, dict) else {})
         ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
-    return merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+    try:
+        settings = merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+    except SettingsError as exc:
+        raise SettingsError(misspelt + exc.problems) from None
+    if misspelt:
+        raise SettingsError(misspelt)
+    return settings
+
+
+def misspelt_tables(tool: dict[str, Any], path: Path) -> list[str]:
+    """A problem for each table under ``[tool]`` that looks like ``[tool.graph_budget]``
+    misspelt (``graph-budget``, ``graphbudget``, ``graph_budgets``): nothing reads it, so its
+    settings (a tolerance, a baseline) would be dropped without a word. The package's name
+    (``[tool.pytest-graphbudget]``) is a near-miss too."""
+    import difflib
+
+    problems = []
+    for key in tool:
+        squashed = re.sub(r"[^a-z0-9]", "", str(key).lower()).removeprefix("pytest")
+        near = difflib.SequenceMatcher(None, squashed, "graphbudget").ratio() >= 0.8
+        if key != "graph_budget" and near:
+            shown = key if re.fullmatch(r"[A-Za-z0-9_-]+", str(key)) else json.dumps(str(key))
+            problems.append(
+                f"{path}: [tool.{shown}] is not read by pytest-graphbudget: did you mean {TABLE}?"
+            )
+    return problems
 
 
 def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Settings:
@@ -158,6 +222,8 @@ def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Setti
         problems += exc.problems
     if problems:
         raise SettingsError(problems)
+    if "baseline" in fallback:
+        settings.baseline_from = f"{ini_where} (ini option {ini_name('baseline')})"
     return settings
 
 
@@ -192,6 +258,8 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
             value = table[key]
             if isinstance(value, str) and value.strip():
                 setattr(settings, key, value)
+                if key == "baseline":
+                    settings.baseline_from = where
             else:
                 problems.append(f"{where}: {key} must be {KEYS[key]}, got {value!r}")
     if "budgets" in table:

@@ -76,6 +76,29 @@ def parse(value: object, kind: str, where: str = "") -> float:
     return number
 
 
+def share(value: object, key: str, where: str = "", option: bool = False) -> float:
+    """A share (a tolerance, a headroom, a growth, a bottleneck share) as a fraction.
+
+    Every share the user writes goes through here. A bare number above 1 is refused with its
+    fix, as is ``"2"``: ``tolerance = 2`` reads as 200%, so a model that grew by half would
+    pass. ``key`` names the setting as written (``tolerance``, ``--max-growth`` with
+    ``option``), so that the message shows the user's own line and its two right spellings.
+    """
+    number = parse(value, "ratio", f"{key} in {where}" if where and not option else where)
+    percent = isinstance(value, str) and value.strip().endswith("%")
+    if percent or number <= 1:
+        return number
+    digits, fraction = f"{number:g}", f"{number / 100:g}"
+    if option:
+        written = f"{key} {value}"
+        fixes = f"{key} {digits}% or {key} {fraction}"
+    else:
+        shown = f'"{value}"' if isinstance(value, str) else f"{value}"
+        written, fixes = f"{key} = {shown}", f'"{digits}%" or {fraction}'
+    place = f"{key} in {where}: " if where and not option else ""
+    raise GraphBudgetError(f"{place}{written} would be {number * 100:g}%: did you mean {fixes}?")
+
+
 def format_as(value: float, kind: str) -> str:
     """A value of a ``kind`` (as ``parse`` takes it) written so that ``parse`` reads it back."""
     writers = {

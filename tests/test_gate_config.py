@@ -104,7 +104,14 @@ def test_a_selection_on_the_command_line_is_kept(project):
 
 
 def test_a_configured_baseline_is_not_a_budget_file(project):
-    write(project, "budgets/figures.toml", '[models."budgets/nets.toml::lin"]\nflops = 16512\n')
+    # Every figure of the linear model, counted by hand (see the module's docstring): MACs
+    # 4*64*32; weights 2,080 x 4 B; peak and traffic 8,320 + 1,024 (input) + 512 (output) B.
+    write(
+        project,
+        "budgets/figures.toml",
+        '[models."budgets/nets.toml::lin"]\nflops = 16512\nmacs = 8192\nparams = 2080\n'
+        "peak_memory_bytes = 9856\nweights_bytes = 8320\ntraffic_bytes = 9856\n",
+    )
     configure(project, 'budgets = ["budgets"]\nbaseline = "budgets/figures.toml"')
     run(project).assert_outcomes(passed=2)
 

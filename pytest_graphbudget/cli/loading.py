@@ -27,17 +27,18 @@ def hardware(args: argparse.Namespace) -> Any:
     from pytest_graphbudget import hardware as hw
     from pytest_graphbudget import settings
 
-    name = args.hardware or settings.load(Path.cwd()).hardware
+    name = args.hardware or settings.for_directory(Path.cwd())[1].hardware
     return hw.get(name, user_hardware(getattr(args, "hardware_file", None)))
 
 
 def user_hardware(path: str | None) -> dict[str, Any]:
-    """The project's profiles (``[tool.graph_budget.hardware_profiles]`` of ./pyproject.toml)
-    and the ``[hardware.<name>]`` tables of ``--hardware-file``, which win."""
+    """The project's profiles (``[tool.graph_budget.hardware_profiles]``, in the project
+    pytest would run here) and the ``[hardware.<name>]`` tables of ``--hardware-file``, which
+    win."""
     from pytest_graphbudget import hardware as hw
     from pytest_graphbudget import settings
 
-    profiles = settings.load(Path.cwd()).hardware_profiles
+    profiles = settings.for_directory(Path.cwd())[1].hardware_profiles
     if not path:
         return profiles
     data = read_toml(path)

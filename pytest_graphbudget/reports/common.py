@@ -7,9 +7,10 @@ here knows about pytest.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,25 @@ def status(result: Any) -> str:
     return kind
 
 
+NO_BASELINE = "no baseline: regressions not checked"
+
+
+def noting_no_baseline(title_of: Callable[..., str]) -> Callable[..., str]:
+    """``title`` ending with ``; no baseline: regressions not checked`` when a model of the
+    run had no baseline file to be compared with (the default path, absent; a configured
+    one that is absent is every model's error instead): a green title must not hide that
+    growth went unchecked."""
+
+    @functools.wraps(title_of)
+    def titled(results: list[Any], *args: Any, **kwargs: Any) -> str:
+        text = title_of(results, *args, **kwargs)
+        unchecked = any(getattr(r, "no_baseline", False) for r in results)
+        return f"{text}; {NO_BASELINE}" if unchecked else text
+
+    return titled
+
+
+@noting_no_baseline
 def title(results: list[Any], stale: Collection[str] = ()) -> str:
     """The one title every report gives a run, counting each model once by its status:
     ``5 models: 1 could not be checked, 2 over budget, 1 near a limit, 1 within budget``,

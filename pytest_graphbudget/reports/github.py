@@ -50,6 +50,8 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
     model that grew regresses several figures at once.
     """
     out = []
+    if any(getattr(r, "no_baseline", False) for r in results):  # growth went unchecked
+        out.append(command("warning", common.title(results), title="Graph budget: no baseline"))
     names = common.names(results)
     for result in common.ordered(results):
         file = common.repository_path(result.path, root) if result.path else ""

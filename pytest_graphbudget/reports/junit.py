@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,7 @@ def test_suite(file: str, members: list[Any]) -> ET.Element:
     return suite
 
 
-def render(results: list[Any]) -> str:
+def render(results: list[Any], stale: Collection[str] = ()) -> str:
     """The XML document (without its declaration), one suite per file in file order."""
     by_file: dict[str, list[Any]] = defaultdict(list)
     for result in sorted(results, key=lambda r: r.id):
@@ -174,13 +175,14 @@ def render(results: list[Any]) -> str:
         failures=sum(int(s.get("failures", 0)) for s in suites),
         tests=sum(int(s.get("tests", 0)) for s in suites),
         time=f"{sum(seconds(r) for r in results):.3f}",
-        name="graph budget",
+        name=f"graph budget: {common.title(results, stale)}",  # the run's title, as every report
     )
     root.extend(suites)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=False) + "\n"
 
 
-def write(path: Path, results: list[Any]) -> None:
+def write(path: Path, results: list[Any], stale: Collection[str] = ()) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + render(results), "utf-8")
+    text = render(results, stale)
+    path.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + text, "utf-8")

@@ -97,7 +97,20 @@ def render(
         lines.append(f"stale baseline entry (its model is gone): {key}")
     if updated:
         lines.append(f"baseline written: {updated}")
-    lines.append(common.title(ordered, stale))
+    lines += title_lines(common.title(ordered, stale), width)
+    return lines
+
+
+def title_lines(title: str, width: int = 80) -> list[str]:
+    """The title, broken after a ``; `` clause where it would pass ``width``: each clause
+    (``no baseline: regressions not checked``) stays whole, for a search of the log."""
+    lines = [title.split("; ")[0]]
+    for clause in title.split("; ")[1:]:
+        if len(lines[-1]) + 2 + len(clause) <= width:
+            lines[-1] += f"; {clause}"
+        else:
+            lines[-1] += ";"
+            lines.append(clause)
     return lines
 
 
