@@ -30,6 +30,7 @@ from pytest_graphbudget.check import (
 from pytest_graphbudget.errors import GraphBudgetError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 4  # pytest's OK, TESTS_FAILED, USAGE_ERROR
+PYTEST_INI = ("tool", "pytest", "ini_options")
 PRUNED = ("node_modules", "venv", "build", "dist", "__pycache__")
 """Directories never searched for budget files (as pytest's ``norecursedirs``), with any
 directory whose name starts with a dot."""
@@ -148,14 +149,14 @@ def run(
 def import_paths(root: Path) -> list[str]:
     """Where ``factory = "package.module:function"`` is imported from, as under pytest: the
     project's root and the ``pythonpath`` entries of ``[tool.pytest.ini_options]``."""
-    from pytest_graphbudget.settings import _tomllib
+    from pytest_graphbudget.settings import _tomllib, subtable
 
+    path = root / "pyproject.toml"
     try:
-        data = _tomllib().loads((root / "pyproject.toml").read_text("utf-8"))
+        options = subtable(_tomllib().loads(path.read_text("utf-8")), PYTEST_INI, path)
     except Exception:  # no file, or one settings.load already reported
-        data = {}
-    options = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
-    entries = options.get("pythonpath", []) if isinstance(options, dict) else []
+        options = {}
+    entries = options.get("pythonpath", [])
     entries = entries.split() if isinstance(entries, str) else entries
     extra = [root / e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
     return [str(p.resolve()) for p in [*extra, root]]

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_graphbudget.budgets import DEFAULT_TOLERANCE, Budget, build, closest
 from pytest_graphbudget.cache import DIRECTORY
 from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.units import shown
 
 TABLE = "[tool.graph_budget]"
 DEFAULT_BASELINE = "budgets/baseline.toml"
@@ -127,14 +128,26 @@ def load(start: Path, ini: dict[str, Any] | None = None, ini_where: str = "") ->
             raise SettingsError([f"cannot read {path}: {exc}"]) from None
         except _tomllib().TOMLDecodeError as exc:
             raise SettingsError([toml_error(path, exc)]) from None
-    tool = data.get("tool", {})
-    tool = tool if isinstance(tool, dict) else {}
+    tool = subtable(data, ("tool",), path)
     table = tool.get("graph_budget", {})
     if ini is None:
-        options = tool.get("pytest", {}).get("ini_options", {}) if tool.get("pytest") else {}
-        ini = _ini_from_toml(options if isinstance(options, dict) else {})
+        options = subtable(data, ("tool", "pytest", "ini_options"), path)
+        ini = _ini_from_toml(options)
         ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
     return merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+
+
+def subtable(data: dict[str, Any], keys: tuple[str, ...], path: Path) -> dict[str, Any]:
+    """``data[keys[0]][keys[1]]...``, ``{}`` where a key is missing; a value on the way that
+    is not a table (``tool = 0``, ``[tool] pytest = "x"``) is a one-line ``SettingsError``,
+    as pytest refuses them too (with a traceback)."""
+    for depth, key in enumerate(keys):
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            dotted = ".".join(keys[: depth + 1])
+            raise SettingsError([f"{path}: {dotted} must be a table, got {shown(value)}"])
+        data = value
+    return data
 
 
 def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Settings:
