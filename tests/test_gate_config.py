@@ -310,24 +310,38 @@ def test_a_tool_table_that_is_not_a_table_is_one_line(tmp_path, monkeypatch, cap
 
 # -- no table makes the settings check crash ------------------------------------------------
 
+KEYS = st.sampled_from([*project_settings.KEYS, "tolerence", "peak_tflops", "bandwidth_gbs"])
 VALUES = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-5, 5)
+    | st.sampled_from([10**400, -(10**400), 2**1024])  # legal TOML beyond any float
     | st.floats(allow_nan=True)
     | st.text(max_size=8)
     | st.sampled_from(["2%", "generic", "a100", "budgets", "", "-1"]),
     lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        # a hardware profile's keys, at any depth: hardware_profiles.<name>.peak_tflops
+        | st.dictionaries(KEYS | st.sampled_from(["float32", "bandwidth"]), inner, max_size=3)
     ),
     max_leaves=6,
 )
-KEYS = st.sampled_from([*project_settings.KEYS, "tolerence", "peak_tflops", "bandwidth_gbs"])
 TABLES = st.dictionaries(KEYS | st.text(max_size=6), VALUES, max_size=5)
+PROFILE = st.fixed_dictionaries(
+    {},
+    optional={
+        "peak_tflops": st.dictionaries(st.sampled_from(["float32", "int8"]), VALUES) | VALUES,
+        "bandwidth_gbs": VALUES,
+    },
+)
+PROFILES = st.fixed_dictionaries(
+    {"hardware_profiles": st.dictionaries(st.text(max_size=4), PROFILE, max_size=2)}
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(table=TABLES | VALUES)
+@given(table=TABLES | VALUES | PROFILES)
 @example(table={"hardware_profiles": {"\n": None}})  # a profile's name holding a newline
 @example(table={"hardware_profiles": {"a\nb": {"peak_tflops": "x"}}})
 def test_any_settings_table_is_settings_or_a_list_of_one_line_problems(table):
