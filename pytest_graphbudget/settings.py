@@ -19,6 +19,7 @@ from typing import Any
 from pytest_graphbudget.budgets import DEFAULT_TOLERANCE, Budget, build, closest
 from pytest_graphbudget.cache import DIRECTORY
 from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.units import shown
 
 TABLE = "[tool.graph_budget]"
 DEFAULT_BASELINE = "budgets/baseline.toml"
@@ -118,11 +119,25 @@ def discover(invocation_dir: Path, args: Sequence[str] = ()) -> Project:
     try:
         found = determine_setup(**{k: v for k, v in given.items() if k in accepted})
     except (Exception, pytest.fail.Exception) as exc:  # a configuration file pytest refuses
+        misshapen(invocation_dir)  # ``tool = 0`` and the like: said in our words, if so
         reason = " ".join(str(getattr(exc, "msg", None) or exc).split())
         raise SettingsError([f"cannot read pytest's configuration: {reason}"]) from None
     root, config, options = found[0], found[1], found[2] or {}
     ini = {str(key): getattr(value, "value", value) for key, value in options.items()}
     return Project(Path(root), Path(config) if config else None, ini)
+
+
+def misshapen(start: Path) -> None:
+    """Raise the one-line ``SettingsError`` of the nearest ``pyproject.toml`` above ``start``
+    whose ``tool``, ``tool.pytest`` or ``tool.pytest.ini_options`` is not a table: pytest
+    fails on those with an ``AttributeError`` of its own."""
+    for folder in (start, *start.parents):
+        path = folder / "pyproject.toml"
+        try:
+            data = _tomllib().loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        subtable(data, ("tool", "pytest", "ini_options"), path)
 
 
 def for_directory(start: Path, args: Sequence[str] = ()) -> tuple[Project, Settings]:
@@ -165,13 +180,12 @@ def load(
             raise SettingsError([f"cannot read {path}: {exc}"]) from None
         except _tomllib().TOMLDecodeError as exc:
             raise SettingsError([toml_error(path, exc)]) from None
-    tool = data.get("tool", {})
-    tool = tool if isinstance(tool, dict) else {}
+    tool = subtable(data, ("tool",), path)
     misspelt = misspelt_tables(tool, path)
     table = tool.get("graph_budget", {})
     if ini is None:
-        options = tool.get("pytest", {}).get("ini_options", {}) if tool.get("pytest") else {}
-        ini = _ini_from_toml(options if isinstance(options, dict) else {})
+        options = subtable(data, ("tool", "pytest", "ini_options"), path)
+        ini = _ini_from_toml(options)
         ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
     try:
         settings = merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
@@ -199,6 +213,19 @@ def misspelt_tables(tool: dict[str, Any], path: Path) -> list[str]:
                 f"{path}: [tool.{shown}] is not read by pytest-graphbudget: did you mean {TABLE}?"
             )
     return problems
+
+
+def subtable(data: dict[str, Any], keys: tuple[str, ...], path: Path) -> dict[str, Any]:
+    """``data[keys[0]][keys[1]]...``, ``{}`` where a key is missing; a value on the way that
+    is not a table (``tool = 0``, ``[tool] pytest = "x"``) is a one-line ``SettingsError``,
+    as pytest refuses them too (with a traceback)."""
+    for depth, key in enumerate(keys):
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            dotted = ".".join(keys[: depth + 1])
+            raise SettingsError([f"{path}: {dotted} must be a table, got {shown(value)}"])
+        data = value
+    return data
 
 
 def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Settings:

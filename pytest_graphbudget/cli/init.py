@@ -145,9 +145,13 @@ def _budget_document(
             table["hardware"] = hardware.name
         if args.trust_pickle and Path(name).suffix.lower() in (".pt", ".pth"):
             table["trust_pickle"] = True  # the budget loads the file the way init did
+        factory = loading.is_factory(name)
+        if factory:  # the user's callable builds the model (and its inputs, unless a bare one)
+            table["factory"] = name
         table.update(loading.variant(args))  # and profiles it the way init did (mode, dtype)
         for key, value in budget_table(prof, args.headroom).items():
-            table[key] = value
+            if not (factory and key in INPUT_KEYS and not args.input_shape):
+                table[key] = value
         if name in models:
             del models[name]
         models[name] = table
@@ -175,6 +179,10 @@ def budget_value(value: float, unit: str = "") -> str:
         power += 1
     text = format(rounded.normalize(), "f")
     return f"{text}{prefixes[power]}{unit}"
+
+
+INPUT_KEYS = ("input_shape", "seq_len", "batch")
+"""The keys ``budget_table`` writes for the model's input, which a zoo name needs."""
 
 
 def budget_table(prof: Profile, headroom: float) -> dict[str, Any]:

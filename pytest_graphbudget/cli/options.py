@@ -236,7 +236,10 @@ def html_option(p: argparse.ArgumentParser) -> None:
 
 def model_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "model", metavar="MODEL", nargs="?", help="zoo name, .pt/.pt2/.yaml file or HF folder"
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        help="zoo name, .pt/.pt2/.yaml file, HF folder, or package.module:callable of your code",
     )
     p.add_argument(
         "--model",
