@@ -121,6 +121,7 @@ class Baseline:
     problems: dict[str, list[str]] = field(default_factory=dict)  # model id -> messages
     raw: dict[str, Any] = field(default_factory=dict)  # the tables of models with problems
     error: str = ""  # a problem of the whole file: no model can trust its entry
+    missing: bool = False  # there is no file: nothing is compared (the caller says if it may)
 
     def keys(self) -> set[str]:
         """Every model the file has an entry for, readable or not."""
@@ -143,7 +144,7 @@ def read(path: Path, name: str | None = None) -> Baseline:
     """
     name = name or str(path)
     if not path.exists():
-        return Baseline()
+        return Baseline(missing=True)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -216,6 +217,9 @@ def _entry(table: Any, where: Any) -> tuple[Entry | None, list[tuple[str, str]]]
                     problem(f"unknown figure{closest(figure, BY_MODULE)}", key, figure)
         else:
             problem(f"unknown key{closest(key, ENTRY_KEYS)}", key)
+    missing = [key for key in REGRESSION_FIGURES if key not in table]
+    if missing:  # a figure the entry does not record would never be compared
+        problem(f"no {', '.join(missing)}: a figure missing from the entry is not checked")
     return Entry(recorded, modules, by_module), problems
 
 
@@ -384,11 +388,13 @@ def compare(
     tolerance: float,
     baseline: str = "budgets/baseline.toml",
     update: str = UPDATE,
+    entry: str = "",
 ) -> list[Finding]:
     """Figures beyond baseline x (1 + tolerance) fail, naming the modules that grew most and
     ending with how to accept the change (``baseline`` is the file to commit, ``update`` the
     command that rewrites it); drops beyond tolerance are notices. A figure recorded as 0
-    fails as soon as it is not."""
+    fails as soon as it is not. ``entry`` names the entry compared with when it is not the
+    model's own (a renamed model, ``renames.py``)."""
     findings = []
     for name in REGRESSION_FIGURES:
         if name not in base.figures or name not in current.figures:
@@ -399,6 +405,8 @@ def compare(
         shown = (
             f"({figure.format(old)} -> {figure.format(new)}, tolerance {format_ratio(tolerance)})"
         )
+        if entry and not findings:  # said once, in the first finding
+            shown += f" against baseline entry {entry!r} (renamed?)"
         if new > old * (1 + tolerance):
             growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"

@@ -19,6 +19,7 @@ from pytest_graphbudget.figures import Figure
 from pytest_graphbudget.ignored import missing_peak
 from pytest_graphbudget.runtime import DEFAULT_RUNS, check_runs, noise_note
 from pytest_graphbudget.units import format_ratio, parse
+from pytest_graphbudget.units import share as shares
 
 LIMITS: dict[str, Figure] = figures.BY_BUDGET
 """Budget key -> the figure it bounds (``flops_max`` -> FLOPs), from ``figures.TABLE``."""
@@ -142,7 +143,7 @@ def build(
         if key in LIMITS:
             budget.limits[key] = parse(value, LIMITS[key].unit, f"{key} in {where}")
         elif key in BOTTLENECK_KEYS:
-            share = parse(value, "ratio", f"{key} in {where}")
+            share = shares(value, key, where)
             if share > 1:
                 raise GraphBudgetError(f"{key} in {where}: a share between 0 and 1, got {value!r}")
             budget.bottleneck[key] = share
@@ -162,7 +163,7 @@ def build(
             except GraphBudgetError as exc:
                 raise GraphBudgetError(f"hardware in {where}: {exc}") from None
         elif key == "tolerance":
-            budget.tolerance = parse(value, "ratio", f"tolerance in {where}")
+            budget.tolerance = shares(value, "tolerance", where)
         elif key == "name":
             if not isinstance(value, str):
                 raise GraphBudgetError(f"name in {where}: a string, got {value!r}")

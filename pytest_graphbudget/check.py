@@ -42,10 +42,13 @@ class ModelResult:
     baseline: dict[str, float] | None = None
     baseline_modules: dict[str, int] | None = None  # own FLOPs per module, for "grew most"
     baseline_by_module: dict[str, dict[str, int]] | None = None  # params, memory, traffic
+    baseline_entry: str | None = None  # the entry of another id it was compared with (renamed)
     error: str | None = None
     source: str = "marker"  # "marker" or "toml"
     graph_svg: str | None = None  # the partitioned graph, drawn only for an HTML report
     graph_note: str = ""  # why it was not drawn (no Graphviz, no nodes)
+    layer_order: list[str] | None = None  # modules in the order they first run, when drawn
+    no_baseline: bool = False  # the run had no baseline file: its regressions were not checked
 
     @property
     def failed(self) -> bool:
@@ -70,15 +73,55 @@ class Checker:
     update: bool = False
     update_command: str = "pytest --graph-budget --graph-budget-update"  # named by regressions
     draw: bool = False  # an HTML report is asked: draw each profile's graph where it is made
+    collected: set[str] | None = None  # the run's node ids once collected (None: no renames)
+    root: Path | None = None  # the project's root, that baseline ids are relative to
+    baseline_from: str = ""  # where the baseline's path was configured; "" for the default
     _baseline: Baseline | None = field(default=None, repr=False)
+    _orphans: set[str] | None = field(default=None, repr=False)
 
     @property
     def baseline(self) -> Baseline:
+        """The baseline, read once. A configured one that does not exist is an error of
+        every model (a misspelt path must not make every model new and the run green);
+        without ``--update``, a missing default one is a run whose regressions go
+        unchecked, which every report's title says."""
         from pytest_graphbudget import baseline as baseline_file
 
         if self._baseline is None:
             self._baseline = baseline_file.read(self.baseline_path, self.baseline_name)
+            if self._baseline.missing and self.baseline_from and not self.update:
+                self._baseline.error = (
+                    f"{self.baseline_name}: the baseline set in {self.baseline_from} does not "
+                    f"exist; create it with {self.update_command} or fix the path"
+                )
         return self._baseline
+
+    def orphans(self) -> set[str]:
+        """Entries whose model is gone (its test, table or file), read once the run is
+        collected: what a renamed model may be compared with."""
+        from pytest_graphbudget.session import stale_entries
+
+        if self._orphans is None:
+            keys = self.baseline.keys()
+            self._orphans = stale_entries(keys, self.collected or set(), self.root)
+        return self._orphans
+
+    def rematch(self, results: list[ModelResult], nodeid: str = "") -> None:
+        """Once a test's (``nodeid``) or a table's models are judged: each with no entry of
+        its own is compared with the one orphan entry that has its modules (``renames.py``),
+        or the test's own entry that none of its models has (a renamed fixture)."""
+        from pytest_graphbudget import renames
+
+        new = [r for r in results if r.profile is not None and r.baseline is None]
+        if not new or self.update or self.collected is None or self.baseline.error:
+            return
+        pool = set(self.orphans())
+        if nodeid:
+            pool |= renames.orphans_of_test(self.baseline.keys(), nodeid, {r.id for r in results})
+        known = self.baseline.entries
+        orphans = {k: known[k] for k in pool if k in known and k not in self.baseline.problems}
+        for result in new:
+            renames.rematch(result, orphans, self)
 
     def evaluate(
         self,
@@ -92,6 +135,7 @@ class Checker:
         a model profiled in train mode or another dtype carry its ``variant`` (``m@train``):
         its baseline entry is its own."""
         result.id, result.label = budget.variant.tag(result.id), budget.variant.tag(result.label)
+        result.no_baseline = self.baseline.missing and not (self.baseline.error or self.update)
         try:
             prof = run(hardware or budget.hardware)
         except GraphBudgetError as exc:
@@ -209,6 +253,7 @@ def check_table(
             entry.table, entry.name, hw, budget.variant, measure_runs(budget)
         ),
     )
+    checker.rematch([result])
     result.line = failing_line(result.findings, entry.lines) or result.line
     return result
 

@@ -3,15 +3,16 @@
 The same check as ``pytest --graph-budget`` on the same files: the same model ids (node ids
 relative to the project's root), findings, baseline comparison, reports and terminal table,
 through the same functions (``budget_files.read``, ``check.check_table``, ``session.finish``).
-Exit codes are the plugin's: 0 every budget passed, 1 a budget failed or could not be checked,
-4 a usage error (bad settings, a path that does not exist, nothing to check, a report that
-could not be written).
+Exit codes are the command line's: 0 every budget passed, 1 a budget failed or could not be
+checked, 2 a usage error (bad settings, a path that does not exist, nothing to check, a report
+that could not be written), as every other ``graph-budget`` command.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -29,27 +30,31 @@ from pytest_graphbudget.check import (
 )
 from pytest_graphbudget.errors import GraphBudgetError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 4  # pytest's OK, TESTS_FAILED, USAGE_ERROR
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the command line's: 2 for every usage error
 PRUNED = ("node_modules", "venv", "build", "dist", "__pycache__")
 """Directories never searched for budget files (as pytest's ``norecursedirs``), with any
 directory whose name starts with a dot."""
 
 
 class UsageError(GraphBudgetError):
-    """The command cannot run as asked: exit 4, one line."""
+    """The command cannot run as asked: exit 2, one line."""
 
 
-def add_parser(sub: Any, formatter: Any = argparse.HelpFormatter) -> argparse.ArgumentParser:
-    """The ``check`` subcommand, for ``cli.build_parser``."""
+def add_parser(
+    sub: Any, formatter: Any = argparse.HelpFormatter, parents: Sequence[Any] = ()
+) -> argparse.ArgumentParser:
+    """The ``check`` subcommand, for ``cli.build_parser`` (which adds ``-q``/``-v`` as
+    ``parents``, as every command has them)."""
     p = sub.add_parser(
         "check",
+        parents=list(parents),
         formatter_class=formatter,
         help="check the TOML budget files, as pytest --graph-budget does",
         description='Check every [models."<name>"] table of the budget files in PATHS\n'
         "(default: [tool.graph_budget] budgets, else budgets/) against its limits and\n"
         "the baseline, as `pytest --graph-budget` does, without pytest.",
-        epilog="Exit codes (pytest's): 0 every budget passed, 1 a budget failed or could\n"
-        "not be checked, 4 a usage error.",
+        epilog="Exit codes: 0 every budget passed, 1 a budget failed or could not be\n"
+        "checked, 2 a usage error (as every graph-budget command).",
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="budget .toml files or directories")
     p.add_argument("--update", action="store_true", help="write the baseline from this run")
@@ -82,6 +87,7 @@ def command(args: argparse.Namespace, console: Any = None) -> int:
         html=args.html,
         cache=not args.no_cache,
         cache_clear=args.cache_clear,
+        quiet=getattr(args, "quiet", False),
     )
 
 
@@ -98,17 +104,20 @@ def run(
     cache: bool = True,
     cache_clear: bool = False,
     cwd: Path | None = None,
+    quiet: bool = False,
 ) -> int:
     """Check the budget files in ``paths`` (relative to ``cwd``), print the table, write the
-    reports asked for; the exit code."""
+    reports asked for; the exit code. ``quiet``: what the models print while they are built
+    is dropped (else it goes to stderr), so stderr carries only errors."""
     from pytest_graphbudget import settings as project
     from pytest_graphbudget.profiler import Profiler
     from pytest_graphbudget.session import Outputs, finish, stale_entries, stale_errors
 
     here = Path(cwd or Path.cwd())
-    root = project.find_root(here)
     try:
-        conf = project.load(root)
+        # pytest's rootdir and configuration file for `pytest --graph-budget PATHS` here
+        found, conf = project.for_directory(here, paths)
+        root = found.root
         files = budget_paths(paths, here, root, conf.budgets, root / conf.baseline)
     except project.SettingsError as exc:
         return usage(*exc.problems)
@@ -121,20 +130,31 @@ def run(
         update=update,
         update_command="graph-budget check --update",
         draw=bool(html),
+        baseline_from=conf.baseline_from,
     )
     profiler = Profiler.open(root / conf.cache_dir, conf.hardware_profiles, cache_clear)
     profiler.nodes = checker.draw
     if not cache:
         profiler.cache = None
     results: list[ModelResult] = []
-    collected: set[str] = set()
+    tables = {
+        path: budget_files.read(path, relative(str(path), root), conf.defaults) for path in files
+    }
+    # every id is known before the first check, as under pytest: a renamed table is matched
+    checker.collected = {node_id(path, root, e.name) for path in files for e in tables[path]}
+    checker.root = root
     # what models print stays off the table; factories import as they would under pytest
-    with contextlib.redirect_stdout(sys.stderr), importable(import_paths(root)):
+    printed = open(os.devnull, "w") if quiet else contextlib.nullcontext(sys.stderr)
+    with (
+        printed as sink,
+        contextlib.redirect_stdout(sink),
+        importable(import_paths(root, found.ini)),
+    ):
         for path in files:
-            checked = check_file(path, root, conf.defaults, checker, profiler, hardware)
-            collected.update(r.nodeid for r in checked)
-            results += checked
-    stale = stale_entries(checker.baseline.keys(), collected)
+            results += check_file(
+                path, tables[path], root, conf.defaults, checker, profiler, hardware
+            )
+    stale = stale_entries(checker.baseline.keys(), checker.collected, root)
     results += stale_errors(stale, checker)
     outputs = Outputs(here, root, junit, json, markdown, html)
     written, unwritten = finish(results, stale, checker, outputs)
@@ -150,17 +170,10 @@ def run(
     return EXIT_USAGE if written.problems else EXIT_OK
 
 
-def import_paths(root: Path) -> list[str]:
+def import_paths(root: Path, ini: dict[str, Any]) -> list[str]:
     """Where ``factory = "package.module:function"`` is imported from, as under pytest: the
-    project's root and the ``pythonpath`` entries of ``[tool.pytest.ini_options]``."""
-    from pytest_graphbudget.settings import _tomllib
-
-    try:
-        data = _tomllib().loads((root / "pyproject.toml").read_text("utf-8"))
-    except Exception:  # no file, or one settings.load already reported
-        data = {}
-    options = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
-    entries = options.get("pythonpath", []) if isinstance(options, dict) else []
+    project's root and the ``pythonpath`` entries of its pytest configuration (``ini``)."""
+    entries = ini.get("pythonpath", [])
     entries = entries.split() if isinstance(entries, str) else entries
     extra = [root / e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
     return [str(p.resolve()) for p in [*extra, root]]
@@ -177,15 +190,26 @@ def importable(paths: list[str]):
         sys.path[:] = saved
 
 
+def node_id(path: Path, root: Path, name: str) -> str:
+    """A table's id, as pytest's node id: ``budgets/vision.toml::resnet18``."""
+    return f"{relative(str(path), root).replace(chr(92), '/')}::{name}"
+
+
 def check_file(
-    path: Path, root: Path, defaults: Any, checker: Checker, profiler: Any, hardware: str | None
+    path: Path,
+    entries: list[Any],
+    root: Path,
+    defaults: Any,
+    checker: Checker,
+    profiler: Any,
+    hardware: str | None,
 ) -> list[ModelResult]:
-    """One result per table and per problem of the budget file, as the plugin's items give."""
+    """One result per table and per problem of the budget file (``entries``, as
+    ``budget_files.read`` gives them), as the plugin's items give."""
     shown = relative(str(path), root)
-    nodeid_file = shown.replace("\\", "/")
     results = []
-    for entry in budget_files.read(path, shown, defaults):
-        nodeid = f"{nodeid_file}::{entry.name}"
+    for entry in entries:
+        nodeid = node_id(path, root, entry.name)
         label = path.name if entry.name.startswith("<") else entry.name
         if isinstance(entry, budget_files.Broken):
             line = entry.line or 1

@@ -141,11 +141,15 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
             f"hardware {name!r}: needs peak_tflops (or peak_flops) per dtype and bandwidth_gbs "
             f"(or bandwidth): {exc}"
         ) from None
+    except OverflowError:  # an integer beyond any float (legal TOML) is no figure either
+        peaks, bandwidth = {"float32": math.inf}, math.inf
     if "float32" not in peaks:
         raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
     figures = [*peaks.values(), bandwidth]
     if not all(math.isfinite(v) and v > 0 for v in figures):  # a ridge point needs both > 0
-        raise GraphBudgetError(f"hardware {name!r}: peaks and bandwidth must be positive numbers")
+        raise GraphBudgetError(
+            f"hardware {name!r}: peaks and bandwidth must be finite positive numbers"
+        )
     return Hardware(
         name=name,
         description=str(table.get("description", name)),

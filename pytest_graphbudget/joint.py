@@ -9,6 +9,11 @@ training runs them (``convolution_backward``, ``threshold_backward``: what FlopC
 the memory profiler see in eager), needs no partitioner or compiler hooks, and keeps the
 optimizer's in-place updates in place, so liveness sees no second copy of the weights.
 
+A step fake tensors cannot take (a Python branch on a tensor's value, ``.item()``) is traced
+with ``real=True``: on real copies of the weights, the optimizer's state and the inputs (the
+model's own are never touched), so the graph is the path one real step takes, as the eval
+tiers after a failed trace price the path one real forward takes (``breaks.py``).
+
 Attribution: while tracing, a dispatch mode tags every node with its phase (forward, which
 includes the loss; backward; optimizer) and module. A forward node takes the innermost module
 running; a backward node takes the module whose forward op created the autograd node being
@@ -142,22 +147,51 @@ class Joint:
     state_bytes: int  # the optimizer's state, allocated before the step
 
 
-def _holder(model: Any, slots: dict[str, Any]) -> Any:
-    """A module whose state is the model's (under ``model.``) and the optimizer's."""
+def _holder(model: Any, slots: dict[str, Any], real: bool = False) -> Any:
+    """A module whose state is the model's (under ``model.``) and the optimizer's: its slots
+    as they are when ``real`` (zeros, as a step's first update finds them), else on the meta
+    device (shapes only, as the fake cost pass needs)."""
     import torch
     from torch import nn
 
     holder = nn.Module()
     holder.model = model
     holder.optimizer = nn.Module()
-    for i, tensor in enumerate(slots.values()):  # shapes only, as the cost pass needs
-        meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
-        holder.optimizer.register_buffer(f"s{i}", meta)
+    for i, tensor in enumerate(slots.values()):
+        value = tensor if real else torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+        holder.optimizer.register_buffer(f"s{i}", value)
     return holder
 
 
-def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | None) -> Joint:
-    """Trace one training step of ``model`` at ``example`` as one joint graph (fake tensors)."""
+def real_state(model: Any) -> dict[str, Any]:
+    """A real copy of every parameter and buffer by name (tied ones stay tied, parameters stay
+    parameters): what a real step may write in place instead of the model's own."""
+    from torch import nn
+
+    from pytest_graphbudget.trace import model_state
+
+    copies: dict[int, Any] = {}
+    state = {}
+    for name, tensor in model_state(model).items():
+        if id(tensor) not in copies:
+            copy = tensor.detach().clone()
+            if isinstance(tensor, nn.Parameter):
+                copy = nn.Parameter(copy, requires_grad=tensor.requires_grad)
+            copies[id(tensor)] = copy
+        state[name] = copies[id(tensor)]
+    return state
+
+
+def real_like(tensors: list[Any]) -> list[Any]:
+    """Copies of the example's tensors, which the step may write in place."""
+    return [t.detach().clone().requires_grad_(t.requires_grad) for t in tensors]
+
+
+def capture(
+    model: Any, example: Any, loss: Callable | None, optimizer: str | None, real: bool = False
+) -> Joint:
+    """Trace one training step of ``model`` at ``example`` as one joint graph: on fake
+    tensors, or, ``real``, on real copies, taking the path their values take."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
@@ -165,8 +199,9 @@ def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | No
 
     from pytest_graphbudget.trace import Binding, Traced, fake_like, fake_state
 
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    twins = fake_state(model, mode)  # on fake tensors: nothing is allocated, meta models too
+    mode = None if real else FakeTensorMode(allow_non_fake_inputs=True)
+    # Fake twins allocate nothing (meta models too); real copies leave the model as it was.
+    twins = real_state(model) if real else fake_state(model, mode)
     named = list(model.named_parameters())
     params = {k: twins[k] for k, p in named if p.requires_grad}
     if not params:
@@ -176,10 +211,10 @@ def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | No
     keys = [
         (f"{slot}.{name}", p) for name, p in params.items() for slot in optimizer_slots(optimizer)
     ]
-    with mode:
+    with mode or contextlib.nullcontext():
         # In the parameter's dtype, as torch.optim keeps it (zeros_like): float32 for a float32
         # model, bfloat16 for one cast with dtype="bfloat16".
-        slots = {k: torch.empty(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
+        slots = {k: torch.zeros(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
     leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     tags = Tags()
@@ -209,14 +244,18 @@ def capture(model: Any, example: Any, loss: Callable | None, optimizer: str | No
         return value, [g for g in grads if g is not None]
 
     flat = [*params.values(), *frozen.values(), *slots.values()]
-    flat += fake_like([leaves[i] for i in where], mode)
-    gm = make_fx(step, tracing_mode="fake")(*flat)
+    tensors = [leaves[i] for i in where]
+    flat += real_like(tensors) if real else fake_like(tensors, mode)
+    # Real: a value read into Python (a branch, ``.item()``) is what this step's values give,
+    # and the graph holds the path it chose, as one real step runs it.
+    tracing = {"tracing_mode": "real", "_error_on_data_dependent_ops": False} if real else {}
+    gm = make_fx(step, **(tracing or {"tracing_mode": "fake"}))(*flat)
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
     placeholders += [Binding("input", i) for i in range(len(where))]
-    traced = Traced(gm, "joint", placeholders, state_in_module=False)
+    traced = Traced(gm, "joint-real" if real else "joint", placeholders, state_in_module=False)
     state_bytes = sum(t.numel() * t.element_size() for t in slots.values())
-    return Joint(traced, _holder(model, slots), tags, state_bytes)
+    return Joint(traced, _holder(model, slots, real), tags, state_bytes)
 
 
 def _update(

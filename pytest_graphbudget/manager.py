@@ -59,12 +59,16 @@ class GraphBudget:
         self.settings = project_settings(config)
         self.hardware = config.getoption("graph_budget_hardware")
         root = config.rootpath
+        self.collected: set[str] = set()
         self.checker = Checker(
             root / self.settings.baseline,
             relative(str(root / self.settings.baseline), root),
             strict=config.getoption("graph_budget_strict") or self.settings.strict,
             update=config.getoption("graph_budget_update"),
             draw=bool(config.getoption("graph_budget_html")),  # drawn on the worker, cached
+            collected=self.collected,  # complete before any test runs: renames.py
+            root=root,
+            baseline_from=self.settings.baseline_from,
         )
         clear = config.getoption("graph_budget_cache_clear") and not _is_worker(config)
         self.profiler = Profiler.open(
@@ -76,7 +80,6 @@ class GraphBudget:
         self.results: list[ModelResult] = []
         self.written: Any = None  # reports.Written, once the session has finished
         self.baseline_unwritten = False  # --graph-budget-update could not write the baseline
-        self.collected: set[str] = set()
         self.registered: set[str] | None = None  # marker names pytest knows, read once
         self.defaults = self.settings.defaults
         self.named = named_paths(config)  # before the configured budget paths join them
@@ -150,6 +153,7 @@ class GraphBudget:
         results = item.stash[ITEM_MODELS]
         for label, kind in found.stray:
             results.append(self.error_result(item, label, bare_module_error(label, kind)))
+        self.checker.rematch(results, item.nodeid)  # a renamed test, fixture or id
         markers = budget_markers(item)
         if results or not markers:
             return
@@ -372,9 +376,10 @@ class GraphBudget:
 
     def stale_entries(self) -> set[str]:
         """Baseline entries of budget files or test files run now whose model is gone."""
-        from pytest_graphbudget.session import stale_entries
+        from pytest_graphbudget.session import checked_tests, stale_entries
 
-        return stale_entries(self.checker.baseline.keys(), self.collected)
+        keys, root = self.checker.baseline.keys(), self.config.rootpath
+        return stale_entries(keys, self.collected, root, checked_tests(self.results))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any):

@@ -187,7 +187,7 @@ def gate_enabled(config: pytest.Config) -> bool:
     except ValueError as exc:  # pytest's reading of a bool: "invalid truth value 'maybe'"
         raise pytest.UsageError(f"{where}: {settings.ini_name('enabled')}: {exc}") from None
     try:
-        return settings.gate_enabled(config.rootpath, ini, where)
+        return settings.gate_enabled(config.rootpath, config.inipath, ini, where)
     except settings.SettingsError as exc:
         raise pytest.UsageError(*exc.problems) from None
 
@@ -200,6 +200,6 @@ def project_settings(config: pytest.Config) -> Settings:
     ini = {key: config.getini(settings.ini_name(key)) for key in settings.INI}
     where = f"{config.inipath}" if config.inipath else "pytest's configuration"
     try:
-        return settings.load(config.rootpath, ini, where)
+        return settings.load(config.rootpath, ini, where, config.inipath)
     except settings.SettingsError as exc:
         raise pytest.UsageError(*exc.problems) from None

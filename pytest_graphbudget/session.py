@@ -27,17 +27,45 @@ class Outputs:
     html: str | None = None
 
 
-def stale_entries(baseline_keys: set[str], collected: set[str]) -> set[str]:
-    """Baseline entries of budget files or test files run now whose model is gone."""
+def stale_entries(
+    baseline_keys: set[str],
+    collected: set[str],
+    root: Path | None = None,
+    checked: dict[str, set[str]] | None = None,
+) -> set[str]:
+    """Baseline entries whose model is gone: of budget files or test files run now, whose
+    test or table was not collected; of a file that no longer exists under ``root`` (renamed
+    or deleted); and under a test whose models were all checked (``checked``: its node id ->
+    its models' ids) and one of which has no entry of its own, the ones none of them has
+    (a renamed fixture)."""
+    from pytest_graphbudget.renames import orphans_of_test
+
     files = {nodeid.split("::", 1)[0] for nodeid in collected}
     stale = set()
     for key in baseline_keys:
-        if key.split("::", 1)[0] not in files:
+        file = key.split("::", 1)[0]
+        if file not in files:
+            if root is not None and "::" in key and not (root / file).exists():
+                stale.add(key)
             continue
         ident = untagged(key)  # the test's or table's id, without ``@train+bfloat16``
         if ident not in collected and ident.rsplit("::", 1)[0] not in collected:
             stale.add(key)
+    for nodeid, ids in (checked or {}).items():
+        if not ids <= baseline_keys:
+            stale |= orphans_of_test(baseline_keys, nodeid, ids)
     return stale
+
+
+def checked_tests(results: list[ModelResult]) -> dict[str, set[str]]:
+    """The ids of each test's models (node id -> ids), for the tests that checked every
+    model they have: none of them is an error (a test that failed before its check)."""
+    found: dict[str, set[str]] = {}
+    failed = {r.nodeid for r in results if r.error is not None}
+    for result in results:
+        if result.source == "marker" and result.nodeid not in failed:
+            found.setdefault(result.nodeid, set()).add(result.id)
+    return found
 
 
 def stale_errors(stale: set[str], checker: Checker) -> list[ModelResult]:
@@ -82,7 +110,10 @@ def finish(
     left unwritten."""
     from pytest_graphbudget import baseline as baseline_file
     from pytest_graphbudget import reports
+    from pytest_graphbudget.renames import note_unmatched
 
+    if not checker.update:
+        note_unmatched(results, stale, checker.update_command)
     problems = []
     unwritten = False
     if checker.update:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from pytest_graphbudget.budgets import DEFAULT_TOLERANCE, Budget, build, closest
 from pytest_graphbudget.cache import DIRECTORY
 from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.units import shown
 
 TABLE = "[tool.graph_budget]"
 DEFAULT_BASELINE = "budgets/baseline.toml"
@@ -71,6 +73,9 @@ class Settings:
     hardware: str = "generic"
     tolerance: float = DEFAULT_TOLERANCE
     baseline: str = DEFAULT_BASELINE
+    baseline_from: str = ""
+    """Where ``baseline`` was set ("" for the default path): a configured baseline that does
+    not exist is an error, a missing default one a run without regression checks."""
     budgets: list[str] = field(default_factory=list)
     cache_dir: str = DEFAULT_CACHE_DIR
     strict: bool = False
@@ -81,60 +86,116 @@ class Settings:
     """The budget every model starts from: ``hardware`` and ``tolerance`` over the built-ins."""
 
 
-def find_root(start: Path) -> Path:
-    """The project's root for a run started in ``start``: the nearest directory, from
-    ``start`` upward, that holds a ``pyproject.toml``, which is where pytest puts its rootdir
-    in a project configured there. The search stops at a directory holding pytest's own
-    configuration (``pytest.ini``, ``.pytest.ini``, ``tox.ini``, ``setup.cfg``): that one is
-    the root. ``start`` itself when none is found.
+@dataclass
+class Project:
+    """Where a run's settings come from, found as pytest finds them: its rootdir, its
+    configuration file (``pyproject.toml``, ``pytest.ini``, ``tox.ini``, ``setup.cfg``; None
+    when there is none) and that file's pytest options."""
 
-    The plugin calls it with pytest's rootdir (which it returns, in any project whose
-    pyproject.toml pytest found), the command line with the current directory: both read the
-    same ``[tool.graph_budget]`` wherever in the project they are started.
+    root: Path
+    config: Path | None = None
+    ini: dict[str, Any] = field(default_factory=dict)
+
+
+def discover(invocation_dir: Path, args: Sequence[str] = ()) -> Project:
+    """The project of a run started in ``invocation_dir`` with ``args`` (the paths given),
+    by pytest's own rules: the rootdir and configuration file that ``pytest args`` would use
+    there (https://docs.pytest.org/en/stable/reference/customize.html#finding-the-rootdir).
+
+    ``graph-budget`` calls it so that it reads the settings, ids and baseline that ``pytest
+    --graph-budget`` reads, wherever in a nested project it is started; it asks pytest's own
+    function rather than copying its rules, which change between pytest versions.
     """
-    start = Path(start).resolve()
-    for directory in (start, *start.parents):
-        if (directory / "pyproject.toml").is_file() or _pytest_configured(directory):
-            return directory
-    return start
+    import inspect
+
+    import pytest
+    from _pytest.config.findpaths import determine_setup
+
+    invocation_dir = Path(invocation_dir).resolve()
+    given = {
+        "inifile": None,
+        "override_ini": None,
+        "args": [str(invocation_dir / a) for a in args],
+        "rootdir_cmd_arg": None,
+        "invocation_dir": invocation_dir,
+    }
+    accepted = inspect.signature(determine_setup).parameters
+    try:
+        found = determine_setup(**{k: v for k, v in given.items() if k in accepted})
+    except (Exception, pytest.fail.Exception) as exc:  # a configuration file pytest refuses
+        misshapen(invocation_dir)  # ``tool = 0`` and the like: said in our words, if so
+        reason = " ".join(str(getattr(exc, "msg", None) or exc).split())
+        raise SettingsError([f"cannot read pytest's configuration: {reason}"]) from None
+    root, config, options = found[0], found[1], found[2] or {}
+    ini = {str(key): getattr(value, "value", value) for key, value in options.items()}
+    return Project(Path(root), Path(config) if config else None, ini)
 
 
-def _pytest_configured(directory: Path) -> bool:
-    """Whether pytest takes its configuration from another file of ``directory``."""
-    if (directory / "pytest.ini").is_file() or (directory / ".pytest.ini").is_file():
-        return True
-    for name, section in (("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
-        path = directory / name
+def misshapen(start: Path) -> None:
+    """Raise the one-line ``SettingsError`` of the nearest ``pyproject.toml`` above ``start``
+    whose ``tool``, ``tool.pytest`` or ``tool.pytest.ini_options`` is not a table: pytest
+    fails on those with an ``AttributeError`` of its own."""
+    for folder in (start, *start.parents):
+        path = folder / "pyproject.toml"
         try:
-            if path.is_file() and section in path.read_text(encoding="utf-8", errors="replace"):
-                return True
-        except OSError:
+            data = _tomllib().loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
             continue
-    return False
+        subtable(data, ("tool", "pytest", "ini_options"), path)
 
 
-def load(start: Path, ini: dict[str, Any] | None = None, ini_where: str = "") -> Settings:
-    """The settings of the project ``start`` is in (its root found by ``find_root``; the
-    defaults when it has no pyproject.toml or no ``[tool.graph_budget]``); raises
-    ``SettingsError`` listing every problem.
+def for_directory(start: Path, args: Sequence[str] = ()) -> tuple[Project, Settings]:
+    """The project (``discover``) and its checked settings, for the command line."""
+    project = discover(start, args)
+    where = f"{project.config}" if project.config else "pytest's configuration"
+    settings = load(project.root, _ini_from_toml(project.ini), where, project.config)
+    return project, settings
+
+
+def pyproject_of(root: Path, config: Path | None = None) -> Path:
+    """The ``pyproject.toml`` holding ``[tool.graph_budget]``: pytest's configuration file
+    when it is one, else the one in the rootdir."""
+    if config is not None and Path(config).name == "pyproject.toml":
+        return Path(config)
+    return Path(root) / "pyproject.toml"
+
+
+def load(
+    root: Path,
+    ini: dict[str, Any] | None = None,
+    ini_where: str = "",
+    config: Path | None = None,
+) -> Settings:
+    """The settings of the project whose rootdir is ``root`` (and configuration file
+    ``config``; ``pyproject_of`` says which file is read): the defaults when it has no
+    pyproject.toml or no ``[tool.graph_budget]``; raises ``SettingsError`` listing every
+    problem, a misspelt ``[tool.graph-budget]`` included.
 
     ``ini``: the ``graph_budget_<key>`` ini options by key, as pytest read them (the plugin
     passes ``config.getini``'s); None reads them from the same pyproject.toml's
-    ``[tool.pytest.ini_options]`` (the command line). A key of ``[tool.graph_budget]`` wins.
+    ``[tool.pytest.ini_options]``. A key of ``[tool.graph_budget]`` wins.
     """
-    path, tool = read_tool(start)
+    path, data = read_pyproject(root, config)
+    tool = subtable(data, ("tool",), path)
+    misspelt = misspelt_tables(tool, path)
     table = tool.get("graph_budget", {})
     if ini is None:
-        options = tool.get("pytest", {}).get("ini_options", {}) if tool.get("pytest") else {}
-        ini = _ini_from_toml(options if isinstance(options, dict) else {})
+        options = subtable(data, ("tool", "pytest", "ini_options"), path)
+        ini = _ini_from_toml(options)
         ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
-    return merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+    try:
+        settings = merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
+    except SettingsError as exc:
+        raise SettingsError(misspelt + exc.problems) from None
+    if misspelt:
+        raise SettingsError(misspelt)
+    return settings
 
 
-def read_tool(start: Path) -> tuple[Path, dict[str, Any]]:
-    """The project's ``pyproject.toml`` (found by ``find_root``) and its ``[tool]`` table
-    (empty when there is none); raises ``SettingsError`` for a file that cannot be read."""
-    path = find_root(start) / "pyproject.toml"
+def read_pyproject(root: Path, config: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """The ``pyproject.toml`` holding ``[tool.graph_budget]`` (``pyproject_of``) and its
+    data, ``{}`` when there is none; raises ``SettingsError`` for a file it cannot read."""
+    path = pyproject_of(root, config)
     data: dict[str, Any] = {}
     if path.is_file():
         try:
@@ -143,19 +204,24 @@ def read_tool(start: Path) -> tuple[Path, dict[str, Any]]:
             raise SettingsError([f"cannot read {path}: {exc}"]) from None
         except _tomllib().TOMLDecodeError as exc:
             raise SettingsError([toml_error(path, exc)]) from None
-    tool = data.get("tool", {})
-    return path, tool if isinstance(tool, dict) else {}
+    return path, data
 
 
-def gate_enabled(start: Path, ini_value: Any, ini_where: str = "") -> bool:
+def gate_enabled(root: Path, config: Path | None, ini_value: Any, ini_where: str = "") -> bool:
     """Whether ``enabled = true`` (or the ini option ``graph_budget_enabled``; the table
     wins) turns the gate on without ``--graph-budget``. Only this key is read here, so that
     a run without the gate reads nothing else; the rest is checked once the gate is on.
-    Raises ``SettingsError`` for a value that is not true or false."""
+    Raises ``SettingsError`` for a value that is not true or false, and for a misspelt
+    ``[tool.graph-budget]`` that sets ``enabled`` (the gate would stay off unsaid)."""
     try:
-        path, tool = read_tool(start)
+        path, data = read_pyproject(root, config)
+        tool = subtable(data, ("tool",), path)
     except SettingsError:
         return False  # pytest itself reports a configuration file it cannot read
+    setting = {k: v for k, v in tool.items() if isinstance(v, dict) and "enabled" in v}
+    misspelt = misspelt_tables(setting, path)
+    if misspelt:
+        raise SettingsError(misspelt)
     table = tool.get("graph_budget", {})
     if isinstance(table, dict) and "enabled" in table:
         value, where = table["enabled"], f"{TABLE} of {path}"
@@ -165,6 +231,38 @@ def gate_enabled(start: Path, ini_value: Any, ini_where: str = "") -> bool:
     if value is None or isinstance(value, bool):
         return bool(value)
     raise SettingsError([f"{where}: enabled must be {KEYS['enabled']}, got {value!r}"])
+
+
+def misspelt_tables(tool: dict[str, Any], path: Path) -> list[str]:
+    """A problem for each table under ``[tool]`` that looks like ``[tool.graph_budget]``
+    misspelt (``graph-budget``, ``graphbudget``, ``graph_budgets``): nothing reads it, so its
+    settings (a tolerance, a baseline) would be dropped without a word. The package's name
+    (``[tool.pytest-graphbudget]``) is a near-miss too."""
+    import difflib
+
+    problems = []
+    for key in tool:
+        squashed = re.sub(r"[^a-z0-9]", "", str(key).lower()).removeprefix("pytest")
+        near = difflib.SequenceMatcher(None, squashed, "graphbudget").ratio() >= 0.8
+        if key != "graph_budget" and near:
+            shown = key if re.fullmatch(r"[A-Za-z0-9_-]+", str(key)) else json.dumps(str(key))
+            problems.append(
+                f"{path}: [tool.{shown}] is not read by pytest-graphbudget: did you mean {TABLE}?"
+            )
+    return problems
+
+
+def subtable(data: dict[str, Any], keys: tuple[str, ...], path: Path) -> dict[str, Any]:
+    """``data[keys[0]][keys[1]]...``, ``{}`` where a key is missing; a value on the way that
+    is not a table (``tool = 0``, ``[tool] pytest = "x"``) is a one-line ``SettingsError``,
+    as pytest refuses them too (with a traceback)."""
+    for depth, key in enumerate(keys):
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            dotted = ".".join(keys[: depth + 1])
+            raise SettingsError([f"{path}: {dotted} must be a table, got {shown(value)}"])
+        data = value
+    return data
 
 
 def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Settings:
@@ -188,6 +286,8 @@ def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Setti
         problems += exc.problems
     if problems:
         raise SettingsError(problems)
+    if "baseline" in fallback:
+        settings.baseline_from = f"{ini_where} (ini option {ini_name('baseline')})"
     return settings
 
 
@@ -222,6 +322,8 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
             value = table[key]
             if isinstance(value, str) and value.strip():
                 setattr(settings, key, value)
+                if key == "baseline":
+                    settings.baseline_from = where
             else:
                 problems.append(f"{where}: {key} must be {KEYS[key]}, got {value!r}")
     if "budgets" in table:

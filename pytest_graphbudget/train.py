@@ -67,14 +67,22 @@ def profile_step(
         warm_up(model, example)
     modes = {module: module.training for module in model.modules()}
     model.train()
+    failures: dict[str, str] = {}
     try:
         with held(f"tracing the training step of {name}"), torch.inference_mode(False):
-            joint = capture(model, example, loss, optimizer)
-            # Priced on the fake values the trace left on its nodes; the ordinary fake pass
-            # when they cannot be used (the counts are the same).
-            measured = measure_exported(joint.holder, joint.traced, _joint_interpreter())
-            if measured is None:
-                measured = measure(joint.holder, joint.traced, example.tensors)
+            try:
+                joint = capture(model, example, loss, optimizer)
+                # Priced on the fake values the trace left on its nodes; the ordinary fake
+                # pass when they cannot be used (the counts are the same).
+                measured = measure_exported(joint.holder, joint.traced, _joint_interpreter())
+                if measured is None:
+                    measured = measure(joint.holder, joint.traced, example.tensors)
+            except GraphBudgetError:
+                raise
+            except Exception as exc:  # data fake tensors lack: the path a real step takes
+                failures["joint"] = one_line(exc, typed=True)
+                _refuse_meta(model, exc)
+                joint, measured = _real_step(model, example, loss, optimizer)
     except GraphBudgetError:
         raise
     except Exception as exc:  # the model, the loss or a backward raised while traced
@@ -86,14 +94,46 @@ def profile_step(
             module.training = training
     for node in measured.nodes:  # no kernel crosses from one phase to the next
         node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
-    prof = assemble(
-        model, args, kwargs, name, target, joint.traced, measured, {}, time.perf_counter() - start
-    )
+    seconds = time.perf_counter() - start
+    prof = assemble(model, args, kwargs, name, target, joint.traced, measured, failures, seconds)
     prof.mode = "train"
     prof.optimizer_state_bytes = joint.state_bytes
     prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
     _module_phases(prof, measured.nodes, joint.tags.node_phase)
     return prof
+
+
+def _refuse_meta(model: Any, exc: Exception) -> None:
+    """A model on the meta device has no values for a real step to take its path on."""
+    from pytest_graphbudget.trace import is_meta
+
+    if is_meta(model):
+        raise ModelRunError(
+            f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}; "
+            "a model on the meta device has no values to branch on: build it with real "
+            "weights (meta=False) to profile its training step"
+        ) from exc
+
+
+def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str | None) -> Any:
+    """One step traced on real copies of the weights, the optimizer's state and the inputs, then
+    priced on fresh copies: the path and the figures of one real step (``loss.backward()`` and
+    the update), from the caller's random state both times, which is left as it was."""
+    import torch
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    from pytest_graphbudget.joint import capture, real_like, real_state
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.trace import model_state
+
+    devices = sorted({t.device.index or 0 for t in model_state(model).values() if t.is_cuda})
+    with torch.random.fork_rng(devices=devices):
+        joint = capture(model, example, loss, optimizer, real=True)
+    for slot in joint.holder.optimizer.buffers():  # the update wrote them: as before the step
+        slot.zero_()
+    with torch.random.fork_rng(devices=devices), _reparametrize_module(model, real_state(model)):
+        measured = measure(joint.holder, joint.traced, real_like(example.tensors), fake=False)
+    return joint, measured
 
 
 def _joint_interpreter() -> type:

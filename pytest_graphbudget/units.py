@@ -1,7 +1,7 @@
 """Units: parse budget values such as ``"22G"``, ``"500MB"``, ``"3ms"``, ``"2%"``; format figures.
 
-Counts and bytes use decimal prefixes (k, M, G, T); bytes accept binary ones (KiB, MiB, GiB,
-TiB) when the user writes them. Parsing is strict: anything else is a ``UnitError`` whose
+Counts and bytes use decimal prefixes (k, M, G, T, P); bytes accept binary ones (KiB, MiB,
+GiB, TiB, PiB) when the user writes them. Parsing is strict: anything else is a ``UnitError`` whose
 message lists the accepted forms, so that a typo in a budget never passes silently.
 """
 
@@ -13,7 +13,7 @@ import re
 from pytest_graphbudget.errors import GraphBudgetError
 
 DECIMAL = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}
 
 FORMS = {
@@ -39,8 +39,19 @@ class UnitError(GraphBudgetError):
         self.value, self.kind = value, kind
         place = f"{where}: " if where else ""
         fix = recased(value, kind) if hint else None
-        hint = f" (did you mean {fix!r}?)" if fix else ""
-        super().__init__(f"{place}cannot read {value!r}{hint}; expected {FORMS[kind]}")
+        hint_text = f" (did you mean {fix!r}?)" if fix else ""
+        super().__init__(f"{place}cannot read {shown(value)}{hint_text}; expected {FORMS[kind]}")
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for a message, cut short: an integer of 400 digits is legal TOML."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = (
+        f"{len(text.lstrip('-'))} digits" if isinstance(value, int) else f"{len(text)} characters"
+    )
+    return f"{text[: limit // 2]}... ({size})"
 
 
 def recased(value: object, kind: str) -> str | None:
@@ -74,9 +85,13 @@ def parse(value: object, kind: str, where: str = "", hint: bool = True) -> float
     if isinstance(value, bool):
         raise UnitError(value, kind, where)
     if isinstance(value, (int, float)):
-        if not math.isfinite(value) or value < 0:  # an infinite limit would never fail
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any float (legal TOML): no figure is that big
+            raise UnitError(value, kind, where) from None
+        if not math.isfinite(number) or number < 0:  # an infinite limit would never fail
             raise UnitError(value, kind, where)
-        return float(value)
+        return number
     if not isinstance(value, str):
         raise UnitError(value, kind, where)
     text = value.strip()
@@ -102,6 +117,29 @@ def parse(value: object, kind: str, where: str = "", hint: bool = True) -> float
     if not math.isfinite(number) or number < 0:
         raise UnitError(value, kind, where, hint)
     return number
+
+
+def share(value: object, key: str, where: str = "", option: bool = False) -> float:
+    """A share (a tolerance, a headroom, a growth, a bottleneck share) as a fraction.
+
+    Every share the user writes goes through here. A bare number above 1 is refused with its
+    fix, as is ``"2"``: ``tolerance = 2`` reads as 200%, so a model that grew by half would
+    pass. ``key`` names the setting as written (``tolerance``, ``--max-growth`` with
+    ``option``), so that the message shows the user's own line and its two right spellings.
+    """
+    number = parse(value, "ratio", f"{key} in {where}" if where and not option else where)
+    percent = isinstance(value, str) and value.strip().endswith("%")
+    if percent or number <= 1:
+        return number
+    digits, fraction = f"{number:g}", f"{number / 100:g}"
+    if option:
+        written = f"{key} {value}"
+        fixes = f"{key} {digits}% or {key} {fraction}"
+    else:
+        shown = f'"{value}"' if isinstance(value, str) else f"{value}"
+        written, fixes = f"{key} = {shown}", f'"{digits}%" or {fraction}'
+    place = f"{key} in {where}: " if where and not option else ""
+    raise GraphBudgetError(f"{place}{written} would be {number * 100:g}%: did you mean {fixes}?")
 
 
 def format_as(value: float, kind: str) -> str:
@@ -136,10 +174,16 @@ def format_seconds(value: float) -> str:
 
 
 def format_ratio(value: float) -> str:
-    """``0.0412`` -> ``"4.1%"``; small ratios keep two significant digits (``"0.0061%"``)."""
+    """``0.0412`` -> ``"4.1%"``; small ratios keep two significant digits (``"0.0061%"``), huge
+    ones three (``"3.2e+07%"``), and a ratio whose percentage is beyond a float is written as
+    the fraction itself (``"1e+307"``): whatever is printed reads back with ``parse``."""
     percent = value * 100
+    if not math.isfinite(percent) and math.isfinite(value):
+        return repr(float(value))
     if percent and abs(percent) < 0.1:
         return f"{percent:.2g}%"
+    if abs(percent) >= 1e6:
+        return f"{percent:.3g}%"
     return f"{percent:.1f}%"
 
 

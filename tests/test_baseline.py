@@ -26,6 +26,13 @@ from pytest_graphbudget.units import format_bytes
 
 LINEAR_FLOPS = 2 * 4 * 64 * 32 + 4 * 32
 FIX = "fix it or rewrite it with --graph-budget-update"
+# The linear model's other recorded figures, by hand: 4*64*32 = 8,192 MACs; 2,080 params of
+# 4 bytes = 8,320 weight bytes; input 4*64*4 = 1,024 B and output 4*32*4 = 512 B, all live at
+# once (peak) and each read or written once (traffic): 8,320 + 1,024 + 512 = 9,856 B.
+LINEAR_OTHERS = (
+    "macs = 8192\nparams = 2080\npeak_memory_bytes = 9856\nweights_bytes = 8320\n"
+    "traffic_bytes = 9856\n"
+)
 
 
 def write(tmp_path, text: str):
@@ -67,6 +74,8 @@ def test_each_bad_value_is_one_line_that_names_the_file_and_line(tmp_path):
         where.format(8) + f"peak_memory_bytes: expected a number, got an array; {FIX}",
         where.format(11) + "modules.\"layer1.0.conv1\": cannot read 'lots'; expected a number "
         'or a string with a decimal prefix: 2.2e10, "22G", "22 GFLOPs", "110M"; ' + FIX,
+        # "flop" is not "flops": the entry records no FLOPs, which would go unchecked.
+        where.format(2) + f"no flops: a figure missing from the entry is not checked; {FIX}",
     ]
     # What could be read still counts: the module that is right.
     assert found.entries["budgets/nets.toml::resnet18"].modules == {"fc": 1000}
@@ -78,8 +87,10 @@ def test_figures_with_units_are_read_as_a_budget_reads_them(tmp_path):
         """
         [models.net]
         flops = "635M"
+        macs = "318M"
         params = "2.08k"
         peak_memory_bytes = "1.5 MiB"
+        weights_bytes = "8.32kB"
         traffic_bytes = 4096
         """,
     )
@@ -87,8 +98,10 @@ def test_figures_with_units_are_read_as_a_budget_reads_them(tmp_path):
     assert found.problems == {} and found.error == ""
     assert found.entries["net"].figures == {
         "flops": 635e6,
+        "macs": 318e6,
         "params": 2080,
         "peak_memory_bytes": 1.5 * 2**20,
+        "weights_bytes": 8320,
         "traffic_bytes": 4096,
     }
     # Figures that came in with units are written back as the numbers they stand for.
@@ -104,6 +117,11 @@ def test_an_entry_that_is_not_a_table_and_an_unknown_table(tmp_path):
 
         [models."b::net"]
         flops = 10
+        macs = 5
+        params = 1
+        peak_memory_bytes = 4
+        weights_bytes = 4
+        traffic_bytes = 4
 
         [model."c::net"]
         flops = 10
@@ -115,10 +133,10 @@ def test_an_entry_that_is_not_a_table_and_an_unknown_table(tmp_path):
     }
     # A table no model can be found in: every model's check is in doubt.
     assert found.error == (
-        f"baseline.toml:7: unknown table 'model' (did you mean 'models'?); {FIX}"
+        f"baseline.toml:12: unknown table 'model' (did you mean 'models'?); {FIX}"
     )
     assert found.problems_of("b::net") == [found.error]
-    assert found.entries["b::net"].figures == {"flops": 10}
+    assert found.entries["b::net"].figures["flops"] == 10
 
 
 def test_a_malformed_file_names_its_line(tmp_path):
@@ -141,10 +159,11 @@ def test_update_keeps_an_entry_it_cannot_read_and_did_not_rewrite(tmp_path):
         flops = -1
         """,
     )
-    baseline.update(path, {"new::net": baseline.Entry({"flops": 7}, {})})
+    recorded = dict.fromkeys(baseline.REGRESSION_FIGURES, 7)
+    baseline.update(path, {"new::net": baseline.Entry(recorded, {})})
     found = baseline.read(path)
     # The rewritten entry is fixed; the other is kept as written, and still reported.
-    assert found.entries["new::net"].figures == {"flops": 7}
+    assert found.entries["new::net"].figures == recorded
     assert list(found.problems) == ["old::net"]
 
 
@@ -195,19 +214,19 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_a_bad_entry_is_an_error_and_the_other_models_are_still_checked(project, value, problem):
     # "good" was recorded at half its FLOPs: a regression that must still be found.
     project.path.joinpath("budgets", "baseline.toml").write_text(
-        f'[models."budgets/nets.toml::good"]\nflops = {LINEAR_FLOPS // 2}\n\n'
-        f'[models."budgets/nets.toml::bad"]\nflops = {value}\nparams = 2080\n'
+        f'[models."budgets/nets.toml::good"]\nflops = {LINEAR_FLOPS // 2}\n{LINEAR_OTHERS}\n'
+        f'[models."budgets/nets.toml::bad"]\nflops = {value}\n{LINEAR_OTHERS}'
     )
     result = run(project, "--graph-budget-json=out.json")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
-        [f"*budgets/baseline.toml:5: [[]budgets/nets.toml::bad[]] {problem}*{FIX}*"]
+        [f"*budgets/baseline.toml:10: [[]budgets/nets.toml::bad[]] {problem}*{FIX}*"]
     )
     result.stdout.fnmatch_lines(["*FLOPs regressed +100.0% (8.26k -> 16.5k*"])
     assert "Traceback" not in result.stdout.str()
     report = json.loads(project.path.joinpath("out.json").read_text())
     models = {m["id"]: m for m in report["models"]}
-    assert models["budgets/nets.toml::bad"]["error"].startswith("budgets/baseline.toml:5: ")
+    assert models["budgets/nets.toml::bad"]["error"].startswith("budgets/baseline.toml:10: ")
     assert models["budgets/nets.toml::good"]["error"] is None
     assert [f["key"] for f in models["budgets/nets.toml::good"]["findings"]] == ["baseline.flops"]
 
@@ -432,7 +451,8 @@ from pytest_graphbudget import baseline
 
 path, worker = Path(sys.argv[1]), sys.argv[2]
 for i in range(15):
-    baseline.update(path, {f"w{worker}::m{i}": baseline.Entry({"flops": i}, {})})
+    recorded = dict.fromkeys(baseline.REGRESSION_FIGURES, i)
+    baseline.update(path, {f"w{worker}::m{i}": baseline.Entry(recorded, {})})
 """
 
 

@@ -113,8 +113,10 @@ def test_baseline_records_and_reads_the_tables_figures(linear_profile, tmp_path)
     assert baseline.load(path)["linear"].figures == entry.figures
     path.write_text('[models.linear]\nflops = "16.5k"\nweights_bytes = "8.32kB"\n')
     read = baseline.read(path)
-    assert not read.problems
     assert read.entries["linear"].figures == {"flops": 16_500, "weights_bytes": 8_320}
+    # Every tracked figure the entry leaves out is that entry's problem, by name.
+    missing = [key for key in tracked if key not in ("flops", "weights_bytes")]
+    assert f"no {', '.join(missing)}: " in read.problems["linear"][0]
     path.write_text("[models.linear]\nest_latency_s = 1\n")  # budgeted, not tracked
     assert "unknown key" in baseline.read(path).problems["linear"][0]
 

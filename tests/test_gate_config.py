@@ -104,7 +104,14 @@ def test_a_selection_on_the_command_line_is_kept(project):
 
 
 def test_a_configured_baseline_is_not_a_budget_file(project):
-    write(project, "budgets/figures.toml", '[models."budgets/nets.toml::lin"]\nflops = 16512\n')
+    # Every figure of the linear model, counted by hand (see the module's docstring): MACs
+    # 4*64*32; weights 2,080 x 4 B; peak and traffic 8,320 + 1,024 (input) + 512 (output) B.
+    write(
+        project,
+        "budgets/figures.toml",
+        '[models."budgets/nets.toml::lin"]\nflops = 16512\nmacs = 8192\nparams = 2080\n'
+        "peak_memory_bytes = 9856\nweights_bytes = 8320\ntraffic_bytes = 9856\n",
+    )
     configure(project, 'budgets = ["budgets"]\nbaseline = "budgets/figures.toml"')
     run(project).assert_outcomes(passed=2)
 
@@ -258,26 +265,91 @@ def test_the_command_line_checks_the_same_settings(tmp_path, monkeypatch, capsys
     assert "unknown hardware 'a10'" in err[0]
 
 
+# -- issue 22, items 9 and 10: legal TOML that no setting can hold is one line ----------------
+
+HUGE = "1" + "0" * 400  # an integer beyond any float: legal TOML
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        f"peak_tflops = {{float32 = {HUGE}}}\nbandwidth_gbs = 100",
+        f"peak_flops = {{float32 = 1e13}}\nbandwidth = {HUGE}",
+    ],
+    ids=["peak", "bandwidth"],
+)
+def test_a_hardware_profile_beyond_a_float_is_one_line_in_pytest_and_the_cli(
+    project, profile, monkeypatch, capsys
+):
+    configure(project, f"[tool.graph_budget.hardware_profiles.npu]\n{profile}")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    problem = "*hardware_profiles.npu: hardware 'npu': peaks and bandwidth must be finite positive*"
+    result.stderr.fnmatch_lines([f"ERROR: {problem}"])
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    monkeypatch.chdir(project.path)
+    capsys.readouterr()
+    for argv, code in ((["hardware"], 2), (["check"], 2)):  # every command: 2
+        assert cli.main(argv) == code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "peaks and bandwidth must be finite positive" in err[0], err
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("tool = 0", "tool must be a table, got 0"),
+        ('[tool]\npytest = "x"', "tool.pytest must be a table, got 'x'"),
+        ("[tool.pytest]\nini_options = 3", "tool.pytest.ini_options must be a table, got 3"),
+    ],
+)
+def test_a_tool_table_that_is_not_a_table_is_one_line(tmp_path, monkeypatch, capsys, text, problem):
+    """pytest itself stops on these with a traceback; the command line says it in one line."""
+    (tmp_path / "pyproject.toml").write_text(text + "\n")
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "nets.toml").write_text(TABLE.format(name="lin"))
+    monkeypatch.chdir(tmp_path)
+    for argv, code in ((["check"], 2), (["hardware"], 2)):
+        assert cli.main(argv) == code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].endswith(f"pyproject.toml: {problem}"), err
+
+
 # -- no table makes the settings check crash ------------------------------------------------
 
+KEYS = st.sampled_from([*project_settings.KEYS, "tolerence", "peak_tflops", "bandwidth_gbs"])
 VALUES = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-5, 5)
+    | st.sampled_from([10**400, -(10**400), 2**1024])  # legal TOML beyond any float
     | st.floats(allow_nan=True)
     | st.text(max_size=8)
     | st.sampled_from(["2%", "generic", "a100", "budgets", "", "-1"]),
     lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        # a hardware profile's keys, at any depth: hardware_profiles.<name>.peak_tflops
+        | st.dictionaries(KEYS | st.sampled_from(["float32", "bandwidth"]), inner, max_size=3)
     ),
     max_leaves=6,
 )
-KEYS = st.sampled_from([*project_settings.KEYS, "tolerence", "peak_tflops", "bandwidth_gbs"])
 TABLES = st.dictionaries(KEYS | st.text(max_size=6), VALUES, max_size=5)
+PROFILE = st.fixed_dictionaries(
+    {},
+    optional={
+        "peak_tflops": st.dictionaries(st.sampled_from(["float32", "int8"]), VALUES) | VALUES,
+        "bandwidth_gbs": VALUES,
+    },
+)
+PROFILES = st.fixed_dictionaries(
+    {"hardware_profiles": st.dictionaries(st.text(max_size=4), PROFILE, max_size=2)}
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(table=TABLES | VALUES)
+@given(table=TABLES | VALUES | PROFILES)
 @example(table={"hardware_profiles": {"\n": None}})  # a profile's name holding a newline
 @example(table={"hardware_profiles": {"a\nb": {"peak_tflops": "x"}}})
 def test_any_settings_table_is_settings_or_a_list_of_one_line_problems(table):

@@ -317,3 +317,45 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
     assert models["test_typos.py::test_unknown_limit"]["passed"] is False
     assert models["test_typos.py::test_good::model"]["verdict"] == "pass"
     result.stdout.fnmatch_lines(["*graph budget*", "test_flop * ERROR"])
+
+
+def test_a_limit_in_every_unit_the_parser_takes_is_read_and_a_huge_integer_is_one_line(project):
+    """Issue 22, items 7 and 8: ``memory_max("1PiB")`` (2**50 bytes) is read, and
+    ``flops_max(10**400)`` (legal TOML too: an integer beyond any float) errors its own test
+    in one line; linear(16) is 8,256 FLOPs, under both good tests' limits."""
+    project.makepyfile(
+        test_units_in_markers="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear(16)
+
+        @pytest.mark.memory_max("1PiB")
+        def test_pebibyte(model):
+            pass
+
+        @pytest.mark.flops_max(10**400)
+        def test_beyond_a_float(model):
+            pass
+
+        @pytest.mark.flops_max("10k")
+        def test_good(model):
+            pass
+        """
+    )
+    result, report = run(project, "-v")
+    result.assert_outcomes(passed=2, errors=1)
+    output = result.stdout.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    result.stdout.fnmatch_lines(
+        [
+            "*graph-budget usage error: flops_max in @pytest.mark.flops_max on "
+            "test_units_in_markers.py::test_beyond_a_float: cannot read 1000000000* (401 digits)*"
+        ]
+    )
+    models = by_id(report)
+    pebibyte = models["test_units_in_markers.py::test_pebibyte::model"]
+    assert pebibyte["verdict"] == "pass" and pebibyte["budget"]["limits"]["memory_max"] == 2**50
+    assert models["test_units_in_markers.py::test_good::model"]["verdict"] == "pass"

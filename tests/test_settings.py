@@ -106,12 +106,12 @@ def test_the_command_line_finds_the_project_from_a_subdirectory(project, monkeyp
     assert "my-npu" in capsys.readouterr().out
 
 
-def test_find_root_stops_at_pytests_own_configuration(tmp_path):
+def test_discovery_stops_at_pytests_own_configuration(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     inner = tmp_path / "pkg" / "sub"
     inner.mkdir(parents=True)
-    assert settings.find_root(inner) == tmp_path.resolve()
+    assert settings.discover(inner).root == tmp_path.resolve()
     (tmp_path / "pkg" / "setup.cfg").write_text("[metadata]\nname = x\n")  # not pytest's
-    assert settings.find_root(inner) == tmp_path.resolve()
+    assert settings.discover(inner).root == tmp_path.resolve()
     (tmp_path / "pkg" / "pytest.ini").write_text("[pytest]\n")
-    assert settings.find_root(inner) == (tmp_path / "pkg").resolve()
+    assert settings.discover(inner).root == (tmp_path / "pkg").resolve()

@@ -412,3 +412,103 @@ def test_grouped_convolution_backward_matches_hand_counts():
     prof = profile_model(model, torch.randn(1, 1, 4, 4), mode="train")
     assert prof.phases["forward"]["macs"] == 128 + 1152
     assert prof.phases["backward"]["macs"] == 1152 + 1152 + 128
+
+
+# A Python branch on a tensor's value (issue 22, item 5) -----------------------------------------
+
+
+class Gate(nn.Module):
+    """Takes one of two paths on the sign of its input's sum: a Python branch on a value, which
+    fake tensors cannot take."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+        self.c = nn.Linear(8, 16)
+
+    def forward(self, x):
+        h = self.a(x)
+        if x.sum() > 0:
+            return self.b(h)
+        return self.c(h)
+
+
+@pytest.mark.parametrize(
+    ("sign", "flops", "macs", "forward", "backward"),
+    [
+        # x.sum() > 0, the path through b (8 -> 4), batch 2. Forward: a's addmm 2*8*8 = 128
+        # MACs + 16 bias adds = 272; x.sum() 16; the comparison 1; b's addmm 2*8*4 = 64 MACs
+        # + 8 = 136; the loss's sum 8: 433, 192 MACs. Backward: b's input and weight
+        # gradients 64 MACs each (256) and its bias gradient 8; a's weight gradient 128 MACs
+        # (256) and bias gradient 16 (x needs no gradient): 536, 256 MACs. c is not run.
+        (1, 433 + 536, 192 + 256, 433, 536),
+        # x.sum() < 0, the path through c (8 -> 16). Forward: 272 + 16 + 1; c's addmm 2*8*16 =
+        # 256 MACs + 32 = 544; the loss's sum 32: 865, 384 MACs. Backward: c's gradients 256
+        # MACs each (1024) + 32; a's 256 + 16: 1328, 640 MACs.
+        (-1, 865 + 1328, 384 + 640, 865, 1328),
+    ],
+)
+def test_a_branch_on_a_value_is_the_path_one_real_step_takes(sign, flops, macs, forward, backward):
+    torch.manual_seed(0)
+    model, x = Gate(), sign * torch.ones(2, 8)
+    ours = profile_model(model, x, mode="train")
+    assert (ours.flops, ours.macs) == (flops, macs)
+    assert (ours.phases["forward"]["flops"], ours.phases["backward"]["flops"]) == (
+        forward,
+        backward,
+    )
+    assert ours.flops_contraction == contraction_flops(model, x) == 2 * macs
+    assert ours.trace.method == "joint-real" and ours.trace.cost_pass == "real"
+    assert "DataDependent" in ours.trace.failures["joint"]
+    assert ours.coverage.unsupported_ops == {}
+
+
+def test_a_real_step_leaves_the_model_its_inputs_and_the_random_state_as_they_were():
+    """With SGD the real step updates its weights (and dropout draws random numbers): on copies.
+    SGD costs 4 FLOPs per weight that got a gradient: a's 72 and b's 36 (c's got none, and
+    torch.optim skips it too): 432 more than the bare step's 969."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Dropout(0.5), Gate())
+    model.eval()
+    x = torch.ones(2, 8)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    ours = profile_model(model, x, mode="train", optimizer="sgd")
+    assert ours.trace.method == "joint-real"
+    assert ours.phases["optimizer"]["flops"] == 4 * (72 + 36)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert torch.equal(torch.get_rng_state(), rng) and torch.equal(x, torch.ones(2, 8))
+    assert not model.training and all(p.grad is None for p in model.parameters())
+
+
+def test_a_branch_on_a_value_of_a_meta_model_fails_in_one_line():
+    with torch.device("meta"):
+        model = Gate()
+    with pytest.raises(GraphBudgetError, match=r"meta=False") as info:
+        profile_model(model, torch.ones(2, 8), mode="train")
+    assert "\n" not in str(info.value) and "DataDependent" in str(info.value)
+
+
+def test_a_real_step_prices_a_graph_as_the_fake_step_does():
+    """The same step traced both ways (no branch, so fake tensors can take it): every figure
+    of every node, and the liveness over them, are the same."""
+    from pytest_graphbudget.joint import capture
+    from pytest_graphbudget.measure import measure
+    from pytest_graphbudget.partition import live_at_peak
+    from pytest_graphbudget.trace import Example
+    from pytest_graphbudget.train import _real_step
+
+    torch.manual_seed(0)
+    model, ids = TiedLM(), torch.randint(0, 100, (4, 16))
+    model.train()
+    example = Example((ids,), {})
+    joint = capture(model, example, None, "adam")
+    fake = measure(joint.holder, joint.traced, [ids])
+    _, real = _real_step(model, example, None, "adam")
+
+    def figures(measured):
+        return [(n.macs, n.other, n.category, n.shapes) for n in measured.nodes]
+
+    assert figures(real) == figures(fake)
+    assert sum(live_at_peak(real).values()) == sum(live_at_peak(fake).values())

@@ -64,3 +64,48 @@ def test_formatting_uses_decimal_prefixes():
     assert format_bytes(46_796_608) == "46.8MB"
     assert format_seconds(0.00312) == "3.12ms"
     assert format_ratio(0.0412) == "4.1%"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        # Every binary prefix the pattern takes has its power of two (issue 22, item 7).
+        ("1PiB", 2**50),
+        ("2 PiB", 2 * 2**50),
+        ("1.5TiB", 1.5 * 2**40),
+        ("3kiB", 3 * 2**10),
+        ("1PB", 1e15),
+    ],
+)
+def test_every_byte_prefix_has_its_scale(value, expected):
+    assert parse(value, "bytes") == expected
+
+
+@pytest.mark.parametrize("kind", ["count", "bytes", "seconds", "ratio"])
+@pytest.mark.parametrize("value", [10**400, -(10**400), 2**1024], ids=["1e400", "-1e400", "2^1024"])
+def test_an_integer_beyond_a_float_is_refused_in_one_short_line(value, kind):
+    """Legal TOML (issue 22, item 8): ``flops_max = 1`` followed by 400 zeros."""
+    with pytest.raises(UnitError) as info:
+        parse(value, kind, where="flops_max in budgets/x.toml")
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 250, message
+    assert message.startswith(f"flops_max in budgets/x.toml: cannot read {str(value)[:6]}")
+    assert f"({len(str(abs(value)))} digits)" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "back"),
+    [
+        # A ratio printed as a percentage must read back (issue 22, item 11): 1e307 * 100 is
+        # beyond a float, so it is written as the fraction itself.
+        (1e307, "1e+307", 1e307),
+        (1.7976931348623157e308, "1.7976931348623157e+308", 1.7976931348623157e308),
+        # 1e304 = 1e306 %: three significant digits, not 307 of them.
+        (1e304, "1e+306%", 1e304),
+        (123_456.7, "1.23e+07%", 123_000),  # 12,345,670 % to three digits
+        (9999.99, "999999.0%", 9999.99),  # below a million percent: one decimal, as before
+    ],
+)
+def test_huge_ratios_print_what_reads_back(value, text, back):
+    assert format_ratio(value) == text
+    assert parse(format_ratio(value), "ratio") == pytest.approx(back, rel=1e-12)

@@ -8,10 +8,10 @@
     graph-budget hardware           the hardware profiles and their ridge points
     graph-budget check [PATH...]    the TOML budgets' check, as pytest --graph-budget runs it
 
-Exit codes: 0 fine, 1 a budget or check failed, 2 a usage or input error (``check``: 4, as
-pytest). User errors are one line on stderr, never a traceback. Progress goes to stderr, so
-stdout carries only the result (``--format json`` output stays parseable). Importing this
-package does not import torch: a command imports the engine when it needs it.
+Exit codes: 0 fine, 1 a budget or check failed, 2 a usage or input error (every command,
+``check`` too). User errors are one line on stderr, never a traceback. Progress goes to
+stderr, so stdout carries only the result (``--format json`` output stays parseable).
+Importing this package does not import torch: a command imports the engine when it needs it.
 
 One module per command (``cli/<command>.py``), each with ``add_parser(subparsers)`` (its
 parser fragment), ``run(args, console) -> int`` (its handler) and its views. Adding a command

@@ -1,6 +1,5 @@
 """``graph-budget check [PATH...]``: the TOML budget files' check without pytest, with the
-plugin's verdicts, reports and exit codes (0 passed, 1 failed, 4 usage: pytest's, not the other
-commands' 2).
+plugin's verdicts and reports, and the command line's exit codes (0 passed, 1 failed, 2 usage).
 
 This module is the command's place in the CLI (its parser fragment and handler); the check
 itself, shared with the plugin, is ``pytest_graphbudget.check_cli``.
@@ -17,7 +16,7 @@ from pytest_graphbudget.cli.console import Console
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = check_cli.add_parser(subparsers, options.Formatter)
+    p = check_cli.add_parser(subparsers, options.Formatter, [options.quiet()])
     p.set_defaults(func=run)
     return p
 

@@ -53,7 +53,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="show every module that differs")
     p.add_argument(
         "--max-growth",
-        type=options.ratio,
+        type=options.share("--max-growth"),
         metavar="RATIO",
         help="exit 1 when B's FLOPs, MACs, params or peak memory exceed A's by more (2%%)",
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget import figures
+from pytest_graphbudget.budgets import WARN_AT
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, PROG, Console
 from pytest_graphbudget.errors import GraphBudgetError
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
     from pytest_graphbudget.profile import Profile
 
 DEFAULT_BUDGET_FILE = "budgets/models.toml"
+DEFAULT_HEADROOM = 0.15
+"""Today's figures at 1/1.15 = 87% of their limits (rounding up only lowers that), below the
+``budgets.WARN_AT`` line of 90%: a fresh budget passes without a warning. With 10% they
+were at 91%, and every new project opened with warnings."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -42,10 +47,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--headroom",
-        type=options.ratio,
-        default=0.10,
+        type=options.share("--headroom"),
+        default=DEFAULT_HEADROOM,
         metavar="RATIO",
-        help="added to today's figures: 10%% or 0.1 (default 10%%)",
+        help="added to today's figures: 15%% or 0.15 (default 15%%: today's figures stay "
+        "below the 90%% warning line)",
     )
     p.add_argument("--force", action="store_true", help="replace models already in the file")
     p.set_defaults(func=run)
@@ -58,6 +64,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     document = _existing(output, args.models, args.force) if not to_stdout else None
     hardware = loading.hardware(args)
     how = loading.variant(args)  # a bad --optimizer fails before any model is built
+    if 1 / (1 + args.headroom) > WARN_AT:
+        console.note(
+            f"with --headroom {args.headroom:.0%} today's figures are above {WARN_AT:.0%} of "
+            f"their limits, so the new budgets warn at once (the default is "
+            f"{DEFAULT_HEADROOM:.0%})"
+        )
     entries = []
     for name in args.models:
         case = loading.load_case(name, args, console)
@@ -133,9 +145,13 @@ def _budget_document(
             table["hardware"] = hardware.name
         if args.trust_pickle and Path(name).suffix.lower() in (".pt", ".pth"):
             table["trust_pickle"] = True  # the budget loads the file the way init did
+        factory = loading.is_factory(name)
+        if factory:  # the user's callable builds the model (and its inputs, unless a bare one)
+            table["factory"] = name
         table.update(loading.variant(args))  # and profiles it the way init did (mode, dtype)
         for key, value in budget_table(prof, args.headroom).items():
-            table[key] = value
+            if not (factory and key in INPUT_KEYS and not args.input_shape):
+                table[key] = value
         if name in models:
             del models[name]
         models[name] = table
@@ -163,6 +179,10 @@ def budget_value(value: float, unit: str = "") -> str:
         power += 1
     text = format(rounded.normalize(), "f")
     return f"{text}{prefixes[power]}{unit}"
+
+
+INPUT_KEYS = ("input_shape", "seq_len", "batch")
+"""The keys ``budget_table`` writes for the model's input, which a zoo name needs."""
 
 
 def budget_table(prof: Profile, headroom: float) -> dict[str, Any]:

@@ -7,8 +7,11 @@ line stays cheap (``graph-budget hardware`` and ``--help`` never import torch).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,17 +30,18 @@ def hardware(args: argparse.Namespace) -> Any:
     from pytest_graphbudget import hardware as hw
     from pytest_graphbudget import settings
 
-    name = args.hardware or settings.load(Path.cwd()).hardware
+    name = args.hardware or settings.for_directory(Path.cwd())[1].hardware
     return hw.get(name, user_hardware(getattr(args, "hardware_file", None)))
 
 
 def user_hardware(path: str | None) -> dict[str, Any]:
-    """The project's profiles (``[tool.graph_budget.hardware_profiles]`` of ./pyproject.toml)
-    and the ``[hardware.<name>]`` tables of ``--hardware-file``, which win."""
+    """The project's profiles (``[tool.graph_budget.hardware_profiles]``, in the project
+    pytest would run here) and the ``[hardware.<name>]`` tables of ``--hardware-file``, which
+    win."""
     from pytest_graphbudget import hardware as hw
     from pytest_graphbudget import settings
 
-    profiles = settings.load(Path.cwd()).hardware_profiles
+    profiles = settings.for_directory(Path.cwd())[1].hardware_profiles
     if not path:
         return profiles
     data = read_toml(path)
@@ -75,13 +79,66 @@ def zoo_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+"""``package.module:callable``: a model the user's own code builds (as ``factory =`` in TOML)."""
+
+
+def is_factory(name: str) -> bool:
+    """Whether ``name`` names a callable of the user's code rather than a zoo model or file."""
+    return bool(FACTORY.fullmatch(name)) and not Path(name).exists()
+
+
+@contextlib.contextmanager
+def project_code() -> Iterator[None]:
+    """The current directory, the project's root and its ``pythonpath`` entries first on
+    ``sys.path`` while a model is loaded, as ``graph-budget check`` imports factories: the
+    user's package imports, and a pickled model of the user's classes unpickles."""
+    from pytest_graphbudget.check_cli import import_paths, importable
+    from pytest_graphbudget.settings import discover
+
+    here = Path.cwd()
+    project = discover(here)
+    with importable([str(here.resolve()), *import_paths(project.root, project.ini)]):
+        yield
+
+
+def factory_case(spec: str, args: argparse.Namespace) -> ModelCase:
+    """The model ``package.module:callable`` returns: a ``ModelCase``, a ``(model, inputs)``
+    pair, or a bare model fed ``torch.randn(--input-shape)``."""
+    from pytest_graphbudget.budget_files import load_factory
+    from pytest_graphbudget.runtime import rss_bytes
+
+    zoo_only = [f for f in ("seq_len", "batch", "meta") if getattr(args, f, None)]
+    if zoo_only:
+        flag = "--" + zoo_only[0].replace("_", "-")
+        raise GraphBudgetError(
+            f"{flag} applies to zoo models and files; {spec} builds its own model and inputs"
+        )
+    shape = getattr(args, "input_shape", None)
+    start = time.perf_counter()
+    case = load_factory(spec, spec, {"input_shape": tuple(shape)} if shape else {})
+    case.load_seconds, case.load_rss_bytes = time.perf_counter() - start, rss_bytes()
+    first = next((t for t in case.inputs if hasattr(t, "shape")), None)
+    if shape and (first is None or list(first.shape) != list(shape)):
+        raise GraphBudgetError(
+            f"--input-shape {','.join(map(str, shape))}: {spec} returned its own inputs "
+            f"({list(first.shape) if first is not None else 'no tensor'}); drop the flag, or "
+            "return a bare model"
+        )
+    case.name = case.name or spec
+    return case
+
+
 def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCase:
     from pytest_graphbudget import zoo
 
     console.progress(f"loading {name} ...")
     try:
-        with stdout_to_stderr():
-            case = zoo.resolve(name, **zoo_options(args))
+        with stdout_to_stderr(), project_code():
+            if is_factory(name):
+                case = factory_case(name, args)
+            else:
+                case = zoo.resolve(name, **zoo_options(args))
     except GraphBudgetError:
         raise
     except Exception as exc:  # a file or configuration the loaders choke on is bad input

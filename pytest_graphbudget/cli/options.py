@@ -9,7 +9,7 @@ options; ``model_argument`` and ``output_options`` add the positional MODEL and
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from pytest_graphbudget.cli.console import FORMATS, PROG
@@ -59,13 +59,18 @@ def shape_part(text: str) -> list[int]:
     return dims
 
 
-def ratio(text: str) -> float:
-    from pytest_graphbudget.units import UnitError, parse
+def share(flag: str) -> Callable[[str], float]:
+    """The argument type of an option that takes a share (``--max-growth``, ``--headroom``):
+    ``2%`` or ``0.02``; a bare ``2`` is refused with both fixes (``units.share``)."""
+    from pytest_graphbudget.units import share as parse_share
 
-    try:
-        return parse(text, "ratio")
-    except UnitError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    def parse(text: str) -> float:
+        try:
+            return parse_share(text, flag, option=True)
+        except GraphBudgetError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,7 +163,7 @@ def hardware() -> argparse.ArgumentParser:
         "--hardware",
         metavar="NAME",
         help="hardware profile for the roofline (default: [tool.graph_budget] hardware of "
-        "./pyproject.toml, else generic; see `graph-budget hardware`)",
+        "the project pytest would run here, else generic; see `graph-budget hardware`)",
     )
     parent.add_argument("--hardware-file", metavar="FILE", help=HARDWARE_FILE_HELP)
     return parent
@@ -231,7 +236,10 @@ def html_option(p: argparse.ArgumentParser) -> None:
 
 def model_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "model", metavar="MODEL", nargs="?", help="zoo name, .pt/.pt2/.yaml file or HF folder"
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        help="zoo name, .pt/.pt2/.yaml file, HF folder, or package.module:callable of your code",
     )
     p.add_argument(
         "--model",

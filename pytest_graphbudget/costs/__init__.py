@@ -18,6 +18,7 @@ from pytest_graphbudget.costs import (  # noqa: F401
     contraction,
     detection,
     elementwise,
+    loss,
     movement,
     reduction,
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from math import prod
 
 from pytest_graphbudget.costs.attention import SCALE
-from pytest_graphbudget.costs.reduction import SOFTMAX
+from pytest_graphbudget.costs.reduction import EMBEDDING_BAG_MAX, EMBEDDING_BAG_MEAN, SOFTMAX
 from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register, zero_cost
 
 
@@ -52,6 +52,7 @@ BACKWARD_PER_ELEMENT = {
     "elu_backward": 4,
     "softplus_backward": 4,
     "silu_backward": 8,  # sigmoid (4), then dy * s * (1 + x * (1 - s))
+    "log_sigmoid_backward": 4,  # dy * sigmoid(-x): exp, add, reciprocal, multiply
 }
 """FLOPs per output element of the pointwise derivatives."""
 
@@ -147,6 +148,68 @@ def upsample_bilinear_backward(grad: Shape, *_, out, **__) -> OpCost:
 def embedding_backward(grad: Shape, *_, out, **__) -> OpCost:
     # Each looked-up row's gradient is added into the weight's gradient.
     return OpCost(other=numel(grad))
+
+
+def _embedding_bag_grad(
+    grad: Shape, indices: Shape, scale_grad_by_freq, mode: int, per_sample_weights
+) -> OpCost:
+    # Sum and mean: each looked-up row's weight gradient gets its bag's gradient added
+    # (indices x dim), scaled by 1/bag size (mean), its per-sample weight and 1/its frequency
+    # (scale_grad_by_freq), 1 each. Max: each bag's gradient goes to the row that won (bags x dim).
+    if mode == EMBEDDING_BAG_MAX:
+        return OpCost(other=numel(grad))
+    scales = (
+        int(mode == EMBEDDING_BAG_MEAN)
+        + int(isinstance(per_sample_weights, Shape))
+        + int(scale_grad_by_freq)
+    )
+    return OpCost(other=(1 + scales) * numel(indices) * grad[-1])
+
+
+@register("_embedding_bag_backward", role="reduction", kind="embedding_bag_bwd")
+def embedding_bag_backward(
+    grad: Shape,
+    indices: Shape,
+    offsets,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights=None,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    return _embedding_bag_grad(grad, indices, scale_grad_by_freq, mode, per_sample_weights)
+
+
+@register("_embedding_bag_dense_backward", role="reduction", kind="embedding_bag_bwd")
+def embedding_bag_dense_backward(
+    grad: Shape,
+    indices: Shape,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    per_sample_weights=None,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    return _embedding_bag_grad(grad, indices, scale_grad_by_freq, mode, per_sample_weights)
+
+
+@register("_embedding_bag_per_sample_weights_backward", role="anchor", kind="embedding_bag_bwd")
+def embedding_bag_per_sample_weights_backward(
+    grad: Shape, weight: Shape, indices: Shape, *_, out, **__
+) -> OpCost:
+    # Each per-sample weight's gradient is the dot product of its row with its bag's gradient.
+    return OpCost(macs=numel(indices) * weight[-1])
 
 
 @register(

@@ -3,6 +3,8 @@
     import torch
     from pytest_graphbudget import register_formula
 
+    # torch.ops.mylib.fused_mm is defined first (torch.library.custom_op and its fake):
+    # docs/metrics.md ("Adding a formula") has the whole example, which its test runs.
     @register_formula(torch.ops.mylib.fused_mm.default, role="anchor", kind="matmul")
     def fused_mm(a, b, *, out=None, **kwargs):
         # a, b, out are Shape objects (tuples of ints); other arguments come as passed.
@@ -13,7 +15,9 @@
 The formula is called as the built-in ones are, ``fn(*args, out=None, **kwargs)``, with every
 tensor argument and the output replaced by its ``Shape``; it returns a mapping with at least
 ``"flops"`` and ``"macs"`` (other keys are ignored). ``flops`` is ``2 * macs`` plus every FLOP
-that is not a multiply-accumulate, so ``flops < 2 * macs`` is an error.
+that is not a multiply-accumulate, so ``flops < 2 * macs`` is an error. A formula that raises
+is a ``FormulaError`` naming the op and the exception, never an "unsupported" op: the
+registry's own formulas may decline a call they cannot read, a user's may not.
 """
 
 from __future__ import annotations
@@ -63,12 +67,26 @@ def register_formula(
 
     def wrap(fn: Callable[..., Mapping[str, int]]) -> Callable[..., Mapping[str, int]]:
         def formula(*args: Any, out: Any = None, **kwargs: Any) -> OpCost:
-            return to_cost(key, fn(*args, out=out, **kwargs))
+            try:
+                result = fn(*args, out=out, **kwargs)
+            except Exception as exc:  # the user's mistake: say so, never "unsupported"
+                raise FormulaError(raised(key, exc)) from exc
+            return to_cost(key, result)
 
         add(key, role, formula, kind)
         return fn
 
     return wrap
+
+
+def raised(key: str, exc: Exception) -> str:
+    """The one line that says a registered formula raised, and how formulas are called."""
+    from pytest_graphbudget.errors import one_line
+
+    return (
+        f"the formula registered for {key} raised {one_line(exc, typed=True)} (it is called "
+        "as fn(*args, out=..., **kwargs), each tensor given as its Shape: a tuple of ints)"
+    )
 
 
 def to_cost(key: str, result: Any) -> OpCost:

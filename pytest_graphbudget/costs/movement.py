@@ -38,9 +38,10 @@ zero_cost(
     kinds={"_to_copy": "copy", "constant_pad_nd": "pad"},
 )
 
-# Lookups: they read only the rows of a weight they return (an embedding table).
+# Lookups: they read only the rows of a weight they return (an embedding table). EmbeddingBag
+# (``_embedding_bag``) also reduces the rows it looks up: reduction.py prices it.
 zero_cost(
-    "embedding embedding_bag _embedding_bag index _unsafe_index index_select gather",
+    "embedding index _unsafe_index index_select gather",
     role="gather",
     kinds={"_unsafe_index": "index"},
 )

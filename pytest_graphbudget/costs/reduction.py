@@ -176,3 +176,28 @@ def sort(x: Shape, dim: int = -1, *_, out, **__) -> OpCost:
 def topk(x: Shape, k: int, *_, out, **__) -> OpCost:
     # One pass over the input, with a heap of k: log2 k comparisons per element.
     return OpCost(other=numel(x) * max(1, (k - 1).bit_length()))
+
+
+EMBEDDING_BAG_SUM, EMBEDDING_BAG_MEAN, EMBEDDING_BAG_MAX = 0, 1, 2  # ATen's modes
+
+
+@register("_embedding_bag", "_embedding_bag_forward_only", role="gather", kind="embedding_bag")
+def embedding_bag(
+    weight: Shape,
+    indices: Shape,
+    offsets=None,
+    scale_grad_by_freq: bool = False,
+    mode: int = EMBEDDING_BAG_SUM,
+    sparse: bool = False,
+    per_sample_weights=None,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    # Each looked-up row (indices x dim elements) is added into its bag (sum, mean) or compared
+    # with it (max): 1; scaled by its per-sample weight first: 1 more; a mean then divides
+    # each bag (bags x dim, the first output) by its size.
+    looked_up = numel(indices) * weight[-1]
+    per_sample = looked_up if isinstance(per_sample_weights, Shape) else 0
+    mean = out_numel(out) if mode == EMBEDDING_BAG_MEAN else 0
+    return OpCost(other=looked_up + per_sample + mean)

@@ -9,8 +9,8 @@ for ``partition.py`` to fuse):
 - ``reduction``: needs its whole input (softmax, norms, pooling, sum); it starts a kernel
   unless it can end the one before it.
 - ``pointwise``: one output element from one input element; fuses into its producer.
-- ``gather``: a lookup (embedding, index); zero FLOPs, and it reads only the weight rows it
-  returns.
+- ``gather``: a lookup (embedding, index); zero FLOPs unless it also reduces what it looks up
+  (EmbeddingBag), and it reads only the weight rows it returns.
 - ``view``: moves, copies, creates or describes data; zero FLOPs (its bytes still count).
 - ``free``: bookkeeping (``sym_size``, ``device``); zero FLOPs and it never names a node.
 
@@ -68,7 +68,21 @@ class RegistryError(GraphBudgetError):
 
 
 class FormulaError(GraphBudgetError):
-    """A registered formula returned something that is not a cost."""
+    """A registered formula raised, or returned something that is not a cost.
+
+    Its text stays the one line it was made with: ``fx.Interpreter`` appends the node it was
+    running, its traceback and a tlparse hint to the arguments of any exception that passes
+    through it, which a user's mistake in their own formula does not need."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.message,)
 
 
 REGISTRY: dict[str, Entry] = {}

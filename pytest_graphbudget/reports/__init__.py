@@ -85,7 +85,7 @@ def write_files(
             done.files.append((kind, shown))
 
     if junit:
-        attempt("JUnit", junit, lambda: junit_report.write(here / junit, results))
+        attempt("JUnit", junit, lambda: junit_report.write(here / junit, results, stale))
     if json:
         attempt("JSON", json, lambda: json_report.write(here / json, results, stale))
     text = markdown_report.render(results, stale, root)

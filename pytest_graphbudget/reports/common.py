@@ -7,15 +7,19 @@ here knows about pytest.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget import figures
 from pytest_graphbudget.budgets import LIMITS
+from pytest_graphbudget.check import UNCHECKED_KEY
 from pytest_graphbudget.figures import Figure
+from pytest_graphbudget.renames import KEYS as RENAME_KEYS
+from pytest_graphbudget.renames import UNMATCHED
 from pytest_graphbudget.units import format_ratio
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
@@ -48,8 +52,6 @@ def is_unchecked(result: Any) -> bool:
 
 def unchecked_message(result: Any) -> str | None:
     """Why the model's budget checked nothing yet (``check.unbaselined``'s notice), or None."""
-    from pytest_graphbudget.check import UNCHECKED_KEY
-
     return next((f["message"] for f in result.findings if f["key"] == UNCHECKED_KEY), None)
 
 
@@ -236,10 +238,30 @@ def status(result: Any) -> str:
     return kind
 
 
-def title(results: list[Any]) -> str:
+NO_BASELINE = "no baseline: regressions not checked"
+
+
+def noting_no_baseline(title_of: Callable[..., str]) -> Callable[..., str]:
+    """``title`` ending with ``; no baseline: regressions not checked`` when a model of the
+    run had no baseline file to be compared with (the default path, absent; a configured
+    one that is absent is every model's error instead): a green title must not hide that
+    growth went unchecked."""
+
+    @functools.wraps(title_of)
+    def titled(results: list[Any], *args: Any, **kwargs: Any) -> str:
+        text = title_of(results, *args, **kwargs)
+        unchecked = any(getattr(r, "no_baseline", False) for r in results)
+        return f"{text}; {NO_BASELINE}" if unchecked else text
+
+    return titled
+
+
+@noting_no_baseline
+def title(results: list[Any], stale: Collection[str] = ()) -> str:
     """The one title every report gives a run, counting each model once by its status:
     ``5 models: 1 could not be checked, 2 over budget, 1 near a limit, 1 within budget``,
-    ``1 model within budget``, ``no model was checked``.
+    ``1 model within budget``, ``no model was checked``; then what a rename left
+    (``renamed``), given the run's stale baseline entries.
 
     A model that could not be checked is never counted as within budget, and an empty run
     never reads as a green one.
@@ -252,20 +274,84 @@ def title(results: list[Any]) -> str:
     parts = [(counts[k], STATUS_WORDS[k]) for k in STATUS_ORDER if counts[k]]
     noun = "model" if len(results) == 1 else "models"
     if len(parts) == 1:
-        return f"{len(results)} {noun} {parts[0][1]}"
-    return f"{len(results)} {noun}: " + ", ".join(f"{n} {words}" for n, words in parts)
+        text = f"{len(results)} {noun} {parts[0][1]}"
+    else:
+        text = f"{len(results)} {noun}: " + ", ".join(f"{n} {words}" for n, words in parts)
+    return "; ".join(filter(None, [text, renamed(results, stale)]))
 
 
-def title_icon(results: list[Any]) -> str:
-    """The icon before the title: the worst status of the run (``ℹ️`` for an empty one)."""
+def title_icon(results: list[Any], stale: Collection[str] = ()) -> str:
+    """The icon before the title: the worst status of the run (``ℹ️`` for an empty one);
+    ``⚠️`` rather than ``✅`` when a rename may have skipped a model's regression check."""
     if not results:
         return "ℹ️"
     kinds = {status(r) for r in results}
     if kinds & {ERROR, FAIL}:
         return "❌"
-    if kinds & {WARN, UNPRICED}:
+    if kinds & {WARN, UNPRICED} or renamed(results, stale):
         return "⚠️"
     return "ℹ️" if UNCHECKED in kinds else "✅"
+
+
+def _count(n: int, noun: str, plural: str = "") -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def renamed(results: list[Any], stale: Collection[str] = ()) -> str:
+    """The title's clause for renamed models (``renames.py``): ``1 model compared with the
+    baseline entry of another id: renamed?``, ``1 model has no baseline and 1 baseline
+    entry matched nothing: renamed?``; ``""`` when neither."""
+    compared = [r for r in results if getattr(r, "baseline_entry", None)]
+    unmatched = [r for r in results if findings_of(r, UNMATCHED)]
+    left = set(stale) - {r.baseline_entry for r in compared}
+    parts = []
+    if compared:
+        parts.append(
+            f"{_count(len(compared), 'model')} compared with the baseline entry of another "
+            "id: renamed?"
+        )
+    if unmatched and left:
+        has = "has" if len(unmatched) == 1 else "have"
+        parts.append(
+            f"{_count(len(unmatched), 'model')} {has} no baseline and "
+            f"{_count(len(left), 'baseline entry', 'baseline entries')} matched nothing: renamed?"
+        )
+    return "; ".join(parts)
+
+
+def rename_notes(
+    results: list[Any], stale: Collection[str], names: dict[str, str], quote: Any = str
+) -> list[str]:
+    """The lines under the title that say what ``renamed`` counts: one per model compared
+    with another id's entry, and one for the models without a baseline beside the entries
+    that matched nothing. ``quote`` writes a name or an id (backticks in markdown)."""
+    if not renamed(results, stale):
+        return []
+    lines = [
+        f"renamed? {quote(names[r.id])} was compared with baseline entry "
+        f"{quote(r.baseline_entry)}, whose model is gone"
+        for r in sorted(results, key=lambda r: r.id)
+        if getattr(r, "baseline_entry", None)
+    ]
+    unmatched = sorted(names[r.id] for r in results if findings_of(r, UNMATCHED))
+    left = sorted(set(stale) - {r.baseline_entry for r in results if r.baseline_entry})
+    if unmatched and left:
+        lines.append(
+            f"renamed? no baseline: {', '.join(map(quote, unmatched))}; baseline "
+            f"{'entry' if len(left) == 1 else 'entries'} that matched nothing: "
+            f"{', '.join(map(quote, left))}"
+        )
+    return lines
+
+
+def drops(result: Any) -> list[dict[str, Any]]:
+    """The notices of figures below the baseline beyond the tolerance: a lighter model."""
+    return [f for f in findings(result, "notice") if f["key"] not in (*RENAME_KEYS, UNCHECKED_KEY)]
+
+
+def findings_of(result: Any, key: str) -> list[dict[str, Any]]:
+    """A result's findings with that key."""
+    return [f for f in result.findings if f["key"] == key]
 
 
 def repository_path(path: str, root: Path | None = None) -> str:

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.check import UNCHECKED_KEY
+from pytest_graphbudget.renames import RENAMED, UNMATCHED
 from pytest_graphbudget.reports import common
 
 
@@ -49,26 +51,30 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
     model that grew regresses several figures at once.
     """
     out = []
+    if any(getattr(r, "no_baseline", False) for r in results):  # growth went unchecked
+        out.append(command("warning", common.title(results), title="Graph budget: no baseline"))
     names = common.names(results)
     for result in common.ordered(results):
         file = common.repository_path(result.path, root) if result.path else ""
         if result.error is not None:
             title = f"Graph budget: {names[result.id]} could not be checked"
             out.append(command("error", result.error, file, result.line, title))
-        for severity, kind, what in (
-            ("fail", "error", "over budget"),
-            ("warn", "warning", "near a limit"),
-            ("notice", "notice", "below its baseline"),
+        warned = common.findings(result, "warn")
+        near = "near a limit"
+        if warned and common.status(result) == common.UNPRICED:
+            near = common.STATUS_WORDS[common.UNPRICED]
+        for kind, what, found in (
+            ("error", "over budget", common.findings(result, "fail")),
+            ("warning", near, warned),
+            ("notice", "below its baseline", common.drops(result)),
+            ("warning", "has no baseline: renamed?", common.findings_of(result, UNMATCHED)),
+            ("notice", "compared with another id's entry", common.findings_of(result, RENAMED)),
+            ("notice", "has nothing checked yet", common.findings_of(result, UNCHECKED_KEY)),
         ):
-            found = common.findings(result, severity)
             if not found:
                 continue
-            line = result.line if severity == "fail" else common.finding_line(result, found[0])
+            line = result.line if kind == "error" else common.finding_line(result, found[0])
             message = "\n".join(f["message"] for f in found)
-            if severity == "warn" and common.status(result) == common.UNPRICED:
-                what = common.STATUS_WORDS[common.UNPRICED]
-            if severity == "notice" and common.is_unchecked(result):
-                what = "has nothing checked yet"
             title = f"Graph budget: {names[result.id]} {what}"
             out.append(command(kind, message, file, line, title))
     return out

@@ -28,7 +28,13 @@ from pytest_graphbudget import figures
 from pytest_graphbudget.reports import common, markdown
 from pytest_graphbudget.reports.html_charts import icicle_figure, roofline_figure
 from pytest_graphbudget.reports.html_graph import NO_DOT as NO_DOT
-from pytest_graphbudget.reports.html_graph import NO_NODES, graph_block, graph_svg, runtime_facts
+from pytest_graphbudget.reports.html_graph import (
+    NO_NODES,
+    execution_order,
+    graph_block,
+    graph_svg,
+    runtime_facts,
+)
 
 SUMMARY = tuple(common.FIGURES)
 """The figures each model's summary shows, in ``figures.TABLE``'s order."""
@@ -53,6 +59,7 @@ class ModelView:
     """Other regressed figures (params, peak memory, traffic): the layers that grew most."""
     graph: str = ""  # the partitioned graph, inline SVG
     graph_note: str = ""  # why it is not drawn
+    order: list[str] = field(default_factory=list)  # modules in the order they first run
 
 
 @dataclass
@@ -243,6 +250,14 @@ LAYER_COLUMNS = (
 )
 
 
+def _layer_paths(modules: Iterable[str], order: Sequence[str]) -> list[str]:
+    """The per-layer table's rows in execution order, as the CLI's table; the modules that
+    order does not know (a saved JSON profile keeps no nodes) by name, after them."""
+    known = set(modules)
+    first = [path for path in order if path in known]
+    return first + sorted(known - set(first), key=_natural)
+
+
 def _layers(view: ModelView) -> str:
     """The per-layer table: every module (FLOPs of it and below, and of its own ops), with
     the change of its own FLOPs when there is a baseline."""
@@ -255,7 +270,7 @@ def _layers(view: ModelView) -> str:
     )
     count = figures.get("flops").format
     rows = []
-    for path in sorted(profile["modules"], key=_natural):
+    for path in _layer_paths(profile["modules"], view.order):
         m = profile["modules"][path]
         values = {**m, "own": own.get(path, 0), "share": m["flops"] / total}
         shown = {k: count(values[k]) for k in ("flops", "own", "macs", "params")}
@@ -290,7 +305,8 @@ def _layers(view: ModelView) -> str:
 def profile_view(prof: Any) -> ModelView:
     """A ``graph-budget profile`` model: the profile and its graph, no budget."""
     graph, note = graph_svg(prof)
-    return ModelView(prof.model, prof.to_dict(), graph=graph, graph_note=note)
+    order = execution_order(prof)
+    return ModelView(prof.model, prof.to_dict(), graph=graph, graph_note=note, order=order)
 
 
 def profile_page(prof: Any) -> str:
@@ -329,6 +345,7 @@ def result_view(result: Any, name: str) -> ModelView:
         grown=markdown.grown_by_figure(result),
         graph=result.graph_svg or "",
         graph_note=result.graph_note or NO_NODES.replace("{model}", label),
+        order=result.layer_order or [],
     )
 
 
@@ -346,7 +363,8 @@ def run_page(results: list[Any], stale: set[str]) -> str:
             f"<td>{escape(common.format_change(result, 'flops'))}</td>"
             f'<td><span class="badge {view.verdict}">{escape(view.status)}</span></td></tr>'
         )
-    overview = (
+    notes = common.rename_notes(ordered, stale, names)
+    overview = "".join(f'<p class="renamed">{escape(note)}</p>' for note in notes) + (
         '<table class="overview"><tr><th>model</th><th>FLOPs / limit</th><th>vs baseline</th>'
         f"<th>verdict</th></tr>{''.join(rows)}</table>"
     )
@@ -357,7 +375,7 @@ def run_page(results: list[Any], stale: set[str]) -> str:
     from pytest_graphbudget.reports.html_sweep import run_sweeps  # it builds on this module
 
     sections = [Section("overview", "Overview", overview), *run_sweeps(results)]
-    return page(f"graph budget: {common.title(results)}", views, sections, worst)
+    return page(f"graph budget: {common.title(results, stale)}", views, sections, worst)
 
 
 def compare_page(a: Any, b: Any, result: Mapping[str, Any]) -> str:

@@ -47,9 +47,20 @@ def graph_svg(prof: Any) -> tuple[str, str]:
 
 def draw(result: Any, prof: Any) -> None:
     """Draw ``prof``'s graph into a ``ModelResult`` (an HTML report is asked): the SVG, or
-    ``None`` and the note that says why not."""
+    ``None`` and the note that says why not, and the order its layers run in."""
     svg, result.graph_note = graph_svg(prof)
     result.graph_svg = svg or None
+    result.layer_order = execution_order(prof) or None
+
+
+def execution_order(prof: Any) -> list[str]:
+    """The profile's modules as the CLI's per-layer table lists them: parents before
+    children, siblings in the order the graph first runs them; empty without its nodes."""
+    if not prof.node_info:
+        return []
+    from pytest_graphbudget.cli.sections import layer_rows
+
+    return [row.path for row in layer_rows(prof)[1:]]
 
 
 def graph_block(svg: str, note: str, anchor: str) -> str:

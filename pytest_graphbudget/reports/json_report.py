@@ -40,8 +40,14 @@ def tool_version() -> str:
 
 def model(result: Any) -> dict[str, Any]:
     entry = asdict(result)
-    del entry["graph_svg"], entry["graph_note"]  # the HTML report's drawing, not schema /1
+    del entry["graph_svg"], entry["graph_note"], entry["layer_order"]  # the HTML report's
     entry["verdict"] = common.verdict(result)
+    # Each finding's line is its key's, as its GitHub annotation's; a model that only warns
+    # points at the key that warned first.
+    entry["findings"] = [f | {"line": common.finding_line(result, f)} for f in result.findings]
+    warned = common.findings(result, "warn")
+    if entry["verdict"] == common.WARN and warned:
+        entry["line"] = common.finding_line(result, warned[0])
     # null: nothing was checked yet (no limit, no baseline entry), so neither passed nor failed
     entry["passed"] = None if entry["verdict"] == common.UNCHECKED else not result.failed
     entry["changes"] = (
@@ -64,7 +70,7 @@ def document(results: list[Any], stale: set[str]) -> dict[str, Any]:
         "schema": SCHEMA,
         "tool": {"name": "pytest-graphbudget", "version": tool_version()},
         "passed": not any(r.failed for r in results),
-        "title": common.title(results),
+        "title": common.title(results, stale),
         "summary": summary,
         "models": [model(r) for r in sorted(results, key=lambda r: r.id)],
         "stale_baseline": sorted(stale),

@@ -20,9 +20,11 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.renames import KEYS as RENAME_KEYS
 from pytest_graphbudget.reports import common
 
 PROPERTY_PREFIX = "graph_budget"
@@ -69,8 +71,10 @@ def classname(result: Any) -> str:
 
 
 def case_output(result: Any) -> str:
-    """The test case's ``<system-out>``: figures, limits, baseline changes, every finding."""
-    lines = []
+    """The test case's ``<system-out>``: figures, limits, baseline changes, every finding;
+    first, what a rename left (``renames.py``): a regression check it may have skipped."""
+    renamed = [f for f in result.findings if f["key"] in RENAME_KEYS]
+    lines = [f"{f['severity']}: {f['message']}" for f in renamed]
     if result.profile:
         for key, figure in common.FIGURES.items():
             if key not in result.profile["totals"]:
@@ -85,7 +89,8 @@ def case_output(result: Any) -> str:
             f"hardware: {result.budget.get('hardware')}; traced by {trace.get('method', '?')}"
         )
     for finding in result.findings:
-        lines.append(f"{finding['severity']}: {finding['message']}")
+        if finding not in renamed:
+            lines.append(f"{finding['severity']}: {finding['message']}")
     if result.error:
         lines.append(f"error: {result.error}")
     return "\n".join(lines)
@@ -161,7 +166,7 @@ def test_suite(file: str, members: list[Any]) -> ET.Element:
     return suite
 
 
-def render(results: list[Any]) -> str:
+def render(results: list[Any], stale: Collection[str] = ()) -> str:
     """The XML document (without its declaration), one suite per file in file order."""
     by_file: dict[str, list[Any]] = defaultdict(list)
     for result in sorted(results, key=lambda r: r.id):
@@ -173,13 +178,14 @@ def render(results: list[Any]) -> str:
         failures=sum(int(s.get("failures", 0)) for s in suites),
         tests=sum(int(s.get("tests", 0)) for s in suites),
         time=f"{sum(seconds(r) for r in results):.3f}",
-        name="graph budget",
+        name=f"graph budget: {common.title(results, stale)}",  # the run's title, as every report
     )
     root.extend(suites)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=False) + "\n"
 
 
-def write(path: Path, results: list[Any]) -> None:
+def write(path: Path, results: list[Any], stale: Collection[str] = ()) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + render(results), "utf-8")
+    text = render(results, stale)
+    path.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + text, "utf-8")

@@ -5,8 +5,9 @@ comment and updates it instead of adding another. Then: a title with the verdict
 the models that failed or came near a limit (figures with their limits and the change from
 the baseline in percent), one section per failure with its messages, the layers that grew
 most in each regressed figure (FLOPs, params, peak memory, traffic) and how to accept an
-intended change, and the models within budget folded in a ``<details>`` block, so that a run
-of fifty models still reads at a glance.
+intended change, the figures that dropped (an improvement is news too), and the models within
+budget folded in a ``<details>`` block, so that a run of fifty models still reads at a glance.
+Right under the title, what a rename left (``renames.py``): a check it may have skipped.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget import tables
-from pytest_graphbudget.check import UNCHECKED_KEY
+from pytest_graphbudget.renames import KEYS as RENAME_KEYS
 from pytest_graphbudget.reports import common
 
 MARKER = "<!-- graph-budget -->"
@@ -169,7 +170,11 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
     near = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.WARN]
     good = [r for r, v in zip(ordered, verdicts, strict=True) if v == common.PASS]
 
-    lines = [MARKER, f"### {common.title_icon(ordered)} Graph budget: {common.title(ordered)}", ""]
+    icon, title = common.title_icon(ordered, stale), common.title(ordered, stale)
+    lines = [MARKER, f"### {icon} Graph budget: {title}", ""]
+    notes = common.rename_notes(ordered, stale, names, code)
+    if notes:  # a rename may have skipped a regression check: said before anything else
+        lines += [*(f"- {note}" for note in notes), ""]
     if bad or near:
         lines += [*table(bad + near, names), ""]
     for result in bad:
@@ -184,9 +189,13 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
         if items:
             lines += [f"#### ⚠️ {heading}", "", *items, ""]
     lines += unchecked_section(ordered, names)
-    notices = [
-        (r, f) for r in ordered for f in common.findings(r, "notice") if f["key"] != UNCHECKED_KEY
+    lighter = [
+        f"- {code(names[r.id])}: {cell(f['message'])}" for r in ordered for f in common.drops(r)
     ]
+    if lighter:  # an improvement is news too, not only a folded notice
+        lines += ["#### 📉 Lighter than the baseline", "", *lighter, ""]
+    # What renames left, in full (the lines under the title say it in short).
+    notices = [(r, f) for r in ordered for f in r.findings if f["key"] in RENAME_KEYS]
     body = "\n".join(lines)
     folded = []
     if good:

@@ -11,7 +11,9 @@
     warn: test_mlp::encoder: FLOPs 16.5k is at 92.0% of flops_max 18k
     3 models: 1 could not be checked, 1 over budget, 1 near a limit
 
-``vs base`` is the change in FLOPs from the baseline (``new`` when the model has none); a
+A rename that may have skipped a regression check (``renames.py``) is said above the table
+(``renamed? ...``) and in the title. ``vs base`` is the change in FLOPs from the baseline
+(``new`` when the model has none); a
 budget that could not be checked is an ``ERROR`` row with its reason below the table; the
 figures a row leaves out but the budget bounds follow on an indented line. The table fits the
 terminal (80 columns, or less): model names are shortened from the left when they must be.
@@ -69,9 +71,10 @@ def render(
     """The section's lines. The table fits ``width`` down to about 65 columns, where model
     names keep their last 12 characters; the messages below it are one line each, as pytest
     writes its own, so that a search of the log finds them whole."""
-    lines: list[str] = []
     ordered = common.ordered(results)
     names = common.names(results)
+    # First, what may have skipped a regression check: a renamed test, fixture or table.
+    lines = common.rename_notes(ordered, stale, names)
     if ordered:
         body = [row(r, names[r.id]) for r in ordered]
         widths = tables.widths_of(HEADER, body)
@@ -100,7 +103,20 @@ def render(
         lines.append(f"stale baseline entry (its model is gone): {key}")
     if updated:
         lines.append(f"baseline written: {updated}")
-    lines.append(common.title(ordered))
+    lines += title_lines(common.title(ordered, stale), width)
+    return lines
+
+
+def title_lines(title: str, width: int = 80) -> list[str]:
+    """The title, broken after a ``; `` clause where it would pass ``width``: each clause
+    (``no baseline: regressions not checked``) stays whole, for a search of the log."""
+    lines = [title.split("; ")[0]]
+    for clause in title.split("; ")[1:]:
+        if len(lines[-1]) + 2 + len(clause) <= width:
+            lines[-1] += f"; {clause}"
+        else:
+            lines[-1] += ";"
+            lines.append(clause)
     return lines
 
 

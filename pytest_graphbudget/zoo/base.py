@@ -70,13 +70,27 @@ class LoadOptions:
 
     def image_shape(self, default: Sequence[int]) -> tuple[int, ...]:
         """The shape of an image-like input: ``input_shape`` if given, else ``default`` with
-        its first (batch) dimension replaced by ``batch`` when that is given."""
+        its first (batch) dimension replaced by ``batch`` when that is given. An
+        ``input_shape`` of another rank than ``default`` is refused, echoed as written
+        (``1,3,224``): torch would read it as an unbatched input and blame a shape the user
+        never wrote."""
         if self.input_shape is not None:
+            if len(self.input_shape) != len(default):
+                raise GraphBudgetError(
+                    f"input shape {written_shape(self.input_shape)} has "
+                    f"{len(self.input_shape)} dimensions; the model's input has "
+                    f"{len(default)}, such as {written_shape(default)}"
+                )
             return tuple(self.input_shape)
         shape = tuple(default)
         if self.batch is not None:
             shape = (self.batch, *shape[1:])
         return shape
+
+
+def written_shape(shape: Sequence[int]) -> str:
+    """A shape as ``--input-shape`` takes it: ``1,3,224,224``."""
+    return ",".join(str(dim) for dim in shape)
 
 
 def _is_int(value: object) -> bool:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
-from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader
+from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, written_shape
 
 if TYPE_CHECKING:
     from pytest_graphbudget.case import ModelCase
@@ -248,7 +248,8 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
         if options.input_shape is not None and not vision:
             if len(options.input_shape) != 2:
                 raise GraphBudgetError(
-                    f"input_shape for {name} is (batch, seq_len), got {list(options.input_shape)}"
+                    f"input shape for {name} is (batch, seq_len), such as 1,128, got "
+                    f"{written_shape(options.input_shape)}"
                 )
             batch, seq_len = options.input_shape
         limit = _position_limit(config)

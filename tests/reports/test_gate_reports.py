@@ -91,7 +91,8 @@ NAMES = {  # result id -> the name the reports show
     "budgets/keys.toml::broken": "broken",
     "test_markers.py::test_two_limits": "test_two_limits",
 }
-TITLE = "6 models: 5 could not be checked, 1 within budget"
+NO_BASELINE = "no baseline: regressions not checked"  # these projects have no baseline file
+TITLE = f"6 models: 5 could not be checked, 1 within budget; {NO_BASELINE}"
 
 
 @pytest.fixture(autouse=True)
@@ -222,7 +223,7 @@ def test_a_budget_file_that_cannot_be_read_is_an_error_and_the_others_run(projec
     result.assert_outcomes(passed=1, failed=1)
     doc = json.loads((project.path / "report.json").read_text())
     assert doc["passed"] is False
-    assert doc["title"] == "2 models: 1 could not be checked, 1 within budget"
+    assert doc["title"] == f"2 models: 1 could not be checked, 1 within budget; {NO_BASELINE}"
     (error,) = [m for m in doc["models"] if m["verdict"] == "error"]
     assert error["id"] == "budgets/binary.toml::<file>"
     assert error["error"].startswith("budgets/binary.toml: cannot read")
@@ -350,7 +351,7 @@ def test_an_unwritable_report_path_is_one_line_and_exit_4(project):
         ), lines
     assert out.count("graph-budget: cannot write") == 2
     # The table is still printed, and the other report still written (and said so).
-    assert "1 model within budget" in lines
+    assert f"1 model within budget; {NO_BASELINE}" in lines
     assert "reports written: JSON out/report.json" in lines
     doc = json.loads((project.path / "out" / "report.json").read_text())
     assert doc["passed"] is True and doc["summary"]["pass"] == 1
@@ -476,4 +477,4 @@ def test_an_internal_error_is_a_result_and_the_other_models_keep_theirs(project,
     assert models["budgets/good.toml::bugged"]["verdict"] == "error"
     assert models["budgets/good.toml::fits"]["verdict"] == "pass"
     assert report["passed"] is False
-    assert report["title"] == "2 models: 1 could not be checked, 1 within budget"
+    assert report["title"] == f"2 models: 1 could not be checked, 1 within budget; {NO_BASELINE}"
