@@ -109,7 +109,13 @@ class Checker:
     def rematch(self, results: list[ModelResult], nodeid: str = "") -> None:
         """Once a test's (``nodeid``) or a table's models are judged: each with no entry of
         its own is compared with the one orphan entry that has its modules (``renames.py``),
-        or the test's own entry that none of its models has (a renamed fixture)."""
+        or the test's own entry that none of its models has (a renamed fixture). What is
+        still compared with no entry then says so (``settle``)."""
+        self._rematch(results, nodeid)
+        for result in results:
+            settle(result, self)
+
+    def _rematch(self, results: list[ModelResult], nodeid: str = "") -> None:
         from pytest_graphbudget import renames
 
         new = [r for r in results if r.profile is not None and r.baseline is None]
@@ -191,12 +197,6 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         baseline_name=checker.baseline_name,
         update_command=checker.update_command,
     )
-    unjudged = base is None and not problems and not checker.update
-    gap = unbaselined(budget, checker) if unjudged else None
-    if gap and checker.strict:  # a closed gate: every model compared with its baseline
-        result.error = "\n".join(filter(None, [result.error, f"{gap} ({STRICT_NEW})"]))
-    elif gap:  # a notice, so that no report calls the model within budget
-        found.append(Finding("notice", UNCHECKED_KEY, gap))
     result.findings = [asdict(f) for f in found]
     if checker.draw:
         from pytest_graphbudget.reports.html_graph import draw
@@ -205,11 +205,25 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
     return result
 
 
-def unbaselined(budget: Budget, checker: Checker) -> str | None:
-    """What a model without a baseline entry misses: with no limit either, everything
-    ("nothing checked yet"); with limits, its regressions (said only under ``strict``)."""
+def settle(result: ModelResult, checker: Checker) -> None:
+    """A judged model that was compared with no baseline entry (none of its own, none it was
+    matched with as renamed) says what that leaves unchecked: a notice, so that no report
+    calls a budget without limits "within budget", or under ``strict`` an error."""
+    if result.profile is None or result.error is not None or result.baseline is not None:
+        return
+    gap = None if checker.update else unbaselined(result.budget, checker)
+    if gap and checker.strict:  # a closed gate: every model compared with its baseline
+        result.error = f"{gap} ({STRICT_NEW})"
+    elif gap:
+        result.findings.append(asdict(Finding("notice", UNCHECKED_KEY, gap)))
+
+
+def unbaselined(budget: dict[str, Any], checker: Checker) -> str | None:
+    """What a model without a baseline entry misses (``budget`` as ``budget_dict`` gives it):
+    with no limit either, everything ("nothing checked yet"); with limits, its regressions
+    (said only under ``strict``)."""
     record = f"record it with {checker.update_command} and commit {checker.baseline_name}"
-    if not budget.limits and not budget.bottleneck:
+    if not budget["limits"] and not budget["bottleneck"]:
         return (
             f"nothing checked yet: no limit and no entry in {checker.baseline_name}; "
             f"{record}, or give it a limit such as flops_max"

@@ -62,7 +62,8 @@ UNCHECKED = {
     "budgets/nets.toml::bare": "bare",
     "tests/test_probe.py::test_probe::model": "linear32",
 }
-TITLE = "3 models: 2 with nothing checked yet, 1 within budget"
+NO_BASELINE = "; no baseline: regressions not checked"  # the run's clause before one is written
+TITLE = "3 models: 2 with nothing checked yet, 1 within budget" + NO_BASELINE
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +77,7 @@ def not_in_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makepyprojecttoml(
         '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n\n'
-        '[tool.graph_budget]\nbudgets = ["budgets"]\nbaseline = "budgets/baseline.toml"\n'
+        '[tool.graph_budget]\nbudgets = ["budgets"]\n'
     )
     pytester.makepyfile(models=MODELS)
     pytester.syspathinsert()
@@ -191,7 +192,8 @@ def test_strict_makes_every_unchecked_model_and_stale_entry_an_error(project):
     fresh = run(project, "--graph-budget-strict", "--graph-budget-json=fresh.json")
     fresh.assert_outcomes(failed=3)  # no baseline: nothing is compared with one
     doc = json.loads((project.path / "fresh.json").read_text())
-    assert doc["passed"] is False and doc["title"] == "3 models could not be checked"
+    assert doc["passed"] is False
+    assert doc["title"] == "3 models could not be checked" + NO_BASELINE
     errors = {m["id"]: m["error"] for m in doc["models"]}
     assert "nothing checked yet" in errors["budgets/nets.toml::bare"]
     assert errors["budgets/nets.toml::lin"].startswith(
@@ -203,14 +205,24 @@ def test_strict_makes_every_unchecked_model_and_stale_entry_an_error(project):
     closed.assert_outcomes(passed=3)  # every model has its entry: the closed gate is green
     assert closed.ret == pytest.ExitCode.OK
 
-    # A renamed table: a new model and a stale entry, both errors, the stale one at its line.
-    (project.path / "budgets" / "nets.toml").write_text(NETS.replace("models.lin]", "models.lin2]"))
+    # A new table: compared with no entry (none is left over to be its old one): an error.
+    nets = project.path / "budgets" / "nets.toml"
+    nets.write_text(NETS + '\n[models.extra]\nfactory = "models:linear"\nflops_max = "1M"\n')
+    new = run(project, "--graph-budget-strict", "-rf")
+    new.assert_outcomes(passed=3, failed=1)
+    new.stdout.fnmatch_lines(
+        ["*no entry in budgets/baseline.toml, so its regressions are not checked*"]
+    )
+
+    # A renamed table: compared with its old entry (renames.py), which is stale all the same:
+    # a closed gate holds every figure under its model's id, so the entry is an error.
+    nets.write_text(NETS.replace("models.lin]", "models.lin2]"))
     renamed = run(project, "--graph-budget-strict", "--graph-budget-json=renamed.json")
-    renamed.assert_outcomes(passed=2, failed=1)
-    assert renamed.ret == pytest.ExitCode.TESTS_FAILED
+    renamed.assert_outcomes(passed=3)
+    assert renamed.ret == pytest.ExitCode.TESTS_FAILED  # no test failed: the stale entry did
     doc = json.loads((project.path / "renamed.json").read_text())
     models = {m["id"]: m for m in doc["models"]}
-    assert "regressions are not checked" in models["budgets/nets.toml::lin2"]["error"]
+    assert models["budgets/nets.toml::lin2"]["baseline_entry"] == "budgets/nets.toml::lin"
     stale = models["budgets/nets.toml::lin"]
     assert stale["error"].startswith("stale baseline entry: no model of this run has this id")
     assert stale["path"] == "budgets/baseline.toml"
@@ -225,11 +237,11 @@ def test_the_command_line_check_is_the_same_closed_gate(project, monkeypatch, ca
     doc = json.loads((project.path / "first.json").read_text())
     bare = next(m for m in doc["models"] if m["id"] == "budgets/nets.toml::bare")
     assert (bare["verdict"], bare["passed"]) == ("unchecked", None)
-    assert doc["title"] == "2 models: 1 with nothing checked yet, 1 within budget"
+    assert doc["title"] == "2 models: 1 with nothing checked yet, 1 within budget" + NO_BASELINE
     assert cli.main(["check", "--no-cache", "--update"]) == 0
     (project.path / "budgets" / "nets.toml").write_text(NETS.replace("models.bare]", "models.b]"))
+    assert cli.main(["check", "--no-cache"]) == 0  # a stale entry alone is a notice
     capsys.readouterr()
     assert cli.main(["check", "--no-cache", "--strict"]) == 1
     out = capsys.readouterr().out
     assert "error: bare: stale baseline entry: no model of this run has this id" in out
-    assert "error: b: nothing checked yet: no limit and no entry in budgets/baseline.toml" in out
