@@ -225,6 +225,21 @@ def is_budget_file(path: Path, roots: list[Path]) -> bool:
     return "budgets" in path.parent.parts or covered(path, roots)
 
 
+def looks_like_budget(path: Path) -> bool:
+    """Whether a ``*.toml`` under a path named on the command line (``pytest --graph-budget
+    perf/``) is a budget file: one that cannot be read as TOML (its error is then reported),
+    or one with a top-level table that is, or nearly is, ``[models]`` or ``[defaults]``.
+    Another tool's file there (``ruff.toml``, a data file) is left alone."""
+    import difflib
+
+    try:
+        data = tomllib().loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
+        return True
+    tables = ("defaults", "models")
+    return any(difflib.get_close_matches(str(key).lower(), tables, 1, 0.75) for key in data)
+
+
 def tomllib() -> Any:
     """tomllib, imported when a budget file is read (never on a disabled run)."""
     if sys.version_info >= (3, 11):

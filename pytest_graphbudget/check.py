@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from pytest_graphbudget.profiler import Profiler
 
 
+UNCHECKED_KEY = "unchecked"
+"""The key of the finding that says a model's budget checks nothing (``reports.common``)."""
+STRICT_NEW = "strict: a model without a baseline entry is an error"
+
+
 @dataclass
 class ModelResult:
     """One profiled model's figures and verdict: what every report shows."""
@@ -104,7 +109,13 @@ class Checker:
     def rematch(self, results: list[ModelResult], nodeid: str = "") -> None:
         """Once a test's (``nodeid``) or a table's models are judged: each with no entry of
         its own is compared with the one orphan entry that has its modules (``renames.py``),
-        or the test's own entry that none of its models has (a renamed fixture)."""
+        or the test's own entry that none of its models has (a renamed fixture). What is
+        still compared with no entry then says so (``settle``)."""
+        self._rematch(results, nodeid)
+        for result in results:
+            settle(result, self)
+
+    def _rematch(self, results: list[ModelResult], nodeid: str = "") -> None:
         from pytest_graphbudget import renames
 
         new = [r for r in results if r.profile is not None and r.baseline is None]
@@ -192,6 +203,34 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
 
         draw(result, prof)
     return result
+
+
+def settle(result: ModelResult, checker: Checker) -> None:
+    """A judged model that was compared with no baseline entry (none of its own, none it was
+    matched with as renamed) says what that leaves unchecked: a notice, so that no report
+    calls a budget without limits "within budget", or under ``strict`` an error."""
+    if result.profile is None or result.error is not None or result.baseline is not None:
+        return
+    gap = None if checker.update else unbaselined(result.budget, checker)
+    if gap and checker.strict:  # a closed gate: every model compared with its baseline
+        result.error = f"{gap} ({STRICT_NEW})"
+    elif gap:
+        result.findings.append(asdict(Finding("notice", UNCHECKED_KEY, gap)))
+
+
+def unbaselined(budget: dict[str, Any], checker: Checker) -> str | None:
+    """What a model without a baseline entry misses (``budget`` as ``budget_dict`` gives it):
+    with no limit either, everything ("nothing checked yet"); with limits, its regressions
+    (said only under ``strict``)."""
+    record = f"record it with {checker.update_command} and commit {checker.baseline_name}"
+    if not budget["limits"] and not budget["bottleneck"]:
+        return (
+            f"nothing checked yet: no limit and no entry in {checker.baseline_name}; "
+            f"{record}, or give it a limit such as flops_max"
+        )
+    if checker.strict:
+        return f"no entry in {checker.baseline_name}, so its regressions are not checked; {record}"
+    return None
 
 
 def check_table(

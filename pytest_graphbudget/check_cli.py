@@ -58,7 +58,11 @@ def add_parser(
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="budget .toml files or directories")
     p.add_argument("--update", action="store_true", help="write the baseline from this run")
-    p.add_argument("--strict", action="store_true", help="fail ops without a cost formula")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a closed gate: unpriced ops, models without a baseline entry and stale entries fail",
+    )
     p.add_argument("--hardware", metavar="NAME", help="hardware profile for every model")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--json", metavar="PATH", help="write every profile as JSON")
@@ -107,7 +111,7 @@ def run(
     is dropped (else it goes to stderr), so stderr carries only errors."""
     from pytest_graphbudget import settings as project
     from pytest_graphbudget.profiler import Profiler
-    from pytest_graphbudget.session import Outputs, finish, stale_entries
+    from pytest_graphbudget.session import Outputs, finish, stale_entries, stale_errors
 
     here = Path(cwd or Path.cwd())
     try:
@@ -151,6 +155,7 @@ def run(
                 path, tables[path], root, conf.defaults, checker, profiler, hardware
             )
     stale = stale_entries(checker.baseline.keys(), checker.collected, root)
+    results += stale_errors(stale, checker)
     outputs = Outputs(here, root, junit, json, markdown, html)
     written, unwritten = finish(results, stale, checker, outputs)
     updated = checker.baseline_path if update and not unwritten else None
@@ -248,6 +253,7 @@ def budget_paths(
             "[tool.graph_budget] budgets in pyproject.toml"
         )
     files: list[Path] = []
+    roots = [root / p for p in configured]
     for path in given:
         if not path.exists():
             raise UsageError(f"{path}: no such file or directory")
@@ -260,6 +266,10 @@ def budget_paths(
             if any(p.startswith(".") or p in PRUNED for p in parts):
                 continue
             if found.name in budget_files.SKIPPED or found.resolve() == baseline.resolve():
+                continue
+            # a folder named on the command line may hold other tools' files (as in pytest)
+            named = paths and not budget_files.is_budget_file(found, roots)
+            if named and not budget_files.looks_like_budget(found):
                 continue
             files.append(found)
     unique = list(dict.fromkeys(f.resolve() for f in files))

@@ -26,10 +26,15 @@ def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
     """Collect the configured budget paths whatever ``testpaths`` or the command line names,
     so that a configured budget never goes unchecked. Not when the command line selects
     budgets or tests itself (a ``.toml`` file or a ``path::name`` node id), nor a path given
-    to ``--ignore``."""
+    to ``--ignore``. With none configured, a run that names no path (``pytest
+    --graph-budget``, what the CI action runs) also collects the root's ``budgets/``, as
+    ``graph-budget check`` does: ``testpaths = ["tests"]`` must not leave it unchecked."""
     if config.getoption("pyargs", False):
         return
     explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    default = config.rootpath / "budgets"
+    if not roots and not explicit and default.is_dir():
+        roots = [default]
     if explicit and any("::" in arg or arg.endswith(".toml") for arg in config.args):
         return
     missing = [str(root) for root in roots if not root.exists()]
@@ -47,6 +52,32 @@ def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
         if not inside and not budget_files.covered(root, [*given, *ignored]):
             config.args.append(str(root))
             given.append(root)
+
+
+def named_paths(config: pytest.Config) -> list[Path]:
+    """The paths the command line names (``perf/``, ``budgets_extra/x.toml::m`` gives its
+    file); none when pytest took its paths from ``testpaths`` or the current directory. Read
+    before ``add_budget_paths`` adds the configured ones."""
+    if config.getoption("pyargs", False) or config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    here = config.invocation_params.dir
+    return [here / arg.split("::", 1)[0] for arg in config.args]
+
+
+def collects(
+    path: Path, session: pytest.Session, baseline: Path, roots: list[Path], named: list[Path]
+) -> bool:
+    """Whether a file is a budget file of this run: a ``*.toml`` (never the baseline nor a
+    ``pyproject.toml``) named on the command line, under a ``budgets`` directory or a
+    configured budget path, or a budget file (``looks_like_budget``) under a folder the
+    command line names (``pytest --graph-budget perf/``, as ``graph-budget check perf/``)."""
+    if path.suffix != ".toml" or path.name in budget_files.SKIPPED:
+        return False
+    if path.resolve() == baseline.resolve():
+        return False
+    if session.isinitpath(path) or budget_files.is_budget_file(path, roots):
+        return True
+    return budget_files.covered(path, named) and budget_files.looks_like_budget(path)
 
 
 def manager_of(config: pytest.Config) -> GraphBudget:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_graphbudget.budget_files import SKIPPED, is_budget_file, key_line
+from pytest_graphbudget.budget_files import key_line
 from pytest_graphbudget.budgets import Budget, measure_runs
 from pytest_graphbudget.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.collect import (
@@ -24,6 +24,8 @@ from pytest_graphbudget.collect import (
     BudgetFile,
     BudgetItem,
     add_budget_paths,
+    collects,
+    named_paths,
 )
 from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.markers import (
@@ -80,6 +82,7 @@ class GraphBudget:
         self.baseline_unwritten = False  # --graph-budget-update could not write the baseline
         self.registered: set[str] | None = None  # marker names pytest knows, read once
         self.defaults = self.settings.defaults
+        self.named = named_paths(config)  # before the configured budget paths join them
         add_budget_paths(config, self.budget_roots())
 
     # -- collection -----------------------------------------------------------------------
@@ -90,12 +93,8 @@ class GraphBudget:
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
-        if file_path.suffix != ".toml" or file_path.name in SKIPPED:
-            return None
-        if file_path.resolve() == self.checker.baseline_path.resolve():
-            return None
-        explicit = parent.session.isinitpath(file_path)  # named on the command line
-        if explicit or is_budget_file(file_path, self.budget_roots()):
+        baseline, roots = self.checker.baseline_path, self.budget_roots()
+        if collects(file_path, parent.session, baseline, roots, self.named):
             return BudgetFile.from_parent(parent, path=file_path)
         return None
 
@@ -359,12 +358,16 @@ class GraphBudget:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if _is_worker(self.config):
             return
-        from pytest_graphbudget.session import finish, outputs_of
+        from pytest_graphbudget.session import finish, outputs_of, stale_errors
 
         outputs = outputs_of(self.config)
+        stale = stale_errors(self.stale_entries(), self.checker)  # errors under strict only
+        self.results += stale
         self.written, self.baseline_unwritten = finish(
             self.results, self.stale_entries(), self.checker, outputs
         )
+        if stale and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # no test failed for them
         if self.written.problems:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR

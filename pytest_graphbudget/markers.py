@@ -51,13 +51,15 @@ def marker_typo(name: str, registered: set[str]) -> str | None:
     if name in MARKERS or name in registered:
         return None
     ours = list(MARKERS)
+    lowered = name.lower()  # @pytest.mark.FLOPS_MAX: pytest's marker names are case-sensitive
     if not (
-        name.endswith(("_max", "_min"))
-        or name.startswith(("graph_budget", "graphbudget"))
-        or difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
+        lowered in MARKERS
+        or lowered.endswith(("_max", "_min"))
+        or lowered.startswith(("graph_budget", "graphbudget"))
+        or difflib.get_close_matches(lowered, ours, n=1, cutoff=0.75)
     ):
         return None
-    match = difflib.get_close_matches(name, ours, n=1, cutoff=0.7)
+    match = [lowered] if lowered in MARKERS else difflib.get_close_matches(lowered, ours, 1, 0.7)
     hint = f" (did you mean {match[0]!r}?)" if match else f" (budget markers: {', '.join(ours)})"
     return f"unknown marker @pytest.mark.{name}{hint}: it would check nothing"
 
@@ -67,16 +69,40 @@ def budget_markers(item: pytest.Item) -> list[str]:
     return sorted({marker.name for marker in item.iter_markers() if marker.name in MARKERS})
 
 
+def refuse_repeated(item: pytest.Item) -> None:
+    """Raise for a budget marker given twice at one level (two ``flops_max`` on the test, or
+    on its class): pytest would keep one of them, silently. A marker on the test itself still
+    overrides the same marker on its class or module."""
+    for node in item.listchain():
+        names = [mark.name for mark in node.own_markers if mark.name in MARKERS]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            where = "the test" if node is item else f"{node.nodeid or node.name}"
+            raise GraphBudgetError(
+                f"@pytest.mark.{repeated[0]} is given {names.count(repeated[0])} times on "
+                f"{where} ({item.nodeid}): give it once, with the one limit meant"
+            )
+
+
+def limit_of(marker: pytest.Mark, where: str) -> object:
+    """The limit of ``flops_max("22G")`` or ``flops_max(limit="22G")``, as the docs write it."""
+    if len(marker.args) == 1 and not marker.kwargs:
+        return marker.args[0]
+    if not marker.args and list(marker.kwargs) == ["limit"]:
+        return marker.kwargs["limit"]
+    raise GraphBudgetError(f"{where}: takes one limit, e.g. {marker.name}('22G')")
+
+
 def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | None) -> Budget:
     """The test's budget from its markers, over the project's defaults."""
     where = f"@pytest.mark.{{}} on {item.nodeid}"
+    refuse_repeated(item)
     budget = defaults
     for key in LIMITS:
         marker = item.get_closest_marker(key)
         if marker is not None:
-            if len(marker.args) != 1 or marker.kwargs:
-                raise GraphBudgetError(f"{where.format(key)}: takes one limit, e.g. {key}('22G')")
-            budget = build({key: marker.args[0]}, where.format(key), budget)
+            limit = limit_of(marker, where.format(key))
+            budget = build({key: limit}, where.format(key), budget)
     for name, allowed in KEYWORDS.items():
         marker = item.get_closest_marker(name)
         if marker is None:

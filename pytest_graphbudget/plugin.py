@@ -1,9 +1,10 @@
 """pytest hooks: markers, options, model fixtures, TOML budget items, verdicts.
 
-Registered through the ``pytest11`` entry point. Without ``--graph-budget`` this module only
-registers the markers, the options and the ini settings: nothing else runs and torch is never
-imported. With it, a ``GraphBudget`` manager is registered in ``pytest_configure``; its state
-hangs off ``config.stash``.
+Registered through the ``pytest11`` entry point. Without ``--graph-budget`` (or ``enabled =
+true`` in ``[tool.graph_budget]``) this module only registers the markers, the options and the
+ini settings, and counts the tests that carry budgets to say in one line that they went
+unchecked: nothing else runs and torch is never imported. With it, a ``GraphBudget`` manager
+is registered in ``pytest_configure``; its state hangs off ``config.stash``.
 
 This is a thin layer: the check itself is ``check.py`` (a profile against a budget and a
 baseline entry, one ``ModelResult``), budget files are read by ``budget_files.py`` and made
@@ -22,7 +23,7 @@ from pytest_graphbudget.budgets import Budget
 # Re-exported: their home moved, ``from pytest_graphbudget.plugin import ModelResult`` stays.
 from pytest_graphbudget.check import ModelResult, budget_dict, internal_error
 from pytest_graphbudget.collect import BrokenBudget, BudgetFailure, BudgetFile, BudgetItem
-from pytest_graphbudget.markers import MARKERS
+from pytest_graphbudget.markers import MARKERS, budget_markers
 
 if TYPE_CHECKING:
     from pytest_graphbudget.settings import Settings
@@ -58,7 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--graph-budget-strict",
         action="store_true",
-        help="fail a model whose graph has ops without a cost formula",
+        help="a closed gate: ops without a cost formula, models without a baseline entry "
+        "and stale baseline entries are errors",
     )
     group.addoption("--graph-budget-junit", metavar="PATH", help="write a JUnit XML report")
     group.addoption("--graph-budget-json", metavar="PATH", help="write every profile as JSON")
@@ -93,12 +95,50 @@ def pytest_configure(config: pytest.Config) -> None:
     # Registered always, so that --strict-markers never breaks a run without --graph-budget.
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
-    if config.getoption("graph_budget"):
+    if config.getoption("graph_budget") or gate_enabled(config):
         from pytest_graphbudget.manager import GraphBudget
 
         manager = GraphBudget(config)
         config.stash[STATE] = manager
         config.pluginmanager.register(manager, "graph-budget")
+    else:
+        config.pluginmanager.register(Dormant(), "graph-budget-dormant")
+
+
+class Dormant:
+    """The plugin while the gate is off: it counts the tests that carry budget markers, so
+    that the run ends saying, in one line, that their budgets were not checked."""
+
+    def __init__(self) -> None:
+        self.marked = 0
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if call.when == "setup" and budget_markers(item):
+            report.graph_budget_marked = True  # goes with the report to the xdist controller
+        return report
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "setup" and getattr(report, "graph_budget_marked", False):
+            self.marked += 1
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.marked:
+            terminalreporter.write_line(unchecked_hint(self.marked))
+
+
+def unchecked_hint(count: int) -> str:
+    """The line a run without the gate ends with when some tests carry budgets."""
+    tests = (
+        "1 test carries a budget and was" if count == 1 else f"{count} tests carry budgets and were"
+    )
+    return (
+        f"graph-budget: {tests} not checked; run with --graph-budget "
+        "or set enabled = true in [tool.graph_budget]"
+    )
 
 
 @pytest.fixture
@@ -135,6 +175,21 @@ def graph_profile(request: pytest.FixtureRequest):
 
 
 # -- settings ----------------------------------------------------------------------------
+
+
+def gate_enabled(config: pytest.Config) -> bool:
+    """``[tool.graph_budget] enabled`` (or the ini option): check budgets without the flag."""
+    from pytest_graphbudget import settings
+
+    where = f"{config.inipath}" if config.inipath else "pytest's configuration"
+    try:
+        ini = config.getini(settings.ini_name("enabled"))
+    except ValueError as exc:  # pytest's reading of a bool: "invalid truth value 'maybe'"
+        raise pytest.UsageError(f"{where}: {settings.ini_name('enabled')}: {exc}") from None
+    try:
+        return settings.gate_enabled(config.rootpath, config.inipath, ini, where)
+    except settings.SettingsError as exc:
+        raise pytest.UsageError(*exc.problems) from None
 
 
 def project_settings(config: pytest.Config) -> Settings:

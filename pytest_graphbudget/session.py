@@ -68,6 +68,40 @@ def checked_tests(results: list[ModelResult]) -> dict[str, set[str]]:
     return found
 
 
+def stale_errors(stale: set[str], checker: Checker) -> list[ModelResult]:
+    """Under ``strict`` (a closed gate), each stale baseline entry is an error of its own at
+    its line of the baseline: a renamed test, table or parametrize id must not leave its
+    model unchecked against the figures it had. None when the run rewrites the baseline."""
+    from pytest_graphbudget.budgets import Budget
+    from pytest_graphbudget.check import ModelResult, budget_dict
+    from pytest_graphbudget.toml_lines import key_lines
+
+    if not checker.strict or checker.update or not stale:
+        return []
+    try:
+        lines = key_lines(checker.baseline_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        lines = {}
+    message = (
+        "stale baseline entry: no model of this run has this id (renamed or removed?; "
+        "strict: a stale entry is an error); rename the entry to the model's new id, or "
+        f"remove it with {checker.update_command}"
+    )
+    return [
+        ModelResult(
+            key,
+            key.rsplit("::", 1)[-1],
+            key,
+            checker.baseline_name,
+            lines.get(("models", key), 1),
+            budget_dict(Budget()),
+            error=message,
+            source="toml",
+        )
+        for key in sorted(stale)
+    ]
+
+
 def finish(
     results: list[ModelResult], stale: set[str], checker: Checker, outputs: Outputs
 ) -> tuple[Written, bool]:

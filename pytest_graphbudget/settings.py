@@ -32,6 +32,7 @@ KEYS = {
     "budgets": "a path or a list of paths, relative to the project's root",
     "cache_dir": "a directory's path, relative to the project's root",
     "strict": "true or false",
+    "enabled": "true or false",
     "measure_runs": "the timed runs of a latency_measured_max budget, such as 20",
     "hardware_profiles": "tables of hardware profiles, "
     "such as [tool.graph_budget.hardware_profiles.my-npu]",
@@ -45,6 +46,7 @@ INI = {
     "budgets": "linelist",
     "cache_dir": "string",
     "strict": "bool",
+    "enabled": "bool",
 }
 """The flat settings that are also pytest ini options (``graph_budget_<key>``, in
 ``[tool.pytest.ini_options]``, ``pytest.ini`` or ``-o``), with their pytest types. They show in
@@ -77,6 +79,8 @@ class Settings:
     budgets: list[str] = field(default_factory=list)
     cache_dir: str = DEFAULT_CACHE_DIR
     strict: bool = False
+    enabled: bool = False
+    """Check budgets on every pytest run, as ``--graph-budget`` does."""
     hardware_profiles: dict[str, Any] = field(default_factory=dict)
     defaults: Budget = field(default_factory=Budget)
     """The budget every model starts from: ``hardware`` and ``tolerance`` over the built-ins."""
@@ -171,15 +175,7 @@ def load(
     passes ``config.getini``'s); None reads them from the same pyproject.toml's
     ``[tool.pytest.ini_options]``. A key of ``[tool.graph_budget]`` wins.
     """
-    path = pyproject_of(root, config)
-    data: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            data = _tomllib().loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SettingsError([f"cannot read {path}: {exc}"]) from None
-        except _tomllib().TOMLDecodeError as exc:
-            raise SettingsError([toml_error(path, exc)]) from None
+    path, data = read_pyproject(root, config)
     tool = subtable(data, ("tool",), path)
     misspelt = misspelt_tables(tool, path)
     table = tool.get("graph_budget", {})
@@ -194,6 +190,47 @@ def load(
     if misspelt:
         raise SettingsError(misspelt)
     return settings
+
+
+def read_pyproject(root: Path, config: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """The ``pyproject.toml`` holding ``[tool.graph_budget]`` (``pyproject_of``) and its
+    data, ``{}`` when there is none; raises ``SettingsError`` for a file it cannot read."""
+    path = pyproject_of(root, config)
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = _tomllib().loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError([f"cannot read {path}: {exc}"]) from None
+        except _tomllib().TOMLDecodeError as exc:
+            raise SettingsError([toml_error(path, exc)]) from None
+    return path, data
+
+
+def gate_enabled(root: Path, config: Path | None, ini_value: Any, ini_where: str = "") -> bool:
+    """Whether ``enabled = true`` (or the ini option ``graph_budget_enabled``; the table
+    wins) turns the gate on without ``--graph-budget``. Only this key is read here, so that
+    a run without the gate reads nothing else; the rest is checked once the gate is on.
+    Raises ``SettingsError`` for a value that is not true or false, and for a misspelt
+    ``[tool.graph-budget]`` that sets ``enabled`` (the gate would stay off unsaid)."""
+    try:
+        path, data = read_pyproject(root, config)
+        tool = subtable(data, ("tool",), path)
+    except SettingsError:
+        return False  # pytest itself reports a configuration file it cannot read
+    setting = {k: v for k, v in tool.items() if isinstance(v, dict) and "enabled" in v}
+    misspelt = misspelt_tables(setting, path)
+    if misspelt:
+        raise SettingsError(misspelt)
+    table = tool.get("graph_budget", {})
+    if isinstance(table, dict) and "enabled" in table:
+        value, where = table["enabled"], f"{TABLE} of {path}"
+    else:
+        place = ini_where or "pytest's configuration"
+        value, where = ini_value, f"{place} (ini option {ini_name('enabled')})"
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise SettingsError([f"{where}: enabled must be {KEYS['enabled']}, got {value!r}"])
 
 
 def misspelt_tables(tool: dict[str, Any], path: Path) -> list[str]:
@@ -296,11 +333,13 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
             settings.budgets = list(paths)
         else:
             problems.append(f"{where}: budgets must be {KEYS['budgets']}, got {value!r}")
-    if "strict" in table:
-        if isinstance(table["strict"], bool):
-            settings.strict = table["strict"]
+    for key in ("strict", "enabled"):
+        if key not in table:
+            continue
+        if isinstance(table[key], bool):
+            setattr(settings, key, table[key])
         else:
-            problems.append(f"{where}: strict must be {KEYS['strict']}, got {table['strict']!r}")
+            problems.append(f"{where}: {key} must be {KEYS[key]}, got {table[key]!r}")
     defaults = build({}, where, hardware_profiles=settings.hardware_profiles)
     for key in ("hardware", "tolerance", "measure_runs"):
         if key in table:

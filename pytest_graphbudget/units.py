@@ -35,10 +35,12 @@ _RATIO = re.compile(rf"^{_NUMBER}\s*(?P<unit>%)?$")
 class UnitError(GraphBudgetError):
     """A value that is not of the accepted forms; ``kind`` says which forms apply."""
 
-    def __init__(self, value: object, kind: str, where: str = ""):
+    def __init__(self, value: object, kind: str, where: str = "", hint: bool = True):
         self.value, self.kind = value, kind
         place = f"{where}: " if where else ""
-        super().__init__(f"{place}cannot read {shown(value)}; expected {FORMS[kind]}")
+        fix = recased(value, kind) if hint else None
+        hint_text = f" (did you mean {fix!r}?)" if fix else ""
+        super().__init__(f"{place}cannot read {shown(value)}{hint_text}; expected {FORMS[kind]}")
 
 
 def shown(value: object, limit: int = 60) -> str:
@@ -52,8 +54,34 @@ def shown(value: object, limit: int = 60) -> str:
     return f"{text[: limit // 2]}... ({size})"
 
 
-def parse(value: object, kind: str, where: str = "") -> float:
-    """Parse ``value`` as a ``kind`` ("count", "bytes", "seconds", "ratio") into a float."""
+def recased(value: object, kind: str) -> str | None:
+    """The value with its unit's letters in the case that reads (``"40m"`` -> ``"40M"``,
+    ``"2gib"`` -> ``"2GiB"``, ``"3MS"`` -> ``"3ms"``), or None when no re-casing reads."""
+    if not isinstance(value, str) or not re.search(r"[A-Za-z]", value):
+        return None
+    text = value.strip()
+    prefix_up = re.sub(r"(?<=[\d\s.])([a-zA-Z])", lambda m: m.group(1).upper(), text, count=1)
+    candidates = (
+        text.upper(),
+        text.upper().replace("I", "i"),
+        text.lower(),
+        prefix_up.replace("K", "k", 1),
+        prefix_up,
+    )
+    for candidate in candidates:
+        if candidate == text:
+            continue
+        try:
+            parse(candidate, kind, hint=False)
+        except UnitError:
+            continue
+        return candidate
+    return None
+
+
+def parse(value: object, kind: str, where: str = "", hint: bool = True) -> float:
+    """Parse ``value`` as a ``kind`` ("count", "bytes", "seconds", "ratio") into a float;
+    ``hint``: the error suggests the value with its unit re-cased, when that reads."""
     if isinstance(value, bool):
         raise UnitError(value, kind, where)
     if isinstance(value, (int, float)):
@@ -84,10 +112,10 @@ def parse(value: object, kind: str, where: str = "") -> float:
     else:
         raise ValueError(f"unknown unit kind {kind!r}")
     if not match:
-        raise UnitError(value, kind, where)
+        raise UnitError(value, kind, where, hint)
     number = float(match["number"]) * scale
     if not math.isfinite(number) or number < 0:
-        raise UnitError(value, kind, where)
+        raise UnitError(value, kind, where, hint)
     return number
 
 

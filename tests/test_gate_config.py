@@ -239,7 +239,8 @@ def test_every_bad_setting_is_reported_at_once(project):
 def test_good_settings_still_apply(project):
     configure(project, 'hardware = "a100"\ntolerance = "2%"\nstrict = true\nbudgets = []')
     write(project, "tests/test_hw.py", HARDWARE_TEST)
-    result = run(project, "tests")
+    # --graph-budget-update: under strict a model without a baseline entry is an error
+    result = run(project, "tests", "--graph-budget-update")
     result.assert_outcomes(passed=2)
 
 

@@ -252,7 +252,100 @@ def test_pull_request_workflow_contract():
     command = pytest_command(
         next(s for s in action["runs"]["steps"] if s.get("id") == "budgets")["run"]
     )
-    assert "pytest --graph-budget $BUDGETS" in command
+    assert "pytest --graph-budget $PATHS $BUDGETS" in command
+
+
+def action_check_step() -> tuple[str, dict[str, str]]:
+    """The action's budget step: its script, and its environment with every input at its
+    default, as a workflow that sets no input gets it."""
+    action = load(ACTION)
+    step = next(s for s in action["runs"]["steps"] if s.get("id") == "budgets")
+    defaults = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
+    env = {}
+    for name, value in step["env"].items():
+        match = re.fullmatch(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", value)
+        assert match, f"{name}: {value}"
+        env[name] = defaults[match.group(1)]
+    return step["run"], env
+
+
+ACTION_PROJECT = {
+    "pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n',
+    "models.py": (
+        "import torch\nfrom pytest_graphbudget import ModelCase\n\n"
+        "def linear():\n    torch.manual_seed(0)\n"
+        "    return ModelCase(torch.nn.Linear(64, 32), (torch.randn(4, 64),))\n"
+    ),
+    "tests/test_models.py": (
+        "import pytest\nfrom models import linear\n\n"
+        "@pytest.fixture\ndef model():\n    return linear()\n\n"
+        '@pytest.mark.flops_max("1M")\ndef test_fits(model):\n    pass\n'
+    ),
+    "budgets/nets.toml": '[models.lin]\nfactory = "models:linear"\nflops_max = "1M"\n',
+}
+
+
+def run_action_step(project: Path, **inputs: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run the action's budget step with bash in ``project``, as the runner would, with the
+    inputs given (the rest at their defaults); the run and what it wrote to GITHUB_OUTPUT."""
+    script, env = action_check_step()
+    env.update(inputs)
+    outputs = project / "github-output"
+    outputs.write_text("")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{clean.get('PATH', '')}"
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=project,
+        env={**clean, **env, "PATH": path, "GITHUB_OUTPUT": str(outputs)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done, dict(line.split("=", 1) for line in outputs.read_text().splitlines())
+
+
+def test_the_action_by_default_runs_the_tests_with_budget_markers(tmp_path):
+    """Its default was ``budgets: budgets/``: ``pytest --graph-budget budgets/`` never ran the
+    tests with budget markers, the README's main way. With no input it runs what ``pytest
+    --graph-budget`` collects; the old ``budgets`` input still narrows the run, and warns."""
+    for name, text in ACTION_PROJECT.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    _, outputs = run_action_step(tmp_path)
+    assert outputs["exit-code"] == "0"
+    models = {m["id"]: m for m in json.loads(Path(outputs["json"]).read_text())["models"]}
+    assert set(models) == {"tests/test_models.py::test_fits::model", "budgets/nets.toml::lin"}
+    # nn.Linear(64, 32) on (4, 64): 2*4*64*32 MAC FLOPs + 4*32 bias adds
+    assert {m["profile"]["totals"]["flops"] for m in models.values()} == {2 * 4 * 64 * 32 + 128}
+
+    # The old input, collected only (nothing imports torch): budgets/ alone, and a warning.
+    done, _ = run_action_step(tmp_path, BUDGETS="budgets/", ARGS="--collect-only -q")
+    assert "budgets/nets.toml::lin" in done.stdout and "test_models" not in done.stdout
+    assert "::warning title=graph-budget action::input 'budgets' is deprecated" in done.stdout
+
+
+def test_the_documented_workflows_run_what_pytest_collects():
+    """docs/ci.md's workflows give the action no path and pytest no path argument."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    steps = []
+    for block in re.findall(r"```yaml\n(.*?)```", text, re.S):
+        data = yaml.safe_load(block)
+        for job in (data.get("jobs") or {}).values() if isinstance(data, dict) else ():
+            steps += job.get("steps", [])
+    action_steps = [s for s in steps if "actions/graph-budget@" in s.get("uses", "")]
+    assert action_steps
+    for step in action_steps:
+        assert not {"paths", "budgets"} & set(step.get("with") or {}), step
+    commands = [
+        pytest_command(s["run"]) for s in steps if "pytest --graph-budget" in s.get("run", "")
+    ]
+    assert commands
+    for command in commands:
+        after = command.split("pytest --graph-budget", 1)[1].split()
+        assert all(word.startswith("--") for word in after), command
 
 
 COMMENT_TEST_JS = """

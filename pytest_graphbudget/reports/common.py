@@ -16,13 +16,15 @@ from typing import Any
 
 from pytest_graphbudget import figures
 from pytest_graphbudget.budgets import LIMITS
+from pytest_graphbudget.check import UNCHECKED_KEY
 from pytest_graphbudget.figures import Figure
 from pytest_graphbudget.renames import KEYS as RENAME_KEYS
 from pytest_graphbudget.renames import UNMATCHED
 from pytest_graphbudget.units import format_ratio
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
-SEVERITY_ORDER = {ERROR: 0, FAIL: 1, WARN: 2, PASS: 3}
+UNCHECKED = "unchecked"  # no limit and no baseline entry: nothing was checked yet
+SEVERITY_ORDER = {ERROR: 0, FAIL: 1, WARN: 2, UNCHECKED: 3, PASS: 4}
 
 
 FIGURES: dict[str, Figure] = figures.REPORTED
@@ -32,13 +34,25 @@ LIMIT_OF = {f.key: key for key, f in LIMITS.items()}
 
 
 def verdict(result: Any) -> str:
-    """``error`` (no profile), ``fail``, ``warn`` (near a limit, or unpriced ops) or ``pass``."""
+    """``error`` (no profile), ``fail``, ``unchecked`` (no limit and no baseline entry: never
+    "within budget"), ``warn`` (near a limit, or unpriced ops) or ``pass``."""
     if result.error is not None:
         return ERROR
     severities = {f["severity"] for f in result.findings}
     if "fail" in severities:
         return FAIL
+    if is_unchecked(result):
+        return UNCHECKED
     return WARN if "warn" in severities else PASS
+
+
+def is_unchecked(result: Any) -> bool:
+    return unchecked_message(result) is not None
+
+
+def unchecked_message(result: Any) -> str | None:
+    """Why the model's budget checked nothing yet (``check.unbaselined``'s notice), or None."""
+    return next((f["message"] for f in result.findings if f["key"] == UNCHECKED_KEY), None)
 
 
 def ordered(results: Iterable[Any]) -> list[Any]:
@@ -201,12 +215,13 @@ def biggest_subgraphs(result: Any, n: int = 3) -> tuple[str, list[tuple[str, str
 
 
 UNPRICED = "unpriced"
-STATUS_ORDER = (ERROR, FAIL, WARN, UNPRICED, PASS)
+STATUS_ORDER = (ERROR, FAIL, WARN, UNPRICED, UNCHECKED, PASS)
 STATUS_WORDS = {
     ERROR: "could not be checked",
     FAIL: "over budget",
     WARN: "near a limit",
     UNPRICED: "with unpriced ops",
+    UNCHECKED: "with nothing checked yet",
     PASS: "within budget",
 }
 UNPRICED_KEYS = frozenset({"coverage"})
@@ -273,7 +288,9 @@ def title_icon(results: list[Any], stale: Collection[str] = ()) -> str:
     kinds = {status(r) for r in results}
     if kinds & {ERROR, FAIL}:
         return "❌"
-    return "⚠️" if kinds & {WARN, UNPRICED} or renamed(results, stale) else "✅"
+    if kinds & {WARN, UNPRICED} or renamed(results, stale):
+        return "⚠️"
+    return "ℹ️" if UNCHECKED in kinds else "✅"
 
 
 def _count(n: int, noun: str, plural: str = "") -> str:
@@ -329,7 +346,7 @@ def rename_notes(
 
 def drops(result: Any) -> list[dict[str, Any]]:
     """The notices of figures below the baseline beyond the tolerance: a lighter model."""
-    return [f for f in findings(result, "notice") if f["key"] not in RENAME_KEYS]
+    return [f for f in findings(result, "notice") if f["key"] not in (*RENAME_KEYS, UNCHECKED_KEY)]
 
 
 def findings_of(result: Any, key: str) -> list[dict[str, Any]]:

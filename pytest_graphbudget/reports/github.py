@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.check import UNCHECKED_KEY
 from pytest_graphbudget.renames import RENAMED, UNMATCHED
 from pytest_graphbudget.reports import common
 
@@ -68,6 +69,7 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
             ("notice", "below its baseline", common.drops(result)),
             ("warning", "has no baseline: renamed?", common.findings_of(result, UNMATCHED)),
             ("notice", "compared with another id's entry", common.findings_of(result, RENAMED)),
+            ("notice", "has nothing checked yet", common.findings_of(result, UNCHECKED_KEY)),
         ):
             if not found:
                 continue

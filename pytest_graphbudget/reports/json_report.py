@@ -6,7 +6,7 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
      "tool": {"name": "pytest-graphbudget", "version": "0.1.0"},
      "passed": false,
      "title": "3 models: 1 over budget, 1 near a limit, 1 within budget",
-     "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0},
+     "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0, "unchecked": 0},
      "models": [{"id", "label", "nodeid", "path", "line", "source", "verdict", "passed",
                  "budget", "findings", "baseline", "baseline_modules", "changes",
                  "error", "profile"}],
@@ -48,7 +48,8 @@ def model(result: Any) -> dict[str, Any]:
     warned = common.findings(result, "warn")
     if entry["verdict"] == common.WARN and warned:
         entry["line"] = common.finding_line(result, warned[0])
-    entry["passed"] = not result.failed
+    # null: nothing was checked yet (no limit, no baseline entry), so neither passed nor failed
+    entry["passed"] = None if entry["verdict"] == common.UNCHECKED else not result.failed
     entry["changes"] = (
         {key: common.change(result, key) for key in REGRESSION_FIGURES if result.baseline}
         if result.profile
@@ -61,7 +62,7 @@ def model(result: Any) -> dict[str, Any]:
 
 
 def document(results: list[Any], stale: set[str]) -> dict[str, Any]:
-    verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR)
+    verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR, common.UNCHECKED)
     summary = {"models": len(results)} | dict.fromkeys(verdicts, 0)
     for result in results:
         summary[common.verdict(result)] += 1

@@ -123,7 +123,9 @@ def test_case(result: Any) -> ET.Element:
         attributes["time"] = f"{seconds(result):f}"
     case = element("testcase", **attributes, classname=classname(result))
     failures = common.findings(result, "fail")
-    if result.error is not None:
+    if common.verdict(result) == common.UNCHECKED:  # no limit, no baseline entry: not a pass
+        case.append(element("skipped", message=common.unchecked_message(result)))
+    elif result.error is not None:
         case.append(
             element("error", result.message(), type="graph-budget error", message=result.error)
         )
@@ -143,12 +145,13 @@ def test_suite(file: str, members: list[Any]) -> ET.Element:
     failures = sum(
         result.error is None and bool(common.findings(result, "fail")) for result in members
     )
+    skipped = sum(common.verdict(result) == common.UNCHECKED for result in members)
     suite = element(
         "testsuite",
         errors=errors,
         failures=failures,
         name=file,
-        skipped=0,
+        skipped=skipped,
         tests=len(members),
         time=f"{sum(seconds(r) for r in members):.3f}",  # Surefire's pattern: never "1e-05"
         file=file,

@@ -22,8 +22,20 @@ from pytest_graphbudget.reports import common
 
 MARKER = "<!-- graph-budget -->"
 MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
-ICONS = {common.PASS: "✅", common.WARN: "⚠️", common.FAIL: "❌", common.ERROR: "💥"}
-WORDS = {common.PASS: "pass", common.WARN: "warn", common.FAIL: "fail", common.ERROR: "error"}
+ICONS = {
+    common.PASS: "✅",
+    common.WARN: "⚠️",
+    common.FAIL: "❌",
+    common.ERROR: "💥",
+    common.UNCHECKED: "ℹ️",
+}
+WORDS = {
+    common.PASS: "pass",
+    common.WARN: "warn",
+    common.FAIL: "fail",
+    common.ERROR: "error",
+    common.UNCHECKED: "nothing checked yet",
+}
 COLUMNS = ("flops", "peak_memory_bytes", "params")
 RULE = (":--", "--:")  # the separator row's left and right alignment marks
 
@@ -176,6 +188,7 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
         ]
         if items:
             lines += [f"#### ⚠️ {heading}", "", *items, ""]
+    lines += unchecked_section(ordered, names)
     lighter = [
         f"- {code(names[r.id])}: {cell(f['message'])}" for r in ordered for f in common.drops(r)
     ]
@@ -213,6 +226,17 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
         "limits follow the figure after the slash. By pytest-graphbudget.</sub>"
     )
     return body.rstrip("\n") + "\n\n" + (tail + "\n" if tail else "") + footer + "\n"
+
+
+def unchecked_section(ordered: list[Any], names: dict[str, str]) -> list[str]:
+    """The models whose budget checked nothing yet (no limit, no baseline entry), unfolded:
+    they are not within budget, and the fix (a baseline or a limit) is the reviewer's call."""
+    items = [
+        f"- {code(names[r.id])}: {cell(common.unchecked_message(r) or '')}"
+        for r in ordered
+        if common.verdict(r) == common.UNCHECKED
+    ]
+    return ["#### ℹ️ Nothing checked yet", "", *items, ""] if items else []
 
 
 def save(path: Path, text: str) -> None:

@@ -33,7 +33,13 @@ from pytest_graphbudget.reports import common
 
 HEADER = ["model", "FLOPs/limit", "memory/limit", "params", "vs base", "verdict"]
 SHOWN = ("flops", "peak_memory_bytes", "params")
-VERDICTS = {common.PASS: "ok", common.WARN: "warn", common.FAIL: "FAIL", common.ERROR: "ERROR"}
+VERDICTS = {
+    common.PASS: "ok",
+    common.WARN: "warn",
+    common.FAIL: "FAIL",
+    common.ERROR: "ERROR",
+    common.UNCHECKED: "unchecked",
+}
 MIN_NAME = 12
 GAP = "  "
 

@@ -154,7 +154,14 @@ def test_set_up_errors_are_counted_by_every_report(project, monkeypatch):
     doc = json.loads((project.path / "out" / "report.json").read_text())
     assert doc["passed"] is False
     assert doc["title"] == TITLE
-    assert doc["summary"] == {"models": 6, "pass": 1, "warn": 0, "fail": 0, "error": 5}
+    assert doc["summary"] == {
+        "models": 6,
+        "pass": 1,
+        "warn": 0,
+        "fail": 0,
+        "error": 5,
+        "unchecked": 0,
+    }
     models = {m["id"]: m for m in doc["models"]}
     assert set(models) == {*ERRORS, "budgets/good.toml::fits"}
     for model_id, said in ERRORS.items():

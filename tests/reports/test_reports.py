@@ -277,7 +277,14 @@ def test_json_report_has_every_profile_and_verdict(project):
     assert doc["schema"] == "graphbudget.report/1"
     assert doc["tool"]["name"] == "pytest-graphbudget"
     assert doc["passed"] is False
-    assert doc["summary"] == {"models": 5, "pass": 2, "warn": 1, "fail": 2, "error": 0}
+    assert doc["summary"] == {
+        "models": 5,
+        "pass": 2,
+        "warn": 1,
+        "fail": 2,
+        "error": 0,
+        "unchecked": 0,
+    }
     models = {m["id"]: m for m in doc["models"]}
     assert list(models) == sorted(models)
     tight = models["budgets/small.toml::tight"]
