@@ -43,6 +43,7 @@ from pytest_graphbudget.plugin import (
     ITEM_TYPOS,
     ITEM_UNCHECKED,
     PROPERTY,
+    check_marker_names,
     project_settings,
 )
 from pytest_graphbudget.variant import overridden
@@ -403,13 +404,6 @@ class GraphBudget:
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def check_marker_names(item: pytest.Item) -> None:
-    """Raise the marker typos found when the test was collected."""
-    typos = item.stash.get(ITEM_TYPOS, [])
-    if typos:
-        raise GraphBudgetError(f"{'; '.join(typos)} (on {item.nodeid})")
 
 
 def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:

@@ -23,6 +23,7 @@ from pytest_graphbudget.budgets import Budget
 # Re-exported: their home moved, ``from pytest_graphbudget.plugin import ModelResult`` stays.
 from pytest_graphbudget.check import ModelResult, budget_dict, internal_error
 from pytest_graphbudget.collect import BrokenBudget, BudgetFailure, BudgetFile, BudgetItem
+from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.markers import MARKERS, budget_markers
 
 if TYPE_CHECKING:
@@ -203,3 +204,10 @@ def project_settings(config: pytest.Config) -> Settings:
         return settings.load(config.rootpath, ini, where, config.inipath)
     except settings.SettingsError as exc:
         raise pytest.UsageError(*exc.problems) from None
+
+
+def check_marker_names(item: pytest.Item) -> None:
+    """Raise the marker typos found when the test was collected."""
+    typos = item.stash.get(ITEM_TYPOS, [])
+    if typos:
+        raise GraphBudgetError(f"{'; '.join(typos)} (on {item.nodeid})")
