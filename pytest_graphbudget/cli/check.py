@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_graphbudget import check_cli
+from pytest_graphbudget.cli import check_files as check_cli
 from pytest_graphbudget.cli import options
 from pytest_graphbudget.cli.console import Console
 

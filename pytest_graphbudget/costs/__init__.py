@@ -22,7 +22,6 @@ from pytest_graphbudget.costs import (  # noqa: F401
     movement,
     reduction,
 )
-from pytest_graphbudget.costs.custom import register_formula
 from pytest_graphbudget.costs.registry import (
     REGISTRY,
     ROLES,
@@ -36,6 +35,7 @@ from pytest_graphbudget.costs.registry import (
     lookup,
     price,
     register,
+    register_formula,
 )
 
 __all__ = [

@@ -24,7 +24,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.renames import KEYS as RENAME_KEYS
+from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
 from pytest_graphbudget.reports import common
 
 PROPERTY_PREFIX = "graph_budget"

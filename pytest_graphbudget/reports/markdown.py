@@ -16,9 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget import tables
-from pytest_graphbudget.renames import KEYS as RENAME_KEYS
-from pytest_graphbudget.reports import common
+from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
+from pytest_graphbudget.reports import common, tables
 
 MARKER = "<!-- graph-budget -->"
 MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters

@@ -28,8 +28,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget import tables
-from pytest_graphbudget.reports import common
+from pytest_graphbudget.reports import common, tables
 
 HEADER = ["model", "FLOPs/limit", "memory/limit", "params", "vs base", "verdict"]
 SHOWN = ("flops", "peak_memory_bytes", "params")
