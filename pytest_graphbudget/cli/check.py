@@ -2,7 +2,7 @@
 plugin's verdicts and reports, and the command line's exit codes (0 passed, 1 failed, 2 usage).
 
 This module is the command's place in the CLI (its parser fragment and handler); the check
-itself, shared with the plugin, is ``pytest_graphbudget.check_cli``.
+itself, shared with the plugin, is ``pytest_graphbudget.cli.check_files``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The same check as ``pytest --graph-budget`` on the same files: the same model ids (node ids
 relative to the project's root), findings, baseline comparison, reports and terminal table,
-through the same functions (``budget_files.read``, ``check.check_table``, ``session.finish``).
+through the same functions (``budget_files.read``, ``table_check.check_table``, ``session.finish``).
 Exit codes are the command line's: 0 every budget passed, 1 a budget failed or could not be
 checked, 2 a usage error (bad settings, a path that does not exist, nothing to check, a report
 that could not be written), as every other ``graph-budget`` command.

@@ -1,5 +1,5 @@
 """``graph-budget profile``'s view of one profile as text, markdown or CSV, laid out from
-the rows of ``sections.py``: shared by ``profile`` and ``profile --decode`` (``decode.py``).
+the rows of ``reports/layers.py``: shared by ``profile`` and ``profile --decode`` (``decode.py``).
 """
 
 from __future__ import annotations

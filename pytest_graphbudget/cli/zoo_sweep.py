@@ -9,7 +9,7 @@ Models are built and profiled in a worker process, one at a time; a model that r
 worker takes the next model. Nothing is downloaded: the worker runs with the hubs offline.
 
 This module runs the sweep (the command line and the worker processes); a worker's own side is
-``sweep_worker.py`` (``Result``) and the Markdown is ``sweep_table.py`` (``render``).
+``zoo_sweep_worker.py`` (``Result``) and the Markdown is ``zoo_sweep_table.py`` (``render``).
 """
 
 from __future__ import annotations

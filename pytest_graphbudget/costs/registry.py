@@ -2,8 +2,8 @@
 
 An op is keyed by its base name: ``addmm`` for ``aten.addmm.default`` and ``aten.addmm_.Tensor``
 (in-place and out variants share an entry), ``namespace.name`` for an op outside ATen
-(``torchvision.nms``). Fusion roles (how ``measure.py`` classifies the FX node the op runs in,
-for ``partition.py`` to fuse):
+(``torchvision.nms``). Fusion roles (how ``engine/measure.py`` classifies the FX node the op
+runs in, for ``engine/partition.py`` to fuse):
 
 - ``anchor``: a contraction; it starts a kernel (conv, matmul, attention).
 - ``reduction``: needs its whole input (softmax, norms, pooling, sum); it starts a kernel

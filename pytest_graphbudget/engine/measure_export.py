@@ -80,7 +80,7 @@ def _values(graph: fx.Graph, symbolic: bool = False) -> list[Any] | None:
         return None
     # A program exported with a dynamic dimension (torch.export.Dim) recorded symbolic shapes:
     # the ordinary pass prices it at the concrete inputs asked for; ``symbolic`` prices it as it
-    # is, for figures that are formulas in its dimensions (``symbolic.py``).
+    # is, for figures that are formulas in its dimensions (``modes/symbolic.py``).
     if not symbolic and (
         any(isinstance(v, torch.SymInt) for v in values)
         or any(not isinstance(size, int) for t in tensors for size in t.shape)
@@ -96,8 +96,8 @@ def measure_exported(
     symbolic: bool = False,
 ) -> Measured | None:
     """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``).
-    ``interpreter``: a subclass that prices some nodes without running them (``train.py``);
-    ``symbolic``: keep symbolic shapes (``symbolic.py``) instead of falling back."""
+    ``interpreter``: a subclass that prices some nodes without running them (``modes/train.py``);
+    ``symbolic``: keep symbolic shapes (``modes/symbolic.py``) instead of falling back."""
     gm = traced.graph_module
     values = _values(gm.graph, symbolic)
     mode = torch._guards.detect_fake_mode(values) if values else None

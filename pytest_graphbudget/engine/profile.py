@@ -135,7 +135,7 @@ class Subgraph:
 @dataclass
 class Profile:
     """Everything measured about one forward pass of one model at its example inputs (or, in
-    mode "train", one training step: forward, backward and optimizer, see ``train.py``)."""
+    mode "train", one training step: forward, backward and optimizer, see ``modes/train.py``)."""
 
     model: str
     inputs: list[InputInfo]

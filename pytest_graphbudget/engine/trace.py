@@ -1,7 +1,7 @@
 """The hybrid tracer: warm-up, then ``torch.fx.symbolic_trace``, then Dynamo (``torch.export``).
 
 Each tier is one function that returns a ``Traced`` graph or raises; ``tiers()`` lists them in
-the order they are tried. The caller (``profile.py``) moves to the next tier when one fails and
+the order they are tried. The caller (``tiers.py``) moves to the next tier when one fails and
 records every failure's one-line reason.
 
 Models built on the ``meta`` device never get real weights: their parameters are swapped for

@@ -1,7 +1,7 @@
 """Budget TOML files read into plain data: one ``Table`` per ``[models."<name>"]`` table and one
 ``Broken`` per problem of the file, so that every problem is reported and every valid table
-still runs. The plugin (``collect.py``) makes pytest items of them; ``graph-budget check`` runs
-them directly. Nothing here imports pytest.
+still runs. The plugin (``pytest_plugin/collect.py``) makes pytest items of them;
+``graph-budget check`` runs them directly. Nothing here imports pytest.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class Budget:
     measure_runs: int = DEFAULT_RUNS
     """Timed runs when ``latency_measured_max`` makes the model run (``runtime.DEFAULT_RUNS``)."""
     variant: variants.Variant = field(default_factory=variants.Variant)
-    """How the model is profiled: mode, optimizer and dtype (``variant.py``)."""
+    """How the model is profiled: mode, optimizer and dtype (``modes/request.py``)."""
 
 
 @dataclass

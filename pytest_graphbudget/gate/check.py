@@ -1,6 +1,6 @@
 """The check of one model: a profile against its budget and its baseline entry, as plain data.
 
-The pytest plugin (``plugin.py``) and ``graph-budget check`` (``check_cli.py``) both call
+The pytest plugin (``pytest_plugin/``) and ``graph-budget check`` (``cli/check_files.py``) call
 ``evaluate``: the same findings, the same ``ModelResult``, whichever runs it. Nothing here
 imports pytest or torch; a ``Profile`` comes in, findings and a ``ModelResult`` go out.
 """

@@ -38,7 +38,7 @@ def profile_model(
     outputs; default their sum), backward and, when ``optimizer`` ("adam" or "sgd") is named,
     its update (``train.py``).
     ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
-    of the model and of its floating inputs (``cast.py``): bytes and peak are that dtype's.
+    of the model and of its floating inputs (``dtype.py``): bytes and peak are that dtype's.
     ``decode=True, context=N`` profiles one generated token of a causal LM instead
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``).

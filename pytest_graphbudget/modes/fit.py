@@ -1,4 +1,4 @@
-"""Exact polynomial fits of a figure over the points of a shape sweep (``shape_sweep.py``).
+"""Exact polynomial fits of a figure over the points of a shape sweep (``sweep.py``).
 
 A figure such as MACs is, for the models we profile, a polynomial in the sequence length and
 the batch with integer coefficients (``12*s*h^2 + 2*s^2*h`` per BERT layer). ``fit`` finds the

@@ -1,6 +1,6 @@
 """Profile one training step: forward, loss, backward and the optimizer's update.
 
-The step is captured as one joint graph (``joint.py``), priced by the same cost pass and
+The step is captured as one joint graph (``engine/joint.py``), priced by the same cost pass and
 registry as a forward (backward ops in ``costs/backward.py``), partitioned and assembled as an
 eval graph is, with no kernel crossing from one phase to the next. Liveness spans the whole
 step: the activation peak holds the activations saved for backward, the gradients (which live

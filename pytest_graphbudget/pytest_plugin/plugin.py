@@ -6,10 +6,11 @@ ini settings, and counts the tests that carry budgets to say in one line that th
 unchecked: nothing else runs and torch is never imported. With it, a ``GraphBudget`` manager
 is registered in ``pytest_configure``; its state hangs off ``config.stash``.
 
-This is a thin layer: the check itself is ``check.py`` (a profile against a budget and a
-baseline entry, one ``ModelResult``), budget files are read by ``budget_files.py`` and made
-items by ``collect.py``, the markers are ``markers.py``, profiling through the cache is
-``profiler.py``, the end of the run ``session.py``, and rendering ``reports/``.
+This is a thin layer: the check itself is ``gate/check.py`` (a profile against a budget and
+a baseline entry, one ``ModelResult``), budget files are read by ``gate/budget_files.py`` and
+made items by ``collect.py``, the markers are ``markers.py``, the stash keys ``state.py``,
+profiling through the cache is ``run/profiler.py``, the end of the run ``run/session.py``, and
+rendering ``reports/``.
 """
 
 from __future__ import annotations

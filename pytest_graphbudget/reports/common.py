@@ -1,6 +1,6 @@
 """What every report says the same way: verdicts, names, figures, changes from the baseline.
 
-The reports read ``ModelResult``s (``check.py``) as plain data: ``profile`` is the profile's
+The reports read ``ModelResult``s (``gate/check.py``) as plain data: ``profile`` is the profile's
 JSON (``Profile.to_dict()``), ``baseline`` the recorded figures, ``findings`` the verdicts. Nothing
 here knows about pytest.
 """
@@ -298,7 +298,7 @@ def _count(n: int, noun: str, plural: str = "") -> str:
 
 
 def renamed(results: list[Any], stale: Collection[str] = ()) -> str:
-    """The title's clause for renamed models (``renames.py``): ``1 model compared with the
+    """The title's clause for renamed models (``gate/renames.py``): ``1 model compared with the
     baseline entry of another id: renamed?``, ``1 model has no baseline and 1 baseline
     entry matched nothing: renamed?``; ``""`` when neither."""
     compared = [r for r in results if getattr(r, "baseline_entry", None)]
