@@ -44,7 +44,6 @@ class NodeCost:
     category: str = "view"
     macs: int = 0
     other: int = 0
-    ops: Counter = field(default_factory=Counter)
     unsupported: Counter = field(default_factory=Counter)
     contractions: Counter = field(default_factory=Counter)  # unsupported calls that may contract
     weights: dict[str, int] = field(default_factory=dict)
@@ -127,7 +126,6 @@ class _Recorder(TorchDispatchMode):
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
         if self.muted:
             return
-        node.ops[name] += 1
         try:
             cost = price(
                 name,
