@@ -36,7 +36,7 @@ help:
 	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv, and chromium"
 	@echo "make bench      speed and accuracy comparisons against other tools (installs .[bench])"
 	@echo "make zoo        sweep the model zoo"
-	@echo "make lint       ruff check and ruff format --check"
+	@echo "make lint       ruff check, ruff format --check and lint-imports (the layers)"
 	@echo "make format     apply ruff's fixes and formatting"
 	@echo "make clean      remove caches and build outputs (distclean also removes .venv)"
 
@@ -126,18 +126,19 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/train_step.py
 
 zoo: setup
-	$(BIN)/python -m pytest_graphbudget.zoo.sweep
+	$(BIN)/python -m pytest_graphbudget.cli.zoo_sweep
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .graph_budget_cache benchmarks/out
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .graph_budget_cache .import_linter_cache benchmarks/out
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -9,7 +9,7 @@ configuration alone says (no tool involved):
 - KV-cache bytes: ``2 x layers x N x h x 4`` (float32);
 - the step is memory-bound on every built-in hardware profile.
 
-The ``make test`` suite checks the same on a two-layer GPT-2 (``tests/test_decode.py``); this
+The ``make test`` suite checks the same on a two-layer GPT-2 (``tests/modes/test_decode.py``); this
 runs the published sizes, which take minutes.
 
     python benchmarks/decode.py                          # -> benchmarks/DECODE_RESULTS.md

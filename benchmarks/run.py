@@ -211,14 +211,14 @@ def kind_buckets(prof: Any, model: Any) -> dict[str, int]:
 # Engine functions timed one by one inside ``profile_model`` (diagnostics for the report; a
 # name the engine no longer has is skipped). The wrappers cost a few microseconds per call.
 PHASES = (
-    ("pytest_graphbudget.trace", "warm_up", "warm-up"),
-    ("pytest_graphbudget.trace", "trace_fx", "fx trace"),
-    ("pytest_graphbudget.trace", "trace_dynamo", "export"),
-    ("pytest_graphbudget.measure", "measure", "cost pass"),
-    ("pytest_graphbudget.measure_export", "measure_exported", "cost pass"),
-    ("pytest_graphbudget.partition", "partition", "partition"),
-    ("pytest_graphbudget.partition", "traffic", "traffic"),
-    ("pytest_graphbudget.partition", "live_at_peak", "liveness"),
+    ("pytest_graphbudget.engine.trace", "warm_up", "warm-up"),
+    ("pytest_graphbudget.engine.trace", "trace_fx", "fx trace"),
+    ("pytest_graphbudget.engine.trace", "trace_dynamo", "export"),
+    ("pytest_graphbudget.engine.measure", "measure", "cost pass"),
+    ("pytest_graphbudget.engine.measure_export", "measure_exported", "cost pass"),
+    ("pytest_graphbudget.engine.partition", "partition", "partition"),
+    ("pytest_graphbudget.engine.partition", "traffic", "traffic"),
+    ("pytest_graphbudget.engine.partition", "live_at_peak", "liveness"),
 )
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_graphbudget.calibrate import calibrate  # noqa: E402
+from pytest_graphbudget.api import profile_model  # noqa: E402
 from pytest_graphbudget.hardware import from_table  # noqa: E402
-from pytest_graphbudget.profile import profile_model  # noqa: E402
+from pytest_graphbudget.modes.calibrate import calibrate  # noqa: E402
 from pytest_graphbudget.units import format_bytes, format_seconds  # noqa: E402
 
 MODELS = ("resnet18", "mobilenet_v2", "bert-base-uncased")

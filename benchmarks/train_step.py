@@ -41,7 +41,7 @@ def worker(tool: str, name: str, threads: int) -> dict:
     from run import build  # the benchmark models and inputs of RESULTS.md
 
     from pytest_graphbudget import profile_model
-    from pytest_graphbudget.joint import default_loss
+    from pytest_graphbudget.engine.joint import default_loss
 
     torch.set_num_threads(threads)
     case = build(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -90,3 +91,15 @@ def _find_in_container(argname: str, value: Any, found: Found) -> None:
         found.stray += modules
     else:
         found.bare += modules
+
+
+def rss_bytes() -> int | None:
+    """The process's resident set size now, from ``/proc/self/statm``; None where there is no
+    ``/proc`` (a peak from ``getrusage`` would be a different figure under the same name)."""
+    import os
+
+    try:
+        resident = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return resident * os.sysconf("SC_PAGE_SIZE")

@@ -59,3 +59,11 @@ def toml_error(path: Path | str, exc: Exception) -> str:
         message, line, column = position
         return f"{path}:{line}:{column}: {message}"
     return f"{path}: {exc}"
+
+
+def closest(key: str, valid: list[str] | tuple[str, ...]) -> str:
+    """' (did you mean X?)' for a misspelt key, or ''."""
+    import difflib
+
+    match = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else ""

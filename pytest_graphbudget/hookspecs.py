@@ -29,13 +29,11 @@ same entry point::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
-
-if TYPE_CHECKING:
-    from pytest_graphbudget.zoo.base import ModelLoader
 
 PROJECT_NAME = "graphbudget"
 ENTRY_POINT_GROUP = "graphbudget"
@@ -45,7 +43,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def graphbudget_model_loaders() -> list[ModelLoader]:
+def graphbudget_model_loaders() -> list[Any]:
     """Return the model loaders this plugin provides (objects with ``family``, ``names()``,
     ``can_load(name)`` and ``load(name, options)``; see ``pytest_graphbudget.zoo.base``).
 
@@ -62,3 +60,29 @@ def graphbudget_register_formulas(register: Callable[..., Any]) -> None:
     first time the op registry is looked up (the first model priced); an op that already has
     an entry (a built-in one, or another plugin's) raises.
     """
+
+
+@functools.cache
+def plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, built on first use: the cost registry asks it for
+    formulas, and ``zoo.plugin_manager`` adds the built-in model loaders to it."""
+    return make_plugin_manager()
+
+
+def make_plugin_manager(*, entry_points: bool = True) -> pluggy.PluginManager:
+    """A fresh plugin manager with these hooks and, unless ``entry_points`` is false, the
+    plugins of every installed package under the ``graphbudget`` entry-point group."""
+    import sys
+
+    from pytest_graphbudget.errors import GraphBudgetError
+
+    pm = pluggy.PluginManager(PROJECT_NAME)
+    pm.add_hookspecs(sys.modules[__name__])
+    if entry_points:
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        except Exception as exc:  # a broken third-party package: say which, in one line
+            raise GraphBudgetError(
+                f"could not load a {ENTRY_POINT_GROUP!r} entry point: {type(exc).__name__}: {exc}"
+            ) from exc
+    return pm

@@ -49,7 +49,7 @@ def _mlp():
 @pytest.fixture(scope="module")
 def adam_step():
     """One training step of the tiny MLP with Adam (traced once for the module's tests)."""
-    from pytest_graphbudget.profile import profile_model
+    from pytest_graphbudget.api import profile_model
 
     return profile_model(*_mlp(), mode="train", optimizer="adam")
 
@@ -58,8 +58,8 @@ def test_profile_table_of_a_training_step_says_so(adam_step):
     """``profile --mode train`` printed a step's FLOPs (3x a forward) under the eval summary:
     no mode, no split, no optimizer state, and a peak "weights + inputs + activation peak"
     that did not add up. Adam's state by hand: 2 fp32 moments x 23 parameters = 184 B."""
+    from pytest_graphbudget.api import profile_model
     from pytest_graphbudget.cli.sections import summary
-    from pytest_graphbudget.profile import profile_model
 
     rows = dict(summary(adam_step))
     assert rows["mode"] == "train: forward + backward + optimizer step"
@@ -78,7 +78,7 @@ def test_a_sweep_says_its_mode_and_dtype():
     import torch
 
     from pytest_graphbudget.cli.sweep_view import render
-    from pytest_graphbudget.shape_sweep import profile_sweep
+    from pytest_graphbudget.modes.sweep import profile_sweep
 
     net = torch.nn.Linear(8, 8)
     sweep = profile_sweep(
@@ -96,7 +96,7 @@ def test_compare_says_when_one_side_is_a_training_step(adam_step, tmp_path, caps
     alike: a reviewer read a grown model. Each side says its mode, and a mixed pair says so."""
     import json
 
-    from pytest_graphbudget.profile import profile_model
+    from pytest_graphbudget.api import profile_model
 
     a, b = tmp_path / "eval.json", tmp_path / "train.json"
     a.write_text(json.dumps(profile_model(*_mlp()).to_dict()))

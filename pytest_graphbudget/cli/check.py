@@ -2,7 +2,7 @@
 plugin's verdicts and reports, and the command line's exit codes (0 passed, 1 failed, 2 usage).
 
 This module is the command's place in the CLI (its parser fragment and handler); the check
-itself, shared with the plugin, is ``pytest_graphbudget.check_cli``.
+itself, shared with the plugin, is ``pytest_graphbudget.cli.check_files``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_graphbudget import check_cli
+from pytest_graphbudget.cli import check_files as check_cli
 from pytest_graphbudget.cli import options
 from pytest_graphbudget.cli.console import Console
 

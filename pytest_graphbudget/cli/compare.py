@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget import figures
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import (
     EXIT_FAILED,
@@ -21,8 +20,9 @@ from pytest_graphbudget.cli.console import (
 )
 from pytest_graphbudget.cli.views import inputs_text
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.figures import Figure
-from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+from pytest_graphbudget.gate import figures
+from pytest_graphbudget.gate.figures import Figure
+from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
 from pytest_graphbudget.units import format_ratio
 
 PROFILE_SCHEMA = "graphbudget.profile/1"

@@ -14,7 +14,7 @@ from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, format_of, stdout_to_stderr
 from pytest_graphbudget.cli.views import intensity, percent, short_bound
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
 from pytest_graphbudget.units import format_bytes, format_count, format_seconds
 
 HARDWARE_HEADERS = ("hardware", "ridge point", "bound", "time per step", "tokens/s")
@@ -56,7 +56,7 @@ def wanted(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from pytest_graphbudget.decode import profile_decode
+    from pytest_graphbudget.modes.decode import profile_decode
 
     fmt = format_of(args)
     extra = loading.user_hardware(getattr(args, "hardware_file", None))
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             hardware_profiles=extra,
         )
     if args.visualize:
-        from pytest_graphbudget import visualize
+        from pytest_graphbudget.reports import visualize
 
         visualize.write(result.decode, args.visualize)
         console.progress(f"wrote {args.visualize} (the decode step's graph)")
@@ -93,7 +93,7 @@ def render(result: Any, fmt: str, **view: Any) -> str:
     if fmt == "csv":
         rows = [(key, *values) for key, _label, *values in numbers(result)]
         return csv_text(("figure", "prefill", "decode"), rows)
-    from pytest_graphbudget.cli.profile import profile_markdown, profile_text
+    from pytest_graphbudget.cli.profile_view import profile_markdown, profile_text
 
     headers = ("", *columns(result))
     if fmt == "markdown":

@@ -11,7 +11,7 @@ from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable
 from pytest_graphbudget.cli.sections import break_lines
 from pytest_graphbudget.cli.views import headline, intensity, shape
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.names import Abbreviator, truncate
+from pytest_graphbudget.reports.names import Abbreviator, truncate
 from pytest_graphbudget.units import format_bytes, format_count
 
 LEFT = 56  # width of the node column; the subgraph column starts after it

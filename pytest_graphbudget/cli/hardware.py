@@ -11,7 +11,7 @@ from typing import Any
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -51,8 +51,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def calibrate(args: argparse.Namespace, console: Console) -> int:
     """``--calibrate``: measure, then write the profile (kept beside the output file's other
     profiles) so that ``--hardware NAME --hardware-file FILE`` prices models with it."""
-    from pytest_graphbudget.calibrate import calibrate as measure
     from pytest_graphbudget.hardware import from_table
+    from pytest_graphbudget.modes.calibrate import calibrate as measure
 
     if not args.calibrate:
         raise GraphBudgetError("--name and --device go with --calibrate")

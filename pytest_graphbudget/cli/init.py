@@ -10,15 +10,15 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_graphbudget import figures
-from pytest_graphbudget.budgets import WARN_AT
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, PROG, Console
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.gate import figures
+from pytest_graphbudget.gate.budgets import WARN_AT
 from pytest_graphbudget.units import format_bytes, format_count
 
 if TYPE_CHECKING:
-    from pytest_graphbudget.profile import Profile
+    from pytest_graphbudget.engine.profile import Profile
 
 DEFAULT_BUDGET_FILE = "budgets/models.toml"
 DEFAULT_HEADROOM = 0.15

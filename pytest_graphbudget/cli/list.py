@@ -19,7 +19,7 @@ from pytest_graphbudget.cli.console import (
     stdout_to_stderr,
 )
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
 from pytest_graphbudget.units import format_count
 
 
@@ -119,7 +119,7 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
 
 def _check_one(family: str, name: str, args: argparse.Namespace, hardware: Any) -> dict:
     from pytest_graphbudget import zoo
-    from pytest_graphbudget.profile import profile_model
+    from pytest_graphbudget.modes.dispatch import profile_model
 
     start = time.perf_counter()
     record: dict[str, Any] = {"model": name, "family": family}

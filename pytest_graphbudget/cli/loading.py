@@ -20,7 +20,7 @@ from pytest_graphbudget.errors import GraphBudgetError
 
 if TYPE_CHECKING:
     from pytest_graphbudget.case import ModelCase
-    from pytest_graphbudget.profile import Profile
+    from pytest_graphbudget.engine.profile import Profile
 
 
 def hardware(args: argparse.Namespace) -> Any:
@@ -28,7 +28,7 @@ def hardware(args: argparse.Namespace) -> Any:
     Without the flag, the project's ``[tool.graph_budget] hardware``, as pytest uses it: a
     figure from the CLI and one from the budget run must be on the same roofline."""
     from pytest_graphbudget import hardware as hw
-    from pytest_graphbudget import settings
+    from pytest_graphbudget.run import settings
 
     name = args.hardware or settings.for_directory(Path.cwd())[1].hardware
     return hw.get(name, user_hardware(getattr(args, "hardware_file", None)))
@@ -39,7 +39,7 @@ def user_hardware(path: str | None) -> dict[str, Any]:
     pytest would run here) and the ``[hardware.<name>]`` tables of ``--hardware-file``, which
     win."""
     from pytest_graphbudget import hardware as hw
-    from pytest_graphbudget import settings
+    from pytest_graphbudget.run import settings
 
     profiles = settings.for_directory(Path.cwd())[1].hardware_profiles
     if not path:
@@ -93,8 +93,8 @@ def project_code() -> Iterator[None]:
     """The current directory, the project's root and its ``pythonpath`` entries first on
     ``sys.path`` while a model is loaded, as ``graph-budget check`` imports factories: the
     user's package imports, and a pickled model of the user's classes unpickles."""
-    from pytest_graphbudget.check_cli import import_paths, importable
-    from pytest_graphbudget.settings import discover
+    from pytest_graphbudget.cli.check_files import import_paths, importable
+    from pytest_graphbudget.run.settings import discover
 
     here = Path.cwd()
     project = discover(here)
@@ -105,8 +105,8 @@ def project_code() -> Iterator[None]:
 def factory_case(spec: str, args: argparse.Namespace) -> ModelCase:
     """The model ``package.module:callable`` returns: a ``ModelCase``, a ``(model, inputs)``
     pair, or a bare model fed ``torch.randn(--input-shape)``."""
-    from pytest_graphbudget.budget_files import load_factory
-    from pytest_graphbudget.runtime import rss_bytes
+    from pytest_graphbudget.case import rss_bytes
+    from pytest_graphbudget.gate.budget_files import load_factory
 
     zoo_only = [f for f in ("seq_len", "batch", "meta") if getattr(args, f, None)]
     if zoo_only:
@@ -154,7 +154,7 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
 def variant(args: argparse.Namespace) -> dict[str, Any]:
     """``--mode``, ``--optimizer`` and ``--dtype`` as ``profile_model``'s keywords (those
     that differ from its defaults)."""
-    from pytest_graphbudget.variant import Variant
+    from pytest_graphbudget.modes.request import Variant
 
     given = {key: getattr(args, key, None) for key in ("mode", "optimizer", "dtype")}
     if given["optimizer"] and given["mode"] != "train":  # before any model is built
@@ -167,7 +167,7 @@ def profile_case(
 ) -> Profile:
     """Profile ``case`` on ``hardware``; ``how`` holds ``profile_model``'s mode, optimizer
     and dtype keywords (``variant(args)``) and ``measure``, the runs to time."""
-    from pytest_graphbudget.profile import profile_model
+    from pytest_graphbudget.modes.dispatch import profile_model
 
     runs = (how or {}).get("measure")
     timed = f" (then timing {runs} runs)" if runs else ""

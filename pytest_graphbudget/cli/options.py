@@ -199,7 +199,7 @@ def model(sweep: bool = False) -> argparse.ArgumentParser:
 
 def variant(parent: argparse.ArgumentParser) -> None:
     """``--mode``, ``--optimizer``, ``--dtype``: which step is profiled, in which dtype."""
-    from pytest_graphbudget.variant import DTYPES, MODES, OPTIMIZERS
+    from pytest_graphbudget.modes.request import DTYPES, MODES, OPTIMIZERS
 
     parent.add_argument(
         "--mode",

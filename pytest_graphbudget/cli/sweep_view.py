@@ -10,11 +10,11 @@ import argparse
 import copy
 from typing import Any
 
-from pytest_graphbudget import figures
 from pytest_graphbudget.cli import loading
 from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.shape_sweep import (
+from pytest_graphbudget.gate import figures
+from pytest_graphbudget.modes.sweep import (
     AXES,
     FITTED,
     Sweep,
@@ -24,8 +24,8 @@ from pytest_graphbudget.shape_sweep import (
     points_of,
     with_symbolic,
 )
-from pytest_graphbudget.symbolic import input_shapes
-from pytest_graphbudget.tables import csv_text, json_text, markdown_table, text_table
+from pytest_graphbudget.modes.symbolic import input_shapes
+from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
 
 COLUMNS = (*FITTED, "est_latency_s")
 """The figures of each point's row: those fitted, and the roofline's time estimate."""

@@ -1,10 +1,10 @@
 """The cost registry: one entry per op (formula, fusion role, kind label), keyed by its name.
 
 Formulas are pure functions of shapes, in the style of ``torch/utils/flop_counter.py``: the
-interpreter (``measure.py``) replaces every tensor argument by its shape (a tuple of ints)
+interpreter (``engine/measure.py``) replaces every tensor argument by its shape (a tuple of ints)
 before calling them, so no formula ever touches a tensor. A formula returns an ``OpCost``:
 ``macs`` for the multiply-accumulates of contraction ops, ``other`` for every other FLOP.
-Roles and keys are described in ``registry.py``; ``custom.register_formula`` adds an op from
+Roles and keys are described in ``registry.py``; ``registry.register_formula`` adds an op from
 outside. The per-op costs are documented in ``docs/metrics.md``; keep the two in step.
 
 Importing the modules below fills the registry.
@@ -22,7 +22,6 @@ from pytest_graphbudget.costs import (  # noqa: F401
     movement,
     reduction,
 )
-from pytest_graphbudget.costs.custom import register_formula
 from pytest_graphbudget.costs.registry import (
     REGISTRY,
     ROLES,
@@ -36,6 +35,7 @@ from pytest_graphbudget.costs.registry import (
     lookup,
     price,
     register,
+    register_formula,
 )
 
 __all__ = [

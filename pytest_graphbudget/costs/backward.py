@@ -1,4 +1,4 @@
-"""Backward ops: what the autograd engine runs for a training step (``train.py``).
+"""Backward ops: what the autograd engine runs for a training step (``modes/train.py``).
 
 Linear layers need no entry of their own: their gradients are ``mm`` calls. The contractions
 here count as FlopCounterMode counts them (``torch/utils/flop_counter.py``): a convolution's

@@ -2,8 +2,8 @@
 
 An op is keyed by its base name: ``addmm`` for ``aten.addmm.default`` and ``aten.addmm_.Tensor``
 (in-place and out variants share an entry), ``namespace.name`` for an op outside ATen
-(``torchvision.nms``). Fusion roles (how ``measure.py`` classifies the FX node the op runs in,
-for ``partition.py`` to fuse):
+(``torchvision.nms``). Fusion roles (how ``engine/measure.py`` classifies the FX node the op
+runs in, for ``engine/partition.py`` to fuse):
 
 - ``anchor``: a contraction; it starts a kernel (conv, matmul, attention).
 - ``reduction``: needs its whole input (softmax, norms, pooling, sum); it starts a kernel
@@ -202,12 +202,11 @@ def load_plugins(pm: Any = None) -> None:
     """
     if _plugins["state"] == "failed":
         raise _plugins["error"]
-    from pytest_graphbudget.costs.custom import register_formula
 
     _plugins["state"] = "loading"  # formulas registered by a hook may be looked up meanwhile
     try:
         if pm is None:
-            from pytest_graphbudget.zoo import plugin_manager
+            from pytest_graphbudget.hookspecs import plugin_manager
 
             pm = plugin_manager()
         pm.hook.graphbudget_register_formulas(register=register_formula)
@@ -222,3 +221,75 @@ def _plugin_failed(exc: Exception) -> str:
     from pytest_graphbudget.errors import one_line
 
     return f"a graphbudget_register_formulas hook failed: {one_line(exc, typed=True)}"
+
+
+def op_key(op: Any) -> str:
+    """The registry key of an ``OpOverload`` or ``OpOverloadPacket``: ``mm``, ``mylib.fused``."""
+    import torch
+
+    if isinstance(op, torch._ops.OpOverload):
+        qualified = op.name()
+    elif isinstance(op, torch._ops.OpOverloadPacket):
+        qualified = op._qualified_op_name
+    else:
+        raise RegistryError(
+            f"register_formula takes an op such as torch.ops.mylib.myop.default, got {op!r}"
+        )
+    namespace = qualified.partition("::")[0]
+    name = base_name(qualified)
+    return name if namespace in ("aten", "prim") else f"{namespace}.{name}"
+
+
+def register_formula(
+    op: Any, role: str = "anchor", *, kind: str | None = None
+) -> Callable[[Callable[..., Mapping[str, int]]], Callable[..., Mapping[str, int]]]:
+    """Register ``fn`` as the formula of ``op`` (all its overloads), with a fusion role.
+
+    ``role`` is one of ``anchor``, ``pointwise``, ``reduction``, ``gather``, ``view``, ``free``
+    (see ``costs.registry``); ``kind`` names the op in reports (default: its key, such as
+    ``mylib.fused_mm``). An op that already has an entry raises ``RegistryError``.
+    """
+    key = op_key(op)
+    if role not in ROLES:
+        raise RegistryError(f"{key}: unknown role {role!r}; use one of {', '.join(ROLES)}")
+
+    def wrap(fn: Callable[..., Mapping[str, int]]) -> Callable[..., Mapping[str, int]]:
+        def formula(*args: Any, out: Any = None, **kwargs: Any) -> OpCost:
+            try:
+                result = fn(*args, out=out, **kwargs)
+            except Exception as exc:  # the user's mistake: say so, never "unsupported"
+                raise FormulaError(raised(key, exc)) from exc
+            return to_cost(key, result)
+
+        add(key, role, formula, kind)
+        return fn
+
+    return wrap
+
+
+def raised(key: str, exc: Exception) -> str:
+    """The one line that says a registered formula raised, and how formulas are called."""
+    from pytest_graphbudget.errors import one_line
+
+    return (
+        f"the formula registered for {key} raised {one_line(exc, typed=True)} (it is called "
+        "as fn(*args, out=..., **kwargs), each tensor given as its Shape: a tuple of ints)"
+    )
+
+
+def to_cost(key: str, result: Any) -> OpCost:
+    """Check a custom formula's mapping and turn it into an ``OpCost``."""
+    if not isinstance(result, Mapping) or not {"flops", "macs"} <= result.keys():
+        raise FormulaError(
+            f"{key}: a formula returns a mapping with 'flops' and 'macs', got {result!r}"
+        )
+    flops, macs = result["flops"], result["macs"]
+    for label, value in (("flops", flops), ("macs", macs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise FormulaError(f"{key}: {label} must be a whole number >= 0, got {value!r}")
+    if flops < 2 * macs:
+        raise FormulaError(
+            f"{key}: flops={flops} is less than 2 * macs={2 * macs}; flops counts 2 per "
+            "multiply-accumulate plus every other FLOP"
+        )
+    return OpCost(macs=macs, other=flops - 2 * macs)

@@ -1,6 +1,6 @@
 """What every report says the same way: verdicts, names, figures, changes from the baseline.
 
-The reports read ``ModelResult``s (``check.py``) as plain data: ``profile`` is the profile's
+The reports read ``ModelResult``s (``gate/check.py``) as plain data: ``profile`` is the profile's
 JSON (``Profile.to_dict()``), ``baseline`` the recorded figures, ``findings`` the verdicts. Nothing
 here knows about pytest.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget import figures
-from pytest_graphbudget.budgets import LIMITS
-from pytest_graphbudget.check import UNCHECKED_KEY
-from pytest_graphbudget.figures import Figure
-from pytest_graphbudget.renames import KEYS as RENAME_KEYS
-from pytest_graphbudget.renames import UNMATCHED
+from pytest_graphbudget.gate import figures
+from pytest_graphbudget.gate.budgets import LIMITS
+from pytest_graphbudget.gate.check import UNCHECKED_KEY
+from pytest_graphbudget.gate.figures import Figure
+from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
+from pytest_graphbudget.gate.renames import UNMATCHED
 from pytest_graphbudget.units import format_ratio
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
@@ -119,7 +119,7 @@ def extra_limits(result: Any, shown: Iterable[str]) -> list[str]:
             continue
         parts.append(f"{bounded.heading} {figure_with_limit(result, bounded.key)}")
     if result.profile:
-        from pytest_graphbudget.budgets import BOTTLENECK_BY
+        from pytest_graphbudget.gate.budgets import BOTTLENECK_BY
 
         column = BOTTLENECK_BY.get(result.budget.get("by", "count"), "share")
         for key, share in result.budget.get("bottleneck", {}).items():
@@ -179,7 +179,7 @@ def grown_layers(
         base = (getattr(result, "baseline_by_module", None) or {}).get(figure)
     if not base or not result.profile:
         return []
-    from pytest_graphbudget.baseline import entry_from, grew_most
+    from pytest_graphbudget.gate.baseline import entry_from, grew_most
 
     current = entry_from(result.profile).layers(figure)
     return [
@@ -191,7 +191,7 @@ def grown_layers(
 def failed_figure(result: Any) -> str:
     """The profile figure of the result's first failure (``flops_max`` and ``baseline.flops``
     both give ``flops``); ``flops`` when no failure names a figure."""
-    from pytest_graphbudget.budgets import RANKED_BY
+    from pytest_graphbudget.gate.budgets import RANKED_BY
 
     for finding in findings(result, "fail"):
         key = finding["key"].removeprefix("baseline.")
@@ -205,7 +205,7 @@ def biggest_subgraphs(result: Any, n: int = 3) -> tuple[str, list[tuple[str, str
     """What contributes most to the figure that failed, and what it is ranked by:
     (``biggest subgraphs by FLOPs``, [(``module (kind)``, ``16.5k``)]). Empty rows without
     a profile."""
-    from pytest_graphbudget.budgets import contributors
+    from pytest_graphbudget.gate.budgets import contributors
 
     figure = failed_figure(result)
     if not result.profile:
@@ -298,7 +298,7 @@ def _count(n: int, noun: str, plural: str = "") -> str:
 
 
 def renamed(results: list[Any], stale: Collection[str] = ()) -> str:
-    """The title's clause for renamed models (``renames.py``): ``1 model compared with the
+    """The title's clause for renamed models (``gate/renames.py``): ``1 model compared with the
     baseline entry of another id: renamed?``, ``1 model has no baseline and 1 baseline
     entry matched nothing: renamed?``; ``""`` when neither."""
     compared = [r for r in results if getattr(r, "baseline_entry", None)]

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.check import UNCHECKED_KEY
-from pytest_graphbudget.renames import RENAMED, UNMATCHED
+from pytest_graphbudget.gate.check import UNCHECKED_KEY
+from pytest_graphbudget.gate.renames import RENAMED, UNMATCHED
 from pytest_graphbudget.reports import common
 
 

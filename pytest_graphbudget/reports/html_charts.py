@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from pytest_graphbudget import figures
+from pytest_graphbudget.gate import figures
 from pytest_graphbudget.units import format_bytes, format_count, format_seconds
 
 COLORS = {"compute_bound": "#d9822b", "memory_bound": "#3b78b5"}
@@ -285,7 +285,7 @@ def roofline_figure(profile: Mapping[str, Any]) -> str:
 
 def icicle_figure(profile: Mapping[str, Any], anchor: str) -> str:
     """The module icicle by FLOPs, and by params and peak memory behind a switch."""
-    from pytest_graphbudget.baseline import entry_from
+    from pytest_graphbudget.gate.baseline import entry_from
 
     entry = entry_from(profile)
     switch = "".join(

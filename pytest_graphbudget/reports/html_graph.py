@@ -30,8 +30,8 @@ GRAPH_NODE = re.compile(r'class="node">\s*<title>(?!in:|__legend_)')
 
 def graph_svg(prof: Any) -> tuple[str, str]:
     """The partitioned graph of a ``Profile`` as inline SVG, or ``""`` and why not."""
-    from pytest_graphbudget import visualize
     from pytest_graphbudget.errors import GraphBudgetError
+    from pytest_graphbudget.reports import visualize
 
     if not prof.node_info:
         return "", NO_NODES.replace("{model}", prof.model)
@@ -58,7 +58,7 @@ def execution_order(prof: Any) -> list[str]:
     children, siblings in the order the graph first runs them; empty without its nodes."""
     if not prof.node_info:
         return []
-    from pytest_graphbudget.cli.sections import layer_rows
+    from pytest_graphbudget.reports.layers import layer_rows
 
     return [row.path for row in layer_rows(prof)[1:]]
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pytest_graphbudget import figures
-from pytest_graphbudget.reports.html import Section, page
+from pytest_graphbudget.gate import figures
+from pytest_graphbudget.reports.html_page import Section, page
 
 W, H = 470, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 44
@@ -147,8 +147,8 @@ def run_sweeps(results: Sequence[Any]) -> list[Section]:
     """The growth curves of every swept budget table of a run, from its points' results
     (``name[seq_len=128]``, ...), each figure fitted as ``profile --seq-len`` fits it."""
     from pytest_graphbudget.errors import GraphBudgetError
-    from pytest_graphbudget.fit import fit
-    from pytest_graphbudget.shape_sweep import FITTED, fit_symbol
+    from pytest_graphbudget.modes.fit import fit
+    from pytest_graphbudget.modes.sweep import FITTED, fit_symbol
 
     swept: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {}
     for result in results:

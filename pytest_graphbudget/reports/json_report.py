@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.budgets import REGRESSION_FIGURES
+from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES
 from pytest_graphbudget.reports import common
 
 SCHEMA = "graphbudget.report/1"

@@ -24,7 +24,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.renames import KEYS as RENAME_KEYS
+from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
 from pytest_graphbudget.reports import common
 
 PROPERTY_PREFIX = "graph_budget"
@@ -72,7 +72,7 @@ def classname(result: Any) -> str:
 
 def case_output(result: Any) -> str:
     """The test case's ``<system-out>``: figures, limits, baseline changes, every finding;
-    first, what a rename left (``renames.py``): a regression check it may have skipped."""
+    first, what a rename left (``gate/renames.py``): a regression check it may have skipped."""
     renamed = [f for f in result.findings if f["key"] in RENAME_KEYS]
     lines = [f"{f['severity']}: {f['message']}" for f in renamed]
     if result.profile:

@@ -7,7 +7,7 @@ the baseline in percent), one section per failure with its messages, the layers 
 most in each regressed figure (FLOPs, params, peak memory, traffic) and how to accept an
 intended change, the figures that dropped (an improvement is news too), and the models within
 budget folded in a ``<details>`` block, so that a run of fifty models still reads at a glance.
-Right under the title, what a rename left (``renames.py``): a check it may have skipped.
+Right under the title, what a rename left (``gate/renames.py``): a check it may have skipped.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget import tables
-from pytest_graphbudget.renames import KEYS as RENAME_KEYS
-from pytest_graphbudget.reports import common
+from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
+from pytest_graphbudget.reports import common, tables
 
 MARKER = "<!-- graph-budget -->"
 MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters

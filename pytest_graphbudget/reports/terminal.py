@@ -11,7 +11,7 @@
     warn: test_mlp::encoder: FLOPs 16.5k is at 92.0% of flops_max 18k
     3 models: 1 could not be checked, 1 over budget, 1 near a limit
 
-A rename that may have skipped a regression check (``renames.py``) is said above the table
+A rename that may have skipped a regression check (``gate/renames.py``) is said above the table
 (``renamed? ...``) and in the title. ``vs base`` is the change in FLOPs from the baseline
 (``new`` when the model has none); a
 budget that could not be checked is an ``ERROR`` row with its reason below the table; the
@@ -28,8 +28,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget import tables
-from pytest_graphbudget.reports import common
+from pytest_graphbudget.reports import common, tables
 
 HEADER = ["model", "FLOPs/limit", "memory/limit", "params", "vs base", "verdict"]
 SHOWN = ("flops", "peak_memory_bytes", "params")

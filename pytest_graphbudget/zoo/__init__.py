@@ -13,14 +13,15 @@ any model library; a loader imports its framework when it builds a model.
 from __future__ import annotations
 
 import difflib
-import functools
 import os
 import time
 from typing import TYPE_CHECKING
 
-from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
-from pytest_graphbudget.runtime import rss_bytes
-from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, check_loader
+from pytest_graphbudget import hookspecs
+from pytest_graphbudget.case import rss_bytes
+from pytest_graphbudget.errors import UnknownModelError
+from pytest_graphbudget.hookspecs import plugin_manager  # the process-wide one
+from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, NotFound, check_loader
 
 if TYPE_CHECKING:
     import pluggy
@@ -74,7 +75,10 @@ def resolve(
         raise UnknownModelError(_unknown_message(name))
     loader, canonical = found
     start = time.perf_counter()
-    case = loader.load(canonical, options)
+    try:
+        case = loader.load(canonical, options)
+    except NotFound as exc:  # a loader took the name but found nothing: suggest close names
+        raise UnknownModelError(_unknown_message(exc.name)) from None
     case.load_seconds = time.perf_counter() - start
     case.load_rss_bytes = rss_bytes()
     if case.name is None:
@@ -113,7 +117,7 @@ def list_models() -> dict[str, list[str]]:
 
 def loaders() -> list[ModelLoader]:
     """The loaders of every registered plugin, in the order names are offered to them."""
-    pm = plugin_manager()
+    pm = with_builtins(plugin_manager())
     found: list[ModelLoader] = []
     for result in pm.hook.graphbudget_model_loaders():
         for loader in result or ():
@@ -122,31 +126,21 @@ def loaders() -> list[ModelLoader]:
     return found
 
 
-@functools.cache
-def plugin_manager() -> pluggy.PluginManager:
-    """The process-wide plugin manager, built on first use (``make_plugin_manager``)."""
-    return make_plugin_manager()
+BUILTIN = "graphbudget-builtin-loaders"
 
 
 def make_plugin_manager(*, entry_points: bool = True) -> pluggy.PluginManager:
     """A fresh plugin manager with the built-in loaders and, unless ``entry_points`` is false,
     the plugins of every installed package under the ``graphbudget`` entry-point group."""
-    import pluggy
+    return with_builtins(hookspecs.make_plugin_manager(entry_points=entry_points))
 
-    from pytest_graphbudget import hookspecs
+
+def with_builtins(pm: pluggy.PluginManager) -> pluggy.PluginManager:
+    """``pm`` with the built-in loaders registered (once; ``trylast``, so after every plugin)."""
     from pytest_graphbudget.zoo import builtin
 
-    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
-    pm.add_hookspecs(hookspecs)
-    pm.register(builtin, name="graphbudget-builtin-loaders")
-    if entry_points:
-        try:
-            pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
-        except Exception as exc:  # a broken third-party package: say which, in one line
-            raise GraphBudgetError(
-                f"could not load a {hookspecs.ENTRY_POINT_GROUP!r} entry point: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+    if not pm.has_plugin(BUILTIN):
+        pm.register(builtin, name=BUILTIN)
     return pm
 
 

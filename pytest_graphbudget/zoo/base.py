@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
 
 if TYPE_CHECKING:
     from pytest_graphbudget.case import ModelCase
@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 # Models above this many parameters are built on the meta device when ``meta`` is left to the
 # zoo (``meta=None``): no weight is allocated, and the profile is the same.
 META_PARAMS_THRESHOLD = 300_000_000
+
+
+class NotFound(UnknownModelError):
+    """A loader took ``name`` but found no model: ``zoo.resolve`` words the message with the
+    closest names the zoo knows (a loader never imports the zoo)."""
+
+    def __init__(self, name: str):
+        super().__init__(f"unknown model {name!r}")
+        self.name = name
 
 
 @dataclass(frozen=True)

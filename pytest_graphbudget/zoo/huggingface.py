@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
-from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, written_shape
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, NotFound, written_shape
 
 if TYPE_CHECKING:
     from pytest_graphbudget.case import ModelCase
@@ -150,9 +150,7 @@ def load_config(name: str) -> tuple[Any, str]:
             return _from_pretrained(transformers, name, local_files_only=False), "hub"
         except OSError:
             pass  # not a repository on the hub: reported below as an unknown name
-    from pytest_graphbudget.zoo import _unknown_message
-
-    raise UnknownModelError(_unknown_message(name))
+    raise NotFound(name)
 
 
 def config_from_dict(data: dict) -> Any:

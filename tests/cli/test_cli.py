@@ -137,7 +137,7 @@ def tiny_json_run(work):
 def tiny_profile(work):
     """The same profile computed in this process, through the Python API."""
     from pytest_graphbudget import zoo
-    from pytest_graphbudget.profile import profile_model
+    from pytest_graphbudget.api import profile_model
 
     case = zoo.resolve(str(work / "tiny.pt"), input_shape=(2, 8), trust_pickle=True)
     case.name = "tiny.pt"
@@ -546,7 +546,8 @@ def test_init_writes_a_budget_the_plugin_accepts(work, tiny_profile):
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
 
-    from pytest_graphbudget import budgets, units
+    from pytest_graphbudget import units
+    from pytest_graphbudget.gate import budgets
 
     result = run_cli("init", "tiny.pt", *TINY_ARGS, "-o", "budgets/tiny.toml", cwd=work)
     assert_ok(result)

@@ -11,7 +11,7 @@ import pytest
 from pytest_graphbudget.cli import join_shape_tokens
 from pytest_graphbudget.cli.explore import node_range
 from pytest_graphbudget.cli.views import percent
-from pytest_graphbudget.names import Abbreviator, abbreviate, mangle, rules, truncate
+from pytest_graphbudget.reports.names import Abbreviator, abbreviate, mangle, rules, truncate
 
 
 def test_seed_examples():
@@ -141,15 +141,17 @@ def test_views_never_import_torch():
     import importlib
 
     for module in (
-        "pytest_graphbudget.names",
+        "pytest_graphbudget.reports.names",
         "pytest_graphbudget.cli.views",
         "pytest_graphbudget.cli.sections",
         "pytest_graphbudget.cli.profile",
+        "pytest_graphbudget.cli.profile_view",
+        "pytest_graphbudget.reports.layers",
         "pytest_graphbudget.cli.explore",
         "pytest_graphbudget.cli.compare",
         "pytest_graphbudget.cli.hardware",
-        "pytest_graphbudget.tables",
-        "pytest_graphbudget.visualize",
+        "pytest_graphbudget.reports.tables",
+        "pytest_graphbudget.reports.visualize",
     ):
         source = importlib.import_module(module).__file__
         with open(source, encoding="utf-8") as handle:

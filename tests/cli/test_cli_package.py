@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_graphbudget import cli, tables
+from pytest_graphbudget import cli
+from pytest_graphbudget.reports import tables
 
 
 def test_every_command_is_one_module_with_its_parser_and_handler():
@@ -55,7 +56,7 @@ def _saved_profile(path: Path, model: str, **totals: float) -> str:
     """A profile as ``graph-budget profile --format json`` saves it, figures given by hand."""
     import json
 
-    from pytest_graphbudget import figures
+    from pytest_graphbudget.gate import figures
 
     values = {f.key: 0 for f in figures.TABLE} | totals
     data = {
@@ -74,7 +75,7 @@ def _saved_profile(path: Path, model: str, **totals: float) -> str:
 def test_compare_shows_every_figure_of_the_table_and_gates_the_marked_ones(tmp_path, capsys):
     """compare's rows and --max-growth's figures come from figures.TABLE: FLOPs 100 -> 120 is
     +20%, over a 10% limit; weights 10B -> 100B grow more but are not gated."""
-    from pytest_graphbudget import figures
+    from pytest_graphbudget.gate import figures
 
     a = _saved_profile(tmp_path / "a.json", "a", flops=100, weights_bytes=10)
     b = _saved_profile(tmp_path / "b.json", "b", flops=120, weights_bytes=100)

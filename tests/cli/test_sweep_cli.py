@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_graphbudget import budget_files, cli
-from pytest_graphbudget.budgets import Budget
+from pytest_graphbudget import cli
+from pytest_graphbudget.gate import budget_files
+from pytest_graphbudget.gate.budgets import Budget
 
 H, LAYERS = 64, 2
 SEQ = [8, 16, 32]

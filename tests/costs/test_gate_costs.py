@@ -85,7 +85,7 @@ CASES = {
 @pytest.mark.parametrize("fake", [False, True], ids=["real-pass", "fake-pass"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_inference_mode_profile_equals_the_normal_one(case, fake, monkeypatch):
-    from pytest_graphbudget import engine
+    from pytest_graphbudget.engine import tiers as engine
 
     # Small models are measured on real tensors; force each cost pass in turn.
     monkeypatch.setattr(engine, "REAL_PASS_SECONDS", 0.0 if fake else 1e9)
@@ -103,8 +103,8 @@ def test_inference_mode_profile_equals_the_normal_one(case, fake, monkeypatch):
 def test_the_cost_pass_decomposes_composites_it_is_handed():
     """The cost pass itself prices what a composite op decomposes into, as FlopCounterMode
     does: it sees aten.linear whole whenever autograd is off, whoever runs it."""
-    from pytest_graphbudget.measure import measure
-    from pytest_graphbudget.trace import Example, trace_fx
+    from pytest_graphbudget.engine.measure import measure
+    from pytest_graphbudget.engine.trace import Example, trace_fx
 
     model, x = ConvBnLinear().eval(), torch.randn(1, 1, 4, 4)
     traced = trace_fx(model, Example((x,), {}))
@@ -396,7 +396,7 @@ def test_custom_ops_are_reported_under_their_namespace(custom_profile):
 
 
 def test_may_contract_rule():
-    from pytest_graphbudget.measure import may_contract
+    from pytest_graphbudget.engine.measure import may_contract
 
     floats2, floats1 = torch.empty(3, 4), torch.empty(4)
     ints2 = torch.empty(3, 4, dtype=torch.long)
@@ -412,7 +412,7 @@ def severities(findings) -> list[tuple[str, str]]:
 
 
 def test_an_unsupported_contraction_fails_the_check(custom_profile):
-    from pytest_graphbudget.budgets import Budget, coverage_findings
+    from pytest_graphbudget.gate.budgets import Budget, coverage_findings
 
     findings = coverage_findings(custom_profile, Budget())
     fails = [f.message for f in findings if f.severity == "fail"]
@@ -435,7 +435,7 @@ def test_an_unsupported_contraction_fails_the_check(custom_profile):
     ],
 )
 def test_allow_unsupported_accepts_the_op(custom_profile, allowed):
-    from pytest_graphbudget.budgets import build, coverage_findings
+    from pytest_graphbudget.gate.budgets import build, coverage_findings
 
     budget = build({"allow_unsupported": allowed}, "test")
     findings = coverage_findings(custom_profile, budget)
@@ -446,14 +446,14 @@ def test_allow_unsupported_accepts_the_op(custom_profile, allowed):
 
 @pytest.mark.parametrize("allowed", [False, "gbcosts.bucket", ["aten.blend"], "blend"])
 def test_allow_unsupported_for_other_ops_still_fails(custom_profile, allowed):
-    from pytest_graphbudget.budgets import build, coverage_findings
+    from pytest_graphbudget.gate.budgets import build, coverage_findings
 
     findings = coverage_findings(custom_profile, build({"allow_unsupported": allowed}, "test"))
     assert [f.key for f in findings if f.severity == "fail"] == ["coverage"]
 
 
 def test_strict_fails_other_unsupported_ops_unless_allowed(custom_profile):
-    from pytest_graphbudget.budgets import build, coverage_findings
+    from pytest_graphbudget.gate.budgets import build, coverage_findings
 
     budget = build({"allow_unsupported": "gbcosts.blend"}, "test")
     strict = coverage_findings(custom_profile, budget, strict=True)
@@ -466,7 +466,7 @@ def test_strict_fails_other_unsupported_ops_unless_allowed(custom_profile):
 
 def test_a_profile_without_the_contraction_record_fails_every_unsupported_op(custom_profile):
     """A profile saved before the record existed: any unsupported op may be a contraction."""
-    from pytest_graphbudget.budgets import Budget, coverage_findings
+    from pytest_graphbudget.gate.budgets import Budget, coverage_findings
 
     data = custom_profile.to_dict()
     del data["coverage"]["unsupported_contractions"]
@@ -476,7 +476,7 @@ def test_a_profile_without_the_contraction_record_fails_every_unsupported_op(cus
 
 @pytest.mark.parametrize("value", [1, "", ["ok", 2], {"op": True}, [" "]])
 def test_allow_unsupported_values_are_checked(value):
-    from pytest_graphbudget.budgets import build
+    from pytest_graphbudget.gate.budgets import build
 
     with pytest.raises(GraphBudgetError) as caught:
         build({"allow_unsupported": value}, "budgets/x.toml [models.m]")
@@ -486,8 +486,8 @@ def test_allow_unsupported_values_are_checked(value):
 
 
 def test_allow_unsupported_is_in_the_budget_dict():
-    from pytest_graphbudget.budgets import build
-    from pytest_graphbudget.plugin import budget_dict
+    from pytest_graphbudget.gate.budgets import build
+    from pytest_graphbudget.pytest_plugin.plugin import budget_dict
 
     assert budget_dict(build({}, "t"))["allow_unsupported"] is False
     assert budget_dict(build({"allow_unsupported": True}, "t"))["allow_unsupported"] is True

@@ -24,8 +24,9 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from pytest_graphbudget import profile_model, tree  # noqa: E402
+from pytest_graphbudget import profile_model  # noqa: E402
 from pytest_graphbudget.costs import price  # noqa: E402
+from pytest_graphbudget.engine import tree  # noqa: E402
 
 LINEAR_STEP, LINEAR_MACS = 544, 256
 TARGETS = [0, 1, 2, 3]

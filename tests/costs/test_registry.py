@@ -14,7 +14,6 @@ from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model, register_formula  # noqa: E402
 from pytest_graphbudget.costs import registry  # noqa: E402
-from pytest_graphbudget.costs.custom import op_key  # noqa: E402
 from pytest_graphbudget.costs.registry import (  # noqa: E402
     REGISTRY,
     ROLES,
@@ -22,6 +21,7 @@ from pytest_graphbudget.costs.registry import (  # noqa: E402
     FormulaError,
     RegistryError,
     Shape,
+    op_key,
 )
 from pytest_graphbudget.hookspecs import hookimpl  # noqa: E402
 

@@ -261,7 +261,7 @@ def test_a_collection_error_of_a_budget_file_is_counted(project):
 
 
 def result(name: str, error: str | None = None, *findings: tuple[str, str]):
-    from pytest_graphbudget.plugin import ModelResult
+    from pytest_graphbudget.pytest_plugin.plugin import ModelResult
 
     profile = None if error else {"totals": {"flops": 1.0}, "bottleneck": {}, "subgraphs": []}
     return ModelResult(
@@ -445,7 +445,7 @@ flops_max = "1G"
 def test_an_internal_error_is_a_result_and_the_other_models_keep_theirs(project, monkeypatch):
     """An exception from our own code (not the user's model) is one line that says it is our
     bug, an error in every report, and never costs another model its verdict."""
-    from pytest_graphbudget import partition as partition_module
+    from pytest_graphbudget.engine import partition as partition_module
 
     real = partition_module.partition
 

@@ -50,7 +50,7 @@ def tiny(width: int = 32):
 @pytest.fixture(scope="module")
 def profiles():
     """The tiny model, and the same with layer 2 twice as wide (64 outputs)."""
-    from pytest_graphbudget.profile import profile_model
+    from pytest_graphbudget.api import profile_model
 
     return (
         profile_model(*tiny(), name="tiny"),
@@ -601,7 +601,7 @@ def test_sweep_page_in_headless_chromium(browser, tmp_path):
 def test_run_page_gathers_a_swept_tables_points_into_growth_curves(profiles):
     """A swept budget table runs as one result per point (``tiny[seq_len=128]``, ...): the
     run's page fits them as ``profile --seq-len`` does. The points' FLOPs are 1000*s^2 here."""
-    from pytest_graphbudget.check import ModelResult
+    from pytest_graphbudget.gate.check import ModelResult
     from pytest_graphbudget.reports import html
 
     results = []

@@ -162,7 +162,7 @@ def test_terminal_section_after_the_summary_fits_80_columns(project):
 
 
 def test_terminal_table_shortens_long_names_to_the_width():
-    from pytest_graphbudget.plugin import ModelResult
+    from pytest_graphbudget.pytest_plugin.plugin import ModelResult
     from pytest_graphbudget.reports.terminal import render
 
     profile = {
@@ -450,7 +450,7 @@ def test_junit_keeps_control_characters_of_an_error_visible(tmp_path):
     document still validates."""
     import xmlschema
 
-    from pytest_graphbudget.plugin import ModelResult
+    from pytest_graphbudget.pytest_plugin.plugin import ModelResult
     from pytest_graphbudget.reports import junit
 
     error = "forward raised ValueError: \x1b[31mred\x1b[0m\x00"

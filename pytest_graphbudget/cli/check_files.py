@@ -1,0 +1,310 @@
+"""``graph-budget check [PATHS...]``: the budget files' check without pytest.
+
+The same check as ``pytest --graph-budget`` on the same files: the same model ids (node ids
+relative to the project's root), findings, baseline comparison, reports and terminal table,
+through the same functions (``budget_files.read``, ``table_check.check_table``, ``session.finish``).
+Exit codes are the command line's: 0 every budget passed, 1 a budget failed or could not be
+checked, 2 a usage error (bad settings, a path that does not exist, nothing to check, a report
+that could not be written), as every other ``graph-budget`` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.gate import budget_files
+from pytest_graphbudget.gate.check import (
+    Checker,
+    ModelResult,
+    budget_dict,
+    internal_error,
+    relative,
+)
+from pytest_graphbudget.run.table_check import check_table
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the command line's: 2 for every usage error
+PRUNED = ("node_modules", "venv", "build", "dist", "__pycache__")
+"""Directories never searched for budget files (as pytest's ``norecursedirs``), with any
+directory whose name starts with a dot."""
+
+
+class UsageError(GraphBudgetError):
+    """The command cannot run as asked: exit 2, one line."""
+
+
+def add_parser(
+    sub: Any, formatter: Any = argparse.HelpFormatter, parents: Sequence[Any] = ()
+) -> argparse.ArgumentParser:
+    """The ``check`` subcommand, for ``cli.build_parser`` (which adds ``-q``/``-v`` as
+    ``parents``, as every command has them)."""
+    p = sub.add_parser(
+        "check",
+        parents=list(parents),
+        formatter_class=formatter,
+        help="check the TOML budget files, as pytest --graph-budget does",
+        description='Check every [models."<name>"] table of the budget files in PATHS\n'
+        "(default: [tool.graph_budget] budgets, else budgets/) against its limits and\n"
+        "the baseline, as `pytest --graph-budget` does, without pytest.",
+        epilog="Exit codes: 0 every budget passed, 1 a budget failed or could not be\n"
+        "checked, 2 a usage error (as every graph-budget command).",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="budget .toml files or directories")
+    p.add_argument("--update", action="store_true", help="write the baseline from this run")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a closed gate: unpriced ops, models without a baseline entry and stale entries fail",
+    )
+    p.add_argument("--hardware", metavar="NAME", help="hardware profile for every model")
+    p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
+    p.add_argument("--json", metavar="PATH", help="write every profile as JSON")
+    p.add_argument("--markdown", metavar="PATH", help="write the pull-request comment")
+    p.add_argument("--html", metavar="PATH", help="write the interactive HTML report")
+    p.add_argument("--no-cache", action="store_true", help="do not cache profiles")
+    p.add_argument("--cache-clear", action="store_true", help="empty the profile cache first")
+    p.set_defaults(func=command)
+    return p
+
+
+def command(args: argparse.Namespace, console: Any = None) -> int:
+    """The handler ``cli.main`` calls."""
+    return run(
+        args.paths,
+        update=args.update,
+        strict=args.strict,
+        hardware=args.hardware,
+        junit=args.junit,
+        json=args.json,
+        markdown=args.markdown,
+        html=args.html,
+        cache=not args.no_cache,
+        cache_clear=args.cache_clear,
+        quiet=getattr(args, "quiet", False),
+    )
+
+
+def run(
+    paths: Sequence[str] = (),
+    *,
+    update: bool = False,
+    strict: bool = False,
+    hardware: str | None = None,
+    junit: str | None = None,
+    json: str | None = None,
+    markdown: str | None = None,
+    html: str | None = None,
+    cache: bool = True,
+    cache_clear: bool = False,
+    cwd: Path | None = None,
+    quiet: bool = False,
+) -> int:
+    """Check the budget files in ``paths`` (relative to ``cwd``), print the table, write the
+    reports asked for; the exit code. ``quiet``: what the models print while they are built
+    is dropped (else it goes to stderr), so stderr carries only errors."""
+    from pytest_graphbudget.gate.renames import stale_entries
+    from pytest_graphbudget.reports import html_graph
+    from pytest_graphbudget.run import settings as project
+    from pytest_graphbudget.run.profiler import Profiler
+    from pytest_graphbudget.run.session import Outputs, finish, stale_errors
+
+    here = Path(cwd or Path.cwd())
+    try:
+        # pytest's rootdir and configuration file for `pytest --graph-budget PATHS` here
+        found, conf = project.for_directory(here, paths)
+        root = found.root
+        files = budget_paths(paths, here, root, conf.budgets, root / conf.baseline)
+    except project.SettingsError as exc:
+        return usage(*exc.problems)
+    except UsageError as exc:
+        return usage(str(exc))
+    checker = Checker(
+        root / conf.baseline,
+        relative(str(root / conf.baseline), root),
+        strict=strict or conf.strict,
+        update=update,
+        update_command="graph-budget check --update",
+        draw=html_graph.draw if html else None,
+        baseline_from=conf.baseline_from,
+    )
+    profiler = Profiler.open(root / conf.cache_dir, conf.hardware_profiles, cache_clear)
+    profiler.nodes = checker.draw is not None
+    if not cache:
+        profiler.cache = None
+    results: list[ModelResult] = []
+    tables = {
+        path: budget_files.read(path, relative(str(path), root), conf.defaults) for path in files
+    }
+    # every id is known before the first check, as under pytest: a renamed table is matched
+    checker.collected = {node_id(path, root, e.name) for path in files for e in tables[path]}
+    checker.root = root
+    # what models print stays off the table; factories import as they would under pytest
+    printed = open(os.devnull, "w") if quiet else contextlib.nullcontext(sys.stderr)
+    with (
+        printed as sink,
+        contextlib.redirect_stdout(sink),
+        importable(import_paths(root, found.ini)),
+    ):
+        for path in files:
+            results += check_file(
+                path, tables[path], root, conf.defaults, checker, profiler, hardware
+            )
+    stale = stale_entries(checker.baseline.keys(), checker.collected, root)
+    results += stale_errors(stale, checker)
+    outputs = Outputs(here, root, junit, json, markdown, html)
+    written, unwritten = finish(results, stale, checker, outputs)
+    updated = checker.baseline_path if update and not unwritten else None
+    from pytest_graphbudget import reports
+
+    for result in results:  # why each failed, as pytest's failure section says it
+        if result.failed:
+            print(result.message())
+    reports.terminal(Lines(root), results, stale, updated, written)
+    if any(r.failed for r in results):
+        return EXIT_FAILED
+    return EXIT_USAGE if written.problems else EXIT_OK
+
+
+def import_paths(root: Path, ini: dict[str, Any]) -> list[str]:
+    """Where ``factory = "package.module:function"`` is imported from, as under pytest: the
+    project's root and the ``pythonpath`` entries of its pytest configuration (``ini``)."""
+    entries = ini.get("pythonpath", [])
+    entries = entries.split() if isinstance(entries, str) else entries
+    extra = [root / e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+    return [str(p.resolve()) for p in [*extra, root]]
+
+
+@contextlib.contextmanager
+def importable(paths: list[str]):
+    """``paths`` first on ``sys.path`` while the budgets are checked, then as it was."""
+    saved = list(sys.path)
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def node_id(path: Path, root: Path, name: str) -> str:
+    """A table's id, as pytest's node id: ``budgets/vision.toml::resnet18``."""
+    return f"{relative(str(path), root).replace(chr(92), '/')}::{name}"
+
+
+def check_file(
+    path: Path,
+    entries: list[Any],
+    root: Path,
+    defaults: Any,
+    checker: Checker,
+    profiler: Any,
+    hardware: str | None,
+) -> list[ModelResult]:
+    """One result per table and per problem of the budget file (``entries``, as
+    ``budget_files.read`` gives them), as the plugin's items give."""
+    shown = relative(str(path), root)
+    results = []
+    for entry in entries:
+        nodeid = node_id(path, root, entry.name)
+        label = path.name if entry.name.startswith("<") else entry.name
+        if isinstance(entry, budget_files.Broken):
+            line = entry.line or 1
+            results.append(unchecked(nodeid, label, shown, line, defaults, entry.message))
+            continue
+        try:
+            result = check_table(entry, nodeid, path, shown, checker, profiler, hardware)
+        except GraphBudgetError as exc:
+            line = budget_files.key_line(str(exc), entry.lines) or entry.lines.get("", 1)
+            result = unchecked(nodeid, label, shown, line, defaults, str(exc))
+        except Exception as exc:  # a bug of ours: still a result, never a missing row
+            result = unchecked(nodeid, label, shown, entry.line(), defaults, internal_error(exc))
+        results.append(result)
+    return results
+
+
+def unchecked(
+    nodeid: str, label: str, shown: str, line: int, defaults: Any, message: str
+) -> ModelResult:
+    """The result of a budget that could not be checked: an error every report counts."""
+    return ModelResult(
+        nodeid, label, nodeid, shown, line, budget_dict(defaults), error=message, source="toml"
+    )
+
+
+def budget_paths(
+    paths: Sequence[str], here: Path, root: Path, configured: list[str], baseline: Path
+) -> list[Path]:
+    """The budget files to check: those in ``paths``, else in the configured budget paths,
+    else in ``budgets/``; raises ``UsageError`` for a path that does not exist or when there
+    is nothing to check (a check of nothing must not pass)."""
+    if paths:
+        given = [here / p for p in paths]
+    elif configured:
+        given = [root / p for p in configured]
+    elif (root / "budgets").is_dir():
+        given = [root / "budgets"]
+    else:
+        raise UsageError(
+            "nothing to check: give budget files or directories, or set "
+            "[tool.graph_budget] budgets in pyproject.toml"
+        )
+    files: list[Path] = []
+    roots = [root / p for p in configured]
+    for path in given:
+        if not path.exists():
+            raise UsageError(f"{path}: no such file or directory")
+        if path.is_file():
+            if path.name not in budget_files.SKIPPED:
+                files.append(path)
+            continue
+        for found in sorted(path.rglob("*.toml")):
+            parts = found.relative_to(path).parts[:-1]
+            if any(p.startswith(".") or p in PRUNED for p in parts):
+                continue
+            if found.name in budget_files.SKIPPED or found.resolve() == baseline.resolve():
+                continue
+            # a folder named on the command line may hold other tools' files (as in pytest)
+            named = paths and not budget_files.is_budget_file(found, roots)
+            if named and not budget_files.looks_like_budget(found):
+                continue
+            files.append(found)
+    unique = list(dict.fromkeys(f.resolve() for f in files))
+    if not unique:
+        shown = ", ".join(relative(str(p), root) for p in given)
+        raise UsageError(f"no budget files (*.toml) in {shown}: nothing would be checked")
+    return unique
+
+
+def usage(*problems: str) -> int:
+    for problem in problems:
+        print(f"graph-budget check: error: {problem}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+class Lines:
+    """What ``reports.terminal`` writes to, on stdout: pytest's ``=== title ===`` rule, lines."""
+
+    def __init__(self, root: Path, width: int | None = None):
+        self.config = argparse.Namespace(rootpath=root)
+        self.width = width or shutil.get_terminal_size((80, 24)).columns
+
+    @property
+    def _tw(self) -> Any:
+        return argparse.Namespace(fullwidth=self.width)
+
+    def write_sep(self, sep: str, title: str) -> None:
+        # pytest's TerminalWriter.sep: the title between runs of ``sep``, filling the width.
+        fill = sep * max((self.width - len(title) - 2) // (2 * len(sep)), 1)
+        line = f"{fill} {title} {fill}"
+        if len(line) + len(sep.rstrip()) <= self.width:
+            line += sep.rstrip()
+        print(line)
+
+    def write_line(self, text: str, **markup: Any) -> None:
+        print(text)

@@ -1,0 +1,191 @@
+"""Partition the measured graph and put every figure of the ``Profile`` in its place."""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from typing import Any
+
+from pytest_graphbudget.engine.profile import (
+    Coverage,
+    InputInfo,
+    ModuleCost,
+    NodeInfo,
+    Profile,
+    Subgraph,
+    TraceInfo,
+)
+
+
+def assemble(
+    model: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    name: str,
+    target: Any,
+    traced: Any,
+    measured: Any,
+    failures: dict[str, str],
+    seconds: float,
+) -> Profile:
+    """Partition the measured graph and put every figure in its place."""
+    from pytest_graphbudget.engine.partition import live_at_peak, partition, traffic
+
+    groups = partition(measured)
+    flows = traffic(groups, measured)
+    at_peak = live_at_peak(measured)
+    dtype = _dtype(model, (args, kwargs))
+    subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
+    return Profile(
+        model=name,
+        inputs=_input_info(model, args, kwargs),
+        trace=TraceInfo(
+            traced.method,
+            failures,
+            len(measured.nodes),
+            seconds,
+            measured.mode,
+            graphs=getattr(traced, "graphs", 1),
+            breaks=[str(b) for b in getattr(traced, "breaks", [])],
+        ),
+        hardware=target,
+        dtype=dtype,
+        flops=sum(n.flops for n in measured.nodes),
+        macs=sum(n.macs for n in measured.nodes),
+        params=sum(p.numel() for p in model.parameters()),
+        weights_bytes=_weights_bytes(model),
+        traffic_bytes=sum(f.total for f in flows),
+        activation_peak_bytes=sum(at_peak.values()),
+        input_bytes=measured.input_bytes,
+        est_latency_s=sum(s.est_latency_s for s in subgraphs),
+        coverage=_coverage(measured.nodes),
+        subgraphs=subgraphs,
+        modules=_modules(model, measured.nodes),
+        node_info=_node_info(measured.nodes, subgraphs),
+    )
+
+
+def _subgraphs(
+    groups: list, flows: list, at_peak: dict[str, int], target: Any, dtype: str
+) -> list[Subgraph]:
+    """One ``Subgraph`` per fused group: its figures, roofline bound and estimated time."""
+    subgraphs = []
+    for group, flow in zip(groups, flows, strict=True):
+        flops = sum(m.flops for m in group.members)
+        intensity = flops / flow.total if flow.total else 0.0
+        bound = "compute_bound" if intensity >= target.ridge_point(dtype) else "memory_bound"
+        subgraphs.append(
+            Subgraph(
+                id=group.id,
+                kind=group.kind,
+                module=group.anchor.module,
+                nodes=[m.name for m in group.members],
+                flops=flops,
+                macs=sum(m.macs for m in group.members),
+                bytes_in=flow.bytes_in,
+                bytes_out=flow.bytes_out,
+                bytes_weights=flow.bytes_weights,
+                arithmetic_intensity=intensity,
+                bottleneck=bound,
+                reason=group.reason,
+                est_latency_s=target.time(flops, flow.total, dtype),
+                peak_bytes=sum(at_peak.get(m.name, 0) for m in group.members),
+            )
+        )
+    return subgraphs
+
+
+def _coverage(nodes: list) -> Coverage:
+    unsupported: Counter = Counter()
+    contractions: Counter = Counter()
+    for node in nodes:
+        unsupported.update(node.unsupported)
+        contractions.update(node.contractions)
+    return Coverage(
+        nodes=len(nodes),
+        costed=sum(1 for n in nodes if not n.unsupported),
+        unsupported_ops=dict(unsupported),
+        unsupported_contractions=dict(contractions),
+    )
+
+
+def _node_info(nodes: list, subgraphs: list[Subgraph]) -> list[NodeInfo]:
+    subgraph_of = {m: s.id for s in subgraphs for m in s.nodes}
+    return [
+        NodeInfo(
+            n.index,
+            n.name,
+            n.op,
+            n.target,
+            n.module,
+            n.kind,
+            subgraph_of.get(n.name, -1),
+            n.flops,
+            n.macs,
+            [list(s) for s in n.shapes],
+            list(n.inputs),
+            dict(n.unsupported),
+        )
+        for n in nodes
+    ]
+
+
+def _dtype(model: Any, inputs: Any) -> str:
+    """The dtype most of the model's floating-point parameters have; for a model without any,
+    its floating inputs' (a cast to ``dtype=`` reaches those too)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    counts: Counter = Counter()
+    tensors = list(model.parameters())
+    if not any(p.is_floating_point() for p in tensors):
+        tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    for p in tensors:
+        if p.is_floating_point():
+            counts[str(p.dtype).removeprefix("torch.")] += p.numel()
+    return counts.most_common(1)[0][0] if counts else "float32"
+
+
+def _weights_bytes(model: Any) -> int:
+    seen: dict[int, int] = {}
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        seen[id(tensor)] = tensor.numel() * tensor.element_size()
+    return sum(seen.values())
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _modules(model: Any, nodes: list) -> dict[str, ModuleCost]:
+    """FLOPs and MACs per module path, every level (a parent includes its children)."""
+    table: dict[str, ModuleCost] = {}
+    for node in nodes:
+        if not node.flops:
+            continue
+        for path in _ancestors(node.module):
+            entry = table.setdefault(path, ModuleCost())
+            entry.flops += node.flops
+            entry.macs += node.macs
+    for fqn, param in model.named_parameters():
+        for path in _ancestors(fqn.rpartition(".")[0]):
+            table.setdefault(path, ModuleCost()).params += param.numel()
+    return table
+
+
+def _input_info(model: Any, args: tuple, kwargs: dict[str, Any]) -> list[InputInfo]:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    except TypeError:
+        bound = {f"input{i}": a for i, a in enumerate(args)} | kwargs
+    info = []
+    for arg_name, value in bound.items():
+        leaves = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+        for i, t in enumerate(leaves):
+            label = arg_name if len(leaves) == 1 else f"{arg_name}[{i}]"
+            info.append(InputInfo(label, list(t.shape), str(t.dtype).removeprefix("torch.")))
+    return info

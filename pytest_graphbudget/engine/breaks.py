@@ -1,0 +1,327 @@
+"""The last two tracing tiers: Dynamo with graph breaks (``dynamo-breaks``), then one eager run.
+
+Models with data-dependent Python control flow (``if x.sum() > 0:``, detectors' NMS and
+per-image loops) cannot be captured whole by ``fx`` or ``export``. These tiers price the path
+that one *real* forward takes instead:
+
+- ``dynamo-breaks``: ``torch.compile(fullgraph=False)`` with a backend of ours that keeps every
+  graph Dynamo captures and runs it through a cost interpreter (FX node names, module paths),
+  while a ``TorchDispatchMode`` around the same forward prices the ATen ops that run in eager
+  Python between the graphs. Graphs and eager ops land on one tape: one node list, one module
+  tree, one liveness. A graph break ends a fused kernel, and an eager op is a kernel of its own.
+- ``eager``: the same tape without Dynamo, for a model Dynamo cannot run: every ATen op of one
+  real forward is a node, and the partitioner fuses the op sequence as a compiler would.
+
+Both need real weights and inputs: a model on the ``meta`` device has no data to branch on.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.utils import _pytree as pytree
+
+from pytest_graphbudget.engine.measure import (
+    Measured,
+    NodeCost,
+    _nbytes,
+    _op_name,
+    _Recorder,
+    _storage,
+    _views,
+    record_output,
+)
+from pytest_graphbudget.engine.trace import Example, is_meta, model_state, tensor_leaves
+from pytest_graphbudget.errors import one_line
+
+
+@dataclass
+class Break:
+    """One graph break: where it happened (``file:line``) and Dynamo's explanation."""
+
+    where: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}" if self.where else self.reason
+
+
+@dataclass
+class Captured:
+    """What a tier of this module produced: the measured tape and how it was captured."""
+
+    method: str
+    measured: Measured
+    graphs: int = 0
+    breaks: list[Break] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class _Tape(_Recorder):
+    """Records one real forward as a list of ``NodeCost``s, across graphs and eager code.
+
+    Inside a captured graph, the cost interpreter sets ``self.node`` and every ATen op is charged
+    to that FX node (as in ``measure``). Outside, each ATen op becomes a node of its own.
+    Dataflow is followed by tensor identity: every tensor a node returns is registered as that
+    node's product (and kept alive, so no identity is reused during the run).
+    """
+
+    def __init__(self, model: nn.Module, weights: dict[int, tuple[str, int]]):
+        super().__init__(weights)
+        self.nodes: list[NodeCost] = []
+        self.producer: dict[int, str] = {}
+        self.keep: list[Any] = []
+        self.taken: Counter = Counter()
+        self.paths = {id(m): path for path, m in model.named_modules(remove_duplicate=False)}
+        self.segment = 0
+        self.eager_segments = True
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Dynamo compiles with the mode switched off and switches it back on to run the compiled
+        # graphs: we see every op that runs for real, once, and none of Dynamo's tracing.
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.node is not None:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        name = _op_name(func)
+        qualified = name if "." in name else f"aten.{name}"
+        node = self.open(name, qualified, self.module_here(), (args, kwargs))
+        if self.eager_segments:
+            self.segment += 1
+            node.segment = self.segment
+        self.node = node
+        try:
+            out = func(*args, **kwargs)
+            self.record(name, args, kwargs, out)
+        finally:
+            self.node = None
+        self.close(node, out)
+        if self.eager_segments:
+            self.segment += 1
+        return out
+
+    def unique(self, name: str) -> str:
+        self.taken[name] += 1
+        count = self.taken[name]
+        return name if count == 1 else f"{name}_{count - 1}"
+
+    def open(self, name: str, target: str, module: str, inputs: Any) -> NodeCost:
+        """A new node reading the tensors in ``inputs``."""
+        node = NodeCost(
+            name=self.unique(name),
+            op="call_function",
+            target=target,
+            module=module,
+            index=len(self.nodes),
+        )
+        node.segment = self.segment
+        tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+        producers = dict.fromkeys(self.producer[id(t)] for t in tensors if id(t) in self.producer)
+        node.inputs = list(producers)
+        node.reads = {_storage(t) for t in tensors}
+        return node
+
+    def close(self, node: NodeCost, out: Any) -> None:
+        """Register what ``node`` returned and put it on the tape."""
+        tensors = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        record_output(node, out, tensors)
+        if not node.kind:
+            node.kind = node.target.rpartition(".")[2]
+        for t in tensors:
+            self.producer[id(t)] = node.name
+        self.keep.append(out)
+        self.nodes.append(node)
+
+    def module_here(self) -> str:
+        """The innermost module of the model whose ``forward`` is on the Python stack."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            if owner is not None:
+                path = self.paths.get(id(owner))
+                if path is not None:
+                    return path
+            frame = frame.f_back
+        return ""
+
+    def add_input(self, name: str, tensor: torch.Tensor) -> None:
+        self.producer[id(tensor)] = name
+        self.keep.append(tensor)
+
+
+class _GraphRunner(fx.Interpreter):
+    """Runs one captured graph on real values, one ``NodeCost`` per FX node, onto the tape."""
+
+    def __init__(self, gm: fx.GraphModule, tape: _Tape, root: str):
+        super().__init__(gm, garbage_collect_values=False)
+        self.tape = tape
+        self.root = root
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.op in ("placeholder", "get_attr", "output"):
+            return super().run_node(n)
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        tape = self.tape
+        node = tape.open(n.name, _target(n), self.path_of(n), (args, kwargs))
+        node.op = n.op
+        tape.node = node
+        try:
+            value = super().run_node(n)
+        finally:
+            tape.node = None
+        tape.close(node, value)
+        return value
+
+    def path_of(self, n: fx.Node) -> str:
+        stack = n.meta.get("nn_module_stack") or {}
+        if not stack:
+            return self.root
+        relative = module_path(next(reversed(stack.values()))[0])
+        return ".".join(p for p in (self.root, relative) if p)
+
+
+_ROOT = re.compile(r"^[LG]\['[^']*'\]")
+_ITEM = re.compile(r"\._modules\['([^']*)'\]|\[['\"]?([^'\"\]]*)['\"]?\]")
+
+
+def module_path(expr: str) -> str:
+    """Dynamo's source expression of a module as a module path, relative to the compiled frame:
+    ``L['self'].backbone.body._modules['0'][1]`` -> ``backbone.body.0.1``."""
+    rest = _ROOT.sub("", expr)
+    rest = _ITEM.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), rest)
+    return rest.strip(".").replace("..", ".")
+
+
+def _target(n: fx.Node) -> str:
+    if isinstance(n.target, str):
+        return n.target
+    return getattr(n.target, "__name__", str(n.target))
+
+
+def _weights(model: nn.Module) -> dict[int, tuple[str, int]]:
+    weights: dict[int, tuple[str, int]] = {}
+    for fqn, tensor in model_state(model).items():
+        weights.setdefault(id(tensor), (fqn, _nbytes(tensor)))
+    return weights
+
+
+def _check_real(model: nn.Module) -> None:
+    if is_meta(model):
+        raise RuntimeError(
+            "needs real weights to run the model: build it on the CPU (meta=False) to profile "
+            "data-dependent control flow"
+        )
+
+
+def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured:
+    """One real forward of ``call`` under ``tape``; the tape as a ``Measured``."""
+    inputs: dict[str, dict[Any, int]] = {}
+    for i, t in enumerate(example.tensors):
+        name = f"input_{i}"
+        tape.add_input(name, t)
+        inputs[name] = _views(t)
+    with torch.no_grad(), tape:
+        out = call(*example.args, **example.kwargs)
+    outputs = {tape.producer[id(t)] for t in tensor_leaves(out) if id(t) in tape.producer}
+    return Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
+
+
+def capture_breaks(model: nn.Module, example: Example) -> Captured:
+    """Tier ``dynamo-breaks``: Dynamo with graph breaks, every graph and eager op priced."""
+    import torch._dynamo
+    from torch._dynamo import output_graph
+
+    _check_real(model)
+    start = time.perf_counter()
+    tape = _Tape(model, _weights(model))
+    graphs: list[fx.GraphModule] = []
+
+    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+        graphs.append(gm)
+
+        def run(*args: Any) -> Any:
+            # A graph is one fused region: its nodes share a segment, apart from eager ops.
+            tape.segment += 1
+            runner = _GraphRunner(gm, tape, tape.module_here())
+            out = runner.run(*args)
+            tape.segment += 1
+            return out
+
+        return run
+
+    torch._dynamo.reset()  # a model's code seen before would be guarded on another instance
+    reasons = output_graph.graph_break_reasons
+    seen = len(reasons)
+    compiled = torch.compile(model, backend=backend, fullgraph=False, dynamic=False)
+    try:
+        measured = _run(model, example, tape, compiled)
+    finally:
+        found = list(reasons[seen:])
+        torch._dynamo.reset()
+    if not graphs:
+        raise RuntimeError("Dynamo captured no graph (the whole forward ran eagerly)")
+    return Captured(
+        "dynamo-breaks",
+        measured,
+        graphs=len(graphs),
+        breaks=_breaks(found),
+        seconds=time.perf_counter() - start,
+    )
+
+
+def capture_eager(model: nn.Module, example: Example) -> Captured:
+    """Tier ``eager``: every ATen op of one real forward, fused as a compiler would."""
+    _check_real(model)
+    start = time.perf_counter()
+    tape = _Tape(model, _weights(model))
+    tape.eager_segments = False
+    measured = _run(model, example, tape, model)
+    return Captured("eager", measured, seconds=time.perf_counter() - start)
+
+
+PLAIN_WORDS = {
+    "generic_jump": "a Python branch on a tensor's value",
+    "Dynamic shape operator": "an op whose output shape depends on tensor values",
+    "Tensor.item": "a tensor read into a Python number",
+}
+"""Dynamo's terse reasons, said plainly; Dynamo's own words follow in parentheses."""
+
+
+def _plain(text: str) -> str:
+    for key, words in PLAIN_WORDS.items():
+        if key in text:
+            return f"{words} ({text})"
+    return text
+
+
+def _breaks(reasons: list[Any]) -> list[Break]:
+    """Dynamo's break reasons as ``Break``s, in order, each place once."""
+    found: dict[tuple[str, str], Break] = {}
+    for reason in reasons:
+        stack = list(getattr(reason, "user_stack", []) or [])
+        where = f"{_short(stack[-1].filename)}:{stack[-1].lineno}" if stack else ""
+        text = _plain(one_line(Exception(str(getattr(reason, "reason", reason))), limit=200))
+        found.setdefault((where, text), Break(where, text))
+    return list(found.values())
+
+
+def _short(filename: str) -> str:
+    """A source file as a short path: from its package down (``torchvision/ops/boxes.py``)."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename
+
+
+TIERS = (("dynamo-breaks", capture_breaks), ("eager", capture_eager))
+"""The tiers after ``fx`` and ``dynamo``, in the order they are tried."""

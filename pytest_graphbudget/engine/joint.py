@@ -1,0 +1,295 @@
+"""Capture one training step as one joint graph, each node tagged with its phase and module.
+
+``make_fx`` (fake tensors) traces a functional step that calls the model, the loss,
+``torch.autograd.grad`` over the trainable parameters and, when an optimizer is named, its
+update written out as torch's single-tensor loop writes it (Adam: two moments per parameter,
+in its dtype; SGD with momentum: one buffer). We chose ``make_fx`` over AOTAutograd's joint graph
+(``aot_function``): it keeps the autograd engine's own backward ops in the order eager
+training runs them (``convolution_backward``, ``threshold_backward``: what FlopCounterMode and
+the memory profiler see in eager), needs no partitioner or compiler hooks, and keeps the
+optimizer's in-place updates in place, so liveness sees no second copy of the weights.
+
+A step fake tensors cannot take (a Python branch on a tensor's value, ``.item()``) is traced
+with ``real=True``: on real copies of the weights, the optimizer's state and the inputs (the
+model's own are never touched), so the graph is the path one real step takes, as the eval
+tiers after a failed trace price the path one real forward takes (``breaks.py``).
+
+Attribution: while tracing, a dispatch mode tags every node with its phase (forward, which
+includes the loss; backward; optimizer) and module. A forward node takes the innermost module
+running; a backward node takes the module whose forward op created the autograd node being
+run (matched by autograd sequence number); an optimizer node takes its parameter's module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+ADAM = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
+SGD = {"lr": 1e-2, "momentum": 0.9}
+"""The hyperparameters the update is traced with; its cost does not depend on their values
+(nonzero weight decay would add work and is not modelled)."""
+
+
+def default_loss(outputs: Any) -> Any:
+    """The sum of every floating-point output that needs a gradient."""
+    from torch.utils import _pytree as pytree
+
+    leaves = [t for t in pytree.tree_leaves(outputs) if _differentiable(t)]
+    if not leaves:
+        raise GraphBudgetError(
+            "mode='train': no output of the model needs a gradient; give loss= a callable "
+            "that returns a scalar computed from the outputs"
+        )
+    total = leaves[0].sum()
+    for leaf in leaves[1:]:
+        total = total + leaf.sum()
+    return total
+
+
+def _differentiable(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.requires_grad
+
+
+def optimizer_slots(optimizer: str | None) -> tuple[str, ...]:
+    """The state tensors the optimizer keeps per parameter."""
+    return {"adam": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}.get(optimizer, ())
+
+
+@dataclass
+class Tags:
+    """Phase and module of every graph node, filled while the step is traced."""
+
+    phase: str = "forward"
+    modules: list[str] = field(default_factory=lambda: [""])
+    by_sequence: dict[int, str] = field(default_factory=dict)  # autograd seq nr -> module
+    node_phase: dict[str, str] = field(default_factory=dict)
+    node_module: dict[str, str] = field(default_factory=dict)
+    optimizer_module: str = ""
+    last: Any = None  # the last node tagged
+
+    def module_now(self) -> str:
+        import torch
+
+        if self.phase == "forward":
+            return self.modules[-1]
+        if self.phase == "optimizer":
+            return self.optimizer_module
+        running = torch._C._current_autograd_node()
+        return self.by_sequence.get(running._sequence_nr(), "") if running is not None else ""
+
+    def tag(self, graph: Any) -> None:
+        """Tag the nodes added to ``graph`` since the last call."""
+        import torch
+
+        module = self.module_now()
+        if self.phase == "forward":  # the autograd node this op just created, if any
+            self.by_sequence.setdefault(torch.autograd._get_sequence_nr() - 1, module)
+        node = (self.last or graph._root).next
+        while node.op != "root":
+            if node.op != "placeholder":
+                self.node_phase[node.name] = self.phase
+                self.node_module[node.name] = module
+                node.meta["nn_module_stack"] = {module: (module, None)} if module else {}
+            self.last, node = node, node.next
+
+
+def _tagging_mode(tags: Tags, graph: Any) -> Any:
+    """A dispatch mode above make_fx's: after each ATen call, the nodes it added get tagged
+    while the phase, module and running autograd node are still those of the call."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Tagging(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            tags.tag(graph)
+            return out
+
+    return _Tagging()
+
+
+@contextlib.contextmanager
+def _module_hooks(model: Any, tags: Tags) -> Iterator[None]:
+    """Keep ``tags.modules`` the stack of modules whose forward is running."""
+    handles = []
+    for path, module in model.named_modules():  # a module reused at two paths: its first
+        if not path:
+            continue
+
+        def enter(_module, _args, path=path):
+            tags.modules.append(path)
+
+        def leave(_module, _args, _out):
+            tags.modules.pop()
+
+        handles.append(module.register_forward_pre_hook(enter))
+        handles.append(module.register_forward_hook(leave, always_call=True))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@dataclass
+class Joint:
+    """The traced step, the module its cost pass reads state from, and the node tags."""
+
+    traced: Any  # trace.Traced
+    holder: Any  # nn.Module: the model under ``model.``, optimizer state under ``optimizer.``
+    tags: Tags
+    state_bytes: int  # the optimizer's state, allocated before the step
+
+
+def _holder(model: Any, slots: dict[str, Any], real: bool = False) -> Any:
+    """A module whose state is the model's (under ``model.``) and the optimizer's: its slots
+    as they are when ``real`` (zeros, as a step's first update finds them), else on the meta
+    device (shapes only, as the fake cost pass needs)."""
+    import torch
+    from torch import nn
+
+    holder = nn.Module()
+    holder.model = model
+    holder.optimizer = nn.Module()
+    for i, tensor in enumerate(slots.values()):
+        value = tensor if real else torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+        holder.optimizer.register_buffer(f"s{i}", value)
+    return holder
+
+
+def real_state(model: Any) -> dict[str, Any]:
+    """A real copy of every parameter and buffer by name (tied ones stay tied, parameters stay
+    parameters): what a real step may write in place instead of the model's own."""
+    from torch import nn
+
+    from pytest_graphbudget.engine.trace import model_state
+
+    copies: dict[int, Any] = {}
+    state = {}
+    for name, tensor in model_state(model).items():
+        if id(tensor) not in copies:
+            copy = tensor.detach().clone()
+            if isinstance(tensor, nn.Parameter):
+                copy = nn.Parameter(copy, requires_grad=tensor.requires_grad)
+            copies[id(tensor)] = copy
+        state[name] = copies[id(tensor)]
+    return state
+
+
+def real_like(tensors: list[Any]) -> list[Any]:
+    """Copies of the example's tensors, which the step may write in place."""
+    return [t.detach().clone().requires_grad_(t.requires_grad) for t in tensors]
+
+
+def capture(
+    model: Any, example: Any, loss: Callable | None, optimizer: str | None, real: bool = False
+) -> Joint:
+    """Trace one training step of ``model`` at ``example`` as one joint graph: on fake
+    tensors, or, ``real``, on real copies, taking the path their values take."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+    from torch.utils import _pytree as pytree
+
+    from pytest_graphbudget.engine.trace import Binding, Traced, fake_like, fake_state
+
+    mode = None if real else FakeTensorMode(allow_non_fake_inputs=True)
+    # Fake twins allocate nothing (meta models too); real copies leave the model as it was.
+    twins = real_state(model) if real else fake_state(model, mode)
+    named = list(model.named_parameters())
+    params = {k: twins[k] for k, p in named if p.requires_grad}
+    if not params:
+        raise GraphBudgetError("mode='train': the model has no parameter that requires grad")
+    frozen = {k: twins[k] for k, p in named if not p.requires_grad}
+    frozen.update((k, twins[k]) for k, _ in model.named_buffers())
+    keys = [
+        (f"{slot}.{name}", p) for name, p in params.items() for slot in optimizer_slots(optimizer)
+    ]
+    with mode or contextlib.nullcontext():
+        # In the parameter's dtype, as torch.optim keeps it (zeros_like): float32 for a float32
+        # model, bfloat16 for one cast with dtype="bfloat16".
+        slots = {k: torch.zeros(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
+    leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
+    where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    tags = Tags()
+    loss = loss or default_loss
+    counts = (len(params), len(frozen), len(slots))
+
+    def step(*flat: Any) -> Any:
+        graph = get_proxy_mode().tracer.graph
+        p, rest = flat[: counts[0]], flat[counts[0] :]
+        b, rest = rest[: counts[1]], rest[counts[1] :]
+        s, tensors = rest[: counts[2]], rest[counts[2] :]
+        values = list(leaves)
+        for i, tensor in zip(where, tensors, strict=True):
+            values[i] = tensor
+        args, kwargs = pytree.tree_unflatten(values, spec)
+        state = dict(zip(params, p, strict=True)) | dict(zip(frozen, b, strict=True))
+        with _tagging_mode(tags, graph), _module_hooks(model, tags):
+            out = torch.func.functional_call(model, state, args, kwargs)
+            value = loss(out)
+            tags.tag(graph)
+            tags.phase = "backward"
+            grads = torch.autograd.grad(value, p, allow_unused=True)
+            tags.tag(graph)
+            tags.phase = "optimizer"
+            if optimizer is not None:
+                _update(optimizer, list(params), p, grads, s, tags)
+        return value, [g for g in grads if g is not None]
+
+    flat = [*params.values(), *frozen.values(), *slots.values()]
+    tensors = [leaves[i] for i in where]
+    flat += real_like(tensors) if real else fake_like(tensors, mode)
+    # Real: a value read into Python (a branch, ``.item()``) is what this step's values give,
+    # and the graph holds the path it chose, as one real step runs it.
+    tracing = {"tracing_mode": "real", "_error_on_data_dependent_ops": False} if real else {}
+    gm = make_fx(step, **(tracing or {"tracing_mode": "fake"}))(*flat)
+    placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
+    placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
+    placeholders += [Binding("input", i) for i in range(len(where))]
+    traced = Traced(gm, "joint-real" if real else "joint", placeholders, state_in_module=False)
+    state_bytes = sum(t.numel() * t.element_size() for t in slots.values())
+    return Joint(traced, _holder(model, slots, real), tags, state_bytes)
+
+
+def _update(
+    optimizer: str, names: list[str], params: tuple, grads: tuple, slots: tuple, tags: Tags
+) -> None:
+    """The update of torch's single-tensor Adam or SGD (momentum), in place, one parameter at a
+    time; every node it adds belongs to that parameter's module."""
+    import torch
+
+    per = len(optimizer_slots(optimizer))
+    with torch.no_grad():
+        for i, (name, param, grad) in enumerate(zip(names, params, grads, strict=True)):
+            if grad is None:
+                continue
+            tags.optimizer_module = name.rpartition(".")[0]
+            state = slots[i * per : (i + 1) * per]
+            if optimizer == "adam":
+                _adam(param, grad, *state)
+            else:
+                _sgd(param, grad, *state)
+
+
+def _adam(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, step: int = 1) -> None:
+    """torch.optim.Adam's single-tensor update (no weight decay, not capturable)."""
+    beta1, beta2 = ADAM["betas"]
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad.conj(), value=1 - beta2)
+    bias_correction1 = 1 - beta1**step
+    bias_correction2_sqrt = (1 - beta2**step) ** 0.5
+    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(ADAM["eps"])
+    param.addcdiv_(exp_avg, denom, value=-ADAM["lr"] / bias_correction1)
+
+
+def _sgd(param: Any, grad: Any, momentum_buffer: Any) -> None:
+    """torch.optim.SGD's single-tensor update with momentum (no dampening, no weight decay)."""
+    momentum_buffer.mul_(SGD["momentum"]).add_(grad)
+    param.add_(momentum_buffer, alpha=-SGD["lr"])

@@ -1,0 +1,420 @@
+"""The cost pass: run the traced graph once on fake tensors and price every ATen op.
+
+An ``fx.Interpreter`` walks the graph node by node while a ``TorchDispatchMode`` sees every
+ATen op the node dispatches, whatever the node is (``call_module``, ``call_function`` or
+``call_method``): the same formulas price them all. Fake tensors carry shapes, dtypes and
+storage identity but no data, so a model of any size is measured without computing anything.
+Models whose graphs need real values (``.item()`` on data) are measured on real tensors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
+from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
+
+# Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
+# node takes as its ops run: the strongest one an op gives it wins.
+RANK = {"view": 0, "movement": 1, "elementwise": 2, "reduction": 3, "anchor": 4}
+
+
+@dataclass
+class NodeCost:
+    """What one FX node computes, reads and writes."""
+
+    name: str
+    op: str
+    target: str
+    module: str
+    index: int
+    kind: str = ""
+    category: str = "view"
+    macs: int = 0
+    other: int = 0
+    unsupported: Counter = field(default_factory=Counter)
+    contractions: Counter = field(default_factory=Counter)  # unsupported calls that may contract
+    weights: dict[str, int] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    input_bytes: dict[str, int] = field(default_factory=dict)
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+    dtype: str = ""
+    writes: dict[Any, int] = field(default_factory=dict)  # new storages: key -> bytes
+    reads: set = field(default_factory=set)  # storages read (keys)
+    views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
+    segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs + self.other
+
+
+@dataclass
+class Measured:
+    """The cost pass's result: one ``NodeCost`` per op node, in topological order."""
+
+    nodes: list[NodeCost]
+    graph_outputs: set[str]
+    inputs: dict[str, dict[Any, int]]  # user-input placeholders -> storages -> bytes
+    mode: str  # "fake" or "real"
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(sum(v.values()) for v in self.inputs.values())
+
+
+def _storage(t: torch.Tensor) -> Any:
+    return StorageWeakRef(t.untyped_storage())
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class _Recorder(TorchDispatchMode):
+    """Prices every ATen op and charges it to the FX node being interpreted."""
+
+    def __init__(self, weights: dict[int, tuple[str, int]]):
+        super().__init__()
+        self.weights = weights
+        self.node: NodeCost | None = None
+        self.muted = 0
+        self.call: Any = _call  # how an op runs: ``meta_pass.MetaCache`` on meta tensors
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _decomposable(func):
+            # A composite op reaches the mode whole when autograd is off (inference_mode):
+            # price what it decomposes into, as it would be priced with autograd on.
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = self.call(func, args, kwargs)
+        if self.node is not None:
+            # An out= argument is the op's output, not an input: the formula sees it as ``out``.
+            outs = _out_arguments(func)
+            inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
+            self.record(_op_name(func), args, inputs, out)
+        return out
+
+    def record(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+        """Price one call and charge it to the current node (unless a unit is being priced).
+
+        ``name`` is an ATen op's base name (``addmm``) or ``namespace.name`` for any other op.
+        """
+        node = self.node
+        entry = lookup(name)
+        role = entry.role if entry is not None else None
+        for leaf in tree.tensors((args, kwargs)):
+            if id(leaf) in self.weights:
+                fqn, size = self.weights[id(leaf)]
+                if role == "gather":  # a lookup reads the rows it returns, not the table
+                    size = min(size, sum(_nbytes(t) for t in tree.tensors(out)))
+                node.weights[fqn] = max(node.weights.get(fqn, 0), size)
+        if self.muted:
+            return
+        try:
+            cost = price(
+                name,
+                tree.shapes(args),
+                tree.shapes(kwargs),
+                tree.shapes(out),
+            )
+        except FormulaError:  # a custom formula's mistake: fail loudly, never "unsupported"
+            raise
+        except Exception:  # a formula that cannot read this call: report the op, don't guess
+            cost = None
+        if cost is None:
+            qualified = name if "." in name else f"aten.{name}"
+            node.unsupported[qualified] += 1
+            if may_contract(qualified, args, kwargs):
+                node.contractions[qualified] += 1
+        else:
+            node.macs += cost.macs
+            node.other += cost.other
+            if cost.macs or role == "anchor":
+                node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
+            elif role == "reduction" and RANK[node.category] < RANK["reduction"]:
+                node.category, node.kind = "reduction", entry.kind
+            elif RANK[node.category] < RANK["elementwise"] and cost.other:
+                node.category, node.kind = "elementwise", entry.kind
+        if not node.kind and role != "free":
+            node.kind = kind_of(name)
+
+    def unit(self, name: str, call, args: tuple, kwargs: dict) -> Any:
+        """Run a composite call priced as one op: the ops it decomposes into are not charged.
+
+        Which kernels a composite op decomposes into depends on the backend (SDPA's math
+        fallback scales q and k separately); pricing it whole keeps its cost the same.
+        """
+        if self.node is None or self.muted:
+            return call(*args, **kwargs)
+        self.muted += 1
+        try:
+            out = call(*args, **kwargs)
+        finally:
+            self.muted -= 1
+        self.record(name, args, kwargs, out)
+        return out
+
+
+def _call(func: Any, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
+
+
+def _decomposable(func: Any) -> bool:
+    """True for an op with no formula of its own, which may decompose into priced ops."""
+    if not isinstance(func, torch._ops.OpOverload) or func.namespace == "prim":
+        return False
+    return lookup(_op_name(func)) is None
+
+
+@functools.cache
+def _out_arguments(func: Any) -> frozenset[str]:
+    """The names of an op's out= arguments (``out``, ``values``, ``indices``...)."""
+    schema = getattr(func, "_schema", None)
+    return frozenset(a.name for a in schema.arguments if a.is_out) if schema else frozenset()
+
+
+def _op_name(func: Any) -> str:
+    """``addmm`` for ``aten.addmm.default``; ``mylib.fused`` for a custom op ``mylib::fused``."""
+    name = base_name(func.name())
+    namespace = getattr(func, "namespace", "aten")
+    return name if namespace in ("aten", "prim") else f"{namespace}.{name}"
+
+
+CONTRACTION_WORDS = (
+    "mm",
+    "matmul",
+    "conv",
+    "einsum",
+    "attention",
+    "attn",
+    "linear",
+    "dot",
+    "gemm",
+    "bilinear",
+    "lstm",
+    "gru",
+    "rnn",
+)
+"""Words in an op's name that say it contracts (``mylib.fused_matmul``, ``aten.addr``)."""
+
+
+def may_contract(qualified: str, args: tuple, kwargs: dict) -> bool:
+    """Could this call without a formula be a contraction, and so hide most of the FLOPs?
+
+    Yes when its name says so (``CONTRACTION_WORDS``), or when any input is a floating-point or
+    complex tensor of rank 2 or more: the operands every matrix product and convolution has.
+    Integer, boolean and 1-D work (indexing, bookkeeping) is not.
+    """
+    name = qualified.rpartition(".")[2].lower()
+    if any(word in name for word in CONTRACTION_WORDS):
+        return True
+    return any(
+        isinstance(leaf, torch.Tensor)
+        and leaf.dim() >= 2
+        and (leaf.is_floating_point() or leaf.is_complex())
+        for leaf in pytree.tree_leaves((args, kwargs))
+    )
+
+
+UNITS = {"scaled_dot_product_attention"}
+"""Composite ops priced whole, whatever they decompose into."""
+
+
+def _unit(n: fx.Node) -> str | None:
+    """The name of a composite op that ``n`` calls directly, to be priced whole, or None.
+
+    Only the node itself is checked: a mode that saw every torch function (to catch composites
+    inside modules) would also switch off nn.MultiheadAttention's fused inference path, which
+    checks that no torch-function override is active.
+    """
+    if n.op != "call_function":
+        return None
+    name = (
+        base_name(str(n.target))
+        if isinstance(n.target, torch._ops.OpOverload)
+        else getattr(n.target, "__name__", "")
+    )
+    return name if name in UNITS else None
+
+
+def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) -> str:
+    kind = kind_of(name)
+    if kind == "matmul" and any(isinstance(a, torch.Tensor) and id(a) in weights for a in args):
+        return "linear"
+    return kind
+
+
+class _CostInterpreter(fx.Interpreter):
+    def __init__(self, gm: fx.GraphModule, recorder: _Recorder, traced: Traced):
+        # Values stay alive so that storage identities are never reused within the pass.
+        super().__init__(gm, garbage_collect_values=False)
+        self.recorder = recorder
+        self.traced = traced
+        self.nodes: list[NodeCost] = []
+        self.storage_of: dict[str, set] = {}
+        self.inputs: dict[str, dict[Any, int]] = {}
+        self._placeholder = 0
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.op in ("placeholder", "get_attr", "output"):
+            value = super().run_node(n)
+            self.storage_of[n.name] = {_storage(t) for t in tree.tensors(value)}
+            if n.op == "placeholder":
+                binding = self.traced.placeholders[self._placeholder]
+                self._placeholder += 1
+                if binding.kind == "input":
+                    self.inputs[n.name] = _views(value)
+            return value
+        node = NodeCost(
+            name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
+        )
+        self.recorder.node = node
+        try:
+            unit = _unit(n)
+            if unit is not None:
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                value = self.recorder.unit(unit, n.target, args, kwargs)
+            else:
+                value = super().run_node(n)
+        finally:
+            self.recorder.node = None
+        value = self.result(n, value)
+        producers = list(n.all_input_nodes)
+        node.inputs = [p.name for p in producers]
+        node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
+        tensors = list(tree.tensors(value))
+        record_output(node, value, tensors)
+        if not node.kind:
+            node.kind = kind_of(node.target)
+        self.storage_of[n.name] = {_storage(t) for t in tensors}
+        self.nodes.append(node)
+        return value
+
+    def result(self, n: fx.Node, value: Any) -> Any:
+        """The value the rest of the graph sees for ``n``: what running it returned."""
+        return value
+
+    def _module(self, n: fx.Node) -> str:
+        if n.op == "call_module":
+            path = str(n.target)
+        else:
+            stack = n.meta.get("nn_module_stack") or {}
+            path = next(reversed(stack.values()))[0] if stack else ""
+        path = path.removeprefix(self.traced.module_prefix)
+        return "" if path == self.traced.module_prefix.rstrip(".") else path
+
+
+def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
+    """What ``node`` returned: its shapes and dtype, the storages it wrote (not those it only
+    read: a view or an in-place op writes none) and the views it returns. Shared by the graph
+    interpreter and the eager tape of ``breaks``, so a node means the same in every tier."""
+    node.shapes = [tuple(t.shape) for t in tensors]
+    node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
+    writes: dict[Any, int] = {}
+    for t in tensors:
+        key = _storage(t)
+        if key not in node.reads:
+            writes[key] = max(writes.get(key, 0), t.untyped_storage().nbytes())
+    node.writes = writes
+    node.views = _views(value)
+    if node.writes and node.category == "view":
+        node.category = "movement"
+
+
+def _views(value: Any) -> dict[Any, int]:
+    views: dict[Any, int] = {}
+    for t in tree.tensors(value):
+        key = _storage(t)
+        views[key] = max(views.get(key, 0), _nbytes(t))
+    return views
+
+
+def _target(n: fx.Node) -> str:
+    if isinstance(n.target, str):
+        return n.target
+    return getattr(n.target, "__name__", str(n.target))
+
+
+class _Runner(nn.Module):
+    """Holds the graph so that ``functional_call`` can swap its parameters for fakes."""
+
+    def __init__(self, gm: fx.GraphModule, interpret):
+        super().__init__()
+        self.gm = gm
+        self._interpret = interpret
+
+    def forward(self, *values: Any) -> Any:
+        return self._interpret(self.gm, *values)
+
+
+def measure(
+    model: nn.Module,
+    traced: Traced,
+    tensors: list[torch.Tensor],
+    *,
+    fake: bool = True,
+    meta: bool = False,
+) -> Measured:
+    """Interpret ``traced`` once, pricing every op, on fake tensors (or real ones).
+
+    ``meta``: the fake tensors are plain tensors on the meta device, with no FakeTensorMode,
+    whose per-op cost is several times lower cold; only for graphs whose Python code cannot
+    see the device (``meta_pass.meta_safe``), since the figures must be those of the fake pass."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake and not meta else None
+    state = fake_state(model, mode) if fake else model_state(model)
+    inputs = [fake_like(t, mode) for t in tensors] if fake else list(tensors)
+    weights = {}
+    for fqn, tensor in state.items():
+        weights.setdefault(id(tensor), (fqn, _nbytes(tensor)))
+    values = []
+    for binding in traced.placeholders:
+        if binding.kind == "input":
+            values.append(inputs[binding.ref])
+        elif binding.kind == "state":
+            values.append(state[binding.ref])
+        else:
+            values.append(fake_like(binding.ref, mode) if fake else binding.ref)
+    recorder = _Recorder(weights)
+    if meta:
+        from pytest_graphbudget.engine.meta_pass import MetaCache
+
+        recorder.call = MetaCache()
+    result: dict[str, Any] = {}
+
+    def interpret(gm: fx.GraphModule, *args: Any) -> Any:
+        interpreter = _CostInterpreter(gm, recorder, traced)
+        out = interpreter.run(*args)
+        result["nodes"] = interpreter.nodes
+        result["inputs"] = interpreter.inputs
+        return out
+
+    gm = traced.graph_module
+    module_state = {}
+    if traced.state_in_module:
+        names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
+        names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
+        module_state = {f"gm.{n}": state[n] for n in names if n in state}
+    context = mode or contextlib.nullcontext()
+    with torch.no_grad(), context, recorder:
+        torch.func.functional_call(
+            _Runner(gm, interpret), module_state, tuple(values), strict=False, tie_weights=True
+        )
+    output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outputs = {p.name for p in output_node.all_input_nodes}
+    return Measured(result["nodes"], outputs, result["inputs"], "fake" if fake else "real")

@@ -1,0 +1,123 @@
+"""The cost pass of an exported graph on the fake tensors export left on it (``meta["val"]``).
+
+``torch.export`` runs the model once on fake tensors and keeps each node's fake output. The
+ordinary fake pass (``measure.measure``) builds fake twins of every weight and input and runs
+every op again in a new ``FakeTensorMode``. Here the graph's own values are the inputs and each
+node's recorded value is what its users see, so storage identities (views, in-place ops) are
+those export saw. A node the recorder would see whole is priced from those values without
+running it; any other is dispatched once, under export's mode, for the recorder to price what
+it decomposes into. The counts are those of the ordinary fake pass (the test suite compares
+them); ``None`` when the graph lacks the values, and the caller runs that pass.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch import fx, nn
+
+from pytest_graphbudget.costs import lookup
+from pytest_graphbudget.engine.measure import (
+    Measured,
+    _CostInterpreter,
+    _nbytes,
+    _op_name,
+    _out_arguments,
+    _Recorder,
+    _storage,
+)
+from pytest_graphbudget.engine.trace import Traced, model_state
+
+
+class _ExportedInterpreter(_CostInterpreter):
+    """A node whose op reaches the recorder as itself (an ATen op with a formula that does not
+    decompose on the way) is priced from the values export recorded, without running it: the
+    recorder would see the same call. Every other node runs, under export's mode, for the
+    recorder to price what it decomposes into (``conv2d`` into ``convolution``)."""
+
+    def run_node(self, n: fx.Node) -> Any:
+        self.current = n
+        return super().run_node(n)
+
+    def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        recorded = self.current.meta.get("val")
+        if recorded is None or not _reaches_recorder_whole(target):
+            return super().call_function(target, args, kwargs)
+        outs = _out_arguments(target)
+        inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
+        self.recorder.record(_op_name(target), args, inputs, recorded)
+        return recorded
+
+    def result(self, n: fx.Node, value: Any) -> Any:
+        recorded = n.meta.get("val")
+        return value if recorded is None else recorded
+
+
+@functools.cache
+def _reaches_recorder_whole(target: Any) -> bool:
+    """Whether running ``target`` shows the recorder exactly one call, to ``target`` itself:
+    an ATen op with a formula (so the recorder does not decompose it) and no
+    CompositeImplicitAutograd kernel (which would decompose it before any mode sees it)."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace not in ("aten", "prim"):
+        return False
+    if lookup(_op_name(target)) is None:
+        return False
+    return not torch._C._dispatch_has_kernel_for_dispatch_key(
+        target.name(), "CompositeImplicitAutograd"
+    )
+
+
+def _values(graph: fx.Graph, symbolic: bool = False) -> list[Any] | None:
+    """The placeholders' fake values, or None when one is missing or two share a storage (an
+    input passed twice, a tied weight): the ordinary pass gives each its own twin."""
+    values = [n.meta.get("val") for n in graph.nodes if n.op == "placeholder"]
+    if any(v is None for v in values):
+        return None
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if len({_storage(t) for t in tensors}) != len(tensors):
+        return None
+    # A program exported with a dynamic dimension (torch.export.Dim) recorded symbolic shapes:
+    # the ordinary pass prices it at the concrete inputs asked for; ``symbolic`` prices it as it
+    # is, for figures that are formulas in its dimensions (``modes/symbolic.py``).
+    if not symbolic and (
+        any(isinstance(v, torch.SymInt) for v in values)
+        or any(not isinstance(size, int) for t in tensors for size in t.shape)
+    ):
+        return None
+    return values
+
+
+def measure_exported(
+    model: nn.Module,
+    traced: Traced,
+    interpreter: type = _ExportedInterpreter,
+    symbolic: bool = False,
+) -> Measured | None:
+    """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``).
+    ``interpreter``: a subclass that prices some nodes without running them (``modes/train.py``);
+    ``symbolic``: keep symbolic shapes (``modes/symbolic.py``) instead of falling back."""
+    gm = traced.graph_module
+    values = _values(gm.graph, symbolic)
+    mode = torch._guards.detect_fake_mode(values) if values else None
+    if mode is None:
+        return None
+    state = model_state(model)
+    first: dict[int, str] = {}
+    for fqn, tensor in state.items():
+        first.setdefault(id(tensor), fqn)
+    held = [id(state[b.ref]) for b in traced.placeholders if b.kind == "state"]
+    if len(set(held)) != len(held):
+        return None  # two placeholders of one tied tensor: the ordinary pass gives them one twin
+    weights: dict[int, tuple[str, int]] = {}
+    for binding, value in zip(traced.placeholders, values, strict=True):
+        if binding.kind == "state":
+            weights[id(value)] = (first[id(state[binding.ref])], _nbytes(value))
+    recorder = _Recorder(weights)
+    walk = interpreter(gm, recorder, traced)
+    with torch.no_grad(), mode, recorder:
+        walk.run(*values)
+    output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outputs = {p.name for p in output_node.all_input_nodes}
+    return Measured(walk.nodes, outputs, walk.inputs, "fake")

@@ -1,0 +1,234 @@
+"""The fusion partitioner: group graph nodes into the kernels a compiler would run.
+
+Walking the nodes in topological order:
+
+- a compute anchor (convolution, matmul, attention, recurrent layer) starts a kernel;
+- a pointwise op (activation, eval-mode batch norm, residual add, data movement) joins the
+  kernel of its latest producer, as an epilogue or as part of a pointwise chain;
+- a reduction (softmax, norms, pooling) starts a kernel unless its latest producer's kernel is
+  a pure pointwise chain, which it absorbs as a prologue;
+- views and shape ops cost nothing and ride along with their producer (or, for views of graph
+  inputs and weights, with their first consumer): they never form a kernel of their own;
+  neither do free ops that read nothing computed (``arange``, ``zeros``): they join their
+  first consumer, as a compiler would generate them inside it.
+
+Joining the *latest* producer's kernel keeps the kernel graph acyclic: every other input of the
+node comes from an earlier kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_graphbudget.engine.measure import Measured, NodeCost
+
+
+@dataclass
+class Group:
+    """One fused kernel before its roofline figures are computed."""
+
+    id: int
+    reason: str
+    members: list[NodeCost] = field(default_factory=list)
+    riders: set[str] = field(default_factory=set)  # free nodes placed here, not named in kind
+
+    @property
+    def segment(self) -> int:
+        """The captured graph (or eager op) the kernel belongs to: kernels never cross one."""
+        return self.members[0].segment
+
+    @property
+    def categories(self) -> set[str]:
+        return {m.category for m in self.members}
+
+    @property
+    def kind(self) -> str:
+        kinds: list[str] = []
+        for member in self.members:
+            named = member.category != "view" and member.name not in self.riders
+            if named and (not kinds or kinds[-1] != member.kind):
+                kinds.append(member.kind)
+        return "+".join(kinds) or "view"
+
+    @property
+    def anchor(self) -> NodeCost:
+        """The member that names the kernel: its anchor or reduction, else its first op."""
+        for category in ("anchor", "reduction", "elementwise", "movement", "view"):
+            for member in self.members:
+                if member.category == category:
+                    return member
+        return self.members[0]
+
+
+def partition(measured: Measured) -> list[Group]:
+    """Assign every op node to exactly one group (see the module docstring for the rules)."""
+    groups: list[Group] = []
+    group_of: dict[str, int] = {}
+    deferred: list[NodeCost] = []
+
+    def start(node: NodeCost, reason: str) -> None:
+        groups.append(Group(len(groups), reason, [node]))
+        group_of[node.name] = len(groups) - 1
+
+    def join(gid: int, node: NodeCost) -> None:
+        groups[gid].members.append(node)
+        group_of[node.name] = gid
+
+    for node in measured.nodes:
+        producers = [group_of[p] for p in node.inputs if p in group_of]
+        latest = max(producers) if producers else None
+        category = node.category
+        crosses = latest is not None and groups[latest].segment != node.segment
+        if crosses and category not in ("view", "anchor"):
+            # A graph break (or an op run in eager between graphs) ends the kernel before it.
+            start(node, f"{node.kind}: a graph break ends the kernel before it")
+            continue
+        if category == "view":
+            if latest is None:
+                deferred.append(node)
+            else:
+                join(latest, node)
+        elif category == "anchor":
+            start(node, f"{node.kind}: a compute anchor starts a kernel")
+        elif category == "movement" and latest is None and not node.flops:
+            deferred.append(node)
+        elif category in ("elementwise", "movement"):
+            if latest is None:
+                start(node, f"{node.kind}: reads only graph inputs and weights")
+            else:
+                join(latest, node)
+        else:  # reduction
+            if latest is not None and groups[latest].categories <= {
+                "elementwise",
+                "movement",
+                "view",
+            }:
+                join(latest, node)
+            else:
+                host = "" if latest is None else f" after {groups[latest].kind}"
+                start(
+                    node, f"{node.kind}: a reduction needs its whole input, starts a kernel{host}"
+                )
+
+    consumers = _consumers(measured.nodes)
+    for node in reversed(deferred):
+        target = next((group_of[c] for c in consumers.get(node.name, []) if c in group_of), None)
+        if target is None and node.category == "movement" and node.inputs:
+            # Data movement that feeds no kernel (an embedding whose rows are the output).
+            start(node, f"{node.kind}: moves graph inputs or weights to the output")
+            continue
+        if target is None:  # consumed by nothing computed: the nearest kernel in node order
+            target = _nearest(node, measured.nodes, group_of)
+        if target is not None:
+            join(target, node)
+            if not node.inputs:  # a factory (arange, zeros): generated in place, not a step
+                groups[target].riders.add(node.name)
+    for group in groups:
+        order = {n.name: n.index for n in group.members}
+        group.members.sort(key=lambda n: order[n.name])
+    return groups
+
+
+def _nearest(node: NodeCost, nodes: list[NodeCost], group_of: dict[str, int]) -> int | None:
+    """The group of the closest node after ``node`` that has one, else before it."""
+    after = (group_of[n.name] for n in nodes[node.index + 1 :] if n.name in group_of)
+    before = (group_of[n.name] for n in reversed(nodes[: node.index]) if n.name in group_of)
+    return next(after, next(before, None))
+
+
+def _consumers(nodes: list[NodeCost]) -> dict[str, list[str]]:
+    consumers: dict[str, list[str]] = {}
+    for node in nodes:
+        for producer in node.inputs:
+            consumers.setdefault(producer, []).append(node.name)
+    return consumers
+
+
+@dataclass
+class Traffic:
+    """Bytes a kernel moves: inputs made outside it, weights it reads, outputs used outside."""
+
+    bytes_in: int
+    bytes_weights: int
+    bytes_out: int
+
+    @property
+    def total(self) -> int:
+        return self.bytes_in + self.bytes_weights + self.bytes_out
+
+
+def traffic(groups: list[Group], measured: Measured) -> list[Traffic]:
+    """Every group's traffic; a tensor is charged once per kernel however many views it has."""
+    by_name = {n.name: n for n in measured.nodes}
+    group_of = {m.name: g.id for g in groups for m in g.members}
+    consumers = _consumers(measured.nodes)
+    result = []
+    for group in groups:
+        inside = {m.name for m in group.members}
+        read: dict[Any, int] = {}
+        written: dict[Any, int] = {}
+        weights: dict[str, int] = {}
+        for member in group.members:
+            weights.update(member.weights)
+            for producer in member.inputs:
+                if producer in inside:
+                    continue
+                views = (
+                    by_name[producer].views
+                    if producer in by_name
+                    else measured.inputs.get(producer, {})
+                )
+                for key, size in views.items():
+                    read[key] = max(read.get(key, 0), size)
+            used_outside = member.name in measured.graph_outputs or any(
+                group_of.get(c) != group.id for c in consumers.get(member.name, [])
+            )
+            if used_outside:
+                for key, size in member.views.items():
+                    written[key] = max(written.get(key, 0), size)
+        result.append(Traffic(sum(read.values()), sum(weights.values()), sum(written.values())))
+    return result
+
+
+def live_at_peak(measured: Measured) -> dict[str, int]:
+    """The activations live at the peak, in bytes by the node that allocated them: what a
+    memory limit that fails should point at; their sum is the activation peak.
+
+    Liveness over the node order: a storage is allocated by the node that first writes it and
+    freed after its last reader; graph outputs live to the end. Views and in-place ops write
+    no new storage.
+    """
+    born: dict[Any, int] = {}
+    dies: dict[Any, int] = {}
+    size: dict[Any, int] = {}
+    for i, node in enumerate(measured.nodes):
+        for key, nbytes in node.writes.items():
+            born.setdefault(key, i)
+            size[key] = max(size.get(key, 0), nbytes)
+            dies[key] = max(dies.get(key, i), i)
+        for key in node.reads:
+            if key in born:
+                dies[key] = i
+    end = len(measured.nodes)
+    by_name = {n.name: n for n in measured.nodes}
+    for name in measured.graph_outputs:
+        for key in by_name[name].views if name in by_name else ():
+            if key in born:
+                dies[key] = end
+    delta = [0] * (end + 2)
+    for key, start in born.items():
+        delta[start] += size[key]
+        delta[dies[key] + 1] -= size[key]
+    peak = live = 0
+    at = -1
+    for step, change in enumerate(delta):
+        live += change
+        if live > peak:
+            peak, at = live, step
+    found: dict[str, int] = {}
+    for key, start in born.items():
+        if start <= at <= dies[key] and size[key]:
+            name = measured.nodes[start].name
+            found[name] = found.get(name, 0) + size[key]
+    return found

@@ -1,0 +1,54 @@
+"""One graph through the engine: traced and priced (``tiers.py``), partitioned and
+assembled (``assemble.py``) into a ``Profile``. ``profile_graph`` is what a mode calls, once per
+graph it profiles.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pytest_graphbudget.engine.profile import Profile
+from pytest_graphbudget.errors import GraphBudgetError
+
+
+def is_program(model: Any) -> bool:
+    """An ``ExportedProgram``, checked without importing torch for other models."""
+    return type(model).__name__ == "ExportedProgram" and hasattr(model, "graph_signature")
+
+
+def profile_graph(
+    model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, name: str
+) -> Profile:
+    import torch
+
+    from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget.engine.assemble import assemble
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+    from pytest_graphbudget.quiet import held
+
+    program = model if is_program(model) else None
+    if program is not None:  # its module holds the state under the names its graph uses
+        model = program.module()
+    if not isinstance(model, torch.nn.Module):
+        raise GraphBudgetError(f"expected a torch.nn.Module, got {type(model).__name__}")
+    target = hw.get(hardware)
+    example = Example(args, kwargs)
+    start = time.perf_counter()
+    # Profiling runs the model in eval mode; the caller's model keeps the mode it had.
+    modes = {module: module.training for module in model.modules()}
+    try:
+        with held(f"tracing {name}"):
+            # Tracing speaks to torch developers (export's notes on attribute assignment, FX's
+            # on leaf modules, the generated code of a graph that failed); users see our
+            # summary of what worked and why the rest failed, and the rest only when they ask.
+            # Under the caller's inference_mode, export would keep composite ops (aten.linear)
+            # whole: the graph and its subgraphs would differ from the same model's outside it.
+            with torch.inference_mode(False):
+                traced, measured, failures = trace_and_measure(model, example, program)
+    finally:
+        for module, training in modes.items():
+            module.training = training
+    seconds = time.perf_counter() - start
+    return assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)

@@ -1,0 +1,215 @@
+"""Which graph is priced, and how: the engine's trace-and-measure step.
+
+A model without lazy state has its FX graph priced straight away, with no real forward at all
+(the symbolic trace runs under ``trace.restored``, which says whether the forward assigned any
+state). Every other model is warmed up (one real forward, so its lazy state exists), then each
+tier (``trace.tiers``) is tried until one graph traces and its cost pass succeeds; when no
+whole graph can be had, the path one real forward takes is priced (``breaks.TIERS``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+from pytest_graphbudget.costs import FormulaError
+from pytest_graphbudget.errors import ModelRunError, TraceError, one_line
+
+REAL_PASS_SECONDS = 0.25
+"""A model whose warm-up forward took less than this is measured on real tensors: for small
+models one more real pass is cheaper than a pass on fake tensors (whose per-op cost is fixed).
+The counts are the same either way."""
+
+ELEMENTS_PER_SECOND = 4e6
+"""When no warm-up forward was timed, its seconds are guessed as the model's weight and input
+elements over this: a model under a million elements is measured on real tensors."""
+
+
+def trace_and_measure(
+    model: Any, example: Any, program: Any = None
+) -> tuple[Any, Any, dict[str, str]]:
+    """Price the FX graph of a model without lazy state straight away; otherwise warm up, then
+    try each tier until one graph traces and its cost pass succeeds; when no whole graph can be
+    had, price the path one real forward takes (``breaks.TIERS``).
+
+    An exported program (``program``) has its graph already: it is neither run nor traced
+    again, and its one tier is ``export``."""
+    with heap_frozen():
+        return _trace_and_measure(model, example, program)
+
+
+@contextlib.contextmanager
+def heap_frozen() -> Iterator[None]:
+    """Keep the objects that exist already out of the collector's way while tracing.
+
+    Export and the cost pass allocate hundreds of thousands of short-lived objects; every full
+    collection they trigger would walk the whole heap besides (torch, sympy, the model, a test
+    session: a million objects, about 0.1 s a walk, a third of a cold export of YOLOv8n in
+    collections). ``gc.freeze`` sets that heap aside: young objects are still collected, and
+    ``gc.unfreeze`` returns the rest to the oldest generation (cyclic garbage among them waits
+    until then). Nothing is done when the collector is off or the caller froze objects."""
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _trace_and_measure(model: Any, example: Any, program: Any) -> tuple[Any, Any, dict[str, str]]:
+    from pytest_graphbudget.engine.trace import trace_exported
+
+    if program is not None:
+        chosen = [("export", lambda _model, live: trace_exported(program, live))]
+        traced, measured, failures = _tiers(model, example, chosen, REAL_PASS_SECONDS)
+        if traced is None:  # an exported program is one graph or nothing
+            raise TraceError(failures)
+        return traced, measured, failures
+    quick = _without_warm_up(model, example)
+    if quick is not None:
+        return (*quick, {})
+    return _after_warm_up(model, example)
+
+
+def _without_warm_up(model: Any, example: Any) -> tuple[Any, Any] | None:
+    """The FX tier with no warm-up forward, or None when it cannot be had that way.
+
+    The warm-up exists for lazy state (attributes a forward assigns, lazy modules): a model
+    whose symbolic trace assigned nothing has none, and its graph is the one a trace after a
+    warm-up would give. Any failure here leaves the model as it was for ``_after_warm_up``,
+    which tries every tier again and reports why each failed."""
+    from pytest_graphbudget.engine.trace import (
+        analysis,
+        has_lazy_modules,
+        restored,
+        timed,
+        trace_fx,
+    )
+
+    if has_lazy_modules(model):
+        return None
+    model.eval()
+    try:
+        with analysis(model, example) as live, restored(model) as watch:
+            traced = timed(trace_fx, model, live)
+    except Exception:  # the tiers after a warm-up say why
+        return None
+    if watch.changed:
+        return None
+    for fake in _passes(model, _elements(model, example) / ELEMENTS_PER_SECOND):
+        try:
+            return traced, _measure(model, traced, example, fake)
+        except FormulaError:  # a custom formula's mistake is the same in every tier
+            raise
+        except Exception:
+            continue
+    return None
+
+
+def _elements(model: Any, example: Any) -> int:
+    """The model's weight and buffer elements (tied ones once) and its inputs'."""
+    from pytest_graphbudget.engine.trace import model_state
+
+    state = {id(t): t.numel() for t in model_state(model).values()}
+    return sum(state.values()) + sum(t.numel() for t in example.tensors)
+
+
+def _passes(model: Any, seconds: float) -> list[bool]:
+    """Fake tensors first, unless the model is quick to run for real; real ones as the fallback
+    (a graph that needs data), except for a model on the meta device, which has none."""
+    from pytest_graphbudget.engine.trace import is_meta
+
+    passes = [True] if is_meta(model) else [True, False]
+    if seconds < REAL_PASS_SECONDS:
+        passes.reverse()
+    return passes
+
+
+def _after_warm_up(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
+    """Warm up, then the tiers; when no whole graph can be had, the path one real forward
+    takes (graphs between breaks, or eager)."""
+    from pytest_graphbudget.engine.breaks import TIERS
+    from pytest_graphbudget.engine.trace import analysis, is_meta, tiers, warm_up
+
+    meta = is_meta(model)  # asked outside ``analysis``, which swaps meta weights for fakes
+    with analysis(model, example) as live:
+        try:
+            seconds = warm_up(model, live)
+        except ModelRunError as exc:
+            if not meta or "DataDependent" not in str(exc):
+                raise
+            raise ModelRunError(
+                f"{exc}; the forward branches on tensor values, which a model on the meta "
+                "device has none of: build it with real weights (meta=False) to profile it"
+            ) from exc
+    traced, measured, failures = _tiers(model, example, tiers(), seconds)
+    if traced is not None:
+        return traced, measured, failures
+    for tier_name, capture in TIERS:
+        try:
+            captured = capture(model, example)
+        except FormulaError:
+            raise
+        except Exception as exc:
+            failures[tier_name] = one_line(exc)
+            continue
+        return captured, captured.measured, failures
+    raise TraceError(failures)
+
+
+def _measure(model: Any, traced: Any, example: Any, fake: bool) -> Any:
+    """The cost pass. An exported graph is priced on the fake values export left on its nodes
+    (``measure_export``), whichever pass comes first; on fake tensors, an FX graph whose code
+    cannot see the device runs on meta tensors (``meta_pass.meta_safe``). Both are faster than
+    fresh fakes (or a real run), with the same figures, and both fall back to them."""
+    from pytest_graphbudget.engine.measure import measure
+    from pytest_graphbudget.engine.measure_export import measure_exported
+    from pytest_graphbudget.engine.meta_pass import meta_safe
+
+    if fake and traced.state_in_module and meta_safe(traced.graph_module):
+        try:
+            return measure(model, traced, example.tensors, meta=True)
+        except FormulaError:
+            raise
+        except Exception:  # the fake pass below runs, and reports its own failure
+            pass
+    if not traced.state_in_module:  # export's values need no run: the first pass uses them
+        try:
+            measured = measure_exported(model, traced)
+        except FormulaError:
+            raise
+        except Exception:  # the ordinary pass below runs, and reports its own failure
+            measured = None
+        if measured is not None:
+            return measured
+    return measure(model, traced, example.tensors, fake=fake)
+
+
+def _tiers(
+    model: Any, example: Any, chosen: list, seconds: float
+) -> tuple[Any, Any, dict[str, str]]:
+    """The first tier whose graph traces and whose cost pass succeeds, with every earlier
+    tier's one-line failure; (None, None, failures) when none does."""
+    from pytest_graphbudget.engine.trace import analysis, timed
+
+    passes = _passes(model, seconds)
+    failures: dict[str, str] = {}
+    for tier_name, tier in chosen:
+        try:
+            with analysis(model, example) as live:
+                traced = timed(tier, model, live)
+        except Exception as exc:  # every tier's failure is reported, none is fatal alone
+            failures[tier_name] = one_line(exc)
+            continue
+        for fake in passes:
+            try:
+                return traced, _measure(model, traced, example, fake), failures
+            except FormulaError:  # a custom formula's mistake is the same in every tier
+                raise
+            except Exception as exc:
+                failures[tier_name] = f"cost pass failed: {one_line(exc)}"
+    return None, None, failures

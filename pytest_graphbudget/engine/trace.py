@@ -1,0 +1,359 @@
+"""The hybrid tracer: warm-up, then ``torch.fx.symbolic_trace``, then Dynamo (``torch.export``).
+
+Each tier is one function that returns a ``Traced`` graph or raises; ``tiers()`` lists them in
+the order they are tried. The caller (``tiers.py``) moves to the next tier when one fails and
+records every failure's one-line reason.
+
+Models built on the ``meta`` device never get real weights: their parameters are swapped for
+fake tensors (``FakeTensorMode``) for the warm-up and the export, so nothing is allocated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx._lazy_graph_module import _use_lazy_graph_module
+from torch.utils import _pytree as pytree
+
+from pytest_graphbudget.errors import ModelRunError, one_line
+
+
+@dataclass
+class Binding:
+    """Where a graph placeholder's value comes from: a user input or a model state tensor."""
+
+    kind: str  # "input" (index into the flat user tensors), "state" (FQN), "constant" (tensor)
+    ref: Any
+
+
+@dataclass
+class Traced:
+    """A captured graph and how to feed it.
+
+    ``placeholders`` binds every placeholder of ``graph_module``, in order. ``state_in_module``
+    says whether the graph reads parameters through its own attributes (FX) rather than through
+    placeholders (export).
+    """
+
+    graph_module: fx.GraphModule
+    method: str
+    placeholders: list[Binding]
+    state_in_module: bool
+    module_prefix: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Example:
+    """The model's example inputs, flattened: tensors are graph inputs, the rest is constant."""
+
+    args: tuple
+    kwargs: dict[str, Any]
+
+    @property
+    def leaves(self) -> list[Any]:
+        return pytree.tree_leaves((self.args, self.kwargs))
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        return [leaf for leaf in self.leaves if isinstance(leaf, torch.Tensor)]
+
+
+def is_meta(model: nn.Module) -> bool:
+    """True when the model's weights live on the meta device (built without storage)."""
+    return any(t.is_meta for t in model_state(model).values())
+
+
+def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer by name, tied ones under each of their names."""
+    named = list(model.named_parameters(remove_duplicate=False))
+    named += list(model.named_buffers(remove_duplicate=False))
+    return dict(named)
+
+
+def _device(tensor: torch.Tensor, mode: FakeTensorMode | None) -> Any:
+    """Where a twin lives: the meta device without a mode, else the tensor's (meta: CPU)."""
+    if mode is None:
+        return "meta"
+    return "cpu" if tensor.is_meta else tensor.device
+
+
+def fake_state(model: nn.Module, mode: FakeTensorMode | None) -> dict[str, torch.Tensor]:
+    """A fake twin of every parameter and buffer (tied tensors stay tied): shapes, no storage.
+    Without a ``mode`` the twins are tensors on the meta device."""
+    twins: dict[int, torch.Tensor] = {}
+    state = {}
+    for name, tensor in model_state(model).items():
+        if id(tensor) not in twins:
+            with mode or contextlib.nullcontext():
+                twin = torch.empty_strided(
+                    tensor.shape, tensor.stride(), dtype=tensor.dtype, device=_device(tensor, mode)
+                )
+            if isinstance(tensor, nn.Parameter):
+                twin = nn.Parameter(twin, requires_grad=tensor.requires_grad)
+            twins[id(tensor)] = twin
+        state[name] = twins[id(tensor)]
+    return state
+
+
+def fake_like(value: Any, mode: FakeTensorMode | None) -> Any:
+    """Fake twins of the tensors in ``value`` (meta tensors become CPU fakes); without a
+    ``mode``, twins on the meta device."""
+
+    def twin(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        with mode or contextlib.nullcontext():
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=_device(t, mode))
+
+    return pytree.tree_map(twin, value)
+
+
+@contextlib.contextmanager
+def analysis(model: nn.Module, example: Example) -> Iterator[Example]:
+    """Run the enclosed block on this model as it should be analysed.
+
+    A real model is used as is. A meta model gets fake parameters and fake inputs for the
+    duration of the block, under one ``FakeTensorMode``.
+    """
+    if not is_meta(model):
+        yield example
+        return
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    state = fake_state(model, mode)
+    fake_example = Example(*fake_like((example.args, example.kwargs), mode))
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    with _reparametrize_module(model, state), mode:
+        yield fake_example
+
+
+def warm_up(model: nn.Module, example: Example) -> float:
+    """One forward pass in eval mode without gradients, so lazy state (YOLO's anchors and
+    strides) is initialised before tracing. Returns its seconds: a model this quick to run is
+    also quicker to measure on real tensors than on fake ones."""
+    model.eval()
+    start = time.perf_counter()
+    try:
+        with torch.no_grad():
+            model(*example.args, **example.kwargs)
+    except Exception as exc:  # the user's model raised: report it, don't trace it
+        raise ModelRunError(f"the model's forward raised {one_line(exc, typed=True)}") from exc
+    return time.perf_counter() - start
+
+
+def has_lazy_modules(model: nn.Module) -> bool:
+    """True when a lazy module (``nn.LazyLinear``...) still waits for its first forward."""
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    return any(
+        isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in model.modules()
+    )
+
+
+@dataclass
+class StateWatch:
+    """What ``restored`` saw: whether the block assigned or mutated any module attribute."""
+
+    changed: bool = False
+
+
+def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
+    """Every module's attributes, with a one-level copy of each list, dict and set among them."""
+    saved = []
+    for module in model.modules():
+        attributes = dict(vars(module))
+        contents = {k: v.copy() for k, v in attributes.items() if isinstance(v, (list, dict, set))}
+        saved.append((module, attributes, contents))
+    return saved
+
+
+def _same_items(before: Any, after: Any) -> bool:
+    """Whether a container holds the same objects as its copy ``before`` did."""
+    if isinstance(before, dict):
+        return before.keys() == after.keys() and all(before[k] is after[k] for k in before)
+    if isinstance(before, list):
+        return len(before) == len(after) and all(a is b for a, b in zip(before, after, strict=True))
+    return {id(v) for v in before} == {id(v) for v in after}
+
+
+def _refill(container: Any, items: Any) -> None:
+    container.clear()
+    if isinstance(container, list):
+        container.extend(items)
+    else:
+        container.update(items)
+
+
+@contextlib.contextmanager
+def restored(model: nn.Module) -> Iterator[StateWatch]:
+    """Run the block, then put back every module attribute as it was, and say whether any had
+    changed: a forward that assigns its own state (YOLO's anchors) has lazy state, which a
+    symbolic trace would otherwise fill with proxies. Identity is compared, so a value
+    rebuilt equal counts as changed: the watch errs towards a warm-up, never away from one."""
+    saved = _attributes(model)
+    watch = StateWatch()
+    try:
+        yield watch
+    finally:
+        for module, attributes, contents in saved:
+            now = vars(module)
+            mutated = [k for k, v in contents.items() if not _same_items(v, attributes[k])]
+            assigned = now.keys() != attributes.keys() or any(
+                now[k] is not v for k, v in attributes.items()
+            )
+            if mutated or assigned:
+                watch.changed = True
+                for key in mutated:
+                    _refill(attributes[key], contents[key])
+                now.clear()
+                now.update(attributes)
+
+
+def trace_fx(model: nn.Module, example: Example) -> Traced:
+    """Tier 1: ``torch.fx.symbolic_trace``. Fast, and keeps module names as node targets."""
+    signature = inspect.signature(model.forward)
+    bound = signature.bind(*example.args, **example.kwargs)
+    concrete = {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name not in bound.arguments
+        and p.default is not inspect.Parameter.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    # Lazy: the graph's Python code is generated only if something calls it; the cost pass
+    # interprets the graph node by node, and code generation is a third of the trace.
+    with _use_lazy_graph_module(True):
+        gm = fx.symbolic_trace(model, concrete_args=concrete or None)
+    tensors = example.tensors
+    index = {id(t): i for i, t in enumerate(tensors)}
+    placeholders = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        name = str(node.target).lstrip("*")
+        value = bound.arguments.get(name, concrete.get(name))
+        placeholders.append(
+            Binding("input", index[id(value)]) if id(value) in index else Binding("constant", value)
+        )
+    return Traced(gm, "fx", placeholders, state_in_module=True)
+
+
+class _FlatCall(nn.Module):
+    """Calls the model from flat tensor inputs and returns a flat tuple of tensors.
+
+    Export needs pytree-friendly inputs and outputs; models return caches, ``ModelOutput``s and
+    other containers. Flattening both ends here keeps every model exportable the same way.
+    """
+
+    def __init__(self, model: nn.Module, example: Example):
+        super().__init__()
+        self.model = model
+        leaves, self._spec = pytree.tree_flatten((example.args, example.kwargs))
+        self._constants = [None if isinstance(v, torch.Tensor) else v for v in leaves]
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        feed = iter(tensors)
+        leaves = [next(feed) if c is None else c for c in self._constants]
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        return tuple(tensor_leaves(self.model(*args, **kwargs)))
+
+
+def tensor_leaves(value: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
+    """Every tensor inside a model's output: containers, dataclasses, caches and objects."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif _depth > 8 or value is None or isinstance(value, (str, int, float, bool)):
+        return
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensor_leaves(item, _depth + 1)
+    elif isinstance(value, (list, tuple, set)):
+        for item in value:
+            yield from tensor_leaves(item, _depth + 1)
+    elif hasattr(value, "__dict__"):
+        for item in vars(value).values():
+            yield from tensor_leaves(item, _depth + 1)
+
+
+def trace_dynamo(model: nn.Module, example: Example, dynamic: Any = None) -> Traced:
+    """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs.
+    ``dynamic``: each input tensor's ``{dim: Dim}`` (or None), for a symbolic graph."""
+    wrapper = _FlatCall(model, example)
+    shapes = None if dynamic is None else (tuple(dynamic),)
+    # On failure export prints the partial graph to stderr: the one-line reason is enough.
+    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
+        program = torch.export.export(
+            wrapper, tuple(example.tensors), dynamic_shapes=shapes, strict=False
+        )
+    placeholders, user = [], 0
+    for spec in program.graph_signature.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            placeholders.append(Binding("input", user))
+            user += 1
+        elif kind in ("PARAMETER", "BUFFER"):
+            placeholders.append(Binding("state", spec.target.removeprefix("model.")))
+        elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
+            placeholders.append(Binding("constant", program.constants[spec.target]))
+        else:
+            raise RuntimeError(f"unsupported export input kind {kind}")
+    return Traced(
+        program.graph_module, "dynamo", placeholders, state_in_module=False, module_prefix="model."
+    )
+
+
+def trace_exported(program: torch.export.ExportedProgram, example: Example) -> Traced:
+    """The ``export`` tier, for a program saved with ``torch.export.save``: its graph is already
+    captured, so it is used as it is. The program's module is never called, put in eval mode or
+    traced again (an exported program's module refuses ``.eval()``)."""
+    leaves = example.leaves
+    users = [s for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    if len(users) != len(leaves):
+        raise RuntimeError(
+            f"the program takes {len(users)} inputs and was given {len(leaves)}; "
+            "profile it at the example inputs it was exported with"
+        )
+    index = {id(t): i for i, t in enumerate(example.tensors)}
+    feed = iter(leaves)
+    placeholders = []
+    for spec in program.graph_signature.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            value = next(feed)
+            tensor = isinstance(value, torch.Tensor)
+            placeholders.append(
+                Binding("input", index[id(value)]) if tensor else Binding("constant", value)
+            )
+        elif kind in ("PARAMETER", "BUFFER"):
+            placeholders.append(Binding("state", spec.target))
+        elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
+            placeholders.append(Binding("constant", program.constants[spec.target]))
+        else:
+            raise RuntimeError(f"unsupported exported-program input kind {kind}")
+    return Traced(program.graph_module, "export", placeholders, state_in_module=False)
+
+
+Tier = Callable[[nn.Module, Example], Traced]
+
+
+def tiers() -> list[tuple[str, Tier]]:
+    """The tracing tiers that capture one whole graph, fastest first. When both fail,
+    ``breaks.TIERS`` take over: the path one real forward takes (``dynamo-breaks``, ``eager``)."""
+    return [("fx", trace_fx), ("dynamo", trace_dynamo)]
+
+
+def timed(tier: Tier, model: nn.Module, example: Example) -> Traced:
+    start = time.perf_counter()
+    traced = tier(model, example)
+    traced.seconds = time.perf_counter() - start
+    return traced

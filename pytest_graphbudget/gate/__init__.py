@@ -1,0 +1,3 @@
+"""The gate: figures, units of budgets, budget files, the baseline and the checks: plain functions
+over profiles.
+"""

@@ -1,0 +1,308 @@
+"""The check of one model: a profile against its budget and its baseline entry, as plain data.
+
+The pytest plugin (``pytest_plugin/``) and ``graph-budget check`` (``cli/check_files.py``) call
+``evaluate``: the same findings, the same ``ModelResult``, whichever runs it. Nothing here
+imports pytest or torch; a ``Profile`` comes in, findings and a ``ModelResult`` go out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.gate.budget_files import GROWTH_KEY
+from pytest_graphbudget.gate.budgets import Budget, Finding, check, coverage_findings
+from pytest_graphbudget.modes.fit import GROWTH
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.engine.profile import Profile
+    from pytest_graphbudget.gate.baseline import Baseline, Entry
+
+
+UNCHECKED_KEY = "unchecked"
+"""The key of the finding that says a model's budget checks nothing (``reports.common``)."""
+STRICT_NEW = "strict: a model without a baseline entry is an error"
+
+
+@dataclass
+class ModelResult:
+    """One profiled model's figures and verdict: what every report shows."""
+
+    id: str
+    label: str
+    nodeid: str
+    path: str
+    line: int
+    budget: dict[str, Any]
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    profile: dict[str, Any] | None = None
+    baseline: dict[str, float] | None = None
+    baseline_modules: dict[str, int] | None = None  # own FLOPs per module, for "grew most"
+    baseline_by_module: dict[str, dict[str, int]] | None = None  # params, memory, traffic
+    baseline_entry: str | None = None  # the entry of another id it was compared with (renamed)
+    error: str | None = None
+    source: str = "marker"  # "marker" or "toml"
+    graph_svg: str | None = None  # the partitioned graph, drawn only for an HTML report
+    graph_note: str = ""  # why it was not drawn (no Graphviz, no nodes)
+    layer_order: list[str] | None = None  # modules in the order they first run, when drawn
+    no_baseline: bool = False  # the run had no baseline file: its regressions were not checked
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or any(f["severity"] == "fail" for f in self.findings)
+
+    def message(self) -> str:
+        lines = [f"graph budget failed for {self.label} ({self.id}):"]
+        if self.error:
+            lines += [f"  {line}" for line in self.error.splitlines()]
+        lines += [f"  {f['message']}" for f in self.findings if f["severity"] == "fail"]
+        return "\n".join(lines)
+
+
+@dataclass
+class Checker:
+    """What every check of one run shares: the baseline (read once, on first use) and the
+    run's switches. ``update``: the baseline is being rewritten, so it judges nothing."""
+
+    baseline_path: Path
+    baseline_name: str  # the path as messages show it, relative to the project's root
+    strict: bool = False
+    update: bool = False
+    update_command: str = "pytest --graph-budget --graph-budget-update"  # named by regressions
+    draw: Callable[[ModelResult, Profile], None] | None = None
+    """An HTML report is asked: draws each profile's graph where it is made
+    (``reports.html_graph.draw``, given by the plugin or ``graph-budget check``)."""
+    collected: set[str] | None = None  # the run's node ids once collected (None: no renames)
+    root: Path | None = None  # the project's root, that baseline ids are relative to
+    baseline_from: str = ""  # where the baseline's path was configured; "" for the default
+    _baseline: Baseline | None = field(default=None, repr=False)
+    _orphans: set[str] | None = field(default=None, repr=False)
+
+    @property
+    def baseline(self) -> Baseline:
+        """The baseline, read once. A configured one that does not exist is an error of
+        every model (a misspelt path must not make every model new and the run green);
+        without ``--update``, a missing default one is a run whose regressions go
+        unchecked, which every report's title says."""
+        from pytest_graphbudget.gate import baseline as baseline_file
+
+        if self._baseline is None:
+            self._baseline = baseline_file.read(self.baseline_path, self.baseline_name)
+            if self._baseline.missing and self.baseline_from and not self.update:
+                self._baseline.error = (
+                    f"{self.baseline_name}: the baseline set in {self.baseline_from} does not "
+                    f"exist; create it with {self.update_command} or fix the path"
+                )
+        return self._baseline
+
+    def orphans(self) -> set[str]:
+        """Entries whose model is gone (its test, table or file), read once the run is
+        collected: what a renamed model may be compared with."""
+        from pytest_graphbudget.gate.renames import stale_entries
+
+        if self._orphans is None:
+            keys = self.baseline.keys()
+            self._orphans = stale_entries(keys, self.collected or set(), self.root)
+        return self._orphans
+
+    def rematch(self, results: list[ModelResult], nodeid: str = "") -> None:
+        """Once a test's (``nodeid``) or a table's models are judged: each with no entry of
+        its own is compared with the one orphan entry that has its modules (``renames.py``),
+        or the test's own entry that none of its models has (a renamed fixture). What is
+        still compared with no entry then says so (``settle``)."""
+        self._rematch(results, nodeid)
+        for result in results:
+            settle(result, self)
+
+    def _rematch(self, results: list[ModelResult], nodeid: str = "") -> None:
+        from pytest_graphbudget.gate import renames
+
+        new = [r for r in results if r.profile is not None and r.baseline is None]
+        if not new or self.update or self.collected is None or self.baseline.error:
+            return
+        pool = set(self.orphans())
+        if nodeid:
+            pool |= renames.orphans_of_test(self.baseline.keys(), nodeid, {r.id for r in results})
+        known = self.baseline.entries
+        orphans = {k: known[k] for k in pool if k in known and k not in self.baseline.problems}
+        for result in new:
+            renames.rematch(result, orphans, self)
+
+    def evaluate(
+        self,
+        result: ModelResult,
+        budget: Budget,
+        run: Callable[[str], Profile],
+        hardware: str | None = None,
+    ) -> Profile | None:
+        """Profile (``run(hardware)``) and judge into ``result``; the profile, or None when
+        profiling failed (then ``result.error`` says why, in one line). The id and label of
+        a model profiled in train mode or another dtype carry its ``variant`` (``m@train``):
+        its baseline entry is its own."""
+        result.id, result.label = budget.variant.tag(result.id), budget.variant.tag(result.label)
+        result.no_baseline = self.baseline.missing and not (self.baseline.error or self.update)
+        try:
+            prof = run(hardware or budget.hardware)
+        except GraphBudgetError as exc:
+            result.error = str(exc)
+            return None
+        except Exception as exc:  # a bug of ours: still a result, never a missing row
+            result.error = internal_error(exc)
+            return None
+        judge(result, prof, budget, self)
+        return prof
+
+
+def findings(
+    prof: Profile,
+    budget: Budget,
+    base: Entry | None = None,
+    *,
+    strict: bool = False,
+    baseline_name: str = "budgets/baseline.toml",
+    update_command: str = "pytest --graph-budget --graph-budget-update",
+) -> list[Finding]:
+    """Every finding on one profile: its limits, its ops without a formula (failures only
+    with ``strict``) and, given a baseline entry, its growth beyond the budget's tolerance."""
+    found = check(prof, budget) + coverage_findings(prof, budget, strict)
+    if base is not None:
+        from pytest_graphbudget.gate import baseline as baseline_file
+
+        current = baseline_file.entry_from(prof)
+        found += baseline_file.compare(
+            current, base, budget.tolerance, baseline_name, update_command
+        )
+    return found
+
+
+def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) -> ModelResult:
+    """Fill ``result`` from a profile: its figures, findings and baseline entry. A baseline
+    entry it cannot trust is the model's error (it would let regressions by)."""
+    result.profile = prof.to_dict()
+    base = checker.baseline.entries.get(result.id)
+    problems = checker.baseline.problems_of(result.id)
+    if problems and not checker.update:
+        result.error = "\n".join(problems)
+    if base is not None:
+        result.baseline = dict(base.figures)
+        result.baseline_modules = dict(base.modules)
+        result.baseline_by_module = {k: dict(v) for k, v in base.by_module.items()}
+    compared = None if checker.update else base
+    found = findings(
+        prof,
+        budget,
+        compared,
+        strict=checker.strict,
+        baseline_name=checker.baseline_name,
+        update_command=checker.update_command,
+    )
+    result.findings = [asdict(f) for f in found]
+    if checker.draw is not None:
+        checker.draw(result, prof)
+    return result
+
+
+def settle(result: ModelResult, checker: Checker) -> None:
+    """A judged model that was compared with no baseline entry (none of its own, none it was
+    matched with as renamed) says what that leaves unchecked: a notice, so that no report
+    calls a budget without limits "within budget", or under ``strict`` an error."""
+    if result.profile is None or result.error is not None or result.baseline is not None:
+        return
+    gap = None if checker.update else unbaselined(result.budget, checker)
+    if gap and checker.strict:  # a closed gate: every model compared with its baseline
+        result.error = f"{gap} ({STRICT_NEW})"
+    elif gap:
+        result.findings.append(asdict(Finding("notice", UNCHECKED_KEY, gap)))
+
+
+def unbaselined(budget: dict[str, Any], checker: Checker) -> str | None:
+    """What a model without a baseline entry misses (``budget`` as ``budget_dict`` gives it):
+    with no limit either, everything ("nothing checked yet"); with limits, its regressions
+    (said only under ``strict``)."""
+    record = f"record it with {checker.update_command} and commit {checker.baseline_name}"
+    if not budget["limits"] and not budget["bottleneck"]:
+        return (
+            f"nothing checked yet: no limit and no entry in {checker.baseline_name}; "
+            f"{record}, or give it a limit such as flops_max"
+        )
+    if checker.strict:
+        return f"no entry in {checker.baseline_name}, so its regressions are not checked; {record}"
+    return None
+
+
+def budget_dict(budget: Budget) -> dict[str, Any]:
+    """The budget as the reports read it (plain JSON)."""
+    return {
+        "limits": dict(budget.limits),
+        "bottleneck": dict(budget.bottleneck),
+        "by": budget.bottleneck_by,
+        "hardware": budget.hardware,
+        "tolerance": budget.tolerance,
+        "allow_unsupported": _allowed(budget.allow_unsupported),
+        "lines": dict(budget.lines),
+    }
+
+
+def _allowed(allowed: bool | tuple[str, ...]) -> bool | list[str]:
+    """``allow_unsupported`` as JSON: true, false or the list of op names."""
+    return list(allowed) if isinstance(allowed, tuple) else allowed
+
+
+def internal_error(exc: BaseException) -> str:
+    """One line for an exception our own code raised: what, where, and that it is our bug."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    what = " ".join(str(exc).split())[:200]
+    return (
+        f"internal error in pytest-graphbudget: {type(exc).__name__}: {what}{where}; "
+        "this is a bug, please report it"
+    )
+
+
+def relative(path: str, root: Path) -> str:
+    """``path`` relative to the project's root, as messages and reports show it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return path
+
+
+def _judge(fits: dict[str, Any], axis: str, word: str) -> list[dict[str, Any]]:
+    from pytest_graphbudget.gate import figures
+
+    allowed = GROWTH[word]
+    found = []
+    for name, fitted in fits.items():
+        label = figures.get(name).label
+        if not fitted.polynomial:
+            message = (
+                f"{label} is not a polynomial over the points, so its growth in {axis} was not "
+                f"judged against {GROWTH_KEY} {axis} = {word!r}"
+            )
+            found.append(_finding("warn", message))
+            continue
+        degree = fitted.degree(axis)
+        if degree > allowed:
+            grows = next(w for w, d in GROWTH.items() if d == degree)
+            spare = "" if fitted.held_out else "; no point to spare verified the degree"
+            message = (
+                f"{label} grows with {axis} to degree {degree} ({grows}: {fitted.formula()}"
+                f"{spare}), faster than {GROWTH_KEY} {axis} = {word!r}"
+            )
+            found.append(_finding("fail", message, degree, allowed))
+    return found
+
+
+def _finding(severity: str, message: str, value: int | None = None, limit: int | None = None):
+    return {
+        "severity": severity,
+        "key": GROWTH_KEY,
+        "message": message,
+        "value": value,
+        "limit": limit,
+    }

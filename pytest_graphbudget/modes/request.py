@@ -1,0 +1,108 @@
+"""Which step of a model is profiled, and in which dtype: ``mode``, ``optimizer``, ``dtype``.
+
+The three options reach ``profile_model`` the same way from every place a model is profiled:
+TOML budget keys, the ``graph_budget`` marker and the CLI's ``--mode``, ``--optimizer`` and
+``--dtype``. They are part of the profile cache's key, and of the model's id in the baseline:
+the same model in eval and in train mode (or in two dtypes) has two entries, the second's id
+ending ``@train+adam+bfloat16``. An id without that suffix is eval mode in the model's own
+dtype, as every baseline written before these options.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+DTYPES = ("float32", "bfloat16", "float16")
+"""The dtypes ``dtype=`` accepts (``None``: the model's own)."""
+
+MODES = ("eval", "train")
+OPTIMIZERS = ("adam", "sgd")
+
+KEYS = ("mode", "optimizer", "dtype")
+CHOICES = {"mode": MODES, "optimizer": OPTIMIZERS, "dtype": DTYPES}
+SUFFIX = re.compile(rf"@(?:(?:{'|'.join(('train', *OPTIMIZERS, *DTYPES))})\+?)+$")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """``profile_model``'s mode, optimizer and dtype; the defaults are eval mode in the
+    model's own dtype."""
+
+    mode: str = "eval"
+    optimizer: str | None = None
+    dtype: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The keywords of ``profile_model`` that differ from its defaults."""
+        found = {"mode": self.mode} if self.mode != "eval" else {}
+        found.update({k: v for k, v in (("optimizer", self.optimizer), ("dtype", self.dtype)) if v})
+        return found
+
+    def tag(self, ident: str) -> str:
+        """``ident`` with this variant's suffix: ``m@train+adam+bfloat16``; ``m`` itself for
+        eval mode in the model's own dtype."""
+        values = list(self.options().values())
+        return f"{ident}@{'+'.join(values)}" if values else ident
+
+
+def checked(key: str, value: Any, where: str) -> Any:
+    """A budget's ``mode``, ``optimizer`` or ``dtype`` value, or a one-line error with the
+    closest valid value. ``optimizer`` and ``dtype`` may be ``None`` in a marker."""
+    from pytest_graphbudget.errors import closest
+
+    choices = CHOICES[key]
+    if value is None and key != "mode":
+        return None
+    if isinstance(value, str) and value in choices:
+        return value
+    hint = closest(value, choices) if isinstance(value, str) else ""
+    known = ", ".join(map(repr, choices))
+    raise GraphBudgetError(f"{key} in {where}: one of {known}, got {value!r}{hint}")
+
+
+def with_value(variant: Variant, key: str, value: Any, where: str) -> Variant:
+    """``variant`` with one key set from a budget (checked first)."""
+    return replace(variant, **{key: checked(key, value, where)})
+
+
+def overridden(budget: Any, how: dict[str, Any], where: str) -> Any:
+    """``budget`` (a ``budgets.Budget``) with the variant keys in ``how`` set (checked)."""
+    variant = budget.variant
+    for key, value in how.items():
+        variant = with_value(variant, key, value, where)
+    return replace(budget, variant=variant) if how else budget
+
+
+def untagged(ident: str) -> str:
+    """A baseline id without its variant's suffix: the id its test or table has."""
+    return SUFFIX.sub("", ident)
+
+
+def check_mode(mode: str, loss: Callable | None, optimizer: str | None) -> None:
+    """Refuse, in one line, a mode or optimizer we do not know and train-only options in eval."""
+    if mode not in MODES:
+        raise GraphBudgetError(f"mode must be 'eval' or 'train', not {mode!r}")
+    if optimizer is not None and optimizer not in OPTIMIZERS:
+        raise GraphBudgetError(f"optimizer must be 'adam', 'sgd' or None, not {optimizer!r}")
+    if mode == "eval" and (loss is not None or optimizer is not None):
+        given = "loss" if loss is not None else "optimizer"
+        raise GraphBudgetError(f"{given} applies to mode='train' only: pass mode='train' too")
+    if loss is not None and not callable(loss):
+        raise GraphBudgetError(f"loss must be a callable of the outputs, not {type(loss).__name__}")
+
+
+def check_dtype(dtype: str | None) -> None:
+    """Refuse, in one line, a dtype that ``profile_model`` cannot profile in."""
+    if dtype is not None and dtype not in DTYPES:
+        from pytest_graphbudget.errors import closest
+
+        known = ", ".join(map(repr, DTYPES))
+        raise GraphBudgetError(
+            f"dtype must be one of {known} or None (the model's own), not {dtype!r}"
+            f"{closest(str(dtype), DTYPES)}"
+        )

@@ -1,0 +1,175 @@
+"""Profile one training step: forward, loss, backward and the optimizer's update.
+
+The step is captured as one joint graph (``engine/joint.py``), priced by the same cost pass and
+registry as a forward (backward ops in ``costs/backward.py``), partitioned and assembled as an
+eval graph is, with no kernel crossing from one phase to the next. Liveness spans the whole
+step: the activation peak holds the activations saved for backward, the gradients (which live
+to the end of the step, as ``.grad`` does) and the update's temporaries. The weights, the
+optimizer's state and the inputs exist before the step and are counted beside it:
+``peak_memory_bytes`` = weights + optimizer state + inputs + activation peak.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, one_line
+
+PHASES = ("forward", "backward", "optimizer")
+
+
+def profile_step(
+    model: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    hardware: Any,
+    name: str,
+    loss: Callable | None,
+    optimizer: str | None,
+) -> Any:
+    """The ``Profile`` of one training step of ``model`` at ``args``/``kwargs``."""
+    import torch
+
+    from pytest_graphbudget import hardware as hw
+    from pytest_graphbudget.engine.assemble import assemble
+    from pytest_graphbudget.engine.joint import capture
+    from pytest_graphbudget.engine.measure import measure
+    from pytest_graphbudget.engine.measure_export import measure_exported
+    from pytest_graphbudget.engine.trace import Example, has_lazy_modules, warm_up
+    from pytest_graphbudget.quiet import held
+
+    if not isinstance(model, torch.nn.Module):
+        raise GraphBudgetError(
+            f"mode='train' needs a torch.nn.Module, got {type(model).__name__}: "
+            "profile the module itself, not an exported program"
+        )
+    target = hw.get(hardware)
+    example = Example(args, kwargs)
+    start = time.perf_counter()
+    if has_lazy_modules(model):  # their weights exist once one forward has run
+        warm_up(model, example)
+    modes = {module: module.training for module in model.modules()}
+    model.train()
+    failures: dict[str, str] = {}
+    try:
+        with held(f"tracing the training step of {name}"), torch.inference_mode(False):
+            try:
+                joint = capture(model, example, loss, optimizer)
+                # Priced on the fake values the trace left on its nodes; the ordinary fake
+                # pass when they cannot be used (the counts are the same).
+                measured = measure_exported(joint.holder, joint.traced, _joint_interpreter())
+                if measured is None:
+                    measured = measure(joint.holder, joint.traced, example.tensors)
+            except GraphBudgetError:
+                raise
+            except Exception as exc:  # data fake tensors lack: the path a real step takes
+                failures["joint"] = one_line(exc, typed=True)
+                _refuse_meta(model, exc)
+                joint, measured = _real_step(model, example, loss, optimizer)
+    except GraphBudgetError:
+        raise
+    except Exception as exc:  # the model, the loss or a backward raised while traced
+        raise ModelRunError(
+            f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}"
+        ) from exc
+    finally:
+        for module, training in modes.items():
+            module.training = training
+    for node in measured.nodes:  # no kernel crosses from one phase to the next
+        node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
+    seconds = time.perf_counter() - start
+    prof = assemble(model, args, kwargs, name, target, joint.traced, measured, failures, seconds)
+    prof.mode = "train"
+    prof.optimizer_state_bytes = joint.state_bytes
+    prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
+    _module_phases(prof, measured.nodes, joint.tags.node_phase)
+    return prof
+
+
+def _refuse_meta(model: Any, exc: Exception) -> None:
+    """A model on the meta device has no values for a real step to take its path on."""
+    from pytest_graphbudget.engine.trace import is_meta
+
+    if is_meta(model):
+        raise ModelRunError(
+            f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}; "
+            "a model on the meta device has no values to branch on: build it with real "
+            "weights (meta=False) to profile its training step"
+        ) from exc
+
+
+def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str | None) -> Any:
+    """One step traced on real copies of the weights, the optimizer's state and the inputs, then
+    priced on fresh copies: the path and the figures of one real step (``loss.backward()`` and
+    the update), from the caller's random state both times, which is left as it was."""
+    import torch
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    from pytest_graphbudget.engine.joint import capture, real_like, real_state
+    from pytest_graphbudget.engine.measure import measure
+    from pytest_graphbudget.engine.trace import model_state
+
+    devices = sorted({t.device.index or 0 for t in model_state(model).values() if t.is_cuda})
+    with torch.random.fork_rng(devices=devices):
+        joint = capture(model, example, loss, optimizer, real=True)
+    for slot in joint.holder.optimizer.buffers():  # the update wrote them: as before the step
+        slot.zero_()
+    with torch.random.fork_rng(devices=devices), _reparametrize_module(model, real_state(model)):
+        measured = measure(joint.holder, joint.traced, real_like(example.tensors), fake=False)
+    return joint, measured
+
+
+def _joint_interpreter() -> type:
+    """The exported-graph interpreter, which prices a node with a formula from the values the
+    trace recorded (a joint graph is already ATen ops), except that an in-place op's value is
+    its input itself, as when it runs: the optimizer's state stays recognisable as state."""
+    from pytest_graphbudget.engine.measure_export import _ExportedInterpreter
+
+    class _JointInterpreter(_ExportedInterpreter):
+        def result(self, n: Any, value: Any) -> Any:
+            if _in_place(n.target) and n.args and n.args[0] in self.env:
+                return self.env[n.args[0]]
+            return super().result(n, value)
+
+    return _JointInterpreter
+
+
+def _in_place(target: Any) -> bool:
+    """Whether an op writes its first argument and returns it (``mul_``, ``addcmul_``)."""
+    schema = getattr(target, "_schema", None)
+    alias = schema.arguments[0].alias_info if schema is not None and schema.arguments else None
+    return alias is not None and alias.is_write and len(schema.returns) == 1
+
+
+def _phases(prof: Any, nodes: list, phase_of: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """FLOPs, MACs, traffic and estimated time of each phase (subgraphs never cross one)."""
+    phases: dict[str, dict[str, Any]] = {
+        p: {"flops": 0, "macs": 0, "traffic_bytes": 0, "est_latency_s": 0.0} for p in PHASES
+    }
+    for node in nodes:
+        entry = phases[phase_of.get(node.name, "forward")]
+        entry["flops"] += node.flops
+        entry["macs"] += node.macs
+    for sub in prof.subgraphs:
+        entry = phases[phase_of.get(sub.nodes[0], "forward")]
+        entry["traffic_bytes"] += sub.traffic_bytes
+        entry["est_latency_s"] += sub.est_latency_s
+    return phases
+
+
+def _module_phases(prof: Any, nodes: list, phase_of: dict[str, str]) -> None:
+    """Each module's FLOPs by phase, every level (a parent includes its children)."""
+    for cost in prof.modules.values():
+        for phase in PHASES:
+            setattr(cost, f"{phase}_flops", 0)
+    for node in nodes:
+        if not node.flops:
+            continue
+        parts = node.module.split(".") if node.module else []
+        for depth in range(len(parts) + 1):
+            cost = prof.modules.get(".".join(parts[:depth]))
+            if cost is not None:
+                field = f"{phase_of.get(node.name, 'forward')}_flops"
+                setattr(cost, field, getattr(cost, field) + node.flops)

@@ -1,0 +1,189 @@
+"""pytest hooks: markers, options, model fixtures, TOML budget items, verdicts.
+
+Registered through the ``pytest11`` entry point. Without ``--graph-budget`` (or ``enabled =
+true`` in ``[tool.graph_budget]``) this module only registers the markers, the options and the
+ini settings, and counts the tests that carry budgets to say in one line that they went
+unchecked: nothing else runs and torch is never imported. With it, a ``GraphBudget`` manager
+is registered in ``pytest_configure``; its state hangs off ``config.stash``.
+
+This is a thin layer: the check itself is ``gate/check.py`` (a profile against a budget and
+a baseline entry, one ``ModelResult``), budget files are read by ``gate/budget_files.py`` and
+made items by ``collect.py``, the markers are ``markers.py``, the stash keys ``state.py``,
+profiling through the cache is ``run/profiler.py``, the end of the run ``run/session.py``, and
+rendering ``reports/``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+# Re-exported: their home moved, ``from pytest_graphbudget.plugin import ModelResult`` stays.
+from pytest_graphbudget.gate.check import ModelResult, budget_dict, internal_error
+from pytest_graphbudget.pytest_plugin.collect import (
+    BrokenBudget,
+    BudgetFailure,
+    BudgetFile,
+    BudgetItem,
+)
+from pytest_graphbudget.pytest_plugin.markers import MARKERS, budget_markers
+from pytest_graphbudget.pytest_plugin.state import STATE
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = [
+    "MARKERS",
+    "BrokenBudget",
+    "BudgetFailure",
+    "BudgetFile",
+    "BudgetItem",
+    "ModelResult",
+    "budget_dict",
+    "internal_error",
+]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("graph-budget", "FLOP and memory budgets of PyTorch models")
+    group.addoption("--graph-budget", action="store_true", help="profile models and check budgets")
+    group.addoption(
+        "--graph-budget-update",
+        action="store_true",
+        help="write the figures of every profiled model to the baseline file",
+    )
+    group.addoption(
+        "--graph-budget-strict",
+        action="store_true",
+        help="a closed gate: ops without a cost formula, models without a baseline entry "
+        "and stale baseline entries are errors",
+    )
+    group.addoption("--graph-budget-junit", metavar="PATH", help="write a JUnit XML report")
+    group.addoption("--graph-budget-json", metavar="PATH", help="write every profile as JSON")
+    group.addoption(
+        "--graph-budget-markdown", metavar="PATH", help="write the pull-request comment"
+    )
+    group.addoption(
+        "--graph-budget-html",
+        metavar="PATH",
+        help="write an interactive, self-contained HTML report of every model",
+    )
+    group.addoption(
+        "--graph-budget-cache-clear", action="store_true", help="empty the profile cache first"
+    )
+    group.addoption("--graph-budget-no-cache", action="store_true", help="do not cache profiles")
+    group.addoption(
+        "--graph-budget-hardware", metavar="NAME", help="hardware profile for every model"
+    )
+    from pytest_graphbudget.run.settings import INI, KEYS, ini_name
+
+    for key, kind in INI.items():
+        # default None: unset, so that the default of [tool.graph_budget] applies
+        parser.addini(
+            ini_name(key),
+            f"pytest-graphbudget {key}: {KEYS[key]} ([tool.graph_budget] {key} wins)",
+            type=kind,
+            default=None,
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered always, so that --strict-markers never breaks a run without --graph-budget.
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+    if config.getoption("graph_budget") or gate_enabled(config):
+        from pytest_graphbudget.pytest_plugin.manager import GraphBudget
+
+        manager = GraphBudget(config)
+        config.stash[STATE] = manager
+        config.pluginmanager.register(manager, "graph-budget")
+    else:
+        config.pluginmanager.register(Dormant(), "graph-budget-dormant")
+
+
+class Dormant:
+    """The plugin while the gate is off: it counts the tests that carry budget markers, so
+    that the run ends saying, in one line, that their budgets were not checked."""
+
+    def __init__(self) -> None:
+        self.marked = 0
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if call.when == "setup" and budget_markers(item):
+            report.graph_budget_marked = True  # goes with the report to the xdist controller
+        return report
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "setup" and getattr(report, "graph_budget_marked", False):
+            self.marked += 1
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.marked:
+            terminalreporter.write_line(unchecked_hint(self.marked))
+
+
+def unchecked_hint(count: int) -> str:
+    """The line a run without the gate ends with when some tests carry budgets."""
+    tests = (
+        "1 test carries a budget and was" if count == 1 else f"{count} tests carry budgets and were"
+    )
+    return (
+        f"graph-budget: {tests} not checked; run with --graph-budget "
+        "or set enabled = true in [tool.graph_budget]"
+    )
+
+
+@pytest.fixture
+def graph_profile(request: pytest.FixtureRequest):
+    """``graph_profile(model, inputs, kwargs=None, name=None, hardware=None, mode=None,
+    optimizer=None, dtype=None)`` -> Profile.
+
+    With ``--graph-budget`` the profile is also checked against the test's markers (``mode``,
+    ``optimizer`` and ``dtype`` given here win over the ``graph_budget`` marker's).
+    """
+    manager = request.config.stash.get(STATE, None)
+
+    def run(
+        model: Any,
+        inputs: Any = (),
+        kwargs: dict | None = None,
+        *,
+        name: str | None = None,
+        hardware: str | None = None,
+        mode: str | None = None,
+        optimizer: str | None = None,
+        dtype: str | None = None,
+    ):
+        given = {"mode": mode, "optimizer": optimizer, "dtype": dtype}
+        how = {key: value for key, value in given.items() if value is not None}
+        if manager is None:
+            from pytest_graphbudget.modes.dispatch import profile_model
+
+            hardware = hardware or "generic"
+            return profile_model(model, inputs, kwargs, hardware=hardware, name=name, **how)
+        return manager.profile_for_item(request.node, model, inputs, kwargs, name, hardware, how)
+
+    return run
+
+
+# -- settings ----------------------------------------------------------------------------
+
+
+def gate_enabled(config: pytest.Config) -> bool:
+    """``[tool.graph_budget] enabled`` (or the ini option): check budgets without the flag."""
+    from pytest_graphbudget.run import settings
+
+    where = f"{config.inipath}" if config.inipath else "pytest's configuration"
+    try:
+        ini = config.getini(settings.ini_name("enabled"))
+    except ValueError as exc:  # pytest's reading of a bool: "invalid truth value 'maybe'"
+        raise pytest.UsageError(f"{where}: {settings.ini_name('enabled')}: {exc}") from None
+    try:
+        return settings.gate_enabled(config.rootpath, config.inipath, ini, where)
+    except settings.SettingsError as exc:
+        raise pytest.UsageError(*exc.problems) from None

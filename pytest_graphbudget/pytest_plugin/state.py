@@ -1,0 +1,52 @@
+"""What the plugin's hooks, items and manager share: the run's ``GraphBudget`` and each
+item's models, budget and typos on pytest's stashes, and the project's checked settings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.gate.budgets import Budget
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.run.settings import Settings
+
+STATE = pytest.StashKey["GraphBudget"]()
+ITEM_MODELS = pytest.StashKey[list]()
+ITEM_BUDGET = pytest.StashKey[Budget]()
+ITEM_UNCHECKED = pytest.StashKey[list]()
+ITEM_TYPOS = pytest.StashKey[list]()
+ITEM_SENT = pytest.StashKey[int]()  # how many of ITEM_MODELS went out in a report
+PROPERTY = "graph_budget"
+
+
+def project_settings(config: pytest.Config) -> Settings:
+    """The checked ``[tool.graph_budget]`` of the project; a problem there is a usage error
+    (one line each, exit 4), never an INTERNALERROR."""
+    from pytest_graphbudget.run import settings
+
+    ini = {key: config.getini(settings.ini_name(key)) for key in settings.INI}
+    where = f"{config.inipath}" if config.inipath else "pytest's configuration"
+    try:
+        return settings.load(config.rootpath, ini, where, config.inipath)
+    except settings.SettingsError as exc:
+        raise pytest.UsageError(*exc.problems) from None
+
+
+def check_marker_names(item: pytest.Item) -> None:
+    """Raise the marker typos found when the test was collected."""
+    typos = item.stash.get(ITEM_TYPOS, [])
+    if typos:
+        raise GraphBudgetError(f"{'; '.join(typos)} (on {item.nodeid})")
+
+
+def manager_of(config: pytest.Config) -> Any:  # manager.GraphBudget
+
+    return config.stash[STATE]
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")

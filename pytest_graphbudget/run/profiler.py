@@ -1,0 +1,251 @@
+"""Profiling through the cache, for the plugin and ``graph-budget check`` alike.
+
+A model is profiled once per content: the cache keys a module by what it computes (its code,
+weights' shapes, inputs and hardware) and a zoo model by its name and options, so that a warm
+run does not even build it. A model that cannot be fingerprinted is profiled every run rather
+than ever reused stale, and says so at ``-v``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.modes.decode import profile_step
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.engine.profile import Profile
+    from pytest_graphbudget.modes.request import Variant
+    from pytest_graphbudget.run.cache import ProfileCache
+
+NODES = "node_info"
+"""The key of a cache entry's graph nodes (``Profile.node_info``), kept when an HTML report is
+asked: the report draws the partitioned graph of a cached profile from them."""
+
+OPTIONS = ("input_shape", "seq_len", "batch", "meta", "trust_pickle")
+"""Keys of a budget table that say how to build its model."""
+
+
+@dataclass
+class Profiler:
+    """The run's cache (None: no cache), its counts and notes, and the user's hardware."""
+
+    cache: ProfileCache | None = None
+    hardware_profiles: dict[str, Any] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)  # why a model was not cached, shown at -v
+    nodes: bool = False  # an HTML report draws the graphs: entries keep their nodes (NODES)
+
+    @classmethod
+    def open(cls, directory: Path | None, hardware_profiles: dict[str, Any], clear: bool = False):
+        """A profiler over the cache in ``directory`` (None: no cache), emptied first if asked."""
+        from pytest_graphbudget.run.cache import ProfileCache
+
+        cache = ProfileCache(directory) if directory is not None else None
+        if cache is not None and clear:
+            cache.clear()
+        return cls(cache, hardware_profiles)
+
+    def target(self, hardware: str) -> Any:
+        """The hardware profile of that name: built-in or from ``[tool.graph_budget]``."""
+        from pytest_graphbudget import hardware as hw
+
+        return hw.get(hardware, self.hardware_profiles)
+
+    def cached(
+        self,
+        key: Callable[[], Any],
+        compute: Callable[[], Profile],
+        name: str | None,
+        values: Callable[[], Any] | None = None,
+    ):
+        """The profile stored under ``key()`` if there is a good one, else ``compute()``'s.
+
+        A profile of one real forward's path (``cache.DATA_DEPENDENT`` tiers) depends on the
+        values of inputs and weights, not only on the shapes in the key: its entry also holds
+        ``values()``, and is used only while they are unchanged.
+        """
+        from pytest_graphbudget.engine.profile import profile_from_dict
+        from pytest_graphbudget.run import cache as cache_keys
+        from pytest_graphbudget.run.cache import Unfingerprintable
+
+        stored = None
+        if self.cache is not None:
+            try:
+                stored = key()
+            except Unfingerprintable as exc:  # profiled every time rather than ever stale
+                self.notes.append(f"{name or 'a model'}: not cached, profiled every run: {exc}")
+                self.counts["not cached"] += 1
+        data = self.cache.get(stored) if stored else None
+        if data is not None and "values" in data and (values is None or data["values"] != values()):
+            data = None
+        if data is not None and self.nodes and NODES not in data:
+            data = None  # made without its nodes, which the graph drawing needs: made again
+        if data is not None:
+            try:
+                prof = with_nodes(profile_from_dict(data, self.hardware_profiles), data)
+            except Exception:  # a corrupt or outdated entry is rebuilt
+                prof = None
+            if prof is not None:
+                prof.model = name or prof.model
+                self.counts["reused"] += 1
+                return prof
+        prof = compute()
+        if stored:
+            data = prof.to_dict()
+            if self.nodes:
+                data[NODES] = [asdict(node) for node in prof.node_info]
+            if prof.trace.method in cache_keys.DATA_DEPENDENT:
+                if values is None:
+                    return prof  # no way to tell its values apart: never reused
+                data["values"] = values()
+            self.cache.put(stored, data)
+            self.counts["profiled and stored"] += 1
+        return prof
+
+    def profile(
+        self,
+        model: Any,
+        inputs: Any,
+        kwargs: dict | None,
+        name: str | None,
+        hardware: str,
+        variant: Variant | None = None,
+        runs: int | None = None,
+    ) -> Profile:
+        """Profile a module or a ModelCase (keyed by the module, inputs, hardware and
+        ``variant``: mode, optimizer, dtype); with ``runs``, also time it here, uncached (the
+        timing is this machine's, now; the model runs anyway)."""
+        from pytest_graphbudget.case import ModelCase
+        from pytest_graphbudget.modes.dispatch import profile_model
+        from pytest_graphbudget.run import cache as cache_keys
+
+        case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
+        target = self.target(hardware)
+        how = variant.options() if variant else {}
+        if runs:
+            self.counts["timed, not cached"] += 1
+            return profile_model(case, hardware=target, name=name, measure=runs, **how)
+        return self.cached(
+            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target), how),
+            lambda: profile_model(case, hardware=target, name=name, **how),
+            name or case.name,
+            lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
+        )
+
+    def profile_table(
+        self,
+        table: dict[str, Any],
+        name: str,
+        hardware: str,
+        variant: Variant | None = None,
+        runs: int | None = None,
+    ) -> Profile:
+        """The model of a budget table (``factory`` or zoo ``model``, default: its name);
+        zoo models are cached by name, so that a warm run does not even build them (unless
+        ``runs`` asks to time them)."""
+        from pytest_graphbudget import zoo
+        from pytest_graphbudget.gate.budget_files import load_factory
+        from pytest_graphbudget.gate.ignored import refuse_ignored
+        from pytest_graphbudget.modes import decode
+        from pytest_graphbudget.modes.dispatch import profile_model
+        from pytest_graphbudget.run import cache as cache_keys
+
+        if decode.wanted(table, name):  # decode = true: one generated token's profile
+            if runs:
+                raise GraphBudgetError(f"{name}: latency_measured_max times a forward, not decode")
+            return profile_table_step(self, table, name, hardware, variant)
+        options = {k: table[k] for k in OPTIONS if k in table}
+        if "factory" in table:
+            case = load_factory(str(table["factory"]), name, options)
+            return self.profile(case, None, None, name, hardware, variant, runs)
+        model_name = str(table.get("model", name))
+        target = self.target(hardware)
+        how = variant.options() if variant else {}
+        key = (
+            cache_keys.name_key(model_name, options, repr(target), how)
+            if self.cache is not None
+            else None
+        )
+        if key is None or runs:  # no cache, a name that says too little, or a model to time:
+            if runs:  # with real weights, even where the zoo would build on meta
+                options.setdefault("meta", False)
+            case = refuse_ignored(zoo.resolve(model_name, **options), name)  # key it by it
+            return self.profile(case, None, None, name, hardware, variant, runs)
+        return self.cached(
+            lambda: key,
+            lambda: profile_model(
+                refuse_ignored(zoo.resolve(model_name, **options), name),
+                hardware=target,
+                name=name,
+                **how,
+            ),
+            name,
+            # A zoo name builds the same values every time (seeded weights, fixed inputs).
+            lambda: "zoo",
+        )
+
+    def summary(self) -> list[str]:
+        """``graph budget cache: ...`` and the notes, for ``-v``; empty when nothing was cached."""
+        if not self.counts:
+            return []
+        counts = ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items()))
+        return [f"graph budget cache: {counts}", *(f"  {note}" for note in self.notes)]
+
+
+def with_nodes(prof: Profile, data: dict[str, Any]) -> Profile:
+    """``prof`` with the graph nodes its cache entry kept (``NODES``), if it kept them."""
+    from pytest_graphbudget.engine.profile import NodeInfo
+
+    prof.node_info = [NodeInfo(**node) for node in data.get(NODES, ())]
+    return prof
+
+
+def profile_table_step(
+    profiler: Profiler,
+    table: Mapping[str, Any],
+    name: str,
+    hardware: str,
+    variant: Any = None,
+) -> Profile:
+    """The decode step of a ``decode = true`` budget table, through the run's cache (a zoo
+    name is keyed by its name and options, as ``Profiler.profile_table`` keys it). A train
+    mode or another dtype (``variant``) is refused: the step is eval mode, the model's dtype."""
+    from pytest_graphbudget.gate.budget_files import load_factory
+    from pytest_graphbudget.run import cache as cache_keys
+
+    how = variant.options() if variant is not None else {}
+    if how:
+        given = ", ".join(f"{k} = {v!r}" for k, v in how.items())
+        raise GraphBudgetError(
+            f"{name}: decode = true profiles one generated token in eval mode, in the model's "
+            f"own dtype; drop {given}"
+        )
+
+    target = profiler.target(hardware)
+    options = {k: table[k] for k in ("context", "batch", "meta") if k in table}
+
+    def compute(model: Any) -> Profile:
+        return profile_step(
+            model,
+            context=options["context"],
+            batch=options.get("batch"),
+            meta=options.get("meta"),
+            hardware=target,
+            name=name,
+        )
+
+    if "factory" in table:  # a module the project builds: profiled every run
+        # Only the factory's module is used (a bare one gets a placeholder input it never sees).
+        return compute(load_factory(str(table["factory"]), name, {"input_shape": (1, 1)}))
+    model_name = str(table.get("model", name))
+    key = None
+    if profiler.cache is not None:
+        key = cache_keys.name_key(model_name, {"decode": True, **options}, repr(target))
+    if key is None:
+        return compute(model_name)
+    return profiler.cached(lambda: key, lambda: compute(model_name), name, lambda: "zoo")

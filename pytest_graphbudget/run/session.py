@@ -1,0 +1,119 @@
+"""The end of a budget run, for the plugin and ``graph-budget check`` alike: stale baseline
+entries, the baseline rewritten (with ``--update``), the report files written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.gate.check import Checker, ModelResult
+    from pytest_graphbudget.reports import Written
+
+
+@dataclass
+class Outputs:
+    """Where the report files go: paths as the user gave them, relative to ``here``;
+    ``root`` is the project's root, that the markdown report's links start from."""
+
+    here: Path
+    root: Path
+    junit: str | None = None
+    json: str | None = None
+    markdown: str | None = None
+    html: str | None = None
+
+
+def checked_tests(results: list[ModelResult]) -> dict[str, set[str]]:
+    """The ids of each test's models (node id -> ids), for the tests that checked every
+    model they have: none of them is an error (a test that failed before its check)."""
+    found: dict[str, set[str]] = {}
+    failed = {r.nodeid for r in results if r.error is not None}
+    for result in results:
+        if result.source == "marker" and result.nodeid not in failed:
+            found.setdefault(result.nodeid, set()).add(result.id)
+    return found
+
+
+def stale_errors(stale: set[str], checker: Checker) -> list[ModelResult]:
+    """Under ``strict`` (a closed gate), each stale baseline entry is an error of its own at
+    its line of the baseline: a renamed test, table or parametrize id must not leave its
+    model unchecked against the figures it had. None when the run rewrites the baseline."""
+    from pytest_graphbudget.gate.budgets import Budget
+    from pytest_graphbudget.gate.check import ModelResult, budget_dict
+    from pytest_graphbudget.gate.toml_lines import key_lines
+
+    if not checker.strict or checker.update or not stale:
+        return []
+    try:
+        lines = key_lines(checker.baseline_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        lines = {}
+    message = (
+        "stale baseline entry: no model of this run has this id (renamed or removed?; "
+        "strict: a stale entry is an error); rename the entry to the model's new id, or "
+        f"remove it with {checker.update_command}"
+    )
+    return [
+        ModelResult(
+            key,
+            key.rsplit("::", 1)[-1],
+            key,
+            checker.baseline_name,
+            lines.get(("models", key), 1),
+            budget_dict(Budget()),
+            error=message,
+            source="toml",
+        )
+        for key in sorted(stale)
+    ]
+
+
+def finish(
+    results: list[ModelResult], stale: set[str], checker: Checker, outputs: Outputs
+) -> tuple[Written, bool]:
+    """Rewrite the baseline if the run updates it, then write the reports; what was written
+    (with a one-line problem for each file that could not be) and whether the baseline was
+    left unwritten."""
+    from pytest_graphbudget import reports
+    from pytest_graphbudget.gate import baseline as baseline_file
+    from pytest_graphbudget.gate.renames import note_unmatched
+
+    if not checker.update:
+        note_unmatched(results, stale, checker.update_command)
+    problems = []
+    unwritten = False
+    if checker.update:
+        entries = {
+            r.id: baseline_file.entry_from(r.profile) for r in results if r.profile is not None
+        }
+        try:
+            baseline_file.update(checker.baseline_path, entries, remove=stale)
+        except OSError as exc:
+            problems.append(reports.cannot_write(checker.baseline_name, exc))
+            unwritten = True
+    written = reports.write_files(
+        results,
+        stale,
+        here=outputs.here,
+        root=outputs.root,
+        junit=outputs.junit,
+        json=outputs.json,
+        markdown=outputs.markdown,
+        html=outputs.html,
+    )
+    written.problems[:0] = problems
+    return written, unwritten
+
+
+def outputs_of(config: Any) -> Outputs:
+    """The report paths of pytest's ``--graph-budget-junit/json/markdown/html``."""
+    return Outputs(
+        Path(config.invocation_params.dir),
+        Path(config.rootpath),
+        config.getoption("graph_budget_junit"),
+        config.getoption("graph_budget_json"),
+        config.getoption("graph_budget_markdown"),
+        config.getoption("graph_budget_html"),
+    )

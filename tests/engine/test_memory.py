@@ -1,0 +1,250 @@
+"""Memory figures derived by hand from the contract's definitions:
+
+* ``weights_bytes``: bytes of the unique parameters and buffers;
+* ``activation_peak_bytes``: liveness over the graph's node order. Only node outputs that own new
+  storage count (views and in-place ops alias their input and allocate nothing); graph inputs,
+  parameters and buffers are not activations; a tensor lives from its producing node to its last
+  consumer, inclusive (an op's inputs are live while it writes its output), graph outputs to the
+  end. A storage stays live while any alias of it (a view, an in-place result) is still to be
+  read;
+* ``peak_memory_bytes = weights_bytes + input bytes + activation_peak_bytes``.
+
+Also: a model built on the ``meta`` device profiles exactly like the same model built normally,
+and profiling it allocates no real weights.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from pytest_graphbudget import profile_model  # noqa: E402
+
+F32 = 4  # bytes per float32 element
+
+
+def chain(inplace: bool):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(inplace=inplace), nn.Linear(128, 32)).eval()
+
+
+WEIGHTS = (64 * 128 + 128 + 128 * 32 + 32) * F32  # 12,448 params = 49,792 bytes
+INPUT = 4 * 64 * F32  # x: [4, 64] = 1,024 bytes
+H1 = 4 * 128 * F32  # Linear(64, 128) output: 2,048 bytes
+OUT = 4 * 32 * F32  # Linear(128, 32) output: 512 bytes
+
+
+def test_chain_out_of_place_relu():
+    # node      live after it runs               bytes
+    # linear1   h1                                2,048
+    # relu      h1 (read by relu) + r             4,096  <- peak
+    # linear2   r (read by linear2) + out         2,560
+    prof = profile_model(chain(inplace=False), (torch.randn(4, 64),))
+    assert prof.weights_bytes == WEIGHTS
+    assert prof.activation_peak_bytes == H1 + H1
+    assert prof.peak_memory_bytes == WEIGHTS + INPUT + H1 + H1  # 54,912
+
+
+def test_chain_in_place_relu():
+    # relu(inplace=True) writes into h1 and allocates nothing; h1's storage is read by linear2:
+    # linear1   h1                                2,048
+    # relu      h1 (aliased by its result)        2,048
+    # linear2   h1 (read through the alias) + out 2,560  <- peak
+    prof = profile_model(chain(inplace=True), (torch.randn(4, 64),))
+    assert prof.weights_bytes == WEIGHTS
+    assert prof.activation_peak_bytes == H1 + OUT
+    assert prof.peak_memory_bytes == WEIGHTS + INPUT + H1 + OUT  # 53,376
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(64, 64)
+        self.l2 = nn.Linear(64, 64)
+
+    def forward(self, x):
+        a = self.l1(x)
+        b = torch.relu(a)
+        c = self.l2(b)
+        return c + a
+
+
+def test_residual_keeps_the_skip_tensor_alive():
+    # every activation is [4, 64] float32 = 1,024 bytes
+    # l1    a                   1,024
+    # relu  a, b                2,048
+    # l2    a (skip), b, c      3,072  <- peak (b's last consumer is l2)
+    # add   a, c, d             3,072
+    t = 4 * 64 * F32
+    prof = profile_model(Residual().eval(), (torch.randn(4, 64),))
+    assert prof.activation_peak_bytes == 3 * t
+    assert prof.weights_bytes == 2 * (64 * 64 + 64) * F32
+    assert prof.peak_memory_bytes == prof.weights_bytes + t + 3 * t
+
+
+class ViewThenReduce(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(64, 128)
+
+    def forward(self, x):
+        a = self.l1(x)  # [4, 128]: 2,048 bytes
+        v = a.view(4, 2, 64)  # alias of a: nothing new
+        r = torch.relu(v)  # [4, 2, 64]: 2,048 bytes
+        return r.sum(-1)  # [4, 2]: 32 bytes
+
+
+def test_view_allocates_nothing_but_keeps_its_base_alive():
+    # l1    a              2,048
+    # view  a              2,048
+    # relu  a (via v), r   4,096  <- peak: a's storage is read through the view
+    # sum   r, out         2,080
+    prof = profile_model(ViewThenReduce().eval(), (torch.randn(4, 64),))
+    assert prof.activation_peak_bytes == 2 * (4 * 128 * F32)
+
+
+def test_float64_doubles_every_byte():
+    prof = profile_model(chain(inplace=False).double(), (torch.randn(4, 64, dtype=torch.float64),))
+    assert prof.weights_bytes == 2 * WEIGHTS
+    assert prof.activation_peak_bytes == 2 * (H1 + H1)
+    assert prof.peak_memory_bytes == 2 * (WEIGHTS + INPUT + H1 + H1)
+
+
+def test_buffers_count_in_weights_bytes_with_their_own_dtype():
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Linear(128, 32)
+    ).eval()
+    prof = profile_model(model, (torch.randn(4, 64),))
+    bn_params = 2 * 128  # weight, bias
+    bn_buffers = 2 * 128 * F32 + 8  # running_mean, running_var (fp32), num_batches_tracked int64
+    assert prof.params == 12_448 + bn_params
+    assert prof.weights_bytes == WEIGHTS + bn_params * F32 + bn_buffers  # 51,848
+    # linear1 2,048 -> bn 2,048 -> relu 2,048 -> linear2 512: two [4, 128] tensors at most
+    assert prof.activation_peak_bytes == 2 * H1
+
+
+# --------------------------------------------------------------------------------------------
+# meta device
+
+
+FIGURES = (
+    "flops",
+    "macs",
+    "flops_contraction",
+    "params",
+    "weights_bytes",
+    "activation_peak_bytes",
+    "peak_memory_bytes",
+)
+
+
+def figures(prof):
+    return {key: getattr(prof, key) for key in FIGURES}
+
+
+def test_meta_resnet18_profiles_like_the_real_one():
+    torchvision = pytest.importorskip("torchvision")
+    x = torch.randn(1, 3, 224, 224)
+    real = torchvision.models.resnet18(weights=None).eval()
+    with torch.device("meta"):
+        meta = torchvision.models.resnet18(weights=None).eval()
+    assert all(p.is_meta for p in meta.parameters())
+
+    meta_prof = profile_model(meta, (x,))
+    assert all(t.is_meta for t in [*meta.parameters(), *meta.buffers()])  # still no storage
+    assert figures(meta_prof) == figures(profile_model(real, (x,)))
+    assert meta_prof.params == 11_689_512  # torchvision's published num_params
+
+
+def test_meta_small_bert_profiles_like_the_real_one():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        max_position_embeddings=64,
+    )
+    ids = torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+    kwargs = {
+        "attention_mask": torch.ones(1, 16, dtype=torch.long),
+        "token_type_ids": torch.zeros(1, 16, dtype=torch.long),
+    }
+    torch.manual_seed(0)
+    real = transformers.BertModel(cfg).eval()
+    with torch.device("meta"):
+        meta = transformers.BertModel(cfg).eval()
+    assert all(p.is_meta for p in meta.parameters())
+
+    meta_prof = profile_model(meta, (ids,), kwargs)
+    real_prof = profile_model(real, (ids,), kwargs)
+    assert all(p.is_meta for p in meta.parameters())
+    assert figures(meta_prof) == figures(real_prof)
+    assert meta_prof.trace.method == real_prof.trace.method
+
+
+_BIG_META_SCRIPT = textwrap.dedent(
+    """
+    import resource
+    import torch
+    from torch import nn
+    from pytest_graphbudget import profile_model
+
+    def peak_rss():  # bytes of memory actually touched (ru_maxrss is KiB on Linux)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def peak_vm():  # bytes of address space, also counting allocations never touched
+        with open("/proc/self/status") as status:  # (e.g. to_empty() or torch.empty)
+            for line in status:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) * 1024
+
+    # warm the machinery (imports, tracer, dispatch, threads) on a tiny meta model first
+    with torch.device("meta"):
+        tiny = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+    profile_model(tiny, (torch.randn(1, 8),))
+
+    D, N = 8192, 4  # 4 x (8192 x 8192 + 8192) params = 268,468,224: 1.07 GB in float32
+    with torch.device("meta"):
+        big = nn.Sequential(*[nn.Linear(D, D) for _ in range(N)])
+    rss, vm = peak_rss(), peak_vm()
+    prof = profile_model(big, (torch.randn(1, D),))
+    print(prof.params, prof.weights_bytes, prof.macs, peak_rss() - rss, peak_vm() - vm)
+    """
+)
+
+
+def test_meta_model_allocates_no_weights():
+    """Profiling a 1.07 GB model built on meta must not come near allocating 1.07 GB.
+
+    Runs in a fresh interpreter so that the peak resident size measures this profile only."""
+    root = str(Path(__file__).resolve().parents[2])  # the package, installed or not
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", _BIG_META_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    params, weights_bytes, macs, rss, vm = map(int, result.stdout.split()[-5:])
+    D, N = 8192, 4
+    assert params == N * (D * D + D)
+    assert weights_bytes == 4 * N * (D * D + D)
+    assert macs == N * 1 * D * D
+    assert rss < 256 * 2**20, f"peak RSS grew by {rss / 2**20:.0f} MiB while profiling"
+    assert vm < 512 * 2**20, f"peak address space grew by {vm / 2**20:.0f} MiB while profiling"

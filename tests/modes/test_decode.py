@@ -1,0 +1,243 @@
+"""LLM decode (issue 13): one generated token with a KV cache of N positions, beside the prefill.
+
+The references are hand counts, not the tool: a small GPT-2 (2 layers, hidden 64, vocabulary
+1000) whose per-token MACs follow the closed form ``L*(12h^2 + 2(N+1)h) + h*V`` (per layer QKV
+3h^2, output projection h^2, MLP 8h^2, attention over the N cached positions and the new one;
+then the LM head on one position), GPT-2's published configuration for the cache's bytes
+(2 x layers x positions x hidden x 4 bytes), PyTorch's FlopCounterMode on the model's own
+``generate``-style path, and the zoo's ordinary profile for the prefill.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from pytest_graphbudget import cli, hardware, profile_model  # noqa: E402
+from pytest_graphbudget.errors import GraphBudgetError  # noqa: E402
+from pytest_graphbudget.modes import decode, decode_step  # noqa: E402
+
+LAYERS, HIDDEN, HEADS, VOCAB, POSITIONS = 2, 64, 4, 1000, 256
+CONTEXT = 32
+
+
+def closed_form_macs(context: int, layers=LAYERS, h=HIDDEN, vocab=VOCAB) -> int:
+    return layers * (3 * h * h + h * h + 8 * h * h + 2 * (context + 1) * h) + h * vocab
+
+
+def small_config():
+    return transformers.GPT2Config(
+        n_layer=LAYERS,
+        n_embd=HIDDEN,
+        n_head=HEADS,
+        vocab_size=VOCAB,
+        n_positions=POSITIONS,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A model folder (``config.json``) the zoo builds the small GPT-2 from."""
+    path = tmp_path_factory.mktemp("gpt2-small")
+    small_config().to_json_file(str(path / "config.json"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def result(folder):
+    return decode.profile_decode(str(folder), context=CONTEXT)
+
+
+def test_kv_cache_bytes_of_gpt2_at_1024_positions_in_float32():
+    """GPT-2's published configuration: 2 x 12 layers x 1024 positions x 768 x 4 bytes."""
+    from pytest_graphbudget.zoo.huggingface import config_from_dict, config_path
+
+    config = config_from_dict(json.loads(config_path("gpt2").read_text()))
+    shapes = decode_step.cache_shapes(config, 1024, 1)
+    assert decode_step.kv_cache_bytes(shapes, 4) == 2 * 12 * 1024 * 768 * 4 == 75_497_472
+
+
+def test_decode_macs_equal_the_closed_form(result):
+    """Exact (the issue asks for 0.1%): every matmul of one token, the attention over N + 1
+    positions and the LM head on the new position."""
+    assert result.decode.macs == closed_form_macs(CONTEXT) == 170_752
+    assert result.decode.coverage.unsupported_ops == {}
+
+
+def test_the_decode_graph_reads_the_cache(result):
+    """The cache tensors are graph inputs, and the kernels that append to them read them: a
+    cache baked into the graph as constants would bring no input bytes."""
+    cache_bytes = 2 * LAYERS * CONTEXT * HIDDEN * 4
+    assert result.kv_cache_bytes == cache_bytes
+    cache_inputs = [i for i in result.decode.inputs if i.name.startswith("past_key_values")]
+    assert [i.shape for i in cache_inputs] == [[1, HEADS, CONTEXT, HIDDEN // HEADS]] * 4
+    assert result.decode.input_bytes >= cache_bytes
+    assert sum(s.bytes_in for s in result.decode.subgraphs) >= cache_bytes
+    assert result.bytes_read == result.decode.weights_bytes + cache_bytes
+    # The step's module paths are the model's own (DecodeStep's wrapper is not shown).
+    assert set(result.decode.modules) == set(result.prefill.modules)
+
+
+def test_the_decode_step_is_the_models_generate_path():
+    """Against the model's own path (a prefill that fills a DynamicCache, then one token):
+    the same logits, and PyTorch's FlopCounterMode counts the same weight matmuls."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    lm = decode_step.build_lm(small_config(), meta=False)
+    ids = torch.randint(3, VOCAB, (1, CONTEXT + 1))
+    with torch.no_grad():
+        cache = lm(ids[:, :CONTEXT], use_cache=True).past_key_values
+        tensors = tuple((layer.keys.clone(), layer.values.clone()) for layer in cache.layers)
+        mask, new = torch.ones(1, CONTEXT + 1, dtype=torch.long), ids[:, CONTEXT:]
+        with FlopCounterMode(display=False) as counter:
+            real = lm(new, past_key_values=cache, attention_mask=mask, logits_to_keep=1)
+        step = decode_step.DecodeStep(lm, CONTEXT)(new, tensors, mask)
+    assert torch.allclose(step.logits, real.logits, atol=1e-5)
+    # FlopCounterMode has no formula for the CPU flash-attention op: it sees the weight
+    # matmuls and the LM head, which are the closed form less the attention.
+    attention = LAYERS * 2 * (CONTEXT + 1) * HIDDEN
+    assert counter.get_total_flops() == 2 * (closed_form_macs(CONTEXT) - attention)
+
+
+def test_decode_is_memory_bound_on_every_builtin_hardware(result):
+    steps = {r.hardware: r for r in result.by_hardware()}
+    assert set(steps) == {hw.name for hw in hardware.BUILTIN}
+    for hw in hardware.BUILTIN:
+        assert steps[hw.name].bottleneck == "memory_bound", hw.name
+        assert steps[hw.name].est_latency_s == result.bytes_read / hw.bandwidth
+    assert result.decode.bottleneck["memory_bound"]["time_share"] == 1.0
+    # The verdict is computed: a machine whose ridge point is under the step's intensity
+    # (about 0.47 FLOPs/byte here) makes the same step compute-bound.
+    fast = hardware.Hardware("fast-memory", "", {"float32": 1e12}, bandwidth=1e13)
+    assert result.roofline(fast).bottleneck == "compute_bound"
+
+
+def test_prefill_equals_the_ordinary_profile_at_seq_len_n(result, folder):
+    """The zoo's ordinary profile is the base model; the prefill adds the LM head on the last
+    position only (as ``generate`` runs it: ``logits_to_keep=1``), with tied weights."""
+    ordinary = profile_model(str(folder), seq_len=CONTEXT)
+    body = result.prefill.modules["transformer"]
+    assert (body.flops, body.macs) == (ordinary.flops, ordinary.macs)
+    assert result.prefill.macs == ordinary.macs + HIDDEN * VOCAB
+    assert result.prefill.params == ordinary.params
+
+
+def test_profile_model_with_decode_gives_the_step_budgets_check(folder):
+    """Two sequences decode together: twice the MACs of one, at another context."""
+    step = profile_model(str(folder), decode=True, context=CONTEXT - 1, batch=2)
+    assert step.macs == 2 * closed_form_macs(CONTEXT - 1)
+    cache = [i.shape for i in step.inputs if i.name.startswith("past_key_values")]
+    assert cache == [[2, HEADS, CONTEXT - 1, HIDDEN // HEADS]] * 2 * LAYERS
+
+
+def test_grouped_query_and_sliding_window_caches_follow_the_config():
+    """A Mistral-style model: 2 key/value heads of 4 (grouped-query attention) and a window of
+    8, so the cache keeps 7 positions and the new token attends to 8. Per layer: q and o h^2,
+    k and v h x 32 (2 heads of 16), gate/up/down 3 x h x 128, attention 2 x 8 x h."""
+    config = transformers.MistralConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        max_position_embeddings=256,
+        sliding_window=8,
+    )
+    lm = transformers.AutoModelForCausalLM.from_config(config)
+    step = profile_model(lm, decode=True, context=CONTEXT)
+    h = 64
+    assert step.macs == 2 * (2 * h * h + 2 * h * 32 + 3 * h * 128 + 2 * 8 * h) + h * 100
+    cache = [i.shape for i in step.inputs if i.name.startswith("past_key_values")]
+    assert cache == [[1, 2, 7, 16]] * 4
+
+
+def test_cli_decode_json(folder, result, capsys):
+    argv = ["profile", str(folder), "--decode", "--context", str(CONTEXT), "--format", "json"]
+    assert cli.main([*argv, "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "graphbudget.decode/1"
+    assert (data["context"], data["batch"]) == (CONTEXT, 1)
+    assert data["kv_cache_bytes"] == result.kv_cache_bytes
+    assert data["decode"]["totals"]["macs"] == closed_form_macs(CONTEXT)
+    assert data["prefill"]["totals"]["macs"] == result.prefill.macs
+    assert data["step"]["bytes_read"] == result.bytes_read
+    assert data["step"]["bottleneck"] == "memory_bound"
+    assert set(data["by_hardware"]) == {hw.name for hw in hardware.BUILTIN}
+
+
+def test_table_puts_prefill_and_decode_side_by_side(result):
+    from pytest_graphbudget.cli import decode as view
+
+    text = view.render(result, "table", top=3)
+    header = next(line for line in text.splitlines() if "prefill" in line)
+    assert "prefill (32 tokens)" in header and "decode (1 token)" in header
+    macs = next(line for line in text.splitlines() if line.strip().startswith("MACs"))
+    assert macs.split()[-1] == "171k"  # 170,752
+    for hw in hardware.BUILTIN:
+        row = next(line for line in text.splitlines() if line.strip().startswith(hw.name + " "))
+        assert " memory " in row, row
+    assert "past_key_values[0..3] 1x4x32x16 float32" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bert-base-uncased", "--decode", "--context", "8"], "not a causal language model"),
+        (["t5-small", "--decode", "--context", "8"], "not a causal language model"),
+        (["resnet18", "--decode", "--context", "8"], "not a causal language model"),
+        (["gpt2", "--decode", "--context", "1024"], "at most 1023"),
+        (["gpt2", "--decode"], "--decode needs --context"),
+        (["gpt2", "--context", "8"], "--context needs --decode"),
+        (["gpt2", "--decode", "--context", "8", "--seq-len", "8"], "--seq-len does not apply"),
+        (["gpt2", "--decode", "--context", "8", "--dtype", "bfloat16"], "--dtype not available"),
+    ],
+)
+def test_cli_refuses_what_it_cannot_decode(argv, message, capsys):
+    assert cli.main(["profile", *argv, "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"decode": "yes", "context": 8}, "decode in t: true or false"),
+        ({"context": 8}, "context in t needs decode = true"),
+        ({"decode": True}, "needs context = N"),
+        ({"decode": True, "context": 0}, "context in t must be a positive integer"),
+        ({"decode": True, "context": 8, "seq_len": 8}, "seq_len in t does not apply"),
+    ],
+)
+def test_budget_table_decode_keys_are_checked(table, message):
+    with pytest.raises(GraphBudgetError, match=message):
+        decode.wanted(table, "t")
+    assert decode.wanted({"seq_len": 8}, "t") is False
+    assert decode.wanted({"decode": False}, "t") is False
+
+
+def test_toml_budgets_check_the_decode_figures(pytester, folder):
+    """``decode = true`` makes the budget's MACs the decode step's: a limit at the closed
+    form passes, one MAC under it fails (the prefill's MACs are ~20x larger)."""
+    macs = closed_form_macs(CONTEXT)
+    (pytester.path / "budgets").mkdir()
+    (pytester.path / "budgets" / "llm.toml").write_text(
+        f'[models.at]\nmodel = "{folder}"\ndecode = true\ncontext = {CONTEXT}\n'
+        f"macs_max = {macs}\n\n"
+        f'[models.under]\nmodel = "{folder}"\ndecode = true\ncontext = {CONTEXT}\n'
+        f"macs_max = {macs - 1}\n\n"
+        f'[models.cast]\nmodel = "{folder}"\ndecode = true\ncontext = {CONTEXT}\n'
+        f'dtype = "bfloat16"\nmacs_max = {macs}\n'
+    )
+    run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets")
+    run.assert_outcomes(passed=1, failed=2)
+    run.stdout.fnmatch_lines(["*FAILED*under*"])
+    run.stdout.fnmatch_lines(["*cast: decode = true profiles one generated token in eval mode*"])

@@ -1,0 +1,350 @@
+"""The profile cache never outlives the code it describes (issue 9, item 3).
+
+The model under test is ``nn.Linear(8, 8, bias=False)`` on a ``(1, 8)`` input, followed by ``k``
+additions of a constant: 2 * 8 * 8 = 128 FLOPs for the layer and 8 per addition, so ``k = 1``
+gives 136 and ``k = 2`` gives 144. Each edit below moves ``k`` from 1 to 2 somewhere outside
+the module class; the figures written by ``--graph-budget-update`` must follow, in the same
+cache directory. That a run reused the cache is proven by a file the model's own code appends
+to whenever it runs, not by anything the plugin says.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+BEFORE, AFTER = 136, 144
+
+HELPERS = """
+ADDS = 1
+CONFIG = {"adds": 1}
+
+def extra(x):
+    return x + 1
+"""
+
+MODELS = """
+import pathlib
+import torch
+from pytest_graphbudget import ModelCase
+import helpers
+from helpers import extra
+
+ADDS = 1
+CONFIG = {"adds": 1}
+
+def local(x):
+    return x + 1
+
+def lazily(x):
+    from lazy import later  # imported when it runs: not a global of this file
+
+    return later(x)
+
+def mark(x):
+    with open(pathlib.Path(__file__).with_name("calls.log"), "a") as log:
+        log.write("forward\\n")
+    return x
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8, bias=False)
+
+    def forward(self, x):
+        x = mark(self.fc(x))
+        return STEP(x)
+
+def build():
+    return ModelCase(Net(), (torch.randn(1, 8),), name="net")
+"""
+
+TEST = """
+import pytest
+from models import build
+
+@pytest.fixture
+def model():
+    return build()
+
+@pytest.mark.flops_max("1M")
+def test_model(model):
+    pass
+"""
+
+# Where the one extra addition goes: (file, the step the model runs, the text before and after).
+EDITS = {
+    "module-level helper": ("models", "local(x)", "return x + 1", "return x + 1 + 1"),
+    "helper imported from another file": (
+        "helpers",
+        "extra(x)",
+        "return x + 1",
+        "return x + 1 + 1",
+    ),
+    "helper reached through its module": (
+        "helpers",
+        "helpers.extra(x)",
+        "return x + 1",
+        "return x + 1 + 1",
+    ),
+    "helper imported inside a function": ("lazy", "lazily(x)", "return x + 1", "return x + 1 + 1"),
+    "constant": ("models", "adds(x, ADDS)", "ADDS = 1", "ADDS = 2"),
+    "constant in another file": ("helpers", "adds(x, helpers.ADDS)", "ADDS = 1", "ADDS = 2"),
+    "config dict": ("models", 'adds(x, CONFIG["adds"])', '{"adds": 1}', '{"adds": 2}'),
+    "config dict in another file": (
+        "helpers",
+        'adds(x, helpers.CONFIG["adds"])',
+        '{"adds": 1}',
+        '{"adds": 2}',
+    ),
+}
+
+LAZY = """
+def later(x):
+    return x + 1
+"""
+
+ADDS_HELPER = """
+def adds(x, n):
+    for _ in range(n):
+        x = x + 1
+    return x
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    # An edit that keeps a file's size within the same second would otherwise be hidden by the
+    # bytecode cache (it checks size and whole-second mtime), whatever our cache does.
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    pytester.syspathinsert()
+    pytester.makepyfile(helpers=HELPERS, lazy=LAZY, test_model=TEST)
+    return pytester
+
+
+def write_models(pytester: pytest.Pytester, step: str) -> None:
+    pytester.makepyfile(models=MODELS.replace("STEP(x)", step) + ADDS_HELPER)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", "-v", *args)
+
+
+def baseline_flops(pytester: pytest.Pytester) -> int:
+    data = tomllib.loads((pytester.path / "budgets" / "baseline.toml").read_text())
+    return data["models"]["test_model.py::test_model::model"]["flops"]
+
+
+def forward_calls(pytester: pytest.Pytester) -> int:
+    log = pytester.path / "calls.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def entries(pytester: pytest.Pytester) -> int:
+    return len(list((pytester.path / ".graph_budget_cache").rglob("*.json")))
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_an_edit_outside_the_module_class_reaches_the_baseline(project, edit):
+    filename, step, before, after = EDITS[edit]
+    write_models(project, step)
+    run(project, "--graph-budget-update").assert_outcomes(passed=1)
+    assert baseline_flops(project) == BEFORE
+    assert entries(project) == 1
+    calls = forward_calls(project)
+    assert calls > 0
+
+    path = project.path / f"{filename}.py"
+    path.write_text(path.read_text().replace(before, after, 1))
+    run(project, "--graph-budget-update").assert_outcomes(passed=1)
+    assert baseline_flops(project) == AFTER, f"{edit}: the cache served the old figures"
+    assert forward_calls(project) > calls  # profiled again, not served from the cache
+    assert entries(project) == 2
+
+
+def test_unchanged_code_is_served_from_the_cache(project):
+    write_models(project, "local(x)")
+    first = run(project, "--graph-budget-update")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["graph budget cache: 1 profiled and stored"])
+    calls = forward_calls(project)
+    assert calls > 0 and baseline_flops(project) == BEFORE
+
+    # A rewritten file with the same code, a fresh process-level import, new random weights:
+    # nothing the graph depends on changed, so the model never runs.
+    (project.path / "models.py").write_text((project.path / "models.py").read_text() + "\n# x\n")
+    second = run(project, "--graph-budget-update")
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["graph budget cache: 1 reused"])
+    assert forward_calls(project) == calls
+    assert baseline_flops(project) == BEFORE
+    assert entries(project) == 1
+
+
+def test_a_model_without_a_sound_fingerprint_is_profiled_every_time(project):
+    write_models(project, "local(x)")
+    models = project.path / "models.py"
+    models.write_text(
+        models.read_text().replace(
+            "self.fc = torch.nn.Linear(8, 8, bias=False)",
+            "self.fc = torch.nn.Linear(8, 8, bias=False)\n"
+            "        import threading\n"
+            "        self.lock = threading.Lock()",
+        )
+    )
+    for _ in range(2):
+        calls = forward_calls(project)
+        result = run(project, "--graph-budget-update")
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(
+            [
+                "graph budget cache: 1 not cached",
+                "  net: not cached, profiled every run: a _thread.lock object has no stable form",
+            ]
+        )
+        assert forward_calls(project) > calls
+        assert baseline_flops(project) == BEFORE
+    assert entries(project) == 0
+
+
+# -- the fingerprint itself, on modules built here ------------------------------------------
+
+
+def scaled(k):
+    return lambda x: x * k
+
+
+def _net(k=2, index=(0, 1, 2, 3), act=None):
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.k = k
+            self.act = act or scaled(k)
+            self.register_buffer("index", torch.tensor(index))
+
+        def forward(self, x):
+            return self.act(self.fc(x))[:, self.index]
+
+    return Net()
+
+
+def test_the_same_code_and_data_give_the_same_fingerprint_whatever_the_weights():
+    from pytest_graphbudget.run.fingerprint import fingerprint
+
+    # Fresh random weights each time: an unseeded fixture must still hit the cache.
+    assert fingerprint(_net()) == fingerprint(_net())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "hyper-parameter and closure",
+        "integer buffer values",
+        "forward hook",
+        "patched library method",
+        "patched library function",
+        "value of a small float buffer",
+        "numpy table",
+    ],
+)
+def test_what_steers_the_graph_changes_the_fingerprint(change, monkeypatch):
+    import torch
+
+    from pytest_graphbudget.run.fingerprint import fingerprint
+
+    before = fingerprint(_net())
+    if change == "hyper-parameter and closure":
+        after = fingerprint(_net(k=3))
+    elif change == "integer buffer values":
+        after = fingerprint(_net(index=(3, 2, 1, 0)))
+    elif change == "forward hook":
+        net = _net()
+        net.fc.register_forward_hook(lambda module, args, out: out * 2)
+        after = fingerprint(net)
+    elif change == "patched library method":
+        original = torch.nn.Linear.forward
+        monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: original(self, x) * 2)
+        after = fingerprint(_net())
+    elif change == "value of a small float buffer":
+        nets = [_net(), _net()]
+        nets[0].register_buffer("temperature", torch.tensor(0.5))
+        nets[1].register_buffer("temperature", torch.tensor(0.7))
+        before, after = map(fingerprint, nets)
+    elif change == "numpy table":
+        import numpy as np
+
+        table = np.arange(5000)  # numpy prints it with "...": its repr hides the middle
+        edited = table.copy()
+        edited[2500] = -1
+        before = fingerprint(_net(act=scaled(table)))
+        after = fingerprint(_net(act=scaled(edited)))
+    else:
+        before = fingerprint(_net(act=_gelu))
+        gelu = torch.nn.functional.gelu
+        monkeypatch.setattr(torch.nn.functional, "gelu", lambda x: gelu(x) * 2)
+        after = fingerprint(_net(act=_gelu))
+    assert after != before
+
+
+def _gelu(x):
+    import os
+
+    import torch.nn.functional as F
+
+    os.path.basename("a cycle of library modules: os.path.os.path...")
+    return F.gelu(x)
+
+
+def test_an_object_without_a_stable_form_makes_the_model_uncacheable():
+    import threading
+
+    from pytest_graphbudget.run.fingerprint import Unfingerprintable, fingerprint
+
+    net = _net()
+    net.lock = threading.Lock()
+    with pytest.raises(Unfingerprintable, match="_thread.lock"):
+        fingerprint(net)
+
+
+def test_a_local_model_is_keyed_by_its_bytes_and_a_pickle_by_what_it_builds(tmp_path):
+    from pytest_graphbudget.run.cache import name_key
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert", "num_hidden_layers": 1}')
+    first = name_key(str(folder), {}, "generic")
+    assert first == name_key(str(folder), {}, "generic")
+    (folder / "config.json").write_text('{"model_type": "bert", "num_hidden_layers": 2}')
+    assert name_key(str(folder), {}, "generic") not in (None, first)
+    pickled = tmp_path / "model.pt"
+    pickled.write_bytes(b"not read")
+    # Its classes live in the project: the key must come from the module it unpickles to.
+    assert name_key(str(pickled), {}, "generic") is None
+    assert name_key("resnet18", {}, "generic") == name_key("resnet18", {}, "generic")
+
+
+def test_a_toml_budget_built_by_a_factory_follows_an_edited_helper(project):
+    write_models(project, "local(x)")
+    project.mkdir("budgets")
+    (project.path / "budgets" / "net.toml").write_text(
+        '[models.net]\nfactory = "models:build"\nflops_max = "1M"\n'
+    )
+
+    def flops() -> int:
+        run(project, "budgets/", "--graph-budget-update").assert_outcomes(passed=1)
+        data = tomllib.loads((project.path / "budgets" / "baseline.toml").read_text())
+        return data["models"]["budgets/net.toml::net"]["flops"]
+
+    assert flops() == BEFORE
+    models = project.path / "models.py"
+    models.write_text(models.read_text().replace("return x + 1", "return x + 1 + 1", 1))
+    assert flops() == AFTER
