@@ -7,6 +7,7 @@ imports pytest or torch; a ``Profile`` comes in, findings and a ``ModelResult`` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,16 @@ class ModelResult:
     @property
     def failed(self) -> bool:
         return self.error is not None or any(f["severity"] == "fail" for f in self.findings)
+
+    def to_json(self) -> str:
+        """The one serialised form that crosses xdist (a report property): every field, the
+        profile as ``Profile.to_dict()`` wrote it. ``from_json`` is its inverse."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelResult:
+        """The ``ModelResult`` that ``to_json`` wrote (on the controller, from a worker)."""
+        return cls(**json.loads(text))
 
     def message(self) -> str:
         lines = [f"graph budget failed for {self.label} ({self.id}):"]

@@ -7,9 +7,7 @@ what was collected) and hands the work to plain functions: ``check.Checker`` jud
 
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +206,7 @@ class GraphBudget:
         item.stash[ITEM_MODELS] = results
         sent = item.stash.get(ITEM_SENT, 0)
         for result in results[sent:]:  # each result once, in the report of its phase
-            report.user_properties.append((PROPERTY, json.dumps(asdict(result))))
+            report.user_properties.append((PROPERTY, result.to_json()))
         item.stash[ITEM_SENT] = len(results)
         if call.when != "call":
             return report
@@ -285,7 +283,7 @@ class GraphBudget:
         # On the controller under xdist the worker's results arrive here, serialised.
         for name, value in report.user_properties:
             if name == PROPERTY:
-                self.results.append(ModelResult(**json.loads(value)))
+                self.results.append(ModelResult.from_json(value))
 
     # -- profiling ------------------------------------------------------------------------
 

@@ -69,7 +69,6 @@ class Profiler:
         values of inputs and weights, not only on the shapes in the key: its entry also holds
         ``values()``, and is used only while they are unchanged.
         """
-        from pytest_graphbudget.engine.profile import profile_from_dict
         from pytest_graphbudget.run import cache as cache_keys
         from pytest_graphbudget.run.cache import Unfingerprintable
 
@@ -87,7 +86,7 @@ class Profiler:
             data = None  # made without its nodes, which the graph drawing needs: made again
         if data is not None:
             try:
-                prof = with_nodes(profile_from_dict(data, self.hardware_profiles), data)
+                prof = from_entry(data, self.hardware_profiles)
             except Exception:  # a corrupt or outdated entry is rebuilt
                 prof = None
             if prof is not None:
@@ -96,9 +95,7 @@ class Profiler:
                 return prof
         prof = compute()
         if stored:
-            data = prof.to_dict()
-            if self.nodes:
-                data[NODES] = [asdict(node) for node in prof.node_info]
+            data = entry_of(prof, self.nodes)
             if prof.trace.method in cache_keys.DATA_DEPENDENT:
                 if values is None:
                     return prof  # no way to tell its values apart: never reused
@@ -197,10 +194,21 @@ class Profiler:
         return [f"graph budget cache: {counts}", *(f"  {note}" for note in self.notes)]
 
 
-def with_nodes(prof: Profile, data: dict[str, Any]) -> Profile:
-    """``prof`` with the graph nodes its cache entry kept (``NODES``), if it kept them."""
-    from pytest_graphbudget.engine.profile import NodeInfo
+def entry_of(prof: Profile, nodes: bool) -> dict[str, Any]:
+    """The one form a profile takes in the cache: ``Profile.to_dict()``, plus its graph nodes
+    (``NODES``) when ``nodes``. ``from_entry`` is its inverse."""
+    data = prof.to_dict()
+    if nodes:
+        data[NODES] = [asdict(node) for node in prof.node_info]
+    return data
 
+
+def from_entry(data: dict[str, Any], hardware_profiles: Any = None) -> Profile:
+    """The ``Profile`` a cache entry holds (``entry_of``'s inverse), with the graph nodes it
+    kept, if it kept them."""
+    from pytest_graphbudget.engine.profile import NodeInfo, profile_from_dict
+
+    prof = profile_from_dict(data, hardware_profiles)
     prof.node_info = [NodeInfo(**node) for node in data.get(NODES, ())]
     return prof
 

@@ -98,3 +98,42 @@ def test_evaluate_turns_every_failure_into_a_result(tmp_path):
     assert second.error.startswith("internal error in pytest-graphbudget: KeyError: 'missing' at")
     assert second.error.endswith("this is a bug, please report it")
     assert "\n" not in second.error
+
+
+def test_a_result_crosses_xdist_whole(linear):
+    """``to_json``/``from_json`` are the one form a result takes between processes: every
+    field, each set away from its default here, comes back, and the profile in it rebuilds
+    into the very ``Profile.to_dict()`` it was (FLOPs 2*4*64*32 + 4*32 = 16,512, by hand)."""
+    import dataclasses
+    import json
+
+    from pytest_graphbudget.engine.profile import profile_from_dict
+
+    sent = ModelResult(
+        id="t.py::test_lin",
+        label="lin",
+        nodeid="t.py::test_lin",
+        path="t.py",
+        line=7,
+        budget={"max_flops": 20_000},
+        findings=[{"severity": "fail", "key": "max_flops", "message": "over"}],
+        profile=linear.to_dict(),
+        baseline={"flops": 16_000.0},
+        baseline_modules={"": 16_000},
+        baseline_by_module={"": {"params": 2_080}},
+        baseline_entry="t.py::test_old",
+        error="boom",
+        source="toml",
+        graph_svg="<svg/>",
+        graph_note="no Graphviz",
+        layer_order=[""],
+        no_baseline=True,
+    )
+    for f in dataclasses.fields(ModelResult):  # a field left at its default proves nothing
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        assert getattr(sent, f.name) != default, f.name
+    came = ModelResult.from_json(sent.to_json())
+    assert came == sent
+    assert came.profile["totals"]["flops"] == FLOPS
+    again = profile_from_dict(came.profile).to_dict()
+    assert json.dumps(again, sort_keys=True) == json.dumps(linear.to_dict(), sort_keys=True)

@@ -348,3 +348,27 @@ def test_a_toml_budget_built_by_a_factory_follows_an_edited_helper(project):
     models = project.path / "models.py"
     models.write_text(models.read_text().replace("return x + 1", "return x + 1 + 1", 1))
     assert flops() == AFTER
+
+
+def test_a_cache_entry_gives_back_the_profile_it_was_made_from(tmp_path):
+    """``entry_of``/``from_entry`` are the one form a profile takes in the cache: through the
+    cache's JSON file and back, ``Profile.to_dict()`` is byte-identical and the graph nodes an
+    HTML report draws come back whole (``nn.Linear(8, 8, bias=False)`` on ``(1, 8)``: 2*8*8 =
+    128 FLOPs, by hand)."""
+    import json
+
+    import torch
+
+    from pytest_graphbudget.api import profile_model
+    from pytest_graphbudget.run.cache import ProfileCache
+    from pytest_graphbudget.run.profiler import entry_of, from_entry
+
+    prof = profile_model(torch.nn.Linear(8, 8, bias=False), (torch.randn(1, 8),), name="lin")
+    assert prof.node_info  # the nodes that must survive
+    cache = ProfileCache(tmp_path)
+    cache.put("ab" * 16, entry_of(prof, nodes=True))
+    back = from_entry(cache.get("ab" * 16))
+    assert back.to_dict()["totals"]["flops"] == 128
+    assert json.dumps(back.to_dict()) == json.dumps(prof.to_dict())
+    assert back.node_info == prof.node_info
+    assert from_entry(entry_of(prof, nodes=False)).node_info == []
