@@ -34,6 +34,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "and the reports of one unsharded run. Exit 0 all passed, 1 any failed, 2 usage.",
     )
     p.add_argument("reports", metavar="REPORT.json", nargs="+")
+    p.add_argument(
+        "--expect",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="budget TOML file or folder (from the repository root) whose models every run "
+        "must report: one present in no shard is an error (not run), never unchanged",
+    )
     p.add_argument("--json", metavar="OUT", help="write the merged JSON report")
     p.add_argument("--markdown", metavar="OUT", help="write the pull-request comment")
     p.add_argument("--junit", metavar="OUT", help="write the JUnit XML file")
@@ -65,6 +73,37 @@ def result_of(entry: dict[str, Any]) -> ModelResult:
     return ModelResult(**kept)
 
 
+def expected(paths: list[str]) -> list[str]:
+    """The ids of the TOML budgets' models (``budgets/a.toml::name``), as the plugin names them."""
+    from pytest_graphbudget.gate.budget_files import tomllib
+
+    files = [p for path in paths for p in _toml_files(Path(path))]
+    ids = []
+    for file in files:
+        try:
+            data = tomllib().loads(file.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise GraphBudgetError(f"cannot read {file}: {exc}") from None
+        ids += [f"{file.as_posix()}::{name}" for name in data.get("models", {})]
+    return ids
+
+
+def _toml_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(path.rglob("*.toml"))
+    if not path.is_file():
+        raise GraphBudgetError(f"--expect {path}: no such file or folder")
+    return [path]
+
+
+def not_run(model_id: str) -> ModelResult:
+    """A listed model that no shard reported: an error, so a lost shard is never green."""
+    path, _, name = model_id.rpartition("::")
+    error = "not run: no shard reported this model (a missing or failed shard?)"
+    budget: dict[str, Any] = {"limits": {}}
+    return ModelResult(model_id, name, model_id, path, 0, budget, error=error, source="toml")
+
+
 def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[str]]:
     """Every shard's models, one row per id; identical duplicates merge, others are an error."""
     entries: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -83,6 +122,9 @@ def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[
 def run(args: argparse.Namespace, console: Console) -> int:
     documents = {path: read_report(path) for path in args.reports}
     results, stale = merge(documents)
+    seen = {r.id for r in results}
+    missing = [not_run(i) for i in expected(args.expect) if i not in seen]
+    results = sorted(results + missing, key=lambda r: r.id)
     here = Path.cwd()
     done = write_files(
         results,

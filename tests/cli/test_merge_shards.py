@@ -110,3 +110,18 @@ def test_not_a_report_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.main(["merge", str(bad)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert cli.main(["merge", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_missing_shard_is_an_error(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_shard(project, "a.json", "budgets/narrow.toml")
+    run_shard(project, "b.json", "budgets/mid.toml")  # the shard with wide never ran
+    monkeypatch.chdir(project.path)
+    paths = ["a.json", "b.json"]
+    assert cli.main(["merge", *paths, "--json", "m.json"]) == 0  # nothing listed: nothing missed
+    assert cli.main(["merge", *paths, "--expect", "budgets", "--json", "m.json"]) == 1
+    rows = {m["id"]: m for m in load(project.path / "m.json")["models"]}
+    assert rows["budgets/wide.toml::wide"]["verdict"] == "error"
+    assert rows["budgets/wide.toml::wide"]["error"].startswith("not run")
+    assert rows["budgets/narrow.toml::narrow"]["verdict"] == "pass"
