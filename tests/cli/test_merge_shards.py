@@ -108,7 +108,8 @@ def test_not_a_report_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
     bad = tmp_path / "x.json"
     bad.write_text('{"schema": "other/1"}')
     assert cli.main(["merge", str(bad)]) == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "schema 'other/1'" in err, err
     assert cli.main(["merge", str(tmp_path / "missing.json")]) == 2
 
 
