@@ -406,3 +406,14 @@ def test_comment_script_posts_once_then_updates(tmp_path):
     assert any("read-only" in m for m in warnings)
     assert any("Not a pull request" in m for kind, m in out["logs"] if kind == "info")
     assert any("No graph-budget report" in m for m in warnings)
+
+
+def test_the_documented_sharded_workflow_passes_actionlint(tmp_path):
+    """docs/ci.md's shard workflow (matrix, upload-artifact, merge-multiple fan-in) lints."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "graph-budget merge" in b
+    ]
+    assert "merge-multiple: true" in block and "actions/upload-artifact" in block
+    found = actionlint([("sharded.yml", block)], tmp_path)
+    assert found == [], found

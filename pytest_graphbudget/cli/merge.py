@@ -1,0 +1,144 @@
+"""``graph-budget merge A.json B.json ...``: the JSON reports of sharded runs (matrix jobs, each
+``pytest --graph-budget --graph-budget-json``) merged into one verdict and one set of reports.
+
+Each model is rebuilt as the ``ModelResult`` its shard wrote, and the reports come from the
+same writers as a pytest run's (``reports.write_files``): no second implementation. A model in
+two shards is one row when both entries agree, and an error when they differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget.cli import options
+from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, Console
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.gate.check import ModelResult
+from pytest_graphbudget.reports import json_report, write_files
+
+# What the JSON adds to a ModelResult (recomputed by the writers) or drops from it.
+_DERIVED = {"verdict", "passed", "changes"}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "merge",
+        parents=[options.quiet()],
+        formatter_class=options.Formatter,
+        help="merge the JSON reports of sharded runs into one verdict",
+        description="Merge the --graph-budget-json reports of matrix jobs into one verdict "
+        "and the reports of one unsharded run. Exit 0 all passed, 1 any failed, 2 usage.",
+    )
+    p.add_argument("reports", metavar="REPORT.json", nargs="+")
+    p.add_argument(
+        "--expect",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="budget TOML file or folder (from the repository root) whose models every run "
+        "must report: one present in no shard is an error (not run), never unchanged",
+    )
+    p.add_argument("--json", metavar="OUT", help="write the merged JSON report")
+    p.add_argument("--markdown", metavar="OUT", help="write the pull-request comment")
+    p.add_argument("--junit", metavar="OUT", help="write the JUnit XML file")
+    p.add_argument("--html", metavar="OUT", help="write the HTML report")
+    p.set_defaults(func=run)
+    return p
+
+
+def read_report(path: str) -> dict[str, Any]:
+    """One shard's document, or a one-line error saying why it is not one."""
+    try:
+        document = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise GraphBudgetError(f"cannot read {path}: {exc}") from None
+    if not isinstance(document, dict) or "schema" not in document:
+        raise GraphBudgetError(f"{path} is not a graph-budget JSON report")
+    if document["schema"] != json_report.SCHEMA:
+        raise GraphBudgetError(
+            f"{path} has schema {document['schema']!r}, expected {json_report.SCHEMA!r}"
+        )
+    return document
+
+
+def result_of(entry: dict[str, Any]) -> ModelResult:
+    """The ``ModelResult`` a JSON model entry was written from."""
+    names = {f.name for f in fields(ModelResult)}
+    kept = {k: v for k, v in entry.items() if k in names and k not in _DERIVED}
+    kept["findings"] = [{k: v for k, v in f.items() if k != "line"} for f in entry["findings"]]
+    return ModelResult(**kept)
+
+
+def expected(paths: list[str]) -> list[str]:
+    """The ids of the TOML budgets' models (``budgets/a.toml::name``), as the plugin names them."""
+    from pytest_graphbudget.gate.budget_files import tomllib
+
+    files = [p for path in paths for p in _toml_files(Path(path))]
+    ids = []
+    for file in files:
+        try:
+            data = tomllib().loads(file.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise GraphBudgetError(f"cannot read {file}: {exc}") from None
+        ids += [f"{file.as_posix()}::{name}" for name in data.get("models", {})]
+    return ids
+
+
+def _toml_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(path.rglob("*.toml"))
+    if not path.is_file():
+        raise GraphBudgetError(f"--expect {path}: no such file or folder")
+    return [path]
+
+
+def not_run(model_id: str) -> ModelResult:
+    """A listed model that no shard reported: an error, so a lost shard is never green."""
+    path, _, name = model_id.rpartition("::")
+    error = "not run: no shard reported this model (a missing or failed shard?)"
+    budget: dict[str, Any] = {"limits": {}}
+    return ModelResult(model_id, name, model_id, path, 0, budget, error=error, source="toml")
+
+
+def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[str]]:
+    """Every shard's models, one row per id; identical duplicates merge, others are an error."""
+    entries: dict[str, tuple[str, dict[str, Any]]] = {}
+    stale: set[str] = set()
+    for path, document in documents.items():
+        stale.update(document.get("stale_baseline", []))
+        for entry in document["models"]:
+            seen = entries.get(entry["id"])
+            if seen and seen[1] != entry:
+                raise GraphBudgetError(f"{entry['id']} differs between {seen[0]} and {path}")
+            entries.setdefault(entry["id"], (path, entry))
+    results = [result_of(entry) for _, entry in entries.values()]
+    return sorted(results, key=lambda r: r.id), stale - set(entries)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    documents = {path: read_report(path) for path in args.reports}
+    results, stale = merge(documents)
+    seen = {r.id for r in results}
+    missing = [not_run(i) for i in expected(args.expect) if i not in seen]
+    results = sorted(results + missing, key=lambda r: r.id)
+    here = Path.cwd()
+    done = write_files(
+        results,
+        stale,
+        here=here,
+        root=here,
+        junit=args.junit,
+        json=args.json,
+        markdown=args.markdown,
+        html=args.html,
+    )
+    for problem in done.problems:
+        console.error(problem)
+    from pytest_graphbudget.reports import common
+
+    console.note(common.title(results, stale))
+    return EXIT_FAILED if done.problems or any(r.failed for r in results) else EXIT_OK
