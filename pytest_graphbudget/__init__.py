@@ -35,6 +35,14 @@ __all__ = [
 ]
 
 
+def _profile_html(prof: Any) -> str:
+    """``Profile._repr_html_``'s renderer: the root sits above every layer, so it may hand the
+    engine a part of ``reports`` without the engine importing upwards."""
+    from pytest_graphbudget.reports.notebook import profile_html
+
+    return profile_html(prof)
+
+
 def __getattr__(name: str) -> Any:
     if name == "register_formula":
         from pytest_graphbudget.costs import register_formula

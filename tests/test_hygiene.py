@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "pytest_graphbudget"
 SKIPPED_DIRS = {"venv", "build", "dist", "node_modules", "__pycache__", "out"}  # and .hidden
-# Methods pytest calls on collectors and items by name: no code in the repository calls them.
-FRAMEWORK_CALLED = {"collect", "runtest", "reportinfo", "repr_failure"}
+# Methods pytest calls on collectors and items by name, and IPython's rich display
+# (``_repr_html_``): no code in the repository calls them.
+FRAMEWORK_CALLED = {"collect", "runtest", "reportinfo", "repr_failure", "_repr_html_"}
 WORD = re.compile(r"[A-Za-z_]\w*")
 
 

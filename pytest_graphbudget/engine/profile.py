@@ -166,6 +166,14 @@ class Profile:
         split = {f"{p}_{k}": v for p, figures in self.phases.items() for k, v in figures.items()}
         return {"optimizer_state_bytes": self.optimizer_state_bytes, **split}
 
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display. The engine may not import ``reports`` (imports go down), so
+        the renderer is resolved through the package root, which is above every layer and is
+        always loaded before its subpackages: it hands ``reports.notebook`` in lazily."""
+        import sys
+
+        return sys.modules["pytest_graphbudget"]._profile_html(self)
+
     @property
     def flops_contraction(self) -> int:
         return 2 * self.macs

@@ -232,9 +232,10 @@ def _layer_paths(modules: Iterable[str], order: Sequence[str]) -> list[str]:
     return first + sorted(known - set(first), key=_natural)
 
 
-def _layers(view: ModelView) -> str:
+def _layers(view: ModelView, title: str = "Per-layer profile", tools: bool = True) -> str:
     """The per-layer table: every module (FLOPs of it and below, and of its own ops), with
-    the change of its own FLOPs when there is a baseline."""
+    the change of its own FLOPs when there is a baseline. ``tools``: the filter box, which
+    needs the page's script (a notebook cell goes without it)."""
     profile = view.profile or {}
     own = _own_flops(profile)
     total = profile["totals"]["flops"] or 1
@@ -262,10 +263,12 @@ def _layers(view: ModelView) -> str:
             f'<tr class="layer{grew}" data-module="{escape(path)}"{data}>'
             f'<td style="padding-left:{0.4 + depth * 0.9:.1f}em">{escape(path)}</td>{cells}</tr>'
         )
+    box = (
+        '<p class="tools"><input type="search" class="filter" placeholder="filter modules'
+        f' (e.g. layer4 or conv)"> <span class="count">{len(rows)} modules</span></p>'
+    )
     return (
-        '<div class="layer-box"><h3>Per-layer profile</h3><p class="tools">'
-        '<input type="search" class="filter" placeholder="filter modules (e.g. layer4 or conv)">'
-        f' <span class="count">{len(rows)} modules</span></p>'
+        f'<div class="layer-box"><h3>{escape(title)}</h3>{box if tools else ""}'
         f'<div class="scroll"><table class="layers"><thead><tr>{head}</tr></thead><tbody>'
         + "\n".join(rows)
         + "</tbody></table></div></div>"
