@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -48,6 +48,31 @@ class Variant:
         eval mode in the model's own dtype."""
         values = list(self.options().values())
         return f"{ident}@{'+'.join(values)}" if values else ident
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to profile, resolved once (``dispatch.request``) from keywords, a budget table, a
+    test's markers or the CLI's flags, then handed down to exactly one mode (``dispatch.profile``).
+
+    ``model`` is an ``nn.Module``, an exported program, a ``ModelCase`` or a zoo name, built by
+    ``options`` (its zoo options, or the decode step's ``context``, ``batch`` and ``meta``).
+    Frozen: a mode reads it and never changes it. Inputs, the hardware and the loss compare but
+    do not hash (a dict of tensors has no hash)."""
+
+    model: Any
+    inputs: Any = field(default=None, hash=False)
+    kwargs: dict[str, Any] | None = field(default=None, hash=False)
+    hardware: Any = field(default="generic", hash=False)
+    name: str | None = None
+    variant: Variant = Variant()
+    loss: Callable | None = field(default=None, hash=False)
+    runs: int = 0
+    """Timed runs of an eval forward on this machine (0: not measured)."""
+    options: tuple[tuple[str, Any], ...] = ()
+    """The zoo's options by name (sorted), or the decode step's."""
+    decode: bool = False
+    """One generated token after ``context`` cached positions (``decode.py``)."""
 
 
 def checked(key: str, value: Any, where: str) -> Any:
