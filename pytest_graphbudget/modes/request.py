@@ -1,6 +1,8 @@
-"""Which step of a model is profiled, and in which dtype: ``mode``, ``optimizer``, ``dtype``.
+"""What to profile, as one value: ``Request`` (the model, its inputs, hardware, timed runs,
+zoo or decode options and its ``Variant``), built once by ``dispatch.request`` and handed down.
 
-The three options reach ``profile_model`` the same way from every place a model is profiled:
+The variant is the step profiled and its dtype: ``mode``, ``optimizer``, ``dtype``. The three
+options reach ``profile_model`` the same way from every place a model is profiled:
 TOML budget keys, the ``graph_budget`` marker and the CLI's ``--mode``, ``--optimizer`` and
 ``--dtype``. They are part of the profile cache's key, and of the model's id in the baseline:
 the same model in eval and in train mode (or in two dtypes) has two entries, the second's id
