@@ -8,6 +8,7 @@ hands each of its points' requests to ``profile``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.case import ModelCase
@@ -134,9 +135,8 @@ def profile(request: Request) -> Profile:
     if variant.mode == "train":
         from pytest_graphbudget.modes.train import profile_step
 
-        return profile_step(
-            model, args, kwargs, request.hardware, name, request.loss, variant.optimizer
-        )
+        # The request resolved: its module (cast), its inputs as a tuple, its label.
+        return profile_step(replace(request, model=model, inputs=args, kwargs=kwargs, name=name))
     prof = profile_graph(model, args, kwargs, request.hardware, name)
     if not request.runs:
         return prof
