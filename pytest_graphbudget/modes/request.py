@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -59,22 +59,27 @@ class Request:
 
     ``model`` is an ``nn.Module``, an exported program, a ``ModelCase`` or a zoo name, built by
     ``options`` (its zoo options, or the decode step's ``context``, ``batch`` and ``meta``).
-    Frozen: a mode reads it and never changes it. Inputs, the hardware and the loss compare but
-    do not hash (a dict of tensors has no hash)."""
+    Frozen: a mode reads it and never changes it."""
 
     model: Any
-    inputs: Any = field(default=None, hash=False)
-    kwargs: dict[str, Any] | None = field(default=None, hash=False)
-    hardware: Any = field(default="generic", hash=False)
+    inputs: Any = None
+    kwargs: dict[str, Any] | None = None
+    hardware: Any = "generic"
     name: str | None = None
     variant: Variant = Variant()
-    loss: Callable | None = field(default=None, hash=False)
+    loss: Callable | None = None
     runs: int = 0
     """Timed runs of an eval forward on this machine (0: not measured)."""
     options: tuple[tuple[str, Any], ...] = ()
     """The zoo's options by name (sorted), or the decode step's."""
     decode: bool = False
     """One generated token after ``context`` cached positions (``decode.py``)."""
+
+    def __hash__(self) -> int:
+        # Over what names the request: a ModelCase, a dict of tensors or a TOML list has no
+        # hash of its own, and equal requests hold models of one type and equal options.
+        model = self.model if isinstance(self.model, str) else type(self.model).__name__
+        return hash((model, self.name, self.variant, self.runs, repr(self.options), self.decode))
 
 
 def checked(key: str, value: Any, where: str) -> Any:

@@ -112,6 +112,12 @@ def test_a_request_is_frozen_and_hashable():
     assert {request: "found"}[dispatch.request("resnet18", batch=2)] == "found"
     assert request != dispatch.request("resnet18", batch=4)
     assert request != dispatch.request("resnet18", batch=2, dtype="float16")
+    # A test's ModelCase (a dataclass of tensors) and a TOML list hash too.
+    case = ModelCase(nn.Linear(4, 2), (torch.randn(1, 4),), {"extra": [1]}, "lin")
+    assert {dispatch.request(case, dtype="float16"): "found"}[
+        dispatch.request(case, dtype="float16")
+    ] == "found"
+    assert isinstance(hash(dispatch.request("resnet18", input_shape=[1, 3, 64, 64])), int)
 
 
 def test_a_sweep_checks_its_request_before_it_builds_a_point():
