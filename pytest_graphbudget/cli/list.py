@@ -119,14 +119,15 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
 
 def _check_one(family: str, name: str, args: argparse.Namespace, hardware: Any) -> dict:
     from pytest_graphbudget import zoo
-    from pytest_graphbudget.modes.dispatch import profile_model
+    from pytest_graphbudget.modes import dispatch
 
     start = time.perf_counter()
     record: dict[str, Any] = {"model": name, "family": family}
     try:
         with stdout_to_stderr():
             case = zoo.resolve(name, **loading.zoo_options(args))
-            prof = profile_model(case, hardware=hardware, **loading.variant(args))
+            request = dispatch.request(case, hardware=hardware, **loading.variant(args))
+            prof = dispatch.profile(request)
     except Exception as exc:  # one model's failure is reported; the sweep goes on
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if not isinstance(exc, GraphBudgetError):

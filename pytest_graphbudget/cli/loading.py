@@ -166,15 +166,16 @@ def profile_case(
     case: ModelCase, hardware: Any, console: Console, how: dict[str, Any] | None = None
 ) -> Profile:
     """Profile ``case`` on ``hardware``; ``how`` holds ``profile_model``'s mode, optimizer
-    and dtype keywords (``variant(args)``) and ``measure``, the runs to time."""
-    from pytest_graphbudget.modes.dispatch import profile_model
+    and dtype keywords (``variant(args)``) and ``measure``, the runs to time: with them, one
+    ``Request`` that one mode profiles."""
+    from pytest_graphbudget.modes import dispatch
 
     runs = (how or {}).get("measure")
     timed = f" (then timing {runs} runs)" if runs else ""
     console.progress(f"profiling {case.name}{timed} ...")
     start = time.perf_counter()
     with stdout_to_stderr():
-        prof = profile_model(case, hardware=hardware, **(how or {}))
+        prof = dispatch.profile(dispatch.request(case, hardware=hardware, **(how or {})))
     console.progress(
         f"profiled {prof.model} in {time.perf_counter() - start:.1f}s "
         f"({prof.trace.method} trace, {prof.trace.nodes} nodes, {len(prof.subgraphs)} subgraphs)"

@@ -27,6 +27,7 @@ from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
 
 if TYPE_CHECKING:
     from pytest_graphbudget.engine.profile import Profile
+    from pytest_graphbudget.modes.request import Request
 
 SCHEMA = "graphbudget.decode/1"
 EXAMPLES = "gpt2, EleutherAI/gpt-neo-125m or facebook/opt-125m"
@@ -188,9 +189,9 @@ def profile_step(
     return _decode_step(lm, config, label, context, batch, hw.get(hardware))[0]
 
 
-def step_profile(model: Any, hardware: Any, name: str | None, options: dict[str, Any]) -> Profile:
-    """``profile_model(model, decode=True, context=N, ...)``: the decode step's profile, the
-    one a ``decode = true`` budget checks (``profile_decode`` has the prefill beside it)."""
+def step_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options of ``profile_model(model, decode=True, context=N, ...)`` that
+    ``profile_step`` takes, checked: the request of a decode step (``dispatch.request``)."""
     options = dict(options)
     wanted = options.pop("decode", False)
     if wanted is not True:
@@ -201,7 +202,15 @@ def step_profile(model: Any, hardware: Any, name: str | None, options: dict[str,
         if options.pop(key, None) is not None:
             raise GraphBudgetError(f"{key} does not apply to a decode profile: context sets it")
     options.pop("trust_pickle", None)
-    return profile_step(model, hardware=hardware, name=name, **options)
+    return options
+
+
+def step_profile(request: Request) -> Profile:
+    """The decode step's profile of a ``decode`` request, the one a ``decode = true`` budget
+    checks (``profile_decode`` has the prefill beside it)."""
+    return profile_step(
+        request.model, hardware=request.hardware, name=request.name, **dict(request.options)
+    )
 
 
 def wanted(table: Mapping[str, Any], name: str) -> bool:

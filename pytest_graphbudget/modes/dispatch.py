@@ -1,19 +1,24 @@
-"""``profile_model``: the request checked, a zoo name or a ``ModelCase`` resolved, then
-handed to exactly one mode: the decode step (``decode.py``), the training step (``train.py``)
-or one forward (``engine.pipeline``), cast (``dtype.py``) and timed (``runtime.py``) as asked.
-No mode calls back here.
+"""``profile_model``: a thin facade. Its keywords become one ``Request`` (``request``, every
+check in one place), which ``profile`` hands to exactly one mode: the decode step
+(``decode.py``), the training step (``train.py``) or one forward (``engine.pipeline``), cast
+(``dtype.py``) and timed (``runtime.py``) as asked. No mode calls back here; a sweep, above,
+hands each of its points' requests to ``profile``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.case import ModelCase
 from pytest_graphbudget.engine.pipeline import is_program, profile_graph
 from pytest_graphbudget.engine.profile import Profile
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.modes import runtime
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.modes.request import Request
 
 
 def profile_model(
@@ -43,30 +48,80 @@ def profile_model(
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``).
     """
-    from pytest_graphbudget.modes.dtype import cast
-    from pytest_graphbudget.modes.request import check_dtype, check_mode
+    return profile(
+        request(
+            model,
+            inputs,
+            kwargs,
+            hardware=hardware,
+            name=name,
+            mode=mode,
+            loss=loss,
+            optimizer=optimizer,
+            dtype=dtype,
+            measure=measure,
+            **zoo_options,
+        )
+    )
+
+
+def request(
+    model: Any,
+    inputs: Any = None,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    hardware: Any = "generic",
+    name: str | None = None,
+    mode: str = "eval",
+    loss: Callable | None = None,
+    optimizer: str | None = None,
+    dtype: str | None = None,
+    measure: bool | int = False,
+    **options: Any,
+) -> Request:
+    """``profile_model``'s keywords as one checked ``Request``: every keyword refused here, in
+    one line, before any model is built; the plugin, ``graph-budget`` and the sweeps build
+    theirs here too."""
+    from pytest_graphbudget.modes.request import Request, Variant, check_dtype, check_mode
 
     check_mode(mode, loss, optimizer)
     check_dtype(dtype)
-    runs = runtime.runs_asked(measure, mode, zoo_options, isinstance(model, str))
-    if zoo_options.get("decode") or "context" in zoo_options:
-        from pytest_graphbudget.modes.decode import step_profile
+    runs = runtime.runs_asked(measure, mode, options, isinstance(model, str))
+    decode = bool(options.get("decode")) or "context" in options
+    if decode:
+        from pytest_graphbudget.modes.decode import step_options
 
         if mode != "eval" or dtype is not None:
             raise GraphBudgetError(
                 "decode profiles one generated token in eval mode, in the "
                 "model's own dtype: drop mode/dtype"
             )
-        return step_profile(model, hardware, name, zoo_options)
-    zoo_options.pop("decode", None)
+        options = step_options(options)
+    else:
+        options.pop("decode", None)
+        if options and not isinstance(model, str):
+            unknown = ", ".join(sorted(options))
+            raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
+    variant = Variant(mode, optimizer, dtype)
+    found = tuple(sorted(options.items()))
+    return Request(model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode)
+
+
+def profile(request: Request) -> Profile:
+    """The profile ``request`` asks for, from exactly one mode: the decode step, the training
+    step, or one forward (cast as asked, and timed when it asks for runs)."""
+    from pytest_graphbudget.modes.dtype import cast
+
+    if request.decode:
+        from pytest_graphbudget.modes.decode import step_profile
+
+        return step_profile(request)
+    model, inputs, kwargs, name = request.model, request.inputs, request.kwargs, request.name
     if isinstance(model, str):
         from pytest_graphbudget import zoo
 
-        model = zoo.resolve(model, **zoo_options)
-    elif zoo_options:
-        unknown = ", ".join(sorted(zoo_options))
-        raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
-    load = runtime.loaded(model) if runs else None
+        model = zoo.resolve(model, **dict(request.options))
+    load = runtime.loaded(model) if request.runs else None
     if isinstance(model, ModelCase):
         name = name or model.name
         inputs = model.inputs if inputs is None else inputs
@@ -75,13 +130,17 @@ def profile_model(
     if is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
     name = name or type(model).__name__
-    model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), dtype)
-    if mode == "train":
+    variant = request.variant
+    model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), variant.dtype)
+    if variant.mode == "train":
         from pytest_graphbudget.modes.train import profile_step
 
-        return profile_step(model, args, kwargs, hardware, name, loss, optimizer)
-    prof = profile_graph(model, args, kwargs, hardware, name)
-    return runtime.attach(prof, model, args, kwargs, runs, load) if runs else prof
+        # The request resolved: its module (cast), its inputs as a tuple, its label.
+        return profile_step(replace(request, model=model, inputs=args, kwargs=kwargs, name=name))
+    prof = profile_graph(model, args, kwargs, request.hardware, name)
+    if not request.runs:
+        return prof
+    return runtime.attach(prof, model, args, kwargs, request.runs, load)
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

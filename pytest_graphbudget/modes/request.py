@@ -1,6 +1,8 @@
-"""Which step of a model is profiled, and in which dtype: ``mode``, ``optimizer``, ``dtype``.
+"""What to profile, as one value: ``Request`` (the model, its inputs, hardware, timed runs,
+zoo or decode options and its ``Variant``), built once by ``dispatch.request`` and handed down.
 
-The three options reach ``profile_model`` the same way from every place a model is profiled:
+The variant is the step profiled and its dtype: ``mode``, ``optimizer``, ``dtype``. The three
+options reach ``profile_model`` the same way from every place a model is profiled:
 TOML budget keys, the ``graph_budget`` marker and the CLI's ``--mode``, ``--optimizer`` and
 ``--dtype``. They are part of the profile cache's key, and of the model's id in the baseline:
 the same model in eval and in train mode (or in two dtypes) has two entries, the second's id
@@ -48,6 +50,36 @@ class Variant:
         eval mode in the model's own dtype."""
         values = list(self.options().values())
         return f"{ident}@{'+'.join(values)}" if values else ident
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to profile, resolved once (``dispatch.request``) from keywords, a budget table, a
+    test's markers or the CLI's flags, then handed down to exactly one mode (``dispatch.profile``).
+
+    ``model`` is an ``nn.Module``, an exported program, a ``ModelCase`` or a zoo name, built by
+    ``options`` (its zoo options, or the decode step's ``context``, ``batch`` and ``meta``).
+    Frozen: a mode reads it and never changes it."""
+
+    model: Any
+    inputs: Any = None
+    kwargs: dict[str, Any] | None = None
+    hardware: Any = "generic"
+    name: str | None = None
+    variant: Variant = Variant()
+    loss: Callable | None = None
+    runs: int = 0
+    """Timed runs of an eval forward on this machine (0: not measured)."""
+    options: tuple[tuple[str, Any], ...] = ()
+    """The zoo's options by name (sorted), or the decode step's."""
+    decode: bool = False
+    """One generated token after ``context`` cached positions (``decode.py``)."""
+
+    def __hash__(self) -> int:
+        # Over what names the request: a ModelCase, a dict of tensors or a TOML list has no
+        # hash of its own, and equal requests hold models of one type and equal options.
+        model = self.model if isinstance(self.model, str) else type(self.model).__name__
+        return hash((model, self.name, self.variant, self.runs, repr(self.options), self.decode))
 
 
 def checked(key: str, value: Any, where: str) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -25,7 +25,7 @@ FITTED = ("flops", "macs", "peak_memory_bytes", "traffic_bytes")
 """The figures a sweep fits: work, memory at the peak, and bytes moved."""
 METHOD = "interpolated"
 PROFILE_OPTIONS = ("mode", "loss", "optimizer", "dtype")
-"""Keywords of ``profile_sweep`` that go to ``profile_model`` at every point, not to the zoo."""
+"""Keywords of ``profile_sweep`` that go to every point's ``Request``, not to the zoo."""
 
 
 @dataclass
@@ -158,19 +158,21 @@ def profile_sweep(
     ``symbolic``: also derive FLOPs and MACs from one export at symbolic shapes (``symbolic.py``).
     ``mode``, ``loss``, ``optimizer`` and ``dtype`` apply to every point, as ``profile_model``'s.
     """
-    from pytest_graphbudget.modes.dispatch import profile_model
+    from pytest_graphbudget.modes import dispatch
 
     axes = grid(seq_len, batch)
     how = {key: zoo_options.pop(key) for key in PROFILE_OPTIONS if key in zoo_options}
     build = _builder(model_or_name, axes, inputs, zoo_options)
     label = name or (model_or_name if isinstance(model_or_name, str) else None)
     label = label or type(model_or_name).__name__
+    # One request for every point, checked before the first is built; each point its case.
+    every = dispatch.request(model_or_name, hardware=hardware, **how)
     swept, shapes = [], {}
     for point in points_of(axes):
         case = build(point)
         shapes[tuple(point.items())] = input_shapes(case) if symbolic else []
         shown = SweepPoint(point, None).label()
-        prof = profile_model(case, hardware=hardware, name=f"{label}[{shown}]", **how)
+        prof = dispatch.profile(replace(every, model=case, name=f"{label}[{shown}]"))
         swept.append(SweepPoint(point, prof))
     fits = fits_of(axes, [p.profile for p in swept])
     if symbolic:

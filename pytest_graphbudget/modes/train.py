@@ -13,23 +13,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, one_line
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.modes.request import Request
 
 PHASES = ("forward", "backward", "optimizer")
 
 
-def profile_step(
-    model: Any,
-    args: tuple,
-    kwargs: dict[str, Any],
-    hardware: Any,
-    name: str,
-    loss: Callable | None,
-    optimizer: str | None,
-) -> Any:
-    """The ``Profile`` of one training step of ``model`` at ``args``/``kwargs``."""
+def profile_step(request: Request) -> Any:
+    """The ``Profile`` of one training step of a resolved ``request`` (``dispatch.profile``):
+    its module at its inputs (a tuple) and keyword inputs, with its loss and optimizer."""
     import torch
 
     from pytest_graphbudget import hardware as hw
@@ -40,6 +36,8 @@ def profile_step(
     from pytest_graphbudget.engine.trace import Example, has_lazy_modules, warm_up
     from pytest_graphbudget.quiet import held
 
+    model, args, kwargs, name = request.model, request.inputs, request.kwargs, request.name
+    loss, optimizer, hardware = request.loss, request.variant.optimizer, request.hardware
     if not isinstance(model, torch.nn.Module):
         raise GraphBudgetError(
             f"mode='train' needs a torch.nn.Module, got {type(model).__name__}: "

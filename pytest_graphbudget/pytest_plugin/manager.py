@@ -308,7 +308,9 @@ class GraphBudget:
             f"{item.nodeid}::{label}",
             budget,
             lambda hw: self.profiler.profile(
-                model, inputs, kwargs, label, hw, budget.variant, measure_runs(budget)
+                self.profiler.request(
+                    model, inputs, kwargs, label, hw, budget.variant, measure_runs(budget)
+                )
             ),
             hardware,
         )
@@ -327,7 +329,9 @@ class GraphBudget:
             model_id,
             budget,
             lambda hw: self.profiler.profile(
-                case, None, None, label, hw, budget.variant, measure_runs(budget)
+                self.profiler.request(
+                    case, None, None, label, hw, budget.variant, measure_runs(budget)
+                )
             ),
         )
         item.stash[ITEM_MODELS].append(result)

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.modes.decode import profile_step
 
 if TYPE_CHECKING:
     from pytest_graphbudget.engine.profile import Profile
-    from pytest_graphbudget.modes.request import Variant
+    from pytest_graphbudget.modes.request import Request, Variant
     from pytest_graphbudget.run.cache import ProfileCache
 
 NODES = "node_info"
@@ -104,7 +103,7 @@ class Profiler:
             self.counts["profiled and stored"] += 1
         return prof
 
-    def profile(
+    def request(
         self,
         model: Any,
         inputs: Any,
@@ -113,77 +112,86 @@ class Profiler:
         hardware: str,
         variant: Variant | None = None,
         runs: int | None = None,
-    ) -> Profile:
-        """Profile a module or a ModelCase (keyed by the module, inputs, hardware and
-        ``variant``: mode, optimizer, dtype); with ``runs``, also time it here, uncached (the
-        timing is this machine's, now; the model runs anyway)."""
+    ) -> Request:
+        """The request of a module or a ModelCase that a test profiles: its budget's
+        ``variant`` (mode, optimizer, dtype) and ``runs`` to time, on the named hardware."""
         from pytest_graphbudget.case import ModelCase
-        from pytest_graphbudget.modes.dispatch import profile_model
-        from pytest_graphbudget.run import cache as cache_keys
+        from pytest_graphbudget.modes import dispatch
 
         case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
-        target = self.target(hardware)
         how = variant.options() if variant else {}
-        if runs:
-            self.counts["timed, not cached"] += 1
-            return profile_model(case, hardware=target, name=name, measure=runs, **how)
-        return self.cached(
-            lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target), how),
-            lambda: profile_model(case, hardware=target, name=name, **how),
-            name or case.name,
-            lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
-        )
+        target = self.target(hardware)
+        return dispatch.request(case, hardware=target, name=name, measure=runs or False, **how)
 
-    def profile_table(
+    def table_request(
         self,
-        table: dict[str, Any],
+        table: Mapping[str, Any],
         name: str,
         hardware: str,
         variant: Variant | None = None,
         runs: int | None = None,
-    ) -> Profile:
-        """The model of a budget table (``factory`` or zoo ``model``, default: its name);
-        zoo models are cached by name, so that a warm run does not even build them (unless
-        ``runs`` asks to time them)."""
-        from pytest_graphbudget import zoo
+    ) -> Request:
+        """The request of a budget table: its ``factory``'s case or its zoo ``model`` (default:
+        its name) with the table's options, or its decode step (``decode = true``)."""
         from pytest_graphbudget.gate.budget_files import load_factory
-        from pytest_graphbudget.gate.ignored import refuse_ignored
-        from pytest_graphbudget.modes import decode
-        from pytest_graphbudget.modes.dispatch import profile_model
+        from pytest_graphbudget.modes import decode, dispatch
+
+        how = variant.options() if variant else {}
+        target = self.target(hardware)
+        if decode.wanted(table, name):  # decode = true: one generated token's profile
+            return _step_request(table, name, target, how, runs)
+        options = {k: table[k] for k in OPTIONS if k in table}
+        model: Any = str(table.get("model", name))
+        if "factory" in table:
+            model, options = load_factory(str(table["factory"]), name, options), {}
+        return dispatch.request(
+            model, hardware=target, name=name, measure=runs or False, **options, **how
+        )
+
+    def profile(self, request: Request) -> Profile:
+        """Profile ``request`` through the cache: a ModelCase keyed by its module, inputs,
+        hardware and variant; with ``runs`` to time, uncached (the timing is this machine's,
+        now; the model runs anyway)."""
+        from pytest_graphbudget.modes import dispatch
         from pytest_graphbudget.run import cache as cache_keys
 
-        if decode.wanted(table, name):  # decode = true: one generated token's profile
-            if runs:
-                raise GraphBudgetError(f"{name}: latency_measured_max times a forward, not decode")
-            return profile_table_step(self, table, name, hardware, variant)
-        options = {k: table[k] for k in OPTIONS if k in table}
-        if "factory" in table:
-            case = load_factory(str(table["factory"]), name, options)
-            return self.profile(case, None, None, name, hardware, variant, runs)
-        model_name = str(table.get("model", name))
-        target = self.target(hardware)
-        how = variant.options() if variant else {}
-        key = (
-            cache_keys.name_key(model_name, options, repr(target), how)
-            if self.cache is not None
-            else None
-        )
-        if key is None or runs:  # no cache, a name that says too little, or a model to time:
-            if runs:  # with real weights, even where the zoo would build on meta
-                options.setdefault("meta", False)
-            case = refuse_ignored(zoo.resolve(model_name, **options), name)  # key it by it
-            return self.profile(case, None, None, name, hardware, variant, runs)
+        if isinstance(request.model, str):
+            return self._profile_name(request)
+        if request.decode:  # a module the project builds: profiled every run
+            return dispatch.profile(request)
+        case, how = request.model, request.variant.options()
+        if request.runs:
+            self.counts["timed, not cached"] += 1
+            return dispatch.profile(request)
         return self.cached(
-            lambda: key,
-            lambda: profile_model(
-                refuse_ignored(zoo.resolve(model_name, **options), name),
-                hardware=target,
-                name=name,
-                **how,
+            lambda: cache_keys.module_key(
+                case.model, case.inputs, case.kwargs, repr(request.hardware), how
             ),
-            name,
-            # A zoo name builds the same values every time (seeded weights, fixed inputs).
-            lambda: "zoo",
+            lambda: dispatch.profile(request),
+            request.name or case.name,
+            lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
+        )
+
+    def _profile_name(self, request: Request) -> Profile:
+        """A zoo name is cached by its name and options, so that a warm run does not even
+        build it (unless its request asks to time it)."""
+        from pytest_graphbudget.modes import dispatch
+        from pytest_graphbudget.run import cache as cache_keys
+
+        key = None
+        if self.cache is not None:
+            options = dict(request.options)
+            options = {"decode": True, **options} if request.decode else options
+            how = request.variant.options()
+            key = cache_keys.name_key(request.model, options, repr(request.hardware), how)
+        if request.decode:
+            if key is None:
+                return dispatch.profile(request)
+            return self.cached(lambda: key, lambda: dispatch.profile(request), request.name, _zoo)
+        if key is None or request.runs:  # a name that says too little, or a model to time:
+            return self.profile(_resolved(request))  # keyed by what it builds
+        return self.cached(
+            lambda: key, lambda: dispatch.profile(_resolved(request)), request.name, _zoo
         )
 
     def summary(self) -> list[str]:
@@ -213,47 +221,39 @@ def from_entry(data: dict[str, Any], hardware_profiles: Any = None) -> Profile:
     return prof
 
 
-def profile_table_step(
-    profiler: Profiler,
-    table: Mapping[str, Any],
-    name: str,
-    hardware: str,
-    variant: Any = None,
-) -> Profile:
-    """The decode step of a ``decode = true`` budget table, through the run's cache (a zoo
-    name is keyed by its name and options, as ``Profiler.profile_table`` keys it). A train
-    mode or another dtype (``variant``) is refused: the step is eval mode, the model's dtype."""
+def _step_request(
+    table: Mapping[str, Any], name: str, target: Any, how: dict[str, Any], runs: int | None
+) -> Request:
+    """The request of a ``decode = true`` budget table's decode step. Timed runs, a train
+    mode or another dtype (``how``) are refused: the step is eval mode, the model's dtype."""
     from pytest_graphbudget.gate.budget_files import load_factory
-    from pytest_graphbudget.run import cache as cache_keys
+    from pytest_graphbudget.modes import dispatch
 
-    how = variant.options() if variant is not None else {}
+    if runs:
+        raise GraphBudgetError(f"{name}: latency_measured_max times a forward, not decode")
     if how:
         given = ", ".join(f"{k} = {v!r}" for k, v in how.items())
         raise GraphBudgetError(
             f"{name}: decode = true profiles one generated token in eval mode, in the model's "
             f"own dtype; drop {given}"
         )
-
-    target = profiler.target(hardware)
     options = {k: table[k] for k in ("context", "batch", "meta") if k in table}
-
-    def compute(model: Any) -> Profile:
-        return profile_step(
-            model,
-            context=options["context"],
-            batch=options.get("batch"),
-            meta=options.get("meta"),
-            hardware=target,
-            name=name,
-        )
-
+    model: Any = str(table.get("model", name))
     if "factory" in table:  # a module the project builds: profiled every run
         # Only the factory's module is used (a bare one gets a placeholder input it never sees).
-        return compute(load_factory(str(table["factory"]), name, {"input_shape": (1, 1)}))
-    model_name = str(table.get("model", name))
-    key = None
-    if profiler.cache is not None:
-        key = cache_keys.name_key(model_name, {"decode": True, **options}, repr(target))
-    if key is None:
-        return compute(model_name)
-    return profiler.cached(lambda: key, lambda: compute(model_name), name, lambda: "zoo")
+        model = load_factory(str(table["factory"]), name, {"input_shape": (1, 1)})
+    return dispatch.request(model, hardware=target, name=name, decode=True, **options)
+
+
+def _resolved(request: Request) -> Request:
+    """``request`` with its zoo name built (a model the zoo ignores refused)."""
+    from pytest_graphbudget import zoo
+    from pytest_graphbudget.gate.ignored import refuse_ignored
+
+    case = zoo.resolve(request.model, **dict(request.options))
+    return replace(request, model=refuse_ignored(case, request.name), options=())
+
+
+def _zoo() -> str:
+    """The values of a zoo model: the same every time (seeded weights, fixed inputs)."""
+    return "zoo"

@@ -51,8 +51,10 @@ def check_table(
     checker.evaluate(
         result,
         budget,
-        lambda hw: profiler.profile_table(
-            entry.table, entry.name, hw, budget.variant, measure_runs(budget)
+        lambda hw: profiler.profile(
+            profiler.table_request(
+                entry.table, entry.name, hw, budget.variant, measure_runs(budget)
+            )
         ),
     )
     checker.rematch([result])
@@ -88,7 +90,8 @@ def check_growth(
     target = hardware or budget.hardware
     try:
         profiles = [
-            profiler.profile_table(t.table, t.name, target, budget.variant) for t in entry.points
+            profiler.profile(profiler.table_request(t.table, t.name, target, budget.variant))
+            for t in entry.points
         ]
         fits = fits_of(entry.axes, profiles)
     except GraphBudgetError as exc:
