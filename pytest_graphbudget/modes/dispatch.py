@@ -28,6 +28,7 @@ def profile_model(
     optimizer: str | None = None,
     dtype: str | None = None,
     measure: bool | int = False,
+    device: str | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -41,7 +42,8 @@ def profile_model(
     of the model and of its floating inputs (``dtype.py``): bytes and peak are that dtype's.
     ``decode=True, context=N`` profiles one generated token of a causal LM instead
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
-    ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``).
+    ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``), on
+    ``device`` ("cpu", "cuda", "cuda:N"; None: where the model is) as a copy (``device.py``).
     """
     from pytest_graphbudget.modes.dtype import cast
     from pytest_graphbudget.modes.request import check_dtype, check_mode
@@ -49,6 +51,7 @@ def profile_model(
     check_mode(mode, loss, optimizer)
     check_dtype(dtype)
     runs = runtime.runs_asked(measure, mode, zoo_options, isinstance(model, str))
+    runtime.check_where(device, runs)
     if zoo_options.get("decode") or "context" in zoo_options:
         from pytest_graphbudget.modes.decode import step_profile
 
@@ -81,7 +84,7 @@ def profile_model(
 
         return profile_step(model, args, kwargs, hardware, name, loss, optimizer)
     prof = profile_graph(model, args, kwargs, hardware, name)
-    return runtime.attach(prof, model, args, kwargs, runs, load) if runs else prof
+    return runtime.attach(prof, model, args, kwargs, runs, load, device) if runs else prof
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:
