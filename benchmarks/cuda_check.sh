@@ -64,6 +64,7 @@ PYCODE
 
 echo "== pytest: the CUDA tests and the device tests beside them"
 timeout 200 "${RUN[@]}" pytest tests/modes/test_cuda_device.py tests/modes/test_measure_device.py \
+  tests/pytest_plugin/test_measure_device_budgets.py \
   tests/modes/test_runtime.py -v -s -rfEs -p no:cacheprovider
 echo "pytest exit: $?"
 

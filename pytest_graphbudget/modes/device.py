@@ -17,6 +17,7 @@ memory outside the allocator (the CUDA context, cuDNN's handle).
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,18 @@ from pytest_graphbudget.errors import GraphBudgetError
 
 KINDS = ("cpu", "cuda")
 """The device types ``measure`` runs on."""
+
+
+NAME = re.compile(r"cpu|cuda(:[0-9]+)?")
+"""A device ``measure_device`` may name in a budget, checked where it is written; whether the
+machine has it is checked when the model is timed (a CI runner without a GPU fails that test)."""
+
+
+def check_name(value: Any, where: str) -> str:
+    """A budget's ``measure_device``: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, or a one-line error."""
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise GraphBudgetError(f"measure_device in {where}: cpu, cuda or cuda:N, got {value!r}")
+    return value
 
 
 def check_device(device: Any, label: str | None = None) -> Any:

@@ -308,7 +308,14 @@ class GraphBudget:
             f"{item.nodeid}::{label}",
             budget,
             lambda hw: self.profiler.profile(
-                model, inputs, kwargs, label, hw, budget.variant, measure_runs(budget)
+                model,
+                inputs,
+                kwargs,
+                label,
+                hw,
+                budget.variant,
+                measure_runs(budget),
+                budget.measure_device,
             ),
             hardware,
         )
@@ -327,7 +334,14 @@ class GraphBudget:
             model_id,
             budget,
             lambda hw: self.profiler.profile(
-                case, None, None, label, hw, budget.variant, measure_runs(budget)
+                case,
+                None,
+                None,
+                label,
+                hw,
+                budget.variant,
+                measure_runs(budget),
+                budget.measure_device,
             ),
         )
         item.stash[ITEM_MODELS].append(result)

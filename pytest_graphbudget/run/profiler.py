@@ -113,10 +113,11 @@ class Profiler:
         hardware: str,
         variant: Variant | None = None,
         runs: int | None = None,
+        device: str | None = None,
     ) -> Profile:
         """Profile a module or a ModelCase (keyed by the module, inputs, hardware and
-        ``variant``: mode, optimizer, dtype); with ``runs``, also time it here, uncached (the
-        timing is this machine's, now; the model runs anyway)."""
+        ``variant``: mode, optimizer, dtype); with ``runs``, also time it here (on ``device``),
+        uncached (the timing is this machine's, now; the model runs anyway)."""
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.modes.dispatch import profile_model
         from pytest_graphbudget.run import cache as cache_keys
@@ -126,7 +127,8 @@ class Profiler:
         how = variant.options() if variant else {}
         if runs:
             self.counts["timed, not cached"] += 1
-            return profile_model(case, hardware=target, name=name, measure=runs, **how)
+            where = {"device": device} if device else {}
+            return profile_model(case, hardware=target, name=name, measure=runs, **how, **where)
         return self.cached(
             lambda: cache_keys.module_key(case.model, case.inputs, case.kwargs, repr(target), how),
             lambda: profile_model(case, hardware=target, name=name, **how),
@@ -141,6 +143,7 @@ class Profiler:
         hardware: str,
         variant: Variant | None = None,
         runs: int | None = None,
+        device: str | None = None,
     ) -> Profile:
         """The model of a budget table (``factory`` or zoo ``model``, default: its name);
         zoo models are cached by name, so that a warm run does not even build them (unless
@@ -159,7 +162,7 @@ class Profiler:
         options = {k: table[k] for k in OPTIONS if k in table}
         if "factory" in table:
             case = load_factory(str(table["factory"]), name, options)
-            return self.profile(case, None, None, name, hardware, variant, runs)
+            return self.profile(case, None, None, name, hardware, variant, runs, device)
         model_name = str(table.get("model", name))
         target = self.target(hardware)
         how = variant.options() if variant else {}
@@ -172,7 +175,7 @@ class Profiler:
             if runs:  # with real weights, even where the zoo would build on meta
                 options.setdefault("meta", False)
             case = refuse_ignored(zoo.resolve(model_name, **options), name)  # key it by it
-            return self.profile(case, None, None, name, hardware, variant, runs)
+            return self.profile(case, None, None, name, hardware, variant, runs, device)
         return self.cached(
             lambda: key,
             lambda: profile_model(

@@ -52,7 +52,12 @@ def check_table(
         result,
         budget,
         lambda hw: profiler.profile_table(
-            entry.table, entry.name, hw, budget.variant, measure_runs(budget)
+            entry.table,
+            entry.name,
+            hw,
+            budget.variant,
+            measure_runs(budget),
+            budget.measure_device,
         ),
     )
     checker.rematch([result])

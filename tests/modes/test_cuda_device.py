@@ -121,3 +121,22 @@ def test_cli_profile_measure_on_cuda(tmp_path, capsys):
     assert runtime["min_s"] > 0
     # the output, 3*4*4 = 48 bytes, rounded up to the caching allocator's 512-byte block
     assert runtime["peak_measured_bytes"] >= 512
+
+
+def test_a_marker_times_on_cuda(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+
+        @pytest.fixture
+        def net():
+            return ModelCase(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+
+        @pytest.mark.latency_measured_max("60s")
+        @pytest.mark.graph_budget(measure_device="cuda", measure_runs=2)
+        def test_cuda(net): ...
+        """
+    )
+    run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget")
+    run.assert_outcomes(passed=1)
