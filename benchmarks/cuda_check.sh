@@ -49,6 +49,15 @@ BOOT="import runpy, sys; sys.path.append('$SITE'); del sys.argv[0]"
 BOOT="$BOOT; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
 RUN=("$PY" -c "$BOOT")
 
+# The package is not installed there: the plugin's pytest11 entry point is named by hand (an
+# environment variable, so that pytester's in-process runs load it too).
+PLUGIN=pytest_graphbudget.pytest_plugin.plugin
+if ! "$PY" -c "import importlib.metadata as m, sys
+sys.exit(all(e.value != '$PLUGIN' for e in m.entry_points(group='pytest11')))"; then
+  export PYTEST_PLUGINS=$PLUGIN
+  echo "PYTEST_PLUGINS=$PLUGIN"
+fi
+
 echo "== imports the package needs"
 "$PY" - "$SITE" <<'PYCODE'
 import importlib, sys
