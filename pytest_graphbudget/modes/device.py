@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, one_line
 
 KINDS = ("cpu", "cuda")
 """The device types ``measure`` runs on."""
@@ -79,8 +79,12 @@ def on_device(model: Any, args: tuple, kwargs: dict[str, Any], target: Any) -> t
     def move(value: Any) -> Any:
         return value.to(target) if isinstance(value, torch.Tensor) else value
 
-    moved = copy.deepcopy(model).to(target)
-    return moved, tree_map(move, args), tree_map(move, kwargs)
+    try:
+        return copy.deepcopy(model).to(target), tree_map(move, args), tree_map(move, kwargs)
+    except (RuntimeError, TypeError) as exc:  # out of memory, a model deepcopy cannot copy
+        raise GraphBudgetError(
+            f"cannot copy the model to {target}: {one_line(exc, 200, typed=True)}"
+        ) from exc
 
 
 def cuda_runs(

@@ -133,3 +133,15 @@ def test_the_measured_peak_reads_back_and_shows_only_where_measured():
     assert "peak measured" not in dict(rows(cpu, "generic"))
     old = {k: v for k, v in cpu.to_dict().items() if k != "peak_measured_bytes"}
     assert Runtime.from_dict(old) == cpu  # JSON written before the field reads back
+
+
+def test_a_model_that_cannot_be_copied_is_one_line():
+    class Holds(torch.nn.Linear):
+        """A module holding a generator, which ``copy.deepcopy`` cannot copy."""
+
+        def __init__(self) -> None:
+            super().__init__(2, 2)
+            self.pending = (n for n in range(3))
+
+    with pytest.raises(GraphBudgetError, match="cannot copy the model to meta: TypeError"):
+        on_device(Holds(), (torch.randn(1, 2),), {}, torch.device("meta"))
