@@ -184,6 +184,11 @@ def measure_runs(budget: Budget) -> int | None:
     return budget.measure_runs if "latency_measured_max" in budget.limits else None
 
 
+def timing(budget: Budget) -> tuple[int | None, str | None]:
+    """``measure_runs(budget)`` and the device they run on (``measure_device``)."""
+    return measure_runs(budget), budget.measure_device
+
+
 def figure(profile: Any, name: str) -> float | None:
     """A profile figure by name, from a ``Profile`` or its ``to_dict()``; None for a measured
     figure of a profile that was not measured."""

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.gate.budget_files import key_line
-from pytest_graphbudget.gate.budgets import Budget, measure_runs
+from pytest_graphbudget.gate.budgets import Budget, timing
 from pytest_graphbudget.gate.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.modes.request import overridden
 from pytest_graphbudget.pytest_plugin.collect import (
@@ -308,14 +308,7 @@ class GraphBudget:
             f"{item.nodeid}::{label}",
             budget,
             lambda hw: self.profiler.profile(
-                model,
-                inputs,
-                kwargs,
-                label,
-                hw,
-                budget.variant,
-                measure_runs(budget),
-                budget.measure_device,
+                model, inputs, kwargs, label, hw, budget.variant, *timing(budget)
             ),
             hardware,
         )
@@ -334,14 +327,7 @@ class GraphBudget:
             model_id,
             budget,
             lambda hw: self.profiler.profile(
-                case,
-                None,
-                None,
-                label,
-                hw,
-                budget.variant,
-                measure_runs(budget),
-                budget.measure_device,
+                case, None, None, label, hw, budget.variant, *timing(budget)
             ),
         )
         item.stash[ITEM_MODELS].append(result)
