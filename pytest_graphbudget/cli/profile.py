@@ -43,6 +43,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="timed runs of --measure, after 3 warm-up runs (default 20; implies --measure)",
     )
     p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="where --measure runs a copy of the model: cpu (default), cuda or cuda:N "
+        "(CUDA events time it, max_memory_allocated gives its peak)",
+    )
+    p.add_argument(
         "--visualize",
         metavar="FILE",
         help="draw the partitioned graph: FILE.dot, .svg, .png or .pdf (images need `dot`)",
@@ -80,6 +86,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return decode.run(args, console)
     hardware = loading.hardware(args)
     how = {**loading.variant(args), **({"measure": runs} if runs else {})}
+    if args.device:
+        how["device"] = args.device
     case = loading.load_case(args.model, args, console)
     prof = loading.profile_case(case, hardware, console, how)
     view = {
@@ -112,13 +120,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def measure_runs(args: argparse.Namespace, elsewhere: bool) -> int | None:
     """The timed runs ``--measure``/``--measure-runs`` ask for (None: not measured);
     ``elsewhere``: the command profiles a sweep or a decode step, which are not timed."""
-    from pytest_graphbudget.modes.runtime import runs_asked
+    from pytest_graphbudget.modes.runtime import check_where, runs_asked
 
     asked = args.measure_runs or args.measure
+    label = f"--device {args.device}"
     if not asked:
+        check_where(args.device, 0, label)
         return None
     if elsewhere:
         raise GraphBudgetError("--measure times one forward of MODEL: not a sweep or --decode")
     if args.meta:
         raise GraphBudgetError("--measure runs the model, which --meta builds without weights")
-    return runs_asked(asked, getattr(args, "mode", None) or "eval")
+    runs = runs_asked(asked, getattr(args, "mode", None) or "eval")
+    check_where(args.device, runs, label)
+    return runs

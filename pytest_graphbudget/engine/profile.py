@@ -345,6 +345,8 @@ class Runtime:
     roofline_ratio: float  # the profile's est_latency_s / min_s (1.0: the roofline was reached)
     load_s: float | None = None  # zoo build/load seconds; None for a module given directly
     rss_bytes: int | None = None  # resident memory after load; None where it cannot be read
+    # CUDA only: max_memory_allocated over the timed runs less memory_allocated before them
+    peak_measured_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

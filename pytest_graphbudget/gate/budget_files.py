@@ -49,7 +49,7 @@ class Table:
         budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
         if problems:
             raise GraphBudgetError("\n".join(problems))
-        refuse_idle_runs("measure_runs" in self.table, budget, where)
+        refuse_idle_runs(self.table, budget, where)
         refuse_idle_optimizer(budget, where, 'mode = "train"')
         budget.lines = self.lines
         if hardware:

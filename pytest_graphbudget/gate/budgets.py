@@ -25,7 +25,7 @@ LIMITS: dict[str, Figure] = figures.BY_BUDGET
 """Budget key -> the figure it bounds (``flops_max`` -> FLOPs), from ``figures.TABLE``."""
 BOTTLENECK_KEYS = ("compute_bound_min", "memory_bound_max")
 BOTTLENECK_BY = {"count": "share", "flops": "flops_share", "time": "time_share"}
-SETTINGS = ("hardware", "tolerance", "name", "measure_runs")
+SETTINGS = ("hardware", "tolerance", "name", "measure_runs", "measure_device")
 MODEL_KEYS = (
     "input_shape",
     "seq_len",
@@ -66,6 +66,8 @@ class Budget:
     """Ops without a cost formula that may still pass (``True``: all), as ``namespace.name``."""
     measure_runs: int = DEFAULT_RUNS
     """Timed runs when ``latency_measured_max`` makes the model run (``runtime.DEFAULT_RUNS``)."""
+    measure_device: str | None = None
+    """Where those runs run (``"cuda"``, ``"cuda:N"``, ``"cpu"``; None: where the model is)."""
     variant: variants.Variant = field(default_factory=variants.Variant)
     """How the model is profiled: mode, optimizer and dtype (``modes/request.py``)."""
 
@@ -164,6 +166,10 @@ def build(
             budget.allow_unsupported = allowed_ops(value, where)
         elif key == "measure_runs":
             budget.measure_runs = check_runs(value, f"measure_runs in {where}")
+        elif key == "measure_device":
+            from pytest_graphbudget.modes.device import check_name
+
+            budget.measure_device = check_name(value, where)
         elif key in variants.KEYS:
             budget.variant = variants.with_value(budget.variant, key, value, where)
         elif key not in extra_keys:
@@ -176,6 +182,11 @@ def measure_runs(budget: Budget) -> int | None:
     """The timed runs a budget asks for: ``measure_runs`` when it bounds the measured latency,
     else None (no other limit runs the model)."""
     return budget.measure_runs if "latency_measured_max" in budget.limits else None
+
+
+def timing(budget: Budget) -> tuple[int | None, str | None]:
+    """``measure_runs(budget)`` and the device they run on (``measure_device``)."""
+    return measure_runs(budget), budget.measure_device
 
 
 def figure(profile: Any, name: str) -> float | None:

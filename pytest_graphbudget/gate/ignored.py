@@ -29,14 +29,16 @@ def refuse_ignored(case: Any, name: str) -> Any:
     return case
 
 
-def refuse_idle_runs(given: bool, budget: Any, where: str) -> None:
-    """``measure_runs`` set on a budget that times nothing (no ``latency_measured_max``) is an
-    error: the user meant a measured-latency check that no limit asks for."""
-    if given and "latency_measured_max" not in budget.limits:
-        raise GraphBudgetError(
-            f"measure_runs in {where} has no effect without latency_measured_max: "
-            "add that limit or remove measure_runs"
-        )
+def refuse_idle_runs(given: Any, budget: Any, where: str) -> None:
+    """``measure_runs`` or ``measure_device`` (among the keys ``given``) set on a budget that
+    times nothing (no ``latency_measured_max``) is an error: the user meant a measured-latency
+    check that no limit asks for."""
+    for key in ("measure_runs", "measure_device"):
+        if key in given and "latency_measured_max" not in budget.limits:
+            raise GraphBudgetError(
+                f"{key} in {where} has no effect without latency_measured_max: "
+                f"add that limit or remove {key}"
+            )
 
 
 def refuse_idle_optimizer(budget: Any, where: str, mode_key: str) -> None:

@@ -33,6 +33,7 @@ def profile_model(
     optimizer: str | None = None,
     dtype: str | None = None,
     measure: bool | int = False,
+    device: str | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -46,7 +47,8 @@ def profile_model(
     of the model and of its floating inputs (``dtype.py``): bytes and peak are that dtype's.
     ``decode=True, context=N`` profiles one generated token of a causal LM instead
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
-    ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``).
+    ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``), on
+    ``device`` ("cpu", "cuda", "cuda:N"; None: where the model is) as a copy (``device.py``).
     """
     return profile(
         request(
@@ -60,6 +62,7 @@ def profile_model(
             optimizer=optimizer,
             dtype=dtype,
             measure=measure,
+            device=device,
             **zoo_options,
         )
     )
@@ -77,6 +80,7 @@ def request(
     optimizer: str | None = None,
     dtype: str | None = None,
     measure: bool | int = False,
+    device: str | None = None,
     **options: Any,
 ) -> Request:
     """``profile_model``'s keywords as one checked ``Request``: every keyword refused here, in
@@ -87,6 +91,7 @@ def request(
     check_mode(mode, loss, optimizer)
     check_dtype(dtype)
     runs = runtime.runs_asked(measure, mode, options, isinstance(model, str))
+    runtime.check_where(device, runs)
     decode = bool(options.get("decode")) or "context" in options
     if decode:
         from pytest_graphbudget.modes.decode import step_options
@@ -104,7 +109,9 @@ def request(
             raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
     variant = Variant(mode, optimizer, dtype)
     found = tuple(sorted(options.items()))
-    return Request(model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode)
+    return Request(
+        model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode, device
+    )
 
 
 def profile(request: Request) -> Profile:
@@ -140,7 +147,7 @@ def profile(request: Request) -> Profile:
     prof = profile_graph(model, args, kwargs, request.hardware, name)
     if not request.runs:
         return prof
-    return runtime.attach(prof, model, args, kwargs, request.runs, load)
+    return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

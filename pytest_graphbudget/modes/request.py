@@ -74,12 +74,24 @@ class Request:
     """The zoo's options by name (sorted), or the decode step's."""
     decode: bool = False
     """One generated token after ``context`` cached positions (``decode.py``)."""
+    device: str | None = None
+    """Where the timed runs run ("cpu", "cuda", "cuda:N"; None: where the model is)."""
 
     def __hash__(self) -> int:
         # Over what names the request: a ModelCase, a dict of tensors or a TOML list has no
         # hash of its own, and equal requests hold models of one type and equal options.
         model = self.model if isinstance(self.model, str) else type(self.model).__name__
-        return hash((model, self.name, self.variant, self.runs, repr(self.options), self.decode))
+        return hash(
+            (
+                model,
+                self.name,
+                self.variant,
+                self.runs,
+                repr(self.options),
+                self.decode,
+                self.device,
+            )
+        )
 
 
 def checked(key: str, value: Any, where: str) -> Any:

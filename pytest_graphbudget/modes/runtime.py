@@ -71,6 +71,21 @@ def runs_asked(
     return runs
 
 
+def check_where(device: Any, runs: int, label: str | None = None) -> None:
+    """A ``device`` only says where ``measure`` runs the model: refused without it, checked
+    (``device.check_device``) before anything is profiled."""
+    if device is None:
+        return
+    if not runs:
+        raise GraphBudgetError(
+            f"{label or f'device={device!r}'} says where measure runs the model: "
+            "add measure=True (--measure), or drop it"
+        )
+    from pytest_graphbudget.modes.device import check_device
+
+    check_device(device, label)
+
+
 def batch_of(args: tuple, kwargs: dict[str, Any]) -> int:
     """Samples per forward: the leading dimension of the first input of rank 2 or more (a
     batch of images, of token sequences); 1 when every input is a vector or a scalar."""
@@ -108,25 +123,38 @@ def measure(
     warmup: int = DEFAULT_WARMUP,
     load_s: float | None = None,
     rss: int | None = None,
+    device: str | None = None,
 ) -> Runtime:
     """Time ``model(*args, **kwargs)`` in eval mode without autograd; the model keeps its mode.
 
     ``rss`` is the resident memory read after the model was loaded (read now when None).
+    ``device`` ("cpu", "cuda", "cuda:N"; None: where the model is) runs a copy of the model
+    there (``device.py``); on CUDA, events time the runs and the allocator gives their peak.
     """
     import torch
+
+    from pytest_graphbudget.modes.device import check_device, cuda_runs, on_device
 
     check_runs(runs, "runs")
     program = _is_program(model)
     if program:  # its graph fixed the mode at export (and its module refuses eval())
         model = model.module()
-    device = _device(model, args, kwargs)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    here = _device(model, args, kwargs)
+    if device is not None:
+        here = check_device(device)
+        model, args, kwargs = on_device(model, args, kwargs, here)
+    elif here.type == "cuda":
+        here = check_device(here)
     modes = {} if program else {module: module.training for module in model.modules()}
     for module in modes:
         module.training = False
+    peak = None
     try:
         with torch.inference_mode():
-            seconds = timed_runs(lambda: model(*args, **kwargs), runs, warmup, sync)
+            if here.type == "cuda":
+                seconds, peak = cuda_runs(lambda: model(*args, **kwargs), runs, warmup, here)
+            else:
+                seconds = timed_runs(lambda: model(*args, **kwargs), runs, warmup, lambda: None)
     except Exception as exc:  # the model's own error, not ours: say so in one line
         raise GraphBudgetError(
             f"the model raised while being timed: {one_line(exc, 200, typed=True)}"
@@ -137,7 +165,7 @@ def measure(
     batch = batch_of(args, kwargs)
     fastest, mean = min(seconds), statistics.fmean(seconds)
     return Runtime(
-        device=str(device),
+        device=str(here),
         threads=torch.get_num_threads(),
         batch=batch,
         runs=runs,
@@ -151,6 +179,7 @@ def measure(
         roofline_ratio=est_latency_s / fastest if fastest > 0 else math.inf,
         load_s=load_s,
         rss_bytes=rss if rss is not None else rss_bytes(),
+        peak_measured_bytes=peak,
     )
 
 
@@ -164,14 +193,37 @@ def loaded(model: Any) -> tuple[float | None, int | None]:
     return None, rss_bytes()
 
 
-def attach(prof: Any, model: Any, args: tuple, kwargs: dict[str, Any], runs: int, load: Any) -> Any:
-    """The profile with ``runs`` timed forwards of the model it describes (``Profile.runtime``);
-    ``load`` is the model's ``loaded`` record."""
+def attach(
+    prof: Any,
+    model: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    runs: int,
+    load: Any,
+    device: str | None = None,
+) -> Any:
+    """The profile with ``runs`` timed forwards of the model it describes (``Profile.runtime``),
+    on ``device`` (None: where the model is); ``load`` is the model's ``loaded`` record."""
     load_s, rss = load
     prof.runtime = measure(
-        model, args, kwargs, prof.est_latency_s, runs=runs, load_s=load_s, rss=rss
+        model, args, kwargs, prof.est_latency_s, runs=runs, load_s=load_s, rss=rss, device=device
     )
     return prof
+
+
+def peak_row(runtime: Runtime) -> list[tuple[str, str]]:
+    """The measured peak's row, on a CUDA device only (CPU runs have no allocator to ask)."""
+    from pytest_graphbudget.units import format_bytes
+
+    if runtime.peak_measured_bytes is None:
+        return []
+    return [
+        (
+            "peak measured",
+            f"{format_bytes(runtime.peak_measured_bytes)} (max_memory_allocated during the "
+            "timed runs, less what was allocated before them)",
+        )
+    ]
 
 
 def _is_program(model: Any) -> bool:
@@ -212,6 +264,7 @@ def rows(runtime: Runtime, hardware: str) -> list[tuple[str, str]]:
         ("measured on", f"{runtime.device}, {runtime.threads} threads, batch {runtime.batch}"),
         ("load", load),
         ("RSS after load", rss),
+        *peak_row(runtime),
         (
             "latency",
             f"min {sec(runtime.min_s)}, median {sec(runtime.median_s)}, mean "

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.gate.budget_files import key_line
-from pytest_graphbudget.gate.budgets import Budget, measure_runs
+from pytest_graphbudget.gate.budgets import Budget, timing
 from pytest_graphbudget.gate.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.modes.request import overridden
 from pytest_graphbudget.pytest_plugin.collect import (
@@ -309,7 +309,7 @@ class GraphBudget:
             budget,
             lambda hw: self.profiler.profile(
                 self.profiler.request(
-                    model, inputs, kwargs, label, hw, budget.variant, measure_runs(budget)
+                    model, inputs, kwargs, label, hw, budget.variant, *timing(budget)
                 )
             ),
             hardware,
@@ -329,9 +329,7 @@ class GraphBudget:
             model_id,
             budget,
             lambda hw: self.profiler.profile(
-                self.profiler.request(
-                    case, None, None, label, hw, budget.variant, measure_runs(budget)
-                )
+                self.profiler.request(case, None, None, label, hw, budget.variant, *timing(budget))
             ),
         )
         item.stash[ITEM_MODELS].append(result)

@@ -23,7 +23,8 @@ MARKERS = {
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
     "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
-    "allow_unsupported=False, mode='eval', optimizer=None, dtype=None, measure_runs=20): "
+    "allow_unsupported=False, mode='eval', optimizer=None, dtype=None, measure_runs=20, "
+    "measure_device=None): "
     "per-test settings of pytest-graphbudget",
 }
 KEYWORDS = {
@@ -35,6 +36,7 @@ KEYWORDS = {
         "allow_unsupported",
         *VARIANT_KEYS,
         "measure_runs",
+        "measure_device",
     ),
 }
 """The keyword-only markers and the keywords each takes."""
@@ -115,7 +117,7 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
                     f"{where.format(name)}: unknown keyword {key!r}{closest(key, allowed)}"
                 )
         budget = build(marker.kwargs, where.format(name), budget)
-        refuse_idle_runs("measure_runs" in marker.kwargs, budget, where.format(name))
+        refuse_idle_runs(marker.kwargs, budget, where.format(name))
         refuse_idle_optimizer(budget, where.format(name), 'mode="train"')
     if hardware:
         budget.hardware = hardware

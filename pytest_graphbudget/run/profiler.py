@@ -112,6 +112,7 @@ class Profiler:
         hardware: str,
         variant: Variant | None = None,
         runs: int | None = None,
+        device: str | None = None,
     ) -> Request:
         """The request of a module or a ModelCase that a test profiles: its budget's
         ``variant`` (mode, optimizer, dtype) and ``runs`` to time, on the named hardware."""
@@ -121,7 +122,9 @@ class Profiler:
         case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
         how = variant.options() if variant else {}
         target = self.target(hardware)
-        return dispatch.request(case, hardware=target, name=name, measure=runs or False, **how)
+        return dispatch.request(
+            case, hardware=target, name=name, measure=runs or False, device=device, **how
+        )
 
     def table_request(
         self,
@@ -130,6 +133,7 @@ class Profiler:
         hardware: str,
         variant: Variant | None = None,
         runs: int | None = None,
+        device: str | None = None,
     ) -> Request:
         """The request of a budget table: its ``factory``'s case or its zoo ``model`` (default:
         its name) with the table's options, or its decode step (``decode = true``)."""
@@ -145,7 +149,13 @@ class Profiler:
         if "factory" in table:
             model, options = load_factory(str(table["factory"]), name, options), {}
         return dispatch.request(
-            model, hardware=target, name=name, measure=runs or False, **options, **how
+            model,
+            hardware=target,
+            name=name,
+            measure=runs or False,
+            device=device,
+            **options,
+            **how,
         )
 
     def profile(self, request: Request) -> Profile:

@@ -34,6 +34,7 @@ KEYS = {
     "strict": "true or false",
     "enabled": "true or false",
     "measure_runs": "the timed runs of a latency_measured_max budget, such as 20",
+    "measure_device": "where a latency_measured_max budget runs: cpu, cuda or cuda:N",
     "hardware_profiles": "tables of hardware profiles, "
     "such as [tool.graph_budget.hardware_profiles.my-npu]",
 }
@@ -341,7 +342,7 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
         else:
             problems.append(f"{where}: {key} must be {KEYS[key]}, got {table[key]!r}")
     defaults = build({}, where, hardware_profiles=settings.hardware_profiles)
-    for key in ("hardware", "tolerance", "measure_runs"):
+    for key in ("hardware", "tolerance", "measure_runs", "measure_device"):
         if key in table:
             try:
                 defaults = build({key: table[key]}, where, defaults)

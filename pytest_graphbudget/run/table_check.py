@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate.budget_files import GROWTH_KEY, GrowthTable
-from pytest_graphbudget.gate.budgets import measure_runs
+from pytest_graphbudget.gate.budgets import timing
 from pytest_graphbudget.gate.check import Checker, ModelResult, _judge, budget_dict
 
 if TYPE_CHECKING:
@@ -52,9 +52,7 @@ def check_table(
         result,
         budget,
         lambda hw: profiler.profile(
-            profiler.table_request(
-                entry.table, entry.name, hw, budget.variant, measure_runs(budget)
-            )
+            profiler.table_request(entry.table, entry.name, hw, budget.variant, *timing(budget))
         ),
     )
     checker.rematch([result])

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The CUDA checks of issue 26, run ONCE on a GPU machine, in the repository root (about 2 min).
+#
+#   bash benchmarks/cuda_check.sh --wheels   # first, HERE (network): pure-Python deps to carry
+#   bash benchmarks/cuda_check.sh            # then THERE: results under $OUT (default benchmarks/out)
+#
+# The GPU machine has its own python3 with torch (its image: torch, torchvision, pytest, pluggy,
+# filelock) and no network: nothing is installed from an index. What the package imports and the
+# image lacks (tomlkit) travels as wheels in benchmarks/out/cuda_wheels (carry that path); they
+# are unpacked into /tmp/site, which goes AFTER the image's own packages on sys.path.
+set -u
+WHEELS=benchmarks/out/cuda_wheels
+
+if [ "${1:-}" = "--wheels" ]; then
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS" tomlkit==0.15.2
+  ls "$WHEELS"
+  exit
+fi
+
+OUT=${OUT:-benchmarks/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/cuda_results.txt") 2>&1
+export PYTHONUNBUFFERED=1 YOLO_OFFLINE=1 YOLO_AUTOINSTALL=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+PY=${PY:-}
+for candidate in python3 python; do
+  [ -n "$PY" ] && break
+  if command -v "$candidate" >/dev/null && "$candidate" -c 'import torch' 2>/dev/null; then
+    PY=$candidate
+  fi
+done
+if [ -z "$PY" ]; then
+  echo "no python with torch on this machine"
+  exit 1
+fi
+echo "== $(command -v "$PY")"
+"$PY" -V
+"$PY" -c 'import torch; print(torch.__version__, torch.cuda.is_available())'
+nvidia-smi -L 2>/dev/null || true
+
+SITE=/tmp/site
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
+    "$WHEELS"/*.whl || echo "note: could not unpack $WHEELS"
+fi
+export PYTHONPATH=$PWD
+# `python -m MODULE ARGS`, with $SITE appended to sys.path (the image's own packages win).
+BOOT="import runpy, sys; sys.path.append('$SITE'); del sys.argv[0]"
+BOOT="$BOOT; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+RUN=("$PY" -c "$BOOT")
+
+# The package is not installed there: the plugin's pytest11 entry point is named by hand (an
+# environment variable, so that pytester's in-process runs load it too).
+PLUGIN=pytest_graphbudget.pytest_plugin.plugin
+if ! "$PY" -c "import importlib.metadata as m, sys
+sys.exit(all(e.value != '$PLUGIN' for e in m.entry_points(group='pytest11')))"; then
+  export PYTEST_PLUGINS=$PLUGIN
+  echo "PYTEST_PLUGINS=$PLUGIN"
+fi
+
+echo "== imports the package needs"
+"$PY" - "$SITE" <<'PYCODE'
+import importlib, sys
+sys.path.append(sys.argv[1])
+missing = []
+for name in ("pytest", "pluggy", "filelock", "tomlkit", "numpy", "torchvision"):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        missing.append(name)
+print("missing:", ", ".join(missing) or "none")
+PYCODE
+
+echo "== pytest: the CUDA tests and the device tests beside them"
+timeout 200 "${RUN[@]}" pytest tests/modes/test_cuda_device.py tests/modes/test_measure_device.py \
+  tests/pytest_plugin/test_measure_device_budgets.py \
+  tests/modes/test_runtime.py -v -s -rfEs -p no:cacheprovider
+echo "pytest exit: $?"
+
+echo "== graph-budget hardware --calibrate --device cuda"
+timeout 60 "${RUN[@]}" pytest_graphbudget.cli hardware --calibrate --device cuda \
+  -o "$OUT/gpu_calibrated.toml"
+echo "calibrate exit: $?"
+cat "$OUT/gpu_calibrated.toml" 2>/dev/null
+
+echo "== graph-budget profile resnet18 --measure --device cuda"
+timeout 120 "${RUN[@]}" pytest_graphbudget.cli profile resnet18 --measure --device cuda \
+  --format json -o "$OUT/resnet18_cuda.json"
+echo "profile exit: $?"
+"$PY" - "$OUT/resnet18_cuda.json" <<'PYCODE'
+import json, sys
+try:
+    with open(sys.argv[1]) as handle:
+        data = json.load(handle)
+except (OSError, ValueError) as exc:
+    sys.exit(f"no profile: {exc}")
+rt, totals = data["runtime"], data["totals"]
+print({k: rt[k] for k in ("device", "runs", "min_s", "median_s", "peak_measured_bytes")})
+ratio = rt["peak_measured_bytes"] / totals["activation_peak_bytes"]
+print("activation_peak_bytes", totals["activation_peak_bytes"], f"measured/estimated {ratio:.3f}")
+PYCODE
+echo "== done"
