@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,7 +103,8 @@ def profile_base(
     from pytest_graphbudget.run import settings as project
 
     top, sha, short = merge_base(root, ref, flag)
-    label = f"{ref}@{short}"
+    # a sha (the action's ``base: auto``) is named by the merge base's short sha alone
+    label = short if re.fullmatch(r"[0-9a-f]{7,40}", ref) else f"{ref}@{short}"
     with worktree(top, sha, ref, flag) as tree:
         base_root = tree / root.resolve().relative_to(top.resolve())
         base_here = tree / here.resolve().relative_to(top.resolve())

@@ -164,7 +164,10 @@ def test_check_base_fails_the_widened_table_and_a_broken_base_is_exit_2(repo, mo
     write(repo, width=32)
     commit(repo, "widen")
     monkeypatch.chdir(repo)
-    assert cli.main(["check", "--base", "main", "--json", "check.json"]) == 1
+    sha = git(repo, "rev-parse", "main").strip()  # the action's base: auto, a full sha
+    assert cli.main(["check", "--base", sha, "--json", "check.json"]) == 1
+    doc = json.loads((repo / "check.json").read_text())
+    assert doc["title"] == f"1 model over budget; compared with {sha[:7]}"
     (model,) = models(repo / "check.json").values()
     assert model["changes"]["flops"] == pytest.approx(WIDE_FLOPS / NARROW_FLOPS - 1)
     # a base whose settings cannot be read: it cannot be profiled, one line, exit 2
