@@ -211,7 +211,8 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         compared,
         strict=checker.strict,
         baseline_name=checker.baseline_name,
-        update_command=checker.update_command,
+        # against a base (--graph-budget-base) there is no file to rewrite: "" says so
+        update_command="" if checker.compared_with else checker.update_command,
     )
     result.findings = [asdict(f) for f in found]
     if checker.draw is not None:

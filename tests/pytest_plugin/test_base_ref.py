@@ -109,6 +109,8 @@ def test_a_widened_layer_fails_against_the_base_with_no_baseline_file(pytester, 
         assert model["baseline"]["flops"] == NARROW_FLOPS
         assert model["changes"]["flops"] == pytest.approx(WIDE_FLOPS / NARROW_FLOPS - 1)
         assert model["changes"]["params"] == pytest.approx(WIDE_PARAMS / NARROW_PARAMS - 1)
+        (last,) = [f for f in model["findings"] if f["severity"] == "fail"][-1:]
+        assert last["message"].endswith(f"compared with main@{short}, no file to update")
     assert len(doc["models"]) == 2
     assert "git worktree" not in git(repo, "worktree", "list")  # the base's worktree is gone
     assert len(git(repo, "worktree", "list").splitlines()) == 1
