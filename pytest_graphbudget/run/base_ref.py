@@ -103,6 +103,11 @@ def profile_base(
     from pytest_graphbudget.run import settings as project
 
     top, sha, short = merge_base(root, ref, flag)
+    if not (
+        root.resolve().is_relative_to(top.resolve())
+        and here.resolve().is_relative_to(top.resolve())
+    ):
+        raise BaseError(f"{flag} {ref}: run it inside the repository {top}")
     # a sha (the action's ``base: auto``) is named by the merge base's short sha alone
     label = short if re.fullmatch(r"[0-9a-f]{7,40}", ref) else f"{ref}@{short}"
     with worktree(top, sha, ref, flag) as tree:
