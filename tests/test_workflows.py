@@ -257,12 +257,16 @@ def test_pull_request_workflow_contract():
 
 def action_check_step() -> tuple[str, dict[str, str]]:
     """The action's budget step: its script, and its environment with every input at its
-    default, as a workflow that sets no input gets it."""
+    default, as a workflow that sets no input gets it (and ``github.event`` values empty, as
+    outside a pull request)."""
     action = load(ACTION)
     step = next(s for s in action["runs"]["steps"] if s.get("id") == "budgets")
     defaults = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
     env = {}
     for name, value in step["env"].items():
+        if re.fullmatch(r"\$\{\{\s*github\.event\.[\w.]+\s*\}\}", value):
+            env[name] = ""
+            continue
         match = re.fullmatch(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", value)
         assert match, f"{name}: {value}"
         env[name] = defaults[match.group(1)]
@@ -416,4 +420,15 @@ def test_the_documented_sharded_workflow_passes_actionlint(tmp_path):
     ]
     assert "merge-multiple: true" in block and "actions/upload-artifact" in block
     found = actionlint([("sharded.yml", block)], tmp_path)
+    assert found == [], found
+
+
+def test_the_documented_base_workflow_passes_actionlint(tmp_path):
+    """docs/ci.md's base comparison: the whole history checked out, the action's ``base``."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "base: auto" in b]
+    steps = yaml.safe_load(block)["jobs"]["budgets"]["steps"]
+    assert steps[0]["with"]["fetch-depth"] == 0
+    assert "base" in load(ACTION)["inputs"]
+    found = actionlint([("base.yml", block)], tmp_path)
     assert found == [], found

@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,12 @@ def add_parser(
     p.add_argument("--html", metavar="PATH", help="write the interactive HTML report")
     p.add_argument("--no-cache", action="store_true", help="do not cache profiles")
     p.add_argument("--cache-clear", action="store_true", help="empty the profile cache first")
+    p.add_argument(
+        "--base",
+        metavar="REF",
+        help="compare with the models at git merge-base REF HEAD instead of the baseline file",
+    )
+    p.add_argument("--cache-dir", help=argparse.SUPPRESS)  # the base's run: HEAD's cache
     p.set_defaults(func=command)
     return p
 
@@ -88,6 +95,8 @@ def command(args: argparse.Namespace, console: Any = None) -> int:
         cache=not args.no_cache,
         cache_clear=args.cache_clear,
         quiet=getattr(args, "quiet", False),
+        base=args.base,
+        cache_dir=args.cache_dir,
     )
 
 
@@ -105,10 +114,14 @@ def run(
     cache_clear: bool = False,
     cwd: Path | None = None,
     quiet: bool = False,
+    base: str | None = None,
+    cache_dir: str | None = None,
 ) -> int:
     """Check the budget files in ``paths`` (relative to ``cwd``), print the table, write the
     reports asked for; the exit code. ``quiet``: what the models print while they are built
-    is dropped (else it goes to stderr), so stderr carries only errors."""
+    is dropped (else it goes to stderr), so stderr carries only errors. ``base``: compare
+    with the models at the merge base of that ref and HEAD (``run/base_ref.py``) instead of
+    the baseline file; ``cache_dir``: the profile cache's, instead of the settings'."""
     from pytest_graphbudget.gate.renames import stale_entries
     from pytest_graphbudget.reports import html_graph
     from pytest_graphbudget.run import settings as project
@@ -125,41 +138,28 @@ def run(
         return usage(*exc.problems)
     except UsageError as exc:
         return usage(str(exc))
-    checker = Checker(
-        root / conf.baseline,
-        relative(str(root / conf.baseline), root),
-        strict=strict or conf.strict,
-        update=update,
-        update_command="graph-budget check --update",
-        draw=html_graph.draw if html else None,
-        baseline_from=conf.baseline_from,
-    )
-    profiler = Profiler.open(root / conf.cache_dir, conf.hardware_profiles, cache_clear)
-    profiler.nodes = checker.draw is not None
-    if not cache:
-        profiler.cache = None
-    results: list[ModelResult] = []
-    tables = {
-        path: budget_files.read(path, relative(str(path), root), conf.defaults) for path in files
-    }
-    # every id is known before the first check, as under pytest: a renamed table is matched
-    checker.collected = {node_id(path, root, e.name) for path in files for e in tables[path]}
-    checker.root = root
-    # what models print stays off the table; factories import as they would under pytest
-    printed = open(os.devnull, "w") if quiet else contextlib.nullcontext(sys.stderr)
-    with (
-        printed as sink,
-        contextlib.redirect_stdout(sink),
-        importable(import_paths(root, found.ini)),
-    ):
-        for path in files:
-            results += check_file(
-                path, tables[path], root, conf.defaults, checker, profiler, hardware
-            )
-    stale = stale_entries(checker.baseline.keys(), checker.collected, root)
-    results += stale_errors(stale, checker)
-    outputs = Outputs(here, root, junit, json, markdown, html)
-    written, unwritten = finish(results, stale, checker, outputs)
+    cache_at = Path(cache_dir) if cache_dir else root / conf.cache_dir
+    with contextlib.ExitStack() as scratch:  # the base's baseline file, removed at the end
+        try:
+            against = compared(base, paths, here, root, conf, cache_at, hardware, update, scratch)
+        except GraphBudgetError as exc:
+            return usage(str(exc))
+        checker = Checker(
+            **against,
+            strict=strict or conf.strict,
+            update=update,
+            update_command="graph-budget check --update",
+            draw=html_graph.draw if html else None,
+        )
+        profiler = Profiler.open(cache_at, conf.hardware_profiles, cache_clear)
+        profiler.nodes = checker.draw is not None
+        if not cache:
+            profiler.cache = None
+        results = check_files(files, root, found.ini, conf, checker, profiler, hardware, quiet)
+        stale = stale_entries(checker.baseline.keys(), checker.collected, root)
+        results += stale_errors(stale, checker)
+        outputs = Outputs(here, root, junit, json, markdown, html)
+        written, unwritten = finish(results, stale, checker, outputs)
     updated = checker.baseline_path if update and not unwritten else None
     from pytest_graphbudget import reports
 
@@ -170,6 +170,79 @@ def run(
     if any(r.failed for r in results):
         return EXIT_FAILED
     return EXIT_USAGE if written.problems else EXIT_OK
+
+
+def check_files(
+    files: list[Path],
+    root: Path,
+    ini: dict[str, Any],
+    conf: Any,
+    checker: Checker,
+    profiler: Any,
+    hardware: str | None,
+    quiet: bool,
+) -> list[ModelResult]:
+    """Every table of every file checked, with the project importable as under pytest."""
+    results: list[ModelResult] = []
+    tables = {
+        path: budget_files.read(path, relative(str(path), root), conf.defaults) for path in files
+    }
+    # every id is known before the first check, as under pytest: a renamed table is matched
+    checker.collected = {node_id(path, root, e.name) for path in files for e in tables[path]}
+    checker.root = root
+    # what models print stays off the table; factories import as they would under pytest
+    printed = open(os.devnull, "w") if quiet else contextlib.nullcontext(sys.stderr)
+    with printed as sink, contextlib.redirect_stdout(sink), importable(import_paths(root, ini)):
+        for path in files:
+            results += check_file(
+                path, tables[path], root, conf.defaults, checker, profiler, hardware
+            )
+    return results
+
+
+def compared(
+    base: str | None,
+    paths: Sequence[str],
+    here: Path,
+    root: Path,
+    conf: Any,
+    cache: Path,
+    hardware: str | None,
+    update: bool,
+    scratch: contextlib.ExitStack,
+) -> dict[str, Any]:
+    """The checker's baseline: the settings' file, or with ``base`` the base's figures
+    (profiled by this command with ``--update`` in a worktree of the merge base, sharing
+    ``cache``), the title naming the base and whether a baseline file was ignored."""
+    from pytest_graphbudget.run.base_ref import profile_base
+
+    committed = root / conf.baseline
+    if base is None:
+        name = relative(str(committed), root)
+        return {
+            "baseline_path": committed,
+            "baseline_name": name,
+            "baseline_from": conf.baseline_from,
+        }
+    if update:
+        raise UsageError(
+            "--base compares with the base and --update rewrites the baseline file: use one"
+        )
+    command = ["-m", "pytest_graphbudget.cli", "check", "--update", "-q"]
+    command += [
+        "--cache-dir",
+        str(cache.resolve()),
+        *(["--hardware", hardware] if hardware else []),
+    ]
+    out = Path(scratch.enter_context(tempfile.TemporaryDirectory())) / "baseline.toml"
+    found = profile_base(base, root, here, [*command, *paths], out, flag="--base")
+    ignored = " (baseline file ignored)" if committed.is_file() else ""
+    return {
+        "baseline_path": found.baseline,
+        "baseline_name": found.label,
+        "baseline_from": "--base",
+        "compared_with": f"{found.label}{ignored}",
+    }
 
 
 def import_paths(root: Path, ini: dict[str, Any]) -> list[str]:

@@ -377,7 +377,10 @@ UPDATE = "pytest --graph-budget --graph-budget-update"
 
 
 def accept_hint(baseline: str = "budgets/baseline.toml", update: str = UPDATE) -> str:
-    """How to accept an intended change: the end of every model's regression message."""
+    """How to accept an intended change: the end of every model's regression message. No
+    ``update`` command: compared with a base (``baseline`` names it), not a file."""
+    if not update:
+        return f"if intended, say so in review: compared with {baseline}, no file to update"
     return f"if intended, run {update} and commit {baseline}"
 
 
@@ -416,10 +419,8 @@ def compare(
                 message += "; grew most: " + ", ".join(f"{m} +{figure.format(d)}" for m, d in grown)
             findings.append(Finding("fail", f"baseline.{name}", message, new, old))
         elif old and new < old * (1 - tolerance):
-            message = (
-                f"{label} dropped -{format_ratio(1 - new / old)} {shown}: tighten the "
-                f"baseline with {update.split()[-1]}"
-            )
+            tighten = f"the baseline with {update.split()[-1]}" if update else "its limits"
+            message = f"{label} dropped -{format_ratio(1 - new / old)} {shown}: tighten {tighten}"
             findings.append(Finding("notice", f"baseline.{name}", message, new, old))
     failed = [f for f in findings if f.severity == "fail"]
     if failed:

@@ -50,6 +50,7 @@ class ModelResult:
     graph_note: str = ""  # why it was not drawn (no Graphviz, no nodes)
     layer_order: list[str] | None = None  # modules in the order they first run, when drawn
     no_baseline: bool = False  # the run had no baseline file: its regressions were not checked
+    compared_with: str = ""  # the base it was compared with (``main@1a2b3c4``), not a file
 
     @property
     def failed(self) -> bool:
@@ -89,6 +90,7 @@ class Checker:
     collected: set[str] | None = None  # the run's node ids once collected (None: no renames)
     root: Path | None = None  # the project's root, that baseline ids are relative to
     baseline_from: str = ""  # where the baseline's path was configured; "" for the default
+    compared_with: str = ""  # --graph-budget-base: the base the baseline holds, for the title
     _baseline: Baseline | None = field(default=None, repr=False)
     _orphans: set[str] | None = field(default=None, repr=False)
 
@@ -155,6 +157,7 @@ class Checker:
         its baseline entry is its own."""
         result.id, result.label = budget.variant.tag(result.id), budget.variant.tag(result.label)
         result.no_baseline = self.baseline.missing and not (self.baseline.error or self.update)
+        result.compared_with = self.compared_with
         try:
             prof = run(hardware or budget.hardware)
         except GraphBudgetError as exc:
@@ -208,7 +211,8 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         compared,
         strict=checker.strict,
         baseline_name=checker.baseline_name,
-        update_command=checker.update_command,
+        # against a base (--graph-budget-base) there is no file to rewrite: "" says so
+        update_command="" if checker.compared_with else checker.update_command,
     )
     result.findings = [asdict(f) for f in found]
     if checker.draw is not None:

@@ -18,6 +18,7 @@ from pytest_graphbudget.gate.budget_files import key_line
 from pytest_graphbudget.gate.budgets import Budget, timing
 from pytest_graphbudget.gate.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.modes.request import overridden
+from pytest_graphbudget.pytest_plugin.base import baseline_of
 from pytest_graphbudget.pytest_plugin.collect import (
     BrokenBudget,
     BudgetFailure,
@@ -62,19 +63,16 @@ class GraphBudget:
         root = config.rootpath
         self.collected: set[str] = set()
         self.checker = Checker(
-            root / self.settings.baseline,
-            relative(str(root / self.settings.baseline), root),
+            **baseline_of(config, self.settings),  # the file, or the base's (base.py)
             strict=config.getoption("graph_budget_strict") or self.settings.strict,
             update=config.getoption("graph_budget_update"),
             draw=html_graph.draw if config.getoption("graph_budget_html") else None,  # on workers
             collected=self.collected,  # complete before any test runs: renames.py
             root=root,
-            baseline_from=self.settings.baseline_from,
         )
         clear = config.getoption("graph_budget_cache_clear") and not _is_worker(config)
-        self.profiler = Profiler.open(
-            root / self.settings.cache_dir, self.settings.hardware_profiles, clear
-        )
+        cache = config.getoption("graph_budget_cache_dir") or root / self.settings.cache_dir
+        self.profiler = Profiler.open(Path(cache), self.settings.hardware_profiles, clear)
         self.profiler.nodes = self.checker.draw is not None
         if config.getoption("graph_budget_no_cache"):
             self.profiler.cache = None
@@ -94,7 +92,7 @@ class GraphBudget:
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector):
-        baseline, roots = self.checker.baseline_path, self.budget_roots()
+        baseline, roots = self.config.rootpath / self.settings.baseline, self.budget_roots()
         if collects(file_path, parent.session, baseline, roots, self.named):
             return BudgetFile.from_parent(parent, path=file_path)
         return None

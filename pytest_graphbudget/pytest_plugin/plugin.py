@@ -15,6 +15,7 @@ rendering ``reports/``.
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -76,6 +77,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--graph-budget-hardware", metavar="NAME", help="hardware profile for every model"
     )
+    group.addoption(
+        "--graph-budget-base",
+        metavar="REF",
+        help="compare with the models profiled at git merge-base REF HEAD, "
+        "instead of the baseline file",
+    )
+    # the base run of --graph-budget-base: HEAD's profile cache, shared (run/base_ref.py)
+    group.addoption("--graph-budget-cache-dir", metavar="DIR", help=argparse.SUPPRESS)
     from pytest_graphbudget.run.settings import INI, KEYS, ini_name
 
     for key, kind in INI.items():

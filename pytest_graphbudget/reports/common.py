@@ -251,7 +251,10 @@ def noting_no_baseline(title_of: Callable[..., str]) -> Callable[..., str]:
     def titled(results: list[Any], *args: Any, **kwargs: Any) -> str:
         text = title_of(results, *args, **kwargs)
         unchecked = any(getattr(r, "no_baseline", False) for r in results)
-        return f"{text}; {NO_BASELINE}" if unchecked else text
+        text = f"{text}; {NO_BASELINE}" if unchecked else text
+        # --graph-budget-base: which base the changes are from, in every report's title
+        bases = sorted({r.compared_with for r in results if getattr(r, "compared_with", "")})
+        return "; ".join([text, *(f"compared with {base}" for base in bases)])
 
     return titled
 

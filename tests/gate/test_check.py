@@ -128,6 +128,7 @@ def test_a_result_crosses_xdist_whole(linear):
         graph_note="no Graphviz",
         layer_order=[""],
         no_baseline=True,
+        compared_with="main@1a2b3c4",
     )
     for f in dataclasses.fields(ModelResult):  # a field left at its default proves nothing
         default = f.default_factory() if callable(f.default_factory) else f.default

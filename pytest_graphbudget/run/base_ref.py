@@ -1,0 +1,148 @@
+"""``--graph-budget-base REF`` and ``graph-budget check --base REF``: the base's figures.
+
+A committed baseline goes stale and conflicts on merge; the pull request's real base does not.
+The base is ``git merge-base REF HEAD``, checked out in a temporary ``git worktree add
+--detach`` (removed afterwards, even on error) and profiled there by the same Python, with this
+process's ``pytest_graphbudget`` (the environment, ``PYTHONPATH`` included, is inherited) and
+the base's own models, tests and budget files. The base run writes a baseline file, with
+``--update``, which then is the baseline of HEAD's run: every baseline rule (tolerance,
+renames, new models, stale entries) applies unchanged. Both runs share HEAD's profile cache,
+whose keys hold the code's content, never its path: a model unchanged since the base is
+profiled once. A base that cannot be profiled is one line (``BaseError``), never a green run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+QUIET = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT")
+SHALLOW_HINT = "shallow clone? use actions/checkout with fetch-depth: 0"
+
+
+class BaseError(GraphBudgetError):
+    """The base cannot be profiled: the run is an error, in one line."""
+
+
+@dataclass
+class Base:
+    """The base's figures as a baseline file, and how reports name it (``main@1a2b3c4``)."""
+
+    label: str
+    baseline: Path
+
+
+def git(top: Path, *args: str) -> subprocess.CompletedProcess:
+    """``git -C top args``, its output captured as text; never raises on a failure."""
+    try:
+        return subprocess.run(
+            ["git", "-C", str(top), *args], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:  # no git on the PATH
+        return subprocess.CompletedProcess(args, 127, "", str(exc))
+
+
+def merge_base(root: Path, ref: str, flag: str = "--graph-budget-base") -> tuple[Path, str, str]:
+    """The repository's top, the merge base of ``ref`` and HEAD and its short sha; a
+    ``BaseError`` saying why there is none."""
+    found = git(root, "rev-parse", "--show-toplevel")
+    if found.returncode != 0:
+        raise BaseError(f"{flag} {ref}: {root} is not in a git repository")
+    top = Path(found.stdout.strip())
+    if git(top, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0:
+        raise BaseError(f"{flag} {ref}: unknown revision (fetched? {SHALLOW_HINT})")
+    base = git(top, "merge-base", ref, "HEAD")
+    if base.returncode != 0 or not base.stdout.strip():
+        raise BaseError(f"{flag} {ref}: no merge base with HEAD ({SHALLOW_HINT})")
+    sha = base.stdout.strip()
+    short = git(top, "rev-parse", "--short", sha).stdout.strip() or sha[:7]
+    return top, sha, short
+
+
+@contextlib.contextmanager
+def worktree(top: Path, sha: str, ref: str, flag: str) -> Iterator[Path]:
+    """``sha`` checked out in a temporary detached worktree, removed on the way out."""
+    scratch = Path(tempfile.mkdtemp(prefix="graph-budget-base-"))
+    where = scratch / "base"
+    added = git(top, "worktree", "add", "--detach", str(where), sha)
+    try:
+        if added.returncode != 0:
+            raise BaseError(f"{flag} {ref}: git worktree add failed: {last(added)}")
+        yield where
+    finally:
+        if added.returncode == 0:
+            git(top, "worktree", "remove", "--force", str(where))
+        shutil.rmtree(scratch, ignore_errors=True)
+        git(top, "worktree", "prune")
+
+
+def profile_base(
+    ref: str,
+    root: Path,
+    here: Path,
+    command: Sequence[str],
+    out: Path,
+    ok: Sequence[int] = (0, 1),
+    flag: str = "--graph-budget-base",
+) -> Base:
+    """Run ``python command`` (a run that rewrites the baseline) at the merge base of ``ref``
+    and HEAD, in the directory matching ``here``, and copy the baseline it wrote to ``out``.
+    ``root`` is the project's root (where its settings are); ``ok``: the base run's exit
+    codes that mean it ran (a budget failing at the base is still its figures); ``flag``:
+    the option that asked, as the errors name it."""
+    from pytest_graphbudget.run import settings as project
+
+    top, sha, short = merge_base(root, ref, flag)
+    if not (
+        root.resolve().is_relative_to(top.resolve())
+        and here.resolve().is_relative_to(top.resolve())
+    ):
+        raise BaseError(f"{flag} {ref}: run it inside the repository {top}")
+    # a sha (the action's ``base: auto``) is named by the merge base's short sha alone
+    label = short if re.fullmatch(r"[0-9a-f]{7,40}", ref) else f"{ref}@{short}"
+    with worktree(top, sha, ref, flag) as tree:
+        base_root = tree / root.resolve().relative_to(top.resolve())
+        base_here = tree / here.resolve().relative_to(top.resolve())
+        if not base_here.is_dir():
+            raise BaseError(f"{flag} {ref}: {base_here.name} does not exist at {label}")
+        try:
+            conf = project.for_directory(base_root)[1]
+        except project.SettingsError as exc:
+            raise BaseError(f"{flag} {ref}: at {label}: {exc.problems[0]}") from None
+        written = base_root / conf.baseline
+        written.unlink(missing_ok=True)  # the base's own figures only, never a stale file's
+        # the base run reports nothing: no job summary, no annotations of its own
+        env = {k: v for k, v in os.environ.items() if k not in QUIET}
+        ran = subprocess.run(
+            [sys.executable, *command],
+            cwd=base_here,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if ran.returncode not in ok:
+            why = f"exit code {ran.returncode}: {last(ran)}"
+            raise BaseError(f"{flag} {ref}: the run at {label} failed ({why})")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if written.is_file():
+            shutil.copyfile(written, out)
+        else:  # nothing profiled at the base: every model of HEAD is new
+            out.write_text("", encoding="utf-8")
+    return Base(label, out)
+
+
+def last(ran: subprocess.CompletedProcess) -> str:
+    """The last line a failed command printed, for its one-line error."""
+    lines = [line.strip() for line in f"{ran.stdout}\n{ran.stderr}".splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
