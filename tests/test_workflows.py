@@ -432,3 +432,20 @@ def test_the_documented_base_workflow_passes_actionlint(tmp_path):
     assert "base" in load(ACTION)["inputs"]
     found = actionlint([("base.yml", block)], tmp_path)
     assert found == [], found
+
+
+def test_the_documented_history_workflow_passes_actionlint(tmp_path):
+    """docs/ci.md's history workflow: one concurrency group, a push retried after a rebase
+    that keeps both runs' lines (merge=union), and actionlint finds nothing."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "--graph-budget-history" in b
+    ]
+    data = yaml.safe_load(block)
+    assert data["concurrency"]["group"] == "graph-budget-history"
+    assert data["permissions"] == {"contents": "write"}
+    scripts = "\n".join(s.get("run", "") for s in data["jobs"]["history"]["steps"])
+    assert "git pull --rebase origin graph-budget-history" in scripts
+    assert "history.jsonl merge=union" in scripts
+    found = actionlint([("history.yml", block)], tmp_path)
+    assert found == [], found

@@ -29,7 +29,17 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from pytest_graphbudget.cli import check, compare, explore, hardware, init, merge, options, profile
+from pytest_graphbudget.cli import (
+    check,
+    compare,
+    explore,
+    hardware,
+    history,
+    init,
+    merge,
+    options,
+    profile,
+)
 
 # cli/list.py is the `list` command. Once imported, the name `list` in this module is that
 # submodule, not the builtin: nothing here calls `list(...)`.
@@ -43,7 +53,7 @@ from pytest_graphbudget.errors import GraphBudgetError, TraceError
 
 # The commands, in the order ``--help`` lists them. A new command is a module with
 # ``add_parser(subparsers)`` and ``run(args, console) -> int``, added here.
-COMMANDS = (profile, explore, compare, list_, init, hardware, check, merge)
+COMMANDS = (profile, explore, compare, list_, init, hardware, check, merge, history)
 
 __all__ = [
     "COMMANDS",

@@ -69,6 +69,9 @@ def add_parser(
     p.add_argument("--json", metavar="PATH", help="write every profile as JSON")
     p.add_argument("--markdown", metavar="PATH", help="write the pull-request comment")
     p.add_argument("--html", metavar="PATH", help="write the interactive HTML report")
+    p.add_argument(
+        "--history", metavar="FILE", help="append one JSON line per model to a history file"
+    )
     p.add_argument("--no-cache", action="store_true", help="do not cache profiles")
     p.add_argument("--cache-clear", action="store_true", help="empty the profile cache first")
     p.add_argument(
@@ -92,6 +95,7 @@ def command(args: argparse.Namespace, console: Any = None) -> int:
         json=args.json,
         markdown=args.markdown,
         html=args.html,
+        history=args.history,
         cache=not args.no_cache,
         cache_clear=args.cache_clear,
         quiet=getattr(args, "quiet", False),
@@ -110,6 +114,7 @@ def run(
     json: str | None = None,
     markdown: str | None = None,
     html: str | None = None,
+    history: str | None = None,
     cache: bool = True,
     cache_clear: bool = False,
     cwd: Path | None = None,
@@ -158,7 +163,7 @@ def run(
         results = check_files(files, root, found.ini, conf, checker, profiler, hardware, quiet)
         stale = stale_entries(checker.baseline.keys(), checker.collected, root)
         results += stale_errors(stale, checker)
-        outputs = Outputs(here, root, junit, json, markdown, html)
+        outputs = Outputs(here, root, junit, json, markdown, html, history)
         written, unwritten = finish(results, stale, checker, outputs)
     updated = checker.baseline_path if update and not unwritten else None
     from pytest_graphbudget import reports

@@ -121,6 +121,7 @@ class Baseline:
     raw: dict[str, Any] = field(default_factory=dict)  # the tables of models with problems
     error: str = ""  # a problem of the whole file: no model can trust its entry
     missing: bool = False  # there is no file: nothing is compared (the caller says if it may)
+    environment: dict[str, str] = field(default_factory=dict)  # measured in; {} in old files
 
     def keys(self) -> set[str]:
         """Every model the file has an entry for, readable or not."""
@@ -165,10 +166,12 @@ def read(path: Path, name: str | None = None) -> Baseline:
                 return f"{name}:{lines[keys[:end]]}"
         return name
 
-    unknown = [key for key in data if key != "models"]
+    unknown = [key for key in data if key not in ("models", "environment")]
     if unknown:
         key = unknown[0]
         found.error = f"{where(key)}: unknown table {key!r}{closest(key, ['models'])}; {FIX}"
+    recorded = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    found.environment = {k: v for k, v in recorded.items() if isinstance(v, str)}  # context
     models = data.get("models", {})
     if not isinstance(models, dict):
         found.error = f"{where('models')}: models must be a table of models; {FIX}"
@@ -285,8 +288,14 @@ def _syntax_error(name: str, exc: Exception) -> str:
     return f"{name}: malformed baseline ({exc}); {FIX}"
 
 
-def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozenset()) -> None:
-    """Merge ``entries`` into the baseline (dropping ``remove``) under a lock, atomically."""
+def update(
+    path: Path,
+    entries: Mapping[str, Entry],
+    remove: set[str] = frozenset(),
+    environment: Mapping[str, str] | None = None,
+) -> None:
+    """Merge ``entries`` into the baseline (dropping ``remove``) under a lock, atomically;
+    ``environment`` (what they were measured in) replaces the file's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path):
         found = read(path)  # malformed: rewritten from this run's figures alone
@@ -297,7 +306,7 @@ def update(path: Path, entries: Mapping[str, Entry], remove: set[str] = frozense
         kept = {k: v for k, v in found.raw.items() if k not in entries and k not in remove}
         for key in remove:
             merged.pop(key, None)
-        text = dumps(merged, kept)
+        text = dumps(merged, kept, environment or found.environment)
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as out:
@@ -336,7 +345,9 @@ def _umask() -> int:
     return mask
 
 
-def dumps(entries: Mapping[str, Entry], kept: Mapping[str, Any] | None = None) -> str:
+def dumps(
+    entries: Mapping[str, Entry], kept: Mapping[str, Any] | None = None, environment: Any = None
+) -> str:
     """The baseline file's text: models and modules sorted, integers exact; ``kept`` holds
     tables written back as they were read (entries with problems that no run replaced)."""
     import tomlkit
@@ -344,6 +355,8 @@ def dumps(entries: Mapping[str, Entry], kept: Mapping[str, Any] | None = None) -
     doc = tomlkit.document()
     for line in HEADER.splitlines():
         doc.add(tomlkit.comment(line))
+    if environment:
+        doc["environment"] = dict(sorted(environment.items()))
     models = tomlkit.table(is_super_table=True)
     kept = kept or {}
     for key in sorted({*entries, *kept}):

@@ -214,6 +214,14 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         # against a base (--graph-budget-base) there is no file to rewrite: "" says so
         update_command="" if checker.compared_with else checker.update_command,
     )
+    moved = [f for f in found if f.key.startswith("baseline.")]
+    if moved:
+        from pytest_graphbudget.gate.environment import counter_moved, current
+
+        counter = counter_moved(checker.baseline.environment, current(checker.root))
+        if counter:  # said before any layer is blamed, in the clause a JUnit message keeps
+            change, _, rest = moved[0].message.partition("; ")
+            moved[0].message = f"{change}: {counter} since the baseline" + (rest and f"; {rest}")
     result.findings = [asdict(f) for f in found]
     if checker.draw is not None:
         checker.draw(result, prof)

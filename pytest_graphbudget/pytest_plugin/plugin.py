@@ -71,6 +71,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write an interactive, self-contained HTML report of every model",
     )
     group.addoption(
+        "--graph-budget-history",
+        metavar="FILE",
+        help="append one JSON line per model (commit, time, environment, figures) to FILE",
+    )
+    group.addoption(
         "--graph-budget-cache-clear", action="store_true", help="empty the profile cache first"
     )
     group.addoption("--graph-budget-no-cache", action="store_true", help="do not cache profiles")

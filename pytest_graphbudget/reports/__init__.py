@@ -87,7 +87,10 @@ def write_files(
     if junit:
         attempt("JUnit", junit, lambda: junit_report.write(here / junit, results, stale))
     if json:
-        attempt("JSON", json, lambda: json_report.write(here / json, results, stale))
+        from pytest_graphbudget.gate.environment import current
+
+        environment = current(root)
+        attempt("JSON", json, lambda: json_report.write(here / json, results, stale, environment))
     text = markdown_report.render(results, stale, root)
     if markdown:
         attempt("markdown", markdown, lambda: markdown_report.save(here / markdown, text))

@@ -4,6 +4,7 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
 
     {"schema": "graphbudget.report/1",
      "tool": {"name": "pytest-graphbudget", "version": "0.1.0"},
+     "environment": {"python": "3.12.3", "torch": "2.9.1", "pytest-graphbudget": "0.1.0"},
      "passed": false,
      "title": "3 models: 1 over budget, 1 near a limit, 1 within budget",
      "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0, "unchecked": 0},
@@ -61,7 +62,11 @@ def model(result: Any) -> dict[str, Any]:
     }
 
 
-def document(results: list[Any], stale: set[str]) -> dict[str, Any]:
+def document(results: list[Any], stale: set[str], environment: Any = None) -> dict[str, Any]:
+    """The report; ``environment`` is what the figures were measured in (default: this
+    process's, without the project's version)."""
+    from pytest_graphbudget.gate.environment import current
+
     verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR, common.UNCHECKED)
     summary = {"models": len(results)} | dict.fromkeys(verdicts, 0)
     for result in results:
@@ -69,6 +74,7 @@ def document(results: list[Any], stale: set[str]) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "tool": {"name": "pytest-graphbudget", "version": tool_version()},
+        "environment": dict(environment) if environment else current(),
         "passed": not any(r.failed for r in results),
         "title": common.title(results, stale),
         "summary": summary,
@@ -77,9 +83,10 @@ def document(results: list[Any], stale: set[str]) -> dict[str, Any]:
     }
 
 
-def write(path: Path, results: list[Any], stale: set[str]) -> None:
+def write(path: Path, results: list[Any], stale: set[str], environment: Any = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(finite(document(results, stale)), indent=2, allow_nan=False, default=str)
+    found = document(results, stale, environment)
+    text = json.dumps(finite(found), indent=2, allow_nan=False, default=str)
     path.write_text(text + "\n", "utf-8")
 
 

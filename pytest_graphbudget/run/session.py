@@ -23,6 +23,7 @@ class Outputs:
     json: str | None = None
     markdown: str | None = None
     html: str | None = None
+    history: str | None = None  # the history file a line per model is appended to
 
 
 def checked_tests(results: list[ModelResult]) -> dict[str, set[str]]:
@@ -78,6 +79,7 @@ def finish(
     left unwritten."""
     from pytest_graphbudget import reports
     from pytest_graphbudget.gate import baseline as baseline_file
+    from pytest_graphbudget.gate.environment import current
     from pytest_graphbudget.gate.renames import note_unmatched
 
     if not checker.update:
@@ -89,7 +91,8 @@ def finish(
             r.id: baseline_file.entry_from(r.profile) for r in results if r.profile is not None
         }
         try:
-            baseline_file.update(checker.baseline_path, entries, remove=stale)
+            environment = current(checker.root or outputs.root)
+            baseline_file.update(checker.baseline_path, entries, stale, environment)
         except OSError as exc:
             problems.append(reports.cannot_write(checker.baseline_name, exc))
             unwritten = True
@@ -104,7 +107,26 @@ def finish(
         html=outputs.html,
     )
     written.problems[:0] = problems
+    if outputs.history:
+        _append_history(results, checker, outputs, written)
     return written, unwritten
+
+
+def _append_history(results: list[ModelResult], checker: Checker, outputs: Outputs, done: Any):
+    """One line per profiled model to ``--graph-budget-history``, once per run (the
+    controller's); a file that cannot be written is one of the run's problems."""
+    from pytest_graphbudget import reports
+    from pytest_graphbudget.gate.environment import current
+    from pytest_graphbudget.reports import history
+
+    assert outputs.history is not None
+    root = checker.root or outputs.root
+    try:
+        history.append(outputs.here / outputs.history, results, root, current(root))
+    except OSError as exc:
+        done.problems.append(reports.cannot_write(outputs.history, exc))
+    else:
+        done.files.append(("history", outputs.history))
 
 
 def outputs_of(config: Any) -> Outputs:
@@ -116,4 +138,5 @@ def outputs_of(config: Any) -> Outputs:
         config.getoption("graph_budget_json"),
         config.getoption("graph_budget_markdown"),
         config.getoption("graph_budget_html"),
+        config.getoption("graph_budget_history"),
     )

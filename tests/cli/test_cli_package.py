@@ -12,7 +12,17 @@ from pytest_graphbudget.reports import tables
 
 def test_every_command_is_one_module_with_its_parser_and_handler():
     names = [command.__name__.rpartition(".")[2] for command in cli.COMMANDS]
-    assert names == ["profile", "explore", "compare", "list", "init", "hardware", "check", "merge"]
+    assert names == [
+        "profile",
+        "explore",
+        "compare",
+        "list",
+        "init",
+        "hardware",
+        "check",
+        "merge",
+        "history",
+    ]
     for command in cli.COMMANDS:
         assert callable(command.add_parser) and callable(command.run), command.__name__
     subparsers = next(

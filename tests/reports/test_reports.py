@@ -307,7 +307,7 @@ def test_json_report_has_every_profile_and_verdict(project):
 
 def test_reports_are_the_same_under_xdist(project):
     pytest.importorskip("xdist")
-    args = (".", "--graph-budget-no-cache")
+    args = (".", "--graph-budget-no-cache", "--graph-budget-history=history.jsonl")
     run(project, *args, "--graph-budget-json=serial.json", "--graph-budget-junit=serial.xml")
     run(project, *args, "-n", "2", "--graph-budget-json=par.json", "--graph-budget-junit=par.xml")
 
@@ -322,6 +322,15 @@ def test_reports_are_the_same_under_xdist(project):
         for name in ("serial.xml", "par.xml")
     ]
     assert cases[0] == cases[1] and len(cases[0]) == 5
+    # the history: each run appended each model once (the controller, never a worker)
+    lines = [
+        json.loads(line) for line in (project.path / "history.jsonl").read_text().split("\n")[:-1]
+    ]
+    models = sorted(verdicts("serial.json"))
+    assert [line["model"] for line in lines] == models + models
+    assert [line["figures"]["flops"] for line in lines[:5]] == [
+        verdicts("serial.json")[m][1] for m in models
+    ]
 
 
 # -- markdown ---------------------------------------------------------------------------------

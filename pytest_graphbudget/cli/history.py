@@ -1,0 +1,60 @@
+"""``graph-budget history FILE --html OUT``: the figures that ``--graph-budget-history FILE``
+appended over runs, drawn per model over commits, with the commits where a figure moved past
+the tolerance and the layer that moved it. Without ``--html`` it lists those moves."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pytest_graphbudget.cli import options
+from pytest_graphbudget.cli.console import EXIT_OK, Console
+from pytest_graphbudget.errors import GraphBudgetError
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "history",
+        parents=[options.quiet()],
+        formatter_class=options.Formatter,
+        help="draw the figures of a history file over commits",
+        description="Read a --graph-budget-history file (one JSON line per run and model) and "
+        "list, or draw with --html, each model's figures over commits, marking where a figure "
+        "moved past the tolerance. Exit 0, or 2 for a missing or malformed file.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--html", metavar="OUT", help="write the self-contained HTML page")
+    p.add_argument(
+        "--tolerance",
+        metavar="SHARE",
+        help="a move past this share is marked (0.01 or 1%%; default: each line's own, "
+        "the model's budget tolerance when it was recorded)",
+    )
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from pytest_graphbudget.reports import history
+    from pytest_graphbudget.reports.html_history import history_page, move_text
+    from pytest_graphbudget.units import share
+
+    tolerance = (
+        None
+        if args.tolerance is None
+        else share(args.tolerance, "--tolerance", "--tolerance", option=True)
+    )
+    records = history.read(Path(args.file))
+    if args.html:
+        from pytest_graphbudget.reports import html
+
+        try:
+            html.write(args.html, history_page(records, tolerance))
+        except OSError as exc:
+            raise GraphBudgetError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+        console.note(f"wrote {args.html}")
+    else:
+        for move in history.moves(records, tolerance):
+            print(f"{move.model}: {move_text(move)}")
+    return EXIT_OK

@@ -1,0 +1,76 @@
+"""The environment a figure was measured in: python, torch, the libraries that build models,
+this package and the project being measured.
+
+Our counts are exact, but the counter is torch's graph and our formulas: a new torch (another
+decomposition) or a new pytest-graphbudget (another formula) can move a figure with no change
+to the model. A baseline, a history line and a report carry the environment, so that such a
+move is said to be the counter's, not blamed on a layer.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+COUNTERS = ("torch", "pytest-graphbudget")
+"""The versions that change how figures are counted; the others are context."""
+LIBRARIES = ("torchvision", "transformers")
+"""Recorded only when imported: they build models, and a new one may build another model."""
+
+
+def _version(distribution: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def project_version(root: Path | None) -> str | None:
+    """``name version`` of the project at ``root`` from its ``pyproject.toml``, if it says."""
+    if root is None:
+        return None
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text("utf-8")).get("project", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    name, version = project.get("name"), project.get("version")
+    if not isinstance(name, str) or not isinstance(version, str):
+        return None
+    return f"{name} {version}"
+
+
+def current(root: Path | None = None) -> dict[str, str]:
+    """This process's environment, as strings: python, torch, the model libraries it has
+    imported, pytest-graphbudget and (when its pyproject.toml says) the project."""
+    import torch
+
+    found = {"python": platform.python_version(), "torch": str(torch.__version__)}
+    for name in LIBRARIES:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__version__", None):
+            found[name] = str(module.__version__)
+    found["pytest-graphbudget"] = _version("pytest-graphbudget") or "unknown"
+    project = project_version(root)
+    if project:
+        found["project"] = project
+    return found
+
+
+def counter_moved(then: Mapping[str, str], now: Mapping[str, str]) -> str:
+    """``counter may have changed: torch 2.14.1 -> 2.15.0`` when a counting version differs
+    between the environment figures were recorded in and this one; "" when it does not (or
+    the record does not say: an old baseline has no environment)."""
+    moved = [
+        f"{name} {then[name]} -> {now[name]}"
+        for name in COUNTERS
+        if then.get(name) and now.get(name) and then[name] != now[name]
+    ]
+    return f"counter may have changed: {', '.join(moved)}" if moved else ""
