@@ -225,3 +225,17 @@ def test_expect_collects_the_tests_with_budget_markers(
     run_shard(project, "b.json", "tests")
     assert cli.main(["merge", "a.json", "b.json", *paths[1:]]) == 1  # wide fails, none missing
     assert load(project.path / "m.json")["summary"]["error"] == 0
+
+
+def test_expect_collects_in_this_process_under_addopts_n_auto(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project whose addopts start xdist workers: --expect still sees every model."""
+    pytest.importorskip("xdist")
+    project.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-n 2"\n')
+    monkeypatch.chdir(project.path)
+    (project.path / "a.json").write_text(
+        json.dumps({"schema": "graphbudget.report/1", "models": [], "stale_baseline": []})
+    )
+    assert cli.main(["merge", "a.json", "--expect", "budgets", "--json", "m.json"]) == 1
+    assert load(project.path / "m.json")["summary"]["error"] == 3  # narrow, mid, wide: not run
