@@ -90,6 +90,16 @@ def not_run(model_id: str) -> ModelResult:
     return ModelResult(model_id, name, model_id, path, 0, budget, error=error, source=source)
 
 
+def comparable(entry: dict[str, Any]) -> dict[str, Any]:
+    """A model entry less what two runs of the same model may differ in: the wall-clock time
+    of its trace (another runner) and whether its graph was drawn (an HTML report asked)."""
+    kept = {k: v for k, v in entry.items() if k not in json_report.GRAPH_KEYS}
+    if kept.get("profile"):
+        trace = {k: v for k, v in kept["profile"]["trace"].items() if k != "seconds"}
+        kept["profile"] = kept["profile"] | {"trace": trace}
+    return kept
+
+
 def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[str]]:
     """Every shard's models, one row per id; identical duplicates merge, others are an error."""
     entries: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -98,9 +108,10 @@ def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[
         stale.update(document.get("stale_baseline", []))
         for entry in document["models"]:
             seen = entries.get(entry["id"])
-            if seen and seen[1] != entry:
+            if seen and comparable(seen[1]) != comparable(entry):
                 raise GraphBudgetError(f"{entry['id']} differs between {seen[0]} and {path}")
-            entries.setdefault(entry["id"], (path, entry))
+            if not seen or "graph_svg" in entry and "graph_svg" not in seen[1]:
+                entries[entry["id"]] = (path, entry)  # the copy with its graph drawn, if any
     results = [result_of(entry) for _, entry in entries.values()]
     return sorted(results, key=lambda r: r.id), stale - set(entries)
 

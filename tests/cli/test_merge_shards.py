@@ -184,6 +184,21 @@ def test_a_model_in_two_shards_is_one_row(project: pytest.Pytester) -> None:
     assert load(out)["summary"]["models"] == 2
 
 
+def test_one_model_from_two_runners_is_one_row_with_its_graph(project: pytest.Pytester) -> None:
+    """Two shards that both profiled narrow: their traces took different wall-clock times (as
+    on two runners) and only one drew the graph; the figures agree, so it is one row."""
+    run_shard(project, "a.json", "budgets/narrow.toml")
+    run_shard(project, "b.json", "budgets/narrow.toml", "--graph-budget-html=b.html")
+    b = json.loads((project.path / "b.json").read_text("utf-8"))
+    b["models"][0]["profile"]["trace"]["seconds"] += 1.5  # another runner's clock
+    (project.path / "b.json").write_text(json.dumps(b))
+    out = project.path / "m.json"
+    paths = [str(project.path / "a.json"), str(project.path / "b.json")]
+    assert cli.main(["merge", *paths, "--json", str(out)]) == 0
+    (row,) = load(out)["models"]
+    assert row["graph_svg"] == b["models"][0]["graph_svg"] and row["graph_svg"].startswith("<svg")
+
+
 def test_not_a_report_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     bad = tmp_path / "x.json"
     bad.write_text('{"schema": "other/1"}')
