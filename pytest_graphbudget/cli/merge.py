@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.cli import options
+from pytest_graphbudget.cli import merge_expect, options
 from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, Console
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate.check import ModelResult
@@ -39,13 +40,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PATH",
         action="append",
         default=[],
-        help="budget TOML file or folder (from the repository root) whose models every run "
-        "must report: one present in no shard is an error (not run), never unchanged",
+        help="a path the unsharded run is given (budgets/, tests/, a test file), collected "
+        "as pytest --graph-budget collects it: a budget model there that no shard reported is "
+        "an error (not run), never unchanged",
     )
     p.add_argument("--json", metavar="OUT", help="write the merged JSON report")
     p.add_argument("--markdown", metavar="OUT", help="write the pull-request comment")
     p.add_argument("--junit", metavar="OUT", help="write the JUnit XML file")
     p.add_argument("--html", metavar="OUT", help="write the HTML report")
+    p.add_argument(
+        "--github",
+        action="store_true",
+        help="what one unsharded run does in GitHub Actions: the annotations on stdout and "
+        "the comment appended to $GITHUB_STEP_SUMMARY",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -73,35 +81,23 @@ def result_of(entry: dict[str, Any]) -> ModelResult:
     return ModelResult(**kept)
 
 
-def expected(paths: list[str]) -> list[str]:
-    """The ids of the TOML budgets' models (``budgets/a.toml::name``), as the plugin names them."""
-    from pytest_graphbudget.gate.budget_files import tomllib
-
-    files = [p for path in paths for p in _toml_files(Path(path))]
-    ids = []
-    for file in files:
-        try:
-            data = tomllib().loads(file.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise GraphBudgetError(f"cannot read {file}: {exc}") from None
-        ids += [f"{file.as_posix()}::{name}" for name in data.get("models", {})]
-    return ids
-
-
-def _toml_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(path.rglob("*.toml"))
-    if not path.is_file():
-        raise GraphBudgetError(f"--expect {path}: no such file or folder")
-    return [path]
-
-
 def not_run(model_id: str) -> ModelResult:
     """A listed model that no shard reported: an error, so a lost shard is never green."""
-    path, _, name = model_id.rpartition("::")
+    path, name = model_id.split("::", 1)[0], model_id.rpartition("::")[2]
     error = "not run: no shard reported this model (a missing or failed shard?)"
     budget: dict[str, Any] = {"limits": {}}
-    return ModelResult(model_id, name, model_id, path, 0, budget, error=error, source="toml")
+    source = "toml" if path.endswith(".toml") else "marker"
+    return ModelResult(model_id, name, model_id, path, 0, budget, error=error, source=source)
+
+
+def comparable(entry: dict[str, Any]) -> dict[str, Any]:
+    """A model entry less what two runs of the same model may differ in: the wall-clock time
+    of its trace (another runner) and whether its graph was drawn (an HTML report asked)."""
+    kept = {k: v for k, v in entry.items() if k not in json_report.GRAPH_KEYS}
+    if kept.get("profile"):
+        trace = {k: v for k, v in kept["profile"]["trace"].items() if k != "seconds"}
+        kept["profile"] = kept["profile"] | {"trace": trace}
+    return kept
 
 
 def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[str]]:
@@ -112,18 +108,22 @@ def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[
         stale.update(document.get("stale_baseline", []))
         for entry in document["models"]:
             seen = entries.get(entry["id"])
-            if seen and seen[1] != entry:
+            if seen and comparable(seen[1]) != comparable(entry):
                 raise GraphBudgetError(f"{entry['id']} differs between {seen[0]} and {path}")
-            entries.setdefault(entry["id"], (path, entry))
+            if not seen or "graph_svg" in entry and "graph_svg" not in seen[1]:
+                entries[entry["id"]] = (path, entry)  # the copy with its graph drawn, if any
     results = [result_of(entry) for _, entry in entries.values()]
     return sorted(results, key=lambda r: r.id), stale - set(entries)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    if args.github and not os.environ.get("GITHUB_STEP_SUMMARY"):
+        raise GraphBudgetError("--github: $GITHUB_STEP_SUMMARY is not set (not in Actions?)")
     documents = {path: read_report(path) for path in args.reports}
     results, stale = merge(documents)
     seen = {r.id for r in results}
-    missing = [not_run(i) for i in expected(args.expect) if i not in seen]
+    wanted = merge_expect.expected(args.expect)
+    missing = [not_run(i) for i in wanted if not merge_expect.reported(i, seen)]
     results = sorted(results + missing, key=lambda r: r.id)
     here = Path.cwd()
     done = write_files(
@@ -135,10 +135,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         json=args.json,
         markdown=args.markdown,
         html=args.html,
+        github=args.github,
     )
     for problem in done.problems:
         console.error(problem)
-    from pytest_graphbudget.reports import common
+    from pytest_graphbudget.reports import common, github
 
+    if args.github or os.environ.get("GITHUB_ACTIONS") == "true":  # as the terminal reporter
+        for command in github.annotations(results, here):
+            print(command, flush=True)
     console.note(common.title(results, stale))
     return EXIT_FAILED if done.problems or any(r.failed for r in results) else EXIT_OK

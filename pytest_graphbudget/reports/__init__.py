@@ -66,11 +66,13 @@ def write_files(
     json: str | None = None,
     markdown: str | None = None,
     html: str | None = None,
+    github: bool = False,
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
-    job summary. A file that cannot be written does not stop the others: it becomes one line
-    in ``problems``."""
-    from pytest_graphbudget.reports import github, json_report
+    job summary (in GitHub Actions, or asked by ``github``). A file that cannot be written
+    does not stop the others: it becomes one line in ``problems``."""
+    from pytest_graphbudget.reports import github as github_report
+    from pytest_graphbudget.reports import json_report
     from pytest_graphbudget.reports import junit as junit_report
     from pytest_graphbudget.reports import markdown as markdown_report
 
@@ -101,7 +103,8 @@ def write_files(
         attempt("HTML", html, lambda: html_report.write(here / html, page))
     if results or stale:
         try:
-            github.append_summary(text)
+            github_report.append_summary(text, force=github)
         except OSError as exc:
-            done.problems.append(cannot_write(github.summary_path() or "the job summary", exc))
+            shown = github_report.summary_path(force=github) or "the job summary"
+            done.problems.append(cannot_write(shown, exc))
     return done

@@ -80,15 +80,16 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
     return out
 
 
-def summary_path() -> str | None:
-    """``$GITHUB_STEP_SUMMARY`` when running in GitHub Actions, else None."""
+def summary_path(force: bool = False) -> str | None:
+    """``$GITHUB_STEP_SUMMARY`` when running in GitHub Actions (or ``force``: ``graph-budget
+    merge --github``), else None."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
-    return target if os.environ.get("GITHUB_ACTIONS") == "true" and target else None
+    return target if (force or os.environ.get("GITHUB_ACTIONS") == "true") and target else None
 
 
-def append_summary(markdown: str) -> Path | None:
+def append_summary(markdown: str, force: bool = False) -> Path | None:
     """Append the comment to ``$GITHUB_STEP_SUMMARY`` when running in GitHub Actions."""
-    target = summary_path()
+    target = summary_path(force)
     if target is None:
         return None
     path = Path(target)

@@ -10,7 +10,8 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
      "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0, "unchecked": 0},
      "models": [{"id", "label", "nodeid", "path", "line", "source", "verdict", "passed",
                  "budget", "findings", "baseline", "baseline_modules", "changes",
-                 "error", "profile"}],
+                 "error", "profile", and, when an HTML report was asked too,
+                 "graph_svg", "graph_note", "layer_order"}],
      "stale_baseline": ["budgets/old.toml::gone"]}
 
 Models are sorted by id, so two runs of the same code give the same file.
@@ -28,6 +29,8 @@ from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES
 from pytest_graphbudget.reports import common
 
 SCHEMA = "graphbudget.report/1"
+GRAPH_KEYS = ("graph_svg", "graph_note", "layer_order")
+"""A ``ModelResult``'s drawn graph: in the JSON only when the run drew it."""
 
 
 def tool_version() -> str:
@@ -41,7 +44,9 @@ def tool_version() -> str:
 
 def model(result: Any) -> dict[str, Any]:
     entry = asdict(result)
-    del entry["graph_svg"], entry["graph_note"], entry["layer_order"]  # the HTML report's
+    # The HTML report's graph, kept only when this run drew it (an HTML report was asked), so
+    # that ``graph-budget merge --html`` of shards draws the page one unsharded run draws.
+    drawn = {key: entry.pop(key) for key in GRAPH_KEYS}
     entry["verdict"] = common.verdict(result)
     # Each finding's line is its key's, as its GitHub annotation's; a model that only warns
     # points at the key that warned first.
@@ -57,9 +62,11 @@ def model(result: Any) -> dict[str, Any]:
         else {}
     )
     order = ["id", "label", "nodeid", "path", "line", "source", "verdict", "passed"]
-    return {key: entry[key] for key in order} | {
-        key: v for key, v in entry.items() if key not in order
-    }
+    return (
+        {key: entry[key] for key in order}
+        | {key: v for key, v in entry.items() if key not in order}
+        | {key: v for key, v in drawn.items() if v}
+    )
 
 
 def document(results: list[Any], stale: set[str], environment: Any = None) -> dict[str, Any]:

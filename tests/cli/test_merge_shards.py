@@ -1,16 +1,19 @@
-"""``graph-budget merge``: three shards' JSON reports give one unsharded run's verdict (issue 24,
-item 2).
+"""``graph-budget merge``: three shards' JSON reports give one unsharded run's verdict and
+reports (issue 24, item 2).
 
-Each shard is a real pytest run of one budget file; the reference is one real run of all three.
-Models, ``nn.Linear(64, n)`` on a ``(4, 64)`` input, each under ``flops_max = "20k"``:
+Each shard is a real pytest run (a subset of the paths, or ``-k``); the reference is one real
+run of them all. Models, ``nn.Linear(64, n)`` on a ``(4, 64)`` input, each under
+``flops_max = "20k"``:
   narrow: 2*4*64*16 + 4*16 =  8,256 FLOPs  -> pass
   mid:    2*4*64*32 + 4*32 = 16,512 FLOPs  -> pass
   wide:   2*4*64*64 + 4*64 = 33,024 FLOPs  -> fail (over 20,000)
+  the marked test ``tests/test_merge_marked.py::test_fits`` profiles narrow: 8,256 -> pass
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -38,6 +41,22 @@ def wide():
 
 SHARDS = ("narrow", "mid", "wide")
 
+MARKED = """
+import pytest
+from models import narrow
+
+@pytest.fixture
+def model():
+    return narrow()
+
+@pytest.mark.flops_max("20k")
+def test_fits(model):
+    pass
+
+def test_plain():
+    pass
+"""
+
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
@@ -50,11 +69,12 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def run_shard(pytester: pytest.Pytester, out: str, *paths: str) -> None:
-    pytester.runpytest(
+def run_shard(pytester: pytest.Pytester, out: str, *paths: str) -> pytest.RunResult:
+    done = pytester.runpytest(
         "-p", "no:cacheprovider", "--graph-budget", f"--graph-budget-json={out}", *paths
     )
     assert (pytester.path / out).exists()
+    return done
 
 
 def load(path: Path) -> dict:
@@ -63,33 +83,93 @@ def load(path: Path) -> dict:
     return document
 
 
-def test_three_shards_merge_into_the_unsharded_run(project: pytest.Pytester) -> None:
+def without_time(text: str) -> str:
+    """A JUnit file with its wall-clock attributes blanked (the only thing that may differ)."""
+    return re.sub(r' (time|timestamp|hostname)="[^"]*"', "", text)
+
+
+def test_three_shards_merge_into_the_unsharded_run(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_merge_marked.py").write_text(MARKED)
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE", "GITHUB_SHA"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(project.path)
+    reports = ("--graph-budget-junit=all.xml", "--graph-budget-markdown=all.md")
+    run_shard(project, "all.json", "budgets", "tests", *reports, "--graph-budget-html=all.html")
+    # three shards: two by paths, one by -k; each draws its graphs (an HTML report asked)
+    run_shard(project, "s1.json", "budgets/narrow.toml", "tests", "--graph-budget-html=1.html")
+    run_shard(project, "s2.json", "budgets/mid.toml", "--graph-budget-html=2.html")
+    run_shard(project, "s3.json", "budgets", "-k", "wide", "--graph-budget-html=3.html")
+    merged = ["--json", "m.json", "--junit", "m.xml", "--markdown", "m.md", "--html", "m.html"]
+    expect = ["--expect", "budgets", "--expect", "tests"]
+    assert cli.main(["merge", "s1.json", "s2.json", "s3.json", *expect, *merged]) == 1
+    doc, unsharded = load(project.path / "m.json"), load(project.path / "all.json")
+    ids = [m["id"] for m in doc["models"]]
+    assert ids == sorted(ids) and len(ids) == 4
+    assert [m["verdict"] for m in doc["models"]] == ["pass", "pass", "fail", "pass"]
+    assert doc == unsharded  # every figure, finding, title and summary
+    assert doc["summary"] | {"pass": 3, "fail": 1} == doc["summary"]
+    text = {p: (project.path / p).read_text("utf-8") for p in ("m.md", "all.md")}
+    assert text["m.md"] == text["all.md"] and doc["title"] in text["m.md"]
+    xml = {p: without_time((project.path / p).read_text("utf-8")) for p in ("m.xml", "all.xml")}
+    assert xml["m.xml"] == xml["all.xml"]
+    suite = ET.parse(project.path / "m.xml").getroot()
+    assert sum(int(s.get("failures", 0)) for s in suite.iter("testsuite")) == 1
+    page, whole = ((project.path / p).read_text("utf-8") for p in ("m.html", "all.html"))
+    assert page.count('class="graph" data-nodes=') == 4  # each model's graph drawn
+    assert page.count("data-verdict=") == whole.count("data-verdict=") >= 4
+    assert page == whole
+
+
+def test_merge_github_writes_what_the_unsharded_run_writes_in_actions(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE", "GITHUB_SHA"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(project.path)
     for name in SHARDS:
         run_shard(project, f"{name}.json", f"budgets/{name}.toml")
-    run_shard(project, "all.json", "budgets")
-    shards = [str(project.path / f"{name}.json") for name in SHARDS]
-    out = project.path / "merged"
-    code = cli.main(
-        ["merge", *shards, "--json", str(out / "m.json"), "--junit", str(out / "m.xml")]
-        + ["--markdown", str(out / "m.md")]
-    )
-    assert code == 1  # wide is over its budget
-    merged, unsharded = load(out / "m.json"), load(project.path / "all.json")
-    assert [m["id"] for m in merged["models"]] == sorted(m["id"] for m in merged["models"])
-    assert [m["verdict"] for m in merged["models"]] == ["pass", "pass", "fail"]  # mid narrow wide
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "unsharded-summary.md"))
+    done = run_shard(project, "all.json", "budgets", "--graph-budget-markdown=all.md")
+    unsharded = [line for line in done.outlines if line.startswith("::")]
+    # no baseline file: one ::warning; wide is over its budget: one ::error at its limit's
+    # line (line 3 of wide.toml)
+    assert [a.split("::")[1] for a in unsharded] == [
+        "warning title=Graph budget%3A no baseline",
+        "error file=budgets/wide.toml,line=3,title=Graph budget%3A wide over budget",
+    ]
+    monkeypatch.delenv("GITHUB_ACTIONS")  # --github alone asks for it
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "merged-summary.md"))
+    capsys.readouterr()
+    shards = [f"{name}.json" for name in SHARDS]
+    assert cli.main(["merge", *shards, "--github", "--markdown", "m.md"]) == 1
+    merged = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::")]
     assert merged == unsharded
-    assert merged["summary"] == {
-        "models": 3,
-        "pass": 2,
-        "warn": 0,
-        "fail": 1,
-        "error": 0,
-        "unchecked": 0,
-    }
-    suite = ET.parse(out / "m.xml").getroot()
-    failures = sum(int(s.get("failures", 0)) for s in suite.iter("testsuite"))
-    assert failures == 1
-    assert merged["title"] in (out / "m.md").read_text("utf-8")
+    summary = (project.path / "merged-summary.md").read_text("utf-8")
+    assert summary == (project.path / "unsharded-summary.md").read_text("utf-8")
+    assert summary.rstrip("\n") == (project.path / "m.md").read_text("utf-8").rstrip("\n")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    assert cli.main(["merge", *shards, "--github"]) == 2
+    assert "GITHUB_STEP_SUMMARY" in capsys.readouterr().err
+
+
+def test_two_different_copies_of_a_model_are_an_error(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.chdir(project.path)
+    run_shard(project, "a.json", "budgets/narrow.toml")
+    # the same model under a tighter limit: 8,256 FLOPs over 5k, a different verdict
+    budget = project.path / "budgets" / "narrow.toml"
+    budget.write_text(budget.read_text().replace('"20k"', '"5k"'))
+    run_shard(project, "b.json", "budgets/narrow.toml")
+    capsys.readouterr()
+    assert cli.main(["merge", "a.json", "b.json", "--json", "m.json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "budgets/narrow.toml::narrow differs" in err, err
+    assert not (project.path / "m.json").exists()
 
 
 def test_a_model_in_two_shards_is_one_row(project: pytest.Pytester) -> None:
@@ -102,6 +182,21 @@ def test_a_model_in_two_shards_is_one_row(project: pytest.Pytester) -> None:
         m["id"] for m in load(project.path / "a.json")["models"]
     )
     assert load(out)["summary"]["models"] == 2
+
+
+def test_one_model_from_two_runners_is_one_row_with_its_graph(project: pytest.Pytester) -> None:
+    """Two shards that both profiled narrow: their traces took different wall-clock times (as
+    on two runners) and only one drew the graph; the figures agree, so it is one row."""
+    run_shard(project, "a.json", "budgets/narrow.toml")
+    run_shard(project, "b.json", "budgets/narrow.toml", "--graph-budget-html=b.html")
+    b = json.loads((project.path / "b.json").read_text("utf-8"))
+    b["models"][0]["profile"]["trace"]["seconds"] += 1.5  # another runner's clock
+    (project.path / "b.json").write_text(json.dumps(b))
+    out = project.path / "m.json"
+    paths = [str(project.path / "a.json"), str(project.path / "b.json")]
+    assert cli.main(["merge", *paths, "--json", str(out)]) == 0
+    (row,) = load(out)["models"]
+    assert row["graph_svg"] == b["models"][0]["graph_svg"] and row["graph_svg"].startswith("<svg")
 
 
 def test_not_a_report_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -126,3 +221,36 @@ def test_a_missing_shard_is_an_error(
     assert rows["budgets/wide.toml::wide"]["verdict"] == "error"
     assert rows["budgets/wide.toml::wide"]["error"].startswith("not run")
     assert rows["budgets/narrow.toml::narrow"]["verdict"] == "pass"
+
+
+def test_expect_collects_the_tests_with_budget_markers(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_merge_marked.py").write_text(MARKED)
+    monkeypatch.chdir(project.path)
+    run_shard(project, "a.json", "budgets")  # the shard with the marked test never ran
+    paths = ["a.json", "--expect", "budgets", "--expect", "tests", "--json", "m.json"]
+    assert cli.main(["merge", *paths]) == 1
+    rows = {m["id"]: m for m in load(project.path / "m.json")["models"]}
+    marked = rows["tests/test_merge_marked.py::test_fits"]
+    assert marked["verdict"] == "error" and marked["error"].startswith("not run")
+    assert "tests/test_merge_marked.py::test_plain" not in rows  # no budget: not a model
+    assert len(rows) == 4
+    run_shard(project, "b.json", "tests")
+    assert cli.main(["merge", "a.json", "b.json", *paths[1:]]) == 1  # wide fails, none missing
+    assert load(project.path / "m.json")["summary"]["error"] == 0
+
+
+def test_expect_collects_in_this_process_under_addopts_n_auto(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project whose addopts start xdist workers: --expect still sees every model."""
+    pytest.importorskip("xdist")
+    project.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-n 2"\n')
+    monkeypatch.chdir(project.path)
+    (project.path / "a.json").write_text(
+        json.dumps({"schema": "graphbudget.report/1", "models": [], "stale_baseline": []})
+    )
+    assert cli.main(["merge", "a.json", "--expect", "budgets", "--json", "m.json"]) == 1
+    assert load(project.path / "m.json")["summary"]["error"] == 3  # narrow, mid, wide: not run
