@@ -88,12 +88,12 @@ def write_files(
 
     if junit:
         attempt("JUnit", junit, lambda: junit_report.write(here / junit, results, stale))
-    if json:
-        from pytest_graphbudget.gate.environment import current
+    from pytest_graphbudget.gate.environment import current
 
-        environment = current(root)
+    environment = current(root)  # what every report says the figures were measured in
+    if json:
         attempt("JSON", json, lambda: json_report.write(here / json, results, stale, environment))
-    text = markdown_report.render(results, stale, root)
+    text = markdown_report.render(results, stale, root, environment)
     if markdown:
         attempt("markdown", markdown, lambda: markdown_report.save(here / markdown, text))
     if html:

@@ -13,6 +13,7 @@ Right under the title, what a rename left (``gate/renames.py``): a check it may 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -160,8 +161,14 @@ def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int
     return lines
 
 
-def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None = None) -> str:
-    """The comment's markdown."""
+def render(
+    results: list[Any],
+    stale: set[str] = frozenset(),
+    root: Path | None = None,
+    environment: Mapping[str, str] | None = None,
+) -> str:
+    """The comment's markdown; its footer names the ``environment`` the figures were measured
+    in (a counter change reads as one, not as a model's)."""
     ordered = common.ordered(results)
     names = common.names(results)
     verdicts = [common.verdict(r) for r in ordered]
@@ -224,6 +231,9 @@ def render(results: list[Any], stale: set[str] = frozenset(), root: Path | None 
         "<sub>vs base: change from the recorded baseline (`new`: none recorded yet); "
         "limits follow the figure after the slash. By pytest-graphbudget.</sub>"
     )
+    if environment:
+        measured = ", ".join(f"{name} {version}" for name, version in environment.items())
+        footer = footer.replace("By pytest-graphbudget.", f"Measured with {cell(measured)}.")
     return body.rstrip("\n") + "\n\n" + (tail + "\n" if tail else "") + footer + "\n"
 
 

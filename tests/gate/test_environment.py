@@ -134,6 +134,9 @@ def test_a_widened_model_measured_under_another_torch_says_the_counter_may_have_
     assert flops["message"].startswith(f"{first}: {said} since the baseline; grew most: encoder")
     assert (flops["limit"], flops["value"]) == (mlp_flops(32), mlp_flops(64))
     assert document["environment"]["torch"] == torch.__version__
+    # the comment's footer names what these figures were measured in (not the baseline's)
+    footer = found["r.md"].splitlines()[-1]
+    assert f"python {sys.version.split()[0]}, torch {torch.__version__}," in footer
 
 
 def test_the_same_environment_blames_the_layer_alone(project):
