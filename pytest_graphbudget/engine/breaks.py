@@ -79,7 +79,9 @@ class _Tape(_Recorder):
         self.producer: dict[int, str] = {}
         self.keep: list[Any] = []
         self.taken: Counter = Counter()
-        self.paths = {id(m): path for path, m in model.named_modules(remove_duplicate=False)}
+        self.paths: dict[int, list[str]] = {}
+        for path, module in model.named_modules(remove_duplicate=False):
+            self.paths.setdefault(id(module), []).append(path)
         self.segment = 0
         self.eager_segments = True
 
@@ -143,16 +145,23 @@ class _Tape(_Recorder):
         self.nodes.append(node)
 
     def module_here(self) -> str:
-        """The innermost module of the model whose ``forward`` is on the Python stack."""
+        """The innermost module of the model whose ``forward`` is on the Python stack, named
+        by where it is called from: a module shared by several parents (ultralytics' one
+        ``nn.SiLU``) is charged under the parent that called it, as FX names its call site."""
         frame = sys._getframe(1)
+        chain: list[list[str]] = []
         while frame is not None:
             owner = frame.f_locals.get("self")
             if owner is not None:
-                path = self.paths.get(id(owner))
-                if path is not None:
-                    return path
+                found = self.paths.get(id(owner))
+                if found is not None and (not chain or chain[-1] is not found):
+                    chain.append(found)
             frame = frame.f_back
-        return ""
+        path = ""
+        for found in reversed(chain):  # outermost first: each inner name under its caller's
+            under = [p for p in found if p.startswith(f"{path}.")] if path else found
+            path = min(under or found, key=len)
+        return path
 
     def add_input(self, name: str, tensor: torch.Tensor) -> None:
         self.producer[id(tensor)] = name

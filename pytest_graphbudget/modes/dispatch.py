@@ -28,6 +28,7 @@ def profile_model(
     optimizer: str | None = None,
     dtype: str | None = None,
     measure: bool | int = False,
+    tier: str | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -42,6 +43,9 @@ def profile_model(
     ``decode=True, context=N`` profiles one generated token of a causal LM instead
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``).
+    A model ``fx`` cannot trace is priced from one taped forward; ``tier="dynamo"`` asks for
+    a whole graph from ``torch.export`` instead, ``tier="dynamo-breaks"`` for Dynamo's graph
+    breaks (where and why the forward breaks).
     """
     from pytest_graphbudget.modes.dtype import cast
     from pytest_graphbudget.modes.request import check_dtype, check_mode
@@ -80,7 +84,7 @@ def profile_model(
         from pytest_graphbudget.modes.train import profile_step
 
         return profile_step(model, args, kwargs, hardware, name, loss, optimizer)
-    prof = profile_graph(model, args, kwargs, hardware, name)
+    prof = profile_graph(model, args, kwargs, hardware, name, tier)
     return runtime.attach(prof, model, args, kwargs, runs, load) if runs else prof
 
 
