@@ -168,6 +168,18 @@ class _Tape(_Recorder):
         self.keep.append(tensor)
 
 
+class _DynamoTape(_Tape):
+    """The tape of the ``dynamo-breaks`` tier: it runs under ``torch.compile``, so Dynamo must
+    not trace into the mode's own frames (torch's ``_disable_dynamo`` wrapper, kept here)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
 class _GraphRunner(fx.Interpreter):
     """Runs one captured graph on real values, one ``NodeCost`` per FX node, onto the tape."""
 
@@ -252,7 +264,7 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
 
     _check_real(model)
     start = time.perf_counter()
-    tape = _Tape(model, _weights(model))
+    tape = _DynamoTape(model, _weights(model))
     graphs: list[fx.GraphModule] = []
 
     def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:

@@ -181,3 +181,44 @@ def test_a_data_dependent_branch_gets_the_same_counts_as_the_graph_breaks():
     # The documented difference: a graph break ends a fused kernel, the tape's sequence is
     # fused as a compiler that runs the branch eagerly would fuse it: never more kernels.
     assert len(taped.subgraphs) <= len(broken.subgraphs)
+
+
+COLD = """
+import sys, torch
+from torch import nn
+from pytest_graphbudget import profile_model
+
+class Shape(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.shape[0] != 2:  # FX cannot trace this: the taped forward prices it
+            raise ValueError("batch 2 only")
+        return self.lin(x)
+
+methods = [profile_model(m, (torch.ones(2, 4),)).trace.method for m in (Shape(), nn.Linear(4, 4))]
+print(methods, "torch._dynamo" in sys.modules)
+"""
+
+
+def test_profiling_without_a_whole_graph_capture_never_imports_dynamo(tmp_path):
+    """Cold start (issue 25): Dynamo is imported only by a tier that needs it. Torch wraps
+    every dispatch mode in ``torch._dynamo.disable`` unless the mode opts out, and importing
+    Dynamo is most of a cold profile; a fresh process is the only clean place to look."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", COLD], capture_output=True, text=True, env=env, cwd=tmp_path,
+        check=True, timeout=120,
+    )  # fmt: skip
+    assert out.stdout.split() == ["['eager',", "'fx']", "False"], out.stderr
