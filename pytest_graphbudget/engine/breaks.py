@@ -64,6 +64,12 @@ class Captured:
     seconds: float = 0.0
 
 
+QUERIES = frozenset({"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type"})
+"""Ops that answer a question about a tensor's metadata and return a bool. A composite op that
+reaches the tape whole (an inference tensor's LSTM) asks them while it decomposes; the same op
+decomposed below autograd never shows them: they are no kernel, so no node either way."""
+
+
 class _Tape(_Recorder):
     """Records one real forward as a list of ``NodeCost``s, across graphs and eager code.
 
@@ -96,6 +102,8 @@ class _Tape(_Recorder):
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
         name = _op_name(func)
+        if name in QUERIES:  # asks about a tensor, computes nothing: not a node
+            return func(*args, **kwargs)
         qualified = name if "." in name else f"aten.{name}"
         node = self.open(name, qualified, self.module_here(), (args, kwargs))
         if self.eager_segments:

@@ -103,6 +103,7 @@ def _taped(
 
     if is_meta(model):
         return None
+    example = _outside_inference(example)
     model.eval()
     try:
         with watched(model) as watch:
@@ -119,6 +120,26 @@ def _taped(
     except Exception:  # the model's own failure is reported by the warm-up that follows
         return None
     return captured, captured.measured, failures
+
+
+def _outside_inference(example: Any) -> Any:
+    """The example with each input made under ``inference_mode`` copied to an ordinary tensor
+    (the caller has left that mode): an inference tensor skips autograd, so composite ops
+    would reach the tape whole and be priced under other names than the same model's."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from pytest_graphbudget.engine.trace import Example
+
+    if not any(t.is_inference() for t in example.tensors):
+        return example
+
+    def ordinary(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_inference():
+            return value.clone()
+        return value
+
+    return Example(*pytree.tree_map(ordinary, (example.args, example.kwargs)))
 
 
 def _without_warm_up(model: Any, example: Any, failures: dict[str, str]) -> tuple[Any, Any] | None:
