@@ -255,14 +255,32 @@ def _check_real(model: nn.Module) -> None:
 def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured:
     """One real forward of ``call`` under ``tape``; the tape as a ``Measured``."""
     inputs: dict[str, dict[Any, int]] = {}
+    names = _input_names(model, example)
     for i, t in enumerate(example.tensors):
-        name = f"input_{i}"
+        name = names.get(id(t), f"input_{i}")
         tape.add_input(name, t)
         inputs[name] = _views(t)
     with torch.no_grad(), tape:
         out = call(*example.args, **example.kwargs)
     outputs = {tape.producer[id(t)] for t in tensor_leaves(out) if id(t) in tape.producer}
     return Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
+
+
+def _input_names(model: nn.Module, example: Example) -> dict[int, str]:
+    """Each input tensor's name in the forward's signature (``input_ids``), as export and FX
+    name their placeholders; a container's tensors get ``name_0``, ``name_1``..."""
+    import inspect
+
+    try:
+        bound = inspect.signature(model.forward).bind(*example.args, **example.kwargs)
+    except (TypeError, ValueError):
+        return {}
+    names: dict[int, str] = {}
+    for name, value in bound.arguments.items():
+        tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+        for j, t in enumerate(tensors):
+            names.setdefault(id(t), name if len(tensors) == 1 else f"{name}_{j}")
+    return names
 
 
 def capture_breaks(model: nn.Module, example: Example) -> Captured:

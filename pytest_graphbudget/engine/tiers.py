@@ -108,17 +108,22 @@ def _taped(
     try:
         with watched(model) as watch:
             captured = capture_eager(model, example)
-        if watch.changed:
-            traced, measured, failures = _tiers(
-                model, example, [("fx", trace_fx)], captured.seconds
-            )
-            if traced is not None:
-                return traced, measured, failures
-            captured = capture_eager(model, example)
     except FormulaError:
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
         return None
+    if not watch.changed:
+        return captured, captured.measured, failures
+    traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
+    if traced is not None:
+        return traced, measured, failures
+    try:
+        captured = capture_eager(model, example)
+    except FormulaError:
+        raise
+    except Exception as exc:  # warmed up already: the whole-graph tiers say the rest
+        failures["eager"] = one_line(exc)
+        return _whole_graph(model, example, None, captured.seconds, failures)
     return captured, captured.measured, failures
 
 
@@ -201,8 +206,7 @@ def _passes(model: Any, seconds: float) -> list[bool]:
 def _after_warm_up(model: Any, example: Any, tier: str | None) -> tuple[Any, Any, dict[str, str]]:
     """Warm up, then the tiers; when no whole graph can be had, the path one real forward
     takes (graphs between breaks, or eager). ``tier="dynamo-breaks"`` skips the export."""
-    from pytest_graphbudget.engine.breaks import TIERS
-    from pytest_graphbudget.engine.trace import analysis, is_meta, tiers, warm_up
+    from pytest_graphbudget.engine.trace import analysis, is_meta, warm_up
 
     meta = is_meta(model)  # asked outside ``analysis``, which swaps meta weights for fakes
     with analysis(model, example) as live:
@@ -215,8 +219,20 @@ def _after_warm_up(model: Any, example: Any, tier: str | None) -> tuple[Any, Any
                 f"{exc}; the forward branches on tensor values, which a model on the meta "
                 "device has none of: build it with real weights (meta=False) to profile it"
             ) from exc
+    return _whole_graph(model, example, tier, seconds, {})
+
+
+def _whole_graph(
+    model: Any, example: Any, tier: str | None, seconds: float, failures: dict[str, str]
+) -> tuple[Any, Any, dict[str, str]]:
+    """On a warmed-up model: ``fx`` and export, then the path one real forward takes
+    (graph breaks, eager); ``failures`` holds the reasons of tiers tried before."""
+    from pytest_graphbudget.engine.breaks import TIERS
+    from pytest_graphbudget.engine.trace import tiers
+
     chosen = [t for t in tiers() if tier != "dynamo-breaks" or t[0] != "dynamo"]
-    traced, measured, failures = _tiers(model, example, chosen, seconds)
+    traced, measured, found = _tiers(model, example, chosen, seconds)
+    failures = {**failures, **found}
     if traced is not None:
         return traced, measured, failures
     for tier_name, capture in TIERS:
