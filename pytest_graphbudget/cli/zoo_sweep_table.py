@@ -22,9 +22,10 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
         f"{environment}. Hardware profile `generic`; one forward pass, batch 1, float32. "
         f"Building and profiling took {total_seconds / 60:.1f} min in all.",
         "",
-        "- **tier**: the tracing tier that captured the graph: `fx`, else `dynamo` (export), "
-        "else `dynamo-breaks` (the graphs between Dynamo's graph breaks, stitched, on the path "
-        "one real forward took), else `eager` (every op of one real forward).",
+        "- **tier**: the tracing tier that captured the graph: `fx`, else `eager` (one taped "
+        "real forward: every op it runs, fused as a compiler would); `dynamo` (export) for a "
+        "model on the meta device, and `dynamo` or `dynamo-breaks` (the graphs between "
+        "Dynamo's graph breaks, stitched) when asked for.",
         "- **compute-bound**: share of fused subgraphs that are compute-bound on `generic`.",
         "- **peak memory**: weights + inputs + peak of live activations.",
         "- **seconds**: building the model and profiling it, on a shared 2-core machine.",

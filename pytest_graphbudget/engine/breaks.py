@@ -64,6 +64,12 @@ class Captured:
     seconds: float = 0.0
 
 
+QUERIES = frozenset({"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type"})
+"""Ops that answer a question about a tensor's metadata and return a bool. A composite op that
+reaches the tape whole (an inference tensor's LSTM) asks them while it decomposes; the same op
+decomposed below autograd never shows them: they are no kernel, so no node either way."""
+
+
 class _Tape(_Recorder):
     """Records one real forward as a list of ``NodeCost``s, across graphs and eager code.
 
@@ -79,7 +85,9 @@ class _Tape(_Recorder):
         self.producer: dict[int, str] = {}
         self.keep: list[Any] = []
         self.taken: Counter = Counter()
-        self.paths = {id(m): path for path, m in model.named_modules(remove_duplicate=False)}
+        self.paths: dict[int, list[str]] = {}
+        for path, module in model.named_modules(remove_duplicate=False):
+            self.paths.setdefault(id(module), []).append(path)
         self.segment = 0
         self.eager_segments = True
 
@@ -94,6 +102,8 @@ class _Tape(_Recorder):
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
         name = _op_name(func)
+        if name in QUERIES:  # asks about a tensor, computes nothing: not a node
+            return func(*args, **kwargs)
         qualified = name if "." in name else f"aten.{name}"
         node = self.open(name, qualified, self.module_here(), (args, kwargs))
         if self.eager_segments:
@@ -143,20 +153,39 @@ class _Tape(_Recorder):
         self.nodes.append(node)
 
     def module_here(self) -> str:
-        """The innermost module of the model whose ``forward`` is on the Python stack."""
+        """The innermost module of the model whose ``forward`` is on the Python stack, named
+        by where it is called from: a module shared by several parents (ultralytics' one
+        ``nn.SiLU``) is charged under the parent that called it, as FX names its call site."""
         frame = sys._getframe(1)
+        chain: list[list[str]] = []
         while frame is not None:
             owner = frame.f_locals.get("self")
             if owner is not None:
-                path = self.paths.get(id(owner))
-                if path is not None:
-                    return path
+                found = self.paths.get(id(owner))
+                if found is not None and (not chain or chain[-1] is not found):
+                    chain.append(found)
             frame = frame.f_back
-        return ""
+        path = ""
+        for found in reversed(chain):  # outermost first: each inner name under its caller's
+            under = [p for p in found if p.startswith(f"{path}.")] if path else found
+            path = min(under or found, key=len)
+        return path
 
     def add_input(self, name: str, tensor: torch.Tensor) -> None:
         self.producer[id(tensor)] = name
         self.keep.append(tensor)
+
+
+class _DynamoTape(_Tape):
+    """The tape of the ``dynamo-breaks`` tier: it runs under ``torch.compile``, so Dynamo must
+    not trace into the mode's own frames (torch's ``_disable_dynamo`` wrapper, kept here)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 class _GraphRunner(fx.Interpreter):
@@ -226,14 +255,32 @@ def _check_real(model: nn.Module) -> None:
 def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured:
     """One real forward of ``call`` under ``tape``; the tape as a ``Measured``."""
     inputs: dict[str, dict[Any, int]] = {}
+    names = _input_names(model, example)
     for i, t in enumerate(example.tensors):
-        name = f"input_{i}"
+        name = names.get(id(t), f"input_{i}")
         tape.add_input(name, t)
         inputs[name] = _views(t)
     with torch.no_grad(), tape:
         out = call(*example.args, **example.kwargs)
     outputs = {tape.producer[id(t)] for t in tensor_leaves(out) if id(t) in tape.producer}
     return Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
+
+
+def _input_names(model: nn.Module, example: Example) -> dict[int, str]:
+    """Each input tensor's name in the forward's signature (``input_ids``), as export and FX
+    name their placeholders; a container's tensors get ``name_0``, ``name_1``..."""
+    import inspect
+
+    try:
+        bound = inspect.signature(model.forward).bind(*example.args, **example.kwargs)
+    except (TypeError, ValueError):
+        return {}
+    names: dict[int, str] = {}
+    for name, value in bound.arguments.items():
+        tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+        for j, t in enumerate(tensors):
+            names.setdefault(id(t), name if len(tensors) == 1 else f"{name}_{j}")
+    return names
 
 
 def capture_breaks(model: nn.Module, example: Example) -> Captured:
@@ -243,7 +290,7 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
 
     _check_real(model)
     start = time.perf_counter()
-    tape = _Tape(model, _weights(model))
+    tape = _DynamoTape(model, _weights(model))
     graphs: list[fx.GraphModule] = []
 
     def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:

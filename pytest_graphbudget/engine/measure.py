@@ -93,6 +93,14 @@ class _Recorder(TorchDispatchMode):
         self.muted = 0
         self.call: Any = _call  # how an op runs: ``meta_pass.MetaCache`` on meta tensors
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Torch wraps a mode's ``__torch_dispatch__`` in ``torch._dynamo.disable`` unless this
+        # says no, and that wrapper imports Dynamo at the first op (a second of a cold start).
+        # The cost pass and the taped forward never run under ``torch.compile``: no Dynamo.
+        # The graph-break tier's tape (``breaks._DynamoTape``) keeps the wrapper.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if _decomposable(func):

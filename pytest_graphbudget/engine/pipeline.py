@@ -18,8 +18,15 @@ def is_program(model: Any) -> bool:
 
 
 def profile_graph(
-    model: Any, args: tuple, kwargs: dict[str, Any], hardware: Any, name: str
+    model: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    hardware: Any,
+    name: str,
+    tier: str | None = None,
 ) -> Profile:
+    """``tier`` (``tiers.ASKED``) asks for a whole-graph export or Dynamo's graph breaks after
+    ``fx`` instead of the taped forward."""
     import torch
 
     from pytest_graphbudget import hardware as hw
@@ -46,7 +53,7 @@ def profile_graph(
             # Under the caller's inference_mode, export would keep composite ops (aten.linear)
             # whole: the graph and its subgraphs would differ from the same model's outside it.
             with torch.inference_mode(False):
-                traced, measured, failures = trace_and_measure(model, example, program)
+                traced, measured, failures = trace_and_measure(model, example, program, tier)
     finally:
         for module, training in modes.items():
             module.training = training

@@ -15,12 +15,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_graphbudget.costs import FormulaError
-from pytest_graphbudget.errors import ModelRunError, TraceError, one_line
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError, one_line
 
 REAL_PASS_SECONDS = 0.25
 """A model whose warm-up forward took less than this is measured on real tensors: for small
 models one more real pass is cheaper than a pass on fake tensors (whose per-op cost is fixed).
 The counts are the same either way."""
+
+ASKED = ("dynamo", "dynamo-breaks")
+"""The tiers a caller may ask for after ``fx`` instead of the taped forward: a whole graph from
+``torch.export`` (then the graph breaks, then eager), or Dynamo's graph breaks reported."""
 
 ELEMENTS_PER_SECOND = 4e6
 """When no warm-up forward was timed, its seconds are guessed as the model's weight and input
@@ -28,16 +32,19 @@ elements over this: a model under a million elements is measured on real tensors
 
 
 def trace_and_measure(
-    model: Any, example: Any, program: Any = None
+    model: Any, example: Any, program: Any = None, tier: str | None = None
 ) -> tuple[Any, Any, dict[str, str]]:
     """Price the FX graph of a model without lazy state straight away; otherwise warm up, then
     try each tier until one graph traces and its cost pass succeeds; when no whole graph can be
     had, price the path one real forward takes (``breaks.TIERS``).
 
     An exported program (``program``) has its graph already: it is neither run nor traced
-    again, and its one tier is ``export``."""
+    again, and its one tier is ``export``. ``tier`` asks for one of ``ASKED`` after ``fx``
+    instead of the taped forward."""
+    if tier is not None and tier not in ASKED:
+        raise GraphBudgetError(f"tier must be one of {', '.join(ASKED)}, got {tier!r}")
     with heap_frozen():
-        return _trace_and_measure(model, example, program)
+        return _trace_and_measure(model, example, program, tier)
 
 
 @contextlib.contextmanager
@@ -60,7 +67,9 @@ def heap_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _trace_and_measure(model: Any, example: Any, program: Any) -> tuple[Any, Any, dict[str, str]]:
+def _trace_and_measure(
+    model: Any, example: Any, program: Any, tier: str | None
+) -> tuple[Any, Any, dict[str, str]]:
     from pytest_graphbudget.engine.trace import trace_exported
 
     if program is not None:
@@ -69,19 +78,83 @@ def _trace_and_measure(model: Any, example: Any, program: Any) -> tuple[Any, Any
         if traced is None:  # an exported program is one graph or nothing
             raise TraceError(failures)
         return traced, measured, failures
-    quick = _without_warm_up(model, example)
+    failures: dict[str, str] = {}
+    quick = _without_warm_up(model, example, failures)
     if quick is not None:
         return (*quick, {})
-    return _after_warm_up(model, example)
+    if tier is None:
+        taped = _taped(model, example, failures)
+        if taped is not None:
+            return taped
+    return _after_warm_up(model, example, tier)
 
 
-def _without_warm_up(model: Any, example: Any) -> tuple[Any, Any] | None:
+def _taped(
+    model: Any, example: Any, failures: dict[str, str]
+) -> tuple[Any, Any, dict[str, str]] | None:
+    """The tier after ``fx``: one taped real forward (``breaks.capture_eager``), priced as it
+    runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
+    ``fx`` is tried again on the state it left, and the tape taken again if ``fx`` still fails:
+    the ops recorded are those of a forward after the first, as the other tiers price.
+    None for a model on the meta device (no data to run on) or when the tape fails: the
+    whole-graph tiers then run, and say why the model failed."""
+    from pytest_graphbudget.engine.breaks import capture_eager
+    from pytest_graphbudget.engine.trace import is_meta, trace_fx, watched
+
+    if is_meta(model):
+        return None
+    example = _outside_inference(example)
+    model.eval()
+    try:
+        with watched(model) as watch:
+            captured = capture_eager(model, example)
+    except FormulaError:
+        raise
+    except Exception:  # the model's own failure is reported by the warm-up that follows
+        return None
+    if not watch.changed:
+        return captured, captured.measured, failures
+    traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
+    if traced is not None:
+        return traced, measured, failures
+    try:
+        captured = capture_eager(model, example)
+    except FormulaError:
+        raise
+    except Exception as exc:  # warmed up already: the whole-graph tiers say the rest
+        failures["eager"] = one_line(exc)
+        return _whole_graph(model, example, None, captured.seconds, failures)
+    return captured, captured.measured, failures
+
+
+def _outside_inference(example: Any) -> Any:
+    """The example with each input made under ``inference_mode`` copied to an ordinary tensor
+    (the caller has left that mode): an inference tensor skips autograd, so composite ops
+    would reach the tape whole and be priced under other names than the same model's."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from pytest_graphbudget.engine.trace import Example
+
+    if not any(t.is_inference() for t in example.tensors):
+        return example
+
+    def ordinary(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_inference():
+            return value.clone()
+        return value
+
+    return Example(*pytree.tree_map(ordinary, (example.args, example.kwargs)))
+
+
+def _without_warm_up(model: Any, example: Any, failures: dict[str, str]) -> tuple[Any, Any] | None:
     """The FX tier with no warm-up forward, or None when it cannot be had that way.
 
     The warm-up exists for lazy state (attributes a forward assigns, lazy modules): a model
     whose symbolic trace assigned nothing has none, and its graph is the one a trace after a
     warm-up would give. Any failure here leaves the model as it was for ``_after_warm_up``,
-    which tries every tier again and reports why each failed."""
+    which tries every tier again and reports why each failed; ``failures`` gets why ``fx``
+    failed here, for the taped forward that follows."""
     from pytest_graphbudget.engine.trace import (
         analysis,
         has_lazy_modules,
@@ -96,7 +169,8 @@ def _without_warm_up(model: Any, example: Any) -> tuple[Any, Any] | None:
     try:
         with analysis(model, example) as live, restored(model) as watch:
             traced = timed(trace_fx, model, live)
-    except Exception:  # the tiers after a warm-up say why
+    except Exception as exc:  # the tiers after a warm-up say why, or the tape keeps this
+        failures["fx"] = one_line(exc)
         return None
     if watch.changed:
         return None
@@ -129,11 +203,10 @@ def _passes(model: Any, seconds: float) -> list[bool]:
     return passes
 
 
-def _after_warm_up(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
+def _after_warm_up(model: Any, example: Any, tier: str | None) -> tuple[Any, Any, dict[str, str]]:
     """Warm up, then the tiers; when no whole graph can be had, the path one real forward
-    takes (graphs between breaks, or eager)."""
-    from pytest_graphbudget.engine.breaks import TIERS
-    from pytest_graphbudget.engine.trace import analysis, is_meta, tiers, warm_up
+    takes (graphs between breaks, or eager). ``tier="dynamo-breaks"`` skips the export."""
+    from pytest_graphbudget.engine.trace import analysis, is_meta, warm_up
 
     meta = is_meta(model)  # asked outside ``analysis``, which swaps meta weights for fakes
     with analysis(model, example) as live:
@@ -146,7 +219,20 @@ def _after_warm_up(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
                 f"{exc}; the forward branches on tensor values, which a model on the meta "
                 "device has none of: build it with real weights (meta=False) to profile it"
             ) from exc
-    traced, measured, failures = _tiers(model, example, tiers(), seconds)
+    return _whole_graph(model, example, tier, seconds, {})
+
+
+def _whole_graph(
+    model: Any, example: Any, tier: str | None, seconds: float, failures: dict[str, str]
+) -> tuple[Any, Any, dict[str, str]]:
+    """On a warmed-up model: ``fx`` and export, then the path one real forward takes
+    (graph breaks, eager); ``failures`` holds the reasons of tiers tried before."""
+    from pytest_graphbudget.engine.breaks import TIERS
+    from pytest_graphbudget.engine.trace import tiers
+
+    chosen = [t for t in tiers() if tier != "dynamo-breaks" or t[0] != "dynamo"]
+    traced, measured, found = _tiers(model, example, chosen, seconds)
+    failures = {**failures, **found}
     if traced is not None:
         return traced, measured, failures
     for tier_name, capture in TIERS:

@@ -200,6 +200,20 @@ def restored(model: nn.Module) -> Iterator[StateWatch]:
     changed: a forward that assigns its own state (YOLO's anchors) has lazy state, which a
     symbolic trace would otherwise fill with proxies. Identity is compared, so a value
     rebuilt equal counts as changed: the watch errs towards a warm-up, never away from one."""
+    with _watch(model, restore=True) as watch:
+        yield watch
+
+
+@contextlib.contextmanager
+def watched(model: nn.Module) -> Iterator[StateWatch]:
+    """Run the block and say whether it assigned or mutated any module attribute, keeping what
+    it did: a taped forward that built lazy state served as the warm-up."""
+    with _watch(model, restore=False) as watch:
+        yield watch
+
+
+@contextlib.contextmanager
+def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
     saved = _attributes(model)
     watch = StateWatch()
     try:
@@ -213,6 +227,7 @@ def restored(model: nn.Module) -> Iterator[StateWatch]:
             )
             if mutated or assigned:
                 watch.changed = True
+            if (mutated or assigned) and restore:
                 for key in mutated:
                     _refill(attributes[key], contents[key])
                 now.clear()

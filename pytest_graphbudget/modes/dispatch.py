@@ -34,6 +34,7 @@ def profile_model(
     dtype: str | None = None,
     measure: bool | int = False,
     device: str | None = None,
+    tier: str | None = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -49,6 +50,9 @@ def profile_model(
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``), on
     ``device`` ("cpu", "cuda", "cuda:N"; None: where the model is) as a copy (``device.py``).
+    A model ``fx`` cannot trace is priced from one taped forward; ``tier="dynamo"`` asks for
+    a whole graph from ``torch.export`` instead, ``tier="dynamo-breaks"`` for Dynamo's graph
+    breaks (where and why the forward breaks).
     """
     return profile(
         request(
@@ -63,6 +67,7 @@ def profile_model(
             dtype=dtype,
             measure=measure,
             device=device,
+            tier=tier,
             **zoo_options,
         )
     )
@@ -81,6 +86,7 @@ def request(
     dtype: str | None = None,
     measure: bool | int = False,
     device: str | None = None,
+    tier: str | None = None,
     **options: Any,
 ) -> Request:
     """``profile_model``'s keywords as one checked ``Request``: every keyword refused here, in
@@ -110,7 +116,7 @@ def request(
     variant = Variant(mode, optimizer, dtype)
     found = tuple(sorted(options.items()))
     return Request(
-        model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode, device
+        model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode, device, tier
     )
 
 
@@ -144,7 +150,7 @@ def profile(request: Request) -> Profile:
 
         # The request resolved: its module (cast), its inputs as a tuple, its label.
         return profile_step(replace(request, model=model, inputs=args, kwargs=kwargs, name=name))
-    prof = profile_graph(model, args, kwargs, request.hardware, name)
+    prof = profile_graph(model, args, kwargs, request.hardware, name, request.tier)
     if not request.runs:
         return prof
     return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)

@@ -76,6 +76,8 @@ class Request:
     """One generated token after ``context`` cached positions (``decode.py``)."""
     device: str | None = None
     """Where the timed runs run ("cpu", "cuda", "cuda:N"; None: where the model is)."""
+    tier: str | None = None
+    """A capture tier asked for by name ("dynamo", "dynamo-breaks"; None: fx, then the tape)."""
 
     def __hash__(self) -> int:
         # Over what names the request: a ModelCase, a dict of tensors or a TOML list has no

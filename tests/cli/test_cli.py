@@ -814,7 +814,7 @@ def test_example_profile_bert_seq_len_256(tmp_path):
     assert "input_ids 1x256 int64" in out and "attention_mask 1x256 int64" in out
     assert summary_int(out, "params") == 109_482_240
     assert abs(summary_int(out, "MACs") - bert_base_macs(256)) <= 0.005 * bert_base_macs(256)
-    assert "dynamo trace" in out
+    assert "eager trace" in out
     assert "encoder.layer.11.attention.self.query" in out
     assert re.search(r"^\s+attention\s+12\s", out, re.MULTILINE)  # op types: 12 attention ops
 
@@ -902,7 +902,7 @@ def test_example_profile_yolov8n_pt_falls_back_to_its_yaml(tmp_path):
     assert_ok(result)
     assert "note: yolov8n.pt not found; built from yolov8n.yaml" in result.stderr
     out = result.stdout
-    assert out.startswith("yolov8n: dynamo trace")
+    assert out.startswith("yolov8n: eager trace")
     assert "x 1x3x640x640 float32" in out
     assert summary_int(out, "params") == 3_157_200  # ultralytics' YAML: YOLOv8n summary
     assert "model.22" in out and "Detect" in out

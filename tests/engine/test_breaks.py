@@ -54,9 +54,9 @@ POS_MACS, NEG_MACS = 2 * 16 * 32, 2 * 16 * 4
     ids=["positive-branch", "negative-branch"],
 )
 def test_each_side_of_a_data_dependent_branch_gets_its_hand_count(sign, branch, macs):
-    prof = profile_model(Branchy(), (torch.full((2, 8), sign),))
+    prof = profile_model(Branchy(), (torch.full((2, 8), sign),), tier="dynamo-breaks")
     assert prof.trace.method == "dynamo-breaks"
-    assert set(prof.trace.failures) == {"fx", "dynamo"}
+    assert set(prof.trace.failures) == {"fx"}  # export is skipped when the breaks are asked
     assert prof.macs == macs
     assert prof.flops == 2 * macs + SUM + GT
     assert prof.coverage.unsupported_ops == {}
@@ -68,7 +68,7 @@ def test_each_side_of_a_data_dependent_branch_gets_its_hand_count(sign, branch, 
 
 
 def test_graph_break_is_reported_with_its_place_and_reason():
-    prof = profile_model(Branchy(), (torch.ones(2, 8),))
+    prof = profile_model(Branchy(), (torch.ones(2, 8),), tier="dynamo-breaks")
     assert prof.trace.graphs == 2
     assert len(prof.trace.breaks) == 1
     where, _, reason = prof.trace.breaks[0].partition(": ")
@@ -77,7 +77,7 @@ def test_graph_break_is_reported_with_its_place_and_reason():
 
 
 def test_breaks_survive_the_json_round_trip():
-    prof = profile_model(Branchy(), (torch.ones(2, 8),))
+    prof = profile_model(Branchy(), (torch.ones(2, 8),), tier="dynamo-breaks")
     again = profile_from_dict(json.loads(json.dumps(prof.to_dict())))
     assert again.trace.method == "dynamo-breaks"
     assert again.trace.graphs == 2
@@ -88,7 +88,7 @@ def test_profile_and_explore_show_the_breaks():
     from pytest_graphbudget.cli import explore
     from pytest_graphbudget.cli import profile_view as profile
 
-    prof = profile_model(Branchy(), (torch.ones(2, 8),))
+    prof = profile_model(Branchy(), (torch.ones(2, 8),), tier="dynamo-breaks")
     text = profile.profile_text(prof)
     explored = explore.explore_text(prof, range(len(prof.node_info)))
     for shown in (text, explored):
@@ -118,7 +118,7 @@ def test_a_graph_break_ends_the_fused_kernel():
     assert fused.trace.method == "fx"
     assert len([s for s in fused.subgraphs if "mul" in s.kind and "add" in s.kind]) == 1
 
-    broken = profile_model(BreakInChain(), (x,))
+    broken = profile_model(BreakInChain(), (x,), tier="dynamo-breaks")
     assert broken.trace.method == "dynamo-breaks"
     of = {n.target: n.subgraph for n in broken.node_info}
     mul = next(n.subgraph for n in broken.node_info if n.kind == "mul")
@@ -142,13 +142,20 @@ class NotForDynamo(nn.Module):
 
 
 def test_eager_tier_prices_every_op_of_one_real_forward():
-    prof = profile_model(NotForDynamo(), (torch.ones(2, 8),))
+    prof = profile_model(NotForDynamo(), (torch.ones(2, 8),), tier="dynamo-breaks")
     assert prof.trace.method == "eager"
     assert "dynamo-breaks" in prof.trace.failures
     assert prof.macs == STEM_MACS + POS_MACS
     assert prof.flops == 2 * (STEM_MACS + POS_MACS) + SUM + GT
     assert prof.modules["inner.pos"].macs == POS_MACS
     assert "one eager run" in prof.trace.note
+
+
+def test_asking_for_an_unknown_tier_is_one_line():
+    from pytest_graphbudget.errors import GraphBudgetError
+
+    with pytest.raises(GraphBudgetError, match=r"tier must be one of dynamo, dynamo-breaks"):
+        profile_model(Branchy(), (torch.ones(2, 8),), tier="jit")
 
 
 def test_model_on_meta_device_is_refused_in_one_line():
@@ -176,7 +183,7 @@ def detector(request, refuse_network):
     with pytest.MonkeyPatch.context() as patch:
         attempts = refuse_network(patch)
         case = zoo.resolve(request.param)
-        prof = profile_model(case)
+        prof = profile_model(case, tier="dynamo-breaks")
     assert attempts == []
     return case, prof
 

@@ -208,7 +208,7 @@ def test_input_passed_twice_is_priced_on_fresh_fakes():
 def test_exported_graph_of_a_quick_model_is_priced_without_running_it():
     # Export left a value on every node: even a model quick enough to run for real is priced
     # on them, and its figures are those of the hand count (a linear layer plus the grid).
-    prof = profile_model(Lazy(), torch.randn(2, 8))
+    prof = profile_model(Lazy(), torch.randn(2, 8), tier="dynamo")
     assert prof.trace.method == "dynamo" and prof.trace.cost_pass == "fake"
     assert prof.macs == 2 * 8 * 8
 
