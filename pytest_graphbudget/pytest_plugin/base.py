@@ -102,7 +102,9 @@ def command(config: pytest.Config, settings: Any) -> list[str]:
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "pytest_graphbudget.pytest_plugin.plugin"]
     cache = config.getoption("graph_budget_cache_dir") or config.rootpath / settings.cache_dir
-    args += ["--graph-budget-cache-dir", str(Path(cache).resolve())]
+    # one token: a path given apart would count in pytest's rootdir search, and once the cache
+    # exists the base run would find HEAD's project instead of its own
+    args.append(f"--graph-budget-cache-dir={Path(cache).resolve()}")
     for flag in ("no_cache", "strict"):
         if config.getoption(f"graph_budget_{flag}"):
             args.append(f"--graph-budget-{flag.replace('_', '-')}")

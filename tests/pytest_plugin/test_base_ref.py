@@ -114,6 +114,15 @@ def test_a_widened_layer_fails_against_the_base_with_no_baseline_file(pytester, 
     assert len(doc["models"]) == 2
     assert "git worktree" not in git(repo, "worktree", "list")  # the base's worktree is gone
     assert len(git(repo, "worktree", "list").splitlines()) == 1
+    # Again, now that HEAD's profile cache exists (a second push, a re-run): the base run is
+    # told that folder, and must still profile the base's code and write in its own worktree.
+    again = pytester.runpytest(
+        "--graph-budget", "--graph-budget-base", "main", "--graph-budget-json=out.json"
+    )
+    assert again.ret == 1, again.stdout.str()
+    assert not (repo / "budgets" / "baseline.toml").exists()
+    for model in models(repo / "out.json").values():
+        assert model["baseline"]["flops"] == NARROW_FLOPS
 
 
 def test_a_renamed_test_is_matched_with_its_model_at_the_base(pytester, repo):
