@@ -46,6 +46,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         else share(args.tolerance, "--tolerance", "--tolerance", option=True)
     )
     records = history.read(Path(args.file))
+    found = history.moves(records, tolerance)
     if args.html:
         from pytest_graphbudget.reports import html
 
@@ -55,6 +56,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
             raise GraphBudgetError(f"cannot write {args.html}: {exc.strerror or exc}") from None
         console.note(f"wrote {args.html}")
     else:
-        for move in history.moves(records, tolerance):
+        for move in found:
             print(f"{move.model}: {move_text(move)}")
+        print(summary(records, len(found)))  # never silent: an empty list reads as "no file"
     return EXIT_OK
+
+
+def summary(records: list[dict[str, Any]], moved: int) -> str:
+    """``1 model over 3 commits (3 lines): nothing moved past the tolerance``."""
+    models = len({r.get("model") for r in records})
+    commits = len({r.get("commit") for r in records})
+    what = f"{moved} move{'s' if moved != 1 else ''}" if moved else "nothing moved"
+    return (
+        f"{models} model{'s' if models != 1 else ''} over {commits} "
+        f"commit{'s' if commits != 1 else ''} ({len(records)} lines): {what} past the tolerance"
+    )

@@ -155,10 +155,14 @@ def test_the_page_marks_the_widening_commit_and_names_the_encoder(three, capsys)
     said = f"{commits[1][:7]}: FLOPs 18.7k -> 37.4k (+99.8%); moved most: encoder"
     assert f"budgets/mlp.toml::mlp: {said}" in listed
     assert not [line for line in listed if commits[2][:7] in line]  # a comment moves nothing
-    # a tolerance above the move marks nothing
+    # the six figures: FLOPs, MACs, params, weights, peak and traffic all grew with the width
+    assert listed[-1] == "1 model over 3 commits (3 lines): 6 moves past the tolerance"
+    assert len(listed) == 6 + 1
+    # a tolerance above the move marks nothing, and says so
     capsys.readouterr()
     assert cli.main(["history", str(path), "--tolerance", "100%"]) == 0
-    assert capsys.readouterr().out == ""
+    said = "1 model over 3 commits (3 lines): nothing moved past the tolerance\n"
+    assert capsys.readouterr().out == said
 
 
 def test_a_torch_that_moved_between_lines_is_named_as_the_counter(three, capsys):
