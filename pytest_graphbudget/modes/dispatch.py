@@ -99,6 +99,7 @@ def request(
     runs = runtime.runs_asked(measure, mode, options, isinstance(model, str))
     runtime.check_where(device, runs)
     decode = bool(options.get("decode")) or "context" in options
+    check_tier(tier, mode, decode)
     if decode:
         from pytest_graphbudget.modes.decode import step_options
 
@@ -118,6 +119,22 @@ def request(
     return Request(
         model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode, device, tier
     )
+
+
+def check_tier(tier: str | None, mode: str, decode: bool) -> None:
+    """``tier`` picks how one eval forward is captured; a training step and a decode step are
+    captured their own way, so asking there would be silently ignored: refused instead."""
+    if tier is None:
+        return
+    from pytest_graphbudget.engine.tiers import ASKED
+
+    if tier not in ASKED:
+        raise GraphBudgetError(f"tier must be one of {', '.join(ASKED)}, got {tier!r}")
+    if mode != "eval" or decode:
+        step = "a decode step" if decode else "a training step"
+        raise GraphBudgetError(
+            f"tier={tier!r} picks how one eval forward is captured, not {step}: drop tier"
+        )
 
 
 def profile(request: Request) -> Profile:

@@ -160,3 +160,21 @@ def test_no_mode_and_no_budget_run_calls_profile_model(layer):
         if layer == "modes" and path.name != "sweep.py":
             assert "pytest_graphbudget.modes.dispatch" not in used, path.name
             assert "dispatch" not in used, path.name
+
+
+def test_a_tier_is_checked_once_and_refused_where_it_would_be_ignored():
+    """``tier`` picks how an eval forward is captured: a training step would ignore it."""
+    import torch
+
+    from pytest_graphbudget.errors import GraphBudgetError
+    from pytest_graphbudget.modes import dispatch
+
+    linear = torch.nn.Linear(4, 2)
+    assert dispatch.request(linear, torch.randn(1, 4), tier="dynamo").tier == "dynamo"
+    with pytest.raises(GraphBudgetError) as info:
+        dispatch.request(linear, torch.randn(1, 4), mode="train", tier="dynamo")
+    assert str(info.value) == (
+        "tier='dynamo' picks how one eval forward is captured, not a training step: drop tier"
+    )
+    with pytest.raises(GraphBudgetError, match="tier must be one of dynamo, dynamo-breaks"):
+        dispatch.request(linear, torch.randn(1, 4), tier="export")
