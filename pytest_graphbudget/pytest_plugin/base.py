@@ -92,6 +92,8 @@ def command(config: pytest.Config, settings: Any) -> list[str]:
     # one token: a path given apart would count in pytest's rootdir search, and once the cache
     # exists the base run would find HEAD's project instead of its own
     args.append(f"--graph-budget-cache-dir={Path(cache).resolve()}")
+    # after the project's addopts, so that a --graph-budget-base there is unset in the base run
+    args.append("--graph-budget-base=")
     for flag in ("no_cache", "strict"):
         if config.getoption(f"graph_budget_{flag}"):
             args.append(f"--graph-budget-{flag.replace('_', '-')}")

@@ -156,9 +156,12 @@ def test_a_renamed_test_is_matched_with_its_model_at_the_base(pytester, repo):
 
 def test_the_base_against_itself_is_zero_on_every_figure(pytester, repo):
     (repo / "budgets" / "baseline.toml").write_text("")  # a committed baseline: ignored
-    result = pytester.runpytest(
-        "--graph-budget", "--graph-budget-base", "HEAD", "--graph-budget-json=out.json"
+    # the base asked in addopts, which the base's own run reads too (and must not obey)
+    (repo / "pyproject.toml").write_text(
+        PYPROJECT + 'addopts = "--graph-budget --graph-budget-base=HEAD"\n'
     )
+    commit(repo, "a baseline file, and the base in addopts")
+    result = pytester.runpytest("--graph-budget-json=out.json")
     assert result.ret == 0, result.stdout.str()
     doc = json.loads((repo / "out.json").read_text())
     assert "(baseline file ignored)" in doc["title"]
