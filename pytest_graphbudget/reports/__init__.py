@@ -88,12 +88,13 @@ def write_files(
         else:
             done.files.append((kind, shown))
 
-    if junit:
-        attempt("JUnit", junit, lambda: junit_report.write(here / junit, results, stale))
     from pytest_graphbudget.gate.environment import current
 
     # what every report says the figures were measured in
     environment = dict(environment) if environment else current(root)
+    if junit:
+        write_junit = junit_report.write
+        attempt("JUnit", junit, lambda: write_junit(here / junit, results, stale, environment))
     if json:
         attempt("JSON", json, lambda: json_report.write(here / json, results, stale, environment))
     text = markdown_report.render(results, stale, root, environment)
@@ -102,7 +103,7 @@ def write_files(
     if html:
         from pytest_graphbudget.reports import html as html_report
 
-        page = html_report.run_page(results, stale)
+        page = html_report.run_page(results, stale, environment)
         attempt("HTML", html, lambda: html_report.write(here / html, page))
     if results or stale:
         try:
