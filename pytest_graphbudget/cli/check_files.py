@@ -219,16 +219,11 @@ def compared(
     """The checker's baseline: the settings' file, or with ``base`` the base's figures
     (profiled by this command with ``--update`` in a worktree of the merge base, sharing
     ``cache``), the title naming the base and whether a baseline file was ignored."""
-    from pytest_graphbudget.run.base_ref import profile_base
+    from pytest_graphbudget.run.base_ref import checker_baseline, profile_base
 
     committed = root / conf.baseline
     if base is None:
-        name = relative(str(committed), root)
-        return {
-            "baseline_path": committed,
-            "baseline_name": name,
-            "baseline_from": conf.baseline_from,
-        }
+        return checker_baseline(committed, root, conf.baseline_from, None, "--base")
     if update:
         raise UsageError(
             "--base compares with the base and --update rewrites the baseline file: use one"
@@ -241,13 +236,7 @@ def compared(
     ]
     out = Path(scratch.enter_context(tempfile.TemporaryDirectory())) / "baseline.toml"
     found = profile_base(base, root, here, [*command, *paths], out, flag="--base")
-    ignored = " (baseline file ignored)" if committed.is_file() else ""
-    return {
-        "baseline_path": found.baseline,
-        "baseline_name": found.label,
-        "baseline_from": "--base",
-        "compared_with": f"{found.label}{ignored}",
-    }
+    return checker_baseline(committed, root, conf.baseline_from, found, "--base")
 
 
 def import_paths(root: Path, ini: dict[str, Any]) -> list[str]:

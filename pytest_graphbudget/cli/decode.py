@@ -13,7 +13,7 @@ from typing import Any
 from pytest_graphbudget.cli import loading, options
 from pytest_graphbudget.cli.console import EXIT_OK, Console, format_of, stdout_to_stderr
 from pytest_graphbudget.cli.views import intensity, percent, short_bound
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
 from pytest_graphbudget.units import format_bytes, format_count, format_seconds
 
@@ -55,16 +55,38 @@ def wanted(args: argparse.Namespace) -> bool:
     return True
 
 
+def decode_model(args: argparse.Namespace) -> Any:
+    """What ``profile_decode`` builds on: a zoo name or model folder as given, or what
+    ``package.module:callable`` returns (a causal LM, or a ``ModelCase`` holding one)."""
+    from pytest_graphbudget.gate.budget_files import call_factory
+
+    spec = args.model
+    if not loading.is_factory(spec):
+        return spec
+    if args.meta:
+        raise GraphBudgetError(f"--meta applies to zoo models and files; {spec} builds its own")
+    try:
+        with stdout_to_stderr(), loading.project_code():
+            return call_factory(spec, spec)
+    except GraphBudgetError:
+        raise
+    except Exception as exc:  # the user's function failed: bad input, in one line
+        raise GraphBudgetError(
+            f"{spec}: could not load the model ({one_line(exc, typed=True)})"
+        ) from exc
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from pytest_graphbudget.modes.decode import profile_decode
 
     fmt = format_of(args)
     extra = loading.user_hardware(getattr(args, "hardware_file", None))
     target = loading.hardware(args)
+    model = decode_model(args)
     console.progress(f"profiling {args.model}: prefill and decode at context {args.context} ...")
     with stdout_to_stderr():
         result = profile_decode(
-            args.model,
+            model,
             context=args.context,
             batch=args.batch,
             hardware=target,

@@ -116,11 +116,32 @@ def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[
     return sorted(results, key=lambda r: r.id), stale - set(entries)
 
 
+def environment_of(documents: dict[str, dict[str, Any]]) -> dict[str, str] | None:
+    """What the shards' figures were measured in, for the merged reports (not the merging
+    machine's). Shards whose counters differ (torch, pytest-graphbudget) cannot be one
+    report: their figures may differ for that reason alone."""
+    from pytest_graphbudget.gate.environment import COUNTERS
+
+    found = {path: d["environment"] for path, d in documents.items() if d.get("environment")}
+    if not found:
+        return None
+    (first, seen), *others = found.items()
+    for path, environment in others:
+        for name in COUNTERS:
+            if seen.get(name) != environment.get(name):
+                raise GraphBudgetError(
+                    f"{first} was measured with {name} {seen.get(name)} and {path} with "
+                    f"{environment.get(name)}: shards must run the same versions"
+                )
+    return seen
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     if args.github and not os.environ.get("GITHUB_STEP_SUMMARY"):
         raise GraphBudgetError("--github: $GITHUB_STEP_SUMMARY is not set (not in Actions?)")
     documents = {path: read_report(path) for path in args.reports}
     results, stale = merge(documents)
+    environment = environment_of(documents)
     seen = {r.id for r in results}
     wanted = merge_expect.expected(args.expect)
     missing = [not_run(i) for i in wanted if not merge_expect.reported(i, seen)]
@@ -136,6 +157,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         markdown=args.markdown,
         html=args.html,
         github=args.github,
+        environment=environment,
     )
     for problem in done.problems:
         console.error(problem)

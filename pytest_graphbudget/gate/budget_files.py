@@ -188,9 +188,8 @@ def failing_line(findings: list[dict[str, Any]], lines: dict[str, int]) -> int:
     return 0
 
 
-def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:
-    """``factory = "package.module:function"``: the function returns a ModelCase, a
-    ``(module, inputs)`` pair, or a module (fed ``torch.randn(input_shape)``)."""
+def call_factory(spec: str, name: str) -> Any:
+    """What ``package.module:function`` returns, as it returns it."""
     import importlib
 
     module_name, _, attr = spec.partition(":")
@@ -200,7 +199,13 @@ def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:
         function = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise GraphBudgetError(f"factory {spec!r} for {name}: {exc}") from None
-    built = function()
+    return function()
+
+
+def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:
+    """``factory = "package.module:function"``: the function returns a ModelCase, a
+    ``(module, inputs)`` pair, or a module (fed ``torch.randn(input_shape)``)."""
+    built = call_factory(spec, name)
     case = as_case(built, name)
     if case is None:
         import torch

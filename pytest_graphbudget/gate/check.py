@@ -95,6 +95,12 @@ class Checker:
     _orphans: set[str] | None = field(default=None, repr=False)
 
     @property
+    def fix_command(self) -> str:
+        """The command that rewrites the baseline, as hints name it; ``""`` against a base
+        (``--graph-budget-base``), which has no file to rewrite."""
+        return "" if self.compared_with else self.update_command
+
+    @property
     def baseline(self) -> Baseline:
         """The baseline, read once. A configured one that does not exist is an error of
         every model (a misspelt path must not make every model new and the run green);
@@ -211,8 +217,7 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
         compared,
         strict=checker.strict,
         baseline_name=checker.baseline_name,
-        # against a base (--graph-budget-base) there is no file to rewrite: "" says so
-        update_command="" if checker.compared_with else checker.update_command,
+        update_command=checker.fix_command,
     )
     moved = [f for f in found if f.key.startswith("baseline.")]
     if moved:
@@ -245,6 +250,16 @@ def unbaselined(budget: dict[str, Any], checker: Checker) -> str | None:
     """What a model without a baseline entry misses (``budget`` as ``budget_dict`` gives it):
     with no limit either, everything ("nothing checked yet"); with limits, its regressions
     (said only under ``strict``)."""
+    if checker.compared_with:  # no file to record it in: the base has it once merged
+        where = f"not in {checker.baseline_name} (new on this branch?)"
+        if not budget["limits"] and not budget["bottleneck"]:
+            return (
+                f"nothing checked yet: no limit, and {where}; give it a limit such as "
+                "flops_max, or it is compared once the base has it"
+            )
+        if checker.strict:
+            return f"{where}, so its regressions are not checked"
+        return None
     record = f"record it with {checker.update_command} and commit {checker.baseline_name}"
     if not budget["limits"] and not budget["bottleneck"]:
         return (

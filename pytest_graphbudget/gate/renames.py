@@ -70,6 +70,14 @@ def quoted(keys: list[str]) -> str:
     return shown + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
 
 
+def records(update: str, what: str) -> str:
+    """How the baseline comes to hold ``what``: ``update`` rewrites the file; against a base
+    (``update`` is ``""``) there is no file, and the base has it once this branch is merged."""
+    if update:
+        return f"{update} records {what}"
+    return f"against a base there is no file to rewrite: once merged, the base records {what}"
+
+
 def notice(key: str, message: str) -> dict[str, Any]:
     return asdict(Finding("notice", key, message))
 
@@ -89,14 +97,14 @@ def rematch(result: Any, orphans: Mapping[str, Entry], checker: Any) -> None:
         for key, base in orphans.items()
         if variant(key) == variant(result.id) and same_modules(current, base)
     )
-    update = checker.update_command
+    update = checker.fix_command
     if len(found) > 1:
         result.findings.append(
             notice(
                 UNMATCHED,
                 f"no baseline entry of its own, and {len(found)} entries whose model is gone "
                 f"have its modules ({quoted(found)}): renamed? Compared with none of them, as "
-                f"which one it was cannot be told; {update} records it under its new id",
+                f"which one it was cannot be told; {records(update, 'it under its new id')}",
             )
         )
     if len(found) != 1:
@@ -111,8 +119,8 @@ def rematch(result: Any, orphans: Mapping[str, Entry], checker: Any) -> None:
         notice(
             RENAMED,
             f"compared with baseline entry {key!r} (renamed?): it has no entry of its own, and "
-            f"that entry's model is gone and had the same modules; {update} records it under "
-            "its new id",
+            f"that entry's model is gone and had the same modules; "
+            f"{records(update, 'it under its new id')}",
         )
     )
     tolerance = result.budget.get("tolerance", 0.0)
@@ -135,8 +143,8 @@ def note_unmatched(results: list[Any], stale: set[str], update: str) -> None:
                     notice(
                         RENAMED,
                         f"baseline entry {key!r} was compared with {len(ids)} models "
-                        f"({quoted(ids)}): which one it was cannot be told; {update} records "
-                        "each under its own id",
+                        f"({quoted(ids)}): which one it was cannot be told; "
+                        f"{records(update, 'each under its own id')}",
                     )
                 )
     left = sorted(set(stale) - set(users))
@@ -152,8 +160,8 @@ def note_unmatched(results: list[Any], stale: set[str], update: str) -> None:
             notice(
                 UNMATCHED,
                 f"no baseline entry, while {len(left)} baseline {entries} matched nothing "
-                f"({quoted(left)}): renamed? It was compared with none of them; {update} "
-                "records it under its new id and drops them",
+                f"({quoted(left)}): renamed? It was compared with none of them; "
+                f"{records(update, 'it under its new id and drops them')}",
             )
         )
 

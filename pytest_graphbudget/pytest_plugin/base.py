@@ -19,16 +19,15 @@ from typing import Any
 import pytest
 
 from pytest_graphbudget.pytest_plugin.state import _is_worker
+from pytest_graphbudget.run.base_ref import Base
 
 WORKER_KEY = "graph_budget_base"
 
 
 @dataclass
-class BaseRun:
+class BaseRun(Base):
     """The base's baseline file and label; ``scratch``: the controller's folder to remove."""
 
-    label: str
-    baseline: Path
     scratch: Path | None = None
 
     @pytest.hookimpl(optionalhook=True)
@@ -44,26 +43,14 @@ class BaseRun:
 def baseline_of(config: pytest.Config, settings: Any) -> dict[str, Any]:
     """The ``Checker``'s baseline: the file of the settings, or the base's under
     ``--graph-budget-base`` (then the title names the base, and says the file was ignored)."""
-    from pytest_graphbudget.gate.check import relative
+    from pytest_graphbudget.run.base_ref import checker_baseline
 
-    root = config.rootpath
-    committed = root / settings.baseline
+    committed = config.rootpath / settings.baseline
     base = base_run(config, settings)
-    if base is None:
-        name = relative(str(committed), root)
-        return {
-            "baseline_path": committed,
-            "baseline_name": name,
-            "baseline_from": settings.baseline_from,
-        }
-    config.pluginmanager.register(base, "graph-budget-base")
-    ignored = " (baseline file ignored)" if committed.is_file() else ""
-    return {
-        "baseline_path": base.baseline,
-        "baseline_name": base.label,
-        "baseline_from": "--graph-budget-base",
-        "compared_with": f"{base.label}{ignored}",
-    }
+    if base is not None:
+        config.pluginmanager.register(base, "graph-budget-base")
+    flag = "--graph-budget-base"
+    return checker_baseline(committed, config.rootpath, settings.baseline_from, base, flag)
 
 
 def base_run(config: pytest.Config, settings: Any) -> BaseRun | None:
@@ -105,6 +92,8 @@ def command(config: pytest.Config, settings: Any) -> list[str]:
     # one token: a path given apart would count in pytest's rootdir search, and once the cache
     # exists the base run would find HEAD's project instead of its own
     args.append(f"--graph-budget-cache-dir={Path(cache).resolve()}")
+    # after the project's addopts, so that a --graph-budget-base there is unset in the base run
+    args.append("--graph-budget-base=")
     for flag in ("no_cache", "strict"):
         if config.getoption(f"graph_budget_{flag}"):
             args.append(f"--graph-budget-{flag.replace('_', '-')}")

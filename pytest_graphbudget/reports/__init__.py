@@ -9,7 +9,7 @@ ones the options ask for.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,10 +67,12 @@ def write_files(
     markdown: str | None = None,
     html: str | None = None,
     github: bool = False,
+    environment: Mapping[str, str] | None = None,
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
     job summary (in GitHub Actions, or asked by ``github``). A file that cannot be written
-    does not stop the others: it becomes one line in ``problems``."""
+    does not stop the others: it becomes one line in ``problems``. ``environment``: what the
+    figures were measured in (default: this process; ``merge`` gives the shards')."""
     from pytest_graphbudget.reports import github as github_report
     from pytest_graphbudget.reports import json_report
     from pytest_graphbudget.reports import junit as junit_report
@@ -86,11 +88,13 @@ def write_files(
         else:
             done.files.append((kind, shown))
 
-    if junit:
-        attempt("JUnit", junit, lambda: junit_report.write(here / junit, results, stale))
     from pytest_graphbudget.gate.environment import current
 
-    environment = current(root)  # what every report says the figures were measured in
+    # what every report says the figures were measured in
+    environment = dict(environment) if environment else current(root)
+    if junit:
+        write_junit = junit_report.write
+        attempt("JUnit", junit, lambda: write_junit(here / junit, results, stale, environment))
     if json:
         attempt("JSON", json, lambda: json_report.write(here / json, results, stale, environment))
     text = markdown_report.render(results, stale, root, environment)
@@ -99,7 +103,7 @@ def write_files(
     if html:
         from pytest_graphbudget.reports import html as html_report
 
-        page = html_report.run_page(results, stale)
+        page = html_report.run_page(results, stale, environment)
         attempt("HTML", html, lambda: html_report.write(here / html, page))
     if results or stale:
         try:

@@ -94,8 +94,11 @@ def result_view(result: Any, name: str) -> ModelView:
     )
 
 
-def run_page(results: list[Any], stale: set[str]) -> str:
-    """The page of a budget run: an overview of every model, then each model."""
+def run_page(
+    results: list[Any], stale: set[str], environment: Mapping[str, str] | None = None
+) -> str:
+    """The page of a budget run: an overview of every model (and what its figures were
+    measured in), then each model."""
     ordered = common.ordered(results)
     names = common.names(ordered)
     views = [result_view(r, names[r.id]) for r in ordered]
@@ -116,6 +119,9 @@ def run_page(results: list[Any], stale: set[str]) -> str:
     if stale:
         gone = "".join(f"<li>{escape(k)}</li>" for k in sorted(stale))
         overview += f"<p>Baseline entries whose model is gone:</p><ul>{gone}</ul>"
+    if environment:
+        measured = ", ".join(f"{name} {version}" for name, version in environment.items())
+        overview += f'<p class="measured">Measured with {escape(measured)}.</p>'
     worst = common.verdict(ordered[0]) if ordered else None
     from pytest_graphbudget.reports.html_sweep import run_sweeps  # it builds on this module
 

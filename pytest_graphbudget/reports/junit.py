@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +138,11 @@ def test_case(result: Any) -> ET.Element:
     return case
 
 
-def test_suite(file: str, members: list[Any]) -> ET.Element:
-    """One file's ``<testsuite>``: counts, its models' figures as properties, its cases."""
+def test_suite(
+    file: str, members: list[Any], environment: Mapping[str, str] | None = None
+) -> ET.Element:
+    """One file's ``<testsuite>``: counts, what the figures were measured in
+    (``environment.torch``, ...) and its models' figures as properties, its cases."""
     cases = [test_case(result) for result in members]
     errors = sum(result.error is not None for result in members)
     failures = sum(
@@ -157,6 +160,8 @@ def test_suite(file: str, members: list[Any]) -> ET.Element:
         file=file,
     )
     properties = ET.SubElement(suite, "properties")
+    for name, version in (environment or {}).items():
+        properties.append(element("property", name=f"environment.{name}", value=version))
     for result in members:
         name = case_name(result)
         values = {"verdict": common.verdict(result), **figures(result)}
@@ -166,12 +171,14 @@ def test_suite(file: str, members: list[Any]) -> ET.Element:
     return suite
 
 
-def render(results: list[Any], stale: Collection[str] = ()) -> str:
+def render(
+    results: list[Any], stale: Collection[str] = (), environment: Mapping[str, str] | None = None
+) -> str:
     """The XML document (without its declaration), one suite per file in file order."""
     by_file: dict[str, list[Any]] = defaultdict(list)
     for result in sorted(results, key=lambda r: r.id):
         by_file[suite_name(result)].append(result)
-    suites = [test_suite(file, members) for file, members in sorted(by_file.items())]
+    suites = [test_suite(f, members, environment) for f, members in sorted(by_file.items())]
     root = element(
         "testsuites",
         errors=sum(int(s.get("errors", 0)) for s in suites),
@@ -185,7 +192,12 @@ def render(results: list[Any], stale: Collection[str] = ()) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=False) + "\n"
 
 
-def write(path: Path, results: list[Any], stale: Collection[str] = ()) -> None:
+def write(
+    path: Path,
+    results: list[Any],
+    stale: Collection[str] = (),
+    environment: Mapping[str, str] | None = None,
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(results, stale)
+    text = render(results, stale, environment)
     path.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + text, "utf-8")

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -146,3 +147,26 @@ def last(ran: subprocess.CompletedProcess) -> str:
     """The last line a failed command printed, for its one-line error."""
     lines = [line.strip() for line in f"{ran.stdout}\n{ran.stderr}".splitlines() if line.strip()]
     return lines[-1] if lines else "no output"
+
+
+def checker_baseline(
+    committed: Path, root: Path, configured_in: str, base: Base | None, flag: str
+) -> dict[str, Any]:
+    """The ``Checker``'s baseline keywords: the committed file (``configured_in``: where its
+    path was set), or with a ``base`` the base's figures, the title naming the base and saying
+    whether the committed file was ignored (``flag``: the option that asked for the base)."""
+    from pytest_graphbudget.gate.check import relative
+
+    if base is None:
+        return {
+            "baseline_path": committed,
+            "baseline_name": relative(str(committed), root),
+            "baseline_from": configured_in,
+        }
+    ignored = " (baseline file ignored)" if committed.is_file() else ""
+    return {
+        "baseline_path": base.baseline,
+        "baseline_name": base.label,
+        "baseline_from": flag,
+        "compared_with": f"{base.label}{ignored}",
+    }

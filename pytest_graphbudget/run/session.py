@@ -56,6 +56,12 @@ def stale_errors(stale: set[str], checker: Checker) -> list[ModelResult]:
         "strict: a stale entry is an error); rename the entry to the model's new id, or "
         f"remove it with {checker.update_command}"
     )
+    if checker.compared_with:  # the entry is the base's: nothing here to rename or remove
+        message = (
+            f"{checker.baseline_name} has a model that no model of this run has (renamed or "
+            "removed on this branch?; strict: a model of the base left unchecked is an "
+            "error); if intended, say so in review"
+        )
     return [
         ModelResult(
             key,
@@ -83,7 +89,7 @@ def finish(
     from pytest_graphbudget.gate.renames import note_unmatched
 
     if not checker.update:
-        note_unmatched(results, stale, checker.update_command)
+        note_unmatched(results, stale, checker.fix_command)
     problems = []
     unwritten = False
     if checker.update:

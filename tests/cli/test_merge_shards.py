@@ -254,3 +254,28 @@ def test_expect_collects_in_this_process_under_addopts_n_auto(
     )
     assert cli.main(["merge", "a.json", "--expect", "budgets", "--json", "m.json"]) == 1
     assert load(project.path / "m.json")["summary"]["error"] == 3  # narrow, mid, wide: not run
+
+
+def test_the_merged_reports_say_what_the_shards_were_measured_in(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Shards ran on runners, not on the machine that merges: the merged JSON and comment
+    carry the shards' environment; shards with different counters are no one report."""
+    monkeypatch.chdir(project.path)
+    run_shard(project, "a.json", "budgets/narrow.toml")
+    run_shard(project, "b.json", "budgets/mid.toml")
+    for name in ("a.json", "b.json"):  # a runner's Python, not this one's
+        shard = json.loads((project.path / name).read_text("utf-8"))
+        shard["environment"]["python"] = "3.99.1"
+        (project.path / name).write_text(json.dumps(shard))
+    assert cli.main(["merge", "a.json", "b.json", "--json", "m.json", "--markdown", "m.md"]) == 0
+    assert load(project.path / "m.json")["environment"]["python"] == "3.99.1"
+    assert "3.99.1" in (project.path / "m.md").read_text("utf-8")
+    shard = json.loads((project.path / "b.json").read_text("utf-8"))
+    shard["environment"]["torch"] = "2.0.0"
+    (project.path / "b.json").write_text(json.dumps(shard))
+    capsys.readouterr()
+    assert cli.main(["merge", "a.json", "b.json", "--json", "m2.json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "b.json with 2.0.0" in err, err
+    assert not (project.path / "m2.json").exists()

@@ -173,6 +173,29 @@ def test_cli_decode_json(folder, result, capsys):
     assert set(data["by_hardware"]) == {hw.name for hw in hardware.BUILTIN}
 
 
+def test_cli_decodes_a_model_of_the_users_code(tmp_path, monkeypatch, capsys):
+    """``graph-budget profile package.module:callable --decode``: the causal LM the user's
+    function builds, the same closed form as the folder's; a factory of no causal LM says so."""
+    (tmp_path / "lms.py").write_text(
+        "import transformers\n"
+        "def small():\n"
+        f"    return transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer={LAYERS}, "
+        f"n_embd={HIDDEN}, n_head={HEADS}, vocab_size={VOCAB}, n_positions={POSITIONS}))\n"
+        "def mlp():\n"
+        "    import torch\n"
+        "    return torch.nn.Linear(4, 4)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    argv = ["profile", "lms:small", "--decode", "--context", "8", "--batch", "2", "--format"]
+    assert cli.main([*argv, "json", "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["batch"] == 2
+    assert data["decode"]["totals"]["macs"] == 2 * closed_form_macs(8)
+    assert cli.main(["profile", "lms:mlp", "--decode", "--context", "8", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a causal language model" in err[0], err
+
+
 def test_table_puts_prefill_and_decode_side_by_side(result):
     from pytest_graphbudget.cli import decode as view
 

@@ -127,6 +127,12 @@ def test_a_widened_layer_fails_against_the_base_with_no_baseline_file(pytester, 
 
 def test_a_renamed_test_is_matched_with_its_model_at_the_base(pytester, repo):
     write(repo, test="test_perceptron")
+    with (repo / "nets.py").open("a") as nets:  # a model new here, and with no limit
+        nets.write(
+            "\ndef probe():\n    return ModelCase(torch.nn.Linear(8, 2), (torch.ones(1, 8),))\n"
+        )
+    with (repo / "budgets" / "nets.toml").open("a") as table:
+        table.write('\n[models.extra]\nfactory = "nets:probe"\n')
     commit(repo, "rename")
     result = pytester.runpytest(
         "--graph-budget", "--graph-budget-base", "main", "-v", "--graph-budget-json=out.json"
@@ -137,15 +143,25 @@ def test_a_renamed_test_is_matched_with_its_model_at_the_base(pytester, repo):
     assert renamed["baseline_entry"] == "tests/test_nets.py::test_mlp::model"
     assert renamed["baseline"]["flops"] == NARROW_FLOPS
     assert renamed["changes"]["flops"] == 0.0
-    # the code is unchanged: HEAD's run took both profiles from the base run's cache
-    result.stdout.fnmatch_lines(["graph budget cache: 2 reused"])
+    # the hints name no file to rewrite: against a base there is none
+    (notice,) = [f["message"] for f in renamed["findings"] if f["key"] == "baseline.renamed"]
+    assert "--graph-budget-update" not in notice
+    assert notice.endswith("once merged, the base records it under its new id"), notice
+    extra = [f["message"] for f in found["budgets/nets.toml::extra"]["findings"]]
+    assert any(m.startswith("nothing checked yet: no limit, and not in main@") for m in extra)
+    assert not any("--graph-budget-update" in m for m in extra), extra
+    # the code is unchanged: HEAD's run took the base's profiles from its run's cache
+    result.stdout.fnmatch_lines(["graph budget cache: 1 profiled and stored, 2 reused"])
 
 
 def test_the_base_against_itself_is_zero_on_every_figure(pytester, repo):
     (repo / "budgets" / "baseline.toml").write_text("")  # a committed baseline: ignored
-    result = pytester.runpytest(
-        "--graph-budget", "--graph-budget-base", "HEAD", "--graph-budget-json=out.json"
+    # the base asked in addopts, which the base's own run reads too (and must not obey)
+    (repo / "pyproject.toml").write_text(
+        PYPROJECT + 'addopts = "--graph-budget --graph-budget-base=HEAD"\n'
     )
+    commit(repo, "a baseline file, and the base in addopts")
+    result = pytester.runpytest("--graph-budget-json=out.json")
     assert result.ret == 0, result.stdout.str()
     doc = json.loads((repo / "out.json").read_text())
     assert "(baseline file ignored)" in doc["title"]

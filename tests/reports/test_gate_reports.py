@@ -183,6 +183,11 @@ def test_set_up_errors_are_counted_by_every_report(project, monkeypatch):
     xmlschema.XMLSchema(str(SCHEMA)).validate(str(junit))
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "0", "5")
+    import torch
+
+    for suite in root.iter("testsuite"):  # what the figures were measured in, in every suite
+        said = {p.get("name"): p.get("value") for p in suite.iter("property")}
+        assert said["environment.torch"] == torch.__version__, said
     errors = {
         f"{suite.get('name')}::{case.get('name')}": case.find("error")
         for suite in root.iter("testsuite")

@@ -175,6 +175,11 @@ def test_run_report_has_verdicts_and_the_layers_that_grew(project):
         "test_fits::linear32": "pass",
     }
     assert '<header data-verdict="error"><h1>graph budget: 6 models: 1 could not be' in text
+    import platform
+
+    import torch
+
+    assert f"Measured with python {platform.python_version()}, torch {torch.__version__}" in text
     (broken,) = (s for s in model_sections(text) if 'data-model="broken"' in s)
     assert "shape mismatch in my model" in broken and "data-subgraph" not in broken
     mlp = next(s for s in model_sections(text) if 'data-model="mlp"' in s)
