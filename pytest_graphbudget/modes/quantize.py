@@ -48,15 +48,20 @@ def quantized_copy(model: Any, dtype: str) -> Any:
             f"dtype={dtype!r}: cannot copy {type(model).__name__} to quantize it "
             f"({one_line(exc, typed=True)}); quantize it yourself and leave dtype unset"
         ) from None
+    # Both recipes replace a model's submodules, never the model itself: a model that is one
+    # Linear is quantized as the only child of a container, then taken out of it.
+    holder = torch.nn.Sequential(copied)
     with held(f"quantizing {type(model).__name__} to {dtype}"):  # torch.ao's deprecation notes
         if dtype == "int8":
             from torch.ao.quantization import quantize_dynamic
 
-            return quantize_dynamic(copied, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
-        return _float8(copied)
+            quantize_dynamic(holder, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        else:
+            _float8(holder)
+    return holder[0]
 
 
-def _float8(model: Any) -> Any:
+def _float8(model: Any) -> None:
     """``model``'s Linear weights in float8_e4m3fn, per row, by torchao (the ``quant`` extra)."""
     try:
         from torchao.quantization import Float8WeightOnlyConfig, quantize_
@@ -65,4 +70,3 @@ def _float8(model: Any) -> Any:
             "dtype='float8_e4m3fn' needs torchao: pip install 'pytest-graphbudget[quant]'"
         ) from None
     quantize_(model, Float8WeightOnlyConfig())
-    return model
