@@ -21,6 +21,7 @@ from pytest_graphbudget.costs import (  # noqa: F401
     loss,
     movement,
     reduction,
+    workspace,
 )
 from pytest_graphbudget.costs.registry import (
     REGISTRY,

@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
+from pytest_graphbudget.costs.registry import workspace_bytes
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
 
@@ -55,6 +56,7 @@ class NodeCost:
     reads: set = field(default_factory=set)  # storages read (keys)
     views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
     segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
+    workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
 
     @property
     def flops(self) -> int:
@@ -153,6 +155,7 @@ class _Recorder(TorchDispatchMode):
         else:
             node.macs += cost.macs
             node.other += cost.other
+            node.workspace = max(node.workspace, _workspace(name, args, kwargs, out))
             if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
             elif role == "reduction" and RANK[node.category] < RANK["reduction"]:
@@ -177,6 +180,18 @@ class _Recorder(TorchDispatchMode):
             self.muted -= 1
         self.record(name, args, kwargs, out)
         return out
+
+
+def _workspace(name: str, args: tuple, kwargs: dict, out: Any) -> int:
+    """The op's workspace on the CPU kernels ``costs/workspace.py`` describes; none on a GPU."""
+    first = next(iter(tree.tensors(out)), None)
+    if first is None or first.device.type not in ("cpu", "meta"):
+        return 0
+    shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
+    try:
+        return workspace_bytes(name, *shapes, first.element_size())
+    except Exception:  # symbolic sizes, an odd call: the tensors' own bytes still count
+        return 0
 
 
 def _call(func: Any, args: tuple, kwargs: dict) -> Any:

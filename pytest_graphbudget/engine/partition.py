@@ -197,7 +197,8 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
 
     Liveness over the node order: a storage is allocated by the node that first writes it and
     freed after its last reader; graph outputs live to the end. Views and in-place ops write
-    no new storage.
+    no new storage. A node's workspace (``costs/workspace.py``) is live while it runs only,
+    beside its inputs and outputs; at the peak it is charged to that node.
     """
     born: dict[Any, int] = {}
     dies: dict[Any, int] = {}
@@ -220,6 +221,9 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
     for key, start in born.items():
         delta[start] += size[key]
         delta[dies[key] + 1] -= size[key]
+    for i, node in enumerate(measured.nodes):
+        delta[i] += node.workspace
+        delta[i + 1] -= node.workspace
     peak = live = 0
     at = -1
     for step, change in enumerate(delta):
@@ -231,4 +235,7 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
         if start <= at <= dies[key] and size[key]:
             name = measured.nodes[start].name
             found[name] = found.get(name, 0) + size[key]
+    if 0 <= at < end and measured.nodes[at].workspace:
+        name = measured.nodes[at].name
+        found[name] = found.get(name, 0) + measured.nodes[at].workspace
     return found
