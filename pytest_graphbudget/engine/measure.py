@@ -57,6 +57,7 @@ class NodeCost:
     views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
     segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
     workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
+    in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
 
     @property
     def flops(self) -> int:
