@@ -267,10 +267,15 @@ def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, 
     calls += [(path, first, len(nodes) - 1) for path, first in open_.items()]
     for path, first, last in calls:
         for node in nodes[first : last + 1]:
-            gathered = node.module == path and node.kind in GATHERED
+            own = node.module == path
+            gathered = own and node.kind in GATHERED
             for key in node.reads:
                 if key in born and (born[key] < first or gathered):
                     dies[key] = max(dies[key], last)
+            if own:
+                for key in node.views:
+                    if key in born and dies[key] > born[key]:
+                        dies[key] = max(dies[key], last)
 
 
 def _prefixes(path: str) -> list[str]:
