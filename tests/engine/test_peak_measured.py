@@ -136,3 +136,22 @@ class Attention(nn.Module):
 @pytest.mark.parametrize("optimizer", ["eval", "sgd"])
 def test_tiny_transformer_peak_matches_the_profiler(optimizer):
     check(nn.Sequential(Attention(), Attention()), torch.randn(2, 64, 128), optimizer)
+
+
+class Pair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(64, 64, bias=False), nn.Linear(64, 64, bias=False)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def test_a_module_call_holds_its_argument_until_it_returns():
+    # Linear -> Pair(Linear, Linear) on a 32x64 input: each activation is 32*64*4 = 8,192
+    # bytes. While pair.b runs, the pair's argument (the first Linear's output) is still held
+    # by the call, beside pair.a's output and pair.b's: 3 * 8,192 = 24,576 bytes (a compiler
+    # would free it after pair.a: 16,384).
+    model, x = nn.Sequential(nn.Linear(64, 64, bias=False), Pair()).eval(), torch.randn(32, 64)
+    assert profile_model(model, x).activation_peak_bytes == 24_576
+    check(model, x, "eval")
