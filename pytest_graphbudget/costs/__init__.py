@@ -22,6 +22,7 @@ from pytest_graphbudget.costs import (  # noqa: F401
     movement,
     quantized,
     reduction,
+    workspace,
 )
 from pytest_graphbudget.costs.registry import (
     REGISTRY,

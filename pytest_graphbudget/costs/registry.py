@@ -20,7 +20,7 @@ The kind label names the op in reports (``conv``, ``bn``, ``max_pool``); it defa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
@@ -51,6 +51,9 @@ class OpCost:
 
 
 Formula = Callable[..., OpCost]
+Workspace = Callable[..., int]
+"""Bytes an op's kernel holds besides its inputs and outputs while it runs, from the same shapes
+as its formula and ``itemsize=`` (the bytes of one element of its output)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Entry:
     role: str
     kind: str
     formula: Formula | None = None  # None: zero FLOPs (roles gather, view, free)
+    workspace: Workspace | None = None  # bytes the kernel allocates and frees while it runs
 
 
 class RegistryError(GraphBudgetError):
@@ -134,6 +138,20 @@ def zero_cost(names: str, role: str = "view", kinds: Mapping[str, str] | None = 
         add(name, role, None, (kinds or {}).get(name))
 
 
+def workspace(*names: str):
+    """Decorate the workspace function of ops that already have an entry (see ``Workspace``):
+    registered next to their formula, in ``costs/workspace.py``."""
+
+    def wrap(fn: Workspace) -> Workspace:
+        for name in names:
+            if name not in REGISTRY:
+                raise RegistryError(f"{name}: a workspace needs the op's entry first")
+            REGISTRY[name] = replace(REGISTRY[name], workspace=fn)
+        return fn
+
+    return wrap
+
+
 def check_key(name: str) -> None:
     """Raise unless ``name`` (a base name, or ``namespace.name``) is an op torch knows.
 
@@ -191,6 +209,14 @@ def price(name: str, args: tuple, kwargs: dict[str, Any], out: Any) -> OpCost | 
     if entry.formula is None:
         return OpCost()
     return entry.formula(*args, out=out, **kwargs)
+
+
+def workspace_bytes(name: str, args: tuple, kwargs: dict[str, Any], out: Any, itemsize: int) -> int:
+    """The workspace of one call (``Workspace``), 0 for an op without one."""
+    entry = REGISTRY.get(name)
+    if entry is None or entry.workspace is None:
+        return 0
+    return max(0, int(entry.workspace(*args, out=out, itemsize=itemsize, **kwargs)))
 
 
 def numel(shape: Any) -> int:

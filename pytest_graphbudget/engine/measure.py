@@ -23,8 +23,9 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
+from pytest_graphbudget.costs.registry import workspace_bytes
 from pytest_graphbudget.engine import tree
-from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
+from pytest_graphbudget.engine.quantized import packed_keys, stored_bytes, weight_ids
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
 
 # Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
@@ -56,6 +57,8 @@ class NodeCost:
     reads: set = field(default_factory=set)  # storages read (keys)
     views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
     segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
+    workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
+    in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
 
     @property
     def flops(self) -> int:
@@ -154,6 +157,7 @@ class _Recorder(TorchDispatchMode):
         else:
             node.macs += cost.macs
             node.other += cost.other
+            node.workspace = max(node.workspace, _workspace(name, args, kwargs, out))
             if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
             elif role == "reduction" and RANK[node.category] < RANK["reduction"]:
@@ -180,10 +184,16 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-def packed_keys(args: tuple) -> list[int]:
-    """The keys of the packed weights (``torch.ao``'s ``_packed_params``) an op takes: no
-    tensors, and a new Python object at every call, but the same ``hash`` (``packed_key``)."""
-    return [hash(a) for a in args if isinstance(a, torch.ScriptObject)]
+def _workspace(name: str, args: tuple, kwargs: dict, out: Any) -> int:
+    """The op's workspace on the CPU kernels ``costs/workspace.py`` describes; none on a GPU."""
+    first = next(iter(tree.tensors(out)), None)
+    if first is None or first.device.type not in ("cpu", "meta"):
+        return 0
+    shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
+    try:
+        return workspace_bytes(name, *shapes, first.element_size())
+    except Exception:  # symbolic sizes, an odd call: the tensors' own bytes still count
+        return 0
 
 
 def _call(func: Any, args: tuple, kwargs: dict) -> Any:

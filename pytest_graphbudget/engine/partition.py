@@ -197,7 +197,9 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
 
     Liveness over the node order: a storage is allocated by the node that first writes it and
     freed after its last reader; graph outputs live to the end. Views and in-place ops write
-    no new storage.
+    no new storage. As in eager PyTorch, a module's call holds its arguments until it returns
+    (``_held_by_calls``). A node's workspace (``costs/workspace.py``) is live while it runs only,
+    beside its inputs and outputs; at the peak it is charged to that node.
     """
     born: dict[Any, int] = {}
     dies: dict[Any, int] = {}
@@ -210,6 +212,7 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
         for key in node.reads:
             if key in born:
                 dies[key] = i
+    _held_by_calls(measured.nodes, born, dies)
     end = len(measured.nodes)
     by_name = {n.name: n for n in measured.nodes}
     for name in measured.graph_outputs:
@@ -220,6 +223,9 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
     for key, start in born.items():
         delta[start] += size[key]
         delta[dies[key] + 1] -= size[key]
+    for i, node in enumerate(measured.nodes):
+        delta[i] += node.workspace
+        delta[i + 1] -= node.workspace
     peak = live = 0
     at = -1
     for step, change in enumerate(delta):
@@ -231,4 +237,48 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
         if start <= at <= dies[key] and size[key]:
             name = measured.nodes[start].name
             found[name] = found.get(name, 0) + size[key]
+    if 0 <= at < end and measured.nodes[at].workspace:
+        name = measured.nodes[at].name
+        found[name] = found.get(name, 0) + measured.nodes[at].workspace
     return found
+
+
+GATHERED = frozenset({"cat", "stack"})
+"""Ops whose inputs a module's forward gathers in a Python list first (``torch.cat(y, 1)``
+after ``y.append(...)``): the list is one of its locals, so they live until it returns."""
+
+
+def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int]) -> None:
+    """Keep a module call's arguments alive until the call ends: the caller's frame
+    (``x = self.block(x)``) and the callee's parameter both refer to them while it runs, so an
+    input read only by the call's first op is freed after its last op, not after that op.
+
+    A call is a run of consecutive nodes under one module path; a storage born before the run
+    and read inside it dies no earlier than the run's last node, as does every input of a
+    ``GATHERED`` op that the module's own code calls."""
+    calls: list[tuple[str, int, int]] = []  # (path, first node, last node)
+    open_: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        paths = set(_prefixes(node.module)) if node.in_call else set()
+        for path in [p for p in open_ if p not in paths]:
+            calls.append((path, open_.pop(path), i - 1))
+        for path in paths - open_.keys():
+            open_[path] = i
+    calls += [(path, first, len(nodes) - 1) for path, first in open_.items()]
+    for path, first, last in calls:
+        for node in nodes[first : last + 1]:
+            own = node.module == path
+            gathered = own and node.kind in GATHERED
+            for key in node.reads:
+                if key in born and (born[key] < first or gathered):
+                    dies[key] = max(dies[key], last)
+            if own:
+                for key in node.views:
+                    if key in born and dies[key] > born[key]:
+                        dies[key] = max(dies[key], last)
+
+
+def _prefixes(path: str) -> list[str]:
+    """``a.b.c`` -> ``a``, ``a.b``, ``a.b.c`` (the calls a node runs inside); none at the root."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]

@@ -106,3 +106,9 @@ def packed_key(obj: Any) -> int:
     """A packed weight's key: the address of the C++ object behind it, the same for every
     Python wrapper the dispatcher hands an op (each call makes a new one, so ``id`` differs)."""
     return hash(obj)
+
+
+def packed_keys(args: tuple) -> list[int]:
+    """The keys of the packed weights (``torch.ao``'s ``_packed_params``) an op takes: no
+    tensors, and a new Python object at every call, but the same ``hash`` (``packed_key``)."""
+    return [packed_key(a) for a in args if isinstance(a, torch.ScriptObject)]

@@ -77,6 +77,7 @@ def profile_step(request: Request) -> Any:
             module.training = training
     for node in measured.nodes:  # no kernel crosses from one phase to the next
         node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
+        node.in_call = node.segment == 0  # autograd and the update run outside module calls
     seconds = time.perf_counter() - start
     prof = assemble(model, args, kwargs, name, target, joint.traced, measured, failures, seconds)
     prof.mode = "train"
