@@ -77,6 +77,10 @@ TABLE: tuple[Figure, ...] = (
         init=True,
     ),
     Figure(
+        "peak_memory_per_rank_bytes", "peak memory per rank", "bytes", short="peak per rank",
+        budget="memory_per_rank_max",
+    ),
+    Figure(
         "weights_bytes", "weights", "bytes", budget="weights_max", baseline=True,
         ranked_by="weights",
     ),
