@@ -27,7 +27,7 @@ RUNS = ("fsdp=2", "fsdp=4", "tp=2", "tp=2,fsdp=2")
 DIM, HEADS, LAYERS, BATCH, SEQ = 64, 4, 4, 4, 64
 
 
-def build():  # noqa: ANN201 - torch is imported late
+def build():
     import torch
     from torch import nn
 
@@ -45,7 +45,9 @@ def build():  # noqa: ANN201 - torch is imported late
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             b, t, _ = x.shape
             h = self.norm1(x)
-            q, k, v = (f(h).view(b, t, -1, self.head_dim).transpose(1, 2) for f in (self.q, self.k, self.v))
+            q, k, v = (
+                f(h).view(b, t, -1, self.head_dim).transpose(1, 2) for f in (self.q, self.k, self.v)
+            )
             a = torch.softmax(q @ k.transpose(-1, -2) / self.head_dim**0.5, -1) @ v
             x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
             return x + self.down(torch.relu(self.up(self.norm2(x))))
@@ -54,11 +56,19 @@ def build():  # noqa: ANN201 - torch is imported late
     return nn.Sequential(*[Block(DIM, HEADS) for _ in range(LAYERS)]), torch.randn(BATCH, SEQ, DIM)
 
 
-def _peak(prof) -> tuple[int, int]:  # noqa: ANN001
+def case():
+    """The model and its input as a ``ModelCase``: the factory of ``budgets/sharded.toml``."""
+    from pytest_graphbudget import ModelCase
+
+    model, x = build()
+    return ModelCase(model, (x,), name="sharded-transformer")
+
+
+def _peak(prof) -> tuple[int, int]:
     """The allocator's live total before the last ``step`` and its maximum during it."""
     from torch._C._profiler import _EventType
 
-    def walk(events):  # noqa: ANN001, ANN202
+    def walk(events):
         for e in events:
             yield e
             yield from walk(e.children)
@@ -99,11 +109,14 @@ def worker(rank: int, world: int, parallel: str, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
-def _shard(model, sizes: dict[str, int]) -> None:  # noqa: ANN001
+def _shard(model, sizes: dict[str, int]) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
     tp, fsdp = sizes.get("tp", 1), sizes.get("fsdp", 1)
     mesh = init_device_mesh("cpu", (fsdp, tp), mesh_dim_names=("fsdp", "tp"))
@@ -118,7 +131,7 @@ def _shard(model, sizes: dict[str, int]) -> None:  # noqa: ANN001
         fully_shard(model, mesh=mesh["fsdp"])
 
 
-def measure(parallel: str, port: int = 29541) -> list[dict]:
+def measure(parallel: str, port: int) -> list[dict]:
     """Each rank's measured peak of one run of ``parallel`` ("fsdp=2", "tp=2,fsdp=2")."""
     import tempfile
 
@@ -147,26 +160,41 @@ def compare(parallel: str, port: int = 29541) -> list[dict]:
     rows = []
     for m in measured:
         d = derived[min(m["rank"] % len(derived), len(derived) - 1)]
-        rows.append({"parallel": parallel, "rank": m["rank"], "measured": m["peak"],
-                     "derived": d["peak_bytes"], "ratio": d["peak_bytes"] / m["peak"]})  # fmt: skip
+        rows.append(
+            {
+                "parallel": parallel,
+                "rank": m["rank"],
+                "measured": m["peak"],
+                "derived": d["peak_bytes"],
+                "ratio": d["peak_bytes"] / m["peak"],
+            }
+        )
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| parallel | rank | measured peak (B) | derived peak (B) | derived / measured |",
-             "| --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
-    lines += [f"| {r['parallel']} | {r['rank']} | {r['measured']:,} | {r['derived']:,} | "
-              f"{r['ratio']:.3f} |" for r in rows]  # fmt: skip
+    lines = [
+        "| parallel | rank | measured peak (B) | derived peak (B) | derived / measured |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {r['parallel']} | {r['rank']} | {r['measured']:,} | {r['derived']:,} | "
+        f"{r['ratio']:.3f} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parallel", help="one run, e.g. fsdp=2 (default: %s)" % ", ".join(RUNS))
+    parser.add_argument("--parallel", help=f"one run, e.g. fsdp=2 (default: {', '.join(RUNS)})")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--port", type=int, default=29541, help="the rendezvous port")
     parser.add_argument("--write", action="store_true", help="rewrite SHARDED_RESULTS.md")
     args = parser.parse_args()
-    rows = [row for p in ([args.parallel] if args.parallel else RUNS) for row in compare(p)]
+    rows = [
+        row for p in ([args.parallel] if args.parallel else RUNS) for row in compare(p, args.port)
+    ]
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -68,6 +68,37 @@ def _step_rows(prof: Any) -> list[tuple[str, str]]:
         rows.append(("FLOPs by phase", split))
     if prof.optimizer_state_bytes:
         rows.append(("optimizer state", format_bytes(prof.optimizer_state_bytes)))
+    return rows + rank_rows(getattr(prof, "parallel", None))
+
+
+def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """A sharded step's share of each rank, one row per run of ranks that hold the same
+    (uneven shards make the last ranks differ), and what each step moves between ranks."""
+    if not parallel:
+        return []
+    ranks = parallel["ranks"]
+    rows = [
+        (
+            "parallel",
+            f"{parallel['parallel']}: {parallel['world']} ranks, "
+            f"ZeRO stage {parallel['stage']}, figures of the {parallel['backend']} backend",
+        )
+    ]
+    start = 0
+    for end in range(1, len(ranks) + 1):
+        if end < len(ranks) and ranks[end] == ranks[start]:
+            continue
+        r = ranks[start]
+        label = f"rank {start}" if end - start == 1 else f"ranks {start}-{end - 1}"
+        parts = ("params", "grads", "optimizer_state", "activation", "input", "transient")
+        shares = " + ".join(f"{p.replace('_', ' ')} {format_bytes(r[p + '_bytes'])}" for p in parts)
+        rows.append((label, f"peak {format_bytes(r['peak_bytes'])} = {shares}"))
+        start = end
+    moved = ", ".join(
+        f"{kind.replace('_', '-')} {format_bytes(ranks[0][kind + '_bytes'])}"
+        for kind in ("all_gather", "reduce_scatter", "all_reduce")
+    )
+    rows.append(("moved per rank", f"{moved} per step (ring volumes)"))
     return rows
 
 

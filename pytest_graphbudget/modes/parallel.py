@@ -55,7 +55,9 @@ class Parallel:
 
     def text(self) -> str:
         """``fsdp=8,tp=2``: the value ``--parallel`` and the baseline id spell."""
-        return ",".join(f"{k}={getattr(self, k)}" for k in KEYS if getattr(self, k) != (k != "zero"))
+        return ",".join(
+            f"{k}={getattr(self, k)}" for k in KEYS if getattr(self, k) != (k != "zero")
+        )
 
 
 def parse(value: Any, where: str = "parallel") -> Parallel:
@@ -68,7 +70,9 @@ def parse(value: Any, where: str = "parallel") -> Parallel:
     if isinstance(value, str):
         pairs = [part.partition("=") for part in value.split(",") if part.strip()]
         if any(not sep for _, sep, _ in pairs):
-            raise GraphBudgetError(f"{where}: write KEY=N pairs such as 'fsdp=8,tp=2', got {value!r}")
+            raise GraphBudgetError(
+                f"{where}: write KEY=N pairs such as 'fsdp=8,tp=2', got {value!r}"
+            )
         value = {k.strip(): _int(v.strip()) for k, _, v in pairs}
     if not isinstance(value, dict) or not value:
         raise GraphBudgetError(
@@ -80,7 +84,9 @@ def parse(value: Any, where: str = "parallel") -> Parallel:
                 f"{where}: unknown key {key!r}{closest(str(key), KEYS)} (one of {', '.join(KEYS)})"
             )
         if isinstance(n, bool) or not isinstance(n, int) or n < (0 if key == "zero" else 1):
-            raise GraphBudgetError(f"{where}: {key} must be a whole number of ranks >= 1, got {n!r}")
+            raise GraphBudgetError(
+                f"{where}: {key} must be a whole number of ranks >= 1, got {n!r}"
+            )
     found = Parallel(**value)
     if found.zero not in (0, 1, 2, 3):
         raise GraphBudgetError(f"{where}: zero is a ZeRO stage, 1, 2 or 3, got {found.zero}")
@@ -206,7 +212,9 @@ def per_rank(
     weights = prof.weights_bytes
     activations = max(prof.activation_peak_bytes - grads_full, 0)
     n, stage = parallel.shards, parallel.stage
-    unit = _largest_unit(model) if stage == 3 else 0
+    # ZeRO-3/FSDP: while one unit runs, its all-gather buffer, the unsharded parameters copied
+    # out of it, its full gradients and their reduce-scatter input copy: 4x the unit.
+    transient = 4 * _largest_unit(model) if stage == 3 else 0
     ranks = []
     for rank in range(n):
         mine = sum(_shard_numel(p, rank, n) * p.element_size() for p in params) if n > 1 else None
@@ -218,12 +226,20 @@ def per_rank(
         else:
             params_b = flat if stage == 3 else weights
             grads_b = _flat_share(grads_full, rank, n) if stage >= 2 else grads_full
-            state_b = round((_flat_share(weights, rank, n) if stage >= 1 else weights) * state_per_param)
-        transient = 2 * unit + (grads_full if stage == 3 else 0) // max(n, 1)
+            state_b = round(
+                (_flat_share(weights, rank, n) if stage >= 1 else weights) * state_per_param
+            )
         ranks.append(
-            PerRank(params_b, grads_b, state_b, activations, prof.input_bytes, transient,
-                    collectives(parallel, weights, grads_full, rows))
-        )  # fmt: skip
+            PerRank(
+                params_b,
+                grads_b,
+                state_b,
+                activations,
+                prof.input_bytes,
+                transient,
+                collectives(parallel, weights, grads_full, rows),
+            )
+        )
     return ranks
 
 
