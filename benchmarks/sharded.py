@@ -159,7 +159,8 @@ def compare(parallel: str, port: int = 29541) -> list[dict]:
     measured, derived = measure(parallel, port), derive(parallel)
     rows = []
     for m in measured:
-        d = derived[min(m["rank"] % len(derived), len(derived) - 1)]
+        tp = int(dict(part.split("=") for part in parallel.split(",")).get("tp", 1))
+        d = derived[m["rank"] // tp]  # the mesh is (fsdp, tp): ranks of one shard are adjacent
         rows.append(
             {
                 "parallel": parallel,

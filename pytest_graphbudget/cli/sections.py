@@ -90,6 +90,7 @@ def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
             continue
         r = ranks[start]
         label = f"rank {start}" if end - start == 1 else f"ranks {start}-{end - 1}"
+        label = "each rank" if len(ranks) == 1 else label
         parts = ("params", "grads", "optimizer_state", "activation", "input", "transient")
         shares = " + ".join(f"{p.replace('_', ' ')} {format_bytes(r[p + '_bytes'])}" for p in parts)
         rows.append((label, f"peak {format_bytes(r['peak_bytes'])} = {shares}"))

@@ -44,6 +44,7 @@ class Figure:
     max_growth: bool = False  # gated by ``graph-budget compare --max-growth``
     measured: bool = False  # in the totals only when the model was run (``Profile.runtime``)
     init: bool = False  # budgeted by ``graph-budget init``: today's value plus headroom
+    sharded: bool = False  # in the totals only of a sharded training step (``parallel=``)
 
     @property
     def heading(self) -> str:
@@ -78,7 +79,7 @@ TABLE: tuple[Figure, ...] = (
     ),
     Figure(
         "peak_memory_per_rank_bytes", "peak memory per rank", "bytes", short="peak per rank",
-        budget="memory_per_rank_max",
+        budget="memory_per_rank_max", sharded=True,
     ),
     Figure(
         "weights_bytes", "weights", "bytes", budget="weights_max", baseline=True,

@@ -130,7 +130,7 @@ def sharded(parallel: Any, mode: str, decode: bool) -> str | None:
     """``parallel`` as its text ("fsdp=8"), checked: it shards a training step's state."""
     if parallel is None:
         return None
-    from pytest_graphbudget.modes.parallel import parse
+    from pytest_graphbudget.modes.shards import parse
 
     text = parse(parallel).text()
     if mode != "train" or decode:

@@ -108,7 +108,7 @@ def checked(key: str, value: Any, where: str) -> Any:
     if value is None and key != "mode":
         return None
     if key == "parallel":
-        from pytest_graphbudget.modes.parallel import parse
+        from pytest_graphbudget.modes.shards import parse
 
         return parse(value, f"parallel in {where}").text()
     choices = CHOICES[key]

@@ -112,6 +112,23 @@ def test_peak_per_rank_is_a_budget_figure_and_round_trips():
     assert again.parallel == prof.parallel
 
 
+def test_a_per_rank_limit_reads_back():
+    import re
+
+    from pytest_graphbudget import units
+    from pytest_graphbudget.gate import budgets
+
+    prof, _ = ranks({"fsdp": 2})
+    value = prof.peak_memory_per_rank_bytes
+    (finding,) = budgets.check(prof, budgets.Budget(limits={"memory_per_rank_max": value / 2}))
+    shown = re.search(r"peak memory per rank (.+?) exceeds memory_per_rank_max (.+?) \(",
+                      finding.message)
+    assert shown, finding.message
+    printed, bound = (units.parse(text, "bytes") for text in shown.groups())
+    assert printed == pytest.approx(value, rel=5e-3)
+    assert bound == pytest.approx(value / 2, rel=5e-3)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
