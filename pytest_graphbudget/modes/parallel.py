@@ -132,7 +132,7 @@ def local_model(model: Any, tp: int) -> Any:
 
 
 def per_rank(
-    model: Any, prof: Any, parallel: Parallel, state_per_param: float, rows: int
+    model: Any, prof: Any, parallel: Parallel, state_per_byte: float, rows: int
 ) -> list[PerRank]:
     """Each rank's share of the step ``prof`` profiled on one tensor-parallel rank's ``model``
     (``local_model``): uneven shards (FSDP's dim-0 chunks) make ranks differ."""
@@ -149,14 +149,14 @@ def per_rank(
         mine = sum(_shard_numel(p, rank, n) * p.element_size() for p in params) if n > 1 else None
         flat = _flat_share(weights, rank, n)
         if parallel.fsdp > 1:  # FSDP2: each parameter's dim-0 chunk, padded to the same rows
-            held = sum(-(-p.shape[0] // n) * (p.numel() // max(p.shape[0], 1)) for p in params)
-            params_b, grads_b = held * params[0].element_size(), mine
-            state_b = round(mine * state_per_param)
+            held = sum(_shard_numel(p, 0, n) * p.element_size() for p in params)  # rank 0's: ceil
+            params_b, grads_b = held, mine
+            state_b = round(mine * state_per_byte)
         else:
             params_b = flat if stage == 3 else weights
             grads_b = _flat_share(grads_full, rank, n) if stage >= 2 else grads_full
             state_b = round(
-                (_flat_share(weights, rank, n) if stage >= 1 else weights) * state_per_param
+                (_flat_share(grads_full, rank, n) if stage >= 1 else grads_full) * state_per_byte
             )
         ranks.append(
             PerRank(
@@ -225,8 +225,9 @@ def row_outputs(model: Any, args: tuple, kwargs: dict[str, Any]) -> int:
     import torch
 
     seen: list[int] = []
-    rows = [m for name, m in model.named_modules() if tp_plan(model).get(name) == "rowwise"]
-    hooks = [m.register_forward_hook(lambda m, i, o: seen.append(o.nbytes)) for m in rows]
+    plan = tp_plan(model)
+    rows = [m for name, m in model.named_modules() if plan.get(name) == "rowwise"]
+    hooks = [m.register_forward_hook(lambda _, i, out: seen.append(out.nbytes)) for m in rows]
     try:
         with torch.no_grad():
             model(*args, **kwargs)
@@ -248,7 +249,8 @@ def profile_sharded(request: Any) -> Any:
     check_model(request.model, parallel)
     local = local_model(request.model, parallel.tp)
     prof = profile_step(replace(request, model=local))
-    ratio = prof.optimizer_state_bytes / prof.weights_bytes if prof.weights_bytes else 0.0
+    trained = sum(p.numel() * p.element_size() for p in local.parameters() if p.requires_grad)
+    ratio = prof.optimizer_state_bytes / trained if trained else 0.0
     rows = row_outputs(local, request.inputs, request.kwargs) if parallel.tp > 1 else 0
     ranks = per_rank(local, prof, parallel, ratio, rows)
     prof.parallel = {

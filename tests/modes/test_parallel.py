@@ -121,8 +121,9 @@ def test_a_per_rank_limit_reads_back():
     prof, _ = ranks({"fsdp": 2})
     value = prof.peak_memory_per_rank_bytes
     (finding,) = budgets.check(prof, budgets.Budget(limits={"memory_per_rank_max": value / 2}))
-    shown = re.search(r"peak memory per rank (.+?) exceeds memory_per_rank_max (.+?) \(",
-                      finding.message)
+    shown = re.search(
+        r"peak memory per rank (.+?) exceeds memory_per_rank_max (.+?) \(", finding.message
+    )
     assert shown, finding.message
     printed, bound = (units.parse(text, "bytes") for text in shown.groups())
     assert printed == pytest.approx(value, rel=5e-3)
