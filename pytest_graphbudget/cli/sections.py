@@ -74,29 +74,25 @@ def _step_rows(prof: Any) -> list[tuple[str, str]]:
 def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """A sharded step's share of each rank, one row per run of ranks that hold the same
     (uneven shards make the last ranks differ), and what each step moves between ranks."""
+    from pytest_graphbudget.reports.tables import RANK_PARTS, rank_groups
+
     if not parallel:
         return []
-    ranks = parallel["ranks"]
     rows = [
         (
             "parallel",
-            f"{parallel['parallel']}: {parallel['world']} ranks, "
-            f"ZeRO stage {parallel['stage']}, figures of the {parallel['backend']} backend",
+            f"{parallel['parallel']}: {parallel['world']} ranks, ZeRO stage "
+            f"{parallel['stage']}, figures of the {parallel['backend']} backend",
         )
     ]
-    start = 0
-    for end in range(1, len(ranks) + 1):
-        if end < len(ranks) and ranks[end] == ranks[start]:
-            continue
-        r = ranks[start]
-        label = f"rank {start}" if end - start == 1 else f"ranks {start}-{end - 1}"
-        label = "each rank" if len(ranks) == 1 else label
-        parts = ("params", "grads", "optimizer_state", "activation", "input", "transient")
-        shares = " + ".join(f"{p.replace('_', ' ')} {format_bytes(r[p + '_bytes'])}" for p in parts)
+    for label, r in rank_groups(parallel["ranks"]):
+        shares = " + ".join(
+            f"{p.replace('_', ' ')} {format_bytes(r[p + '_bytes'])}" for p in RANK_PARTS
+        )
         rows.append((label, f"peak {format_bytes(r['peak_bytes'])} = {shares}"))
-        start = end
+    first = parallel["ranks"][0]
     moved = ", ".join(
-        f"{kind.replace('_', '-')} {format_bytes(ranks[0][kind + '_bytes'])}"
+        f"{kind.replace('_', '-')} {format_bytes(first[kind + '_bytes'])}"
         for kind in ("all_gather", "reduce_scatter", "all_reduce")
     )
     rows.append(("moved per rank", f"{moved} per step (ring volumes)"))

@@ -94,3 +94,19 @@ def test_marker_memory_per_rank_max(pytester):
     result.assert_outcomes(failed=1)
     profile = models["test_sharded.py::test_lin::lin@train+adam+fsdp=2"]["profile"]
     assert profile["parallel"]["ranks"][0]["model_state_bytes"] == STATE
+
+
+def test_the_markdown_report_shows_ranks_that_differ(pytester):
+    # fsdp=3 splits the 32 rows of the weight (and bias) as 11, 11, 10: ranks 0 and 1 hold
+    # 11 * (64 + 1) = 715 parameters' gradients, 2,860 bytes; rank 2 holds 10 * 65 = 650,
+    # 2,600 bytes. A 1kB limit fails, and the failure shows both rows.
+    project(
+        pytester,
+        'mode = "train"\noptimizer = "adam"\nparallel = {fsdp = 3}\nmemory_per_rank_max = "1kB"\n',
+    )
+    result, _ = run(pytester, "--graph-budget-markdown=comment.md")
+    result.assert_outcomes(failed=1)
+    text = (pytester.path / "comment.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith(("| rank ", "| ranks 0"))]
+    assert [row.split(" | ")[0] for row in rows] == ["| ranks 0-1", "| rank 2"]
+    assert "| 2.86kB |" in rows[0] and "| 2.60kB |" in rows[1]
