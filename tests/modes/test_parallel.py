@@ -196,3 +196,16 @@ def test_per_rank_peak_within_ten_percent_of_a_gloo_run():
     assert len(rows) == 2
     for row in rows:
         assert 0.9 <= row["derived"] / row["measured"] <= 1.1, row
+
+
+def test_the_profile_view_has_a_row_per_run_of_equal_ranks():
+    from pytest_graphbudget.cli.sections import rank_rows
+
+    prof, _ = ranks({"fsdp": 3})  # grads: 420 B on ranks 0 and 1, 280 B on rank 2 (above)
+    rows = dict(rank_rows(prof.parallel))
+    assert list(rows) == ["parallel", "ranks 0-1", "rank 2", "moved per rank"]
+    assert "grads 420B" in rows["ranks 0-1"] and "grads 280B" in rows["rank 2"]
+    # 2 * 2/3 * 1120 = 1493 B gathered, 2/3 * 1120 = 747 B reduce-scattered.
+    assert rows["moved per rank"].startswith("all-gather 1.49kB, reduce-scatter 747B")
+    _, even = ranks({"zero": 2, "dp": 4})
+    assert [label for label, _ in rank_rows({**prof.parallel, "ranks": even})][1] == "each rank"
