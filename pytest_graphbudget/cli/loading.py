@@ -154,11 +154,13 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
 def variant(args: argparse.Namespace) -> dict[str, Any]:
     """``--mode``, ``--optimizer`` and ``--dtype`` as ``profile_model``'s keywords (those
     that differ from its defaults)."""
-    from pytest_graphbudget.modes.request import Variant
+    from pytest_graphbudget.modes.request import Variant, checked
 
-    given = {key: getattr(args, key, None) for key in ("mode", "optimizer", "dtype")}
-    if given["optimizer"] and given["mode"] != "train":  # before any model is built
-        raise GraphBudgetError("--optimizer needs --mode train: an eval forward has no optimizer")
+    given = {key: getattr(args, key, None) for key in ("mode", "optimizer", "dtype", "parallel")}
+    for key in ("optimizer", "parallel"):
+        if given[key] and given["mode"] != "train":  # before any model is built
+            raise GraphBudgetError(f"--{key} needs --mode train: an eval forward has no {key}")
+    given["parallel"] = checked("parallel", given["parallel"], "the command line")
     return Variant(**{**given, "mode": given["mode"] or "eval"}).options()
 
 

@@ -216,6 +216,11 @@ def variant(parent: argparse.ArgumentParser) -> None:
         help="profile a copy of the model and its inputs cast to DTYPE (default: its own); "
         "int8 and float8_e4m3fn quantize a copy's Linear layers",
     )
+    parent.add_argument(
+        "--parallel",
+        metavar="KEY=N,...",
+        help="with --mode train: one rank of sharded training, e.g. fsdp=8,tp=2 or zero=2,dp=4",
+    )
 
 
 def output_options(p: argparse.ArgumentParser, formats: Sequence[str] = FORMATS) -> None:

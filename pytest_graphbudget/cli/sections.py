@@ -68,6 +68,34 @@ def _step_rows(prof: Any) -> list[tuple[str, str]]:
         rows.append(("FLOPs by phase", split))
     if prof.optimizer_state_bytes:
         rows.append(("optimizer state", format_bytes(prof.optimizer_state_bytes)))
+    return rows + rank_rows(getattr(prof, "parallel", None))
+
+
+def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """A sharded step's share of each rank, one row per run of ranks that hold the same
+    (uneven shards make the last ranks differ), and what each step moves between ranks."""
+    from pytest_graphbudget.reports.tables import RANK_PARTS, rank_groups
+
+    if not parallel:
+        return []
+    rows = [
+        (
+            "parallel",
+            f"{parallel['parallel']}: {parallel['world']} ranks, ZeRO stage "
+            f"{parallel['stage']}, figures of the {parallel['backend']} backend",
+        )
+    ]
+    for label, r in rank_groups(parallel["ranks"]):
+        shares = " + ".join(
+            f"{p.replace('_', ' ')} {format_bytes(r[p + '_bytes'])}" for p in RANK_PARTS
+        )
+        rows.append((label, f"peak {format_bytes(r['peak_bytes'])} = {shares}"))
+    first = parallel["ranks"][0]
+    moved = ", ".join(
+        f"{kind.replace('_', '-')} {format_bytes(first[kind + '_bytes'])}"
+        for kind in ("all_gather", "reduce_scatter", "all_reduce")
+    )
+    rows.append(("moved per rank", f"{moved} per step (ring volumes)"))
     return rows
 
 

@@ -158,13 +158,24 @@ class Profile:
     optimizer_state_bytes: int = 0  # train: the optimizer's state, allocated before the step
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # train: by phase
     runtime: Any = None  # runtime.Runtime: measured on this machine (measure=True)
+    parallel: dict[str, Any] | None = None  # train, sharded: each rank's share (parallel.py)
 
     def _train_totals(self) -> dict[str, Any]:
         """The training step's extra totals: its phases' figures and the optimizer state."""
         if self.mode != "train":
             return {}
         split = {f"{p}_{k}": v for p, figures in self.phases.items() for k, v in figures.items()}
-        return {"optimizer_state_bytes": self.optimizer_state_bytes, **split}
+        found = {"optimizer_state_bytes": self.optimizer_state_bytes, **split}
+        if self.parallel:
+            found["peak_memory_per_rank_bytes"] = self.peak_memory_per_rank_bytes
+        return found
+
+    @property
+    def peak_memory_per_rank_bytes(self) -> int | None:
+        """The largest rank's peak of a sharded training step (None: not sharded)."""
+        if not self.parallel:
+            return None
+        return max(rank["peak_bytes"] for rank in self.parallel["ranks"])
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display. The engine may not import ``reports`` (imports go down), so
@@ -251,6 +262,7 @@ class Profile:
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "modules": {path: m.to_dict() for path, m in sorted(self.modules.items())},
             **({"runtime": self.runtime.to_dict()} if self.runtime else {}),
+            **({"parallel": self.parallel} if self.parallel else {}),
         }
 
 
@@ -308,6 +320,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         optimizer_state_bytes=totals.get("optimizer_state_bytes", 0),
         phases=_phases_from(totals),
         runtime=Runtime.from_dict(data.get("runtime")),
+        parallel=data.get("parallel"),
     )
 
 

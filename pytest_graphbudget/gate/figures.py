@@ -44,6 +44,7 @@ class Figure:
     max_growth: bool = False  # gated by ``graph-budget compare --max-growth``
     measured: bool = False  # in the totals only when the model was run (``Profile.runtime``)
     init: bool = False  # budgeted by ``graph-budget init``: today's value plus headroom
+    sharded: bool = False  # in the totals only of a sharded training step (``parallel=``)
 
     @property
     def heading(self) -> str:
@@ -75,6 +76,10 @@ TABLE: tuple[Figure, ...] = (
         "peak_memory_bytes", "peak memory", "bytes", budget="memory_max", baseline=True,
         by_module=SUBGRAPHS, ranked_by="memory live at the peak", max_growth=True,
         init=True,
+    ),
+    Figure(
+        "peak_memory_per_rank_bytes", "peak memory per rank", "bytes", short="peak per rank",
+        budget="memory_per_rank_max", sharded=True,
     ),
     Figure(
         "weights_bytes", "weights", "bytes", budget="weights_max", baseline=True,

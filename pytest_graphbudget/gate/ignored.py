@@ -42,11 +42,19 @@ def refuse_idle_runs(given: Any, budget: Any, where: str) -> None:
 
 
 def refuse_idle_optimizer(budget: Any, where: str, mode_key: str) -> None:
-    """An optimizer on an eval budget is refused where it is written, in the budget's own
-    spelling (``mode_key``), before any model is built."""
-    if budget.variant.optimizer and budget.variant.mode != "train":
+    """An optimizer or ``parallel`` on an eval budget, or ``memory_per_rank_max`` without
+    ``parallel`` (no rank to bound: a silent pass), is refused where it is written, in the
+    budget's own spelling (``mode_key``), before any model is built."""
+    for key in ("optimizer", "parallel"):
+        if getattr(budget.variant, key) and budget.variant.mode != "train":
+            raise GraphBudgetError(
+                f"{key} in {where} needs {mode_key}: an eval forward has no optimizer step"
+                " and no sharded state"
+            )
+    if "memory_per_rank_max" in budget.limits and not budget.variant.parallel:
         raise GraphBudgetError(
-            f"optimizer in {where} needs {mode_key}: an eval forward has no optimizer step"
+            f"memory_per_rank_max in {where} needs parallel (e.g. {{fsdp = 8}}): "
+            "without it there is no rank to bound"
         )
 
 

@@ -35,6 +35,7 @@ def profile_model(
     measure: bool | int = False,
     device: str | None = None,
     tier: str | None = None,
+    parallel: Any = None,
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -54,6 +55,8 @@ def profile_model(
     A model ``fx`` cannot trace is priced from one taped forward; ``tier="dynamo"`` asks for
     a whole graph from ``torch.export`` instead, ``tier="dynamo-breaks"`` for Dynamo's graph
     breaks (where and why the forward breaks).
+    ``parallel`` (``{"fsdp": 8}``, ``{"zero": 2, "dp": 4}``, ``{"tp": 2, "fsdp": 4}`` or
+    ``"fsdp=8,tp=2"``) profiles one rank of a sharded training step (``parallel.py``).
     """
     return profile(
         request(
@@ -69,6 +72,7 @@ def profile_model(
             measure=measure,
             device=device,
             tier=tier,
+            parallel=parallel,
             **zoo_options,
         )
     )
@@ -88,6 +92,7 @@ def request(
     measure: bool | int = False,
     device: str | None = None,
     tier: str | None = None,
+    parallel: Any = None,
     **options: Any,
 ) -> Request:
     """``profile_model``'s keywords as one checked ``Request``: every keyword refused here, in
@@ -115,11 +120,26 @@ def request(
         if options and not isinstance(model, str):
             unknown = ", ".join(sorted(options))
             raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
-    variant = Variant(mode, optimizer, dtype)
+    variant = Variant(mode, optimizer, dtype, sharded(parallel, mode, decode))
     found = tuple(sorted(options.items()))
     return Request(
         model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode, device, tier
     )
+
+
+def sharded(parallel: Any, mode: str, decode: bool) -> str | None:
+    """``parallel`` as its text ("fsdp=8"), checked: it shards a training step's state."""
+    if parallel is None:
+        return None
+    from pytest_graphbudget.modes.shards import parse
+
+    text = parse(parallel).text()
+    if mode != "train" or decode:
+        raise GraphBudgetError(
+            "parallel shards a training step's parameters, gradients and optimizer state: "
+            "pass mode='train' too"
+        )
+    return text
 
 
 def check_tier(tier: str | None, mode: str, decode: bool) -> None:
@@ -164,10 +184,12 @@ def profile(request: Request) -> Profile:
     variant = request.variant
     model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), variant.dtype)
     if variant.mode == "train":
+        from pytest_graphbudget.modes.parallel import profile_sharded
         from pytest_graphbudget.modes.train import profile_step
 
+        step = profile_sharded if variant.parallel else profile_step
         # The request resolved: its module (cast), its inputs as a tuple, its label.
-        return profile_step(replace(request, model=model, inputs=args, kwargs=kwargs, name=name))
+        return step(replace(request, model=model, inputs=args, kwargs=kwargs, name=name))
     prof = profile_graph(model, args, kwargs, request.hardware, name, request.tier)
     if not request.runs:
         return prof

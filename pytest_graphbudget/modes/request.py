@@ -26,9 +26,10 @@ model's Linear layers (``quantize.py``) rather than cast it."""
 MODES = ("eval", "train")
 OPTIMIZERS = ("adam", "sgd")
 
-KEYS = ("mode", "optimizer", "dtype")
+KEYS = ("mode", "optimizer", "dtype", "parallel")
 CHOICES = {"mode": MODES, "optimizer": OPTIMIZERS, "dtype": DTYPES}
-SUFFIX = re.compile(rf"@(?:(?:{'|'.join(('train', *OPTIMIZERS, *DTYPES))})\+?)+$")
+_RANKS = r"(?:dp|fsdp|zero|tp)=\d+(?:,(?:dp|fsdp|zero|tp)=\d+)*"
+SUFFIX = re.compile(rf"@(?:(?:{'|'.join(('train', *OPTIMIZERS, *DTYPES, _RANKS))})\+?)+$")
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,14 @@ class Variant:
     mode: str = "eval"
     optimizer: str | None = None
     dtype: str | None = None
+    parallel: str | None = None
+    """Training sharded over ranks, as ``--parallel`` spells it: "fsdp=8,tp=2" (``parallel.py``)."""
 
     def options(self) -> dict[str, Any]:
         """The keywords of ``profile_model`` that differ from its defaults."""
         found = {"mode": self.mode} if self.mode != "eval" else {}
-        found.update({k: v for k, v in (("optimizer", self.optimizer), ("dtype", self.dtype)) if v})
+        pairs = (("optimizer", self.optimizer), ("dtype", self.dtype), ("parallel", self.parallel))
+        found.update({k: v for k, v in pairs if v})
         return found
 
     def tag(self, ident: str) -> str:
@@ -102,9 +106,13 @@ def checked(key: str, value: Any, where: str) -> Any:
     closest valid value. ``optimizer`` and ``dtype`` may be ``None`` in a marker."""
     from pytest_graphbudget.errors import closest
 
-    choices = CHOICES[key]
     if value is None and key != "mode":
         return None
+    if key == "parallel":
+        from pytest_graphbudget.modes.shards import parse
+
+        return parse(value, f"parallel in {where}").text()
+    choices = CHOICES[key]
     if isinstance(value, str) and value in choices:
         return value
     hint = closest(value, choices) if isinstance(value, str) else ""

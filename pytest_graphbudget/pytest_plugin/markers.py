@@ -23,7 +23,8 @@ MARKERS = {
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
     "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
-    "allow_unsupported=False, mode='eval', optimizer=None, dtype=None, measure_runs=20, "
+    "allow_unsupported=False, mode='eval', optimizer=None, dtype=None, parallel=None, "
+    "measure_runs=20, "
     "measure_device=None): "
     "per-test settings of pytest-graphbudget",
 }

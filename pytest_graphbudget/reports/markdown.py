@@ -116,12 +116,29 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
         top = ", ".join(f"{code(label)} {v}" for label, v in rows)
         if top:
             lines += [f"No baseline to compare with; the {heading}: {top}.", ""]
+    lines += rank_table((result.profile or {}).get("parallel"))
     if commit:
         lines += [
             f"If the change is intended, run {code(update)} and commit {code(commit)}.",
             "",
         ]
     return lines
+
+
+def rank_table(parallel: dict[str, Any] | None) -> list[str]:
+    """A sharded step's peak per rank and its parts, one row per run of equal ranks."""
+    from pytest_graphbudget.reports.tables import RANK_PARTS, rank_groups
+    from pytest_graphbudget.units import format_bytes
+
+    if not parallel:
+        return []
+    heads = ["ranks", "peak", *(p.replace("_", " ") for p in RANK_PARTS)]
+    lines = [f"Per rank, {code(parallel['parallel'])} ({parallel['world']} ranks):", ""]
+    lines += ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
+    for label, r in rank_groups(parallel["ranks"]):
+        cells = [format_bytes(r[f"{p}_bytes"]) for p in ("peak", *RANK_PARTS)]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def grown_by_figure(result: Any) -> dict[str, list[tuple[str, int, float | None]]]:

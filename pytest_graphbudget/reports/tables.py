@@ -83,3 +83,21 @@ def csv_text(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 def json_text(data: Any) -> str:
     return json.dumps(data, indent=2) + "\n"
+
+
+RANK_PARTS = ("params", "grads", "optimizer_state", "activation", "input", "transient")
+"""The parts of one rank's peak of a sharded step (``Profile.to_dict()["parallel"]``)."""
+
+
+def rank_groups(ranks: list[dict]) -> list[tuple[str, dict]]:
+    """A sharded step's ranks as runs of equal ranks: ("ranks 0-1", share), ("rank 2", ...);
+    "each rank" when every rank holds the same (replicated, or evenly sharded)."""
+    groups: list[tuple[str, dict]] = []
+    start = 0
+    for end in range(1, len(ranks) + 1):
+        if end < len(ranks) and ranks[end] == ranks[start]:
+            continue
+        label = f"rank {start}" if end - start == 1 else f"ranks {start}-{end - 1}"
+        groups.append((label, ranks[start]))
+        start = end
+    return [("each rank", groups[0][1])] if len(groups) == 1 else groups

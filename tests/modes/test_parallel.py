@@ -1,0 +1,211 @@
+"""Sharded training per rank (issue 27): model state against the closed forms, by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.engine.profile import profile_from_dict  # noqa: E402
+from pytest_graphbudget.errors import GraphBudgetError  # noqa: E402
+
+# P = 8*16 + 16 + 16*8 + 8 = 280 parameters; fp32: W = 4P = 1120 bytes.
+P = 280
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+
+
+def ranks(parallel, optimizer="adam"):
+    prof = profile_model(
+        mlp(), torch.randn(4, 8), mode="train", optimizer=optimizer, parallel=parallel
+    )
+    return prof, prof.parallel["ranks"]
+
+
+@pytest.mark.parametrize(
+    ("parallel", "per_param"),
+    [
+        # fp32 Adam: 4 param + 4 grad + 8 state = 16 bytes per parameter, unsharded (dp).
+        ({"dp": 2}, 16),
+        # ZeRO-1 over 4: state sharded: 4 + 4 + 8/4 = 10.
+        ({"zero": 1, "dp": 4}, 10),
+        # ZeRO-2 over 4: gradients too: 4 + (4 + 8)/4 = 7.
+        ({"zero": 2, "dp": 4}, 7),
+        # ZeRO-3 over 4 and FSDP over 4: everything: 16/4 = 4.
+        ({"zero": 3, "dp": 4}, 4),
+        ({"fsdp": 4}, 4),
+        ("fsdp=2", 8),
+    ],
+)
+def test_model_state_per_rank_is_the_closed_form(parallel, per_param):
+    _, found = ranks(parallel)
+    assert {r["model_state_bytes"] for r in found} == {per_param * P}
+
+
+def test_stages_shard_what_they_should():
+    # ZeRO-2 over 4: params whole (1120), grads 1120/4 = 280, Adam's state 2240/4 = 560.
+    _, found = ranks({"zero": 2, "dp": 4})
+    r = found[0]
+    assert (r["params_bytes"], r["grads_bytes"], r["optimizer_state_bytes"]) == (1120, 280, 560)
+
+
+def test_uneven_fsdp_shards_differ_by_rank():
+    # fsdp=3, dim-0 chunks of ceil(rows/3): fc1 16 rows -> 6, 6, 4 (x8 weights + 1 bias each);
+    # fc2 8 rows -> 3, 3, 2 (x16 + 1). Rank 0: 6*9 + 3*17 = 105 params, rank 2: 4*9 + 2*17 = 70.
+    # Every rank holds the padded chunk of the parameters (105 * 4 B); grads and Adam's
+    # state are the real chunk: rank 0 420 + 840 B, rank 2 280 + 560 B.
+    _, found = ranks({"fsdp": 3})
+    assert [r["params_bytes"] for r in found] == [420, 420, 420]
+    assert [r["grads_bytes"] for r in found] == [420, 420, 280]
+    assert [r["optimizer_state_bytes"] for r in found] == [840, 840, 560]
+
+
+def test_collective_volumes_are_ring_volumes():
+    # fsdp=4: all-gather forward and backward 2 * 3/4 * 1120 = 1680, reduce-scatter 3/4 * 1120.
+    _, found = ranks({"fsdp": 4})
+    assert (found[0]["all_gather_bytes"], found[0]["reduce_scatter_bytes"]) == (1680, 840)
+    # dp=2: one all-reduce of the gradients, 2 * (2-1)/2 * 1120 = 1120.
+    _, found = ranks({"dp": 2})
+    assert (found[0]["all_reduce_bytes"], found[0]["all_gather_bytes"]) == (1120, 0)
+
+
+class Feed(nn.Module):
+    num_heads = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(8, 32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def test_tensor_parallel_splits_the_linear_layers():
+    # tp=2: up column-parallel 8 -> 16 (128 + 16), down row-parallel 16 -> 8 with its whole
+    # bias (128 + 8): 280 parameters per rank, 1120 bytes; Adam: 16 * 280 = 4480 per rank.
+    prof = profile_model(
+        Feed(), torch.randn(4, 8), mode="train", optimizer="adam", parallel={"tp": 2}
+    )
+    r = prof.parallel["ranks"][0]
+    assert (prof.params, r["params_bytes"], r["model_state_bytes"]) == (280, 1120, 4480)
+    # down's output, 4 x 8 fp32 = 128 B, all-reduced forward and (its pair's input) backward:
+    # 2 * 2 * (2-1)/2 * 128 = 256.
+    assert r["all_reduce_bytes"] == 256
+
+
+def test_peak_per_rank_is_a_budget_figure_and_round_trips():
+    prof, found = ranks({"fsdp": 3})
+    totals = prof.to_dict()["totals"]
+    assert totals["peak_memory_per_rank_bytes"] == max(r["peak_bytes"] for r in found)
+    again = profile_from_dict(json.loads(json.dumps(prof.to_dict())))
+    assert again.parallel == prof.parallel
+
+
+def test_a_per_rank_limit_reads_back():
+    import re
+
+    from pytest_graphbudget import units
+    from pytest_graphbudget.gate import budgets
+
+    prof, _ = ranks({"fsdp": 2})
+    value = prof.peak_memory_per_rank_bytes
+    (finding,) = budgets.check(prof, budgets.Budget(limits={"memory_per_rank_max": value / 2}))
+    shown = re.search(
+        r"peak memory per rank (.+?) exceeds memory_per_rank_max (.+?) \(", finding.message
+    )
+    assert shown, finding.message
+    printed, bound = (units.parse(text, "bytes") for text in shown.groups())
+    assert printed == pytest.approx(value, rel=5e-3)
+    assert bound == pytest.approx(value / 2, rel=5e-3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"parallel": {"fsdq": 2}}, "unknown key 'fsdq' (did you mean 'fsdp'?)"),
+        ({"parallel": {"fsdp": 0}}, "fsdp must be a whole number of ranks >= 1, got 0"),
+        ({"parallel": {"tp": 1.5}}, "tp must be a whole number of ranks >= 1, got 1.5"),
+        ({"parallel": {"zero": 2}}, "zero=2 shards over the dp ranks: give dp >= 2"),
+        ({"parallel": {"zero": 4, "dp": 2}}, "zero is a ZeRO stage, 1, 2 or 3, got 4"),
+        ({"parallel": {"fsdp": 2, "dp": 2}}, "fsdp shards like zero=3"),
+        ({"parallel": "fsdp8"}, "write KEY=N pairs"),
+        ({"parallel": {}}, "a table of dp, fsdp, zero, tp"),
+        ({"parallel": {"tp": 3}, "model": Feed()}, "tp=3 does not divide num_heads=4"),
+        ({"parallel": {"tp": 2}, "model": mlp()}, "tp=2 splits no Linear layer"),
+        ({"parallel": {"fsdp": 2}, "mode": "eval"}, "pass mode='train' too"),
+    ],
+)
+def test_bad_parallel_is_one_line(kwargs, message):
+    model = kwargs.pop("model", Feed())
+    kwargs.setdefault("mode", "train")
+    with pytest.raises(GraphBudgetError, match=None) as info:
+        profile_model(model, torch.randn(4, 8), **kwargs)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_cli_parallel(tmp_path, monkeypatch):
+    from pytest_graphbudget.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["profile", "resnet18", "--parallel", "fsdp=2"]) == 2  # eval: refused
+    assert main(["profile", "resnet18", "--mode", "train", "--parallel", "tp=x"]) == 2
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.distributed, "is_gloo_available")
+    or not torch.distributed.is_gloo_available(),
+    reason="no gloo backend",
+)
+def test_per_rank_peak_within_ten_percent_of_a_gloo_run():
+    # Two processes, FSDP2 under gloo on CPU: the allocator's own peak on each rank.
+    import socket
+
+    with socket.socket() as free:  # a port no other run rendezvouses on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(root / "benchmarks" / "sharded.py"),
+            "--parallel",
+            "fsdp=2",
+            "--json",
+            "--port",
+            str(port),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(rows) == 2
+    for row in rows:
+        assert 0.9 <= row["derived"] / row["measured"] <= 1.1, row
+
+
+def test_the_profile_view_has_a_row_per_run_of_equal_ranks():
+    from pytest_graphbudget.cli.sections import rank_rows
+
+    prof, _ = ranks({"fsdp": 3})  # grads: 420 B on ranks 0 and 1, 280 B on rank 2 (above)
+    rows = dict(rank_rows(prof.parallel))
+    assert list(rows) == ["parallel", "ranks 0-1", "rank 2", "moved per rank"]
+    assert "grads 420B" in rows["ranks 0-1"] and "grads 280B" in rows["rank 2"]
+    # 2 * 2/3 * 1120 = 1493 B gathered, 2/3 * 1120 = 747 B reduce-scattered.
+    assert rows["moved per rank"].startswith("all-gather 1.49kB, reduce-scatter 747B")
+    _, even = ranks({"zero": 2, "dp": 4})
+    assert [label for label, _ in rank_rows({**prof.parallel, "ranks": even})][1] == "each rank"
