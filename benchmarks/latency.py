@@ -138,7 +138,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
         try:
             rows.append(measure(name, hardware, args.runs))
-        except Exception as exc:  # noqa: BLE001  (a model that cannot run is reported, not fatal)
+        except Exception as exc:  # a model that cannot run is reported, not fatal
             failed.append(f"{name}: {str(exc).splitlines()[0][:160]}")
         print(rows[-1] if rows else failed[-1], flush=True)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -158,31 +158,41 @@ def calibrate(
     ``threads`` intra-op threads (default: torch's); ``quick`` measures small sizes only."""
     import torch
 
-    if threads is not None:
-        if threads < 1:
-            raise GraphBudgetError(f"--threads must be at least 1, got {threads}")
-        torch.set_num_threads(threads)
+    if threads is not None and threads < 1:
+        raise GraphBudgetError(f"--threads must be at least 1, got {threads}")
     if quick:
         repeats, max_n, copy_bytes = 2, 512, 4 * MIB
-
     try:
         target = torch.device(device)
         torch.empty(1, device=target)
     except (RuntimeError, AssertionError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphBudgetError(f"cannot calibrate on device {device!r}: {reason}") from None
-    sync = (lambda: torch.cuda.synchronize(target)) if target.type == "cuda" else (lambda: None)
-    with torch.inference_mode():
-        flops, n = matmul_flops(target, repeats, max_n, sync)
-        bandwidth = copy_bandwidth(target, copy_bytes, repeats, sync)
-        kernels = {}
-        if target.type == "cpu":  # the micro-benchmarks time host calls: CPU only for now
-            from pytest_graphbudget.modes.kernels import measure_kernels
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:  # the caller's thread count comes back: calibrating is no setting of the process
+        with torch.inference_mode():
+            return _measure(name, target, repeats, max_n, copy_bytes, quick)
+    finally:
+        torch.set_num_threads(before)
 
-            kernels = {
-                dtype: measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
-                for dtype in ("float32", "bfloat16")
-            }
+
+def _measure(
+    name: str, target: Any, repeats: int, max_n: int, copy_bytes: int, quick: bool
+) -> Calibration:
+    import torch
+
+    sync = (lambda: torch.cuda.synchronize(target)) if target.type == "cuda" else (lambda: None)
+    flops, n = matmul_flops(target, repeats, max_n, sync)
+    bandwidth = copy_bandwidth(target, copy_bytes, repeats, sync)
+    kernels = {}
+    if target.type == "cpu":  # the micro-benchmarks time host calls: CPU only for now
+        from pytest_graphbudget.modes.kernels import measure_kernels
+
+        kernels = {
+            dtype: measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
+            for dtype in ("float32", "bfloat16")
+        }
     label = torch.cuda.get_device_name(target) if target.type == "cuda" else _cpu_name()
     return Calibration(
         name, label, torch.get_num_threads(), flops, n, bandwidth, copy_bytes, repeats, kernels

@@ -101,7 +101,7 @@ def _pool(channels: int, hw: int, dtype: Any):
 
 
 def benches(dtype: Any, quick: bool) -> dict[str, list[Bench]]:
-    """The micro-benchmarks of every kind; ``quick`` keeps two small shapes of each."""
+    """The micro-benchmarks of every kind; ``quick`` keeps the first (small) shape of each."""
     table: dict[str, list[Callable[[], Bench]]] = {
         "conv_depthwise": [  # inputs up to LARGE_BYTES (float32)
             lambda: _conv(32, 32, 3, 28, 32, dtype),
@@ -165,7 +165,7 @@ def benches(dtype: Any, quick: bool) -> dict[str, list[Bench]]:
         "view": [lambda: _memory("view", 4096, dtype)],
     }
     return {
-        kind: [make() for make in makers[: 2 if quick else None]] for kind, makers in table.items()
+        kind: [make() for make in makers[: 1 if quick else None]] for kind, makers in table.items()
     }
 
 
@@ -174,13 +174,19 @@ SAMPLE_SECONDS = 0.002
 would be mostly the clock's own cost."""
 
 
-def sample_seconds(call: Callable[[], Any], repeats: int, clock: Callable[[], float]) -> float:
-    """Seconds per call: the fastest of ``repeats`` samples, each a loop of calls."""
+def sample_seconds(
+    call: Callable[[], Any],
+    repeats: int,
+    clock: Callable[[], float],
+    target: float = SAMPLE_SECONDS,
+) -> float:
+    """Seconds per call: the fastest of ``repeats`` samples, each a loop of calls lasting
+    about ``target`` seconds."""
     for _ in range(3):  # lazy initialisation, primitive caches
         call()
     start = clock()
     call()
-    loops = max(1, min(10_000, int(SAMPLE_SECONDS / max(clock() - start, 1e-7))))
+    loops = max(1, min(10_000, int(target / max(clock() - start, 1e-7))))
     best = float("inf")
     for _ in range(repeats):
         start = clock()
@@ -222,10 +228,11 @@ def measure_kernels(
     # add to (wall-clock time, with several threads, counts each of their waits)
     clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
     rates: dict[str, KernelRate] = {}
+    target = SAMPLE_SECONDS / 10 if quick else SAMPLE_SECONDS
     for kind, shapes in benches(dtype, quick).items():
         compute = kind in COMPUTE
         points = [
-            (flops if compute else moved, sample_seconds(call, repeats, clock))
+            (flops if compute else moved, sample_seconds(call, repeats, clock, target))
             for call, flops, moved in shapes
         ]
         overhead, slope = fit(points)
