@@ -45,6 +45,7 @@ class Calibration:
     repeats: int
     # dtype -> kernel kind -> its measured rate (``modes.kernels``), written as [kernels...]
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    chain: dict[str, float] = field(default_factory=dict)  # dtype -> s per op added by a chain
 
     def table(self) -> dict[str, Any]:
         """The ``[hardware.<name>]`` table: ``hardware.from_table``'s keys."""
@@ -102,6 +103,11 @@ class Calibration:
             "peak_tflops and bandwidth_gbs: the roofline; [kernels.KIND] (float32) and "
             "[kernels_bfloat16.KIND]: each kernel kind's FLOP/s, bytes/s and launch overhead, "
             "which the latency estimate prices each op with",
+            *(
+                f"{dtype} overhead_s includes {extra * 1e6:.3g} us an op that a made-up chain "
+                "of ops took beyond its ops timed alone"
+                for dtype, extra in self.chain.items()
+            ),
         ]
 
 
@@ -185,18 +191,41 @@ def _measure(
     sync = (lambda: torch.cuda.synchronize(target)) if target.type == "cuda" else (lambda: None)
     flops, n = matmul_flops(target, repeats, max_n, sync)
     bandwidth = copy_bandwidth(target, copy_bytes, repeats, sync)
-    kernels = {}
+    kernels, chain = {}, {}
     if target.type == "cpu":  # the micro-benchmarks time host calls: CPU only for now
-        from pytest_graphbudget.modes.kernels import measure_kernels
-
-        kernels = {
-            dtype: measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
-            for dtype in ("float32", "bfloat16")
-        }
+        kernels, chain = _kernels(flops, bandwidth, repeats, quick)
     label = torch.cuda.get_device_name(target) if target.type == "cuda" else _cpu_name()
     return Calibration(
-        name, label, torch.get_num_threads(), flops, n, bandwidth, copy_bytes, repeats, kernels
+        name,
+        label,
+        torch.get_num_threads(),
+        flops,
+        n,
+        bandwidth,
+        copy_bytes,
+        repeats,
+        kernels,
+        chain,
     )
+
+
+def _kernels(flops: float, bandwidth: float, repeats: int, quick: bool):
+    """Each kind's rates per dtype, then the launch cost a chain of ops adds to its ops
+    timed alone (``kernels.chain_overhead``; not measured by a ``quick`` calibration)."""
+    import torch
+
+    from pytest_graphbudget.hardware import Hardware
+    from pytest_graphbudget.modes.kernels import chain_overhead, measure_kernels, with_overhead
+
+    kernels, chain = {}, {}
+    for dtype in ("float32", "bfloat16"):
+        rates = measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
+        if not quick:
+            single = Hardware("single", "", {"float32": flops}, bandwidth, kernels={dtype: rates})
+            extra = chain_overhead(single, getattr(torch, dtype), repeats)
+            chain[dtype], rates = extra, with_overhead(rates, extra)
+        kernels[dtype] = rates
+    return kernels, chain
 
 
 def _cpu_name() -> str:

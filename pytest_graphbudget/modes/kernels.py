@@ -241,3 +241,55 @@ def measure_kernels(
             KernelRate(rate, bandwidth, overhead) if compute else KernelRate(peak, rate, overhead)
         )
     return rates
+
+
+def _chain(dtype: Any):
+    """A small made-up network (no zoo model) whose ops run one after another as in a real
+    forward: inputs just written by the op before, weights read once per pass."""
+    import torch
+    from torch import nn
+
+    def block(cin: int, cout: int, stride: int) -> list:
+        return [
+            nn.Conv2d(cin, cin, 3, stride, 1, groups=cin),
+            nn.BatchNorm2d(cin),
+            nn.ReLU6(),
+            nn.Conv2d(cin, cout, 1),
+            nn.BatchNorm2d(cout),
+            nn.Hardswish(),
+        ]
+
+    layers = [nn.Conv2d(3, 16, 3, 2, 1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    layers += block(16, 32, 1) + block(32, 64, 2) + block(64, 128, 2)
+    layers += [nn.Conv2d(128, 128, 3, 1, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    layers += [nn.Linear(128, 512), nn.GELU(), nn.Linear(512, 10), nn.Softmax(-1)]
+    return nn.Sequential(*layers).eval().to(dtype), torch.randn(1, 3, 160, 160, dtype=dtype)
+
+
+def chain_overhead(hardware: Any, dtype: Any, repeats: int) -> float:
+    """Seconds per op that ``_chain`` took beyond its estimate on ``hardware`` (calibrated
+    from the single-op benchmarks), >= 0: what running ops back to back costs beyond each op
+    timed alone in a loop (the module calls between them, colder caches)."""
+    import torch
+
+    from pytest_graphbudget.engine.pipeline import profile_graph
+
+    model, x = _chain(dtype)
+    prof = profile_graph(model, (x,), {}, hardware, "calibration chain")
+    clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
+    for _ in range(3):
+        model(x)
+    best = float("inf")
+    for _ in range(max(repeats, 5)):
+        start = clock()
+        model(x)
+        best = min(best, clock() - start)
+    return max(0.0, (best - prof.est_latency_s) / prof.trace.nodes)
+
+
+def with_overhead(rates: dict[str, KernelRate], extra: float) -> dict[str, KernelRate]:
+    """Every kind's launch ``extra`` seconds dearer."""
+    return {
+        kind: KernelRate(r.flops_per_s, r.bytes_per_s, r.overhead_s + extra)
+        for kind, r in rates.items()
+    }
