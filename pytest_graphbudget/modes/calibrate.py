@@ -45,7 +45,7 @@ class Calibration:
     repeats: int
     # dtype -> kernel kind -> its measured rate (``modes.kernels``), written as [kernels...]
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
-    chain: dict[str, float] = field(default_factory=dict)  # dtype -> s per op added by a chain
+    chain: dict[str, float] = field(default_factory=dict)  # dtype -> chained / single-op time
 
     def table(self) -> dict[str, Any]:
         """The ``[hardware.<name>]`` table: ``hardware.from_table``'s keys."""
@@ -104,9 +104,9 @@ class Calibration:
             "[kernels_bfloat16.KIND]: each kernel kind's FLOP/s, bytes/s and launch overhead, "
             "which the latency estimate prices each op with",
             *(
-                f"{dtype} overhead_s includes {extra * 1e6:.3g} us an op that a made-up chain "
-                "of ops took beyond its ops timed alone"
-                for dtype, extra in self.chain.items()
+                f"{dtype} kernels but matmul and attention scaled by {factor:.3g}: a made-up "
+                "chain of ops ran that much slower than its ops timed alone"
+                for dtype, factor in self.chain.items()
             ),
         ]
 
@@ -210,20 +210,20 @@ def _measure(
 
 
 def _kernels(flops: float, bandwidth: float, repeats: int, quick: bool):
-    """Each kind's rates per dtype, then the launch cost a chain of ops adds to its ops
-    timed alone (``kernels.chain_overhead``; not measured by a ``quick`` calibration)."""
+    """Each kind's rates per dtype, then scaled by what a chain of ops costs beyond its ops
+    timed alone (``kernels.chain_factor``; not measured by a ``quick`` calibration)."""
     import torch
 
     from pytest_graphbudget.hardware import Hardware
-    from pytest_graphbudget.modes.kernels import chain_overhead, measure_kernels, with_overhead
+    from pytest_graphbudget.modes.kernels import chain_factor, measure_kernels, scaled
 
     kernels, chain = {}, {}
     for dtype in ("float32", "bfloat16"):
         rates = measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
         if not quick:
             single = Hardware("single", "", {"float32": flops}, bandwidth, kernels={dtype: rates})
-            extra = chain_overhead(single, getattr(torch, dtype), repeats)
-            chain[dtype], rates = extra, with_overhead(rates, extra)
+            factor = chain_factor(single, getattr(torch, dtype), repeats)
+            chain[dtype], rates = factor, scaled(rates, factor)
         kernels[dtype] = rates
     return kernels, chain
 
