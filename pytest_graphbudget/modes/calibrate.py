@@ -45,7 +45,6 @@ class Calibration:
     repeats: int
     # dtype -> kernel kind -> its measured rate (``modes.kernels``), written as [kernels...]
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
-    chain: dict[str, float] = field(default_factory=dict)  # dtype -> chained / single-op time
 
     def table(self) -> dict[str, Any]:
         """The ``[hardware.<name>]`` table: ``hardware.from_table``'s keys."""
@@ -103,11 +102,6 @@ class Calibration:
             "peak_tflops and bandwidth_gbs: the roofline; [kernels.KIND] (float32) and "
             "[kernels_bfloat16.KIND]: each kernel kind's FLOP/s, bytes/s and launch overhead, "
             "which the latency estimate prices each op with",
-            *(
-                f"{dtype} kernels but matmul and attention scaled by {factor:.3g}: a made-up "
-                "chain of ops ran that much slower than its ops timed alone"
-                for dtype, factor in self.chain.items()
-            ),
         ]
 
 
@@ -191,9 +185,9 @@ def _measure(
     sync = (lambda: torch.cuda.synchronize(target)) if target.type == "cuda" else (lambda: None)
     flops, n = matmul_flops(target, repeats, max_n, sync)
     bandwidth = copy_bandwidth(target, copy_bytes, repeats, sync)
-    kernels, chain = {}, {}
+    kernels = {}
     if target.type == "cpu":  # the micro-benchmarks time host calls: CPU only for now
-        kernels, chain = _kernels(flops, bandwidth, repeats, quick)
+        kernels = _kernels(flops, bandwidth, repeats, quick)
     label = torch.cuda.get_device_name(target) if target.type == "cuda" else _cpu_name()
     return Calibration(
         name,
@@ -205,27 +199,19 @@ def _measure(
         copy_bytes,
         repeats,
         kernels,
-        chain,
     )
 
 
-def _kernels(flops: float, bandwidth: float, repeats: int, quick: bool):
-    """Each kind's rates per dtype, then scaled by what a chain of ops costs beyond its ops
-    timed alone (``kernels.chain_factor``; not measured by a ``quick`` calibration)."""
+def _kernels(flops: float, bandwidth: float, repeats: int, quick: bool) -> dict:
+    """Each kind's rates (``modes.kernels``), per dtype."""
     import torch
 
-    from pytest_graphbudget.hardware import Hardware
-    from pytest_graphbudget.modes.kernels import chain_factor, measure_kernels, scaled
+    from pytest_graphbudget.modes.kernels import measure_kernels
 
-    kernels, chain = {}, {}
-    for dtype in ("float32", "bfloat16"):
-        rates = measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
-        if not quick:
-            single = Hardware("single", "", {"float32": flops}, bandwidth, kernels={dtype: rates})
-            factor = chain_factor(single, getattr(torch, dtype), repeats)
-            chain[dtype], rates = factor, scaled(rates, factor)
-        kernels[dtype] = rates
-    return kernels, chain
+    return {
+        dtype: measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
+        for dtype in ("float32", "bfloat16")
+    }
 
 
 def _cpu_name() -> str:
