@@ -20,6 +20,20 @@ GIGA = 1e9
 
 
 @dataclass(frozen=True)
+class KernelRate:
+    """What one kind of kernel achieves on a calibrated machine: its FLOP/s, its bytes/s and a
+    fixed cost per launch (on a CPU, eager dispatch: microseconds that dominate small ops)."""
+
+    flops_per_s: float
+    bytes_per_s: float
+    overhead_s: float = 0.0
+
+    def time(self, flops: float, traffic: float) -> float:
+        """One launch: the overhead, then whichever of compute and memory takes longer."""
+        return self.overhead_s + max(flops / self.flops_per_s, traffic / self.bytes_per_s)
+
+
+@dataclass(frozen=True)
 class Hardware:
     """One accelerator or CPU: dense peak FLOP/s per dtype and DRAM bandwidth in bytes/s."""
 
@@ -29,6 +43,8 @@ class Hardware:
     bandwidth: float
     source: str = ""
     aliases: tuple[str, ...] = field(default=())
+    # measured rates by dtype, then kernel kind (``graph-budget hardware --calibrate``)
+    kernels: Mapping[str, Mapping[str, KernelRate]] = field(default_factory=dict)
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
@@ -40,6 +56,11 @@ class Hardware:
     def time(self, flops: float, traffic: float, dtype: str = "float32") -> float:
         """Roofline time: whichever of compute and memory takes longer."""
         return max(flops / self.peak(dtype), traffic / self.bandwidth)
+
+    def kernel(self, kind: str, dtype: str = "float32") -> KernelRate | None:
+        """The calibrated rate of ``kind`` kernels in ``dtype`` (else float32's), if any."""
+        rates = self.kernels.get(dtype) or self.kernels.get("float32") or {}
+        return rates.get(kind)
 
 
 BUILTIN: tuple[Hardware, ...] = (
@@ -156,7 +177,42 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
         peak_flops=peaks,
         bandwidth=bandwidth,
         source="user profile",
+        kernels=_kernel_tables(name, table),
     )
+
+
+KERNEL_KEYS = ("flops_per_s", "bytes_per_s", "overhead_s")
+
+
+def _kernel_tables(name: str, table: Mapping[str, object]) -> dict[str, dict[str, KernelRate]]:
+    """``[kernels.<kind>]`` (float32) and ``[kernels_<dtype>.<kind>]`` tables: each kind's
+    ``flops_per_s``, ``bytes_per_s`` and ``overhead_s``; a profile without them has none."""
+    found: dict[str, dict[str, KernelRate]] = {}
+    for key, kinds in table.items():
+        if key != "kernels" and not str(key).startswith("kernels_"):
+            continue
+        dtype = "float32" if key == "kernels" else str(key).removeprefix("kernels_")
+        if not isinstance(kinds, Mapping):
+            raise GraphBudgetError(f"hardware {name!r}: {key} must be a table of kernel kinds")
+        found[dtype] = {
+            str(kind): _kernel_rate(name, f"{key}.{kind}", v) for kind, v in kinds.items()
+        }
+    return found
+
+
+def _kernel_rate(name: str, where: str, value: object) -> KernelRate:
+    try:
+        figures = [float(value[k]) for k in KERNEL_KEYS]  # type: ignore[index]
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raise GraphBudgetError(
+            f"hardware {name!r}: {where} needs numbers {', '.join(KERNEL_KEYS)}"
+        ) from None
+    rate, bandwidth, overhead = figures
+    if not (0 < rate < math.inf and 0 < bandwidth < math.inf and 0 <= overhead < math.inf):
+        raise GraphBudgetError(
+            f"hardware {name!r}: {where}: rates must be finite positive, overhead_s >= 0"
+        )
+    return KernelRate(rate, bandwidth, overhead)
 
 
 def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:

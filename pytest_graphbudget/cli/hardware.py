@@ -28,8 +28,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--calibrate",
         action="store_true",
-        help="measure this machine (float32 matmul, memory copy) and write its profile as "
+        help="measure this machine (float32 matmul, memory copy and, on a CPU, each kind of "
+        "kernel in float32 and bfloat16: under a minute) and write its profile as "
         "[hardware.NAME] TOML for --hardware-file (to --output, else stdout)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch intra-op threads while --calibrate measures (default: torch's); time "
+        "the models the profile prices with as many",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="--calibrate on small sizes only (seconds; a smoke check, not a calibration)",
     )
     p.add_argument("--name", help="the calibrated profile's name (default: calibrated)")
     p.add_argument("--device", help="what --calibrate measures: cpu (default) or cuda")
@@ -41,7 +53,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from pytest_graphbudget import hardware as hw
 
     check_writable(args.output)
-    if args.calibrate or args.name or args.device:
+    if args.calibrate or args.name or args.device or args.threads is not None or args.quick:
         return calibrate(args, console)
     profiles = hw.profiles(loading.user_hardware(args.hardware_file)).values()
     console.emit(render_hardware(profiles, format_of(args)), args.output)
@@ -55,15 +67,15 @@ def calibrate(args: argparse.Namespace, console: Console) -> int:
     from pytest_graphbudget.modes.calibrate import calibrate as measure
 
     if not args.calibrate:
-        raise GraphBudgetError("--name and --device go with --calibrate")
+        raise GraphBudgetError("--name, --device, --threads and --quick go with --calibrate")
     if args.format or args.hardware_file:
         raise GraphBudgetError(
             "--calibrate writes TOML to --output FILE (or stdout); drop --format and "
             "--hardware-file, then pass the file to --hardware-file where it is used"
         )
     name = args.name or "calibrated"
-    console.progress(f"calibrating {args.device or 'cpu'} (float32 matmul, memory copy) ...")
-    result = measure(name, args.device or "cpu")
+    console.progress(f"calibrating {args.device or 'cpu'} (matmul, copy, kernel kinds) ...")
+    result = measure(name, args.device or "cpu", threads=args.threads, quick=args.quick)
     from_table(name, result.table())  # a profile it cannot read back would fail later, silently
     existing = ""
     if args.output and args.output != "-" and Path(args.output).is_file():

@@ -36,6 +36,12 @@ def assemble(
     at_peak = live_at_peak(measured)
     dtype = _dtype(model, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
+    if target.kernels:  # calibrated: each op priced by its kernel kind's measured rate
+        from pytest_graphbudget.engine.latency import group_seconds, param_shapes, tensor_sizes
+
+        sizes, shapes = tensor_sizes(measured), param_shapes(model)
+        for group, subgraph in zip(groups, subgraphs, strict=True):
+            subgraph.est_latency_s = group_seconds(group.members, target, dtype, sizes, shapes)
     return Profile(
         model=name,
         inputs=_input_info(model, args, kwargs),

@@ -287,8 +287,11 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         Subgraph(**{k: s[k] for k in Subgraph.__dataclass_fields__ if k in s})
         for s in data["subgraphs"]
     ]
-    for s in subgraphs:
-        s.est_latency_s = target.time(s.flops, s.traffic_bytes, dtype)
+    for s, saved in zip(
+        subgraphs, data["subgraphs"], strict=True
+    ):  # calibrated: per-op detail, keep it
+        if not (target.kernels and "est_latency_s" in saved):
+            s.est_latency_s = target.time(s.flops, s.traffic_bytes, dtype)
     return Profile(
         model=data["model"],
         inputs=[InputInfo(**i) for i in data["inputs"]],

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from pytest_graphbudget import cli
+from pytest_graphbudget.engine.latency import KINDS
 from pytest_graphbudget.hardware import Hardware, from_table
 
 if sys.version_info >= (3, 11):
@@ -25,6 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+THREADS = torch.get_num_threads()
 OTHER = "[hardware.other]\npeak_tflops = { float32 = 1 }\nbandwidth_gbs = 10\n"
 
 
@@ -49,7 +51,8 @@ def calibrated(tmp_path_factory):
     path = tmp_path_factory.mktemp("calibrate") / "hardware.toml"
     path.write_text(OTHER)
     before = matmul_flops()
-    code = cli.main(["hardware", "--calibrate", "--name", "ci-box", "-o", str(path), "-q"])
+    argv = ["hardware", "--calibrate", "--quick", "--threads", "1", "--name", "ci-box"]
+    code = cli.main([*argv, "-o", str(path), "-q"])
     size = re.search(r"float32 matmul n=(\d+)", path.read_text())
     assert size, path.read_text()
     after = matmul_flops(int(size[1]))
@@ -85,10 +88,42 @@ def test_hardware_name_uses_the_calibrated_profile(calibrated, tmp_path, capsys)
     assert prof["hardware"]["ridge_point"] == pytest.approx(peak / bandwidth)
 
 
+def test_every_kernel_kind_is_calibrated_in_float32_and_bfloat16(calibrated):
+    _, path, _ = calibrated
+    written = tomllib.loads(path.read_text())["hardware"]["ci-box"]
+    for key in ("kernels", "kernels_bfloat16"):
+        assert sorted(written[key]) == sorted(KINDS), key
+        for kind, rate in written[key].items():
+            assert rate["flops_per_s"] > 0 and rate["bytes_per_s"] > 0, (key, kind)
+            # a launch costs something, and no op of these sizes takes a second
+            assert 0 <= rate["overhead_s"] < 1, (key, kind)
+    assert torch.get_num_threads() == THREADS  # --threads 1 held only while it measured
+
+
+def test_profile_prices_with_the_calibrated_kernels(calibrated, tmp_path, capsys):
+    _, path, _ = calibrated
+    matmul = tomllib.loads(path.read_text())["hardware"]["ci-box"]["kernels"]["matmul"]
+    model = tmp_path / "tiny.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(8, 4)), model)
+    args = [str(model), "--trust-pickle", "--input-shape", "2,8", "-q", "--format", "json"]
+    hardware = ["--hardware", "ci-box", "--hardware-file", str(path)]
+    assert cli.main(["profile", *args, *hardware]) == 0
+    prof = json.loads(capsys.readouterr().out)
+    # one linear op: reads x 2*8*4 = 64 B, weights 8*4*4 + 4*4 = 144 B, writes 2*4*4 = 32 B
+    flops, moved = prof["totals"]["flops"], 64 + 144 + 32
+    expected = matmul["overhead_s"] + max(
+        flops / matmul["flops_per_s"], moved / matmul["bytes_per_s"]
+    )
+    assert prof["totals"]["est_latency_s"] == pytest.approx(expected)
+    assert sum(s["est_latency_s"] for s in prof["subgraphs"]) == pytest.approx(expected)
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
         (["--name", "x"], "go with --calibrate"),
+        (["--quick"], "go with --calibrate"),
+        (["--calibrate", "--quick", "--threads", "0"], "at least 1"),
         (["--calibrate", "--format", "json"], "drop --format"),
         (["--calibrate", "--device", "no-such-device"], "cannot calibrate on device"),
     ],

@@ -1,0 +1,141 @@
+"""The calibrated latency estimate (issue 26): each op classified into a kernel kind, priced
+with that kind's measured rate (``hardware.KernelRate``), summed per subgraph and per model.
+
+The expected seconds are worked out by hand below from the ops' bytes (float32: 4 bytes an
+element) and the rates of a hand-written kernel table; FLOP rates are set so high that FLOPs
+cost nothing measurable, so the arithmetic needs no FLOP formula of ours.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_graphbudget.api import profile_model
+from pytest_graphbudget.engine.latency import KINDS, LARGE_BYTES, kernel_kind
+from pytest_graphbudget.engine.measure import NodeCost
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.hardware import KernelRate, from_table
+
+
+def node(kind: str, category: str, weights=(), inputs=()) -> NodeCost:
+    return NodeCost(
+        name=kind,
+        op="call_module",
+        target=kind,
+        module=kind,
+        index=0,
+        kind=kind,
+        category=category,
+        weights=dict.fromkeys(weights, 1),
+        inputs=list(inputs),
+    )
+
+
+SHAPES = {
+    "dw.weight": (32, 1, 3, 3),  # depthwise: one input channel per group
+    "pw.weight": (64, 32, 1, 1),  # 1x1
+    "dense.weight": (64, 32, 3, 3),
+    "grouped.weight": (64, 8, 3, 3),  # 4 groups of 8 channels: dense per group
+}
+
+
+@pytest.mark.parametrize(
+    ("op", "expected"),
+    [
+        (node("conv", "anchor", ["dw.weight"], ["x"]), "conv_depthwise"),
+        (node("conv", "anchor", ["dw.weight"], ["big"]), "conv_depthwise_large"),
+        (node("conv", "anchor", ["pw.weight"], ["big"]), "conv_pointwise"),
+        (node("conv", "anchor", ["dense.weight"], ["x"]), "conv_dense"),
+        (node("conv", "anchor", ["grouped.weight"], ["x"]), "conv_dense"),
+        (node("conv", "anchor", ["not.a.parameter"], ["x"]), "conv_dense"),
+        (node("linear", "anchor"), "matmul"),
+        (node("bmm", "anchor"), "matmul"),
+        (node("attention", "anchor"), "attention"),
+        (node("bn", "elementwise"), "batch_norm"),
+        (node("relu", "elementwise"), "pointwise"),
+        (node("softmax", "reduction"), "reduction"),
+        (node("layer_norm", "reduction"), "reduction"),
+        (node("max_pool", "reduction"), "pooling"),
+        (node("cat", "movement"), "copy"),
+        (node("view", "view"), "view"),
+    ],
+)
+def test_each_op_falls_in_its_kernel_kind(op, expected):
+    sizes = {"x": 1000, "big": LARGE_BYTES + 1}
+    assert kernel_kind(op, SHAPES, sizes) == expected
+    assert expected in KINDS
+
+
+def test_a_kernel_rate_prices_overhead_plus_the_slower_of_compute_and_memory():
+    rate = KernelRate(flops_per_s=1e9, bytes_per_s=1e10, overhead_s=5e-6)
+    # compute-bound: 2e6 FLOPs / 1e9 = 2 ms against 1e5 bytes / 1e10 = 10 us -> 5 us + 2 ms
+    assert rate.time(2e6, 1e5) == pytest.approx(2.005e-3)
+    # memory-bound: 1e3 FLOPs / 1e9 = 1 us against 1e6 bytes / 1e10 = 100 us -> 105 us
+    assert rate.time(1e3, 1e6) == pytest.approx(105e-6)
+
+
+FREE = 1e30  # FLOP/s: FLOPs add nothing
+TABLE = {
+    "peak_tflops": {"float32": 1},
+    "bandwidth_gbs": 1,
+    "kernels": {
+        "matmul": {"flops_per_s": FREE, "bytes_per_s": 1e9, "overhead_s": 1e-3},
+        "pointwise": {"flops_per_s": FREE, "bytes_per_s": 2e9, "overhead_s": 1e-4},
+        "reduction": {"flops_per_s": FREE, "bytes_per_s": 4e9, "overhead_s": 1e-5},
+    },
+}
+
+
+def test_a_calibrated_profile_prices_every_op_and_the_subgraphs_add_up():
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Softmax(-1)).eval()
+    prof = profile_model(model, torch.randn(2, 8), hardware=from_table("box", TABLE))
+    # linear: reads x 2*8*4 = 64 B, weight 8*4*4 = 128 B, bias 16 B, writes 2*4*4 = 32 B
+    #   -> 1 ms + 240 B / 1e9 = 1e-3 + 2.4e-7 s
+    # relu (fused with it): reads 32 B, writes 32 B -> 1e-4 + 64 / 2e9 = 1e-4 + 3.2e-8 s
+    # softmax (its own kernel): reads 32 B, writes 32 B -> 1e-5 + 64 / 4e9 = 1e-5 + 1.6e-8 s
+    linear_relu = 1e-3 + 2.4e-7 + 1e-4 + 3.2e-8
+    softmax = 1e-5 + 1.6e-8
+    assert [s.est_latency_s for s in prof.subgraphs] == pytest.approx([linear_relu, softmax])
+    assert prof.est_latency_s == pytest.approx(linear_relu + softmax)
+    assert prof.est_latency_s == pytest.approx(sum(s.est_latency_s for s in prof.subgraphs))
+
+
+def test_a_profile_without_kernels_keeps_the_roofline():
+    old = {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 1}  # a file from before issue 26
+    hardware = from_table("old", old)
+    assert hardware.kernels == {}
+    prof = profile_model(nn.Sequential(nn.Linear(8, 4)), torch.randn(2, 8), hardware=hardware)
+    (sub,) = prof.subgraphs
+    # the roofline: max(FLOPs / 1e12, traffic / 1e9); traffic 64 + 144 + 32 = 240 B dominates
+    assert sub.traffic_bytes == 240
+    assert prof.est_latency_s == pytest.approx(240 / 1e9)
+
+
+def test_kernel_tables_read_per_dtype_and_fall_back_to_float32():
+    table = {
+        **TABLE,
+        "kernels_bfloat16": {
+            "matmul": {"flops_per_s": 2e9, "bytes_per_s": 3e9, "overhead_s": 0},
+        },
+    }
+    hardware = from_table("box", table)
+    assert hardware.kernel("matmul", "bfloat16") == KernelRate(2e9, 3e9, 0.0)
+    assert hardware.kernel("matmul", "float16") == KernelRate(FREE, 1e9, 1e-3)
+    assert hardware.kernel("conv_dense") is None  # not calibrated: the op keeps the roofline
+
+
+@pytest.mark.parametrize(
+    ("kernels", "says"),
+    [
+        ({"matmul": {"flops_per_s": 1e9, "bytes_per_s": 1e9}}, "needs numbers"),
+        ({"matmul": {"flops_per_s": 0, "bytes_per_s": 1e9, "overhead_s": 0}}, "finite positive"),
+        ({"matmul": {"flops_per_s": 1, "bytes_per_s": 1, "overhead_s": -1}}, "overhead_s >= 0"),
+        ("fast", "must be a table"),
+    ],
+)
+def test_a_bad_kernel_table_is_a_one_line_error(kernels, says):
+    with pytest.raises(GraphBudgetError, match=says) as info:
+        from_table("box", {**TABLE, "kernels": kernels})
+    assert "\n" not in str(info.value)
