@@ -68,3 +68,12 @@ def test_only_float32_convolutions_have_a_workspace():
     args = (Shape((1, 512, 7, 7)), Shape((512, 512, 3, 3)), None, [1, 1], [1, 1], [1, 1])
     assert workspace_bytes("convolution", (*args, False, [0, 0], 1), {}, Shape(()), 2) == 0
     assert REGISTRY["mm"].workspace is None
+
+
+def test_the_workspace_does_not_follow_the_machines_thread_count():
+    """A budget compares figures recorded on one machine with another's: with two threads
+    oneDNN would take this unstrided 1x1 conv (batch 1, 64*32*32 = 65,536 elements, over
+    20,480), but the figure stays the one-thread slow path's, whose input already is its
+    columns: 0 bytes."""
+    torch.set_num_threads(2)  # the autouse fixture puts the count back
+    assert conv((1, 64, 32, 32), (64, 64, 1, 1), (1, 64, 32, 32), padding=(0, 0)) == 0
