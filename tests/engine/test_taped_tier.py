@@ -222,3 +222,34 @@ def test_profiling_without_a_whole_graph_capture_never_imports_dynamo(tmp_path):
         check=True, timeout=120,
     )  # fmt: skip
     assert out.stdout.split() == ["['eager',", "'fx']", "False"], out.stderr
+
+
+class Anchors(nn.Module):
+    """torchvision's ``AnchorGenerator`` pattern: every forward reassigns a new list around the
+    same anchor tensors (``[a.to(dtype, device) for a in ...]``), beside a data-dependent branch
+    that FX cannot trace. The state is the same after the forward as before it: no lazy state."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4, bias=False)
+        self.cells = [torch.ones(4)]
+
+    def forward(self, x):
+        self.cells = [c.to(x.dtype) for c in self.cells]  # .to returns each tensor itself
+        y = self.lin(x)
+        if y.sum() > 0:  # FX: a Proxy cannot be a bool
+            return y * self.cells[0]
+        return y
+
+
+def test_a_list_rebuilt_around_the_same_tensors_is_taped_once():
+    model, calls = Anchors().eval(), []
+    model.register_forward_pre_hook(lambda *_: calls.append(1))
+    x = torch.ones(2, 4)
+    nn.init.ones_(model.lin.weight)  # y = 4 everywhere: the multiplying branch
+    taped = profile_model(model, (x,))
+    assert taped.trace.method == "eager"
+    assert len(calls) == 1  # one taped forward: neither FX nor a second tape retried
+    # lin 2 x 4 x 4 = 32 MACs; sum 8 elements, > 1, * 8 elements
+    assert taped.macs == 2 * 4 * 4
+    assert taped.flops == 2 * 32 + 8 + 1 + 8
