@@ -253,3 +253,17 @@ def test_a_list_rebuilt_around_the_same_tensors_is_taped_once():
     # lin 2 x 4 x 4 = 32 MACs; sum 8 elements, > 1, * 8 elements
     assert taped.macs == 2 * 4 * 4
     assert taped.flops == 2 * 32 + 8 + 1 + 8
+
+
+def test_the_forward_after_lazy_state_is_taped_on_fake_tensors():
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    model, seen = Head().eval(), []
+    model.register_forward_pre_hook(lambda _m, args: seen.append(isinstance(args[0], FakeTensor)))
+    x = torch.randn(1, 3, 8, 8)
+    taped = profile_model(model, (x,))
+    # The first forward builds the anchors for real (FX retraces forward without its hooks);
+    # the second runs on fakes: the model's arithmetic ran once, as FlopCounterMode's does.
+    assert seen == [False, True]
+    assert taped.flops == 2 * (A_MACS + B_MACS) + 2 * SILU + 8 * 64
+    assert isinstance(model.anchors, torch.Tensor) and not isinstance(model.anchors, FakeTensor)
