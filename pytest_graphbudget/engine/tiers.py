@@ -118,7 +118,7 @@ def _taped(
     if traced is not None:
         return traced, measured, failures
     try:
-        captured = _second_tape(model, example)
+        captured = _second_tape(model, example, _reads_data(captured))
     except FormulaError:
         raise
     except Exception as exc:  # warmed up already: the whole-graph tiers say the rest
@@ -127,18 +127,31 @@ def _taped(
     return captured, captured.measured, failures
 
 
-def _second_tape(model: Any, example: Any) -> Any:
+DATA_OPS = frozenset({"_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "unique"})
+"""Ops that hand a tensor's values to Python or size an output by them: fake tensors, which
+have no values, cannot run a forward that calls one (a detector's ``.item()`` and NMS)."""
+
+
+def _reads_data(captured: Any) -> bool:
+    """Whether the taped forward called one of ``DATA_OPS``."""
+    return any(n.target.rpartition(".")[2] in DATA_OPS for n in captured.measured.nodes)
+
+
+def _second_tape(model: Any, example: Any, reads_data: bool) -> Any:
     """The tape of a forward after the one that built lazy state: on fake tensors first (the
     ops without their arithmetic: YOLOv8n's second forward in a tenth of a real one's time),
-    on real ones when the forward needs data."""
+    on real ones when the forward needs data, and straight away when the first one read data
+    (a fake forward would only get that far before failing)."""
     from pytest_graphbudget.engine.breaks import capture_eager
 
-    try:
-        return capture_eager(model, example, fake=True)
-    except FormulaError:
-        raise
-    except Exception:  # a branch on a value, .item(), nonzero: the real forward prices it
-        return capture_eager(model, example)
+    if not reads_data:
+        try:
+            return capture_eager(model, example, fake=True)
+        except FormulaError:
+            raise
+        except Exception:  # a branch on a value, .item(), nonzero: the real forward prices it
+            pass
+    return capture_eager(model, example)
 
 
 def _outside_inference(example: Any) -> Any:

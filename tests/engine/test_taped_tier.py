@@ -267,3 +267,24 @@ def test_the_forward_after_lazy_state_is_taped_on_fake_tensors():
     assert seen == [False, True]
     assert taped.flops == 2 * (A_MACS + B_MACS) + 2 * SILU + 8 * 64
     assert isinstance(model.anchors, torch.Tensor) and not isinstance(model.anchors, FakeTensor)
+
+
+class LazyBranch(Head):
+    """Lazy anchors, and a branch on a value that fake tensors cannot take."""
+
+    def forward(self, x):
+        y = super().forward(x)
+        return y * 2 if y.sum() > 0 else y
+
+
+def test_a_forward_that_read_values_is_taped_again_for_real_only():
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    model, seen = LazyBranch().eval(), []
+    model.register_forward_pre_hook(lambda _m, args: seen.append(isinstance(args[0], FakeTensor)))
+    x = torch.ones(1, 3, 8, 8)
+    taped = profile_model(model, (x,))
+    assert seen == [False, False]  # no fake forward tried: it would fail at the branch
+    # Head's figures, then sum (8*64 elements), > (1) and * 2 (8*64) on y = flatten + anchors
+    head = 2 * (A_MACS + B_MACS) + 2 * SILU + 8 * 64
+    assert taped.flops == head + 8 * 64 + 1 + 8 * 64
