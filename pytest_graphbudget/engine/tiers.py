@@ -118,7 +118,7 @@ def _taped(
     if traced is not None:
         return traced, measured, failures
     try:
-        captured = _second_tape(model, example, _reads_data(captured))
+        captured = _second_tape(model, example, captured)
     except FormulaError:
         raise
     except Exception as exc:  # warmed up already: the whole-graph tiers say the rest
@@ -137,14 +137,15 @@ def _reads_data(captured: Any) -> bool:
     return any(n.target.rpartition(".")[2] in DATA_OPS for n in captured.measured.nodes)
 
 
-def _second_tape(model: Any, example: Any, reads_data: bool) -> Any:
-    """The tape of a forward after the one that built lazy state: on fake tensors first (the
-    ops without their arithmetic: YOLOv8n's second forward in a tenth of a real one's time),
-    on real ones when the forward needs data, and straight away when the first one read data
-    (a fake forward would only get that far before failing)."""
+def _second_tape(model: Any, example: Any, first: Any) -> Any:
+    """The tape of a forward after the one (``first``) that built lazy state: on fake tensors
+    when the first took ``REAL_PASS_SECONDS`` or more (the ops without their arithmetic; a
+    fake op's cost is fixed, and the first fake pass of a process pays for the mode's set-up,
+    so a quick model runs again for real), on real ones when the forward needs data, and
+    straight away when the first one read data (a fake forward would only get that far)."""
     from pytest_graphbudget.engine.breaks import capture_eager
 
-    if not reads_data:
+    if first.seconds >= REAL_PASS_SECONDS and not _reads_data(first):
         try:
             return capture_eager(model, example, fake=True)
         except FormulaError:

@@ -255,8 +255,13 @@ def test_a_list_rebuilt_around_the_same_tensors_is_taped_once():
     assert taped.flops == 2 * 32 + 8 + 1 + 8
 
 
-def test_the_forward_after_lazy_state_is_taped_on_fake_tensors():
+def test_the_forward_after_lazy_state_is_taped_on_fake_tensors(monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensor
+
+    from pytest_graphbudget.engine import tiers
+
+    # As if the first forward had been slow (a large model): this one takes milliseconds.
+    monkeypatch.setattr(tiers, "REAL_PASS_SECONDS", 0.0)
 
     model, seen = Head().eval(), []
     model.register_forward_pre_hook(lambda _m, args: seen.append(isinstance(args[0], FakeTensor)))
@@ -277,8 +282,12 @@ class LazyBranch(Head):
         return y * 2 if y.sum() > 0 else y
 
 
-def test_a_forward_that_read_values_is_taped_again_for_real_only():
+def test_a_forward_that_read_values_is_taped_again_for_real_only(monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensor
+
+    from pytest_graphbudget.engine import tiers
+
+    monkeypatch.setattr(tiers, "REAL_PASS_SECONDS", 0.0)  # fakes would be tried, but for this
 
     model, seen = LazyBranch().eval(), []
     model.register_forward_pre_hook(lambda _m, args: seen.append(isinstance(args[0], FakeTensor)))
