@@ -213,7 +213,8 @@ def variant(parent: argparse.ArgumentParser) -> None:
     parent.add_argument(
         "--dtype",
         choices=DTYPES,
-        help="profile a copy of the model and its inputs cast to DTYPE (default: its own)",
+        help="profile a copy of the model and its inputs cast to DTYPE (default: its own); "
+        "int8 and float8_e4m3fn quantize a copy's Linear layers",
     )
 
 

@@ -123,8 +123,15 @@ def worker_main() -> int:
     results = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    import pytest_graphbudget.engine.profile  # noqa: F401  (imports torch: not timed against a model)
+    # What every model needs, done once before the first is timed: torch, the engine, the op
+    # registry (one tiny profile loads them) and the zoo's loaders (entry points scanned).
+    # Otherwise the first model of a worker pays for them, and on a loaded machine times out.
+    import torch
 
+    from pytest_graphbudget import profile_model, zoo
+
+    profile_model(torch.nn.Linear(2, 2), (torch.ones(1, 2),))
+    zoo.loaders()
     results.write(json.dumps({"ready": True}) + "\n")
 
     for line in sys.stdin:

@@ -20,6 +20,7 @@ from pytest_graphbudget.costs import (  # noqa: F401
     elementwise,
     loss,
     movement,
+    quantized,
     reduction,
 )
 from pytest_graphbudget.costs.registry import (

@@ -52,7 +52,7 @@ def assemble(
         dtype=dtype,
         flops=sum(n.flops for n in measured.nodes),
         macs=sum(n.macs for n in measured.nodes),
-        params=sum(p.numel() for p in model.parameters()),
+        params=_params(model),
         weights_bytes=_weights_bytes(model),
         traffic_bytes=sum(f.total for f in flows),
         activation_peak_bytes=sum(at_peak.values()),
@@ -131,25 +131,41 @@ def _node_info(nodes: list, subgraphs: list[Subgraph]) -> list[NodeInfo]:
 
 
 def _dtype(model: Any, inputs: Any) -> str:
-    """The dtype most of the model's floating-point parameters have; for a model without any,
-    its floating inputs' (a cast to ``dtype=`` reaches those too)."""
+    """The dtype most of the model's floating-point (or quantized) parameter elements are
+    stored in (``int8`` for quantized weights); for a model without any, its floating inputs'
+    (a cast to ``dtype=`` reaches those too)."""
     import torch
     from torch.utils import _pytree as pytree
 
+    from pytest_graphbudget.engine.quantized import packed, stored_dtype
+
     counts: Counter = Counter()
-    tensors = list(model.parameters())
-    if not any(p.is_floating_point() for p in tensors):
+    tensors = list(model.parameters()) + [w for _, _, found in packed(model) for w in found[:1]]
+    if not any(p.is_floating_point() or p.is_quantized for p in tensors):
         tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
     for p in tensors:
-        if p.is_floating_point():
-            counts[str(p.dtype).removeprefix("torch.")] += p.numel()
+        if p.is_floating_point() or p.is_quantized:
+            counts[stored_dtype(p)] += p.numel()
     return counts.most_common(1)[0][0] if counts else "float32"
 
 
+def _params(model: Any) -> int:
+    """Parameter elements, with those of ``torch.ao``'s packed weights (no parameters)."""
+    from pytest_graphbudget.engine.quantized import packed
+
+    found = sum(p.numel() for p in model.parameters())
+    return found + sum(t.numel() for _, _, tensors in packed(model) for t in tensors)
+
+
 def _weights_bytes(model: Any) -> int:
+    """Parameter and buffer bytes as stored (``quantized.stored_bytes``), packed weights too."""
+    from pytest_graphbudget.engine.quantized import packed, stored_bytes
+
     seen: dict[int, int] = {}
     for tensor in list(model.parameters()) + list(model.buffers()):
-        seen[id(tensor)] = tensor.numel() * tensor.element_size()
+        seen[id(tensor)] = stored_bytes(tensor)
+    for _, obj, tensors in packed(model):
+        seen[id(obj)] = sum(map(stored_bytes, tensors))
     return sum(seen.values())
 
 

@@ -31,13 +31,13 @@ from torch.utils import _pytree as pytree
 from pytest_graphbudget.engine.measure import (
     Measured,
     NodeCost,
-    _nbytes,
     _op_name,
     _Recorder,
     _storage,
     _views,
     record_output,
 )
+from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.trace import Example, is_meta, model_state, tensor_leaves
 from pytest_graphbudget.errors import one_line
 
@@ -242,9 +242,10 @@ def _target(n: fx.Node) -> str:
 
 def _weights(model: nn.Module) -> dict[int, tuple[str, int]]:
     weights: dict[int, tuple[str, int]] = {}
-    for fqn, tensor in model_state(model).items():
-        weights.setdefault(id(tensor), (fqn, _nbytes(tensor)))
-    return weights
+    state = model_state(model)
+    for fqn, tensor in state.items():
+        weights.setdefault(id(tensor), (fqn, stored_bytes(tensor)))
+    return {**weight_ids(model, state), **weights}
 
 
 def _check_real(model: nn.Module) -> None:

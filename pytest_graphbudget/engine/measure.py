@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
 from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
 
 # Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
@@ -126,9 +127,9 @@ class _Recorder(TorchDispatchMode):
         node = self.node
         entry = lookup(name)
         role = entry.role if entry is not None else None
-        for leaf in tree.tensors((args, kwargs)):
-            if id(leaf) in self.weights:
-                fqn, size = self.weights[id(leaf)]
+        for key in (*map(id, tree.tensors((args, kwargs))), *packed_keys(args)):
+            if key in self.weights:
+                fqn, size = self.weights[key]
                 if role == "gather":  # a lookup reads the rows it returns, not the table
                     size = min(size, sum(_nbytes(t) for t in tree.tensors(out)))
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
@@ -177,6 +178,12 @@ class _Recorder(TorchDispatchMode):
             self.muted -= 1
         self.record(name, args, kwargs, out)
         return out
+
+
+def packed_keys(args: tuple) -> list[int]:
+    """The keys of the packed weights (``torch.ao``'s ``_packed_params``) an op takes: no
+    tensors, and a new Python object at every call, but the same ``hash`` (``packed_key``)."""
+    return [hash(a) for a in args if isinstance(a, torch.ScriptObject)]
 
 
 def _call(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -389,7 +396,8 @@ def measure(
     inputs = [fake_like(t, mode) for t in tensors] if fake else list(tensors)
     weights = {}
     for fqn, tensor in state.items():
-        weights.setdefault(id(tensor), (fqn, _nbytes(tensor)))
+        weights.setdefault(id(tensor), (fqn, stored_bytes(tensor)))
+    weights = {**weight_ids(model, state), **weights}
     values = []
     for binding in traced.placeholders:
         if binding.kind == "input":

@@ -222,9 +222,13 @@ def _elements(model: Any, example: Any) -> int:
 
 def _passes(model: Any, seconds: float) -> list[bool]:
     """Fake tensors first, unless the model is quick to run for real; real ones as the fallback
-    (a graph that needs data), except for a model on the meta device, which has none."""
+    (a graph that needs data), except for a model on the meta device, which has none; real
+    ones only for a quantized model (``quantized.holds_quantized``)."""
+    from pytest_graphbudget.engine.quantized import holds_quantized
     from pytest_graphbudget.engine.trace import is_meta
 
+    if holds_quantized(model):  # packed weights and tensor subclasses have no fake twins here
+        return [False]
     passes = [True] if is_meta(model) else [True, False]
     if seconds < REAL_PASS_SECONDS:
         passes.reverse()

@@ -122,16 +122,19 @@ def build_lm(config: Any, meta: bool | None) -> nn.Module:
     float32, never with weights; on the meta device as the zoo decides (``meta``)."""
     import transformers
 
+    from pytest_graphbudget.quiet import held
     from pytest_graphbudget.zoo._build import build_module
 
     major = int(transformers.__version__.split(".", 1)[0])
     dtype = {"dtype" if major >= 5 else "torch_dtype": torch.float32}
-    return build_module(
-        lambda: transformers.AutoModelForCausalLM.from_config(
-            config, trust_remote_code=False, **dtype
-        ),
-        meta,
-    )
+
+    def factory() -> nn.Module:
+        with held("building the causal LM"):  # the model's code may import torchao, which logs
+            return transformers.AutoModelForCausalLM.from_config(
+                config, trust_remote_code=False, **dtype
+            )
+
+    return build_module(factory, meta)
 
 
 def refusal(config: Any, model: nn.Module | None = None) -> str | None:

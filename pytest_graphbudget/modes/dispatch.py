@@ -45,7 +45,8 @@ def profile_model(
     outputs; default their sum), backward and, when ``optimizer`` ("adam" or "sgd") is named,
     its update (``train.py``).
     ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
-    of the model and of its floating inputs (``dtype.py``): bytes and peak are that dtype's.
+    of the model and of its floating inputs (``dtype.py``): bytes and peak are that dtype's;
+    "int8" and "float8_e4m3fn" a copy with its Linear layers quantized (``quantize.py``).
     ``decode=True, context=N`` profiles one generated token of a causal LM instead
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``), on
@@ -95,7 +96,7 @@ def request(
     from pytest_graphbudget.modes.request import Request, Variant, check_dtype, check_mode
 
     check_mode(mode, loss, optimizer)
-    check_dtype(dtype)
+    check_dtype(dtype, mode)
     runs = runtime.runs_asked(measure, mode, options, isinstance(model, str))
     runtime.check_where(device, runs)
     decode = bool(options.get("decode")) or "context" in options

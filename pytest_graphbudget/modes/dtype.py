@@ -11,16 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError, one_line
+from pytest_graphbudget.modes.quantize import QUANTIZED, quantized_copy
 
 
 def cast(model: Any, args: tuple, kwargs: dict[str, Any], dtype: str | None) -> tuple:
     """``(model, args, kwargs)`` in ``dtype``: the same objects when nothing needs casting,
-    else a cast copy of the model and cast floating inputs (integer ones, token ids, stay)."""
+    else a cast copy of the model and cast floating inputs (integer ones, token ids, stay);
+    for ``int8`` and ``float8_e4m3fn`` a quantized copy (``quantize.py``), inputs as given."""
     import torch
     from torch.utils import _pytree as pytree
 
     if dtype is None:
         return model, args, kwargs
+    if dtype in QUANTIZED:
+        return quantized_copy(model, dtype), args, kwargs
     target = getattr(torch, dtype)
 
     def needs(t: Any) -> bool:

@@ -19,8 +19,9 @@ from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
 
-DTYPES = ("float32", "bfloat16", "float16")
-"""The dtypes ``dtype=`` accepts (``None``: the model's own)."""
+DTYPES = ("float32", "bfloat16", "float16", "int8", "float8_e4m3fn")
+"""The dtypes ``dtype=`` accepts (``None``: the model's own); the last two quantize the
+model's Linear layers (``quantize.py``) rather than cast it."""
 
 MODES = ("eval", "train")
 OPTIMIZERS = ("adam", "sgd")
@@ -142,8 +143,13 @@ def check_mode(mode: str, loss: Callable | None, optimizer: str | None) -> None:
         raise GraphBudgetError(f"loss must be a callable of the outputs, not {type(loss).__name__}")
 
 
-def check_dtype(dtype: str | None) -> None:
-    """Refuse, in one line, a dtype that ``profile_model`` cannot profile in."""
+def check_dtype(dtype: str | None, mode: str = "eval") -> None:
+    """Refuse, in one line, a dtype that ``profile_model`` cannot profile in (a quantized one
+    in a training step: its packed or float8 weights take no gradient)."""
+    if dtype in DTYPES[3:] and mode != "eval":
+        raise GraphBudgetError(
+            f"dtype={dtype!r} quantizes the model for inference: use it with mode='eval'"
+        )
     if dtype is not None and dtype not in DTYPES:
         from pytest_graphbudget.errors import closest
 

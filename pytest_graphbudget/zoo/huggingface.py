@@ -184,6 +184,7 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
     import torch
 
     from pytest_graphbudget.case import ModelCase
+    from pytest_graphbudget.quiet import held
     from pytest_graphbudget.zoo._build import build_module
 
     transformers = _import_transformers()
@@ -202,10 +203,13 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
     dtype = {"dtype" if _major(transformers.__version__) >= 5 else "torch_dtype": torch.float32}
 
     def factory():
-        if class_name:
-            # from_config is the AutoModel entry point; concrete classes build from the config.
-            return model_class._from_config(config, **dtype)
-        return model_class.from_config(config, trust_remote_code=False, **dtype)
+        # held: a model's code, imported on first use, may import torchao, whose import logs
+        # deprecation notes of torch's that speak to neither us nor the user
+        with held(f"building {name}"):
+            if class_name:
+                # from_config is the AutoModel entry point; concrete classes build from the config.
+                return model_class._from_config(config, **dtype)
+            return model_class.from_config(config, trust_remote_code=False, **dtype)
 
     model = build_module(factory, options.meta)
     kwargs = example_inputs(model, config, options, name=name)

@@ -906,3 +906,23 @@ def test_example_profile_yolov8n_pt_falls_back_to_its_yaml(tmp_path):
     assert "x 1x3x640x640 float32" in out
     assert summary_int(out, "params") == 3_157_200  # ultralytics' YAML: YOLOv8n summary
     assert "model.22" in out and "Detect" in out
+
+
+def test_a_hugging_face_model_profiles_without_torch_log_lines(tmp_path):
+    """Building a transformers model imports its code, which imports torchao when installed
+    (the ``quant`` extra); torchao's import makes torch log deprecation notes (``W1126 ...
+    _pytree.py ... register_constant``). They speak to neither us nor the user: only our
+    lines reach the terminal, in a fresh process where that import happens."""
+    pytest.importorskip("transformers")
+    folder = tmp_path / "tiny-bert"
+    folder.mkdir()
+    config = {"model_type": "bert", "hidden_size": 16, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 32, "vocab_size": 64}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    result = run_python(
+        ["-m", "pytest_graphbudget.cli", "profile", str(folder), "-q"], cwd=tmp_path
+    )
+    assert_ok(result)
+    assert "register_constant" not in result.stderr and "_pytree" not in result.stderr, (
+        result.stderr
+    )

@@ -73,6 +73,20 @@ def test_toml_dtype_reaches_the_profile_and_the_report_names_the_variant(pyteste
     assert model["profile"]["totals"]["flops"] == 16_512
 
 
+INT8_WEIGHTS = 64 * 32 + 8 + 8 + 32 * 4
+"""``Linear(64, 32)`` quantized dynamically: int8 data, a float64 scale and an int64 zero point,
+float32 bias: 2,192 bytes."""
+
+
+def test_toml_int8_profiles_the_quantized_copy(pytester):
+    project(pytester, f'dtype = "int8"\nweights_max = {INT8_WEIGHTS}\n')
+    result, models = run(pytester)
+    result.assert_outcomes(passed=1)  # 2,192 bytes: at the limit, not over
+    profile = models["budgets/nets.toml::lin@int8"]["profile"]
+    assert (profile["dtype"], profile["totals"]["weights_bytes"]) == ("int8", INT8_WEIGHTS)
+    assert profile["totals"]["macs"] == 4 * 64 * 32
+
+
 def test_toml_mode_and_optimizer_reach_the_profile(pytester):
     project(pytester, 'mode = "train"\noptimizer = "adam"\n')
     result, models = run(pytester)
@@ -94,7 +108,7 @@ def test_toml_defaults_give_every_table_the_dtype(pytester):
     "line, message",
     [
         ('dtype = "bf16"', "dtype in nets.toml::lin: one of 'float32', 'bfloat16', 'float16', "
-         "got 'bf16' (did you mean 'bfloat16'?)"),
+         "'int8', 'float8_e4m3fn', got 'bf16' (did you mean 'bfloat16'?)"),
         ('mode = "trian"', "mode in nets.toml::lin: one of 'eval', 'train', got 'trian' "
          "(did you mean 'train'?)"),
         ('optimiser = "adam"', "unknown budget key 'optimiser' in nets.toml::lin "
@@ -143,6 +157,18 @@ def test_the_marker_dtype_profiles_fixtures_and_graph_profile_in_bfloat16(pytest
     assert (profile["dtype"], profile["totals"]["weights_bytes"]) == ("bfloat16", BF16_WEIGHTS)
 
 
+def test_the_marker_dtype_int8_profiles_the_quantized_copy(pytester):
+    project(pytester, "")
+    settings = 'dtype="int8"'
+    pytester.makepyfile(
+        test_marked=MARKED.format(limit=INT8_WEIGHTS, settings=settings, dtype="int8")
+    )
+    result, models = run(pytester, "test_marked.py")
+    result.assert_outcomes(passed=2)
+    profile = models["test_marked.py::test_lin::lin@int8"]["profile"]
+    assert (profile["dtype"], profile["totals"]["weights_bytes"]) == ("int8", INT8_WEIGHTS)
+
+
 def test_the_marker_mode_and_optimizer_profile_a_training_step(pytester):
     project(pytester, "")
     settings = 'mode="train", optimizer="sgd"'
@@ -166,7 +192,8 @@ def test_without_the_marker_dtype_the_same_limit_fails(pytester):
     "settings, message",
     [
         ('dtype="fp16"', "dtype in @pytest.mark.graph_budget on test_marked.py::test_lin: one "
-         "of 'float32', 'bfloat16', 'float16', got 'fp16' (did you mean 'float16'?)"),
+         "of 'float32', 'bfloat16', 'float16', 'int8', 'float8_e4m3fn', got 'fp16' (did you "
+         "mean 'float16'?)"),
         ('dtyp="float16"', "unknown keyword 'dtyp' (did you mean 'dtype'?)"),
     ],
 )  # fmt: skip
@@ -335,6 +362,17 @@ def test_cli_profile_dtype(tiny, monkeypatch, capsys):
     assert (data["totals"]["weights_bytes"], data["totals"]["flops"]) == (424, 840)
 
 
+def test_cli_profile_dtype_int8(tiny, monkeypatch, capsys):
+    """The tiny model's Linears int8 with a scale and a zero point (16 bytes) each, float32
+    biases: (8*16 + 16 + 16*4) + (16*4 + 16 + 4*4) = 304 bytes (848 in float32)."""
+    monkeypatch.chdir(tiny)
+    assert cli.main(["profile", *TINY, "--dtype", "int8", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dtype"] == "int8" and data["inputs"][0]["dtype"] == "float32"
+    assert data["totals"]["weights_bytes"] == 304
+    assert data["totals"]["macs"] == 2 * 8 * 16 + 2 * 16 * 4
+
+
 def test_cli_profile_mode_and_optimizer(tiny, monkeypatch, capsys):
     monkeypatch.chdir(tiny)
     args = ["profile", *TINY, "--mode", "train", "--optimizer", "adam", "--format", "json"]
@@ -374,8 +412,9 @@ def test_cli_compare_a_saved_float32_profile_with_the_model_in_bfloat16(tiny, mo
 def test_cli_rejects_an_unknown_dtype_before_loading(tiny, monkeypatch, capsys):
     monkeypatch.chdir(tiny)
     assert cli.main(["profile", *TINY, "--dtype", "bf16"]) == 2
-    assert "invalid choice: 'bf16' (choose from 'float32', 'bfloat16', 'float16')" in (
-        capsys.readouterr().err
+    assert (
+        "invalid choice: 'bf16' (choose from 'float32', 'bfloat16', 'float16', 'int8', "
+        "'float8_e4m3fn')" in capsys.readouterr().err
     )
 
 

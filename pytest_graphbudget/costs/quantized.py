@@ -1,0 +1,81 @@
+"""Quantized ops: int8 and float8 matrix products, and quantizing and dequantizing tensors.
+
+A quantized matrix product has the multiply-accumulates of the float one it replaces; its
+bytes are those of its operands as stored (1 byte an element for int8 and float8), which the
+cost pass reads from the tensors themselves. The FLOPs around it are counted per element:
+
+- quantize (``x / scale + zero_point``, rounded and clamped): 2 FLOPs per element;
+- dequantize (``(q - zero_point) * scale``): 2 FLOPs per element;
+- dynamic quantization (the min and max of the input found first, then quantize): 4.
+"""
+
+from __future__ import annotations
+
+from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
+
+
+@register("quantize_per_tensor", "quantize_per_channel", role="pointwise", kind="quantize")
+def quantize(x: Shape, *_, out, **__) -> OpCost:
+    # x / scale + zero_point per element; the rounding and clamping are conversions.
+    return OpCost(other=2 * numel(x))
+
+
+@register("quantize_per_tensor_dynamic", role="reduction", kind="quantize")
+def quantize_dynamic(x: Shape, *_, out, **__) -> OpCost:
+    # min and max over x (2 comparisons per element), then quantize (2 per element).
+    return OpCost(other=4 * numel(x))
+
+
+@register("dequantize", role="pointwise", kind="dequantize")
+def dequantize(x, *_, out, **__) -> OpCost:
+    # (q - zero_point) * scale per element; a list of tensors dequantizes each.
+    shapes = x if isinstance(x, (list, tuple)) and not isinstance(x, Shape) else [x]
+    return OpCost(other=2 * sum(numel(s) for s in shapes))
+
+
+@register("quantized.linear_dynamic", "quantized.linear_dynamic_fp16", role="anchor", kind="linear")
+def linear_dynamic(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
+    # (..., k) @ (k, n): numel(x) * n MACs, as the float linear. Around them: x quantized
+    # dynamically (4 FLOPs per input element) and, per output element, the int32 sum rescaled
+    # (1 multiply) and the bias added (1).
+    return OpCost(macs=numel(x) * out[-1], other=4 * numel(x) + 2 * numel(out))
+
+
+@register(
+    "quantized.linear_relu_dynamic",
+    "quantized.linear_relu_dynamic_fp16",
+    role="anchor",
+    kind="linear",
+)
+def linear_relu_dynamic(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
+    # linear_dynamic, then the fused ReLU: one more FLOP per output element.
+    return linear_dynamic(x, packed, out=out) + OpCost(other=numel(out))
+
+
+@register("_scaled_mm", role="anchor", kind="matmul")
+def scaled_mm(
+    a: Shape, b: Shape, scale_a=None, scale_b=None, bias=None, *_, out: Shape, **__
+) -> OpCost:
+    # (m, k) @ (k, n) in float8: m*k*n MACs; each output scaled by scale_a and scale_b
+    # (2 multiplies) and the bias added when there is one.
+    return OpCost(macs=numel(a) * b[-1], other=numel(out) * (2 + int(bias is not None)))
+
+
+@register("_int_mm", role="anchor", kind="matmul")
+def int_mm(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
+    # (m, k) int8 @ (k, n) int8 -> int32: m*k*n MACs and nothing else.
+    return OpCost(macs=numel(a) * b[-1])
+
+
+@register("_weight_int8pack_mm", role="anchor", kind="linear")
+def weight_int8pack_mm(x: Shape, w: Shape, scales: Shape, *, out: Shape, **_) -> OpCost:
+    # x (m, k) @ int8 w (n, k)^T: m*k*n MACs, then each output times its channel's scale.
+    return OpCost(macs=numel(x) * w[0], other=numel(out))
+
+
+@register("_weight_int4pack_mm", "_weight_int4pack_mm_for_cpu", role="anchor", kind="linear")
+def weight_int4pack_mm(x: Shape, w, group_size, scales_zeros, *_, out: Shape, **__) -> OpCost:
+    # x (m, k) @ packed int4 weight (n outputs): m*k*n MACs; each weight element dequantized
+    # on the fly ((q - zero) * scale: 2 FLOPs per weight element read, k*n of them).
+    k = x[-1]
+    return OpCost(macs=numel(x) * out[-1], other=2 * k * out[-1])

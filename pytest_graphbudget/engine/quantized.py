@@ -1,0 +1,108 @@
+"""Quantized weights at the bytes they are stored in, whatever dtype they show.
+
+Two ways of shipping quantized weights hide their real size from ``numel() * element_size()``:
+a tensor subclass (torchao's ``Int8Tensor``, ``Float8Tensor``, ``Int4Tensor``) reports the
+logical shape and the activation dtype, while its bytes are those of its inner tensors (int8 or
+float8 data, packed int4 in uint8, scales, zero points); and a ``torch.ao`` packed weight
+(``quantize_dynamic``'s ``_packed_params``) is no tensor at all, so it is neither a parameter
+nor a buffer. Here both are counted as stored: the inner tensors of a subclass, the quantized
+weight of a packed one (1 byte an element for qint8, its scales and zero points: a scale and a
+zero point of 8 bytes each per tensor, or the per-channel tensors) and its float bias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+QUANTIZED_DTYPES = {
+    torch.qint8: "int8",
+    torch.quint8: "uint8",
+    torch.qint32: "int32",
+    torch.quint4x2: "int4",
+}
+"""``torch.ao``'s quantized dtypes by the name of the dtype their data is stored in."""
+
+
+def inner(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors a (possibly nested) tensor subclass stores; the tensor itself if
+    plain."""
+    if not is_traceable_wrapper_subclass(tensor):
+        return [tensor]
+    names, _ = tensor.__tensor_flatten__()
+    found = []
+    for name in names:
+        value = getattr(tensor, name)
+        if isinstance(value, torch.Tensor):
+            found.extend(inner(value))
+    return found
+
+
+def stored_bytes(tensor: torch.Tensor) -> int:
+    """The bytes ``tensor`` holds: a subclass's inner tensors; a ``torch.ao`` quantized tensor's
+    data (one byte an element for qint8) with its scales and zero points; else
+    ``numel * element_size``."""
+    if is_traceable_wrapper_subclass(tensor):
+        return sum(stored_bytes(t) for t in inner(tensor))
+    data = tensor.numel() * tensor.element_size()
+    if not tensor.is_quantized:
+        return data
+    if tensor.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        return data + 8 + 8  # q_scale() is a double, q_zero_point() an int64
+    scales, zeros = tensor.q_per_channel_scales(), tensor.q_per_channel_zero_points()
+    return data + sum(t.numel() * t.element_size() for t in (scales, zeros))
+
+
+def stored_dtype(tensor: torch.Tensor) -> str:
+    """The dtype most of ``tensor``'s bytes are stored in: ``int8`` for a qint8 or an
+    ``Int8Tensor`` weight, ``float8_e4m3fn`` for a ``Float8Tensor``'s, else its own."""
+    biggest = max(inner(tensor), key=lambda t: t.numel())
+    if biggest.is_quantized:
+        return QUANTIZED_DTYPES.get(biggest.dtype, str(biggest.dtype).removeprefix("torch."))
+    return str(biggest.dtype).removeprefix("torch.")
+
+
+def packed(model: nn.Module) -> Iterator[tuple[str, Any, list[torch.Tensor]]]:
+    """Each ``torch.ao`` packed weight: its name, the packed object the ops take, and the
+    tensors it packs (the quantized weight, and the bias when there is one)."""
+    for name, module in model.named_modules():
+        obj = getattr(module, "_packed_params", None)
+        if isinstance(obj, torch.ScriptObject) and hasattr(module, "_weight_bias"):
+            weight, bias = module._weight_bias()
+            tensors = [t for t in (weight, bias) if isinstance(t, torch.Tensor)]
+            yield (f"{name}._packed_params" if name else "_packed_params"), obj, tensors
+
+
+def holds_quantized(model: Any) -> bool:
+    """True for a model with packed weights or tensor-subclass state: those have no fake twins
+    here, so its cost pass runs on real tensors."""
+    if not isinstance(model, nn.Module):
+        return False
+    state = [*model.parameters(), *model.buffers()]
+    return any(is_traceable_wrapper_subclass(t) or t.is_quantized for t in state) or any(
+        True for _ in packed(model)
+    )
+
+
+def weight_ids(model: nn.Module, state: dict[str, torch.Tensor]) -> dict[int, tuple[str, int]]:
+    """The cost pass's weights not found by their own id: each inner tensor of a subclass in
+    ``state`` (the op that reads it reads its weight, charged in full) and each packed weight
+    (by ``packed_key``), with its name and stored bytes."""
+    found: dict[int, tuple[str, int]] = {}
+    for fqn, tensor in state.items():
+        if is_traceable_wrapper_subclass(tensor):
+            for piece in inner(tensor):
+                found.setdefault(id(piece), (fqn, stored_bytes(tensor)))
+    for fqn, obj, tensors in packed(model):
+        found.setdefault(packed_key(obj), (fqn, sum(map(stored_bytes, tensors))))
+    return found
+
+
+def packed_key(obj: Any) -> int:
+    """A packed weight's key: the address of the C++ object behind it, the same for every
+    Python wrapper the dispatcher hands an op (each call makes a new one, so ``id`` differs)."""
+    return hash(obj)

@@ -1,0 +1,72 @@
+"""``dtype="int8"`` and ``dtype="float8_e4m3fn"``: a quantized copy of the model, as shipped.
+
+Only ``nn.Linear`` layers are quantized, the way both recipes do it by default; every other
+layer (convolutions, norms, embeddings) and the inputs stay as they are:
+
+- ``int8``: ``torch.ao.quantization.quantize_dynamic`` with its default qconfig: each Linear
+  weight int8, per tensor (symmetric), packed for FBGEMM; each forward quantizes its input
+  dynamically (per tensor) and runs ``quantized::linear_dynamic``, an int8 matrix product.
+- ``float8_e4m3fn``: torchao's ``Float8WeightOnlyConfig``: each Linear weight float8_e4m3fn
+  with one float32 scale per output row; each forward dequantizes it for the matrix product.
+
+The caller's model is never touched: both work on a deep copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError, one_line
+from pytest_graphbudget.quiet import held
+
+QUANTIZED = ("int8", "float8_e4m3fn")
+"""The ``dtype=`` values that quantize a copy rather than cast one."""
+
+
+def quantized_copy(model: Any, dtype: str) -> Any:
+    """A copy of ``model`` with its ``nn.Linear`` layers quantized to ``dtype``."""
+    import copy
+
+    import torch
+
+    if hasattr(model, "graph_signature"):
+        raise GraphBudgetError(
+            f"dtype={dtype!r} cannot quantize an exported program: quantize the model, then "
+            "export it, and leave dtype unset"
+        )
+    if not isinstance(model, torch.nn.Module):  # not a model: profile_model says so
+        return model
+    if not any(isinstance(m, torch.nn.Linear) for m in model.modules()):
+        raise GraphBudgetError(
+            f"dtype={dtype!r} quantizes nn.Linear layers and {type(model).__name__} has none: "
+            "quantize it yourself and leave dtype unset"
+        )
+    try:
+        copied = copy.deepcopy(model)
+    except Exception as exc:
+        raise GraphBudgetError(
+            f"dtype={dtype!r}: cannot copy {type(model).__name__} to quantize it "
+            f"({one_line(exc, typed=True)}); quantize it yourself and leave dtype unset"
+        ) from None
+    # Both recipes replace a model's submodules, never the model itself: a model that is one
+    # Linear is quantized as the only child of a container, then taken out of it.
+    holder = torch.nn.Sequential(copied)
+    with held(f"quantizing {type(model).__name__} to {dtype}"):  # torch.ao's deprecation notes
+        if dtype == "int8":
+            from torch.ao.quantization import quantize_dynamic
+
+            quantize_dynamic(holder, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        else:
+            _float8(holder)
+    return holder[0]
+
+
+def _float8(model: Any) -> None:
+    """``model``'s Linear weights in float8_e4m3fn, per row, by torchao (the ``quant`` extra)."""
+    try:
+        from torchao.quantization import Float8WeightOnlyConfig, quantize_
+    except ImportError:
+        raise GraphBudgetError(
+            "dtype='float8_e4m3fn' needs torchao: pip install 'pytest-graphbudget[quant]'"
+        ) from None
+    quantize_(model, Float8WeightOnlyConfig())

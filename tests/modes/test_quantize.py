@@ -1,0 +1,68 @@
+"""``dtype="int8"`` and ``dtype="float8_e4m3fn"``: a quantized copy, the caller's model as it was.
+
+The model is ``Linear(64, 128) -> ReLU -> Linear(128, 32)`` at ``(4, 64)``: 49,152 MACs
+(4*64*128 + 4*128*32) in every dtype. Its weights, by hand:
+
+- float32: 4 * (128*64 + 128 + 32*128 + 32) = 49,792 bytes;
+- int8 (``quantize_dynamic``: int8 data, a float64 scale and an int64 zero point per tensor,
+  float32 bias): (8,192 + 16 + 512) + (4,096 + 16 + 128) = 12,960 bytes;
+- float8_e4m3fn (torchao: float8 data, a float32 scale per row, float32 bias):
+  (8,192 + 512 + 512) + (4,096 + 128 + 128) = 13,568 bytes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_graphbudget import profile_model
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.modes.request import Variant, untagged
+
+MACS = 49_152
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32))
+
+
+def test_int8_profiles_a_dynamically_quantized_copy_and_leaves_the_model_alone():
+    model = mlp()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    prof = profile_model(model, torch.randn(4, 64), dtype="int8", hardware="h100")
+    assert (prof.dtype, prof.weights_bytes, prof.macs) == ("int8", 12_960, MACS)
+    assert prof.coverage.unsupported_ops == {}
+    assert [type(m) for m in model] == [nn.Linear, nn.ReLU, nn.Linear]
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert profile_model(model, torch.randn(4, 64)).weights_bytes == 49_792  # the control
+
+
+def test_float8_profiles_float8_weights():
+    pytest.importorskip("torchao", reason="the quant extra (torchao) is not installed")
+    model = mlp()
+    prof = profile_model(model, torch.randn(4, 64), dtype="float8_e4m3fn")
+    assert (prof.dtype, prof.weights_bytes, prof.macs) == ("float8_e4m3fn", 13_568, MACS)
+    assert type(model[0].weight) is nn.Parameter and model[0].weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "model, options, message",
+    [
+        (mlp(), {"mode": "train"}, "dtype='int8' quantizes the model for inference: use it with "
+         "mode='eval'"),
+        (nn.Conv2d(3, 8, 3), {}, "dtype='int8' quantizes nn.Linear layers and Conv2d has none"),
+    ],
+)  # fmt: skip
+def test_what_cannot_be_quantized_is_one_line(model, options, message):
+    shape = (1, 3, 8, 8) if isinstance(model, nn.Conv2d) else (4, 64)
+    with pytest.raises(GraphBudgetError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        profile_model(model, torch.randn(shape), dtype="int8", **options)
+
+
+def test_the_baseline_id_of_a_quantized_variant_ends_with_its_dtype():
+    assert Variant(dtype="int8").tag("nets.toml::lin") == "nets.toml::lin@int8"
+    assert Variant(dtype="float8_e4m3fn").tag("m") == "m@float8_e4m3fn"
+    assert untagged("nets.toml::lin@int8") == "nets.toml::lin"
+    assert untagged("t.py::test[x]@float8_e4m3fn") == "t.py::test[x]"
