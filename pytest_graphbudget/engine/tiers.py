@@ -141,11 +141,12 @@ def _second_tape(model: Any, example: Any, first: Any) -> Any:
     """The tape of a forward after the one (``first``) that built lazy state: on fake tensors
     when the first took ``REAL_PASS_SECONDS`` or more (the ops without their arithmetic; a
     fake op's cost is fixed, and the first fake pass of a process pays for the mode's set-up,
-    so a quick model runs again for real), on real ones when the forward needs data, and
-    straight away when the first one read data (a fake forward would only get that far)."""
+    so a quick model runs again for real, as a quantized one does: ``_passes``), on real
+    ones when the forward needs data, and straight away when the first one read data (a fake
+    forward would only get that far)."""
     from pytest_graphbudget.engine.breaks import capture_eager
 
-    if first.seconds >= REAL_PASS_SECONDS and not _reads_data(first):
+    if _passes(model, first.seconds)[0] and not _reads_data(first):
         try:
             return capture_eager(model, example, fake=True)
         except FormulaError:
