@@ -59,6 +59,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with several --seq-len/--batch values: derive FLOPs and MACs from one export at "
         "symbolic shapes (used where they reproduce every point)",
     )
+    p.add_argument(
+        "--breaks",
+        action="store_true",
+        help="price a model FX cannot trace through Dynamo with graph breaks, and list each "
+        "break (default: one taped forward, no Dynamo)",
+    )
     decode.add_options(p)
     options.html_option(p)
     p.set_defaults(func=run)
@@ -88,6 +94,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     how = {**loading.variant(args), **({"measure": runs} if runs else {})}
     if args.device:
         how["device"] = args.device
+    if args.breaks:
+        how["tier"] = "dynamo-breaks"
     case = loading.load_case(args.model, args, console)
     prof = loading.profile_case(case, hardware, console, how)
     view = {

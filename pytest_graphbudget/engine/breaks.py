@@ -64,10 +64,13 @@ class Captured:
     seconds: float = 0.0
 
 
-QUERIES = frozenset({"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type"})
-"""Ops that answer a question about a tensor's metadata and return a bool. A composite op that
-reaches the tape whole (an inference tensor's LSTM) asks them while it decomposes; the same op
-decomposed below autograd never shows them: they are no kernel, so no node either way."""
+QUERIES = frozenset(
+    {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
+)
+"""Ops that answer a question about a tensor's metadata. A composite op that reaches the tape
+whole (an inference tensor's LSTM) asks them while it decomposes; the same op decomposed below
+autograd never shows them; a fake tensor answers ``.device`` through the dispatcher
+(``prim.device``), a real one without it: they are no kernel, so no node either way."""
 
 
 class _Tape(_Recorder):
@@ -327,14 +330,40 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
     )
 
 
-def capture_eager(model: nn.Module, example: Example) -> Captured:
-    """Tier ``eager``: every ATen op of one real forward, fused as a compiler would."""
+def capture_eager(model: nn.Module, example: Example, fake: bool = False) -> Captured:
+    """Tier ``eager``: every ATen op of one real forward, fused as a compiler would.
+
+    ``fake``: the same forward on fake twins of the weights and inputs (shapes, no data), for a
+    model whose lazy state a real forward has built already: the ops are those a real forward
+    runs, without their arithmetic. A forward that needs data (a branch on a value, ``.item()``,
+    ``nonzero``) raises on fakes; whatever it assigns is put back (``trace.restored``)."""
     _check_real(model)
     start = time.perf_counter()
-    tape = _Tape(model, _weights(model))
-    tape.eager_segments = False
-    measured = _run(model, example, tape, model)
+    if fake:
+        measured = _fake_run(model, example)
+    else:
+        tape = _Tape(model, _weights(model))
+        tape.eager_segments = False
+        measured = _run(model, example, tape, model)
     return Captured("eager", measured, seconds=time.perf_counter() - start)
+
+
+def _fake_run(model: nn.Module, example: Example) -> Measured:
+    """The tape of one forward on fake weights and inputs, the model's attributes restored."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    from pytest_graphbudget.engine.trace import fake_like, fake_state, restored
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    state = fake_state(model, mode)
+    fakes = Example(*fake_like((example.args, example.kwargs), mode))
+    with restored(model), _reparametrize_module(model, state), mode:
+        tape = _Tape(model, _weights(model))
+        tape.eager_segments = False
+        measured = _run(model, fakes, tape, model)
+    measured.mode = "fake"
+    return measured
 
 
 PLAIN_WORDS = {

@@ -118,13 +118,42 @@ def _taped(
     if traced is not None:
         return traced, measured, failures
     try:
-        captured = capture_eager(model, example)
+        captured = _second_tape(model, example, captured)
     except FormulaError:
         raise
     except Exception as exc:  # warmed up already: the whole-graph tiers say the rest
         failures["eager"] = one_line(exc)
         return _whole_graph(model, example, None, captured.seconds, failures)
     return captured, captured.measured, failures
+
+
+DATA_OPS = frozenset({"_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "unique"})
+"""Ops that hand a tensor's values to Python or size an output by them: fake tensors, which
+have no values, cannot run a forward that calls one (a detector's ``.item()`` and NMS)."""
+
+
+def _reads_data(captured: Any) -> bool:
+    """Whether the taped forward called one of ``DATA_OPS``."""
+    return any(n.target.rpartition(".")[2] in DATA_OPS for n in captured.measured.nodes)
+
+
+def _second_tape(model: Any, example: Any, first: Any) -> Any:
+    """The tape of a forward after the one (``first``) that built lazy state: on fake tensors
+    when the first took ``REAL_PASS_SECONDS`` or more (the ops without their arithmetic; a
+    fake op's cost is fixed, and the first fake pass of a process pays for the mode's set-up,
+    so a quick model runs again for real, as a quantized one does: ``_passes``), on real
+    ones when the forward needs data, and straight away when the first one read data (a fake
+    forward would only get that far)."""
+    from pytest_graphbudget.engine.breaks import capture_eager
+
+    if _passes(model, first.seconds)[0] and not _reads_data(first):
+        try:
+            return capture_eager(model, example, fake=True)
+        except FormulaError:
+            raise
+        except Exception:  # a branch on a value, .item(), nonzero: the real forward prices it
+            pass
+    return capture_eager(model, example)
 
 
 def _outside_inference(example: Any) -> Any:

@@ -181,9 +181,21 @@ def _same_items(before: Any, after: Any) -> bool:
     """Whether a container holds the same objects as its copy ``before`` did."""
     if isinstance(before, dict):
         return before.keys() == after.keys() and all(before[k] is after[k] for k in before)
-    if isinstance(before, list):
+    if isinstance(before, (list, tuple)):
         return len(before) == len(after) and all(a is b for a, b in zip(before, after, strict=True))
     return {id(v) for v in before} == {id(v) for v in after}
+
+
+def _same_value(before: Any, after: Any) -> bool:
+    """Whether an attribute still holds what it held: the same object, or a list, tuple or dict
+    rebuilt around the same objects (torchvision's ``AnchorGenerator`` reassigns
+    ``[a.to(dtype, device) for a in self.cell_anchors]`` every forward, and ``.to`` returns each
+    anchor itself): the next forward starts from the same state, so it is no lazy state."""
+    if before is after:
+        return True
+    if type(before) is not type(after) or not isinstance(before, (list, tuple, dict)):
+        return False
+    return _same_items(before, after)
 
 
 def _refill(container: Any, items: Any) -> None:
@@ -223,7 +235,7 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
             now = vars(module)
             mutated = [k for k, v in contents.items() if not _same_items(v, attributes[k])]
             assigned = now.keys() != attributes.keys() or any(
-                now[k] is not v for k, v in attributes.items()
+                not _same_value(v, now[k]) for k, v in attributes.items()
             )
             if mutated or assigned:
                 watch.changed = True

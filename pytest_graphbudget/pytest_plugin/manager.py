@@ -74,6 +74,7 @@ class GraphBudget:
         cache = config.getoption("graph_budget_cache_dir") or root / self.settings.cache_dir
         self.profiler = Profiler.open(Path(cache), self.settings.hardware_profiles, clear)
         self.profiler.nodes = self.checker.draw is not None
+        self.profiler.tier = "dynamo-breaks" if config.getoption("graph_budget_breaks") else None
         if config.getoption("graph_budget_no_cache"):
             self.profiler.cache = None
         self.results: list[ModelResult] = []

@@ -80,6 +80,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--graph-budget-no-cache", action="store_true", help="do not cache profiles")
     group.addoption(
+        "--graph-budget-breaks",
+        action="store_true",
+        help="price models FX cannot trace through Dynamo with graph breaks, each break in the "
+        "JSON report (default: one taped forward, no Dynamo)",
+    )
+    group.addoption(
         "--graph-budget-hardware", metavar="NAME", help="hardware profile for every model"
     )
     group.addoption(

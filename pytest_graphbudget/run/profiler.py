@@ -38,6 +38,7 @@ class Profiler:
     counts: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)  # why a model was not cached, shown at -v
     nodes: bool = False  # an HTML report draws the graphs: entries keep their nodes (NODES)
+    tier: str | None = None  # the tier after fx for every eval forward (--graph-budget-breaks)
 
     @classmethod
     def open(cls, directory: Path | None, hardware_profiles: dict[str, Any], clear: bool = False):
@@ -123,8 +124,18 @@ class Profiler:
         how = variant.options() if variant else {}
         target = self.target(hardware)
         return dispatch.request(
-            case, hardware=target, name=name, measure=runs or False, device=device, **how
+            case,
+            hardware=target,
+            name=name,
+            measure=runs or False,
+            device=device,
+            **self._tier(how),
+            **how,
         )
+
+    def _tier(self, how: dict[str, Any]) -> dict[str, Any]:
+        """``tier`` for an eval forward's request; a training step captures its own way."""
+        return {"tier": self.tier} if self.tier and "mode" not in how else {}
 
     def table_request(
         self,
@@ -155,6 +166,7 @@ class Profiler:
             measure=runs or False,
             device=device,
             **options,
+            **self._tier(how),
             **how,
         )
 
@@ -169,7 +181,7 @@ class Profiler:
             return self._profile_name(request)
         if request.decode:  # a module the project builds: profiled every run
             return dispatch.profile(request)
-        case, how = request.model, request.variant.options()
+        case, how = request.model, _keyed(request)
         if request.runs:
             self.counts["timed, not cached"] += 1
             return dispatch.profile(request)
@@ -192,7 +204,7 @@ class Profiler:
         if self.cache is not None:
             options = dict(request.options)
             options = {"decode": True, **options} if request.decode else options
-            how = request.variant.options()
+            how = _keyed(request)
             key = cache_keys.name_key(request.model, options, repr(request.hardware), how)
         if request.decode:
             if key is None:
@@ -210,6 +222,13 @@ class Profiler:
             return []
         counts = ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items()))
         return [f"graph budget cache: {counts}", *(f"  {note}" for note in self.notes)]
+
+
+def _keyed(request: Request) -> dict[str, Any]:
+    """What a cache key holds of how the request is captured: its variant, and its tier when
+    one is asked for (a graph break ends a fused kernel: the figures can differ)."""
+    how = request.variant.options()
+    return {**how, "tier": request.tier} if request.tier else how
 
 
 def entry_of(prof: Profile, nodes: bool) -> dict[str, Any]:

@@ -55,6 +55,24 @@ def build_bare():
 
 def build_nothing():
     return 42
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4, bias=False)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if y.sum() > 0:  # a branch on a value: FX fails, Dynamo breaks the graph here
+            return y * 2
+        return y
+
+
+def build_branchy():
+    model = Branchy()
+    nn.init.ones_(model.lin.weight)
+    return model, (torch.ones(1, 4),)
 """
 
 
@@ -143,3 +161,16 @@ def test_init_on_a_callable_writes_a_budget_that_check_passes(project, capsys):
     capsys.readouterr()
     forget_package()
     assert cli.main(["check", "budgets"]) == 0, capsys.readouterr()
+
+
+def test_breaks_prices_through_dynamo_and_lists_the_graph_break(project, capsys):
+    spec = f"{PACKAGE}.models:build_branchy"
+    taped, broken = profile_json(capsys, spec), profile_json(capsys, spec, "--breaks")
+    assert (taped["trace"]["method"], broken["trace"]["method"]) == ("eager", "dynamo-breaks")
+    assert taped["trace"]["breaks"] == []
+    assert len(broken["trace"]["breaks"]) >= 1  # the branch on y.sum()
+    # lin: 1 x 4 x 4 = 16 MACs on either path (y = 4 everywhere: the doubling branch)
+    assert taped["totals"]["macs"] == broken["totals"]["macs"] == 16
+    assert cli.main(["profile", spec, "--breaks", "--mode", "train"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "picks how one eval forward is captured" in err

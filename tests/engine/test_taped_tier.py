@@ -222,3 +222,78 @@ def test_profiling_without_a_whole_graph_capture_never_imports_dynamo(tmp_path):
         check=True, timeout=120,
     )  # fmt: skip
     assert out.stdout.split() == ["['eager',", "'fx']", "False"], out.stderr
+
+
+class Anchors(nn.Module):
+    """torchvision's ``AnchorGenerator`` pattern: every forward reassigns a new list around the
+    same anchor tensors (``[a.to(dtype, device) for a in ...]``), beside a data-dependent branch
+    that FX cannot trace. The state is the same after the forward as before it: no lazy state."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4, bias=False)
+        self.cells = [torch.ones(4)]
+
+    def forward(self, x):
+        self.cells = [c.to(x.dtype) for c in self.cells]  # .to returns each tensor itself
+        y = self.lin(x)
+        if y.sum() > 0:  # FX: a Proxy cannot be a bool
+            return y * self.cells[0]
+        return y
+
+
+def test_a_list_rebuilt_around_the_same_tensors_is_taped_once():
+    model, calls = Anchors().eval(), []
+    model.register_forward_pre_hook(lambda *_: calls.append(1))
+    x = torch.ones(2, 4)
+    nn.init.ones_(model.lin.weight)  # y = 4 everywhere: the multiplying branch
+    taped = profile_model(model, (x,))
+    assert taped.trace.method == "eager"
+    assert len(calls) == 1  # one taped forward: neither FX nor a second tape retried
+    # lin 2 x 4 x 4 = 32 MACs; sum 8 elements, > 1, * 8 elements
+    assert taped.macs == 2 * 4 * 4
+    assert taped.flops == 2 * 32 + 8 + 1 + 8
+
+
+def test_the_forward_after_lazy_state_is_taped_on_fake_tensors(monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from pytest_graphbudget.engine import tiers
+
+    # As if the first forward had been slow (a large model): this one takes milliseconds.
+    monkeypatch.setattr(tiers, "REAL_PASS_SECONDS", 0.0)
+
+    model, seen = Head().eval(), []
+    model.register_forward_pre_hook(lambda _m, args: seen.append(isinstance(args[0], FakeTensor)))
+    x = torch.randn(1, 3, 8, 8)
+    taped = profile_model(model, (x,))
+    # The first forward builds the anchors for real (FX retraces forward without its hooks);
+    # the second runs on fakes: the model's arithmetic ran once, as FlopCounterMode's does.
+    assert seen == [False, True]
+    assert taped.flops == 2 * (A_MACS + B_MACS) + 2 * SILU + 8 * 64
+    assert isinstance(model.anchors, torch.Tensor) and not isinstance(model.anchors, FakeTensor)
+
+
+class LazyBranch(Head):
+    """Lazy anchors, and a branch on a value that fake tensors cannot take."""
+
+    def forward(self, x):
+        y = super().forward(x)
+        return y * 2 if y.sum() > 0 else y
+
+
+def test_a_forward_that_read_values_is_taped_again_for_real_only(monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from pytest_graphbudget.engine import tiers
+
+    monkeypatch.setattr(tiers, "REAL_PASS_SECONDS", 0.0)  # fakes would be tried, but for this
+
+    model, seen = LazyBranch().eval(), []
+    model.register_forward_pre_hook(lambda _m, args: seen.append(isinstance(args[0], FakeTensor)))
+    x = torch.ones(1, 3, 8, 8)
+    taped = profile_model(model, (x,))
+    assert seen == [False, False]  # no fake forward tried: it would fail at the branch
+    # Head's figures, then sum (8*64 elements), > (1) and * 2 (8*64) on y = flatten + anchors
+    head = 2 * (A_MACS + B_MACS) + 2 * SILU + 8 * 64
+    assert taped.flops == head + 8 * 64 + 1 + 8 * 64
