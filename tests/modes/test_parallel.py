@@ -274,3 +274,16 @@ def test_bfloat16_without_parallel_stays_pure_bfloat16():
     # No `parallel`: torch.optim's Adam on bf16 parameters keeps bf16 moments: 2 * 2P = 1120.
     prof = profile_model(mlp(), torch.randn(4, 8), mode="train", optimizer="adam", dtype="bfloat16")
     assert (prof.optimizer_state_bytes, prof.parallel) == (2 * 2 * P, None)
+
+
+def test_the_views_say_the_state_is_mixed():
+    from pytest_graphbudget.cli.sections import rank_rows
+    from pytest_graphbudget.reports.markdown import rank_table
+
+    prof, _ = bf16_ranks({"fsdp": 4})
+    assert dict(rank_rows(prof.parallel))["parallel"].endswith(
+        "gloo backend, mixed bfloat16 (fp32 master weights)"
+    )
+    assert rank_table(prof.parallel)[0] == "Per rank, `fsdp=4` (4 ranks, mixed bfloat16):"
+    fp32, _ = ranks({"fsdp": 4})
+    assert "mixed" not in dict(rank_rows(fp32.parallel))["parallel"]
