@@ -71,6 +71,12 @@ def _step_rows(prof: Any) -> list[tuple[str, str]]:
     return rows + rank_rows(getattr(prof, "parallel", None))
 
 
+def _mixed(parallel: Mapping[str, Any]) -> str:
+    """Mixed-precision state (fp32 master weights beside 16-bit parameters), said where held."""
+    precision = parallel.get("precision", "")
+    return f", {precision} (fp32 master weights)" if precision.startswith("mixed") else ""
+
+
 def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """A sharded step's share of each rank, one row per run of ranks that hold the same
     (uneven shards make the last ranks differ), and what each step moves between ranks."""
@@ -82,7 +88,7 @@ def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         (
             "parallel",
             f"{parallel['parallel']}: {parallel['world']} ranks, ZeRO stage "
-            f"{parallel['stage']}, figures of the {parallel['backend']} backend",
+            f"{parallel['stage']}, figures of the {parallel['backend']} backend" + _mixed(parallel),
         )
     ]
     for label, r in rank_groups(parallel["ranks"]):

@@ -8,7 +8,10 @@ ZeRO-3 and FSDP the parameters too; ``dp`` alone replicates. Each rank holds its
 its own micro-batch's activations; the inputs given are one rank's micro-batch. The bytes each
 step moves between ranks are the ring volumes: an all-reduce of B bytes moves 2(N-1)/N * B
 per rank, an all-gather or reduce-scatter (N-1)/N * B. The figures model the gloo backend's
-step on CPU (``benchmarks/sharded.py`` checks them against a real run).
+step on CPU (``benchmarks/sharded.py`` checks them against a real run). With
+``dtype="bfloat16"`` (or float16) and an optimizer the state is mixed precision, as DeepSpeed's
+ZeRO and FSDP2's ``MixedPrecisionPolicy`` keep it: 16-bit parameters and gradients, fp32 master
+weights and optimizer slots (Adam: 16 bytes per parameter before sharding).
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ COLWISE = frozenset(
 ROWWISE = frozenset("o o_proj out_proj c_proj wo down down_proj fc2 w2".split())
 """Linear layers it splits by input features (row-parallel): their outputs are all-reduced."""
 HEADS = ("heads", "num_heads", "n_heads", "n_head", "num_attention_heads")
+MASTER = 4
+"""Bytes of an fp32 element: a master weight, an fp32 gradient shard, an optimizer slot."""
+MIXED = ("bfloat16", "float16")
+"""The ``dtype=`` values whose sharded training is mixed precision (fp32 master weights)."""
 
 
 @dataclass
@@ -132,10 +139,12 @@ def local_model(model: Any, tp: int) -> Any:
 
 
 def per_rank(
-    model: Any, prof: Any, parallel: Parallel, state_per_byte: float, rows: int
+    model: Any, prof: Any, parallel: Parallel, slots: float, rows: int, mixed: bool = False
 ) -> list[PerRank]:
     """Each rank's share of the step ``prof`` profiled on one tensor-parallel rank's ``model``
-    (``local_model``): uneven shards (FSDP's dim-0 chunks) make ranks differ."""
+    (``local_model``): uneven shards (FSDP's dim-0 chunks) make ranks differ. ``slots``: the
+    optimizer's state in bytes per byte of the parameters it updates (Adam 2: its slots);
+    ``mixed``: the 16-bit parameters' optimizer keeps fp32 master weights and fp32 slots."""
     params = [p for p in model.parameters() if p.requires_grad]
     grads_full = sum(p.numel() * p.element_size() for p in params)
     weights = prof.weights_bytes
@@ -144,19 +153,19 @@ def per_rank(
     # ZeRO-3/FSDP: while one unit runs, its all-gather buffer, the unsharded parameters copied
     # out of it, its full gradients and their reduce-scatter input copy: 4x the unit.
     transient = 4 * _largest_unit(model) if stage == 3 else 0
+    # Mixed (ZeRO): per parameter an fp32 master weight and fp32 slots beside the 16-bit
+    # parameter and gradient, as DeepSpeed keeps them: Adam 4 + 4 + 4 = 12 bytes, SGD 4 + 4.
+    numel = sum(p.numel() for p in params)
+    per_byte = MASTER * (1 + slots) * numel / grads_full if mixed and grads_full else slots
     ranks = []
     for rank in range(n):
-        mine = sum(_shard_numel(p, rank, n) * p.element_size() for p in params) if n > 1 else None
-        flat = _flat_share(weights, rank, n)
-        if parallel.fsdp > 1:  # FSDP2: each parameter's dim-0 chunk, padded to the same rows
-            held = sum(_shard_numel(p, 0, n) * p.element_size() for p in params)  # rank 0's: ceil
-            params_b, grads_b = held, mine
-            state_b = round(mine * state_per_byte)
+        if parallel.fsdp > 1:
+            params_b, grads_b, state_b = _fsdp_share(params, rank, n, slots, mixed)
         else:
-            params_b = flat if stage == 3 else weights
+            params_b = _flat_share(weights, rank, n) if stage == 3 else weights
             grads_b = _flat_share(grads_full, rank, n) if stage >= 2 else grads_full
             state_b = round(
-                (_flat_share(grads_full, rank, n) if stage >= 1 else grads_full) * state_per_byte
+                (_flat_share(grads_full, rank, n) if stage >= 1 else grads_full) * per_byte
             )
         ranks.append(
             PerRank(
@@ -170,6 +179,17 @@ def per_rank(
             )
         )
     return ranks
+
+
+def _fsdp_share(params: list, rank: int, n: int, slots: float, mixed: bool) -> tuple:
+    """FSDP2's parameters, gradients and optimizer state on ``rank``: each parameter's dim-0
+    chunk, the parameters padded to the same rows on every rank (rank 0's chunk, the ceil).
+    Mixed (``MixedPrecisionPolicy(param_dtype=bf16)``): the sharded parameters are the fp32
+    master weights, the gradients are reduced into fp32 shards, the slots are fp32."""
+    size = {id(p): MASTER if mixed else p.element_size() for p in params}
+    held = sum(_shard_numel(p, 0, n) * size[id(p)] for p in params)
+    mine = sum(_shard_numel(p, rank, n) * size[id(p)] for p in params)
+    return held, mine, round(mine * slots)
 
 
 def _shard_numel(p: Any, rank: int, n: int) -> int:
@@ -219,6 +239,12 @@ def collectives(parallel: Parallel, weights: int, grads: int, rows: int) -> dict
     return found
 
 
+def _dtype(model: Any) -> str:
+    """The parameters' dtype, as ``dtype=`` spells it ("float32")."""
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in model.parameters()}
+    return "/".join(sorted(dtypes)) or "none"
+
+
 def row_outputs(model: Any, args: tuple, kwargs: dict[str, Any]) -> int:
     """Bytes of the row-parallel Linears' outputs in one forward (without autograd): what
     the forward all-reduces, and its pair's input gradient what the backward does."""
@@ -252,12 +278,15 @@ def profile_sharded(request: Any) -> Any:
     trained = sum(p.numel() * p.element_size() for p in local.parameters() if p.requires_grad)
     ratio = prof.optimizer_state_bytes / trained if trained else 0.0
     rows = row_outputs(local, request.inputs, request.kwargs) if parallel.tp > 1 else 0
-    ranks = per_rank(local, prof, parallel, ratio, rows)
+    # A named optimizer on a 16-bit cast: its update runs on fp32 master weights.
+    mixed = request.variant.dtype in MIXED and request.variant.optimizer is not None
+    ranks = per_rank(local, prof, parallel, ratio, rows, mixed)
     prof.parallel = {
         "parallel": parallel.text(),
         "world": parallel.world,
         "stage": parallel.stage,
         "backend": "gloo",
+        "precision": f"mixed {request.variant.dtype}" if mixed else _dtype(local),
         "ranks": [rank.to_dict() for rank in ranks],
     }
     return prof

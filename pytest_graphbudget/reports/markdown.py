@@ -133,7 +133,9 @@ def rank_table(parallel: dict[str, Any] | None) -> list[str]:
     if not parallel:
         return []
     heads = ["ranks", "peak", *(p.replace("_", " ") for p in RANK_PARTS)]
-    lines = [f"Per rank, {code(parallel['parallel'])} ({parallel['world']} ranks):", ""]
+    mixed = parallel.get("precision", "")
+    mixed = f", {mixed}" if mixed.startswith("mixed") else ""
+    lines = [f"Per rank, {code(parallel['parallel'])} ({parallel['world']} ranks{mixed}):", ""]
     lines += ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
     for label, r in rank_groups(parallel["ranks"]):
         cells = [format_bytes(r[f"{p}_bytes"]) for p in ("peak", *RANK_PARTS)]

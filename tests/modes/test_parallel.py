@@ -209,3 +209,81 @@ def test_the_profile_view_has_a_row_per_run_of_equal_ranks():
     assert rows["moved per rank"].startswith("all-gather 1.49kB, reduce-scatter 747B")
     _, even = ranks({"zero": 2, "dp": 4})
     assert [label for label, _ in rank_rows({**prof.parallel, "ranks": even})][1] == "each rank"
+
+
+def bf16_ranks(parallel, optimizer="adam"):
+    prof = profile_model(
+        mlp(),
+        torch.randn(4, 8),
+        mode="train",
+        optimizer=optimizer,
+        dtype="bfloat16",
+        parallel=parallel,
+    )
+    return prof, prof.parallel["ranks"]
+
+
+@pytest.mark.parametrize(
+    ("parallel", "per_param"),
+    [
+        # Mixed-precision Adam, P = 280 (divisible by 4: no uneven shard). Per parameter:
+        # bf16 parameter 2 + bf16 gradient 2 + fp32 master 4, m 4, v 4 = 16 bytes unsharded.
+        # dp alone (ZeRO-0): 2, 2, 12 -> 560, 560, 3360.
+        ({"dp": 4}, (2, 2, 12)),
+        # ZeRO-1 over 4: 2, 2, 12/4 = 3 -> 560, 560, 840.
+        ({"zero": 1, "dp": 4}, (2, 2, 3)),
+        # ZeRO-2 over 4: 2, 2/4, 12/4 -> 560, 140, 840.
+        ({"zero": 2, "dp": 4}, (2, 0.5, 3)),
+        # ZeRO-3 over 4: 2/4, 2/4, 12/4 -> 140, 140, 840: 16/4 = 4 bytes per parameter.
+        ({"zero": 3, "dp": 4}, (0.5, 0.5, 3)),
+        # FSDP2 over 4 with MixedPrecisionPolicy(param_dtype=bf16): fp32 parameter shards (the
+        # master) 4/4, gradients reduced into fp32 shards 4/4, Adam's fp32 m and v 8/4 ->
+        # 280, 280, 560: also 16/4 = 4 bytes per parameter.
+        ({"fsdp": 4}, (1, 1, 2)),
+    ],
+)
+def test_mixed_precision_adam_is_16_bytes_per_parameter_sharded_per_stage(parallel, per_param):
+    prof, found = bf16_ranks(parallel)
+    expected = tuple(round(b * P) for b in per_param)
+    for r in found:
+        assert (r["params_bytes"], r["grads_bytes"], r["optimizer_state_bytes"]) == expected
+        assert r["model_state_bytes"] == sum(expected)
+    assert prof.parallel["precision"] == "mixed bfloat16"
+
+
+def test_mixed_precision_sgd_keeps_a_master_and_a_momentum():
+    # SGD with momentum on bf16, dp=2 (ZeRO-0): 2 + 2 + (fp32 master 4 + momentum 4) = 12 B per
+    # parameter: 560, 560, 2240. ZeRO-2 over 4: 560, 560/4 = 140, 2240/4 = 560.
+    _, found = bf16_ranks({"dp": 2}, optimizer="sgd")
+    r = found[0]
+    assert (r["params_bytes"], r["grads_bytes"], r["optimizer_state_bytes"]) == (560, 560, 2240)
+    _, found = bf16_ranks({"zero": 2, "dp": 4}, optimizer="sgd")
+    r = found[0]
+    assert (r["params_bytes"], r["grads_bytes"], r["optimizer_state_bytes"]) == (560, 140, 560)
+
+
+def test_float32_sharded_state_is_not_mixed():
+    # fp32 Adam, ZeRO-2 over 4, as before: 4P = 1120 whole, 1120/4 = 280, 8P/4 = 560.
+    prof, found = ranks({"zero": 2, "dp": 4})
+    r = found[0]
+    assert (r["params_bytes"], r["grads_bytes"], r["optimizer_state_bytes"]) == (1120, 280, 560)
+    assert prof.parallel["precision"] == "float32"
+
+
+def test_bfloat16_without_parallel_stays_pure_bfloat16():
+    # No `parallel`: torch.optim's Adam on bf16 parameters keeps bf16 moments: 2 * 2P = 1120.
+    prof = profile_model(mlp(), torch.randn(4, 8), mode="train", optimizer="adam", dtype="bfloat16")
+    assert (prof.optimizer_state_bytes, prof.parallel) == (2 * 2 * P, None)
+
+
+def test_the_views_say_the_state_is_mixed():
+    from pytest_graphbudget.cli.sections import rank_rows
+    from pytest_graphbudget.reports.markdown import rank_table
+
+    prof, _ = bf16_ranks({"fsdp": 4})
+    assert dict(rank_rows(prof.parallel))["parallel"].endswith(
+        "gloo backend, mixed bfloat16 (fp32 master weights)"
+    )
+    assert rank_table(prof.parallel)[0] == "Per rank, `fsdp=4` (4 ranks, mixed bfloat16):"
+    fp32, _ = ranks({"fsdp": 4})
+    assert "mixed" not in dict(rank_rows(fp32.parallel))["parallel"]
