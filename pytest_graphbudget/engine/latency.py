@@ -22,13 +22,17 @@ from typing import Any
 
 LARGE_BYTES = 2**20
 """An input above this (a server core's L2 cache) makes a depthwise convolution ``_large``."""
-KINDS = (
+COMPUTE_KINDS = (
     "conv_depthwise",
     "conv_depthwise_large",
     "conv_pointwise",
     "conv_dense",
     "matmul",
     "attention",
+)
+"""The kinds whose rate is FLOPs per second; the others' is bytes per second."""
+KINDS = (
+    *COMPUTE_KINDS,
     "batch_norm",
     "pointwise",
     "reduction",

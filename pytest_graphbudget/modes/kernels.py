@@ -16,16 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pytest_graphbudget.engine.latency import COMPUTE_KINDS
 from pytest_graphbudget.hardware import KernelRate
 
-COMPUTE = (
-    "conv_depthwise",
-    "conv_depthwise_large",
-    "conv_pointwise",
-    "conv_dense",
-    "matmul",
-    "attention",
-)
 Bench = tuple[Callable[[], Any], float, float]  # the call, its FLOPs, its bytes
 
 
@@ -230,7 +223,7 @@ def measure_kernels(
     rates: dict[str, KernelRate] = {}
     target = SAMPLE_SECONDS / 10 if quick else SAMPLE_SECONDS
     for kind, shapes in benches(dtype, quick).items():
-        compute = kind in COMPUTE
+        compute = kind in COMPUTE_KINDS
         points = [
             (flops if compute else moved, sample_seconds(call, repeats, clock, target))
             for call, flops, moved in shapes
