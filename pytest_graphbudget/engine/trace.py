@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -224,6 +225,11 @@ def watched(model: nn.Module) -> Iterator[StateWatch]:
         yield watch
 
 
+FX_CONSTANT = re.compile(r"_tensor_constant\d+")
+"""The attributes ``symbolic_trace`` itself sets on the root for a tensor made in ``forward``
+(``x + torch.tensor(...)``): the tracer's, not state the model builds."""
+
+
 @contextlib.contextmanager
 def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
     saved = _attributes(model)
@@ -234,12 +240,13 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
         for module, attributes, contents in saved:
             now = vars(module)
             mutated = [k for k, v in contents.items() if not _same_items(v, attributes[k])]
-            assigned = now.keys() != attributes.keys() or any(
+            tracers = {k for k in now.keys() - attributes.keys() if FX_CONSTANT.fullmatch(k)}
+            assigned = now.keys() - tracers != attributes.keys() or any(
                 not _same_value(v, now[k]) for k, v in attributes.items()
             )
             if mutated or assigned:
                 watch.changed = True
-            if (mutated or assigned) and restore:
+            if (mutated or assigned or tracers) and restore:
                 for key in mutated:
                     _refill(attributes[key], contents[key])
                 now.clear()

@@ -297,3 +297,26 @@ def test_a_forward_that_read_values_is_taped_again_for_real_only(monkeypatch):
     # Head's figures, then sum (8*64 elements), > (1) and * 2 (8*64) on y = flatten + anchors
     head = 2 * (A_MACS + B_MACS) + 2 * SILU + 8 * 64
     assert taped.flops == head + 8 * 64 + 1 + 8 * 64
+
+
+class WithConstant(nn.Module):
+    """A tensor made in ``forward``: ``symbolic_trace`` stores it on the root as
+    ``_tensor_constant0``, which is the tracer's doing, not state the model builds."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x) + torch.tensor([1.0, 2.0])
+
+
+def test_a_tensor_constant_fx_stores_is_no_lazy_state():
+    """FX traces it, without a warm-up and untouched: before, the constant FX set on the root
+    read as lazy state, and the model (maxvit_t in the zoo) went to the tape. FLOPs by hand for
+    a (1, 2) input: the Linear's 2*1*2*2 = 8 plus its 2 bias adds, the constant's 2 adds: 12."""
+    model = WithConstant().eval()
+    prof = profile_model(model, torch.ones(1, 2))
+    assert prof.trace.method == "fx", prof.trace
+    assert prof.flops == 8 + 2 + 2
+    assert not hasattr(model, "_tensor_constant0")  # the user's model is left as it was
