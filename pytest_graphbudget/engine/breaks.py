@@ -12,7 +12,8 @@ that one *real* forward takes instead:
 - ``eager``: the same tape without Dynamo, for a model Dynamo cannot run: every ATen op of one
   real forward is a node, and the partitioner fuses the op sequence as a compiler would.
 
-Both need real weights and inputs: a model on the ``meta`` device has no data to branch on.
+``dynamo-breaks`` needs real weights and inputs: a model on the ``meta`` device has no data to
+branch on. The tape runs such a model on fake tensors instead (``capture_eager(fake=True)``).
 """
 
 from __future__ import annotations
