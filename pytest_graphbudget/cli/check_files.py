@@ -65,6 +65,11 @@ def add_parser(
         help="a closed gate: unpriced ops, models without a baseline entry and stale entries fail",
     )
     p.add_argument("--hardware", metavar="NAME", help="hardware profile for every model")
+    p.add_argument(
+        "--breaks",
+        action="store_true",
+        help="price models FX cannot trace through Dynamo with graph breaks, each break reported",
+    )
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--json", metavar="PATH", help="write every profile as JSON")
     p.add_argument("--markdown", metavar="PATH", help="write the pull-request comment")
@@ -91,6 +96,7 @@ def command(args: argparse.Namespace, console: Any = None) -> int:
         update=args.update,
         strict=args.strict,
         hardware=args.hardware,
+        breaks=args.breaks,
         junit=args.junit,
         json=args.json,
         markdown=args.markdown,
@@ -110,6 +116,7 @@ def run(
     update: bool = False,
     strict: bool = False,
     hardware: str | None = None,
+    breaks: bool = False,
     junit: str | None = None,
     json: str | None = None,
     markdown: str | None = None,
@@ -126,7 +133,8 @@ def run(
     reports asked for; the exit code. ``quiet``: what the models print while they are built
     is dropped (else it goes to stderr), so stderr carries only errors. ``base``: compare
     with the models at the merge base of that ref and HEAD (``run/base_ref.py``) instead of
-    the baseline file; ``cache_dir``: the profile cache's, instead of the settings'."""
+    the baseline file; ``cache_dir``: the profile cache's, instead of the settings'.
+    ``breaks``: models FX cannot trace go through Dynamo with graph breaks (the base too)."""
     from pytest_graphbudget.gate.renames import stale_entries
     from pytest_graphbudget.reports import html_graph
     from pytest_graphbudget.run import settings as project
@@ -146,7 +154,11 @@ def run(
     cache_at = Path(cache_dir) if cache_dir else root / conf.cache_dir
     with contextlib.ExitStack() as scratch:  # the base's baseline file, removed at the end
         try:
-            against = compared(base, paths, here, root, conf, cache_at, hardware, update, scratch)
+            flags = [
+                *(["--hardware", hardware] if hardware else []),
+                *(["--breaks"] if breaks else []),
+            ]
+            against = compared(base, paths, here, root, conf, cache_at, flags, update, scratch)
         except GraphBudgetError as exc:
             return usage(str(exc))
         checker = Checker(
@@ -158,6 +170,7 @@ def run(
         )
         profiler = Profiler.open(cache_at, conf.hardware_profiles, cache_clear)
         profiler.nodes = checker.draw is not None
+        profiler.tier = "dynamo-breaks" if breaks else None
         if not cache:
             profiler.cache = None
         results = check_files(files, root, found.ini, conf, checker, profiler, hardware, quiet)
@@ -212,13 +225,14 @@ def compared(
     root: Path,
     conf: Any,
     cache: Path,
-    hardware: str | None,
+    flags: list[str],
     update: bool,
     scratch: contextlib.ExitStack,
 ) -> dict[str, Any]:
     """The checker's baseline: the settings' file, or with ``base`` the base's figures
     (profiled by this command with ``--update`` in a worktree of the merge base, sharing
-    ``cache``), the title naming the base and whether a baseline file was ignored."""
+    ``cache`` and this run's ``flags``), the title naming the base and whether a baseline
+    file was ignored."""
     from pytest_graphbudget.run.base_ref import checker_baseline, profile_base
 
     committed = root / conf.baseline
@@ -229,11 +243,7 @@ def compared(
             "--base compares with the base and --update rewrites the baseline file: use one"
         )
     command = ["-m", "pytest_graphbudget.cli", "check", "--update", "-q"]
-    command += [
-        "--cache-dir",
-        str(cache.resolve()),
-        *(["--hardware", hardware] if hardware else []),
-    ]
+    command += ["--cache-dir", str(cache.resolve()), *flags]
     out = Path(scratch.enter_context(tempfile.TemporaryDirectory())) / "baseline.toml"
     found = profile_base(base, root, here, [*command, *paths], out, flag="--base")
     return checker_baseline(committed, root, conf.baseline_from, found, "--base")

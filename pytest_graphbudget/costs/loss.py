@@ -147,6 +147,54 @@ def soft_margin_loss_backward(
     return OpCost(other=(8 + _mean(reduction)) * numel(x))
 
 
+# Margins over the classes: multi_margin_loss, multilabel_margin_loss --------------------
+
+
+@register("multi_margin_loss", role="reduction", kind="multi_margin_loss")
+def multi_margin_loss(
+    x: Shape, target: Shape, p=1, margin=1, weight=None, reduction: int = MEAN, *_, out, **__
+) -> OpCost:
+    # Per class of each sample: margin - x[y] + x[i] (2), max(0, .) (1), squared for p=2 (1),
+    # times the target's class weight (1), added to the sample's sum (1); per sample the sum
+    # is divided by the class count (1), and a mean or sum adds the samples up (1).
+    samples = numel(target)
+    per_element = 4 + int(p == 2) + _given(weight)
+    return OpCost(other=per_element * numel(x) + (1 + _reduced(reduction)) * samples)
+
+
+@register("multi_margin_loss_backward", kind="multi_margin_loss_bwd")
+def multi_margin_loss_backward(
+    grad: Shape, x: Shape, target: Shape, p=1, margin=1, weight=None, *_, out, **__
+) -> OpCost:
+    # Per element: the margin term again (2), its comparison (1), 2 z for p=2 (1; the
+    # 1 / (count) scale is a constant), the class weight (1), subtracted from the target's
+    # gradient (1), times the output's gradient (1).
+    return OpCost(other=(5 + int(p == 2) + _given(weight)) * numel(x))
+
+
+def _label_pairs(x: Shape) -> int:
+    """(target, other class) pairs a multilabel margin loss visits: ``k (C - k)`` for ``k``
+    targets of ``C`` classes, data the shapes do not hold; its maximum (``k = C / 2``) per
+    sample, an upper bound as ``nms``'s."""
+    classes = x[-1] if len(x) else 1
+    return (classes // 2) * (classes - classes // 2) * (numel(x) // max(classes, 1))
+
+
+@register("multilabel_margin_loss_forward", role="reduction", kind="multilabel_margin_loss")
+def multilabel_margin_loss(x: Shape, target: Shape, reduction: int = MEAN, *_, out, **__) -> OpCost:
+    # Per pair: 1 - x[j] + x[i] (2), max(0, .) (1), added to the sum (1); per sample the sum
+    # is divided by the class count (1) and a mean or sum adds it up (1).
+    samples = numel(x) // max(x[-1] if len(x) else 1, 1)
+    return OpCost(other=4 * _label_pairs(x) + (1 + _reduced(reduction)) * samples)
+
+
+@register("multilabel_margin_loss_backward", kind="multilabel_margin_loss_bwd")
+def multilabel_margin_loss_backward(grad: Shape, x: Shape, *_, out, **__) -> OpCost:
+    # Per pair: the margin term (2), its comparison (1), +g at the class and -g at the target
+    # (2); per element, times the output's gradient (1).
+    return OpCost(other=5 * _label_pairs(x) + numel(x))
+
+
 @register("xlogy", kind="xlogy")
 def xlogy(*_, out, **__) -> OpCost:
     # x * log(y), 0 where x is 0 (kl_div's target * log(target)): log, multiply, select (3).

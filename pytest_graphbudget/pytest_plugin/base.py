@@ -82,7 +82,7 @@ def base_run(config: pytest.Config, settings: Any) -> BaseRun | None:
 
 
 def command(config: pytest.Config, settings: Any) -> list[str]:
-    """The base's pytest run: the same paths, selection and hardware as this run, writing
+    """The base's pytest run: the same paths, selection, hardware and tier as this run, writing
     the baseline, with this run's profile cache."""
     args = ["-m", "pytest", "--graph-budget", "--graph-budget-update", "-q"]
     args += ["-p", "no:cacheprovider"]
@@ -94,7 +94,7 @@ def command(config: pytest.Config, settings: Any) -> list[str]:
     args.append(f"--graph-budget-cache-dir={Path(cache).resolve()}")
     # after the project's addopts, so that a --graph-budget-base there is unset in the base run
     args.append("--graph-budget-base=")
-    for flag in ("no_cache", "strict"):
+    for flag in ("no_cache", "strict", "breaks"):  # what changes the figures or the verdicts
         if config.getoption(f"graph_budget_{flag}"):
             args.append(f"--graph-budget-{flag.replace('_', '-')}")
     if config.getoption("graph_budget_hardware"):

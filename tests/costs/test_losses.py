@@ -363,3 +363,45 @@ def test_cross_entropy_budgets_pass_without_allow_unsupported(pytester):
     [classifier] = [m for m in models if m["id"].endswith("classifier@train")]
     assert classifier["profile"]["totals"]["flops"] == 709
     assert classifier["verdict"] == "warn"  # at 100% of its limit, not over it
+
+
+@pytest.mark.parametrize(
+    "options, flops",
+    [
+        # per element (4 x 5 = 20): margin - x[y] + x[i] 2, max 1, into the sum 1 = 4 -> 80;
+        # per sample: divide by the 5 classes 1, the mean adds it up 1 -> 8
+        ({}, 80 + 8),
+        # p=2 squares (+1) and the class weight scales (+1): 6 per element -> 120; sum: 8
+        ({"p": 2, "weight": torch.ones(5), "reduction": "sum"}, 120 + 8),
+        ({"reduction": "none"}, 80 + 4),  # the per-sample divide only
+    ],
+    ids=["plain", "p2-weight-sum", "none"],
+)
+def test_multi_margin_loss_matches_hand_counts(options, flops):
+    prof = profile_model(Loss(F.multi_margin_loss, **options).eval(), (X, Y))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == flops
+
+
+def test_multi_margin_loss_training_step():
+    """Linear(8, 4) -> multi_margin_loss over 4 classes: forward 4 per element (16) = 64 + 2
+    per sample = 8; backward 5 per element (the margin term 2, compare 1, into the target's
+    gradient 1, times the output's gradient 1) = 80."""
+    prof = step(lambda o: F.multi_margin_loss(o, torch.tensor(TARGETS)))
+    assert prof.coverage.unsupported_ops == {}
+    assert (prof.flops, prof.macs) == (LINEAR_STEP + 64 + 8 + 80, LINEAR_MACS)
+
+
+def test_multilabel_margin_loss_counts_its_class_pairs():
+    """Two targets of 5 classes per sample: 2 x 3 = 6 (target, other) pairs, which is also the
+    bound the shapes allow (k = 5 // 2). Forward, eval: 4 per pair = 24, divide 1 and mean 1
+    = 26 per sample, x4 = 104. Training step on Linear(8, 5) with (4, 8) inputs (Linear: 160
+    MACs, 320 + 20 bias; backward mm 320 + bias sum 20): backward 5 per pair = 30 and 1 per
+    element (times the output's gradient) = 5, x4 = 140."""
+    labels = torch.tensor([[0, 1, -1, 0, 0]] * 4)
+    prof = profile_model(Loss(F.multilabel_margin_loss).eval(), (X, labels))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == 104
+    trained = step(lambda o: F.multilabel_margin_loss(o, labels), nn.Linear(8, 5))
+    assert trained.coverage.unsupported_ops == {}
+    assert trained.flops == 340 + 340 + 104 + 140

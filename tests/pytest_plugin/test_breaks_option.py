@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-TEST = """
-import pytest, torch
+NETS = """
+import torch
 from torch import nn
 from pytest_graphbudget import ModelCase
 
@@ -31,11 +31,18 @@ class Branchy(nn.Module):
             return y * 2
         return y
 
-@pytest.fixture
-def model():
+def branchy():
     m = Branchy()
     nn.init.ones_(m.lin.weight)
     return ModelCase(m, (torch.ones(1, 4),), name="branchy")
+"""
+TEST = """
+import pytest
+from nets import branchy
+
+@pytest.fixture
+def model():
+    return branchy()
 
 @pytest.mark.macs_max(16)
 def test_branchy(model):
@@ -55,9 +62,38 @@ def _profile(pytester: pytest.Pytester, *args: str) -> dict:
 
 def test_breaks_option_prices_through_dynamo_and_reports_each_break(pytester):
     pytester.makepyprojecttoml("[tool.graph_budget]\n")
-    pytester.makepyfile(test_branchy=TEST)
+    pytester.makepyfile(nets=NETS, test_branchy=TEST)
     taped = _profile(pytester)
     broken = _profile(pytester, "--graph-budget-breaks")
     assert (taped["trace"]["method"], broken["trace"]["method"]) == ("eager", "dynamo-breaks")
     assert taped["trace"]["breaks"] == [] and len(broken["trace"]["breaks"]) >= 1
     assert taped["totals"]["macs"] == broken["totals"]["macs"] == 16
+
+
+def test_the_base_is_profiled_with_graph_breaks_too(pytester):
+    """``--graph-budget-base`` profiles the merge base in a pytest run of its own: without the
+    option there, the base's model would be taped while HEAD's goes through Dynamo, and the
+    two would be compared across tiers."""
+    from pytest_graphbudget.pytest_plugin.base import command
+    from pytest_graphbudget.run.settings import Settings
+
+    asked = pytester.parseconfig(
+        "--graph-budget", "--graph-budget-breaks", "--graph-budget-base=main"
+    )
+    plain = pytester.parseconfig("--graph-budget", "--graph-budget-base=main")
+    assert "--graph-budget-breaks" in command(asked, Settings())
+    assert "--graph-budget-breaks" not in command(plain, Settings())
+
+
+def test_check_breaks_prices_through_dynamo(pytester, monkeypatch):
+    """``graph-budget check --breaks``: the plugin's option, without pytest."""
+    from pytest_graphbudget import cli
+
+    pytester.makepyprojecttoml("[tool.graph_budget]\n")
+    pytester.makepyfile(nets=NETS)
+    pytester.makefile(".toml", budget='[models.branchy]\nfactory = "nets:branchy"\nmacs_max = 16\n')
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["check", "budget.toml", "--breaks", "--no-cache", "--json", "out.json"]) == 0
+    (model,) = json.loads((pytester.path / "out.json").read_text())["models"]
+    assert model["profile"]["trace"]["method"] == "dynamo-breaks"
+    assert model["profile"]["totals"]["macs"] == 16
