@@ -23,8 +23,8 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
         f"Building and profiling took {total_seconds / 60:.1f} min in all.",
         "",
         "- **tier**: the tracing tier that captured the graph: `fx`, else `eager` (one taped "
-        "real forward: every op it runs, fused as a compiler would); `dynamo` (export) for a "
-        "model on the meta device, and `dynamo` or `dynamo-breaks` (the graphs between "
+        "forward: every op it runs, fused as a compiler would; on fake tensors for a model on "
+        "the meta device), and `dynamo` (export) or `dynamo-breaks` (the graphs between "
         "Dynamo's graph breaks, stitched) when asked for.",
         "- **compute-bound**: share of fused subgraphs that are compute-bound on `generic`.",
         "- **peak memory**: weights + inputs + peak of live activations.",

@@ -96,15 +96,22 @@ def _taped(
     runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
     ``fx`` is tried again on the state it left, and the tape taken again if ``fx`` still fails:
     the ops recorded are those of a forward after the first, as the other tiers price.
-    None for a model on the meta device (no data to run on) or when the tape fails: the
-    whole-graph tiers then run, and say why the model failed."""
+    A model on the meta device (no data to run on) is taped on fake twins of its weights and
+    inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
+    say why the model failed (a meta model that branches on values: build it with weights)."""
     from pytest_graphbudget.engine.breaks import capture_eager
     from pytest_graphbudget.engine.trace import is_meta, trace_fx, watched
 
-    if is_meta(model):
-        return None
     example = _outside_inference(example)
     model.eval()
+    if is_meta(model):
+        try:
+            captured = capture_eager(model, example, fake=True)
+        except FormulaError:
+            raise
+        except Exception:  # the warm-up that follows says why, in the meta model's words
+            return None
+        return captured, captured.measured, failures
     try:
         with watched(model) as watch:
             captured = capture_eager(model, example)
