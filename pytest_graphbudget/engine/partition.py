@@ -212,8 +212,12 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
         for key in node.reads:
             if key in born:
                 dies[key] = i
-    _held_by_calls(measured.nodes, born, dies)
     end = len(measured.nodes)
+    if measured.frees is None:
+        _held_by_calls(measured.nodes, born, dies)
+    else:  # the forward that ran freed them: what no one freed is live to the end
+        for key in born:
+            dies[key] = max(dies[key], measured.frees.get(key, end))
     by_name = {n.name: n for n in measured.nodes}
     for name in measured.graph_outputs:
         for key in by_name[name].views if name in by_name else ():
