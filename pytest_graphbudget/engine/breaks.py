@@ -29,6 +29,7 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
+from pytest_graphbudget.engine.frames import self_of
 from pytest_graphbudget.engine.measure import (
     Measured,
     NodeCost,
@@ -191,7 +192,7 @@ class _Tape(_Recorder):
         frame = sys._getframe(1)
         chain: list[list[str]] = []
         while frame is not None:
-            owner = _self_of(frame)
+            owner = self_of(frame)
             if owner is not None:
                 found = self.paths.get(id(owner))
                 if found is not None and (not chain or chain[-1] is not found):
@@ -206,25 +207,6 @@ class _Tape(_Recorder):
     def add_input(self, name: str, tensor: torch.Tensor) -> None:
         self.producer[id(tensor)] = (name, None)
         self.keep.append(tensor)
-
-
-SNAPSHOTS = sys.version_info < (3, 13)
-"""Before PEP 667, ``frame.f_locals`` copies a function's locals into a dict the frame keeps
-until the next read: the values a forward has rebound since stay alive (one op late)."""
-
-
-def _self_of(frame: Any) -> Any:
-    """The ``self`` of a method's frame (None for other frames), without keeping its locals:
-    the snapshot is emptied (a later read makes a new one, and no key is written back), so
-    the tape sees a tensor freed when the forward lets go of it, as it is without the tape."""
-    code = frame.f_code
-    if not code.co_argcount or code.co_varnames[0] != "self":
-        return None
-    snapshot = frame.f_locals
-    owner = snapshot.get("self")
-    if SNAPSHOTS:
-        snapshot.clear()
-    return owner
 
 
 class _DynamoTape(_Tape):
