@@ -29,7 +29,6 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.engine.frames import self_of
 from pytest_graphbudget.engine.measure import (
     Measured,
     NodeCost,
@@ -116,8 +115,11 @@ class _Tape(_Recorder):
         if name in QUERIES:  # asks about a tensor, computes nothing: not a node
             return func(*args, **kwargs)
         qualified = name if "." in name else f"aten.{name}"
+        # First the module: reading the frames' locals renews their snapshot (``f_locals``
+        # before PEP 667 is a copy the frame keeps), which let go of the values rebound since.
+        module = self.module_here()
         self.sweep()
-        node = self.open(name, qualified, self.module_here(), (args, kwargs))
+        node = self.open(name, qualified, module, (args, kwargs))
         if self.eager_segments:
             self.segment += 1
             node.segment = self.segment
@@ -192,7 +194,7 @@ class _Tape(_Recorder):
         frame = sys._getframe(1)
         chain: list[list[str]] = []
         while frame is not None:
-            owner = self_of(frame)
+            owner = frame.f_locals.get("self")
             if owner is not None:
                 found = self.paths.get(id(owner))
                 if found is not None and (not chain or chain[-1] is not found):
