@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,13 +82,19 @@ class _Tape(_Recorder):
     to that FX node (as in ``measure``). Outside, each ATen op becomes a node of its own.
     Dataflow is followed by tensor identity: every tensor a node returns is registered as that
     node's product (and kept alive, so no identity is reused during the run).
+
+    With ``frees`` (a dict, the eager tier) nothing is kept alive: the tape learns when the
+    forward's own code let go of each storage it wrote (``sweep``), the frees a module's
+    locals and rebinding make, and a tensor's product is matched through a weak reference.
     """
 
     def __init__(self, model: nn.Module, weights: dict[int, tuple[str, int]]):
         super().__init__(weights)
         self.nodes: list[NodeCost] = []
-        self.producer: dict[int, str] = {}
+        self.producer: dict[int, tuple[str, Any]] = {}  # id -> (node, weak ref or None)
         self.keep: list[Any] = []
+        self.frees: dict[Any, int] | None = None  # storage -> the last node it was live in
+        self.live: dict[Any, None] = {}  # storages written and not yet freed (with ``frees``)
         self.taken: Counter = Counter()
         self.paths: dict[int, list[str]] = {}
         for path, module in model.named_modules(remove_duplicate=False):
@@ -109,7 +116,11 @@ class _Tape(_Recorder):
         if name in QUERIES:  # asks about a tensor, computes nothing: not a node
             return func(*args, **kwargs)
         qualified = name if "." in name else f"aten.{name}"
-        node = self.open(name, qualified, self.module_here(), (args, kwargs))
+        # First the module: reading the frames' locals renews their snapshot (``f_locals``
+        # before PEP 667 is a copy the frame keeps), which let go of the values rebound since.
+        module = self.module_here()
+        self.sweep()
+        node = self.open(name, qualified, module, (args, kwargs))
         if self.eager_segments:
             self.segment += 1
             node.segment = self.segment
@@ -140,7 +151,8 @@ class _Tape(_Recorder):
         )
         node.segment = self.segment
         tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
-        producers = dict.fromkeys(self.producer[id(t)] for t in tensors if id(t) in self.producer)
+        producers = dict.fromkeys(self.made_by(t) for t in tensors)
+        producers.pop(None, None)
         node.inputs = list(producers)
         node.reads = {_storage(t) for t in tensors}
         return node
@@ -151,10 +163,30 @@ class _Tape(_Recorder):
         record_output(node, out, tensors)
         if not node.kind:
             node.kind = node.target.rpartition(".")[2]
+        held = self.frees is not None
         for t in tensors:
-            self.producer[id(t)] = node.name
-        self.keep.append(out)
+            self.producer[id(t)] = (node.name, weakref.ref(t) if held else None)
+        if held:
+            self.live.update(dict.fromkeys(node.writes))
+        else:
+            self.keep.append(out)
         self.nodes.append(node)
+
+    def made_by(self, t: torch.Tensor) -> str | None:
+        """The node that returned ``t`` (or the input's name), None for weights and constants:
+        an id is matched only while its tensor is the one registered (ids of freed tensors are
+        reused)."""
+        name, ref = self.producer.get(id(t), (None, None))
+        return name if ref is None or ref() is t else None
+
+    def sweep(self) -> None:
+        """With ``frees``: the storages freed since the last op died after the last node."""
+        if self.frees is None:
+            return
+        dead = [key for key in self.live if key.expired()]
+        for key in dead:
+            del self.live[key]
+            self.frees[key] = len(self.nodes) - 1
 
     def module_here(self) -> str:
         """The innermost module of the model whose ``forward`` is on the Python stack, named
@@ -176,7 +208,7 @@ class _Tape(_Recorder):
         return path
 
     def add_input(self, name: str, tensor: torch.Tensor) -> None:
-        self.producer[id(tensor)] = name
+        self.producer[id(tensor)] = (name, None)
         self.keep.append(tensor)
 
 
@@ -267,8 +299,11 @@ def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured
         inputs[name] = _views(t)
     with torch.no_grad(), tape:
         out = call(*example.args, **example.kwargs)
-    outputs = {tape.producer[id(t)] for t in tensor_leaves(out) if id(t) in tape.producer}
-    return Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
+    tape.sweep()  # what the forward's frames held to the end (the outputs stay live)
+    outputs = {tape.made_by(t) for t in tensor_leaves(out)}
+    measured = Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
+    measured.frees = tape.frees
+    return measured
 
 
 def _input_names(model: nn.Module, example: Example) -> dict[int, str]:
@@ -347,6 +382,7 @@ def capture_eager(model: nn.Module, example: Example, fake: bool = False) -> Cap
     else:
         tape = _Tape(model, _weights(model))
         tape.eager_segments = False
+        tape.frees = {}
         measured = _run(model, example, tape, model)
     return Captured("eager", measured, seconds=time.perf_counter() - start)
 
@@ -369,6 +405,7 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
     def taped() -> Measured:
         tape = _Tape(model, _weights(model))
         tape.eager_segments = False
+        tape.frees = {}
         return _run(model, fakes, tape, model)
 
     with restored(model), _reparametrize_module(model, state), mode:

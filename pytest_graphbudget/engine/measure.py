@@ -73,6 +73,7 @@ class Measured:
     graph_outputs: set[str]
     inputs: dict[str, dict[Any, int]]  # user-input placeholders -> storages -> bytes
     mode: str  # "fake" or "real"
+    frees: dict[Any, int] | None = None  # the eager tape's storage -> last node live; else rule
 
     @property
     def input_bytes(self) -> int:

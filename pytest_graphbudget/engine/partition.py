@@ -198,7 +198,9 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
     Liveness over the node order: a storage is allocated by the node that first writes it and
     freed after its last reader; graph outputs live to the end. Views and in-place ops write
     no new storage. As in eager PyTorch, a module's call holds its arguments until it returns
-    (``_held_by_calls``). A node's workspace (``costs/workspace.py``) is live while it runs only,
+    (``_held_by_calls``). A taped forward says when each storage was really freed
+    (``Measured.frees``): those frees replace the rule, which over-holds what a module's code
+    rebinds (``x = f(x)``). A node's workspace (``costs/workspace.py``) is live while it runs only,
     beside its inputs and outputs; at the peak it is charged to that node.
     """
     born: dict[Any, int] = {}
@@ -212,8 +214,12 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
         for key in node.reads:
             if key in born:
                 dies[key] = i
-    _held_by_calls(measured.nodes, born, dies)
     end = len(measured.nodes)
+    if measured.frees is None:
+        _held_by_calls(measured.nodes, born, dies)
+    else:  # the forward that ran freed them: what no one freed is live to the end
+        for key in born:
+            dies[key] = max(dies[key], measured.frees.get(key, end))
     by_name = {n.name: n for n in measured.nodes}
     for name in measured.graph_outputs:
         for key in by_name[name].views if name in by_name else ():

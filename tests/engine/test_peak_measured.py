@@ -155,3 +155,84 @@ def test_a_module_call_holds_its_argument_until_it_returns():
     model, x = nn.Sequential(nn.Linear(64, 64, bias=False), Pair()).eval(), torch.randn(32, 64)
     assert profile_model(model, x).activation_peak_bytes == 24_576
     check(model, x, "eval")
+
+
+class Rebinding(nn.Module):
+    """A forward that rebinds its local (``y = f(y)``): eager frees each old value at once."""
+
+    def forward(self, x):
+        y = x.exp()
+        y = y.sin()
+        return y.repeat(1, 4)
+
+
+class Checked(nn.Module):
+    """FX cannot trace the shape check: the taped forward prices the model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Rebinding()
+
+    def forward(self, x):
+        if x.shape[0] != 16:
+            raise ValueError("batch 16 only")
+        return self.inner(x)
+
+
+def test_a_rebound_local_is_freed_as_the_forward_frees_it():
+    # x: 16x64 float32. exp -> a (4,096 bytes), sin -> b (4,096), repeat -> c (16x256: 16,384).
+    # Eager, inside inner's call:  exp: a = 4,096;  sin: a + b = 8,192;  rebinding y frees a,
+    # repeat: b + c = 20,480  <- the peak.  A rule that keeps a module's own results until its
+    # call returns would hold a and b to the end: a + b + c = 24,576.
+    model, x = Checked().eval(), torch.randn(16, 64)
+    prof = profile_model(model, x)
+    assert prof.trace.method == "eager"
+    assert prof.activation_peak_bytes == 4_096 + 16_384
+    check(model, x, "eval")
+
+
+def test_a_tiny_gpt2_peak_matches_the_profiler():
+    """GPT-2's attention rebinds its locals (``attn_weights = attn_weights / ...``): the tape
+    frees them as the forward does."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=64, n_embd=16, n_layer=1, n_head=2, n_positions=16, use_cache=False
+    )
+
+    class Ids(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gpt = transformers.GPT2Model(config)
+
+        def forward(self, ids):
+            return self.gpt(input_ids=ids).last_hidden_state
+
+    check(Ids(), torch.randint(0, 64, (1, 8)), "eval")
+
+
+class Lazy(nn.Module):
+    """Lazy state FX cannot trace: the forward after the first is taped on fake tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Rebinding()
+        self.shape = None
+
+    def forward(self, x):
+        if self.shape != x.shape:
+            self.shape = x.shape
+        return self.inner(x)
+
+
+def test_the_tape_on_fake_tensors_frees_as_the_real_forward(monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from pytest_graphbudget.engine import tiers
+
+    monkeypatch.setattr(tiers, "REAL_PASS_SECONDS", 0.0)  # the second tape runs on fakes
+    model, seen = Lazy().eval(), []
+    model.register_forward_pre_hook(lambda _m, args: seen.append(isinstance(args[0], FakeTensor)))
+    prof = profile_model(model, torch.randn(16, 64))
+    assert seen == [False, True]
+    assert prof.activation_peak_bytes == 4_096 + 16_384  # as in the test above: b + c
