@@ -84,7 +84,7 @@ def op_times(model, case, runs: int) -> tuple[list[tuple[str, float]], float]:
             if best is None or len(best) != len(clock.ops):
                 best = clock.ops
             else:
-                best = [(n, min(t, u)) for (n, t), (_, u) in zip(best, clock.ops)]
+                best = [(n, min(t, u)) for (n, t), (_, u) in zip(best, clock.ops, strict=True)]
     return best or [], forward
 
 
@@ -115,7 +115,7 @@ def per_op(model, case, nodes, timed, hardware, tables, top: int) -> None:
     clock = OpClock(keep=True)
     with torch.no_grad(), clock:
         model(*case.inputs, **case.kwargs)
-    calls = [c for (n, _), c in zip(clock.ops, clock.calls) if n not in SKIP]
+    calls = [c for (n, _), c in zip(clock.ops, clock.calls, strict=True) if n not in SKIP]
     order = sorted(range(len(nodes)), key=lambda i: -timed[i][1])[:top]
     print("| op | weight | input | est us | model us | warm us | est/model | model/warm |")
     with torch.no_grad():
@@ -126,8 +126,9 @@ def per_op(model, case, nodes, timed, hardware, tables, top: int) -> None:
             weight = next((shapes[w] for w in node.weights if w in shapes), ())
             arg = calls[i][1][0] if calls[i][1] else None
             shape = tuple(arg.shape) if isinstance(arg, torch.Tensor) else ()
+            kind = kernel_kind(node, shapes, sizes, channels)
             print(
-                f"| {kernel_kind(node, shapes, sizes, channels)}:{node.target} | {weight} | {shape} "
+                f"| {kind}:{node.target} | {weight} | {shape} "
                 f"| {est * 1e6:.0f} | {timed[i][1] * 1e6:.0f} | {warm * 1e6:.0f} "
                 f"| {est / timed[i][1]:.2f} | {timed[i][1] / warm:.2f} |"
             )
