@@ -40,17 +40,16 @@ COMPUTE_KINDS = (
     "conv_stem",
     "matmul",
     "attention",
-    "pooling",
 )
-"""The kinds whose rate is FLOPs per second; the others' is bytes per second. Pooling's
-FLOPs are its window's comparisons: a 3x3 window at stride 1 (GoogLeNet's inception branches)
-does four times the work per byte of one at stride 2."""
+"""The kinds whose rate is FLOPs per second; the others' is bytes per second."""
 KINDS = (
     *COMPUTE_KINDS,
     "batch_norm",
     "pointwise",
     "pointwise_exp",
+    "resample",
     "reduction",
+    "pooling",
     "copy",
     "view",
 )
@@ -60,6 +59,7 @@ FALLBACK = {
     "conv_pointwise_small_map": "conv_pointwise",
     "conv_stem": "conv_dense",
     "pointwise_exp": "pointwise",
+    "resample": "pointwise",
 }
 """A kind a profile calibrated before it existed reads its nearest older kind's rate."""
 MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
@@ -71,6 +71,13 @@ EXP_KINDS = frozenset(
 """Pointwise ops that evaluate an exponential, logarithm or erf per element: several times
 the CPU time per byte of an add or a relu (EfficientNet's SiLUs came out at 0.3x of their
 time priced as plain pointwise ops, ``benchmarks/latency_ops.py``): ``pointwise_exp``."""
+RESAMPLE_KINDS = frozenset(
+    "upsample upsample_linear1d upsample_bicubic2d _upsample_bilinear2d_aa "
+    "_upsample_bicubic2d_aa upsample_trilinear3d grid_sampler_2d grid_sampler_3d".split()
+)
+"""Interpolating resamples (bilinear and up; nearest copies, FLOPs 0): ``resample``, which
+reads four inputs and weighs them per output element (LR-ASPP's bilinear upsampling to
+520x520 came out at 0.2x of its time priced as a plain pointwise op)."""
 STEM_CHANNELS = 4
 """A dense convolution over at most this many input channels (an image's RGB) is
 ``conv_stem``: its products are too short to fill a vector unit (MobileNet's, EfficientNet's
@@ -114,6 +121,8 @@ def kernel_kind(
         return "batch_norm"
     if "pool" in node.kind:
         return "pooling"
+    if node.kind in RESAMPLE_KINDS and node.flops > 0:
+        return "resample"
     if node.kind in EXP_KINDS:
         return "pointwise_exp"
     if node.category in ("anchor", "reduction"):

@@ -88,9 +88,20 @@ def _batch_norm(channels: int, hw: int, dtype: Any):
     return (lambda: norm(x)), 2 * n, x.element_size() * (2 * n + 4 * channels)
 
 
+def _resample(channels: int, hw: int, scale: int, dtype: Any):
+    """Bilinear upsampling by ``scale``: a segmentation head's (LR-ASPP, DeepLab), an FPN's."""
+    import torch
+
+    x = torch.randn(1, channels, hw, hw, dtype=dtype)
+    out = hw * scale
+    call = lambda: torch.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear")  # noqa: E731
+    return call, 9 * channels * out * out, x.element_size() * channels * (hw * hw + out * out)
+
+
 def _pool(channels: int, hw: int, dtype: Any, stride: int = 2, ceil: bool = False):
     """Max pooling 3x3 (padding 1): ResNet's stem at stride 2, GoogLeNet's inception branches
-    at stride 1 and its ceil-mode stage pools; its FLOPs are the window's comparisons."""
+    at stride 1 and its ceil-mode stage pools; priced by bytes (in + out) as eager CPU pooling
+    came out closer so than by its window's comparisons (``benchmarks/latency_ops.py``)."""
     import torch
 
     x = torch.randn(1, channels, hw, hw, dtype=dtype)
@@ -181,6 +192,10 @@ def benches(dtype: Any, quick: bool) -> dict[str, list[Callable[[], Bench]]]:
         "batch_norm": [
             lambda c=c, hw=hw: _batch_norm(c, hw, dtype)
             for c, hw in [(576, 7), (144, 28), (32, 112), (256, 56)]
+        ],
+        "resample": [
+            lambda c=c, hw=hw, k=k: _resample(c, hw, k, dtype)
+            for c, hw, k in [(16, 14, 2), (21, 65, 8), (64, 40, 2), (256, 33, 2)]
         ],
         "reduction": [
             lambda op=op, n=n: _memory(op, n, dtype)
