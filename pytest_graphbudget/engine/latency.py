@@ -11,10 +11,13 @@ Kinds: convolutions by shape class (``conv_depthwise``: one input channel per gr
 CPU's depthwise kernels run several times slower per element; ``conv_pointwise``: 1x1;
 ``conv_grouped``: a kernel wider than 1x1 over groups of several channels, ResNeXt's and
 RegNet's, which runs slower per FLOP than a dense one, its products being narrow;
-``conv_dense``: the rest), ``matmul`` (linear, mm, bmm),
-``attention``, ``batch_norm`` (in eval: per channel, but dearer than a plain pointwise op),
-``pointwise``, ``reduction`` (norms, softmax, sums), ``pooling``, ``copy``
-(layout changes, gathers) and ``view`` (no data moved: only its launch).
+``conv_stem``: over an RGB image; ``_small_map``: 1x1 and dense ones on at most ``SMALL_MAP``
+output pixels; ``conv_dense``: the rest), ``matmul`` (linear, mm, bmm), ``attention``,
+``batch_norm`` (in eval: per channel, but dearer than a plain pointwise op), ``pointwise``,
+``pointwise_exp`` (``EXP_KINDS``), ``resample`` (``RESAMPLE_KINDS``), ``reduction`` (norms,
+softmax, sums), ``pooling``, ``copy`` (layout changes, gathers) and ``view`` (no data moved:
+only its launch). Each split came from ``benchmarks/latency_ops.py`` (every ATen op of a
+forward timed beside its price); ``FALLBACK`` prices a split kind an older calibration lacks.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
 ATTENTION_KINDS = {"attention", "mha", "encoder_layer"}
 EXP_KINDS = frozenset(
     "exp exp2 expm1 log log2 log10 log1p tanh erf erfc sigmoid silu gelu softplus mish elu celu "
-    "selu glu log_sigmoid_forward sin cos pow".split()
+    "selu glu log_sigmoid_forward sin cos".split()
 )
 """Pointwise ops that evaluate an exponential, logarithm or erf per element: several times
 the CPU time per byte of an add or a relu (EfficientNet's SiLUs came out at 0.3x of their

@@ -111,10 +111,9 @@ def _pool(channels: int, hw: int, dtype: Any, stride: int = 2, ceil: bool = Fals
     return call, 9 * channels * out * out, moved
 
 
-def benches(dtype: Any, quick: bool) -> dict[str, list[Callable[[], Bench]]]:
-    """Every kind's micro-benchmarks, each a maker of a fresh copy (its own weights and
-    input: ``cold`` rotates copies); ``quick`` keeps the first (small) shape of each."""
-    table: dict[str, list[Callable[[], Bench]]] = {
+def conv_benches(dtype: Any) -> dict[str, list[Callable[[], Bench]]]:
+    """The convolution kinds' shapes: ``(in, out, kernel, input size, groups)``."""
+    return {
         "conv_depthwise": [  # inputs up to LARGE_BYTES (float32)
             lambda: _conv(32, 32, 3, 28, 32, dtype),
             lambda: _conv(672, 672, 3, 14, 672, dtype),
@@ -168,6 +167,14 @@ def benches(dtype: Any, quick: bool) -> dict[str, list[Callable[[], Bench]]]:
             lambda: _conv(512, 512, 3, 7, 1, dtype),
             lambda: _conv(160, 320, 3, 7, 1, dtype),
         ],
+    }
+
+
+def benches(dtype: Any, quick: bool) -> dict[str, list[Callable[[], Bench]]]:
+    """Every kind's micro-benchmarks, each a maker of a fresh copy (its own weights and
+    input: ``cold`` rotates copies); ``quick`` keeps the first (small) shape of each."""
+    table: dict[str, list[Callable[[], Bench]]] = {
+        **conv_benches(dtype),
         "matmul": [
             lambda: _linear(16, 64, 64, dtype),
             lambda: _linear(128, 768, 768, dtype),
