@@ -43,6 +43,7 @@ COMPUTE_KINDS = (
     "conv_stem",
     "matmul",
     "attention",
+    "attention_block",
 )
 """The kinds whose rate is FLOPs per second; the others' is bytes per second."""
 KINDS = (
@@ -63,10 +64,15 @@ FALLBACK = {
     "conv_stem": "conv_dense",
     "pointwise_exp": "pointwise",
     "resample": "pointwise",
+    "attention_block": "attention",
 }
 """A kind a profile calibrated before it existed reads its nearest older kind's rate."""
 MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
-ATTENTION_KINDS = {"attention", "mha", "encoder_layer"}
+BLOCK_KINDS = {"mha", "encoder_layer"}
+"""Fused attention blocks (``nn.MultiheadAttention``'s and ``nn.TransformerEncoderLayer``'s
+inference fast paths): their FLOPs are mostly the projections, which run at a product's rate,
+not the scores' (ViT-B/16's blocks came out at 1.15x their time priced as ``attention``,
+``benchmarks/latency_ops.py``): ``attention_block``."""
 EXP_KINDS = frozenset(
     "exp exp2 expm1 log log2 log10 log1p tanh erf erfc sigmoid silu gelu softplus mish elu celu "
     "selu glu log_sigmoid_forward sin cos".split()
@@ -118,8 +124,10 @@ def kernel_kind(
         return "conv_dense"
     if node.kind in MATMUL_KINDS:
         return "matmul"
-    if node.kind in ATTENTION_KINDS:
+    if node.kind == "attention":
         return "attention"
+    if node.kind in BLOCK_KINDS:
+        return "attention_block"
     if node.kind == "bn":
         return "batch_norm"
     if "pool" in node.kind:

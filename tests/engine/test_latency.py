@@ -205,3 +205,23 @@ def test_nearest_upsampling_copies_and_stays_a_plain_pointwise_op():
     table = rates(pointwise=(FREE, 1e9), resample=(FREE, 1e6))
     model = nn.Upsample(scale_factor=2, mode="nearest")
     assert estimate(model, torch.randn(1, 2, 4, 4), table) == pytest.approx(640 / 1e9)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def test_a_fused_attention_block_is_priced_at_its_own_rate_else_attentions():
+    # nn.MultiheadAttention's fast path, 4 tokens of 8, 2 heads: MACs = projections
+    # (2 x 32 + 2 x 32) x 8 = 1,024 + QK^T and AV 2 x 4 x 4 x 8 = 256 -> 2,560 FLOPs; biases
+    # 4 x 32 = 128; 2 x 4 x 4 = 32 scores x (scale 1 + softmax 5) = 192 -> 2,880 FLOPs
+    x = torch.randn(1, 4, 8)
+    table = rates(attention_block=(1e9, FREE), attention=(1e12, FREE))
+    assert estimate(SelfAttention(), x, table) == pytest.approx(2_880 / 1e9)
+    old = rates(attention=(1e10, FREE))  # calibrated before attention_block existed
+    assert estimate(SelfAttention(), x, old) == pytest.approx(2_880 / 1e10)
