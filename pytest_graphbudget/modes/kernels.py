@@ -112,17 +112,34 @@ def _resample(channels: int, hw: int, scale: int, dtype: Any):
     return call, 9 * channels * out * out, x.element_size() * channels * (hw * hw + out * out)
 
 
-def _pool(channels: int, hw: int, dtype: Any, stride: int = 2, ceil: bool = False):
-    """Max pooling 3x3 (padding 1): ResNet's stem at stride 2, GoogLeNet's inception branches
-    at stride 1 and its ceil-mode stage pools; priced by bytes (in + out) as eager CPU pooling
-    came out closer so than by its window's comparisons (``benchmarks/latency_ops.py``)."""
+def _pool(channels: int, hw: int, dtype: Any, stride: int = 2, ceil: bool = False, k: int = 3):
+    """Max pooling ``k`` x ``k`` (padding k // 2): ResNet's stem at stride 2, GoogLeNet's
+    ceil-mode stage pools, its inception branches at stride 1, YOLO's SPPF (5x5, stride 1).
+    Its FLOPs are the window's comparisons, its bytes input and output."""
     import torch
 
     x = torch.randn(1, channels, hw, hw, dtype=dtype)
-    call = lambda: torch.nn.functional.max_pool2d(x, 3, stride, 1, ceil_mode=ceil)  # noqa: E731
-    out = -(-(hw - 1) // stride) + 1 if ceil else (hw - 1) // stride + 1  # (hw + 2 - 3) / s + 1
+    call = lambda: torch.nn.functional.max_pool2d(x, k, stride, k // 2, ceil_mode=ceil)  # noqa: E731
+    out = torch.nn.functional.max_pool2d(x, k, stride, k // 2, ceil_mode=ceil).shape[-1]
     moved = x.element_size() * channels * (hw * hw + out * out)
-    return call, 9 * channels * out * out, moved
+    return call, k * k * channels * out * out, moved
+
+
+WINDOW_POOLS = ((192, 28, 1, True, 3), (480, 14, 1, True, 3), (128, 20, 1, False, 5))
+"""Stride-1 max pools (GoogLeNet's inception branches, YOLO's SPPF): every input element is
+compared k x k times, so their window, not their bytes, bounds them: ``pooling``'s FLOP rate
+comes from these, its bytes rate from the stride-2 shapes, each op then bound by the slower
+of the two (``benchmarks/latency_ops.py``: priced by bytes alone, GoogLeNet came out at 0.77x,
+its pools 40% of it; by comparisons alone, ResNet-50's stride-2 stem pool at 0.7x)."""
+
+
+def window_rate(dtype: Any, overhead: float, time_call: Callable[[Callable], float]) -> float:
+    """Comparisons per second of ``WINDOW_POOLS`` past ``overhead``: the median of theirs."""
+    rates = []
+    for shape in WINDOW_POOLS:
+        call, flops, _ = _pool(*shape[:2], dtype, *shape[2:])
+        rates.append(flops / max(time_call(call) - overhead, 1e-9))
+    return sorted(rates)[len(rates) // 2]
 
 
 def conv_benches(dtype: Any) -> dict[str, list[Callable[[], Bench]]]:
@@ -229,9 +246,9 @@ def benches(dtype: Any, quick: bool) -> dict[str, list[Callable[[], Bench]]]:
             for op, n in [("softmax", 4096), ("layer_norm", 2**16), ("softmax", 2**20)]
         ],
         "pooling": [
-            lambda c=c, hw=hw, s=s, ceil=ceil: _pool(c, hw, dtype, s, ceil)
-            for c, hw, s, ceil in [(16, 28, 2, False), (64, 112, 2, False), (192, 28, 1, True)]
-            + [(480, 14, 1, True), (192, 57, 2, True), (24, 56, 2, False)]
+            lambda c=c, hw=hw, ceil=ceil: _pool(c, hw, dtype, 2, ceil)
+            for c, hw, ceil in [(16, 28, False), (64, 112, False), (192, 57, True)]
+            + [(480, 28, True), (24, 56, False), (96, 55, True)]
         ],
         "copy": [
             lambda op=op, n=n: _memory(op, n, dtype)
@@ -338,11 +355,15 @@ def measure_kernels(
         del shapes  # the copies: up to COLD_BYTES each kind
         overhead, slope = fit(points)
         rate = 1 / slope if slope > 0 else (peak if compute else bandwidth)
-        streamed = bandwidth
+        streamed, window = bandwidth, peak
         if kind == "matmul" and not quick:  # batch 1: weights streamed once, memory-bound
             call, _, moved = _linear(1, 4096, 4096, dtype)
             streamed = moved / sample_seconds(call, repeats, clock, target)
+        if kind == "pooling" and not quick:  # stride 1: bound by the window's comparisons
+            window = window_rate(
+                dtype, overhead, lambda c: sample_seconds(c, repeats, clock, target)
+            )
         rates[kind] = (
-            KernelRate(rate, streamed, overhead) if compute else KernelRate(peak, rate, overhead)
+            KernelRate(rate, streamed, overhead) if compute else KernelRate(window, rate, overhead)
         )
     return rates

@@ -4,9 +4,10 @@ forward reads its weights once, evicted by the layers since."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from pytest_graphbudget.modes.kernels import cold
+from pytest_graphbudget.modes.kernels import cold, window_rate
 
 
 def test_a_cold_benchmark_rotates_copies_that_together_hold_the_limit():
@@ -39,3 +40,13 @@ def test_a_benchmark_that_moves_nothing_keeps_one_copy():
 
     cold(make, limit=2**26)
     assert made == [1]
+
+
+def test_pooling_s_comparison_rate_is_the_median_of_the_stride_1_window_pools():
+    # each pool timed at 1 ms past no overhead: comparisons / 1e-3 s
+    # 3x3 over 192 x 28 x 28 at stride 1 (same size out): 9 x 192 x 784 = 1,354,752
+    # 3x3 over 480 x 14 x 14: 9 x 480 x 196 = 846,720
+    # 5x5 over 128 x 20 x 20 (YOLO's SPPF): 25 x 128 x 400 = 1,280,000 -> the median
+    assert window_rate(torch.float32, 0.0, lambda call: 1e-3) == pytest.approx(1.28e9)
+    # past an overhead of 0.5 ms, the same pools in 0.5 ms: twice the rate
+    assert window_rate(torch.float32, 5e-4, lambda call: 1e-3) == pytest.approx(2.56e9)
