@@ -37,11 +37,14 @@ def assemble(
     dtype = _dtype(model, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
     if target.kernels:  # calibrated: each op priced by its kernel kind's measured rate
-        from pytest_graphbudget.engine.latency import group_seconds, param_shapes, tensor_sizes
+        from pytest_graphbudget.engine import latency
 
-        sizes, shapes = tensor_sizes(measured), param_shapes(model)
+        sizes, shapes = latency.tensor_sizes(measured), latency.param_shapes(model)
+        channels = latency.tensor_channels(measured)
         for group, subgraph in zip(groups, subgraphs, strict=True):
-            subgraph.est_latency_s = group_seconds(group.members, target, dtype, sizes, shapes)
+            subgraph.est_latency_s = latency.group_seconds(
+                group.members, target, dtype, sizes, shapes, channels
+            )
     return Profile(
         model=name,
         inputs=_input_info(model, args, kwargs),

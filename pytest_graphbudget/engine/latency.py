@@ -9,10 +9,15 @@ anchor's. A profile without calibrated kernels keeps the plain roofline (``Hardw
 Kinds: convolutions by shape class (``conv_depthwise``: one input channel per group, and
 ``conv_depthwise_large`` when its input outgrows a core's L2 cache, ``LARGE_BYTES``, where a
 CPU's depthwise kernels run several times slower per element; ``conv_pointwise``: 1x1;
-``conv_dense``: the rest), ``matmul`` (linear, mm, bmm),
-``attention``, ``batch_norm`` (in eval: per channel, but dearer than a plain pointwise op),
-``pointwise``, ``reduction`` (norms, softmax, sums), ``pooling``, ``copy``
-(layout changes, gathers) and ``view`` (no data moved: only its launch).
+``conv_grouped``: a kernel wider than 1x1 over groups of several channels, ResNeXt's and
+RegNet's, which runs slower per FLOP than a dense one, its products being narrow;
+``conv_stem``: over an RGB image; ``_small_map``: 1x1 and dense ones on at most ``SMALL_MAP``
+output pixels; ``conv_dense``: the rest), ``matmul`` (linear, mm, bmm), ``attention``,
+``batch_norm`` (in eval: per channel, but dearer than a plain pointwise op), ``pointwise``,
+``pointwise_exp`` (``EXP_KINDS``), ``resample`` (``RESAMPLE_KINDS``), ``reduction`` (norms,
+softmax, sums), ``pooling``, ``copy`` (layout changes, gathers) and ``view`` (no data moved:
+only its launch). Each split came from ``benchmarks/latency_ops.py`` (every ATen op of a
+forward timed beside its price); ``FALLBACK`` prices a split kind an older calibration lacks.
 """
 
 from __future__ import annotations
@@ -22,35 +27,82 @@ from typing import Any
 
 LARGE_BYTES = 2**20
 """An input above this (a server core's L2 cache) makes a depthwise convolution ``_large``."""
+SMALL_MAP = 64
+"""A 1x1 or dense convolution whose output has at most this many pixels a channel (8x8: the
+last stage of an ImageNet network, 7x7, and squeeze-excitation's 1x1) is ``_small_map``: with
+few pixels to block over, its kernel runs 1.3x to 1.5x slower per FLOP than on 14x14 and up
+(``benchmarks/latency_ops.py`` on ResNet-50, RegNet, EfficientNet, GoogLeNet)."""
 COMPUTE_KINDS = (
     "conv_depthwise",
     "conv_depthwise_large",
     "conv_pointwise",
+    "conv_pointwise_small_map",
+    "conv_grouped",
     "conv_dense",
+    "conv_dense_small_map",
+    "conv_stem",
     "matmul",
     "attention",
+    "attention_block",
 )
 """The kinds whose rate is FLOPs per second; the others' is bytes per second."""
 KINDS = (
     *COMPUTE_KINDS,
     "batch_norm",
     "pointwise",
+    "pointwise_exp",
+    "resample",
     "reduction",
     "pooling",
     "copy",
     "view",
 )
+FALLBACK = {
+    "conv_grouped": "conv_dense",
+    "conv_dense_small_map": "conv_dense",
+    "conv_pointwise_small_map": "conv_pointwise",
+    "conv_stem": "conv_dense",
+    "pointwise_exp": "pointwise",
+    "resample": "pointwise",
+    "attention_block": "attention",
+}
+"""A kind a profile calibrated before it existed reads its nearest older kind's rate."""
 MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
-ATTENTION_KINDS = {"attention", "mha", "encoder_layer"}
+BLOCK_KINDS = {"mha", "encoder_layer"}
+"""Fused attention blocks (``nn.MultiheadAttention``'s and ``nn.TransformerEncoderLayer``'s
+inference fast paths): their FLOPs are mostly the projections, which run at a product's rate,
+not the scores' (ViT-B/16's blocks came out at 1.15x their time priced as ``attention``,
+``benchmarks/latency_ops.py``): ``attention_block``."""
+EXP_KINDS = frozenset(
+    "exp exp2 expm1 log log2 log10 log1p tanh erf erfc sigmoid silu gelu softplus mish elu celu "
+    "selu glu log_sigmoid_forward sin cos".split()
+)
+"""Pointwise ops that evaluate an exponential, logarithm or erf per element: several times
+the CPU time per byte of an add or a relu (EfficientNet's SiLUs came out at 0.3x of their
+time priced as plain pointwise ops, ``benchmarks/latency_ops.py``): ``pointwise_exp``."""
+RESAMPLE_KINDS = frozenset(
+    "upsample upsample_linear1d upsample_bicubic2d _upsample_bilinear2d_aa "
+    "_upsample_bicubic2d_aa upsample_trilinear3d grid_sampler_2d grid_sampler_3d".split()
+)
+"""Interpolating resamples (bilinear and up; nearest copies, FLOPs 0): ``resample``, which
+reads four inputs and weighs them per output element (LR-ASPP's bilinear upsampling to
+520x520 came out at 0.2x of its time priced as a plain pointwise op)."""
+STEM_CHANNELS = 4
+"""A dense convolution over at most this many input channels (an image's RGB) is
+``conv_stem``: its products are too short to fill a vector unit (MobileNet's, EfficientNet's
+and RegNet's 3x3 stems came out at 0.55x of their time priced as ``conv_dense``)."""
 CATEGORY_KINDS = {"elementwise": "pointwise", "movement": "copy", "view": "view"}
 
 
 def kernel_kind(
-    node: Any, param_shapes: Mapping[str, tuple[int, ...]], sizes: Mapping[str, int] = {}
+    node: Any,
+    param_shapes: Mapping[str, tuple[int, ...]],
+    sizes: Mapping[str, int] = {},
+    channels: Mapping[str, int] = {},
 ) -> str:
     """The calibrated kind that prices ``node`` (a ``NodeCost``), from its op kind, category
-    and, for a convolution, its weight's shape ``(out, in / groups, *kernel)`` and its input's
-    bytes (in ``sizes``, by producer)."""
+    and, for a convolution, its weight's shape ``(out, in / groups, *kernel)``, its input's
+    bytes (in ``sizes``, by producer) and channels (in ``channels``: dim 1 of its output)."""
     if node.kind == "conv":
         weight = next((param_shapes[w] for w in node.weights if w in param_shapes), ())
         if len(weight) >= 3:
@@ -58,22 +110,43 @@ def kernel_kind(
             if per_group == 1 and any(k > 1 for k in window):
                 largest = max((sizes.get(p, 0) for p in node.inputs), default=0)
                 return "conv_depthwise_large" if largest > LARGE_BYTES else "conv_depthwise"
+            small = bool(node.shapes) and _pixels(node.shapes[0]) <= SMALL_MAP
             if all(k == 1 for k in window):
-                return "conv_pointwise"
+                return "conv_pointwise_small_map" if small else "conv_pointwise"
+            given = channels.get(node.inputs[0], per_group) if node.inputs else per_group
+            if given > per_group:
+                return "conv_grouped"
+            if per_group <= STEM_CHANNELS:
+                return "conv_stem"
+            return "conv_dense_small_map" if small else "conv_dense"
         return "conv_dense"
     if node.kind.startswith("conv"):  # conv_backward, ...
         return "conv_dense"
     if node.kind in MATMUL_KINDS:
         return "matmul"
-    if node.kind in ATTENTION_KINDS:
+    if node.kind == "attention":
         return "attention"
+    if node.kind in BLOCK_KINDS:
+        return "attention_block"
     if node.kind == "bn":
         return "batch_norm"
     if "pool" in node.kind:
         return "pooling"
+    if node.kind in RESAMPLE_KINDS and node.flops > 0:
+        return "resample"
+    if node.kind in EXP_KINDS:
+        return "pointwise_exp"
     if node.category in ("anchor", "reduction"):
         return "matmul" if node.category == "anchor" else "reduction"
     return CATEGORY_KINDS.get(node.category, "pointwise")
+
+
+def _pixels(shape: tuple[int, ...]) -> int:
+    """Pixels a channel of an ``(N, C, *spatial)`` output; the whole of a shorter one."""
+    pixels = 1
+    for size in shape[2:] if len(shape) > 2 else shape:
+        pixels *= size
+    return pixels
 
 
 def node_bytes(node: Any, sizes: Mapping[str, int]) -> int:
@@ -89,14 +162,24 @@ def tensor_sizes(measured: Any) -> dict[str, int]:
     return sizes
 
 
+def tensor_channels(measured: Any) -> dict[str, int]:
+    """Dim 1 of every node's (first) output by name: a convolution's input channels."""
+    return {n.name: n.shapes[0][1] for n in measured.nodes if n.shapes and len(n.shapes[0]) > 1}
+
+
 def group_seconds(
-    members: list, target: Any, dtype: str, sizes: Mapping[str, int], param_shapes: Mapping
+    members: list,
+    target: Any,
+    dtype: str,
+    sizes: Mapping[str, int],
+    param_shapes: Mapping,
+    channels: Mapping[str, int] = {},
 ) -> float:
     """A subgraph's estimate on calibrated ``target``: the sum of its ops' launches."""
     total = 0.0
     for node in members:
-        kind = kernel_kind(node, param_shapes, sizes)
-        rate = target.kernel(kind, dtype)
+        kind = kernel_kind(node, param_shapes, sizes, channels)
+        rate = target.kernel(kind, dtype) or target.kernel(FALLBACK.get(kind, kind), dtype)
         moved = 0 if kind == "view" else node_bytes(node, sizes)
         if rate is None:  # a kind the calibration left out: the plain roofline
             total += target.time(node.flops, moved, dtype)

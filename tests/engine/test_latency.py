@@ -139,3 +139,89 @@ def test_a_bad_kernel_table_is_a_one_line_error(kernels, says):
     with pytest.raises(GraphBudgetError, match=says) as info:
         from_table("box", {**TABLE, "kernels": kernels})
     assert "\n" not in str(info.value)
+
+
+def rates(**kinds: tuple[float, float]) -> dict:
+    """A kernel table: each kind's (FLOP/s, bytes/s), no launch overhead."""
+    table = {
+        kind: {"flops_per_s": f, "bytes_per_s": b, "overhead_s": 0}
+        for kind, (f, b) in kinds.items()
+    }
+    return {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 1, "kernels": table}
+
+
+FAST = (FREE, FREE)  # a kind that costs nothing
+
+
+def estimate(model: nn.Module, x: torch.Tensor, table: dict) -> float:
+    return profile_model(model.eval(), x, hardware=from_table("box", table)).est_latency_s
+
+
+def test_a_grouped_convolution_is_priced_at_its_own_rate_else_the_dense_one():
+    # 16 channels in 2 groups of 8 (weight (16, 8, 3, 3)), 10x10 out (padding 1):
+    # MACs = 16 out x 100 pixels x 8 x 9 = 115,200 -> 230,400 FLOPs
+    model = nn.Sequential(nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1, groups=2, bias=False))
+    x = torch.randn(1, 16, 10, 10)
+    slow, fast = (1e9, FREE), (1e10, FREE)
+    table = rates(conv_grouped=slow, conv_dense=fast, pointwise=FAST)
+    assert estimate(model, x, table) == pytest.approx(230_400 / 1e9)
+    old = rates(conv_dense=fast, pointwise=FAST)  # calibrated before conv_grouped existed
+    assert estimate(model, x, old) == pytest.approx(230_400 / 1e10)
+
+
+@pytest.mark.parametrize(
+    ("model", "x", "kind", "flops"),
+    [
+        # 1x1, 4 -> 4 channels on 7x7 = 49 pixels (<= 64): 4 x 49 x 4 MACs = 784 -> 1,568 FLOPs
+        (nn.Conv2d(4, 4, 1, bias=False), (1, 4, 7, 7), "conv_pointwise_small_map", 1_568),
+        # 3x3, 8 -> 8 on 8x8 out (padding 1, 64 pixels): 8 x 64 x 8 x 9 = 36,864 MACs
+        (nn.Conv2d(8, 8, 3, padding=1, bias=False), (1, 8, 8, 8), "conv_dense_small_map", 73_728),
+        # an RGB image in: 3 -> 8 channels, 3x3, 10x10 out: 8 x 100 x 3 x 9 = 21,600 MACs
+        (nn.Conv2d(3, 8, 3, bias=False), (1, 3, 12, 12), "conv_stem", 43_200),
+    ],
+)
+def test_convolution_shape_classes_are_priced_at_their_kinds_rate(model, x, kind, flops):
+    others = dict.fromkeys(["conv_pointwise", "conv_dense", "conv_stem"], (1e12, FREE))
+    table = rates(**{**others, kind: (1e9, FREE)})
+    assert estimate(model, torch.randn(*x), table) == pytest.approx(flops / 1e9)
+
+
+@pytest.mark.parametrize(
+    ("model", "kind", "moved"),
+    [
+        # silu over 1 x 2 x 4 x 4 = 32 elements: reads 128 B, writes 128 B
+        (nn.SiLU(), "pointwise_exp", 256),
+        # bilinear x2: reads 32 elements (128 B), writes 2 x 8 x 8 = 128 elements (512 B)
+        (nn.Upsample(scale_factor=2, mode="bilinear"), "resample", 640),
+    ],
+)
+def test_exp_and_interpolating_ops_are_priced_at_their_kinds_bandwidth(model, kind, moved):
+    table = rates(pointwise=(FREE, 1e12), **{kind: (FREE, 1e9)})
+    assert estimate(model, torch.randn(1, 2, 4, 4), table) == pytest.approx(moved / 1e9)
+
+
+def test_nearest_upsampling_copies_and_stays_a_plain_pointwise_op():
+    # nearest x2: FLOPs 0, reads 128 B, writes 512 B, at the pointwise kind's 1e9 B/s
+    table = rates(pointwise=(FREE, 1e9), resample=(FREE, 1e6))
+    model = nn.Upsample(scale_factor=2, mode="nearest")
+    assert estimate(model, torch.randn(1, 2, 4, 4), table) == pytest.approx(640 / 1e9)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def test_a_fused_attention_block_is_priced_at_its_own_rate_else_attentions():
+    # nn.MultiheadAttention's fast path, 4 tokens of 8, 2 heads: MACs = projections
+    # (2 x 32 + 2 x 32) x 8 = 1,024 + QK^T and AV 2 x 4 x 4 x 8 = 256 -> 2,560 FLOPs; biases
+    # 4 x 32 = 128; 2 x 4 x 4 = 32 scores x (scale 1 + softmax 5) = 192 -> 2,880 FLOPs
+    x = torch.randn(1, 4, 8)
+    table = rates(attention_block=(1e9, FREE), attention=(1e12, FREE))
+    assert estimate(SelfAttention(), x, table) == pytest.approx(2_880 / 1e9)
+    old = rates(attention=(1e10, FREE))  # calibrated before attention_block existed
+    assert estimate(SelfAttention(), x, old) == pytest.approx(2_880 / 1e10)
