@@ -40,19 +40,8 @@ from pytest_graphbudget.engine.measure import (
     record_output,
 )
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
+from pytest_graphbudget.engine.reasons import Break, plain_breaks
 from pytest_graphbudget.engine.trace import Example, is_meta, model_state, tensor_leaves
-from pytest_graphbudget.errors import one_line
-
-
-@dataclass
-class Break:
-    """One graph break: where it happened (``file:line``) and Dynamo's explanation."""
-
-    where: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.reason}" if self.where else self.reason
 
 
 @dataclass
@@ -97,6 +86,7 @@ class _Tape(_Recorder):
         self.live: dict[Any, None] = {}  # storages written and not yet freed (with ``frees``)
         self.taken: Counter = Counter()
         self.paths: dict[int, list[str]] = {}
+        self.root = id(model)
         for path, module in model.named_modules(remove_duplicate=False):
             self.paths.setdefault(id(module), []).append(path)
         self.segment = 0
@@ -194,12 +184,16 @@ class _Tape(_Recorder):
         ``nn.SiLU``) is charged under the parent that called it, as FX names its call site."""
         frame = sys._getframe(1)
         chain: list[list[str]] = []
+        inside = False  # past the root model's frames, the rest of the stack is the caller's
         while frame is not None:
             owner = frame.f_locals.get("self")
-            if owner is not None:
-                found = self.paths.get(id(owner))
-                if found is not None and (not chain or chain[-1] is not found):
+            found = None if owner is None else self.paths.get(id(owner))
+            if found is not None:
+                if not chain or chain[-1] is not found:
                     chain.append(found)
+                inside = inside or id(owner) == self.root
+            elif inside:
+                break
             frame = frame.f_back
         path = ""
         for found in reversed(chain):  # outermost first: each inner name under its caller's
@@ -361,7 +355,7 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
         "dynamo-breaks",
         measured,
         graphs=len(graphs),
-        breaks=_breaks(found),
+        breaks=plain_breaks(found),
         seconds=time.perf_counter() - start,
     )
 
@@ -415,40 +409,6 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
             measured = taped()
     measured.mode = "fake"
     return measured
-
-
-PLAIN_WORDS = {
-    "generic_jump": "a Python branch on a tensor's value",
-    "Dynamic shape operator": "an op whose output shape depends on tensor values",
-    "Tensor.item": "a tensor read into a Python number",
-}
-"""Dynamo's terse reasons, said plainly; Dynamo's own words follow in parentheses."""
-
-
-def _plain(text: str) -> str:
-    for key, words in PLAIN_WORDS.items():
-        if key in text:
-            return f"{words} ({text})"
-    return text
-
-
-def _breaks(reasons: list[Any]) -> list[Break]:
-    """Dynamo's break reasons as ``Break``s, in order, each place once."""
-    found: dict[tuple[str, str], Break] = {}
-    for reason in reasons:
-        stack = list(getattr(reason, "user_stack", []) or [])
-        where = f"{_short(stack[-1].filename)}:{stack[-1].lineno}" if stack else ""
-        text = _plain(one_line(Exception(str(getattr(reason, "reason", reason))), limit=200))
-        found.setdefault((where, text), Break(where, text))
-    return list(found.values())
-
-
-def _short(filename: str) -> str:
-    """A source file as a short path: from its package down (``torchvision/ops/boxes.py``)."""
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in filename:
-            return filename.split(marker, 1)[1]
-    return filename
 
 
 TIERS = (("dynamo-breaks", capture_breaks), ("eager", capture_eager))
