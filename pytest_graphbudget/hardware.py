@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, closest
 
 TERA = 1e12
 GIGA = 1e9
@@ -182,6 +182,31 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
 
 
 KERNEL_KEYS = ("flops_per_s", "bytes_per_s", "overhead_s")
+KERNEL_KINDS = (
+    "conv_depthwise",
+    "conv_depthwise_large",
+    "conv_pointwise",
+    "conv_pointwise_small_map",
+    "conv_grouped",
+    "conv_dense",
+    "conv_dense_small_map",
+    "conv_stem",
+    "matmul",
+    "attention",
+    "attention_block",
+    "batch_norm",
+    "pointwise",
+    "pointwise_exp",
+    "resample",
+    "reduction",
+    "pooling",
+    "copy",
+    "view",
+)
+"""The kernel kinds a calibration times and ``engine/latency.py`` prices ops by. A profile
+naming another is refused: a misspelt kind would otherwise leave its ops on the roofline."""
+KERNEL_DTYPES = ("float32", "bfloat16", "float16", "float64")
+"""The dtypes of ``[kernels_<dtype>]`` tables, besides those the profile has a peak for."""
 
 
 def _kernel_tables(name: str, table: Mapping[str, object]) -> dict[str, dict[str, KernelRate]]:
@@ -194,6 +219,14 @@ def _kernel_tables(name: str, table: Mapping[str, object]) -> dict[str, dict[str
         dtype = "float32" if key == "kernels" else str(key).removeprefix("kernels_")
         if not isinstance(kinds, Mapping):
             raise GraphBudgetError(f"hardware {name!r}: {key} must be a table of kernel kinds")
+        dtypes = (*KERNEL_DTYPES, *dict(table.get("peak_tflops", table.get("peak_flops", {}))))
+        if dtype not in dtypes:
+            hint = closest(dtype, dtypes)
+            raise GraphBudgetError(f"hardware {name!r}: {key}: unknown dtype {dtype!r}{hint}")
+        for kind in kinds:
+            if kind not in KERNEL_KINDS:
+                hint = closest(str(kind), KERNEL_KINDS) or f"; kinds: {', '.join(KERNEL_KINDS)}"
+                raise GraphBudgetError(f"hardware {name!r}: {key}.{kind}: unknown kind{hint}")
         found[dtype] = {
             str(kind): _kernel_rate(name, f"{key}.{kind}", v) for kind, v in kinds.items()
         }

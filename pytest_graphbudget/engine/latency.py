@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_graphbudget.hardware import KERNEL_KINDS
+
 LARGE_BYTES = 2**20
 """An input above this (a server core's L2 cache) makes a depthwise convolution ``_large``."""
 SMALL_MAP = 64
@@ -46,17 +48,8 @@ COMPUTE_KINDS = (
     "attention_block",
 )
 """The kinds whose rate is FLOPs per second; the others' is bytes per second."""
-KINDS = (
-    *COMPUTE_KINDS,
-    "batch_norm",
-    "pointwise",
-    "pointwise_exp",
-    "resample",
-    "reduction",
-    "pooling",
-    "copy",
-    "view",
-)
+KINDS = KERNEL_KINDS
+"""Every kind (``hardware.KERNEL_KINDS``, where a profile's tables are checked against them)."""
 FALLBACK = {
     "conv_grouped": "conv_dense",
     "conv_dense_small_map": "conv_dense",

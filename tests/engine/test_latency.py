@@ -225,3 +225,26 @@ def test_a_fused_attention_block_is_priced_at_its_own_rate_else_attentions():
     assert estimate(SelfAttention(), x, table) == pytest.approx(2_880 / 1e9)
     old = rates(attention=(1e10, FREE))  # calibrated before attention_block existed
     assert estimate(SelfAttention(), x, old) == pytest.approx(2_880 / 1e10)
+
+
+@pytest.mark.parametrize(
+    ("key", "kind", "says"),
+    [
+        ("kernels", "conv_deptwise", "kernels.conv_deptwise: unknown kind (did you mean "
+         "'conv_depthwise'?)"),
+        ("kernels_bflot16", "matmul", "kernels_bflot16: unknown dtype 'bflot16' (did you mean "
+         "'bfloat16'?)"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_kernel_kind_or_dtype_is_refused(key, kind, says):
+    """A misspelt kind or dtype would leave its ops on the roofline, silently."""
+    rate = {"flops_per_s": 1e9, "bytes_per_s": 1e9, "overhead_s": 0}
+    with pytest.raises(GraphBudgetError) as info:
+        from_table("box", {**TABLE, key: {kind: rate}})
+    assert str(info.value) == f"hardware 'box': {says}"
+
+
+def test_every_kind_the_estimate_prices_is_one_a_profile_may_name():
+    from pytest_graphbudget.engine.latency import COMPUTE_KINDS, FALLBACK
+
+    assert {*COMPUTE_KINDS, *FALLBACK, *FALLBACK.values()} <= set(KINDS)
