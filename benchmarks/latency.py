@@ -22,6 +22,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from notes import write_keeping_notes  # benchmarks/notes.py
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -163,7 +165,7 @@ def main() -> None:
         *table(rows, family),
         "",
     ]
-    Path(args.output).write_text("\n".join(lines))
+    write_keeping_notes(Path(args.output), "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from notes import write_keeping_notes  # benchmarks/notes.py
+
 HERE = Path(__file__).resolve().parent
 MODELS = (
     "resnet50",
@@ -243,7 +245,7 @@ def main() -> None:
                 print("   ", line, flush=True)
     text = table(rows, (load, os.getloadavg()[0]), args.threads)
     if not args.explain:
-        Path(args.output).write_text(text)
+        write_keeping_notes(Path(args.output), text)
     print(text)
 
 

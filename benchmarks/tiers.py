@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from notes import write_keeping_notes  # benchmarks/notes.py
+
 HERE = Path(__file__).resolve().parent
 MODELS = (
     "resnet50",
@@ -134,7 +136,7 @@ def main(argv: list[str]) -> int:
             "",
         ]
     )
-    (HERE / "TIERS_RESULTS.md").write_text(text)
+    write_keeping_notes(HERE / "TIERS_RESULTS.md", text)
     return 0
 
 

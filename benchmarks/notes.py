@@ -1,0 +1,23 @@
+"""Hand notes in a results file outlive the benchmark run that rewrites it.
+
+A results file is one run's figures, then notes a person writes below them, from a line that
+starts ``Notes (``: the machine's load, what changed, the worst models with their reasons. A
+rerun rewrites the figures; the notes of the file it replaces are kept under them, for the
+person who reran it to bring up to date (before, every rerun dropped them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MARK = "\nNotes ("
+
+
+def write_keeping_notes(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, followed by the notes of the file it replaces, if any."""
+    old = path.read_text() if path.exists() else ""
+    at = old.find(MARK)
+    if at < 0:
+        path.write_text(text)
+        return
+    path.write_text(text.rstrip("\n") + "\n" + old[at:])
