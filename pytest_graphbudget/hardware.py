@@ -182,7 +182,7 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
 
 
 KERNEL_KEYS = ("flops_per_s", "bytes_per_s", "overhead_s")
-KERNEL_KINDS = (
+COMPUTE_KINDS = (
     "conv_depthwise",
     "conv_depthwise_large",
     "conv_pointwise",
@@ -194,6 +194,10 @@ KERNEL_KINDS = (
     "matmul",
     "attention",
     "attention_block",
+)
+"""The kinds whose measured rate is FLOPs per second; the others' is bytes per second."""
+KERNEL_KINDS = (
+    *COMPUTE_KINDS,
     "batch_norm",
     "pointwise",
     "pointwise_exp",

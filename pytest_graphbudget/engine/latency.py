@@ -34,20 +34,6 @@ SMALL_MAP = 64
 last stage of an ImageNet network, 7x7, and squeeze-excitation's 1x1) is ``_small_map``: with
 few pixels to block over, its kernel runs 1.3x to 1.5x slower per FLOP than on 14x14 and up
 (``benchmarks/latency_ops.py`` on ResNet-50, RegNet, EfficientNet, GoogLeNet)."""
-COMPUTE_KINDS = (
-    "conv_depthwise",
-    "conv_depthwise_large",
-    "conv_pointwise",
-    "conv_pointwise_small_map",
-    "conv_grouped",
-    "conv_dense",
-    "conv_dense_small_map",
-    "conv_stem",
-    "matmul",
-    "attention",
-    "attention_block",
-)
-"""The kinds whose rate is FLOPs per second; the others' is bytes per second."""
 KINDS = KERNEL_KINDS
 """Every kind (``hardware.KERNEL_KINDS``, where a profile's tables are checked against them)."""
 FALLBACK = {

@@ -17,8 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pytest_graphbudget.engine.latency import COMPUTE_KINDS
-from pytest_graphbudget.hardware import KernelRate
+from pytest_graphbudget.hardware import COMPUTE_KINDS, KernelRate
 
 Bench = tuple[Callable[[], Any], float, float]  # the call, its FLOPs, its bytes
 

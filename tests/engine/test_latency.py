@@ -245,6 +245,7 @@ def test_a_misspelt_kernel_kind_or_dtype_is_refused(key, kind, says):
 
 
 def test_every_kind_the_estimate_prices_is_one_a_profile_may_name():
-    from pytest_graphbudget.engine.latency import COMPUTE_KINDS, FALLBACK
+    from pytest_graphbudget.engine.latency import FALLBACK
+    from pytest_graphbudget.hardware import COMPUTE_KINDS
 
     assert {*COMPUTE_KINDS, *FALLBACK, *FALLBACK.values()} <= set(KINDS)
