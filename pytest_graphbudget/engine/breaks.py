@@ -41,6 +41,7 @@ from pytest_graphbudget.engine.measure import (
 )
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.reasons import Break, plain_breaks
+from pytest_graphbudget.engine.replay import QUERIES, Memo
 from pytest_graphbudget.engine.trace import Example, is_meta, model_state, tensor_leaves
 
 
@@ -53,15 +54,7 @@ class Captured:
     graphs: int = 0
     breaks: list[Break] = field(default_factory=list)
     seconds: float = 0.0
-
-
-QUERIES = frozenset(
-    {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
-)
-"""Ops that answer a question about a tensor's metadata. A composite op that reaches the tape
-whole (an inference tensor's LSTM) asks them while it decomposes; the same op decomposed below
-autograd never shows them; a fake tensor answers ``.device`` through the dispatcher
-(``prim.device``), a real one without it: they are no kernel, so no node either way."""
+    memo: Memo | None = None  # the eager tape's calls, for replaying a second forward
 
 
 class _Tape(_Recorder):
@@ -91,6 +84,7 @@ class _Tape(_Recorder):
             self.paths.setdefault(id(module), []).append(path)
         self.segment = 0
         self.eager_segments = True
+        self.memo: Memo | None = None  # every call and its result's layout (``replay``)
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -115,12 +109,15 @@ class _Tape(_Recorder):
             self.segment += 1
             node.segment = self.segment
         self.node = node
+        call = None if self.memo is None else self.memo.key_of(func, args, kwargs)
         try:
             out = func(*args, **kwargs)
             self.record(name, args, kwargs, out)
         finally:
             self.node = None
         self.close(node, out)
+        if call is not None:
+            self.memo.add(call, node.index, args, kwargs, out)
         if self.eager_segments:
             self.segment += 1
         return out
@@ -360,14 +357,19 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
     )
 
 
-def capture_eager(model: nn.Module, example: Example, fake: bool = False) -> Captured:
+def capture_eager(
+    model: nn.Module, example: Example, fake: bool = False, memo: bool = False
+) -> Captured:
     """Tier ``eager``: every ATen op of one real forward, fused as a compiler would.
 
     ``fake``: the same forward on fake twins of the weights and inputs (shapes, no data), for a
     model whose lazy state a real forward has built already, or a model on the meta device
     (which has no data to run on): the ops are those a real forward runs, without their
     arithmetic. A forward that needs data (a branch on a value, ``.item()``, ``nonzero``) raises
-    on fakes; whatever it assigns is put back (``trace.restored``)."""
+    on fakes; whatever it assigns is put back (``trace.restored``).
+
+    ``memo`` (a real forward): the result keeps every call and how to rebuild its result
+    (``Captured.memo``), for a second forward replayed without computing (``replay``)."""
     if not fake:
         _check_real(model)
     start = time.perf_counter()
@@ -377,7 +379,10 @@ def capture_eager(model: nn.Module, example: Example, fake: bool = False) -> Cap
         tape = _Tape(model, _weights(model))
         tape.eager_segments = False
         tape.frees = {}
+        if memo:
+            tape.memo = Memo(set(tape.weights) | {id(t) for t in example.tensors})
         measured = _run(model, example, tape, model)
+        return Captured("eager", measured, seconds=time.perf_counter() - start, memo=tape.memo)
     return Captured("eager", measured, seconds=time.perf_counter() - start)
 
 

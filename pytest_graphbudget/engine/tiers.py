@@ -114,18 +114,19 @@ def _taped(
         return captured, captured.measured, failures
     try:
         with watched(model) as watch:
-            captured = capture_eager(model, example)
+            captured = capture_eager(model, example, memo=True)
     except FormulaError:
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
         return None
+    memo, captured.memo = captured.memo, None  # never kept past this call: it holds activations
     if not watch.changed:
         return captured, captured.measured, failures
     traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
     if traced is not None:
         return traced, measured, failures
     try:
-        captured = _second_tape(model, example, captured)
+        captured = _second_tape(model, example, captured, memo, watch.values)
     except FormulaError:
         raise
     except Exception as exc:  # warmed up already: the whole-graph tiers say the rest
@@ -144,15 +145,28 @@ def _reads_data(captured: Any) -> bool:
     return any(n.target.rpartition(".")[2] in DATA_OPS for n in captured.measured.nodes)
 
 
-def _second_tape(model: Any, example: Any, first: Any) -> Any:
-    """The tape of a forward after the one (``first``) that built lazy state: on fake tensors
+def _second_tape(model: Any, example: Any, first: Any, memo: Any, stored: list) -> Any:
+    """The tape of a forward after the one (``first``) that built lazy state (``stored``, the
+    values it assigned): replayed from the first one's ``memo`` without computing
+    (``replay``), else taped again: on fake tensors
     when the first took ``REAL_PASS_SECONDS`` or more (the ops without their arithmetic; a
     fake op's cost is fixed, and the first fake pass of a process pays for the mode's set-up,
     so a quick model runs again for real, as a quantized one does: ``_passes``), on real
     ones when the forward needs data, and straight away when the first one read data (a fake
     forward would only get that far)."""
-    from pytest_graphbudget.engine.breaks import capture_eager
+    from pytest_graphbudget.engine.breaks import Captured, capture_eager
+    from pytest_graphbudget.engine.replay import replay_forward
 
+    if memo is not None:
+        try:
+            measured = replay_forward(model, example, first.measured, memo, stored)
+            return Captured("eager", measured, seconds=first.seconds)
+        except FormulaError:
+            raise
+        except Exception:  # an op the first forward did not run: a real second forward
+            pass
+        finally:
+            memo.calls.clear()
     if _passes(model, first.seconds)[0] and not _reads_data(first):
         try:
             return capture_eager(model, example, fake=True)

@@ -16,7 +16,7 @@ import io
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -163,9 +163,11 @@ def has_lazy_modules(model: nn.Module) -> bool:
 
 @dataclass
 class StateWatch:
-    """What ``restored`` saw: whether the block assigned or mutated any module attribute."""
+    """What ``restored`` saw: whether the block assigned or mutated any module attribute, and
+    the values it assigned (the containers it mutated among them)."""
 
     changed: bool = False
+    values: list = field(default_factory=list)
 
 
 def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
@@ -246,6 +248,8 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
             )
             if mutated or assigned:
                 watch.changed = True
+                watch.values += [now[k] for k in mutated]
+                watch.values += [v for k, v in now.items() if not _same_value(attributes.get(k), v)]
             if (mutated or assigned or tracers) and restore:
                 for key in mutated:
                     _refill(attributes[key], contents[key])
