@@ -336,7 +336,6 @@ def _tiers(
     tier's one-line failure; (None, None, failures) when none does."""
     from pytest_graphbudget.engine.trace import analysis, timed
 
-    passes = _passes(model, seconds)
     failures: dict[str, str] = {}
     for tier_name, tier in chosen:
         try:
@@ -345,7 +344,7 @@ def _tiers(
         except Exception as exc:  # every tier's failure is reported, none is fatal alone
             failures[tier_name] = one_line(exc)
             continue
-        for fake in passes:
+        for fake in _passes(model, seconds):
             try:
                 return traced, _measure(model, traced, example, fake), failures
             except FormulaError:  # a custom formula's mistake is the same in every tier

@@ -171,11 +171,17 @@ class StateWatch:
 
 
 def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
-    """Every module's attributes, with a one-level copy of each list, dict and set among them."""
+    """Every module's attributes, with a one-level copy of each list, dict and set among them
+    (None for an empty one)."""
     saved = []
     for module in model.modules():
         attributes = dict(vars(module))
-        contents = {k: v.copy() for k, v in attributes.items() if isinstance(v, (list, dict, set))}
+        # An empty one (most of a module's hook dicts) is not copied: filled is mutated.
+        contents = {
+            k: v.copy() if v else None
+            for k, v in attributes.items()
+            if isinstance(v, (list, dict, set))
+        }
         saved.append((module, attributes, contents))
     return saved
 
@@ -241,10 +247,16 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
     finally:
         for module, attributes, contents in saved:
             now = vars(module)
-            mutated = [k for k, v in contents.items() if not _same_items(v, attributes[k])]
-            tracers = {k for k in now.keys() - attributes.keys() if FX_CONSTANT.fullmatch(k)}
-            assigned = now.keys() - tracers != attributes.keys() or any(
-                not _same_value(v, now[k]) for k, v in attributes.items()
+            mutated = [
+                k
+                for k, v in contents.items()
+                if (attributes[k] if v is None else not _same_items(v, attributes[k]))
+            ]
+            same_keys = now.keys() == attributes.keys()  # the common case, checked in C
+            added = () if same_keys else now.keys() - attributes.keys()
+            tracers = {k for k in added if FX_CONSTANT.fullmatch(k)}
+            assigned = (not same_keys and now.keys() - tracers != attributes.keys()) or any(
+                v is not now[k] and not _same_value(v, now[k]) for k, v in attributes.items()
             )
             if mutated or assigned:
                 watch.changed = True
@@ -252,7 +264,7 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
                 watch.values += [v for k, v in now.items() if not _same_value(attributes.get(k), v)]
             if (mutated or assigned or tracers) and restore:
                 for key in mutated:
-                    _refill(attributes[key], contents[key])
+                    _refill(attributes[key], contents[key] or ())
                 now.clear()
                 now.update(attributes)
 
