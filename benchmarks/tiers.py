@@ -1,7 +1,8 @@
 """Issue 25's table: ``profile_model`` against one ``FlopCounterMode`` forward, per tier.
 
 For each model: warm, both tools in one process, one call each first, then the median of 3
-alternating pairs; cold, the first call of each tool in a fresh process (model built and
+alternating pairs; cold, the median over ``--cold-runs`` (3) fresh processes per tool, taken
+in alternation, of the first call of the tool in that process (model built and
 imports done before the clock starts; the package byte-compiled first, as ``pip install`` leaves
 it, so that a fresh process does not compile our modules from source where the environment
 says ``PYTHONDONTWRITEBYTECODE``, as torch's are not). The tier that priced the model and its
@@ -101,6 +102,7 @@ def cold(tool: str, name: str) -> dict:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per tool")
     parser.add_argument("--worker", nargs=2, metavar=("TOOL", "MODEL"))
     args = parser.parse_args(argv)
     if args.worker:
@@ -111,7 +113,9 @@ def main(argv: list[str]) -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for name in args.models.split(","):
         load = os.getloadavg()[0]
-        ours, peer = cold("ours", name), cold("flopcounter", name)
+        runs = [(cold("ours", name), cold("flopcounter", name)) for _ in range(args.cold_runs)]
+        ours = {**runs[0][0], "seconds": statistics.median(o["seconds"] for o, _ in runs)}
+        peer = {"seconds": statistics.median(p["seconds"] for _, p in runs)}
         hot = warm(name)
         rows.append(
             f"| {name} | {ours['tier']} | {ours['macs'] / 1e9:.3f} G | "
@@ -126,9 +130,10 @@ def main(argv: list[str]) -> int:
             "",
             f"Written by `benchmarks/tiers.py`, run started {started}; "
             f"{os.cpu_count()} logical CPUs, shared. Warm: median of 3 alternating pairs after "
-            "one call of each; cold: the first call in a fresh process (model built, imports "
-            "done, our package byte-compiled as an install leaves it). Ratios are ours / "
-            "FlopCounterMode.",
+            "one call of each; cold: the median over "
+            f"{args.cold_runs} fresh processes per tool, taken in alternation, of the first "
+            "call in the process (model built, imports done, our package byte-compiled as an "
+            "install leaves it). Ratios are ours / FlopCounterMode.",
             "",
             "| model | tier | MACs | warm | cold | 1-min load at start |",
             "| --- | --- | --- | --- | --- | --- |",

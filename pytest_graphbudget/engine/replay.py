@@ -18,6 +18,7 @@ holds it (``Memo.dead``), so the first tape learns the same frees as without a m
 from __future__ import annotations
 
 import bisect
+import functools
 import weakref
 from collections import Counter
 from typing import Any
@@ -44,6 +45,11 @@ A tensor no op made (``torch.tensor([...])`` made anew on every call) of at most
 elements is matched by its values; any other by its identity."""
 
 
+PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout})
+PLAIN |= {torch.memory_format}
+"""Argument types that are part of a key as they are, without a call per argument."""
+
+
 class Miss(Exception):
     """The second forward called an op the first forward's memo cannot answer."""
 
@@ -66,9 +72,9 @@ class Memo:
         argument cannot be part of a key. ``own``: the replay's stand-ins' tokens, by id."""
         describe = self._describe
         try:
-            key = [func, *[describe(a, own) for a in args]]
+            key = [func, *[a if type(a) in PLAIN else describe(a, own) for a in args]]
             if kwargs:
-                key += [(k, describe(v, own)) for k, v in kwargs.items()]
+                key += [(k, v if type(v) in PLAIN else describe(v, own)) for k, v in kwargs.items()]
             return tuple(key)
         except Exception:  # unhashable, or a tensor whose values cannot be read: no key
             return None
@@ -86,7 +92,8 @@ class Memo:
             return ("value", value.dtype, tuple(value.shape), value.device, values)
         kind = type(value)
         if kind is tuple or kind is list:
-            return (kind, *[self._describe(v, own) for v in value])
+            describe = self._describe
+            return (kind, *[v if type(v) in PLAIN else describe(v, own) for v in value])
         if kind is dict:
             return (dict, *[(k, self._describe(v, own)) for k, v in value.items()])
         hash(value)  # an unhashable argument: TypeError, the call cannot be matched
@@ -133,14 +140,21 @@ def _recipe(out: Any, inputs: list[torch.Tensor]) -> Any:
         if type(out) not in (torch.Tensor, torch.nn.Parameter):
             raise TypeError(type(out).__name__)
         storage = out.untyped_storage()
-        small = out.numel() <= SMALL and storage.nbytes() <= SMALL * 8
+        nbytes = storage.nbytes()
+        small = out.numel() <= SMALL and nbytes <= SMALL * 8
         for j, given in enumerate(inputs):
             if given is out:  # in place: a small one's values as the op left them
                 return ("input", j, storage.clone() if small else None)
+        # Dense from offset 0 (most results): ``clone`` and ``empty_strided`` give it back.
+        dense = out.is_contiguous() and nbytes == out.numel() * out.element_size()
+        if dense and not out.storage_offset():
+            if small:
+                return ("clone", out.clone())
+            return ("dense", out.shape, out.stride(), out.dtype, out.device)
         layout = (out.dtype, out.storage_offset(), tuple(out.shape), out.stride())
         if small:
             return ("copy", storage.clone(), layout)
-        return ("layout", storage.nbytes(), layout, out.device)
+        return ("layout", nbytes, layout, out.device)
     if isinstance(out, (tuple, list)):
         return ("many", type(out), [_recipe(v, inputs) for v in out])
     hash(out)
@@ -149,11 +163,16 @@ def _recipe(out: Any, inputs: list[torch.Tensor]) -> Any:
 
 def _rebuilt(recipe: Any, inputs: list[torch.Tensor]) -> Any:
     kind = recipe[0]
+    if kind == "clone":  # a fresh tensor each time: the replay must not share the memo's
+        return recipe[1].clone()
+    if kind == "dense":
+        shape, stride, dtype, device = recipe[1:]
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
     if kind == "input":
         if recipe[2] is not None:
             inputs[recipe[1]].untyped_storage().copy_(recipe[2])
         return inputs[recipe[1]]
-    if kind == "copy":  # fresh storage each time: the replay must not share the memo's
+    if kind == "copy":
         storage, (dtype, offset, shape, stride) = recipe[1].clone(), recipe[2]
     elif kind == "layout":
         storage = torch.UntypedStorage(recipe[1], device=recipe[3])
@@ -185,7 +204,7 @@ class Replay(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _op_name(func) in QUERIES:
+        if _query(func):
             return func(*args, **kwargs)
         key = self.memo.key_of(func, args, kwargs, self.own)
         last = self.hits[-1] if self.hits else -1
@@ -200,6 +219,11 @@ class Replay(TorchDispatchMode):
         for position, t in enumerate(tree.tensors(out)):
             self.own[id(t)] = (weakref.ref(t), (index, position))
         return out
+
+
+@functools.cache
+def _query(func: Any) -> bool:
+    return _op_name(func) in QUERIES
 
 
 def pruned(first: Measured, kept: list[int], outputs: set[str]) -> Measured:
