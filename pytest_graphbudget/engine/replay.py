@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.measure import Measured, _op_name, _storage
-from pytest_graphbudget.engine.trace import Example, tensor_leaves
+from pytest_graphbudget.engine.trace import Example, restored, tensor_leaves
 
 QUERIES = frozenset(
     {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
@@ -194,6 +194,7 @@ class Replay(TorchDispatchMode):
         super().__init__()
         self.memo = memo
         self.hits: list[int] = []
+        self.cursor: dict[Any, int] = {}  # key -> its next call that may answer
         # Stand-ins by id, each through a weak reference (a factory op's result that someone
         # else still holds is detached by the caller: another tensor, the token lost)
         self.own: dict[int, tuple[Any, tuple[int, int]]] = {}
@@ -207,11 +208,16 @@ class Replay(TorchDispatchMode):
         if _query(func):
             return func(*args, **kwargs)
         key = self.memo.key_of(func, args, kwargs, self.own)
-        last = self.hits[-1] if self.hits else -1
         calls = self.memo.calls.get(key, ()) if key is not None else ()
-        index, recipe = next(((i, r) for i, r in calls if i > last), (None, None))
-        if index is None:
+        # The calls of a key in order, and the hits only ever move on: each key's cursor skips
+        # for good what lies behind the last hit (a weight's ``t()`` at every step of a loop)
+        last, at = self.hits[-1] if self.hits else -1, self.cursor.get(key, 0)
+        while at < len(calls) and calls[at][0] <= last:
+            at += 1
+        if at == len(calls):
             raise Miss(f"the first forward never called {func} so")
+        index, recipe = calls[at]
+        self.cursor[key] = at + 1
         if recipe is None:
             raise Miss(f"{func} returned what no stand-in can play")
         self.hits.append(index)
@@ -259,7 +265,8 @@ def replay_forward(
     that a kept node wrote (a module keeping an activation) would be freed by a later forward,
     which only a real one shows. Raises ``Miss`` when the replay cannot stand for a forward."""
     replay = Replay(memo)
-    with torch.no_grad(), replay:
+    # What the replayed forward assigns is put back: stand-ins hold no values to keep.
+    with restored(model), torch.no_grad(), replay:
         out = model(*example.args, **example.kwargs)
     kept = replay.hits
     written = {key for i in kept for key in first.nodes[i].writes}

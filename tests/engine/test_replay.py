@@ -83,6 +83,9 @@ def test_a_lazy_model_is_priced_as_a_later_forward_with_its_kernels_run_once():
     # and the scale's log2 and round belong to the first forward only: not in the figures.
     assert replayed.macs == 4 * 64 * 27
     assert replayed.flops == 2 * 4 * 64 * 27 + 2 * (4 * 64) + 1 + 2 * 64
+    # The state the model keeps is the real one its first forward built, not a stand-in.
+    assert torch.equal(fresh.anchors, torch.arange(64, dtype=torch.float32))
+    assert fresh.scale == 3.0
 
 
 class Settling(Lazy):
