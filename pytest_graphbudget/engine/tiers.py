@@ -94,8 +94,9 @@ def _taped(
 ) -> tuple[Any, Any, dict[str, str]] | None:
     """The tier after ``fx``: one taped real forward (``breaks.capture_eager``), priced as it
     runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
-    ``fx`` is tried again on the state it left, and the tape taken again if ``fx`` still fails:
-    the ops recorded are those of a forward after the first, as the other tiers price.
+    ``fx`` is tried again on the state it left, and if ``fx`` still fails a second forward is
+    replayed from the first one's calls (``_second_tape``): the ops recorded are those of a
+    forward after the first, as the other tiers price.
     A model on the meta device (no data to run on) is taped on fake twins of its weights and
     inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
     say why the model failed (a meta model that branches on values: build it with weights)."""
@@ -119,7 +120,7 @@ def _taped(
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
         return None
-    memo, captured.memo = captured.memo, None  # never kept past this call: it holds activations
+    memo, captured.memo = captured.memo, None  # used here or never: no profile carries it
     if not watch.changed:
         return captured, captured.measured, failures
     traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
