@@ -107,7 +107,7 @@ class _Tape(_Recorder):
         # before PEP 667 is a copy the frame keeps), which let go of the values rebound since.
         module = self.module_here()
         self.sweep()
-        tensors = list(tree.tensors((args, kwargs)))  # walked once, for open and record
+        tensors = tree.tensor_list((args, kwargs))  # walked once, for open and record
         node = self.open(name, qualified, module, tensors)
         if self.eager_segments:
             self.segment += 1
@@ -131,8 +131,8 @@ class _Tape(_Recorder):
         count = self.taken[name]
         return name if count == 1 else f"{name}_{count - 1}"
 
-    def open(self, name: str, target: str, module: str, inputs: Any) -> NodeCost:
-        """A new node reading the tensors in ``inputs``."""
+    def open(self, name: str, target: str, module: str, tensors: list) -> NodeCost:
+        """A new node reading ``tensors`` (the tensors among the call's arguments)."""
         node = NodeCost(
             name=self.unique(name),
             op="call_function",
@@ -141,7 +141,6 @@ class _Tape(_Recorder):
             index=len(self.nodes),
         )
         node.segment = self.segment
-        tensors = list(tree.tensors(inputs))
         producers = dict.fromkeys(self.made_by(t) for t in tensors)
         producers.pop(None, None)
         node.inputs = list(producers)
@@ -150,7 +149,7 @@ class _Tape(_Recorder):
 
     def close(self, node: NodeCost, out: Any) -> None:
         """Register what ``node`` returned and put it on the tape."""
-        tensors = list(tree.tensors(out))
+        tensors = tree.tensor_list(out)
         record_output(node, out, tensors)
         if not node.kind:
             node.kind = node.target.rpartition(".")[2]
@@ -217,7 +216,7 @@ class _GraphRunner(fx.Interpreter):
             return super().run_node(n)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         tape = self.tape
-        node = tape.open(n.name, _target(n), self.path_of(n), (args, kwargs))
+        node = tape.open(n.name, _target(n), self.path_of(n), tree.tensor_list((args, kwargs)))
         node.op = n.op
         tape.node = node
         try:

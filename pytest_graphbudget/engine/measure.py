@@ -135,7 +135,7 @@ class _Recorder(TorchDispatchMode):
         entry = lookup(name)
         role = entry.role if entry is not None else None
         if tensors is None:
-            tensors = list(tree.tensors((args, kwargs)))
+            tensors = tree.tensor_list((args, kwargs))
         for key in (*map(id, tensors), *packed_keys(args)):
             if key in self.weights:
                 fqn, size = self.weights[key]
@@ -315,7 +315,7 @@ class _CostInterpreter(fx.Interpreter):
         producers = list(n.all_input_nodes)
         node.inputs = [p.name for p in producers]
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
-        tensors = list(tree.tensors(value))
+        tensors = tree.tensor_list(value)
         record_output(node, value, tensors)
         if not node.kind:
             node.kind = kind_of(node.target)
