@@ -173,7 +173,8 @@ class _Tape(_Recorder):
         """With ``frees``: the storages freed since the last op died after the last node."""
         if self.frees is None:
             return
-        dead = [key for key in self.live if key.expired()]
+        expired = torch.UntypedStorage._expired  # StorageWeakRef.expired, less two calls a key
+        dead = [key for key in self.live if expired(key.cdata)]
         for key in dead:
             del self.live[key]
             self.frees[key] = len(self.nodes) - 1
