@@ -180,8 +180,10 @@ class _Tape(_Recorder):
             self.frees[key] = len(self.nodes) - 1
 
     def module_here(self) -> str:
-        """The module path of the code that called the tape (``frames.ModuleStack``)."""
-        return self.stack.module(sys._getframe(1))
+        """The module path of the code that called the tape (``frames.ModuleStack``), from
+        the frame above the one that asks (the tape's own, or the graph runner's): no module
+        of the model runs there."""
+        return self.stack.module(sys._getframe(2))
 
     def __exit__(self, *exc: Any) -> Any:
         self.stack.forget()  # the last op's frames hold their locals, which the last sweep frees
