@@ -30,11 +30,15 @@ def assemble(
 ) -> Profile:
     """Partition the measured graph and put every figure in its place."""
     from pytest_graphbudget.engine.partition import live_at_peak, partition, traffic
+    from pytest_graphbudget.engine.quantized import packed
 
     groups = partition(measured)
     flows = traffic(groups, measured)
     at_peak = live_at_peak(measured)
-    dtype = _dtype(model, (args, kwargs))
+    # The model's parameters and packed weights, walked once for every figure that needs them.
+    named = list(model.named_parameters())
+    packs = list(packed(model))
+    dtype = _dtype([p for _, p in named], packs, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
     if target.kernels:  # calibrated: each op priced by its kernel kind's measured rate
         from pytest_graphbudget.engine import latency
@@ -61,15 +65,15 @@ def assemble(
         dtype=dtype,
         flops=sum(n.flops for n in measured.nodes),
         macs=sum(n.macs for n in measured.nodes),
-        params=_params(model),
-        weights_bytes=_weights_bytes(model),
+        params=_params(named, packs),
+        weights_bytes=_weights_bytes(model, named, packs),
         traffic_bytes=sum(f.total for f in flows),
         activation_peak_bytes=sum(at_peak.values()),
         input_bytes=measured.input_bytes,
         est_latency_s=sum(s.est_latency_s for s in subgraphs),
         coverage=_coverage(measured.nodes),
         subgraphs=subgraphs,
-        modules=_modules(model, measured.nodes),
+        modules=_modules(named, measured.nodes),
         node_info=_node_info(measured.nodes, subgraphs),
     )
 
@@ -108,8 +112,10 @@ def _coverage(nodes: list) -> Coverage:
     unsupported: Counter = Counter()
     contractions: Counter = Counter()
     for node in nodes:
-        unsupported.update(node.unsupported)
-        contractions.update(node.contractions)
+        if node.unsupported:  # most nodes have none: Counter.update is no C call
+            unsupported.update(node.unsupported)
+        if node.contractions:
+            contractions.update(node.contractions)
     return Coverage(
         nodes=len(nodes),
         costed=sum(1 for n in nodes if not n.unsupported),
@@ -139,17 +145,18 @@ def _node_info(nodes: list, subgraphs: list[Subgraph]) -> list[NodeInfo]:
     ]
 
 
-def _dtype(model: Any, inputs: Any) -> str:
+def _dtype(params: list, packs: list, inputs: Any) -> str:
     """The dtype most of the model's floating-point (or quantized) parameter elements are
     stored in (``int8`` for quantized weights); for a model without any, its floating inputs'
-    (a cast to ``dtype=`` reaches those too)."""
+    (a cast to ``dtype=`` reaches those too). ``packs``: its packed weights
+    (``quantized.packed``)."""
     import torch
     from torch.utils import _pytree as pytree
 
-    from pytest_graphbudget.engine.quantized import packed, stored_dtype
+    from pytest_graphbudget.engine.quantized import stored_dtype
 
     counts: Counter = Counter()
-    tensors = list(model.parameters()) + [w for _, _, found in packed(model) for w in found[:1]]
+    tensors = params + [w for _, _, found in packs for w in found[:1]]
     if not any(p.is_floating_point() or p.is_quantized for p in tensors):
         tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
     for p in tensors:
@@ -158,22 +165,21 @@ def _dtype(model: Any, inputs: Any) -> str:
     return counts.most_common(1)[0][0] if counts else "float32"
 
 
-def _params(model: Any) -> int:
-    """Parameter elements, with those of ``torch.ao``'s packed weights (no parameters)."""
-    from pytest_graphbudget.engine.quantized import packed
+def _params(named: list, packs: list) -> int:
+    """Parameter elements (``named``: the model's named parameters), with those of
+    ``torch.ao``'s packed weights (no parameters)."""
+    found = sum(p.numel() for _, p in named)
+    return found + sum(t.numel() for _, _, tensors in packs for t in tensors)
 
-    found = sum(p.numel() for p in model.parameters())
-    return found + sum(t.numel() for _, _, tensors in packed(model) for t in tensors)
 
-
-def _weights_bytes(model: Any) -> int:
+def _weights_bytes(model: Any, named: list, packs: list) -> int:
     """Parameter and buffer bytes as stored (``quantized.stored_bytes``), packed weights too."""
-    from pytest_graphbudget.engine.quantized import packed, stored_bytes
+    from pytest_graphbudget.engine.quantized import stored_bytes
 
     seen: dict[int, int] = {}
-    for tensor in list(model.parameters()) + list(model.buffers()):
+    for tensor in [p for _, p in named] + list(model.buffers()):
         seen[id(tensor)] = stored_bytes(tensor)
-    for _, obj, tensors in packed(model):
+    for _, obj, tensors in packs:
         seen[id(obj)] = sum(map(stored_bytes, tensors))
     return sum(seen.values())
 
@@ -183,17 +189,23 @@ def _ancestors(path: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _modules(model: Any, nodes: list) -> dict[str, ModuleCost]:
-    """FLOPs and MACs per module path, every level (a parent includes its children)."""
-    table: dict[str, ModuleCost] = {}
+def _modules(named: list, nodes: list) -> dict[str, ModuleCost]:
+    """FLOPs and MACs per module path, every level (a parent includes its children); the
+    paths in the order the nodes first reach them. ``named``: the model's named parameters."""
+    own: dict[str, list[int]] = {}  # each module's own nodes' figures, summed first
     for node in nodes:
-        if not node.flops:
-            continue
-        for path in _ancestors(node.module):
+        flops = node.flops
+        if flops:
+            figures = own.setdefault(node.module, [0, 0])
+            figures[0] += flops
+            figures[1] += node.macs
+    table: dict[str, ModuleCost] = {}
+    for module, (flops, macs) in own.items():
+        for path in _ancestors(module):
             entry = table.setdefault(path, ModuleCost())
-            entry.flops += node.flops
-            entry.macs += node.macs
-    for fqn, param in model.named_parameters():
+            entry.flops += flops
+            entry.macs += macs
+    for fqn, param in named:
         for path in _ancestors(fqn.rpartition(".")[0]):
             table.setdefault(path, ModuleCost()).params += param.numel()
     return table

@@ -30,6 +30,8 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
+from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.measure import (
     Measured,
     NodeCost,
@@ -82,6 +84,7 @@ class _Tape(_Recorder):
         self.root = id(model)
         for path, module in model.named_modules(remove_duplicate=False):
             self.paths.setdefault(id(module), []).append(path)
+        self.stack = ModuleStack(self.paths, self.root)
         self.segment = 0
         self.eager_segments = True
         self.memo: Memo | None = None  # every call and its result's layout (``replay``)
@@ -104,7 +107,8 @@ class _Tape(_Recorder):
         # before PEP 667 is a copy the frame keeps), which let go of the values rebound since.
         module = self.module_here()
         self.sweep()
-        node = self.open(name, qualified, module, (args, kwargs))
+        tensors = tree.tensor_list((args, kwargs))  # walked once, for open and record
+        node = self.open(name, qualified, module, tensors)
         if self.eager_segments:
             self.segment += 1
             node.segment = self.segment
@@ -112,7 +116,7 @@ class _Tape(_Recorder):
         call = None if self.memo is None else self.memo.key_of(func, args, kwargs)
         try:
             out = func(*args, **kwargs)
-            self.record(name, args, kwargs, out)
+            self.record(name, args, kwargs, out, tensors)
         finally:
             self.node = None
         self.close(node, out)
@@ -127,8 +131,8 @@ class _Tape(_Recorder):
         count = self.taken[name]
         return name if count == 1 else f"{name}_{count - 1}"
 
-    def open(self, name: str, target: str, module: str, inputs: Any) -> NodeCost:
-        """A new node reading the tensors in ``inputs``."""
+    def open(self, name: str, target: str, module: str, tensors: list) -> NodeCost:
+        """A new node reading ``tensors`` (the tensors among the call's arguments)."""
         node = NodeCost(
             name=self.unique(name),
             op="call_function",
@@ -137,7 +141,6 @@ class _Tape(_Recorder):
             index=len(self.nodes),
         )
         node.segment = self.segment
-        tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
         producers = dict.fromkeys(self.made_by(t) for t in tensors)
         producers.pop(None, None)
         node.inputs = list(producers)
@@ -146,7 +149,7 @@ class _Tape(_Recorder):
 
     def close(self, node: NodeCost, out: Any) -> None:
         """Register what ``node`` returned and put it on the tape."""
-        tensors = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        tensors = tree.tensor_list(out)
         record_output(node, out, tensors)
         if not node.kind:
             node.kind = node.target.rpartition(".")[2]
@@ -170,33 +173,21 @@ class _Tape(_Recorder):
         """With ``frees``: the storages freed since the last op died after the last node."""
         if self.frees is None:
             return
-        dead = [key for key in self.live if key.expired()]
+        expired = torch.UntypedStorage._expired  # StorageWeakRef.expired, less two calls a key
+        dead = [key for key in self.live if expired(key.cdata)]
         for key in dead:
             del self.live[key]
             self.frees[key] = len(self.nodes) - 1
 
     def module_here(self) -> str:
-        """The innermost module of the model whose ``forward`` is on the Python stack, named
-        by where it is called from: a module shared by several parents (ultralytics' one
-        ``nn.SiLU``) is charged under the parent that called it, as FX names its call site."""
-        frame = sys._getframe(1)
-        chain: list[list[str]] = []
-        inside = False  # past the root model's frames, the rest of the stack is the caller's
-        while frame is not None:
-            owner = frame.f_locals.get("self")
-            found = None if owner is None else self.paths.get(id(owner))
-            if found is not None:
-                if not chain or chain[-1] is not found:
-                    chain.append(found)
-                inside = inside or id(owner) == self.root
-            elif inside:
-                break
-            frame = frame.f_back
-        path = ""
-        for found in reversed(chain):  # outermost first: each inner name under its caller's
-            under = [p for p in found if p.startswith(f"{path}.")] if path else found
-            path = min(under or found, key=len)
-        return path
+        """The module path of the code that called the tape (``frames.ModuleStack``), from
+        the frame above the one that asks (the tape's own, or the graph runner's): no module
+        of the model runs there."""
+        return self.stack.module(sys._getframe(2))
+
+    def __exit__(self, *exc: Any) -> Any:
+        self.stack.forget()  # the last op's frames hold their locals, which the last sweep frees
+        return super().__exit__(*exc)
 
     def add_input(self, name: str, tensor: torch.Tensor) -> None:
         self.producer[id(tensor)] = (name, None)
@@ -228,7 +219,7 @@ class _GraphRunner(fx.Interpreter):
             return super().run_node(n)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         tape = self.tape
-        node = tape.open(n.name, _target(n), self.path_of(n), (args, kwargs))
+        node = tape.open(n.name, _target(n), self.path_of(n), tree.tensor_list((args, kwargs)))
         node.op = n.op
         tape.node = node
         try:

@@ -123,15 +123,20 @@ class _Recorder(TorchDispatchMode):
             self.record(_op_name(func), args, inputs, out)
         return out
 
-    def record(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+    def record(
+        self, name: str, args: tuple, kwargs: dict, out: Any, tensors: list | None = None
+    ) -> None:
         """Price one call and charge it to the current node (unless a unit is being priced).
 
-        ``name`` is an ATen op's base name (``addmm``) or ``namespace.name`` for any other op.
+        ``name`` is an ATen op's base name (``addmm``) or ``namespace.name`` for any other op;
+        ``tensors``: the tensors among ``args`` and ``kwargs`` when the caller has them already.
         """
         node = self.node
         entry = lookup(name)
         role = entry.role if entry is not None else None
-        for key in (*map(id, tree.tensors((args, kwargs))), *packed_keys(args)):
+        if tensors is None:
+            tensors = tree.tensor_list((args, kwargs))
+        for key in (*map(id, tensors), *packed_keys(args)):
             if key in self.weights:
                 fqn, size = self.weights[key]
                 if role == "gather":  # a lookup reads the rows it returns, not the table
@@ -139,13 +144,9 @@ class _Recorder(TorchDispatchMode):
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
         if self.muted:
             return
+        shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
         try:
-            cost = price(
-                name,
-                tree.shapes(args),
-                tree.shapes(kwargs),
-                tree.shapes(out),
-            )
+            cost = price(name, *shapes)
         except FormulaError:  # a custom formula's mistake: fail loudly, never "unsupported"
             raise
         except Exception:  # a formula that cannot read this call: report the op, don't guess
@@ -158,7 +159,8 @@ class _Recorder(TorchDispatchMode):
         else:
             node.macs += cost.macs
             node.other += cost.other
-            node.workspace = max(node.workspace, _workspace(name, args, kwargs, out))
+            if entry.workspace is not None:
+                node.workspace = max(node.workspace, _workspace(name, out, shapes))
             if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
             elif role == "reduction" and RANK[node.category] < RANK["reduction"]:
@@ -185,12 +187,12 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-def _workspace(name: str, args: tuple, kwargs: dict, out: Any) -> int:
-    """The op's workspace on the CPU kernels ``costs/workspace.py`` describes; none on a GPU."""
+def _workspace(name: str, out: Any, shapes: tuple) -> int:
+    """The op's workspace on the CPU kernels ``costs/workspace.py`` describes; none on a GPU.
+    ``shapes``: the call's arguments, keyword arguments and output as its formula saw them."""
     first = next(iter(tree.tensors(out)), None)
     if first is None or first.device.type not in ("cpu", "meta"):
         return 0
-    shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
     try:
         return workspace_bytes(name, *shapes, first.element_size())
     except Exception:  # symbolic sizes, an odd call: the tensors' own bytes still count
@@ -215,6 +217,7 @@ def _out_arguments(func: Any) -> frozenset[str]:
     return frozenset(a.name for a in schema.arguments if a.is_out) if schema else frozenset()
 
 
+@functools.cache
 def _op_name(func: Any) -> str:
     """``addmm`` for ``aten.addmm.default``; ``mylib.fused`` for a custom op ``mylib::fused``."""
     name = base_name(func.name())
@@ -222,20 +225,8 @@ def _op_name(func: Any) -> str:
     return name if namespace in ("aten", "prim") else f"{namespace}.{name}"
 
 
-CONTRACTION_WORDS = (
-    "mm",
-    "matmul",
-    "conv",
-    "einsum",
-    "attention",
-    "attn",
-    "linear",
-    "dot",
-    "gemm",
-    "bilinear",
-    "lstm",
-    "gru",
-    "rnn",
+CONTRACTION_WORDS = tuple(
+    "mm matmul conv einsum attention attn linear dot gemm bilinear lstm gru rnn".split()
 )
 """Words in an op's name that say it contracts (``mylib.fused_matmul``, ``aten.addr``)."""
 
@@ -324,7 +315,7 @@ class _CostInterpreter(fx.Interpreter):
         producers = list(n.all_input_nodes)
         node.inputs = [p.name for p in producers]
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
-        tensors = list(tree.tensors(value))
+        tensors = tree.tensor_list(value)
         record_output(node, value, tensors)
         if not node.kind:
             node.kind = kind_of(node.target)
@@ -347,18 +338,23 @@ class _CostInterpreter(fx.Interpreter):
 
 
 def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
-    """What ``node`` returned: its shapes and dtype, the storages it wrote (not those it only
-    read: a view or an in-place op writes none) and the views it returns. Shared by the graph
-    interpreter and the eager tape of ``breaks``, so a node means the same in every tier."""
+    """What ``node`` returned (``tensors``: the tensors in ``value``, in order): its shapes and
+    dtype, the storages it wrote (not those it only read: a view or an in-place op writes
+    none) and the views it returns. Shared by the graph interpreter and the eager tape of
+    ``breaks``, so a node means the same in every tier."""
     node.shapes = [tuple(t.shape) for t in tensors]
     node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
     writes: dict[Any, int] = {}
-    for t in tensors:
-        key = _storage(t)
-        if key not in node.reads:
-            writes[key] = max(writes.get(key, 0), t.untyped_storage().nbytes())
+    views: dict[Any, int] = {}
+    reads = node.reads
+    for t in tensors:  # each storage's key made once, for its write and its view
+        storage = t.untyped_storage()
+        key = StorageWeakRef(storage)
+        views[key] = max(views.get(key, 0), t.numel() * t.element_size())
+        if key not in reads:
+            writes[key] = max(writes.get(key, 0), storage.nbytes())
     node.writes = writes
-    node.views = _views(value)
+    node.views = views
     if node.writes and node.category == "view":
         node.category = "movement"
 

@@ -28,12 +28,19 @@ def shapes(value: Any) -> Any:
     """``value`` with every tensor replaced by its ``Shape``: ``pytree.tree_map(_shape, value)``."""
     kind = type(value)
     if kind is tuple or kind is list:
-        return kind([shapes(v) for v in value])
+        return kind([_item(v) for v in value])
     if kind is dict:
-        return {k: shapes(v) for k, v in value.items()}
+        return {k: _item(v) for k, v in value.items()}
     if isinstance(value, torch.Tensor):
         return Shape(value.shape)
     return value if kind in LEAVES else pytree.tree_map(_shape, value)
+
+
+def _item(value: Any) -> Any:
+    """``shapes`` of a container's item, with no call for the usual ones: tensors and leaves."""
+    if isinstance(value, torch.Tensor):
+        return Shape(value.shape)
+    return value if type(value) in LEAVES else shapes(value)
 
 
 def tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -49,3 +56,20 @@ def tensors(value: Any) -> Iterator[torch.Tensor]:
         yield value
     elif kind not in LEAVES:
         yield from (t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+
+
+def tensor_list(value: Any) -> list[torch.Tensor]:
+    """``list(tensors(value))``, with no generator per container: the eager tape takes every
+    op's arguments and outputs apart, a thousand times a forward on a detector."""
+    kind = type(value)
+    if kind is tuple or kind is list or kind is dict:
+        found: list[torch.Tensor] = []
+        for item in value.values() if kind is dict else value:
+            if type(item) in LEAVES:
+                continue
+            if isinstance(item, torch.Tensor):
+                found.append(item)
+            else:
+                found += tensor_list(item)
+        return found
+    return list(tensors(value))
