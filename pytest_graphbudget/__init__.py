@@ -43,6 +43,11 @@ def _profile_html(prof: Any) -> str:
     return profile_html(prof)
 
 
+PROFILERS = frozenset({"profile_model", "profile_decode", "profile_sweep"})
+"""The names whose import loads the engine (``modes.dispatch.preload``): the first call of
+one then pays for profiling, not for importing."""
+
+
 def __getattr__(name: str) -> Any:
     if name == "register_formula":
         from pytest_graphbudget.costs import register_formula
@@ -51,5 +56,9 @@ def __getattr__(name: str) -> Any:
     if name in __all__ and name != "ModelCase":
         from pytest_graphbudget import api
 
+        if name in PROFILERS:  # about to profile: load the engine (and torch) now
+            from pytest_graphbudget.modes.dispatch import preload
+
+            preload()
         return getattr(api, name)
     raise AttributeError(f"module 'pytest_graphbudget' has no attribute {name!r}")

@@ -72,7 +72,8 @@ class Memo:
         argument cannot be part of a key. ``own``: the replay's stand-ins' tokens, by id."""
         describe = self._describe
         try:
-            key = [func, *[a if type(a) in PLAIN else describe(a, own) for a in args]]
+            # The op by id: an OpOverload hashes in Python, and lives as long as the process
+            key = [id(func), *[a if type(a) in PLAIN else describe(a, own) for a in args]]
             if kwargs:
                 key += [(k, v if type(v) in PLAIN else describe(v, own)) for k, v in kwargs.items()]
             return tuple(key)

@@ -70,8 +70,14 @@ class Example:
 
 
 def is_meta(model: nn.Module) -> bool:
-    """True when the model's weights live on the meta device (built without storage)."""
-    return any(t.is_meta for t in model_state(model).values())
+    """True when the model's weights live on the meta device (built without storage).
+    Asked several times a profile: each module's own tensors, with no names built."""
+    return any(
+        t is not None and t.is_meta
+        for module in model.modules()
+        for table in (module._parameters, module._buffers)
+        for t in table.values()
+    )
 
 
 def model_state(model: nn.Module) -> dict[str, torch.Tensor]:

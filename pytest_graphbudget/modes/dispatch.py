@@ -21,6 +21,24 @@ if TYPE_CHECKING:
     from pytest_graphbudget.modes.request import Request
 
 
+def preload() -> None:
+    """Import what a first profile would import: torch, the engine's capture, pricing and
+    assembly, the dtype step (about 25 ms besides torch). ``from pytest_graphbudget import
+    profile_model`` calls it, so that the first profile of a process pays for profiling only,
+    as ``FlopCounterMode``'s machinery loads with its import; the package itself, which pytest
+    imports for every run, stays free of torch (``pytest_graphbudget.__getattr__``)."""
+    from pytest_graphbudget import hardware  # noqa: F401
+    from pytest_graphbudget.engine import (  # noqa: F401
+        assemble,
+        breaks,
+        partition,
+        replay,
+        tiers,
+        trace,
+    )
+    from pytest_graphbudget.modes import dtype, quantize  # noqa: F401
+
+
 def profile_model(
     model: Any,
     inputs: Any = None,
