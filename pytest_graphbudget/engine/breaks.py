@@ -44,7 +44,13 @@ from pytest_graphbudget.engine.measure import (
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.reasons import Break, plain_breaks
 from pytest_graphbudget.engine.replay import QUERIES, Memo
-from pytest_graphbudget.engine.trace import Example, is_meta, model_state, tensor_leaves
+from pytest_graphbudget.engine.trace import (
+    Example,
+    collector_paused,
+    is_meta,
+    model_state,
+    tensor_leaves,
+)
 
 
 @dataclass
@@ -279,7 +285,7 @@ def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured
         name = names.get(id(t), f"input_{i}")
         tape.add_input(name, t)
         inputs[name] = _views(t)
-    with torch.no_grad(), tape:
+    with collector_paused(), torch.no_grad(), tape:
         out = call(*example.args, **example.kwargs)
     tape.sweep()  # what the forward's frames held to the end (the outputs stay live)
     outputs = {tape.made_by(t) for t in tensor_leaves(out)}

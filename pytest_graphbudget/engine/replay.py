@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.measure import Measured, _op_name, _storage
-from pytest_graphbudget.engine.trace import Example, restored, tensor_leaves
+from pytest_graphbudget.engine.trace import Example, collector_paused, restored, tensor_leaves
 
 QUERIES = frozenset(
     {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
@@ -267,7 +267,7 @@ def replay_forward(
     which only a real one shows. Raises ``Miss`` when the replay cannot stand for a forward."""
     replay = Replay(memo)
     # What the replayed forward assigns is put back: stand-ins hold no values to keep.
-    with restored(model), torch.no_grad(), replay:
+    with restored(model), collector_paused(), torch.no_grad(), replay:
         out = model(*example.args, **example.kwargs)
     kept = replay.hits
     written = {key for i in kept for key in first.nodes[i].writes}
