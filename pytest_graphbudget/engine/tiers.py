@@ -79,18 +79,41 @@ def _trace_and_measure(
             raise TraceError(failures)
         return traced, measured, failures
     failures: dict[str, str] = {}
-    quick = _without_warm_up(model, example, failures)
+    failed_in: set[int] = set()
+    quick = _without_warm_up(model, example, failures, failed_in)
     if quick is not None:
         return (*quick, {})
     if tier is None:
-        taped = _taped(model, example, failures)
+        taped = _taped(model, example, failures, failed_in)
         if taped is not None:
             return taped
     return _after_warm_up(model, example, tier)
 
 
+def _modules_running(exc: BaseException, model: Any) -> set[int]:
+    """The ids of the model's modules whose code was on the stack where ``exc`` was raised."""
+    ids = {id(m) for m in model.modules()}
+    found, tb = set(), exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if id(owner) in ids:
+            found.add(id(owner))
+        tb = tb.tb_next
+    return found
+
+
+def _fx_again(failed_in: set[int], watch: Any) -> bool:
+    """Whether ``fx`` may trace now that a forward built lazy state. Not when its first trace
+    failed having assigned nothing, in modules none of whose attributes that forward changed
+    (YOLO's and torchvision's detectors fail at once, iterating the input in the root's
+    ``forward``; their state is their heads'): the trace would take the same path to the same
+    failure. A trace that assigned state, or failed in a module whose state then changed,
+    is tried again."""
+    return not failed_in or bool(failed_in & watch.modules)
+
+
 def _taped(
-    model: Any, example: Any, failures: dict[str, str]
+    model: Any, example: Any, failures: dict[str, str], failed_in: set[int]
 ) -> tuple[Any, Any, dict[str, str]] | None:
     """The tier after ``fx``: one taped real forward (``breaks.capture_eager``), priced as it
     runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
@@ -123,9 +146,10 @@ def _taped(
     memo, captured.memo = captured.memo, None  # used here or never: no profile carries it
     if not watch.changed:
         return captured, captured.measured, failures
-    traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
-    if traced is not None:
-        return traced, measured, failures
+    if _fx_again(failed_in, watch):
+        traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
+        if traced is not None:
+            return traced, measured, failures
     try:
         captured = _second_tape(model, example, captured, memo, watch.values)
     except FormulaError:
@@ -198,14 +222,17 @@ def _outside_inference(example: Any) -> Any:
     return Example(*pytree.tree_map(ordinary, (example.args, example.kwargs)))
 
 
-def _without_warm_up(model: Any, example: Any, failures: dict[str, str]) -> tuple[Any, Any] | None:
+def _without_warm_up(
+    model: Any, example: Any, failures: dict[str, str], failed_in: set[int]
+) -> tuple[Any, Any] | None:
     """The FX tier with no warm-up forward, or None when it cannot be had that way.
 
     The warm-up exists for lazy state (attributes a forward assigns, lazy modules): a model
     whose symbolic trace assigned nothing has none, and its graph is the one a trace after a
     warm-up would give. Any failure here leaves the model as it was for ``_after_warm_up``,
     which tries every tier again and reports why each failed; ``failures`` gets why ``fx``
-    failed here, for the taped forward that follows."""
+    failed here, for the taped forward that follows, and ``failed_in`` the modules whose code
+    was running when it failed having assigned nothing (``_fx_again``)."""
     from pytest_graphbudget.engine.trace import (
         analysis,
         has_lazy_modules,
@@ -222,6 +249,8 @@ def _without_warm_up(model: Any, example: Any, failures: dict[str, str]) -> tupl
             traced = timed(trace_fx, model, live)
     except Exception as exc:  # the tiers after a warm-up say why, or the tape keeps this
         failures["fx"] = one_line(exc)
+        if not watch.changed:
+            failed_in.update(_modules_running(exc, model))
         return None
     if watch.changed:
         return None

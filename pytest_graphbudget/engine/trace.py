@@ -190,6 +190,7 @@ class StateWatch:
 
     changed: bool = False
     values: list = field(default_factory=list)
+    modules: set = field(default_factory=set)  # ids of the modules whose attributes changed
 
 
 def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
@@ -282,6 +283,7 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
             )
             if mutated or assigned:
                 watch.changed = True
+                watch.modules.add(id(module))
                 watch.values += [now[k] for k in mutated]
                 watch.values += [v for k, v in now.items() if not _same_value(attributes.get(k), v)]
             if (mutated or assigned or tracers) and restore:

@@ -335,3 +335,54 @@ def test_a_tensor_constant_fx_stores_is_no_lazy_state():
     assert prof.trace.method == "fx", prof.trace
     assert prof.flops == 8 + 2 + 2
     assert not hasattr(model, "_tensor_constant0")  # the user's model is left as it was
+
+
+TRACED: list[bool] = []
+"""Whether each forward ran on FX proxies (outside the modules: what a trace assigns to a
+module is put back)."""
+
+
+class Iterating(nn.Module):
+    """The detectors' pattern: the root iterates its input first (FX fails at once), and a
+    head builds lazy state."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = Head()
+
+    def forward(self, images):
+        TRACED.append(isinstance(images, torch.fx.Proxy))
+        return [self.head(x) for x in images]
+
+
+class ScaleOnce(nn.Module):
+    """FX fails inside the block that builds the lazy state; once it is built, FX traces."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4, bias=False)
+        self.scale = None
+
+    def forward(self, x):
+        TRACED.append(isinstance(x, torch.fx.Proxy))
+        if self.scale is None:
+            self.scale = float(torch.tensor(x.shape[-1]).sqrt())  # FX: a Proxy is no size
+        return self.fc(x) * self.scale
+
+
+def test_fx_is_not_tried_again_where_the_state_built_cannot_change_its_path():
+    model, x = Iterating().eval(), torch.randn(1, 3, 8, 8)
+    TRACED.clear()
+    taped = profile_model(model, ([x],))
+    assert taped.trace.method == "eager"
+    assert TRACED.count(True) == 1  # the first trace only: it failed in the root
+    assert taped.macs == A_MACS + B_MACS
+
+
+def test_fx_is_tried_again_where_the_state_it_failed_on_was_built():
+    model, x = ScaleOnce().eval(), torch.randn(2, 4)
+    TRACED.clear()
+    traced = profile_model(model, (x,))
+    assert TRACED.count(True) == 2
+    assert traced.trace.method == "fx"
+    assert traced.macs == 2 * 4 * 4  # fc: 2 rows x 4 out x 4 in
