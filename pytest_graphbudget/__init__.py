@@ -1,7 +1,9 @@
 """pytest-graphbudget: FLOP, memory and roofline budgets for PyTorch models, checked by pytest.
 
 The names below load lazily, so that importing the package (as pytest does for every run with
-the plugin installed) never imports torch.
+the plugin installed) never imports torch. Importing one of the profiling functions
+(``from pytest_graphbudget import profile_model``) loads the engine, torch included, so that
+the first profile pays for profiling only.
 """
 
 from __future__ import annotations
