@@ -112,7 +112,7 @@ class Memo:
             self.calls[key] = [(index, recipe)]
         else:
             calls.append((index, recipe))
-        if isinstance(out, torch.Tensor):
+        if type(out) is torch.Tensor:
             self.tokens[id(out)] = (weakref.ref(out), (index, 0))
             return
         for position, t in enumerate(tree.tensors(out)):
@@ -137,29 +137,34 @@ def _recipe(out: Any, inputs: list[torch.Tensor]) -> Any:
     one's layout; containers and plain values as they are. TypeError for anything else.
     A small tensor's values are kept as the op left them (Python reads them without an op:
     ``.tolist()``); a larger one is an empty stand-in with the same layout."""
-    if isinstance(out, torch.Tensor):
-        if type(out) not in (torch.Tensor, torch.nn.Parameter):
-            raise TypeError(type(out).__name__)
-        storage = out.untyped_storage()
-        nbytes = storage.nbytes()
-        small = out.numel() <= SMALL and nbytes <= SMALL * 8
+    if type(out) is torch.Tensor:  # most results: the checks in the order they pay off
         for j, given in enumerate(inputs):
             if given is out:  # in place: a small one's values as the op left them
-                return ("input", j, storage.clone() if small else None)
-        # Dense from offset 0 (most results): ``clone`` and ``empty_strided`` give it back.
-        dense = out.is_contiguous() and nbytes == out.numel() * out.element_size()
-        if dense and not out.storage_offset():
-            if small:
-                return ("clone", out.clone())
-            return ("dense", out.shape, out.stride(), out.dtype, out.device)
+                return ("input", j, _small_storage(out))
+        numel = out.numel()
+        if out.is_contiguous() and not out.storage_offset():
+            nbytes = out.untyped_storage().nbytes()
+            if nbytes == numel * out.element_size():  # dense: clone or empty_strided
+                if numel <= SMALL:
+                    return ("clone", out.clone())
+                return ("dense", out.shape, out.stride(), out.dtype, out.device)
         layout = (out.dtype, out.storage_offset(), tuple(out.shape), out.stride())
-        if small:
-            return ("copy", storage.clone(), layout)
-        return ("layout", nbytes, layout, out.device)
+        storage = _small_storage(out) if numel <= SMALL else None
+        if storage is not None:
+            return ("copy", storage, layout)
+        return ("layout", out.untyped_storage().nbytes(), layout, out.device)
+    if isinstance(out, torch.Tensor):  # a subclass: its own layout, nothing to rebuild
+        raise TypeError(type(out).__name__)
     if isinstance(out, (tuple, list)):
         return ("many", type(out), [_recipe(v, inputs) for v in out])
     hash(out)
     return ("plain", out)
+
+
+def _small_storage(t: torch.Tensor) -> Any:
+    """A copy of ``t``'s storage when it is small (its values, as Python may read them)."""
+    storage = t.untyped_storage()
+    return storage.clone() if t.numel() <= SMALL and storage.nbytes() <= SMALL * 8 else None
 
 
 def _rebuilt(recipe: Any, inputs: list[torch.Tensor]) -> Any:

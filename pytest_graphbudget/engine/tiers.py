@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,13 @@ The counts are the same either way."""
 ASKED = ("dynamo", "dynamo-breaks")
 """The tiers a caller may ask for after ``fx`` instead of the taped forward: a whole graph from
 ``torch.export`` (then the graph breaks, then eager), or Dynamo's graph breaks reported."""
+
+SETTLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Models whose last taped forward assigned no state: nothing lazy is left to build, so their
+next tape records no replay memo (``replay.Memo``, about 8% of a detector's profile once its
+anchors exist). Only time depends on it, never a figure: a settled model whose forward does
+assign state again (YOLO at a new input shape) has the forward after it taped for real
+instead of replayed, and is no longer settled."""
 
 ELEMENTS_PER_SECOND = 4e6
 """When no warm-up forward was timed, its seconds are guessed as the model's weight and input
@@ -102,6 +110,23 @@ def _modules_running(exc: BaseException, model: Any) -> set[int]:
     return found
 
 
+def _settled(model: Any) -> bool:
+    try:
+        return model in SETTLED
+    except TypeError:  # a module that defines __eq__ without __hash__
+        return False
+
+
+def _settle(model: Any, settled: bool) -> None:
+    try:
+        if settled:
+            SETTLED[model] = True
+        else:
+            SETTLED.pop(model, None)
+    except TypeError:
+        pass
+
+
 def _fx_again(failed_in: set[int], watch: Any) -> bool:
     """Whether ``fx`` may trace now that a forward built lazy state. Not when its first trace
     failed having assigned nothing, in modules none of whose attributes that forward changed
@@ -138,12 +163,13 @@ def _taped(
         return captured, captured.measured, failures
     try:
         with watched(model) as watch:
-            captured = capture_eager(model, example, memo=True)
+            captured = capture_eager(model, example, memo=not _settled(model))
     except FormulaError:
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
         return None
     memo, captured.memo = captured.memo, None  # used here or never: no profile carries it
+    _settle(model, not watch.changed)
     if not watch.changed:
         return captured, captured.measured, failures
     if _fx_again(failed_in, watch):

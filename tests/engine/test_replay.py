@@ -140,3 +140,27 @@ def test_the_replay_names_numbers_and_frees_as_a_real_second_tape():
         return nodes, frees, sorted(measured.graph_outputs)
 
     assert described(replayed) == described(real)
+
+
+class PerShape(Lazy):
+    """YOLO's anchors: built again whenever the input's shape changes."""
+
+    def forward(self, x):
+        if self.anchors is not None and self.anchors.numel() != x.shape[-1] * x.shape[-2]:
+            self.anchors = None
+        return super().forward(x)
+
+
+def test_a_model_profiled_before_is_priced_as_a_later_forward_at_a_new_shape():
+    """Once a model's forward assigns nothing, its tape records no memo; when a new shape
+    makes it build state again, the forward after it is taped for real, same figures."""
+    small, large = torch.ones(1, 3, 8, 8), torch.ones(1, 3, 16, 16)
+    model = PerShape().eval()
+    profile_model(model, (small,))  # builds the anchors, replayed
+    profile_model(model, (small,))  # assigns nothing: the model is settled
+    RUNS.clear()
+    again = profile_model(model, (large,))
+    assert len(RUNS) == 2  # no memo to replay from: the later forward ran for real
+    reference = profile_model(_warmed(PerShape().eval(), large), (large,))
+    assert _figures(again) == _figures(reference)
+    assert again.macs == 4 * 256 * 27
