@@ -149,10 +149,10 @@ def _taped(
     inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
     say why the model failed (a meta model that branches on values: build it with weights)."""
     from pytest_graphbudget.engine.breaks import capture_eager
-    from pytest_graphbudget.engine.trace import is_meta, trace_fx, watched
+    from pytest_graphbudget.engine.trace import evaluating, is_meta, trace_fx, watched
 
     example = _outside_inference(example)
-    model.eval()
+    evaluating(model)
     if is_meta(model):
         try:
             captured = capture_eager(model, example, fake=True)
@@ -261,6 +261,7 @@ def _without_warm_up(
     was running when it failed having assigned nothing (``_fx_again``)."""
     from pytest_graphbudget.engine.trace import (
         analysis,
+        evaluating,
         has_lazy_modules,
         restored,
         timed,
@@ -269,7 +270,7 @@ def _without_warm_up(
 
     if has_lazy_modules(model):
         return None
-    model.eval()
+    evaluating(model)
     try:
         with analysis(model, example) as live, restored(model) as watch:
             traced = timed(trace_fx, model, live)

@@ -160,11 +160,18 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def evaluating(model: nn.Module) -> None:
+    """``model.eval()``, only where a module is training: ``eval`` sets every module's flag
+    through a Python call each, and a profile asks for it in each tier it tries."""
+    if any(module.training for module in model.modules()):
+        model.eval()
+
+
 def warm_up(model: nn.Module, example: Example) -> float:
     """One forward pass in eval mode without gradients, so lazy state (YOLO's anchors and
     strides) is initialised before tracing. Returns its seconds: a model this quick to run is
     also quicker to measure on real tensors than on fake ones."""
-    model.eval()
+    evaluating(model)
     start = time.perf_counter()
     try:
         with torch.no_grad():
