@@ -3,16 +3,17 @@
 A forward that builds lazy state (YOLO's anchors, ``MultiScaleRoIAlign``'s scales) runs ops
 that a later forward does not, and the figures are those of a later forward. Taping a second
 real forward doubled the time of a cold profile. Instead the first tape keeps a ``Memo``: each
-op's result by what it was called on (the op, the tensors by identity, the other arguments).
-The second forward then runs under ``Replay``, which answers every op from the memo and runs
-no kernel: the model's Python code takes the path it takes after its first call (same values,
-so the same branches and the same ``.item()``s), and the first tape, less the ops the second
-forward never asked for, is the tape of that forward (``pruned``).
+call (the op, its tensors by the op that made them, its other arguments) and how to rebuild
+its result (a small tensor's values, a larger one's layout). The second forward then runs
+under ``Replay``, which answers every op from the memo and runs no kernel: the model's Python
+code takes the path it takes after its first call (same values, so the same branches and the
+same ``.item()``s), and the first tape, less the calls the second forward never made, is the
+tape of that forward (``pruned``).
 
 The replay gives up (``Miss``) as soon as the second forward calls an op the first did not, on
 tensors the first never made, or out of order: the caller then tapes a real second forward.
-While the memo holds the first forward's results, a storage is freed when only the memo still
-holds it (``Memo.dead``), so the first tape learns the same frees as without a memo.
+The memo holds no result of the first forward (weak references, copies of small tensors), so
+the first tape allocates and frees as it would without one.
 """
 
 from __future__ import annotations
