@@ -27,7 +27,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup tools demo test bench zoo lint format clean distclean
+.PHONY: help setup tools demo test compat compat-ci golden bench zoo dist lint format clean distclean
 
 help:
 	@echo "make demo       set up .venv and run the example budget suite"
@@ -36,6 +36,9 @@ help:
 	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv, and chromium"
 	@echo "make bench      speed and accuracy comparisons against other tools (installs .[bench])"
 	@echo "make zoo        sweep the model zoo"
+	@echo "make compat     every torch from the floor and every Python: golden figures and core tests"
+	@echo "make golden     rewrite tests/golden/figures.json (pinned torch) and docs/compat.md's differences"
+	@echo "make dist       build the sdist and wheel into dist/, then twine check --strict"
 	@echo "make lint       ruff check, ruff format --check and lint-imports (the layers)"
 	@echo "make format     apply ruff's fixes and formatting"
 	@echo "make clean      remove caches and build outputs (distclean also removes .venv)"
@@ -108,10 +111,29 @@ demo: setup
 # runs on one worker, so a profile its module-scoped fixture shares (detectors, the torchvision
 # references, BERT in the CLI tests) is built once, not once per worker. (`loadgroup` would not
 # do: with pytest 9, pytest-xdist 3.8 cannot tag the node ids and ignores `xdist_group`.)
+# Tests marked `compat` build environments with other torch releases: `make compat` and
+# `.ci/run` run them.
 XDIST ?= -n auto --dist loadfile
 test: setup tools
-	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not compat" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/
+
+# One cached environment per torch minor release from the floor up and per Python (uv, from the
+# registry; ~/.cache/pytest-graphbudget/compat, about 60 GB for the whole matrix), each running
+# the golden figures and the core tests; then the wheel installed beside the floor torch.
+# Rewrites benchmarks/COMPAT_RESULTS.md. COMPAT_ARGS="--torch 2.4 2.15" for some rows.
+COMPAT_ARGS ?=
+compat: setup
+	$(BIN)/python benchmarks/compat.py $(COMPAT_ARGS)
+	$(BIN)/python -m pytest -m compat tests/test_wheel_install.py
+
+# What .ci/run adds to `make test`: the golden figures on the floor torch, and the wheel test.
+compat-ci: setup
+	$(BIN)/python benchmarks/compat.py --torch 2.4 --golden-only --no-write
+	$(BIN)/python -m pytest -m compat tests/test_wheel_install.py
+
+golden: setup
+	$(BIN)/python tests/test_golden.py --write
 
 # The other counters the benchmarks compare with (the `bench` extra), only when benchmarking.
 BENCH_STAMP := $(VENV)/.bench-stamp
@@ -127,6 +149,14 @@ bench: $(BENCH_STAMP)
 
 zoo: setup
 	$(BIN)/python -m pytest_graphbudget.cli.zoo_sweep
+
+# The sdist and wheel a release uploads (.github/workflows/release.yml builds them the same way),
+# checked as PyPI would check them. --no-isolation: built with the pinned setuptools and wheel of
+# .venv, offline.
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist
+	$(BIN)/twine check --strict dist/*
 
 lint: setup
 	$(BIN)/ruff check .

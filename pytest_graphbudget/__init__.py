@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.case import ModelCase
 
+__version__ = "0.1.0"
+"""The package's version, its one source: ``pyproject.toml`` reads it (``dynamic``), and the
+CLI's ``--version``, the JSON report and the recorded environment read it from here. A plain
+string, so that reading it imports nothing (torch least of all)."""
+
 if TYPE_CHECKING:
     from pytest_graphbudget.api import (
         DecodeProfile,

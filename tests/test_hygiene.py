@@ -224,7 +224,7 @@ def test_the_reference_check_sees_missing_documents(tmp_path):
 # Packaging: what the package imports is declared, package data is shipped, `dev` is for tests
 
 # Development tools that are run, not imported: pytest-xdist (``-n``) and ruff (``make lint``).
-TOOLS = {"import-linter", "pytest-xdist", "ruff"}
+TOOLS = {"import-linter", "pytest-xdist", "ruff", "uv"}  # uv: benchmarks/compat.py runs it
 
 
 def _pyproject() -> dict:

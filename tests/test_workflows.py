@@ -121,7 +121,7 @@ def all_files() -> list[tuple[str, str]]:
 
 
 def test_workflows_and_action_pass_actionlint(tmp_path):
-    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "graph-budget.yml"}
+    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "graph-budget.yml", "release.yml"}
     found = actionlint(all_files(), tmp_path)
     assert found == [], "\n".join(
         f"{f['path']}:{f['line']}:{f['column']}: {f['message']} [{f['kind']}]" for f in found
@@ -476,3 +476,34 @@ def test_the_documented_fork_comment_workflows_pass_actionlint(tmp_path):
     assert upload["with"]["name"] == "graph-budget-comment"
     found = actionlint([("graph-budget.yml", build), ("comment.yml", comment)], tmp_path)
     assert found == [], found
+
+
+def test_ci_runs_the_golden_figures_on_the_oldest_a_middle_and_the_newest_torch():
+    """ci.yml's torch job: pyproject.toml's floor, one between, and the newest release that
+    benchmarks/compat.py knows, each through that script."""
+    import ast
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (torch,) = [r for r in project["dependencies"] if re.match(r"torch\b", r)]
+    floor = re.fullmatch(r"torch>=(\d+\.\d+)", torch).group(1)
+    tree = ast.parse((ROOT / "benchmarks" / "compat.py").read_text())
+    (known,) = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", "") for t in node.targets] == ["TORCH"]
+    ]
+    releases = sorted(known, key=lambda v: tuple(map(int, v.split("."))))
+    job = load(ROOT / ".github" / "workflows" / "ci.yml")["jobs"]["torch"]
+    matrix = job["strategy"]["matrix"]["torch"]
+    assert len(matrix) == 3 and set(matrix) <= set(releases), (matrix, releases)
+    assert matrix == sorted(matrix, key=releases.index), matrix
+    assert (matrix[0], matrix[-1]) == (floor, releases[-1]) == (releases[0], releases[-1])
+    scripts = [step.get("run", "") for step in job["steps"]]
+    assert "make setup" in scripts
+    assert any("benchmarks/compat.py --torch" in s for s in scripts), scripts
+    assert job["strategy"]["fail-fast"] is False

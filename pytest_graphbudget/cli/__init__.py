@@ -102,12 +102,9 @@ def _verbose(on: bool) -> contextlib.AbstractContextManager[None]:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from pytest_graphbudget import __version__
 
-        return version("pytest-graphbudget")
-    except Exception:
-        return "0+unknown"
+    return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,11 @@ Importing the modules below fills the registry.
 
 from __future__ import annotations
 
-from pytest_graphbudget.costs import (  # noqa: F401
+from pytest_graphbudget.compat import check_torch
+
+check_torch()  # one line for a torch below the floor, before any formula meets its ops
+
+from pytest_graphbudget.costs import (  # noqa: E402, F401
     attention,
     backward,
     contraction,
@@ -24,7 +28,7 @@ from pytest_graphbudget.costs import (  # noqa: F401
     reduction,
     workspace,
 )
-from pytest_graphbudget.costs.registry import (
+from pytest_graphbudget.costs.registry import (  # noqa: E402
     REGISTRY,
     ROLES,
     Entry,

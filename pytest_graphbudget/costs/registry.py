@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
+from pytest_graphbudget.compat import op_available
 from pytest_graphbudget.errors import GraphBudgetError
 
 ROLES = ("anchor", "pointwise", "reduction", "gather", "view", "free")
@@ -92,14 +93,6 @@ class FormulaError(GraphBudgetError):
 REGISTRY: dict[str, Entry] = {}
 """Op base name (``"convolution"``, ``"torchvision.nms"``) -> its entry."""
 
-NEWER_OPS = frozenset(
-    {"_flash_attention_forward_no_dropout_inplace", "_native_batch_norm_legit_functional", "dim"}
-)
-"""ATen ops newer than some torch releases this package installs beside (torch 2.11 lacks the
-first): where this torch has no such op, no graph can hold it, so its entry is left out rather
-than refusing to import (a misspelt key still raises: these names are real on the pinned torch,
-which ``check_keys`` checks)."""
-
 
 def add(name: str, role: str, formula: Formula | None = None, kind: str | None = None) -> Entry:
     """Add the entry of one op; an unknown ATen name, a second entry or a bad role raises."""
@@ -113,7 +106,7 @@ def add(name: str, role: str, formula: Formula | None = None, kind: str | None =
             "an op has one entry: change that one instead of adding another"
         )
     if "." not in name:
-        if name in NEWER_OPS and not _known(name):
+        if not op_available(name):  # compat.NEWER_OPS: this torch predates the op
             return Entry(name, role, kind or name, formula)
         check_key(name)
     entry = Entry(name, role, kind or name, formula)
@@ -165,12 +158,6 @@ def check_key(name: str) -> None:
     if not any(hasattr(space, key) for space in spaces for key in (op, op + "_")):
         where = f"torch.ops.{namespace}" if namespace else "torch.ops.aten"
         raise RegistryError(f"{name}: no such op in {where}; check the spelling of the key")
-
-
-def _known(name: str) -> bool:
-    import torch
-
-    return any(hasattr(space, name) for space in (torch.ops.aten, torch.ops.prim))
 
 
 def check_keys() -> None:

@@ -389,12 +389,10 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
     ``settle`` (a model on the meta device, whose lazy state no real forward can build): when
     the taped forward assigned lazy state (YOLO's anchors), a second forward on the state it
     left is taped instead, as the other tiers price a forward after the first."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.nn.utils.stateless import _reparametrize_module
-
+    from pytest_graphbudget.compat import fake_mode, reparametrize
     from pytest_graphbudget.engine.trace import fake_like, fake_state, restored, watched
 
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    mode = fake_mode()
     state = fake_state(model, mode)
     fakes = Example(*fake_like((example.args, example.kwargs), mode))
 
@@ -404,7 +402,7 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
         tape.frees = {}
         return _run(model, fakes, tape, model)
 
-    with restored(model), _reparametrize_module(model, state), mode:
+    with restored(model), reparametrize(model, state), mode:
         with watched(model) as watch:
             measured = taped()
         if settle and watch.changed:

@@ -193,13 +193,13 @@ def capture(
     """Trace one training step of ``model`` at ``example`` as one joint graph: on fake
     tensors, or, ``real``, on real copies, taking the path their values take."""
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+    from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils import _pytree as pytree
 
+    from pytest_graphbudget.compat import fake_mode, make_fx_keywords, proxy_mode
     from pytest_graphbudget.engine.trace import Binding, Traced, fake_like, fake_state
 
-    mode = None if real else FakeTensorMode(allow_non_fake_inputs=True)
+    mode = None if real else fake_mode()
     # Fake twins allocate nothing (meta models too); real copies leave the model as it was.
     twins = real_state(model) if real else fake_state(model, mode)
     named = list(model.named_parameters())
@@ -222,7 +222,7 @@ def capture(
     counts = (len(params), len(frozen), len(slots))
 
     def step(*flat: Any) -> Any:
-        graph = get_proxy_mode().tracer.graph
+        graph = proxy_mode().tracer.graph
         p, rest = flat[: counts[0]], flat[counts[0] :]
         b, rest = rest[: counts[1]], rest[counts[1] :]
         s, tensors = rest[: counts[2]], rest[counts[2] :]
@@ -248,7 +248,11 @@ def capture(
     flat += real_like(tensors) if real else fake_like(tensors, mode)
     # Real: a value read into Python (a branch, ``.item()``) is what this step's values give,
     # and the graph holds the path it chose, as one real step runs it.
-    tracing = {"tracing_mode": "real", "_error_on_data_dependent_ops": False} if real else {}
+    tracing = (
+        {"tracing_mode": "real", **make_fx_keywords(_error_on_data_dependent_ops=False)}
+        if real
+        else {}
+    )
     gm = make_fx(step, **(tracing or {"tracing_mode": "fake"}))(*flat)
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 from torch import fx, nn
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pytest_graphbudget.compat import fake_mode
 from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import workspace_bytes
 from pytest_graphbudget.engine import tree
@@ -398,7 +398,7 @@ def measure(
     ``meta``: the fake tensors are plain tensors on the meta device, with no FakeTensorMode,
     whose per-op cost is several times lower cold; only for graphs whose Python code cannot
     see the device (``meta_pass.meta_safe``), since the figures must be those of the fake pass."""
-    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake and not meta else None
+    mode = fake_mode() if fake and not meta else None
     state = fake_state(model, mode) if fake else model_state(model)
     inputs = [fake_like(t, mode) for t in tensors] if fake else list(tensors)
     weights = {}

@@ -18,15 +18,17 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import fx, nn
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.utils import _pytree as pytree
 
+from pytest_graphbudget.compat import fake_mode, lazy_graph_modules, reparametrize
 from pytest_graphbudget.errors import ModelRunError, one_line
+
+if TYPE_CHECKING:
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
 
 @dataclass
@@ -136,12 +138,10 @@ def analysis(model: nn.Module, example: Example) -> Iterator[Example]:
     if not is_meta(model):
         yield example
         return
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    mode = fake_mode()
     state = fake_state(model, mode)
     fake_example = Example(*fake_like((example.args, example.kwargs), mode))
-    from torch.nn.utils.stateless import _reparametrize_module
-
-    with _reparametrize_module(model, state), mode:
+    with reparametrize(model, state), mode:
         yield fake_example
 
 
@@ -313,7 +313,7 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
     }
     # Lazy: the graph's Python code is generated only if something calls it; the cost pass
     # interprets the graph node by node, and code generation is a third of the trace.
-    with _use_lazy_graph_module(True):
+    with lazy_graph_modules():
         gm = fx.symbolic_trace(model, concrete_args=concrete or None)
     tensors = example.tensors
     index = {id(t): i for i, t in enumerate(tensors)}

@@ -20,15 +20,6 @@ LIBRARIES = ("torchvision", "transformers")
 """Recorded only when imported: they build models, and a new one may build another model."""
 
 
-def _version(distribution: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(distribution)
-    except PackageNotFoundError:
-        return None
-
-
 def project_version(root: Path | None) -> str | None:
     """``name version`` of the project at ``root`` from its ``pyproject.toml``, if it says."""
     if root is None:
@@ -57,7 +48,9 @@ def current(root: Path | None = None) -> dict[str, str]:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__version__", None):
             found[name] = str(module.__version__)
-    found["pytest-graphbudget"] = _version("pytest-graphbudget") or "unknown"
+    # Read, not imported: the root package is imported before this module, and sits above
+    # every layer (``pytest_graphbudget.__version__``, the version's one source).
+    found["pytest-graphbudget"] = sys.modules["pytest_graphbudget"].__version__
     project = project_version(root)
     if project:
         found["project"] = project

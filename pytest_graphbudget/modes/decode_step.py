@@ -89,7 +89,11 @@ def filled_cache(config: Any, tensors: Any, context: int) -> Any:
             f"the model's cache has {len(cache.layers)} layers, {len(tensors)} were given"
         )
     for layer, (keys, values) in zip(cache.layers, tensors, strict=True):
-        layer.lazy_initialization(keys, values)
+        # transformers 5 takes (keys, values); 4.57, the last release for torch<2.6, keys only.
+        if len(inspect.signature(layer.lazy_initialization).parameters) > 1:
+            layer.lazy_initialization(keys, values)
+        else:
+            layer.lazy_initialization(keys)
         layer.keys, layer.values = keys, values
         if hasattr(layer, "cumulative_length"):  # sliding-window layers count every position
             layer.cumulative_length = context

@@ -104,8 +104,8 @@ def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str |
     priced on fresh copies: the path and the figures of one real step (``loss.backward()`` and
     the update), from the caller's random state both times, which is left as it was."""
     import torch
-    from torch.nn.utils.stateless import _reparametrize_module
 
+    from pytest_graphbudget.compat import reparametrize
     from pytest_graphbudget.engine.joint import capture, real_like, real_state
     from pytest_graphbudget.engine.measure import measure
     from pytest_graphbudget.engine.trace import model_state
@@ -115,7 +115,7 @@ def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str |
         joint = capture(model, example, loss, optimizer, real=True)
     for slot in joint.holder.optimizer.buffers():  # the update wrote them: as before the step
         slot.zero_()
-    with torch.random.fork_rng(devices=devices), _reparametrize_module(model, real_state(model)):
+    with torch.random.fork_rng(devices=devices), reparametrize(model, real_state(model)):
         measured = measure(joint.holder, joint.traced, real_like(example.tensors), fake=False)
     return joint, measured
 

@@ -113,7 +113,13 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     if config.getoption("graph_budget") or gate_enabled(config):
+        from pytest_graphbudget.compat import TorchTooOld, check_torch
         from pytest_graphbudget.pytest_plugin.manager import GraphBudget
+
+        try:
+            check_torch()
+        except TorchTooOld as exc:
+            raise pytest.UsageError(str(exc)) from None
 
         manager = GraphBudget(config)
         config.stash[STATE] = manager

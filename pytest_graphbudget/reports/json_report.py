@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,10 @@ GRAPH_KEYS = ("graph_svg", "graph_note", "layer_order")
 
 
 def tool_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pytest-graphbudget")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "unknown"
+    # The root package's ``__version__``, read, not imported: Python imports the root before any
+    # of its modules, and an import of it from here would be one upwards (it sits above every
+    # layer).
+    return sys.modules["pytest_graphbudget"].__version__
 
 
 def model(result: Any) -> dict[str, Any]:

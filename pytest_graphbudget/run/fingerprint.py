@@ -238,7 +238,7 @@ class _Walker:
         exact = not tensor.is_floating_point() and not tensor.is_complex()
         small = tensor.numel() <= MAX_SCALARS and not isinstance(tensor, torch.nn.Parameter)
         if self.tensor_values and (small or (exact and tensor.numel() <= MAX_VALUE_ELEMENTS)):
-            from torch._subclasses.fake_tensor import is_fake
+            from pytest_graphbudget.compat import is_fake
 
             if not tensor.is_meta and not is_fake(tensor):
                 data = tensor.detach().cpu().contiguous().view(-1)

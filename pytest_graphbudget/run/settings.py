@@ -107,10 +107,9 @@ def discover(invocation_dir: Path, args: Sequence[str] = ()) -> Project:
     --graph-budget`` reads, wherever in a nested project it is started; it asks pytest's own
     function rather than copying its rules, which change between pytest versions.
     """
-    import inspect
-
     import pytest
-    from _pytest.config.findpaths import determine_setup
+
+    from pytest_graphbudget.compat import pytest_inifile
 
     invocation_dir = Path(invocation_dir).resolve()
     given = {
@@ -120,9 +119,8 @@ def discover(invocation_dir: Path, args: Sequence[str] = ()) -> Project:
         "rootdir_cmd_arg": None,
         "invocation_dir": invocation_dir,
     }
-    accepted = inspect.signature(determine_setup).parameters
     try:
-        found = determine_setup(**{k: v for k, v in given.items() if k in accepted})
+        found = pytest_inifile(**given)
     except (Exception, pytest.fail.Exception) as exc:  # a configuration file pytest refuses
         misshapen(invocation_dir)  # ``tool = 0`` and the like: said in our words, if so
         reason = " ".join(str(getattr(exc, "msg", None) or exc).split())

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from pytest_graphbudget.compat import before_device_context
 from pytest_graphbudget.zoo.base import META_PARAMS_THRESHOLD
 
 
@@ -33,6 +34,7 @@ def build_module(
     if meta is False:
         with torch.device("cpu"):
             return factory().eval()
+    before_device_context()
     try:
         with torch.device("meta"):
             probe = factory()

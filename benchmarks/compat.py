@@ -1,0 +1,332 @@
+"""``make compat``: the package on every torch release from the floor up, and every Python.
+
+One cached virtual environment per row of ``MATRIX`` (a torch release with its torchvision, on
+one Python), built with uv from the registry and kept under ``$GRAPHBUDGET_COMPAT_DIR``
+(default ``~/.cache/pytest-graphbudget/compat``): the torch pair, the package's extras and
+``constraints.txt`` less its torch and CUDA lines, so that every row runs the same transformers,
+ultralytics and pytest as the pinned one and a difference in figures is torch's. A row is
+rebuilt only when what it was built from changes (a stamp file). In each row the golden figures
+(``tests/test_golden.py``) and the core tests run, the package installed from this checkout;
+the table goes to ``benchmarks/COMPAT_RESULTS.md`` (version, Python, result, seconds).
+
+    python benchmarks/compat.py                    # every row
+    python benchmarks/compat.py --torch 2.4 2.15   # some torch releases (on Python 3.11)
+    python benchmarks/compat.py --python 3.13      # the pinned torch on one Python
+    python benchmarks/compat.py --torch 2.4 --golden-only --no-write   # what .ci/run does
+    python benchmarks/compat.py --env 2.4          # print the row's python (build it first)
+
+uv ignores pip's configuration (the cap on torch these machines' pip has) and hard-links the
+files of a package that several rows share, such as the CUDA libraries of the pinned torch under
+four Pythons. torch's wheels on the registry are CUDA builds: each row runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from notes import write_keeping_notes  # benchmarks/notes.py
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "COMPAT_RESULTS.md"
+PINNED_PYTHON = "3.11"
+
+# Each torch minor release from pyproject's floor to the newest, with the torchvision built for
+# it (None: none released yet, so vision and YOLO tests skip in that row).
+TORCH = {
+    "2.4": ("2.4.1", "0.19.1"),
+    "2.5": ("2.5.1", "0.20.1"),
+    "2.6": ("2.6.0", "0.21.0"),
+    "2.7": ("2.7.1", "0.22.1"),
+    "2.8": ("2.8.0", "0.23.0"),
+    "2.9": ("2.9.1", "0.24.1"),
+    "2.10": ("2.10.0", "0.25.0"),
+    "2.11": ("2.11.0", "0.26.0"),
+    "2.12": ("2.12.1", "0.27.1"),
+    "2.13": ("2.13.0", "0.28.0"),
+    "2.14": ("2.14.1", "0.29.1"),
+    "2.15": ("2.15.0", None),
+}
+PINNED_TORCH = "2.14"
+TORCH_FLOOR_ROW = next(iter(TORCH))
+
+# What a user of an older torch runs instead of a pin of constraints.txt: transformers 5 needs
+# torch>=2.6, so the rows below it run the last 4.x release (and the hub client it takes).
+OLDER = {"transformers": "4.57.6"}
+OLDER_UNPINNED = ("transformers", "huggingface_hub", "huggingface-hub", "tokenizers")
+ROWS_WITH_OLDER = ("2.4", "2.5")
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+
+# The core tests: the engine, the formulas and the modes on small models, besides the golden
+# figures. The plugin, gate and reports layers do not touch torch's internals.
+GOLDEN = ["tests/test_golden.py"]
+CORE = [
+    "tests/test_units.py",
+    "tests/costs/test_registry.py",
+    "tests/costs/test_small_modules.py",
+    "tests/costs/test_losses.py",
+    "tests/engine/test_trace.py",
+    "tests/engine/test_taped_tier.py",
+    "tests/engine/test_replay.py",
+    "tests/engine/test_memory.py",
+    "tests/modes/test_train.py",
+    "tests/modes/test_decode.py",
+    "tests/modes/test_dtype.py",
+    "tests/gate/test_environment.py",
+    "tests/pytest_plugin/test_plugin.py",
+]
+
+
+@dataclass(frozen=True)
+class Row:
+    torch: str  # the minor release, "2.4"
+    python: str
+
+    @property
+    def pair(self) -> tuple[str, str | None]:
+        return TORCH[self.torch]
+
+    @property
+    def name(self) -> str:
+        return f"torch-{self.pair[0]}-py{self.python}"
+
+    @property
+    def path(self) -> Path:
+        return compat_dir() / self.name
+
+    @property
+    def python_bin(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def matrix() -> list[Row]:
+    """Every torch on the pinned Python, then the pinned torch on every other Python."""
+    rows = [Row(t, PINNED_PYTHON) for t in TORCH]
+    rows += [Row(PINNED_TORCH, p) for p in PYTHONS if p != PINNED_PYTHON]
+    return rows
+
+
+def compat_dir() -> Path:
+    default = Path.home() / ".cache" / "pytest-graphbudget" / "compat"
+    return Path(os.environ.get("GRAPHBUDGET_COMPAT_DIR", default))
+
+
+def uv() -> str:
+    """uv beside this Python (the dev extra installs it), else on PATH."""
+    here = Path(sys.executable).parent / "uv"
+    found = str(here) if here.exists() else shutil.which("uv")
+    if not found:
+        sys.exit("compat: uv is missing; run `make setup` (the dev extra installs it)")
+    return found
+
+
+def interpreter(version: str) -> str:
+    """A CPython ``version``: pyenv's install of it, else pythonX.Y on PATH (setup-python's)."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = sorted(pyenv.glob(f"{version}.*/bin/python{version}"), reverse=True)
+    candidates += [Path(p) for p in [shutil.which(f"python{version}")] if p]
+    for candidate in candidates:
+        if _runs(str(candidate), version):
+            return str(candidate)
+    sys.exit(f"compat: no Python {version} found (under pyenv, or on PATH as python{version})")
+
+
+def _runs(python: str, version: str) -> bool:
+    out = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+    )
+    return out.returncode == 0 and out.stdout.strip() == version
+
+
+# torch, torchvision and what each torch release pins for itself (CUDA libraries, sympy...).
+TORCH_OWN = (
+    r"torch|torchvision|torchao|triton|nvidia-[\w-]+|cuda-[\w-]+|sympy|mpmath|networkx"
+    r"|jinja2|markupsafe|fsspec|filelock|typing-extensions|typing_extensions|setuptools"
+)
+
+
+def constraints(row: Row) -> str:
+    """constraints.txt less the lines of torch, torchvision and what a torch release pins."""
+    own = TORCH_OWN + ("|" + "|".join(OLDER_UNPINNED) if row.torch in ROWS_WITH_OLDER else "")
+    skip = re.compile(rf"^({own})\s*[=<>~;]", re.IGNORECASE)
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return "\n".join(line for line in lines if not skip.match(line)) + "\n"
+
+
+def extras(row: Row) -> str:
+    """No torchvision released for this torch: no vision, and no YOLO (ultralytics needs it)."""
+    return "hf,vision,yolo,dev" if row.pair[1] else "hf,dev"
+
+
+def requirements(row: Row) -> list[str]:
+    torch, vision = row.pair
+    older = [f"{k}=={v}" for k, v in OLDER.items()] if row.torch in ROWS_WITH_OLDER else []
+    return [f"torch=={torch}"] + ([f"torchvision=={vision}"] if vision else []) + older
+
+
+def stamp_of(row: Row) -> str:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    text = "\n".join([*requirements(row), extras(row), constraints(row), pyproject])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def build(row: Row, log) -> None:
+    """Create or refresh ``row``'s environment; the package is installed from this checkout."""
+    stamp = row.path / ".stamp"
+    env = {**os.environ, "VIRTUAL_ENV": str(row.path), "UV_LINK_MODE": "hardlink"}
+    if not stamp.exists() or stamp.read_text() != stamp_of(row):
+        if row.path.exists():
+            shutil.rmtree(row.path)
+        row.path.parent.mkdir(parents=True, exist_ok=True)
+        _run([uv(), "venv", "-q", "--python", interpreter(row.python), str(row.path)], env, log)
+        cons = row.path / "constraints.txt"
+        cons.write_text(constraints(row))
+        spec = f"{ROOT}[{extras(row)}]"
+        _run([uv(), "pip", "install", "-q", "-c", str(cons), *requirements(row), spec], env, log)
+        stamp.write_text(stamp_of(row))
+    # The checkout, editable and without dependencies: seconds, and always this tree's code.
+    _run([uv(), "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], env, log)
+
+
+def _run(cmd: list[str], env: dict, log) -> None:
+    log.write("$ " + " ".join(cmd) + "\n")
+    log.flush()
+    done = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode:
+        raise RuntimeError(f"{cmd[0]} {cmd[1]} {cmd[2]} exited {done.returncode}")
+
+
+@dataclass
+class Result:
+    row: Row
+    outcome: str  # pytest's closing counts, or why the row could not run
+    ok: bool
+    seconds: float
+    versions: str = ""
+
+
+def run(row: Row, tests: list[str], log) -> Result:
+    start = time.monotonic()
+    try:
+        build(row, log)
+    except RuntimeError as exc:
+        return Result(row, f"environment failed: {exc}", False, time.monotonic() - start)
+    built = time.monotonic()
+    env = {**os.environ, "VIRTUAL_ENV": str(row.path)}
+    env.pop("PYTHONPATH", None)
+    cmd = [str(row.python_bin), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    log.write("$ " + " ".join(cmd) + "\n")
+    log.flush()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    log.write(done.stdout + done.stderr)
+    counts = _closing(done.stdout)
+    versions = subprocess.run(
+        [str(row.python_bin), "-c", _VERSIONS], capture_output=True, text=True
+    ).stdout.strip()
+    return Result(row, counts, done.returncode == 0, time.monotonic() - built, versions)
+
+
+_VERSIONS = (
+    "import importlib.metadata as m\n"
+    "names = ('torch', 'torchvision', 'transformers', 'ultralytics')\n"
+    "def v(n):\n"
+    "    try: return m.version(n)\n"
+    "    except m.PackageNotFoundError: return '-'\n"
+    "print(' '.join(f'{n} {v(n)}' for n in names))"
+)
+
+
+def _closing(stdout: str) -> str:
+    lines = [
+        line.strip("= ")
+        for line in stdout.splitlines()
+        if re.search(r"\d+ (passed|failed|error)", line)
+    ]
+    return lines[-1] if lines else "no pytest summary (see the log)"
+
+
+def table(results: list[Result], tests: list[str]) -> str:
+    head = [
+        "# Compatibility matrix",
+        "",
+        "Written by `make compat` (`benchmarks/compat.py`): one environment per row, the torch",
+        "pair from the registry (CUDA wheels, run on the CPU) and every other package at",
+        "`constraints.txt`'s pins. Tests run in each: " + ", ".join(f"`{t}`" for t in tests) + ".",
+        "Seconds are the tests' own (the environment is cached), on this 2-core machine.",
+        "",
+        "| torch | torchvision | Python | result | tests | seconds |",
+        "| --- | --- | --- | --- | --- | ---: |",
+    ]
+    body = []
+    for r in results:
+        torch, vision = r.row.pair
+        verdict = "pass" if r.ok else "**FAIL**"
+        body.append(
+            f"| {torch} | {vision or 'none released'} | {r.row.python} | {verdict} "
+            f"| {r.outcome} | {r.seconds:.0f} |"
+        )
+    return "\n".join(head + body) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--torch", nargs="+", choices=list(TORCH), help="torch minor releases")
+    parser.add_argument("--python", nargs="+", choices=PYTHONS, help="Pythons (pinned torch)")
+    parser.add_argument("--golden-only", action="store_true", help="only the golden figures")
+    parser.add_argument("--build-only", action="store_true", help="build, run nothing")
+    parser.add_argument("--no-write", action="store_true", help="leave COMPAT_RESULTS.md alone")
+    parser.add_argument("--env", choices=list(TORCH), help="print that row's python and exit")
+    parser.add_argument("tests", nargs="*", help="test paths instead of the golden and core sets")
+    args = parser.parse_args(argv)
+
+    if args.env:
+        print(Row(args.env, PINNED_PYTHON).python_bin)
+        return 0
+    rows = matrix()
+    if args.torch or args.python:
+        wanted_torch = set(args.torch or ())
+        wanted_python = set(args.python or ())
+        rows = [
+            r
+            for r in rows
+            if (r.torch in wanted_torch and r.python == PINNED_PYTHON)
+            or (r.python in wanted_python and r.torch == PINNED_TORCH)
+        ]
+    tests = args.tests or (GOLDEN if args.golden_only else GOLDEN + CORE)
+    logs = compat_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    results = []
+    for row in rows:
+        with open(logs / f"{row.name}.log", "w") as log:
+            if args.build_only:
+                start = time.monotonic()
+                try:
+                    build(row, log)
+                    print(f"{row.name}: built in {time.monotonic() - start:.0f} s", flush=True)
+                except RuntimeError as exc:
+                    print(f"{row.name}: {exc} (log: {log.name})", flush=True)
+                continue
+            result = run(row, tests, log)
+        results.append(result)
+        state = "ok" if result.ok else "FAILED"
+        print(f"{row.name}: {state}, {result.outcome}, {result.seconds:.0f} s", flush=True)
+        if not result.ok:
+            print(f"  log: {logs / (row.name + '.log')}", flush=True)
+    if results and not args.no_write:
+        write_keeping_notes(RESULTS, table(results, tests))
+        print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

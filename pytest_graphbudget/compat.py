@@ -1,0 +1,176 @@
+"""Which torch (and pytest) releases take which path: every version test in one place.
+
+The package supports torch from ``TORCH_FLOOR`` to the newest release (``make compat`` runs
+each minor release; ``benchmarks/COMPAT_RESULTS.md`` is the table). What differs between
+releases is decided here and nowhere else:
+
+- ``NEWER_OPS``: ATen ops that some supported torch lacks, with the release that added them.
+  The registry leaves an op's entry out on a torch without it (no graph can hold the op there).
+- ``reparametrize``: ``torch.func.functional_call``'s context manager, private
+  (``torch.nn.utils.stateless._reparametrize_module``) on every release so far; its
+  ``tie_weights`` keyword exists from 2.0 and ``strict`` from 2.1.
+- ``fake_mode``: ``FakeTensorMode(allow_non_fake_inputs=True)`` on every supported release.
+- ``make_fx_keywords``: ``make_fx``'s ``_error_on_data_dependent_ops`` (a private keyword that a
+  real-tensor trace of ``.item()`` needs) is passed only where the signature has it.
+- ``pytest_inifile``: ``_pytest.config.findpaths.determine_setup``, whose keywords changed in
+  pytest 8.1 (``rootdir_cmd_arg``) and 8.4 (``invocation_dir``): only the ones it takes are given.
+
+Nothing here imports torch at module level: importing the package must stay free of torch, and
+``check_torch`` is what says, in one line, that an installed torch is too old.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+
+TORCH_FLOOR = (2, 4)
+"""The oldest torch the package runs on; pyproject.toml's ``torch>=`` says the same (a test
+checks), and ``make compat`` runs every minor release from it up."""
+
+NEWER_OPS: dict[str, tuple[int, int]] = {
+    "_safe_softmax": (2, 5),
+    "_scaled_dot_product_attention_math_for_mps": (2, 5),
+    "_scaled_dot_product_fused_attention_overrideable": (2, 5),
+    "_weight_int4pack_mm_for_cpu": (2, 6),
+    "_fused_rms_norm": (2, 8),
+    "_flash_attention_forward_no_dropout_inplace": (2, 12),
+}
+"""ATen op -> the first torch release that has it (checked against every release of the
+matrix by ``tests/costs/test_registry.py`` when run there)."""
+
+
+class TorchTooOld(GraphBudgetError, ImportError):
+    """The installed torch is below ``TORCH_FLOOR`` (an ImportError too: raised when the
+    engine is imported, ``from pytest_graphbudget import profile_model``)."""
+
+
+def parse(version: str) -> tuple[int, int]:
+    """``"2.4.1+cu121"`` -> ``(2, 4)``."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if not found:
+        raise ValueError(f"not a version: {version!r}")
+    return int(found[1]), int(found[2])
+
+
+@cache
+def torch_version() -> tuple[int, int]:
+    """The installed torch's (major, minor)."""
+    import torch
+
+    return parse(torch.__version__)
+
+
+def torch_at_least(major: int, minor: int) -> bool:
+    return torch_version() >= (major, minor)
+
+
+def floor_message(version: str) -> str | None:
+    """The one line for a torch below the floor, or None when ``version`` is supported."""
+    if parse(version) >= TORCH_FLOOR:
+        return None
+    floor = ".".join(map(str, TORCH_FLOOR))
+    return f"pytest-graphbudget needs torch>={floor}; this is {version}"
+
+
+def installed_torch() -> str:
+    """The installed torch's version, read without importing torch (pytest's start-up)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:  # a source build without metadata
+        import torch
+
+        return str(torch.__version__)
+
+
+def check_torch() -> None:
+    """Raise ``TorchTooOld`` with one line when the installed torch is below the floor."""
+    message = floor_message(installed_torch())
+    if message:
+        raise TorchTooOld(message)
+
+
+def op_available(name: str) -> bool:
+    """False for an op of ``NEWER_OPS`` on a torch older than the release that added it."""
+    needed = NEWER_OPS.get(name)
+    return needed is None or torch_version() >= needed
+
+
+# --- torch's private APIs -----------------------------------------------------------------
+
+
+def reparametrize(module: Any, state: dict[str, Any]) -> contextlib.AbstractContextManager:
+    """Swap ``module``'s parameters and buffers for ``state`` while the context is open."""
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    return _reparametrize_module(module, state)
+
+
+def fake_mode() -> Any:
+    """A FakeTensorMode that also accepts real tensors (the model's constants)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def is_fake(tensor: Any) -> bool:
+    from torch._subclasses.fake_tensor import is_fake as _is_fake
+
+    return _is_fake(tensor)
+
+
+def lazy_graph_modules() -> contextlib.AbstractContextManager:
+    """FX graph modules that compile their code when first called, not when built (2.2 on)."""
+    from torch.fx._lazy_graph_module import _use_lazy_graph_module
+
+    return _use_lazy_graph_module(True)
+
+
+def proxy_mode() -> Any:
+    """The innermost proxy (``make_fx``) mode: ``get_proxy_mode`` from 2.5, before it
+    ``get_innermost_proxy_mode``."""
+    from torch.fx.experimental import proxy_tensor
+
+    if torch_at_least(2, 5):
+        return proxy_tensor.get_proxy_mode()
+    return proxy_tensor.get_innermost_proxy_mode()
+
+
+def before_device_context() -> None:
+    """Import Dynamo before a ``with torch.device("meta")`` block that may import it first.
+
+    On torch 2.8 and older, Dynamo's import runs tensor ops (``populate_builtin_to_tensor_fn_map``)
+    that fail under a meta device context; a model's constructor that imports it lazily
+    (transformers' modules do) then fails on the meta device. Later releases import it safely.
+    """
+    if not torch_at_least(2, 9):
+        import torch._dynamo  # noqa: F401
+
+
+@cache
+def _make_fx_parameters() -> frozenset[str]:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return frozenset(inspect.signature(make_fx).parameters)
+
+
+def make_fx_keywords(**wanted: Any) -> dict[str, Any]:
+    """The keywords of ``wanted`` that this torch's ``make_fx`` takes (private ones move)."""
+    accepted = _make_fx_parameters()
+    return {key: value for key, value in wanted.items() if key in accepted}
+
+
+def pytest_inifile(determine: Callable[..., Any] | None = None, **given: Any) -> Any:
+    """pytest's own ``determine_setup`` with the keywords this pytest takes."""
+    if determine is None:
+        from _pytest.config.findpaths import determine_setup as determine
+    accepted = inspect.signature(determine).parameters
+    return determine(**{key: value for key, value in given.items() if key in accepted})
