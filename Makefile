@@ -125,12 +125,12 @@ test: setup tools
 COMPAT_ARGS ?=
 compat: setup
 	$(BIN)/python benchmarks/compat.py $(COMPAT_ARGS)
-	$(BIN)/python -m pytest -m compat tests/test_wheel_install.py
+	$(BIN)/python -m pytest -m compat tests/test_wheel_install.py tests/test_below_floor.py
 
 # What .ci/run adds to `make test`: the golden figures on the floor torch, and the wheel test.
 compat-ci: setup
 	$(BIN)/python benchmarks/compat.py --torch 2.4 --golden-only --no-write
-	$(BIN)/python -m pytest -m compat tests/test_wheel_install.py
+	$(BIN)/python -m pytest -m compat tests/test_wheel_install.py tests/test_below_floor.py
 
 golden: setup
 	$(BIN)/python tests/test_golden.py --write

@@ -57,6 +57,7 @@ TORCH = {
 }
 PINNED_TORCH = "2.14"
 TORCH_FLOOR_ROW = next(iter(TORCH))
+BELOW_FLOOR = "2.3.1"  # refused in one line (tests/test_below_floor.py)
 
 # What a user of an older torch runs instead of a pin of constraints.txt: transformers 5 needs
 # torch>=2.6, so the rows below it run the last 4.x release (and the hub client it takes).
@@ -69,6 +70,7 @@ PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # figures. The plugin, gate and reports layers do not touch torch's internals.
 GOLDEN = ["tests/test_golden.py"]
 CORE = [
+    "tests/test_compat.py",
     "tests/test_units.py",
     "tests/costs/test_registry.py",
     "tests/costs/test_small_modules.py",
@@ -196,6 +198,22 @@ def build(row: Row, log) -> None:
         stamp.write_text(stamp_of(row))
     # The checkout, editable and without dependencies: seconds, and always this tree's code.
     _run([uv(), "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], env, log)
+
+
+def fresh_env(path: Path, *requirements: str, pip: bool = False) -> Path:
+    """A new environment at ``path`` on the pinned Python with ``requirements`` (uv, files
+    hard-linked from its cache); ``pip``: with pip in it, to install as a user does. Its python."""
+    seed = ["--seed"] if pip else []
+    cmd = [uv(), "venv", "-q", *seed, "--python", interpreter(PINNED_PYTHON), str(path)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    env = {**os.environ, "VIRTUAL_ENV": str(path), "UV_LINK_MODE": "hardlink"}
+    if requirements:
+        done = subprocess.run(
+            [uv(), "pip", "install", "-q", *requirements], env=env, capture_output=True, text=True
+        )
+        if done.returncode:
+            raise RuntimeError(f"uv pip install {' '.join(requirements)}: {done.stderr.strip()}")
+    return path / "bin" / "python"
 
 
 def _run(cmd: list[str], env: dict, log) -> None:

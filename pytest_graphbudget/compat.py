@@ -144,6 +144,31 @@ def proxy_mode() -> Any:
     return proxy_tensor.get_innermost_proxy_mode()
 
 
+DYNAMO_UNDER_MODES = (2, 9)
+"""The first torch whose Dynamo compiles under a dispatch mode that asks it to (a mode's
+``ignore_compile_internals``): before it, Dynamo skips every frame while the tape's mode is on,
+so the ``dynamo-breaks`` tier captures nothing there."""
+
+
+def dynamo_breaks_unavailable() -> str | None:
+    """Why tier ``dynamo-breaks`` cannot run on this torch, or None where it can."""
+    if torch_version() >= DYNAMO_UNDER_MODES:
+        return None
+    need = ".".join(map(str, DYNAMO_UNDER_MODES))
+    return f"tier dynamo-breaks needs torch>={need} (Dynamo skips frames under a dispatch mode)"
+
+
+EXPORT_VALUES_AS_FRESH = (2, 14)
+"""The first torch whose exported graph records the values a fresh fake pass gives: before
+it, export keeps an eval-mode dropout as a copy (an allocation a fresh pass sees as a view) and
+gives LSTM's hidden states a leading extra dimension. Older releases price an exported graph
+on fresh fakes, the reference, at the cost of one more pass."""
+
+
+def export_values_match_fresh() -> bool:
+    return torch_version() >= EXPORT_VALUES_AS_FRESH
+
+
 def before_device_context() -> None:
     """Import Dynamo before a ``with torch.device("meta")`` block that may import it first.
 

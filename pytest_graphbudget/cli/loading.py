@@ -131,7 +131,9 @@ def factory_case(spec: str, args: argparse.Namespace) -> ModelCase:
 
 def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCase:
     from pytest_graphbudget import zoo
+    from pytest_graphbudget.compat import check_torch
 
+    check_torch()  # one line for a torch below the floor, before the model is built
     console.progress(f"loading {name} ...")
     try:
         with stdout_to_stderr(), project_code():

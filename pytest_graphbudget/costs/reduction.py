@@ -201,3 +201,15 @@ def embedding_bag(
     per_sample = looked_up if isinstance(per_sample_weights, Shape) else 0
     mean = out_numel(out) if mode == EMBEDDING_BAG_MEAN else 0
     return OpCost(other=looked_up + per_sample + mean)
+
+
+# Scatter-adds: each source element is added into the row its index names (torch 2.4's
+# EmbeddingBag backward is an index_add); alpha != 1 scales each source element first.
+@register("index_add", role="reduction", kind="index_add")
+def index_add(x: Shape, dim, index: Shape, source: Shape, alpha=1, *_, out, **__) -> OpCost:
+    return OpCost(other=(1 + int(alpha != 1)) * numel(source))
+
+
+@register("scatter_add", role="reduction", kind="scatter_add")
+def scatter_add(x: Shape, dim, index: Shape, src: Shape, *_, out, **__) -> OpCost:
+    return OpCost(other=numel(index))  # one add per index, from the src element it names

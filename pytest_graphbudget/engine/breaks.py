@@ -316,6 +316,11 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
     import torch._dynamo
     from torch._dynamo import output_graph
 
+    from pytest_graphbudget.compat import dynamo_breaks_unavailable
+
+    unavailable = dynamo_breaks_unavailable()
+    if unavailable:
+        raise RuntimeError(unavailable)
     _check_real(model)
     start = time.perf_counter()
     tape = _DynamoTape(model, _weights(model))

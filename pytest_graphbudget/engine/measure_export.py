@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
+from pytest_graphbudget.compat import export_values_match_fresh
 from pytest_graphbudget.costs import lookup
 from pytest_graphbudget.engine.measure import (
     Measured,
@@ -98,6 +99,8 @@ def measure_exported(
     """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``).
     ``interpreter``: a subclass that prices some nodes without running them (``modes/train.py``);
     ``symbolic``: keep symbolic shapes (``modes/symbolic.py``) instead of falling back."""
+    if not symbolic and not export_values_match_fresh():
+        return None  # compat.EXPORT_VALUES_AS_FRESH: the fresh pass, as the caller falls back
     gm = traced.graph_module
     values = _values(gm.graph, symbolic)
     mode = torch._guards.detect_fake_mode(values) if values else None

@@ -33,9 +33,20 @@ def project_version(root: Path | None) -> str | None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
     name, version = project.get("name"), project.get("version")
+    if isinstance(name, str) and version is None and "version" in project.get("dynamic", []):
+        version = _installed(name)  # setuptools-scm, hatch-vcs, an attr: as installed
     if not isinstance(name, str) or not isinstance(version, str):
         return None
     return f"{name} {version}"
+
+
+def _installed(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def current(root: Path | None = None) -> dict[str, str]:

@@ -263,10 +263,15 @@ def test_embedding_bag_prices_its_reduction(mode, weighted, forward):
 )
 def test_embedding_bag_backward_matches_hand_counts(mode, weighted, backward):
     """Default loss: the sum of the 2 x 3 output, 6 FLOPs, in the forward."""
+    from pytest_graphbudget.compat import torch_version
+
     prof = profile_model(Bag(mode, weighted), (INDICES, OFFSETS), mode="train")
     totals = prof.to_dict()["totals"]
     assert prof.coverage.unsupported_ops == {}
-    assert totals["backward_flops"] == backward
+    # torch 2.4's backward of a sum bag first rebuilds which bag each index belongs to, with
+    # integers: an index_add of the 2 offsets, a cumsum of the 8 positions and a sub of 1.
+    offset2bag = 2 + 8 + 1 if mode == "sum" and torch_version() < (2, 5) else 0
+    assert totals["backward_flops"] == backward + offset2bag
     assert totals["backward_macs"] == (7 * 3 if weighted else 0)
 
 

@@ -26,7 +26,10 @@ from pytest_graphbudget.costs.registry import (  # noqa: E402
 from pytest_graphbudget.hookspecs import hookimpl  # noqa: E402
 
 
-@torch.library.custom_op("gbtest::scaled_mm", mutates_args=())
+# The schema is given: torch 2.4's custom_op cannot read this module's string annotations.
+@torch.library.custom_op(
+    "gbtest::scaled_mm", mutates_args=(), schema="(Tensor a, Tensor b) -> Tensor"
+)
 def scaled_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """A matrix product plus one add per output element, hidden in one custom op."""
     return a @ b + 1
@@ -37,7 +40,7 @@ def _(a, b):
     return a.new_empty(a.shape[0], b.shape[1])
 
 
-@torch.library.custom_op("gbtest::mix", mutates_args=())
+@torch.library.custom_op("gbtest::mix", mutates_args=(), schema="(Tensor x) -> Tensor")
 def mix(x: torch.Tensor) -> torch.Tensor:
     """One multiply per element, or a reduction: whatever role it is registered with."""
     return x * 2

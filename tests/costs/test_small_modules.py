@@ -16,6 +16,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
 
 
 class Fn(nn.Module):
@@ -407,6 +408,9 @@ def test_a_data_dependent_branch_names_the_tiers_that_failed_and_prices_the_path
     tried only when asked for)."""
     model, x = DataBranch().eval(), torch.ones(2, 4)
     prof = profile_model(model, (x,), tier="dynamo")
+    if why := dynamo_breaks_unavailable():  # the tape prices the path taken there, and says why
+        assert prof.trace.method == "eager" and prof.trace.failures["dynamo-breaks"] == why
+        pytest.skip(why)
     assert prof.trace.method == "dynamo-breaks"
     assert {"fx", "dynamo"} <= set(prof.trace.failures)
     for tier in ("fx", "dynamo"):
@@ -415,3 +419,18 @@ def test_a_data_dependent_branch_names_the_tiers_that_failed_and_prices_the_path
     # The test itself: x.sum() reads 8 elements (8 FLOPs, as every sum is priced), > 0 is one
     # comparison; then the branch taken, Linear(4, 4) on 2 rows: 2*4*4 MACs, 2*4 bias adds.
     assert_counts(prof, 2 * 4 * 4, 8 + 1 + 2 * (2 * 4 * 4) + 2 * 4)
+
+
+class ScatterAdds(nn.Module):
+    def forward(self, x, idx, src, where):
+        y = x.index_add(0, idx, src)  # 4 rows of 3 added in: 12
+        y = y.index_add(0, idx, src, alpha=2.0)  # and scaled first: 24
+        return y.scatter_add(1, where, torch.ones(5, 2))  # 5 x 2 indices: 10
+
+
+def test_scatter_adds_count_one_add_per_element_they_add():
+    idx = torch.tensor([0, 2, 2, 4])
+    where = torch.zeros(5, 2, dtype=torch.long)
+    prof = profile_model(ScatterAdds(), (torch.zeros(5, 3), idx, torch.ones(4, 3), where))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == 4 * 3 + 2 * 4 * 3 + 5 * 2

@@ -16,7 +16,12 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
 from pytest_graphbudget.engine.profile import profile_from_dict  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    dynamo_breaks_unavailable() is not None, reason=str(dynamo_breaks_unavailable())
+)
 
 
 class Branchy(nn.Module):

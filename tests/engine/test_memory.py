@@ -22,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import skip_before_transformers_5
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
@@ -166,6 +167,7 @@ def test_meta_resnet18_profiles_like_the_real_one():
 
 
 def test_meta_small_bert_profiles_like_the_real_one():
+    skip_before_transformers_5("its BERT reads the mask's values, which a meta model lacks")
     transformers = pytest.importorskip("transformers")
     cfg = transformers.BertConfig(
         vocab_size=1000,

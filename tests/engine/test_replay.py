@@ -20,7 +20,10 @@ from pytest_graphbudget import profile_model  # noqa: E402
 RUNS: list[int] = []
 
 
-@torch.library.custom_op("graphbudget_test::counted", mutates_args=())
+# The schema is given: torch 2.4's custom_op cannot read this module's string annotations.
+@torch.library.custom_op(
+    "graphbudget_test::counted", mutates_args=(), schema="(Tensor x) -> Tensor"
+)
 def counted(x: torch.Tensor) -> torch.Tensor:
     """``x + 1``, counting the times its kernel really runs."""
     RUNS.append(1)

@@ -11,11 +11,13 @@ references are hand counts written as their arithmetic and the other tier's figu
 from __future__ import annotations
 
 import pytest
+from conftest import skip_before_transformers_5
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
 
 SAME = ("flops", "macs", "params", "activation_peak_bytes", "traffic_bytes")
 
@@ -117,6 +119,8 @@ def transformers():
 
 @pytest.mark.parametrize("family", ["bert", "gpt2"])
 def test_hugging_face_encoder_and_decoder_figures_equal_exports(family, transformers):
+    if family == "gpt2":
+        skip_before_transformers_5("its GPT-2 does not export whole (a data-dependent mask check)")
     torch.manual_seed(0)
     if family == "bert":
         config = transformers.BertConfig(
@@ -172,6 +176,8 @@ class Branchy(nn.Module):
 
 
 def test_a_data_dependent_branch_gets_the_same_counts_as_the_graph_breaks():
+    if why := dynamo_breaks_unavailable():
+        pytest.skip(why)
     x = torch.ones(2, 8)
     model = Branchy().eval()
     nn.init.ones_(model.stem.weight)  # y = sum(x) > 0 in every column: the pos branch

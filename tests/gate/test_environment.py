@@ -53,6 +53,22 @@ def test_counter_moved_names_each_counting_version_that_changed():
     assert counter_moved({}, now) == ""  # an old baseline says nothing
 
 
+def test_a_project_with_a_dynamic_version_is_recorded_at_its_installed_version(tmp_path):
+    """setuptools-scm, hatch-vcs or an attribute: pyproject says only ``dynamic``; the version
+    is the installed distribution's (this package is one such project, installed here)."""
+    from importlib.metadata import version
+
+    from pytest_graphbudget.gate.environment import project_version
+
+    dynamic = '[project]\nname = "{}"\ndynamic = ["version"]\n'
+    (tmp_path / "pyproject.toml").write_text(dynamic.format("pytest-graphbudget"))
+    assert project_version(tmp_path) == f"pytest-graphbudget {version('pytest-graphbudget')}"
+    (tmp_path / "pyproject.toml").write_text(dynamic.format("not-installed-anywhere"))
+    assert project_version(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "team"\nversion = "1.2"\n')
+    assert project_version(tmp_path) == "team 1.2"
+
+
 def test_baseline_keeps_its_environment_and_old_files_still_load(tmp_path):
     from pytest_graphbudget.gate import baseline
     from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES

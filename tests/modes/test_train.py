@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import skip_before_transformers_5
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -212,6 +213,7 @@ def test_resnet18_phases_add_up_per_module_and_in_totals(resnet18_step):
 @pytest.mark.slow
 def test_bert_base_step_contractions_match_flop_counter():
     """bert-base (BertConfig's defaults, no weights: built on the meta device) at seq 128."""
+    skip_before_transformers_5("its BERT reads the mask's values, which fake tensors lack")
     transformers = pytest.importorskip("transformers")
     with torch.device("meta"):
         model = transformers.BertModel(transformers.BertConfig())
@@ -316,6 +318,7 @@ def test_adam_step_peak_matches_the_memory_profiler():
 def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass():
     """The joint graph's nodes with a formula are priced from the values the trace recorded,
     without running them again: every node's figures are those of the ordinary fake pass."""
+    from pytest_graphbudget.compat import export_values_match_fresh
     from pytest_graphbudget.engine.joint import capture
     from pytest_graphbudget.engine.measure import measure
     from pytest_graphbudget.engine.measure_export import measure_exported
@@ -327,6 +330,9 @@ def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass():
     model.train()
     joint = capture(model, Example((ids,), {}), None, "adam")
     quick = measure_exported(joint.holder, joint.traced, _joint_interpreter())
+    if not export_values_match_fresh():  # torch<2.14: recorded values are never reused
+        assert quick is None
+        pytest.skip("torch<2.14 prices on fresh fakes (compat.EXPORT_VALUES_AS_FRESH)")
     ordinary = measure(joint.holder, joint.traced, [ids])
 
     def figures(measured):

@@ -1,0 +1,81 @@
+"""``pytest_graphbudget/compat.py``: the torch floor said once and kept everywhere, the line a
+torch below it gets, and the ops newer than the floor against the torch that runs the test.
+
+The floor itself is proven by ``make compat`` (every minor release from it passes the golden
+figures and the core tests, benchmarks/COMPAT_RESULTS.md) and refused one release below it by
+``tests/test_below_floor.py``; here, that every place naming it names the same release.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_graphbudget import compat
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import compat as matrix  # noqa: E402  (benchmarks/compat.py: make compat's rows)
+
+FLOOR = "{}.{}".format(*compat.TORCH_FLOOR)
+
+
+def test_the_floor_is_one_release_everywhere():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    (claimed,) = re.findall(r'"torch>=([\d.]+)"', pyproject)
+    assert claimed == FLOOR, "pyproject.toml's torch>= and compat.TORCH_FLOOR differ"
+    assert next(iter(matrix.TORCH)) == matrix.TORCH_FLOOR_ROW == FLOOR
+    assert compat.parse(matrix.BELOW_FLOOR) < compat.TORCH_FLOOR
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"benchmarks/compat.py --torch {FLOOR} --golden-only" in makefile  # make compat-ci
+    assert f"**torch {FLOOR} and newer**" in (ROOT / "docs" / "compat.md").read_text()
+
+
+def test_every_python_of_the_matrix_is_in_the_classifiers():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for python in matrix.PYTHONS:
+        assert f'"Programming Language :: Python :: {python}"' in pyproject, python
+
+
+@pytest.mark.parametrize(
+    "version, line",
+    [
+        ("2.3.1", f"pytest-graphbudget needs torch>={FLOOR}; this is 2.3.1"),
+        ("1.13.1+cu117", f"pytest-graphbudget needs torch>={FLOOR}; this is 1.13.1+cu117"),
+        (f"{FLOOR}.0", None),
+        (f"{FLOOR}.1+cu121", None),
+        ("2.15.0", None),
+        ("2.16.0.dev20261201+cpu", None),
+        ("3.0.0", None),
+    ],
+)
+def test_a_torch_below_the_floor_gets_one_line(version, line):
+    assert compat.floor_message(version) == line
+
+
+def test_the_installed_torch_passes_the_floor():
+    compat.check_torch()  # raises TorchTooOld below it
+    assert compat.torch_version() >= compat.TORCH_FLOOR
+
+
+def test_newer_ops_are_real_ops_from_their_release_on():
+    """Each op of NEWER_OPS exists on this torch exactly when its release says it should, and
+    the registry has its entry exactly then (no graph on an older torch can hold it)."""
+    torch = pytest.importorskip("torch")
+    from pytest_graphbudget.costs import REGISTRY
+
+    for name, release in compat.NEWER_OPS.items():
+        assert compat.TORCH_FLOOR < release, f"{name} is older than the floor: drop it"
+        exists = hasattr(torch.ops.aten, name)
+        assert exists == (compat.torch_version() >= release), (name, release)
+        assert (name in REGISTRY) == exists, name
+
+
+def test_make_fx_keywords_keep_only_what_this_torch_takes():
+    pytest.importorskip("torch")
+    kept = compat.make_fx_keywords(tracing_mode="real", no_such_keyword=1)
+    assert kept == {"tracing_mode": "real"}
