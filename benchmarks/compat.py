@@ -1,10 +1,11 @@
 """``make compat``: the package on every torch release from the floor up, and every Python.
 
-One cached virtual environment per row of ``MATRIX`` (a torch release with its torchvision, on
-one Python), built with uv from the registry and kept under ``$GRAPHBUDGET_COMPAT_DIR``
+One cached virtual environment per row of ``matrix()`` (a torch release with its torchvision,
+on one Python), built with uv from the registry and kept under ``$GRAPHBUDGET_COMPAT_DIR``
 (default ``~/.cache/pytest-graphbudget/compat``): the torch pair, the package's extras and
-``constraints.txt`` less its torch and CUDA lines, so that every row runs the same transformers,
-ultralytics and pytest as the pinned one and a difference in figures is torch's. A row is
+``constraints.txt`` less its torch and CUDA lines, so that every row runs the same ultralytics
+and pytest as the pinned one, and the same transformers from torch 2.6 up (below it, the last
+transformers that runs there: ``OLDER``), and a difference in figures is torch's. A row is
 rebuilt only when what it was built from changes (a stamp file). In each row the golden figures
 (``tests/test_golden.py``) and the core tests run, the package installed from this checkout;
 the table goes to ``benchmarks/COMPAT_RESULTS.md`` (version, Python, result, seconds).

@@ -1,22 +1,28 @@
 """Which torch (and pytest) releases take which path: every version test in one place.
 
 The package supports torch from ``TORCH_FLOOR`` to the newest release (``make compat`` runs
-each minor release; ``benchmarks/COMPAT_RESULTS.md`` is the table). What differs between
-releases is decided here and nowhere else:
+each minor release; ``benchmarks/COMPAT_RESULTS.md`` is the table, docs/compat.md the story).
+What differs between releases is decided here and nowhere else:
 
-- ``NEWER_OPS``: ATen ops that some supported torch lacks, with the release that added them.
-  The registry leaves an op's entry out on a torch without it (no graph can hold the op there).
-- ``reparametrize``: ``torch.func.functional_call``'s context manager, private
-  (``torch.nn.utils.stateless._reparametrize_module``) on every release so far; its
-  ``tie_weights`` keyword exists from 2.0 and ``strict`` from 2.1.
-- ``fake_mode``: ``FakeTensorMode(allow_non_fake_inputs=True)`` on every supported release.
-- ``make_fx_keywords``: ``make_fx``'s ``_error_on_data_dependent_ops`` (a private keyword that a
-  real-tensor trace of ``.item()`` needs) is passed only where the signature has it.
-- ``pytest_inifile``: ``_pytest.config.findpaths.determine_setup``, whose keywords changed in
-  pytest 8.1 (``rootdir_cmd_arg``) and 8.4 (``invocation_dir``): only the ones it takes are given.
+- ``check_torch``: a torch below the floor gets one line (``TorchTooOld``), read from the
+  installed metadata without importing torch.
+- ``NEWER_OPS`` and ``op_available``: ATen ops that some supported torch lacks, with the release
+  that added them; the registry leaves an op's entry out on a torch without it.
+- ``dynamo_breaks_unavailable``: tier ``dynamo-breaks`` needs 2.9 (``DYNAMO_UNDER_MODES``).
+- ``export_values_match_fresh``: an exported graph's recorded values are reused from 2.14
+  (``EXPORT_VALUES_AS_FRESH``); before, the graph is priced on fresh fakes.
+- ``before_device_context``: Dynamo imported before a meta device context, up to 2.8.
+- ``proxy_mode``: ``get_proxy_mode`` from 2.5, ``get_innermost_proxy_mode`` in 2.4.
+- ``make_fx_keywords``: ``make_fx``'s private ``_error_on_data_dependent_ops`` only where the
+  signature has it.
+- ``reparametrize``, ``fake_mode``, ``is_fake``, ``lazy_graph_modules``: torch's private
+  ``_reparametrize_module``, ``FakeTensorMode``, ``_use_lazy_graph_module``, the same on every
+  supported release, behind one function each so that a release that moves them changes one
+  place.
+- ``pytest_inifile``: ``_pytest.config.findpaths.determine_setup`` with only the keywords the
+  installed pytest's signature takes (they changed within pytest 8).
 
-Nothing here imports torch at module level: importing the package must stay free of torch, and
-``check_torch`` is what says, in one line, that an installed torch is too old.
+Nothing here imports torch at module level: importing the package must stay free of torch.
 """
 
 from __future__ import annotations

@@ -35,6 +35,12 @@ def test_the_floor_is_one_release_everywhere():
     assert f"**torch {FLOOR} and newer**" in (ROOT / "docs" / "compat.md").read_text()
 
 
+def test_the_pinned_row_is_the_pair_constraints_txt_pins():
+    pins = (ROOT / "constraints.txt").read_text()
+    torch, vision = matrix.TORCH[matrix.PINNED_TORCH]
+    assert f"\ntorch=={torch}\n" in pins and f"\ntorchvision=={vision}\n" in pins
+
+
 def test_every_python_of_the_matrix_is_in_the_classifiers():
     pyproject = (ROOT / "pyproject.toml").read_text()
     for python in matrix.PYTHONS:
