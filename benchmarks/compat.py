@@ -280,20 +280,32 @@ def table(results: list[Result], tests: list[str]) -> str:
         "",
         "Written by `make compat` (`benchmarks/compat.py`): one environment per row, the torch",
         "pair from the registry (CUDA wheels, run on the CPU) and every other package at",
-        "`constraints.txt`'s pins. Tests run in each: " + ", ".join(f"`{t}`" for t in tests) + ".",
-        "Seconds are the tests' own (the environment is cached), on this 2-core machine.",
+        "`constraints.txt`'s pins (below torch 2.6, the newest transformers that runs there).",
+        "Skips say why (a tier or a package a release lacks: docs/compat.md); the golden",
+        "figures' differences are listed in `tests/golden/differences.toml`. Seconds are the",
+        "tests' own (the environment is cached), on this 2-core machine. Tests run in each row:",
         "",
-        "| torch | torchvision | Python | result | tests | seconds |",
-        "| --- | --- | --- | --- | --- | ---: |",
+        ", ".join(f"`{t}`" for t in tests),
+        "",
+        "| torch | torchvision | transformers | ultralytics | Python | result | tests | seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- | ---: |",
     ]
     body = []
     for r in results:
+        found = dict(zip(r.versions.split()[::2], r.versions.split()[1::2], strict=True))
         torch, vision = r.row.pair
         verdict = "pass" if r.ok else "**FAIL**"
-        body.append(
-            f"| {torch} | {vision or 'none released'} | {r.row.python} | {verdict} "
-            f"| {r.outcome} | {r.seconds:.0f} |"
-        )
+        cells = [
+            torch,
+            vision or "none released",
+            found.get("transformers", "?"),
+            "not installed" if found.get("ultralytics") == "-" else found.get("ultralytics", "?"),
+            r.row.python,
+            verdict,
+            r.outcome,
+            f"{r.seconds:.0f}",
+        ]
+        body.append("| " + " | ".join(cells) + " |")
     return "\n".join(head + body) + "\n"
 
 

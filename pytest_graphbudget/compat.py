@@ -21,6 +21,9 @@ What differs between releases is decided here and nowhere else:
   place.
 - ``pytest_inifile``: ``_pytest.config.findpaths.determine_setup`` with only the keywords the
   installed pytest's signature takes (they changed within pytest 8).
+- ``INTERPRETER_FROZEN`` and ``caller_froze_heap``: CPython 3.12 starts with objects of its own
+  in the garbage collector's permanent generation; only a count above them is a caller's
+  ``gc.freeze()``.
 
 Nothing here imports torch at module level: importing the package must stay free of torch.
 """
@@ -28,8 +31,10 @@ Nothing here imports torch at module level: importing the package must stay free
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -50,6 +55,17 @@ NEWER_OPS: dict[str, tuple[int, int]] = {
 }
 """ATen op -> the first torch release that has it (checked against every release of the
 matrix by ``tests/costs/test_registry.py`` when run there)."""
+
+
+INTERPRETER_FROZEN = gc.get_freeze_count() if sys.version_info[:2] == (3, 12) else 0
+"""Objects CPython 3.12 keeps in the permanent generation from its start (375 on 3.12.1, 0 on
+3.10, 3.11 and 3.13), counted when the package is imported: pytest imports it at start-up, before
+any test could freeze the heap."""
+
+
+def caller_froze_heap() -> bool:
+    """Whether something froze objects (``gc.freeze``) that a profile must leave frozen."""
+    return gc.get_freeze_count() > INTERPRETER_FROZEN
 
 
 class TorchTooOld(GraphBudgetError, ImportError):

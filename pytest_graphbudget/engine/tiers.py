@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from pytest_graphbudget.compat import caller_froze_heap
 from pytest_graphbudget.costs import FormulaError
 from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError, one_line
 
@@ -65,7 +66,7 @@ def heap_frozen() -> Iterator[None]:
     collections). ``gc.freeze`` sets that heap aside: young objects are still collected, and
     ``gc.unfreeze`` returns the rest to the oldest generation (cyclic garbage among them waits
     until then). Nothing is done when the collector is off or the caller froze objects."""
-    if not gc.isenabled() or gc.get_freeze_count():
+    if not gc.isenabled() or caller_froze_heap():
         yield
         return
     gc.freeze()

@@ -10,6 +10,7 @@ then the LM head on one position), GPT-2's published configuration for the cache
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -101,10 +102,14 @@ def test_the_decode_step_is_the_models_generate_path():
             real = lm(new, past_key_values=cache, attention_mask=mask, logits_to_keep=1)
         step = decode_step.DecodeStep(lm, CONTEXT)(new, tensors, mask)
     assert torch.allclose(step.logits, real.logits, atol=1e-5)
-    # FlopCounterMode has no formula for the CPU flash-attention op: it sees the weight
-    # matmuls and the LM head, which are the closed form less the attention.
+    # Before torch 2.15 FlopCounterMode has no formula for the CPU flash-attention op: it
+    # sees the weight matmuls and the LM head, which are the closed form less the attention.
+    # From 2.15 it counts that op too, and gives the whole closed form.
+    from pytest_graphbudget.compat import torch_version
+
     attention = LAYERS * 2 * (CONTEXT + 1) * HIDDEN
-    assert counter.get_total_flops() == 2 * (closed_form_macs(CONTEXT) - attention)
+    unseen = 0 if torch_version() >= (2, 15) else attention
+    assert counter.get_total_flops() == 2 * (closed_form_macs(CONTEXT) - unseen)
 
 
 def test_decode_is_memory_bound_on_every_builtin_hardware(result):
@@ -217,7 +222,13 @@ def test_table_puts_prefill_and_decode_side_by_side(result):
     [
         (["bert-base-uncased", "--decode", "--context", "8"], "not a causal language model"),
         (["t5-small", "--decode", "--context", "8"], "not a causal language model"),
-        (["resnet18", "--decode", "--context", "8"], "not a causal language model"),
+        pytest.param(
+            ["resnet18", "--decode", "--context", "8"],
+            "not a causal language model",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("torchvision") is None, reason="needs torchvision"
+            ),
+        ),
         (["gpt2", "--decode", "--context", "1024"], "at most 1023"),
         (["gpt2", "--decode"], "--decode needs --context"),
         (["gpt2", "--context", "8"], "--context needs --decode"),
