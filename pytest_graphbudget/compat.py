@@ -54,7 +54,7 @@ NEWER_OPS: dict[str, tuple[int, int]] = {
     "_flash_attention_forward_no_dropout_inplace": (2, 12),
 }
 """ATen op -> the first torch release that has it (checked against every release of the
-matrix by ``tests/costs/test_registry.py`` when run there)."""
+matrix by ``tests/test_compat.py``, which ``make compat`` runs in each)."""
 
 
 INTERPRETER_FROZEN = gc.get_freeze_count() if sys.version_info[:2] == (3, 12) else 0
