@@ -19,6 +19,8 @@ What differs between releases is decided here and nowhere else:
   ``_reparametrize_module``, ``FakeTensorMode``, ``_use_lazy_graph_module``, the same on every
   supported release, behind one function each so that a release that moves them changes one
   place.
+- ``unsafe_globals``: what a full pickle needs, from ``get_unsafe_globals_in_checkpoint`` (2.5
+  on) or the 2.4 unpickler's message.
 - ``pytest_inifile``: ``_pytest.config.findpaths.determine_setup`` with only the keywords the
   installed pytest's signature takes (they changed within pytest 8).
 - ``INTERPRETER_FROZEN`` and ``caller_froze_heap``: CPython 3.12 starts with objects of its own
@@ -200,6 +202,22 @@ def before_device_context() -> None:
     """
     if not torch_at_least(2, 9):
         import torch._dynamo  # noqa: F401
+
+
+def unsafe_globals(path: Any, error: BaseException) -> list[str]:
+    """The globals a checkpoint needs that ``weights_only`` refuses: torch's own finder from
+    2.5; in 2.4, the one global the unpickler's error names (``GLOBAL a.b.C``)."""
+    import os
+
+    import torch
+
+    finder = getattr(torch.serialization, "get_unsafe_globals_in_checkpoint", None)
+    if finder is None:
+        return re.findall(r"GLOBAL ([\w.]+)", str(error))[:1]
+    try:
+        return list(finder(os.fspath(path)))
+    except Exception:
+        return []
 
 
 @cache

@@ -11,12 +11,12 @@ and is refused as well.
 
 from __future__ import annotations
 
-import os
 import pickle
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_graphbudget.compat import unsafe_globals
 from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader
 
@@ -187,7 +187,7 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        globals_ = _unsafe_globals(path)
+        globals_ = unsafe_globals(path, exc)
         if any(g.startswith("ultralytics.") for g in globals_):
             loaded = _load_ultralytics(path, name, trust=options.trust_pickle)
             note = "ultralytics checkpoint"
@@ -304,18 +304,6 @@ def _unpickler_reason(exc: BaseException) -> str:
             said = line.partition(marker)[2].strip()
             return said or (lines[i + 1] if i + 1 < len(lines) else line)
     return lines[0] if lines else type(exc).__name__
-
-
-def _unsafe_globals(path: Path) -> list[str]:
-    import torch
-
-    finder = getattr(torch.serialization, "get_unsafe_globals_in_checkpoint", None)
-    if finder is None:
-        return []
-    try:
-        return list(finder(os.fspath(path)))
-    except Exception:
-        return []
 
 
 def _is_torchscript(path: Path) -> bool:

@@ -24,7 +24,10 @@ from pytest_graphbudget.costs.registry import REGISTRY, FormulaError  # noqa: E4
 DOCS = Path(__file__).parents[2] / "docs" / "metrics.md"
 
 
-@torch.library.custom_op("gbraise::fused_mm", mutates_args=())
+# The schema is given: torch 2.4's custom_op cannot read this module's string annotations.
+@torch.library.custom_op(
+    "gbraise::fused_mm", mutates_args=(), schema="(Tensor a, Tensor b) -> Tensor"
+)
 def fused_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b + 1
 

@@ -349,7 +349,8 @@ def test_training_mode_is_restored_when_profiling_raises():
 # conv, einsum, attention, linear, dot, gemm, lstm, gru, rnn...). Other unsupported ops warn.
 
 
-@torch.library.custom_op("gbcosts::blend", mutates_args=())
+# The schema is given: torch 2.4's custom_op cannot read this module's string annotations.
+@torch.library.custom_op("gbcosts::blend", mutates_args=(), schema="(Tensor a, Tensor b) -> Tensor")
 def blend(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """A matrix product hidden in a custom op whose name does not say so."""
     return a @ b
@@ -360,7 +361,7 @@ def _(a, b):
     return a.new_empty(a.shape[0], b.shape[1])
 
 
-@torch.library.custom_op("gbcosts::bucket", mutates_args=())
+@torch.library.custom_op("gbcosts::bucket", mutates_args=(), schema="(Tensor x) -> Tensor")
 def bucket(x: torch.Tensor) -> torch.Tensor:
     """1-D integer bookkeeping: nothing a contraction could hide in."""
     return x + 1
