@@ -37,7 +37,6 @@ import gc
 import inspect
 import re
 import sys
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -61,8 +60,8 @@ matrix by ``tests/test_compat.py``, which ``make compat`` runs in each)."""
 
 INTERPRETER_FROZEN = gc.get_freeze_count() if sys.version_info[:2] == (3, 12) else 0
 """Objects CPython 3.12 keeps in the permanent generation from its start (375 on 3.12.1, 0 on
-3.10, 3.11 and 3.13), counted when the package is imported: pytest imports it at start-up, before
-any test could freeze the heap."""
+3.10, 3.11 and 3.13), counted when this module is first imported: with the engine, before a
+test or a caller's code is likely to freeze the heap."""
 
 
 def caller_froze_heap() -> bool:
@@ -104,7 +103,10 @@ def floor_message(version: str) -> str | None:
 
 
 def installed_torch() -> str:
-    """The installed torch's version, read without importing torch (pytest's start-up)."""
+    """The installed torch's version: the imported module's, else read from the installed
+    metadata without importing torch (pytest's start-up; a cold lookup costs ~25 ms)."""
+    if "torch" in sys.modules:
+        return str(sys.modules["torch"].__version__)
     from importlib import metadata
 
     try:
@@ -233,9 +235,9 @@ def make_fx_keywords(**wanted: Any) -> dict[str, Any]:
     return {key: value for key, value in wanted.items() if key in accepted}
 
 
-def pytest_inifile(determine: Callable[..., Any] | None = None, **given: Any) -> Any:
+def pytest_inifile(**given: Any) -> Any:
     """pytest's own ``determine_setup`` with the keywords this pytest takes."""
-    if determine is None:
-        from _pytest.config.findpaths import determine_setup as determine
-    accepted = inspect.signature(determine).parameters
-    return determine(**{key: value for key, value in given.items() if key in accepted})
+    from _pytest.config.findpaths import determine_setup
+
+    accepted = inspect.signature(determine_setup).parameters
+    return determine_setup(**{key: value for key, value in given.items() if key in accepted})

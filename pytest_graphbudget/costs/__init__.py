@@ -12,6 +12,8 @@ Importing the modules below fills the registry.
 
 from __future__ import annotations
 
+import torch  # noqa: F401  (the formulas' modules import it anyway; check_torch reads it)
+
 from pytest_graphbudget.compat import check_torch
 
 check_torch()  # one line for a torch below the floor, before any formula meets its ops
