@@ -36,6 +36,7 @@ from pytest_graphbudget.engine.measure import (
     Measured,
     NodeCost,
     _op_name,
+    _out_arguments,
     _Recorder,
     _storage,
     _views,
@@ -122,7 +123,10 @@ class _Tape(_Recorder):
         call = None if self.memo is None else self.memo.key_of(func, args, kwargs)
         try:
             out = func(*args, **kwargs)
-            self.record(name, args, kwargs, out, tensors)
+            # An out= argument is the op's output, not an input (as in the cost pass).
+            outs = _out_arguments(func)
+            inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
+            self.record(name, args, inputs, out, tensors)
         finally:
             self.node = None
         self.close(node, out)

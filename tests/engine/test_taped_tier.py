@@ -392,3 +392,46 @@ def test_fx_is_tried_again_where_the_state_it_failed_on_was_built():
     assert TRACED.count(True) == 2
     assert traced.trace.method == "fx"
     assert traced.macs == 2 * 4 * 4  # fc: 2 rows x 4 out x 4 in
+
+
+class OutOpsTaped(nn.Module):
+    """out= ops into buffers the forward makes from a shape: FX cannot trace it, the tape does."""
+
+    def forward(self, x, b):
+        n = x.shape[0]
+        mm, mat, add = torch.empty(n, n), torch.empty(n, n), torch.empty(n, n)
+        addmm, bmm = torch.empty(n, n), torch.empty(2, 5, 5)
+        torch.mm(x, x, out=mm)
+        torch.matmul(x, x, out=mat)
+        torch.addmm(x, x, x, out=addmm)
+        torch.bmm(b, b, out=bmm)
+        torch.add(mm, mat, out=add)
+        return add, addmm, bmm
+
+
+class OutOpsTraced(nn.Module):
+    """The same ops into buffers given as inputs: FX traces it."""
+
+    def forward(self, x, b, mm, mat, add, addmm, bmm):
+        torch.mm(x, x, out=mm)
+        torch.matmul(x, x, out=mat)
+        torch.addmm(x, x, x, out=addmm)
+        torch.bmm(b, b, out=bmm)
+        torch.add(mm, mat, out=add)
+        return add, addmm, bmm
+
+
+def test_out_variants_are_priced_on_the_tape_as_by_fx():
+    """mm, matmul and addmm of 10x10 by 10x10: 1,000 MACs each, addmm's 100 adds; bmm of two
+    5x5 pairs: 250 MACs; add: 100 FLOPs. The tape once passed out= to the formula twice and
+    priced these at zero."""
+    x, b = torch.randn(10, 10), torch.randn(2, 5, 5)
+    taped = profile_model(OutOpsTaped(), (x, b))
+    buffers = (torch.empty(10, 10), torch.empty(10, 10), torch.empty(10, 10))
+    traced = profile_model(
+        OutOpsTraced(), (x, b, *buffers, torch.empty(10, 10), torch.empty(2, 5, 5))
+    )
+    assert (taped.trace.method, traced.trace.method) == ("eager", "fx")
+    assert taped.coverage.unsupported_ops == {} == traced.coverage.unsupported_ops
+    assert taped.macs == traced.macs == 3 * 1000 + 250
+    assert taped.flops == traced.flops == 2 * (3 * 1000 + 250) + 100 + 100
