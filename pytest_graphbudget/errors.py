@@ -62,8 +62,14 @@ def toml_error(path: Path | str, exc: Exception) -> str:
 
 
 def closest(key: str, valid: list[str] | tuple[str, ...]) -> str:
-    """' (did you mean X?)' for a misspelt key, or ''."""
+    """' (did you mean X?)' for a misspelt key, or ''. Case and ``-``/``_`` are folded first:
+    ``FLOPS_MAX`` and ``flops-max`` name ``flops_max``, which the raw spelling is too far from."""
     import difflib
 
-    match = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    folded = {_fold(v): v for v in valid}
+    match = difflib.get_close_matches(_fold(key), list(folded), n=1, cutoff=0.5)
+    return f" (did you mean {folded[match[0]]!r}?)" if match else ""
+
+
+def _fold(key: str) -> str:
+    return key.lower().replace("-", "_")

@@ -109,3 +109,13 @@ def test_an_integer_beyond_a_float_is_refused_in_one_short_line(value, kind):
 def test_huge_ratios_print_what_reads_back(value, text, back):
     assert format_ratio(value) == text
     assert parse(format_ratio(value), "ratio") == pytest.approx(back, rel=1e-12)
+
+
+def test_closest_folds_case_and_dashes_before_matching():
+    from pytest_graphbudget.errors import closest
+
+    keys = ("flops_max", "memory_max", "params_max")
+    assert closest("FLOPS_MAX", keys) == " (did you mean 'flops_max'?)"
+    assert closest("flops-max", keys) == " (did you mean 'flops_max'?)"
+    assert closest("flops_mx", keys) == " (did you mean 'flops_max'?)"
+    assert closest("latency", keys) == ""
