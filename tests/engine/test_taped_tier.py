@@ -394,31 +394,29 @@ def test_fx_is_tried_again_where_the_state_it_failed_on_was_built():
     assert traced.macs == 2 * 4 * 4  # fc: 2 rows x 4 out x 4 in
 
 
+def _out_ops(x, b, mm, mat, add, addmm, bmm):
+    torch.mm(x, x, out=mm)
+    torch.matmul(x, x, out=mat)
+    torch.addmm(x, x, x, out=addmm)
+    torch.bmm(b, b, out=bmm)
+    torch.add(mm, mat, out=add)
+    return add, addmm, bmm
+
+
 class OutOpsTaped(nn.Module):
     """out= ops into buffers the forward makes from a shape: FX cannot trace it, the tape does."""
 
     def forward(self, x, b):
         n = x.shape[0]
-        mm, mat, add = torch.empty(n, n), torch.empty(n, n), torch.empty(n, n)
-        addmm, bmm = torch.empty(n, n), torch.empty(2, 5, 5)
-        torch.mm(x, x, out=mm)
-        torch.matmul(x, x, out=mat)
-        torch.addmm(x, x, x, out=addmm)
-        torch.bmm(b, b, out=bmm)
-        torch.add(mm, mat, out=add)
-        return add, addmm, bmm
+        buffers = [torch.empty(n, n) for _ in range(4)]
+        return _out_ops(x, b, *buffers, torch.empty(2, 5, 5))
 
 
 class OutOpsTraced(nn.Module):
     """The same ops into buffers given as inputs: FX traces it."""
 
     def forward(self, x, b, mm, mat, add, addmm, bmm):
-        torch.mm(x, x, out=mm)
-        torch.matmul(x, x, out=mat)
-        torch.addmm(x, x, x, out=addmm)
-        torch.bmm(b, b, out=bmm)
-        torch.add(mm, mat, out=add)
-        return add, addmm, bmm
+        return _out_ops(x, b, mm, mat, add, addmm, bmm)
 
 
 def test_out_variants_are_priced_on_the_tape_as_by_fx():
