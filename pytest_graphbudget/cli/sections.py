@@ -93,7 +93,7 @@ def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     ]
     for label, r in rank_groups(parallel["ranks"]):
         shares = " + ".join(
-            f"{p.replace('_', ' ')} {format_bytes(r[p + '_bytes'])}" for p in RANK_PARTS
+            f"{p.replace('_', ' ')} {format_bytes(r.get(p + '_bytes', 0))}" for p in RANK_PARTS
         )
         rows.append((label, f"peak {format_bytes(r['peak_bytes'])} = {shares}"))
     first = parallel["ranks"][0]

@@ -4,14 +4,15 @@ parallel={"fsdp": 8})``, ``{"zero": 1|2|3, "dp": N}``, ``{"tp": 2, "fsdp": 4}``.
 Derived, not run: the step is profiled once on one rank's model (its Linear layers split as
 Megatron-style tensor parallelism splits them, when ``tp`` > 1), then its model state is divided
 as the sharding divides it: ZeRO-1 shards the optimizer's state, ZeRO-2 the gradients too,
-ZeRO-3 and FSDP the parameters too; ``dp`` alone replicates. Each rank holds its shard and
-its own micro-batch's activations; the inputs given are one rank's micro-batch. The bytes each
-step moves between ranks are the ring volumes: an all-reduce of B bytes moves 2(N-1)/N * B
-per rank, an all-gather or reduce-scatter (N-1)/N * B. The figures model the gloo backend's
-step on CPU (``benchmarks/sharded.py`` checks them against a real run). With
-``dtype="bfloat16"`` (or float16) and an optimizer the state is mixed precision, as DeepSpeed's
-ZeRO and FSDP2's ``MixedPrecisionPolicy`` keep it: 16-bit parameters and gradients, fp32 master
-weights and optimizer slots (Adam: 16 bytes per parameter before sharding).
+ZeRO-3 and FSDP the parameters too; ``dp`` alone replicates. Each rank holds its shard, the
+model's buffers whole (no stage shards them) and its own micro-batch's activations; the
+inputs given are one rank's micro-batch. The bytes each step moves between ranks are the ring
+volumes: an all-reduce of B bytes moves 2(N-1)/N * B per rank, an all-gather or
+reduce-scatter (N-1)/N * B. The figures model the gloo backend's step on CPU
+(``benchmarks/sharded.py`` checks them against a real run). With ``dtype="bfloat16"`` (or
+float16) and an optimizer the state is mixed precision, as DeepSpeed's ZeRO and FSDP2's
+``MixedPrecisionPolicy`` keep it: 16-bit parameters and gradients, fp32 master weights and
+optimizer slots (Adam: 16 bytes per parameter before sharding).
 """
 
 from __future__ import annotations
@@ -47,20 +48,24 @@ class PerRank:
     activation_bytes: int
     input_bytes: int
     transient_bytes: int
+    buffers_bytes: int = 0
     collectives: dict[str, int] = field(default_factory=dict)
 
     @property
     def model_state_bytes(self) -> int:
+        """Parameters, gradients and optimizer state: what ZeRO's closed forms count (the
+        buffers are beside them, whole on every rank)."""
         return self.params_bytes + self.grads_bytes + self.optimizer_state_bytes
 
     @property
     def peak_bytes(self) -> int:
-        state = self.model_state_bytes + self.input_bytes
+        state = self.model_state_bytes + self.buffers_bytes + self.input_bytes
         return state + self.activation_bytes + self.transient_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "params_bytes": self.params_bytes,
+            "buffers_bytes": self.buffers_bytes,
             "grads_bytes": self.grads_bytes,
             "optimizer_state_bytes": self.optimizer_state_bytes,
             "model_state_bytes": self.model_state_bytes,
@@ -147,7 +152,10 @@ def per_rank(
     ``mixed``: the 16-bit parameters' optimizer keeps fp32 master weights and fp32 slots."""
     params = [p for p in model.parameters() if p.requires_grad]
     grads_full = sum(p.numel() * p.element_size() for p in params)
-    weights = prof.weights_bytes
+    # Buffers (a causal mask, BatchNorm's running statistics) are no parameters: DDP and
+    # FSDP keep them whole on every rank, and no ZeRO stage shards them.
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    weights = prof.weights_bytes - buffers
     activations = max(prof.activation_peak_bytes - grads_full, 0)
     n, stage = parallel.shards, parallel.stage
     # ZeRO-3/FSDP: while one unit runs, its all-gather buffer, the unsharded parameters copied
@@ -175,6 +183,7 @@ def per_rank(
                 activations,
                 prof.input_bytes,
                 transient,
+                buffers,
                 collectives(parallel, weights, grads_full, rows),
             )
         )

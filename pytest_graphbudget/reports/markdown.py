@@ -138,7 +138,7 @@ def rank_table(parallel: dict[str, Any] | None) -> list[str]:
     lines = [f"Per rank, {code(parallel['parallel'])} ({parallel['world']} ranks{mixed}):", ""]
     lines += ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
     for label, r in rank_groups(parallel["ranks"]):
-        cells = [format_bytes(r[f"{p}_bytes"]) for p in ("peak", *RANK_PARTS)]
+        cells = [format_bytes(r.get(f"{p}_bytes", 0)) for p in ("peak", *RANK_PARTS)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 

@@ -85,8 +85,9 @@ def json_text(data: Any) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-RANK_PARTS = ("params", "grads", "optimizer_state", "activation", "input", "transient")
-"""The parts of one rank's peak of a sharded step (``Profile.to_dict()["parallel"]``)."""
+RANK_PARTS = ("params", "buffers", "grads", "optimizer_state", "activation", "input", "transient")
+"""The parts of one rank's peak of a sharded step (``Profile.to_dict()["parallel"]``); a
+JSON written before ``buffers_bytes`` was has none (read as 0)."""
 
 
 def rank_groups(ranks: list[dict]) -> list[tuple[str, dict]]:

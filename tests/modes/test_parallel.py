@@ -60,6 +60,57 @@ def test_stages_shard_what_they_should():
     assert (r["params_bytes"], r["grads_bytes"], r["optimizer_state_bytes"]) == (1120, 280, 560)
 
 
+class Masked(nn.Module):
+    """The MLP (P = 280 in T = 4 parameter tensors) with an 8 x 8 fp32 causal mask as a
+    buffer: 64 * 4 = 256 B that is no parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 8)
+        self.register_buffer("mask", torch.tril(torch.ones(8, 8)))
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x @ self.mask)))
+
+
+@pytest.mark.parametrize(
+    ("parallel", "params", "grads", "state"),
+    [
+        # ZeRO-1 over 2: 4P + 4P + 8P/2 = 1120 + 1120 + 1120.
+        ({"zero": 1, "dp": 2}, 1120, 1120, 1120),
+        # ZeRO-2 over 4: 4P + 4P/4 + 8P/4 = 1120 + 280 + 560.
+        ({"zero": 2, "dp": 4}, 1120, 280, 560),
+        # ZeRO-3 over 4: 16P/4 = 280 + 280 + 560; the mask is not sharded with the parameters.
+        ({"zero": 3, "dp": 4}, 280, 280, 560),
+        ({"fsdp": 4}, 280, 280, 560),
+    ],
+)
+def test_buffers_are_whole_on_every_rank_beside_the_model_state(parallel, params, grads, state):
+    # Issue 35: the mask's 256 B were counted as parameters (model state 256 B above the
+    # closed form under ZeRO-1/2, 256/N under ZeRO-3, missing under FSDP). What torch holds,
+    # counted on a gloo run of DDP + ZeroRedundancyOptimizer(Adam) over 2 ranks of this model:
+    # parameters 1120 and gradients 1120 on each rank, the mask 256 B on each rank (DDP
+    # replicates buffers), Adam's moments for the rank's own tensors (576 and 544 B: torch
+    # assigns whole tensors; the flat closed form is 560 each), and a float32 `step` of 4 B per
+    # owned tensor (8 B each). The step counters are not counted, as the unsharded step's
+    # `optimizer_state_bytes` does not count them either.
+    x = torch.randn(4, 8)
+    prof = profile_model(Masked(), x, mode="train", optimizer="adam", parallel=parallel)
+    # The unsharded profile's weights: 4P + the mask = 1120 + 256.
+    assert prof.weights_bytes == 1376
+    for r in prof.parallel["ranks"]:
+        assert (r["params_bytes"], r["grads_bytes"], r["optimizer_state_bytes"]) == (
+            params,
+            grads,
+            state,
+        )
+        assert r["model_state_bytes"] == params + grads + state
+        assert r["buffers_bytes"] == 256
+        parts = ("model_state", "buffers", "activation", "input", "transient")
+        assert r["peak_bytes"] == sum(r[f"{p}_bytes"] for p in parts)
+
+
 def test_uneven_fsdp_shards_differ_by_rank():
     # fsdp=3, dim-0 chunks of ceil(rows/3): fc1 16 rows -> 6, 6, 4 (x8 weights + 1 bias each);
     # fc2 8 rows -> 3, 3, 2 (x16 + 1). Rank 0: 6*9 + 3*17 = 105 params, rank 2: 4*9 + 2*17 = 70.
