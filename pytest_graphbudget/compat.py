@@ -160,6 +160,14 @@ def lazy_graph_modules() -> contextlib.AbstractContextManager:
     return _use_lazy_graph_module(True)
 
 
+def make_graph_module(root: Any, graph: Any, name: str) -> Any:
+    """What ``fx.symbolic_trace`` returns for a graph traced by another tracer: a lazy graph
+    module under ``lazy_graph_modules`` (``_make_graph_module``, private, 2.2 on)."""
+    from torch.fx._lazy_graph_module import _make_graph_module
+
+    return _make_graph_module(root, graph, name)
+
+
 def proxy_mode() -> Any:
     """The innermost proxy (``make_fx``) mode: ``get_proxy_mode`` from 2.5, before it
     ``get_innermost_proxy_mode``."""

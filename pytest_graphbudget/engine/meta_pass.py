@@ -34,18 +34,27 @@ SAFE_MODULES = (
 """Leaf modules whose forward never looks at the device (nn.MultiheadAttention does: its fused
 path is for CPU and CUDA only), so they compute the same ops on meta tensors."""
 SAFE_NAMESPACES = ("_operator", "operator", "torch", "torch.functional", "torch.nn.functional")
+SAFE_NAMESPACES += ("torch._C._nn", "torch._C._VariableFunctions", "torch._C._linalg")
+"""``torch._C._nn``: ``F.linear`` and ``F.gelu`` as FX records them, ATen ops with no Python."""
 UNSAFE_FUNCTIONS = {"interpolate", "scaled_dot_product_attention", "multi_head_attention_forward"}
+SHAPE_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "T", "mT", "layout", "requires_grad"})
+"""Tensor attributes a graph may read (``getattr`` nodes: timm's ``x.shape``) that are the same
+on meta and CPU tensors; ``device``, ``is_cuda`` and the like are not."""
 
 
 def meta_safe(gm: fx.GraphModule) -> bool:
     """Whether an FX graph computes the same ops on meta tensors as on fake CPU ones: every
     module it calls is one of ``SAFE_MODULES`` (exactly), every function is torch's or
-    Python's operators and none of ``UNSAFE_FUNCTIONS``. Methods are left to fail loudly
-    (``.cpu()`` on a meta tensor raises), and the caller then runs the fake pass."""
+    Python's operators and none of ``UNSAFE_FUNCTIONS``; ``getattr`` reads only
+    ``SHAPE_ATTRIBUTES``. Methods are left to fail loudly (``.cpu()`` on a meta tensor raises),
+    and the caller then runs the fake pass."""
     for n in gm.graph.nodes:
         if n.op == "call_module" and type(gm.get_submodule(n.target)) not in SAFE_MODULES:
             return False
-        if n.op == "call_function":
+        if n.op == "call_function" and n.target is getattr:
+            if len(n.args) != 2 or n.args[1] not in SHAPE_ATTRIBUTES:
+                return False
+        elif n.op == "call_function":
             namespace = getattr(n.target, "__module__", None) or "torch"
             name = getattr(n.target, "__name__", "")
             if namespace not in SAFE_NAMESPACES or name in UNSAFE_FUNCTIONS:
@@ -124,6 +133,32 @@ def _recipe(out: Any, args: tuple, kwargs: dict) -> Any:
     return isinstance(out, tuple), specs
 
 
+@functools.cache
+def in_place(func: Any) -> bool:
+    """Whether ``func`` is an in-place ATen op that writes its first argument and returns it
+    (``hardswish_``, ``add_``, ``copy_``): its output is that argument, whose metadata only the
+    ``inplace_view`` ops (``t_``, ``resize_``) change."""
+    if not isinstance(func, torch._ops.OpOverload):
+        return False
+    if torch.Tag.inplace not in func.tags or torch.Tag.inplace_view in func.tags:
+        return False
+    schema = func._schema
+    args, returns = schema.arguments, schema.returns
+    if not args or len(returns) != 1 or args[0].alias_info is None:
+        return False
+    if not args[0].alias_info.is_write or any(a.alias_info is not None for a in args[1:]):
+        return False
+    return returns[0].alias_info is not None and (
+        returns[0].alias_info.before_set == args[0].alias_info.before_set
+    )
+
+
+IN_PLACE = object()
+"""The memo of an in-place signature whose kernel returned its first argument
+unchanged in shape: later calls return that argument without running the kernel (many meta
+kernels of in-place ops are Python decompositions, milliseconds each)."""
+
+
 class MetaCache:
     """Runs ATen ops on meta tensors, each signature's kernel once (see the module's doc)."""
 
@@ -132,6 +167,8 @@ class MetaCache:
         self.hits = 0
 
     def __call__(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        if in_place(func):
+            return self._in_place(func, args, kwargs)
         if not functional(func):
             return func(*args, **kwargs)
         try:
@@ -149,3 +186,17 @@ class MetaCache:
         many, specs = recipe
         outs = tuple(torch.empty_strided(s, st, dtype=d, device="meta") for s, st, d in specs)
         return outs if many else outs[0]
+
+    def _in_place(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        try:
+            key = (func, _describe(args), _describe(tuple(sorted(kwargs.items()))))
+        except Uncacheable:
+            return func(*args, **kwargs)
+        if self.memo.get(key) is IN_PLACE:
+            self.hits += 1
+            return args[0]
+        before = (tuple(args[0].shape), args[0].stride(), args[0].dtype)
+        out = func(*args, **kwargs)
+        if out is args[0] and (tuple(out.shape), out.stride(), out.dtype) == before:
+            self.memo[key] = IN_PLACE
+        return out
