@@ -3,7 +3,9 @@
 
 Each model is rebuilt as the ``ModelResult`` its shard wrote, and the reports come from the
 same writers as a pytest run's (``reports.write_files``): no second implementation. A model in
-two shards is one row when both entries agree, and an error when they differ.
+two shards is one row when both entries agree, and an error when they differ. A model that
+must have run and no report has (``merge_expect``: what ``--expect`` collects, else what the
+shards collected before deselecting) is a ``not run`` error.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=[],
         help="a path the unsharded run is given (budgets/, tests/, a test file), collected "
         "as pytest --graph-budget collects it: a budget model there that no shard reported is "
-        "an error (not run), never unchanged",
+        "an error (not run), never unchanged. Without it, every budgeted test that a shard "
+        "collected before deselecting (pytest-split, -k) must have run in some shard",
     )
     p.add_argument("--json", metavar="OUT", help="write the merged JSON report")
     p.add_argument("--markdown", metavar="OUT", help="write the pull-request comment")
@@ -143,9 +146,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
     results, stale = merge(documents)
     environment = environment_of(documents)
     seen = {r.id for r in results}
-    wanted = merge_expect.expected(args.expect)
-    missing = [not_run(i) for i in wanted if not merge_expect.reported(i, seen)]
-    results = sorted(results + missing, key=lambda r: r.id)
+    collection = merge_expect.collection_of(documents)
+    left = merge_expect.never_ran(collection, {r.nodeid for r in results}, seen)
+    if args.expect:  # what must run, named: the shards' own lists are not needed
+        wanted = merge_expect.expected(args.expect)
+        lost = [i for i in wanted if not merge_expect.reported(i, seen)]
+    else:
+        lost = left
+        if lost:
+            console.error(merge_expect.never_ran_line(lost, list(documents)))
+    results = sorted(results + [not_run(i) for i in lost], key=lambda r: r.id)
+    if collection is not None:  # the merged run's: what the shards collected, and left unrun
+        collection = json_report.Collection(collection.collected, frozenset(left))
     here = Path.cwd()
     done = write_files(
         results,
@@ -158,6 +170,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         html=args.html,
         github=args.github,
         environment=environment,
+        collection=collection,
     )
     for problem in done.problems:
         console.error(problem)

@@ -1,9 +1,14 @@
-"""``graph-budget merge --expect PATH``: the models one unsharded run of PATH would check, as
-the plugin collects them, so a shard that never ran is an error rather than a smaller green.
+"""What ``graph-budget merge`` expects its shards to have run, so that a shard that never ran
+is an error rather than a smaller green.
 
-PATH is what the unsharded run would be given (``budgets/``, ``tests/``, a test file): pytest
-collects it in-process with ``--graph-budget --collect-only``, and the budget models are the
-budget files' items and the tests with a budget marker. Nothing is profiled or run.
+``--expect PATH``: the models one unsharded run of PATH would check, as the plugin collects
+them. PATH is what the unsharded run would be given (``budgets/``, ``tests/``, a test file):
+pytest collects it in-process with ``--graph-budget --collect-only``, and the budget models are
+the budget files' items and the tests with a budget marker. Nothing is profiled or run.
+
+Without it, the shards' own reports: a shard split by pytest-split (``--splits``/``--group``)
+or ``-k`` collects every test before it deselects the other shards', and its JSON lists them
+(``collected_budget_nodeids``, ``deselected_budget_nodeids``): each must have run somewhere.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import figures
+from pytest_graphbudget.reports.json_report import Collection
+
+SHOWN = 5
+"""Missing node ids named in the one line; the reports list every one."""
 
 
 def budget_markers() -> set[str]:
@@ -58,3 +67,38 @@ def expected(paths: list[str]) -> list[str]:
 def reported(model_id: str, seen: set[str]) -> bool:
     """Whether some shard reported the collected ``model_id`` (itself or one of its labels)."""
     return model_id in seen or any(s.startswith(f"{model_id}::") for s in seen)
+
+
+def collection_of(documents: dict[str, dict[str, Any]]) -> Collection | None:
+    """The shards' budgeted node ids together: every one some shard collected, and as
+    deselected those that every shard which collected it deselected. None when no report
+    lists them (``graph-budget check``'s reports, an earlier version's)."""
+    found = [c for c in map(Collection.read, documents.values()) if c is not None]
+    if not found:
+        return None
+    collected = frozenset().union(*(c.collected for c in found))
+    ran = frozenset().union(*(c.collected - c.deselected for c in found))
+    return Collection(collected, collected - ran)
+
+
+def never_ran(collection: Collection | None, nodeids: set[str], seen: set[str]) -> list[str]:
+    """The node ids some shard collected and none ran (each shard deselected it, and no
+    report has a model of it): a shard's report is missing."""
+    if collection is None:
+        return []
+    lost = collection.deselected - nodeids
+    return sorted(i for i in lost if not reported(i, seen))
+
+
+def never_ran_line(lost: list[str], paths: list[str]) -> str:
+    """The one line that says which models no given report ran, and what to do."""
+    shown = ", ".join(lost[:SHOWN]) + (
+        f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
+    )
+    many = "models" if len(lost) > 1 else "model"
+    return (
+        f"{len(lost)} budgeted {many} collected by the shards ran in none of "
+        f"{', '.join(paths)}: {shown} (not run); pass every shard's --graph-budget-json "
+        "report (a shard that failed or was not uploaded?), or --expect PATH to name what "
+        "must run"
+    )

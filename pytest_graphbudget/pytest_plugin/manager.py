@@ -43,6 +43,7 @@ from pytest_graphbudget.pytest_plugin.state import (
     ITEM_TYPOS,
     ITEM_UNCHECKED,
     PROPERTY,
+    WORKER_COLLECTION,
     _is_worker,
     check_marker_names,
     project_settings,
@@ -62,6 +63,10 @@ class GraphBudget:
         self.hardware = config.getoption("graph_budget_hardware")
         root = config.rootpath
         self.collected: set[str] = set()
+        # The budgeted items' node ids collected, before any deselection, and those kept
+        # (a worker's, under xdist, arrive at the controller in pytest_testnodedown).
+        self.budgets_collected: set[str] = set()
+        self.budgets_kept: set[str] = set()
         self.checker = Checker(
             **baseline_of(config, self.settings),  # the file, or the base's (base.py)
             strict=config.getoption("graph_budget_strict") or self.settings.strict,
@@ -111,6 +116,27 @@ class GraphBudget:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Under xdist the controller collects nothing itself: the workers tell it what they did.
         self.collected.update(ids)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]):
+        # Around every plugin's modifyitems: the budgeted items before any of them deselects
+        # (pytest-split's --group runs last, -k, -m and --deselect before it), and the ones
+        # left after all of them. Each shard thus lists the models the others must run.
+        every = list(items)
+        result = yield
+        budgeted = {item.nodeid for item in every if is_budgeted(item)}
+        kept = budgeted & {item.nodeid for item in items}
+        self.budgets_collected |= budgeted
+        self.budgets_kept |= kept
+        if _is_worker(self.config):
+            self.config.workeroutput[WORKER_COLLECTION] = [sorted(budgeted), sorted(kept)]
+        return result
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        budgeted, kept = getattr(node, "workeroutput", {}).get(WORKER_COLLECTION, ([], []))
+        self.budgets_collected.update(budgeted)
+        self.budgets_kept.update(kept)
 
     # -- running --------------------------------------------------------------------------
 
@@ -360,13 +386,15 @@ class GraphBudget:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if _is_worker(self.config):
             return
+        from pytest_graphbudget.reports.json_report import Collection
         from pytest_graphbudget.run.session import finish, outputs_of, stale_errors
 
         outputs = outputs_of(self.config)
         stale = stale_errors(self.stale_entries(), self.checker)  # errors under strict only
         self.results += stale
+        collection = Collection.of(self.budgets_collected, self.budgets_kept)
         self.written, self.baseline_unwritten = finish(
-            self.results, self.stale_entries(), self.checker, outputs
+            self.results, self.stale_entries(), self.checker, outputs, collection
         )
         if stale and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # no test failed for them
@@ -406,6 +434,12 @@ class GraphBudget:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def is_budgeted(item: pytest.Item) -> bool:
+    """Whether the item is a budgeted model: a budget file's table (or the file's item when
+    it could not be read), or a test with one of this plugin's markers."""
+    return isinstance(item, (BudgetItem, BrokenBudget)) or bool(budget_markers(item))
 
 
 def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:

@@ -21,6 +21,8 @@ ITEM_UNCHECKED = pytest.StashKey[list]()
 ITEM_TYPOS = pytest.StashKey[list]()
 ITEM_SENT = pytest.StashKey[int]()  # how many of ITEM_MODELS went out in a report
 PROPERTY = "graph_budget"
+# An xdist worker's budgeted node ids, collected and kept, in its ``workeroutput``.
+WORKER_COLLECTION = "graph_budget_collection"
 
 
 def project_settings(config: pytest.Config) -> Settings:

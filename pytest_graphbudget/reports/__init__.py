@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.reports.terminal import terminal
+
+if TYPE_CHECKING:
+    from pytest_graphbudget.reports.json_report import Collection
 
 __all__ = ["Written", "cannot_write", "terminal", "write_all", "write_files"]
 
@@ -68,11 +71,13 @@ def write_files(
     html: str | None = None,
     github: bool = False,
     environment: Mapping[str, str] | None = None,
+    collection: Collection | None = None,
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
     job summary (in GitHub Actions, or asked by ``github``). A file that cannot be written
     does not stop the others: it becomes one line in ``problems``. ``environment``: what the
-    figures were measured in (default: this process; ``merge`` gives the shards')."""
+    figures were measured in (default: this process; ``merge`` gives the shards');
+    ``collection``: a pytest run's budgeted items, for the JSON."""
     from pytest_graphbudget.reports import github as github_report
     from pytest_graphbudget.reports import json_report
     from pytest_graphbudget.reports import junit as junit_report
@@ -96,7 +101,10 @@ def write_files(
         write_junit = junit_report.write
         attempt("JUnit", junit, lambda: write_junit(here / junit, results, stale, environment))
     if json:
-        attempt("JSON", json, lambda: json_report.write(here / json, results, stale, environment))
+        write_json = json_report.write
+        attempt(
+            "JSON", json, lambda: write_json(here / json, results, stale, environment, collection)
+        )
     text = markdown_report.render(results, stale, root, environment)
     if markdown:
         attempt("markdown", markdown, lambda: markdown_report.save(here / markdown, text))

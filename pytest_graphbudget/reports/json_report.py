@@ -12,9 +12,13 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
                  "budget", "findings", "baseline", "baseline_modules", "changes",
                  "error", "profile", and, when an HTML report was asked too,
                  "graph_svg", "graph_note", "layer_order"}],
-     "stale_baseline": ["budgets/old.toml::gone"]}
+     "stale_baseline": ["budgets/old.toml::gone"],
+     "collected_budget_nodeids": ["budgets/a.toml::a", "tests/test_b.py::test_b"],
+     "deselected_budget_nodeids": ["tests/test_b.py::test_b"]}
 
-Models are sorted by id, so two runs of the same code give the same file.
+Models are sorted by id, so two runs of the same code give the same file. The last two keys
+are a pytest run's (``Collection``): ``graph-budget merge`` checks that its shards together
+ran every budgeted test that each of them collected.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import asdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,35 @@ from pytest_graphbudget.reports import common
 SCHEMA = "graphbudget.report/1"
 GRAPH_KEYS = ("graph_svg", "graph_note", "layer_order")
 """A ``ModelResult``'s drawn graph: in the JSON only when the run drew it."""
+COLLECTED, DESELECTED = "collected_budget_nodeids", "deselected_budget_nodeids"
+
+
+@dataclass(frozen=True)
+class Collection:
+    """The budgeted items (budget files' tables, tests with budget markers) of a pytest run,
+    by node id: every one it collected, before any deselection, and those of them it then
+    deselected (pytest-split's ``--group``, ``-k``, ``-m``, ``--deselect``). A shard collects
+    every test of its paths, so its report names the models the other shards must run."""
+
+    collected: frozenset[str] = frozenset()
+    deselected: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, collected: Iterable[str], kept: Iterable[str]) -> Collection:
+        """The node ids ``collected`` of which only ``kept`` ran."""
+        every = frozenset(collected)
+        return cls(every, every - frozenset(kept))
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {COLLECTED: sorted(self.collected), DESELECTED: sorted(self.deselected)}
+
+    @classmethod
+    def read(cls, document: dict[str, Any]) -> Collection | None:
+        """A report's collection; None in a report without one (``graph-budget check``'s, or
+        an earlier version's)."""
+        if COLLECTED not in document:
+            return None
+        return cls(frozenset(document[COLLECTED]), frozenset(document.get(DESELECTED, ())))
 
 
 def tool_version() -> str:
@@ -68,9 +102,14 @@ def model(result: Any) -> dict[str, Any]:
     )
 
 
-def document(results: list[Any], stale: set[str], environment: Any = None) -> dict[str, Any]:
+def document(
+    results: list[Any],
+    stale: set[str],
+    environment: Any = None,
+    collection: Collection | None = None,
+) -> dict[str, Any]:
     """The report; ``environment`` is what the figures were measured in (default: this
-    process's, without the project's version)."""
+    process's, without the project's version); ``collection``: a pytest run's budgeted items."""
     from pytest_graphbudget.gate.environment import current
 
     verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR, common.UNCHECKED)
@@ -86,12 +125,18 @@ def document(results: list[Any], stale: set[str], environment: Any = None) -> di
         "summary": summary,
         "models": [model(r) for r in sorted(results, key=lambda r: r.id)],
         "stale_baseline": sorted(stale),
-    }
+    } | (collection.to_dict() if collection is not None else {})
 
 
-def write(path: Path, results: list[Any], stale: set[str], environment: Any = None) -> None:
+def write(
+    path: Path,
+    results: list[Any],
+    stale: set[str],
+    environment: Any = None,
+    collection: Collection | None = None,
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    found = document(results, stale, environment)
+    found = document(results, stale, environment, collection)
     text = json.dumps(finite(found), indent=2, allow_nan=False, default=str)
     path.write_text(text + "\n", "utf-8")
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_graphbudget.gate.check import Checker, ModelResult
     from pytest_graphbudget.reports import Written
+    from pytest_graphbudget.reports.json_report import Collection
 
 
 @dataclass
@@ -78,11 +79,15 @@ def stale_errors(stale: set[str], checker: Checker) -> list[ModelResult]:
 
 
 def finish(
-    results: list[ModelResult], stale: set[str], checker: Checker, outputs: Outputs
+    results: list[ModelResult],
+    stale: set[str],
+    checker: Checker,
+    outputs: Outputs,
+    collection: Collection | None = None,
 ) -> tuple[Written, bool]:
     """Rewrite the baseline if the run updates it, then write the reports; what was written
     (with a one-line problem for each file that could not be) and whether the baseline was
-    left unwritten."""
+    left unwritten. ``collection``: a pytest run's budgeted items, for the JSON report."""
     from pytest_graphbudget import reports
     from pytest_graphbudget.gate import baseline as baseline_file
     from pytest_graphbudget.gate.environment import current
@@ -111,6 +116,7 @@ def finish(
         json=outputs.json,
         markdown=outputs.markdown,
         html=outputs.html,
+        collection=collection,
     )
     written.problems[:0] = problems
     if outputs.history:

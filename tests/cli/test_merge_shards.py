@@ -279,3 +279,132 @@ def test_the_merged_reports_say_what_the_shards_were_measured_in(
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and "b.json with 2.0.0" in err, err
     assert not (project.path / "m2.json").exists()
+
+
+# A splitter as pytest-split's: after every other plugin's modifyitems (trylast), it keeps the
+# group's items (round robin here) and deselects the rest through pytest_deselected.
+SPLITTER = """
+import pytest
+
+def pytest_addoption(parser):
+    parser.addoption("--splits", type=int)
+    parser.addoption("--group", type=int)
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    splits, group = config.getoption("splits"), config.getoption("group")
+    if not splits:
+        return
+    kept = [item for i, item in enumerate(items) if i % splits == group - 1]
+    gone = [item for item in items if item not in kept]
+    items[:] = kept
+    config.hook.pytest_deselected(items=gone)
+"""
+
+SPLIT_TESTS = """
+import pytest
+from models import narrow
+
+@pytest.fixture
+def model():
+    return narrow()
+
+@pytest.mark.flops_max("20k")
+def test_fits(model):
+    pass
+
+@pytest.mark.flops_max("20k")
+def test_skipped(model):
+    pytest.skip("needs a GPU")
+
+def test_plain():
+    pass
+"""
+
+# Collected in this order: the budget files (sorted), then the tests. Round robin over three
+# groups: 1 mid, test_fits; 2 narrow, test_skipped; 3 wide, test_plain (no budget).
+MID, NARROW, WIDE = (f"budgets/{n}.toml::{n}" for n in ("mid", "narrow", "wide"))
+FITS, SKIPPED = "tests/test_split_models.py::test_fits", "tests/test_split_models.py::test_skipped"
+BUDGETED = sorted([MID, NARROW, WIDE, FITS, SKIPPED])
+
+
+@pytest.fixture
+def split(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    project.makeconftest(SPLITTER)
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_split_models.py").write_text(SPLIT_TESTS)
+    wide = project.path / "budgets" / "wide.toml"  # 33,024 FLOPs: under 40k, every model passes
+    wide.write_text(wide.read_text().replace('"20k"', '"40k"'))
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(project.path)
+    return project
+
+
+def test_each_shard_lists_what_it_collected_and_merge_needs_every_shard(
+    split: pytest.Pytester, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 35: two of three shards merged without --expect were green, the third's model
+    absent. Each shard's JSON lists every budgeted item it collected before the splitter
+    deselected the others', so merge knows what the missing shard had to run."""
+    for group in (1, 2, 3):
+        run_shard(split, f"s{group}.json", "budgets", "tests", "--splits=3", f"--group={group}")
+    deselected = {1: [NARROW, WIDE, SKIPPED], 2: [MID, WIDE, FITS], 3: [MID, NARROW, FITS, SKIPPED]}
+    for group, gone in deselected.items():
+        shard = load(split.path / f"s{group}.json")
+        assert shard["collected_budget_nodeids"] == BUDGETED
+        assert shard["deselected_budget_nodeids"] == gone
+    capsys.readouterr()
+    # All three: green; the skipped test ran in its shard (a skip is no missing shard).
+    assert cli.main(["merge", "s1.json", "s2.json", "s3.json", "--json", "m.json"]) == 0
+    assert capsys.readouterr().err.count("error") == 0
+    merged = load(split.path / "m.json")
+    assert [m["id"] for m in merged["models"]] == [MID, NARROW, WIDE, f"{FITS}::model"]
+    assert (merged["collected_budget_nodeids"], merged["deselected_budget_nodeids"]) == (
+        BUDGETED,
+        [],
+    )
+    # Shard 3's report left out: wide is not run, an error, and one line names it.
+    assert cli.main(["merge", "s1.json", "s2.json", "--json", "m.json"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == (
+        "graph-budget: error: 1 budgeted model collected by the shards ran in none of "
+        f"s1.json, s2.json: {WIDE} (not run); pass every shard's --graph-budget-json report "
+        "(a shard that failed or was not uploaded?), or --expect PATH to name what must run"
+    )
+    rows = {m["id"]: m for m in load(split.path / "m.json")["models"]}
+    assert rows[WIDE]["verdict"] == "error" and rows[WIDE]["error"].startswith("not run")
+    assert load(split.path / "m.json")["deselected_budget_nodeids"] == [WIDE]
+    # Only shard 1: shard 2's and 3's, the skipped test's too, named in the line.
+    assert cli.main(["merge", "s1.json"]) == 1
+    line = f"3 budgeted models collected by the shards ran in none of s1.json: {NARROW}, {WIDE}, "
+    assert f"{line}{SKIPPED} (not run)" in capsys.readouterr().err
+    # --expect as before: what it collects must be reported (the skipped test is not).
+    expect = ["--expect", "budgets", "--expect", "tests", "--json", "m.json"]
+    assert cli.main(["merge", "s1.json", "s2.json", *expect]) == 1
+    assert "ran in none of" not in capsys.readouterr().err
+    rows = {m["id"]: m for m in load(split.path / "m.json")["models"]}
+    assert {i for i, m in rows.items() if m["verdict"] == "error"} == {WIDE, SKIPPED}
+
+
+def test_a_run_without_shards_merges_alone(split: pytest.Pytester) -> None:
+    run_shard(split, "all.json", "budgets", "tests")
+    whole = load(split.path / "all.json")
+    assert (whole["collected_budget_nodeids"], whole["deselected_budget_nodeids"]) == (
+        BUDGETED,
+        [],
+    )
+    assert cli.main(["merge", "all.json", "--json", "m.json"]) == 0
+    merged = load(split.path / "m.json")
+    assert merged == whole
+
+
+def test_an_xdist_shard_lists_what_its_workers_collected(split: pytest.Pytester) -> None:
+    """Under xdist the controller collects nothing: the workers' lists reach it."""
+    pytest.importorskip("xdist")
+    args = ("budgets", "tests", "--splits=3", "--group=3", "-p", "xdist", "-n", "1")
+    run_shard(split, "xdist.json", *args)
+    shard = load(split.path / "xdist.json")
+    assert shard["collected_budget_nodeids"] == BUDGETED
+    assert shard["deselected_budget_nodeids"] == [MID, NARROW, FITS, SKIPPED]
+    assert [m["id"] for m in shard["models"]] == [WIDE]
