@@ -161,6 +161,8 @@ class Traffic:
 def traffic(groups: list[Group], measured: Measured) -> list[Traffic]:
     """Every group's traffic; a tensor is charged once per kernel however many views it has."""
     by_name = {n.name: n for n in measured.nodes}
+    group_of = {m.name: g.id for g in groups for m in g.members}
+    consumers = _consumers(measured.nodes)
     readers = _readers(groups)
     outputs = {k for name in measured.graph_outputs if name in by_name for k in by_name[name].views}
     result = []
@@ -182,7 +184,12 @@ def traffic(groups: list[Group], measured: Measured) -> list[Traffic]:
                 for key, size in views.items():
                     if key in member.reads:  # not the outputs of the producer it never reads
                         read[key] = max(read.get(key, 0), size)
-            for key, size in member.views.items():
+            used_outside = member.name in measured.graph_outputs or any(
+                group_of.get(c) != group.id for c in consumers.get(member.name, [])
+            )
+            if not used_outside:
+                continue
+            for key, size in member.views.items():  # not an output nothing outside reads
                 if key in outputs or readers.get(key, {group.id}) - {group.id}:
                     written[key] = max(written.get(key, 0), size)
         result.append(Traffic(sum(read.values()), sum(weights.values()), sum(written.values())))
