@@ -5,9 +5,10 @@
     list_models()                                          # {"torchvision": [...], ...}
 
 Names are resolved by loaders, one per model family (``torchvision.py``, ``huggingface.py``,
-``ultralytics.py``, ``local.py``), collected through the ``graphbudget_model_loaders`` pluggy
-hook so that other packages can add their own. Importing this package does not import torch or
-any model library; a loader imports its framework when it builds a model.
+``ultralytics.py``, ``timm.py``, ``diffusers.py``, ``local.py``), collected through the
+``graphbudget_model_loaders`` pluggy hook so that other packages can add their own. Importing
+this package does not import torch or any model library; a loader imports its framework when it
+builds a model.
 """
 
 from __future__ import annotations
@@ -52,10 +53,11 @@ def resolve(
 ) -> ModelCase:
     """Build the model called ``name`` and its example inputs, in eval mode.
 
-    ``name`` is a zoo name (``resnet50``, ``bert-base-uncased``, ``yolov8n``), a ``.pt`` name
-    or path, or a folder with a ``config.json``. ``seq_len``, ``batch`` and ``input_shape``
-    override the defaults; ``meta=True`` builds without allocating weights (``None``: only
-    models above 300M parameters); ``trust_pickle`` allows full pickles (they run code).
+    ``name`` is a zoo name (``resnet50``, ``bert-base-uncased``, ``yolov8n``, ``timm:resnet50``,
+    ``diffusers:stable-diffusion-v1-5/unet``), a ``.pt`` name or path, or a folder with a
+    ``config.json``. ``seq_len``, ``batch`` and ``input_shape`` override the defaults;
+    ``meta=True`` builds without allocating weights (``None``: only models above 300M
+    parameters); ``trust_pickle`` allows full pickles (they run code).
 
     Raises ``UnknownModelError`` (with the closest known names) when no loader knows ``name``.
     """

@@ -120,8 +120,8 @@ class HuggingFaceLoader(ModelLoader):
     def can_load(self, name: str) -> bool:
         if canonical(name) is not None:
             return True
-        if _looks_like_path(name):
-            return False
+        if _looks_like_path(name) or name.casefold().startswith("timm/"):
+            return False  # timm's hub organisation: timm.py builds those
         if _in_hf_cache(name):
             return True
         # Another hub id: tried in ``load`` when the hub may be used.
@@ -400,8 +400,9 @@ def _looks_like_path(name: str) -> bool:
 
 
 def _is_repo_id(name: str) -> bool:
+    """``org/name``; a hub id has no colon (``timm:...`` and ``diffusers:...`` are zoo names)."""
     parts = name.split("/")
-    return len(parts) == 2 and all(parts) and not any(ch.isspace() for ch in name)
+    return len(parts) == 2 and all(parts) and not any(ch.isspace() or ch == ":" for ch in name)
 
 
 def _in_hf_cache(repo_id: str) -> bool:

@@ -37,18 +37,25 @@ def shapes(case: ModelCase) -> dict[str, tuple[int, ...]]:
 def test_importing_the_zoo_imports_no_model_library():
     code = (
         "import sys, pytest_graphbudget.zoo, pytest_graphbudget.hookspecs\n"
-        "heavy = [m for m in ('torch', 'torchvision', 'transformers', 'ultralytics') "
-        "if m in sys.modules]\n"
+        "from pytest_graphbudget.zoo.diffusers import DiffusersLoader\n"
+        "DiffusersLoader().names()  # listed from the shipped files, diffusers not imported\n"
+        "heavy = [m for m in ('torch', 'torchvision', 'transformers', 'ultralytics', 'timm', "
+        "'diffusers') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_list_models_has_every_family_and_name():
+    import importlib.util
+
     import torchvision
 
     models = list_models()
-    assert set(models) == {"torchvision", "huggingface", "ultralytics"}
+    optional = {
+        family for family in ("timm", "diffusers") if importlib.util.find_spec(family) is not None
+    }
+    assert set(models) == {"torchvision", "huggingface", "ultralytics", *optional}
     assert set(models["torchvision"]) == set(torchvision.models.list_models())
     assert {"bert-base-uncased", "gpt2", "t5-small", "facebook/bart-base"} <= set(
         models["huggingface"]
@@ -579,7 +586,15 @@ def test_built_in_loaders_are_registered_through_the_same_hook():
     families = [
         loader.family for result in pm.hook.graphbudget_model_loaders() for loader in result
     ]
-    assert families == ["local", "ultralytics", "huggingface", "torchvision"]
+    # The prefixed families last: `graph-budget list` ends with timm's thousand names.
+    assert families == [
+        "local",
+        "ultralytics",
+        "huggingface",
+        "torchvision",
+        "diffusers",
+        "timm",
+    ]
 
 
 def test_a_broken_loader_is_named(monkeypatch):
