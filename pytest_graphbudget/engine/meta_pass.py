@@ -159,11 +159,23 @@ unchanged in shape: later calls return that argument without running the kernel 
 kernels of in-place ops are Python decompositions, milliseconds each)."""
 
 
+SIGNATURES = 65_536
+"""How many signatures ``SHARED`` keeps before it starts again (a few hundred per model)."""
+
+SHARED: dict[Any, Any] = {}
+"""The signatures of every cost pass in this process: an op's meta outputs depend only on its
+signature and on torch, which cannot change within a process, and the first call of a
+signature costs milliseconds where its kernel is a Python decomposition (batch norm,
+hardswish: a tenth of a second per profile of a small timm model). Only time depends on it."""
+
+
 class MetaCache:
     """Runs ATen ops on meta tensors, each signature's kernel once (see the module's doc)."""
 
-    def __init__(self) -> None:
-        self.memo: dict[Any, Any] = {}
+    def __init__(self, memo: dict[Any, Any] | None = None) -> None:
+        self.memo: dict[Any, Any] = SHARED if memo is None else memo
+        if len(self.memo) > SIGNATURES:
+            self.memo.clear()
         self.hits = 0
 
     def __call__(self, func: Callable, args: tuple, kwargs: dict) -> Any:

@@ -351,6 +351,23 @@ class _PathTracer(fx.Tracer):
                 self._names.update({id(t): name for name, t in reversed(list(table))})
         return super().trace(root, concrete_args)
 
+    def _owned(self, value: Any) -> str | None:
+        """The name the table gives ``value`` while the model still holds it there."""
+        name = self._names.get(id(value))
+        if name is None:
+            return None
+        owner, _, leaf = name.rpartition(".")
+        module = self.root.get_submodule(owner)
+        table = module._parameters if isinstance(value, nn.Parameter) else module._buffers
+        return name if table.get(leaf) is value else None
+
+    def create_arg(self, a: Any) -> Any:
+        # A tensor passed as it is (``F.batch_norm(x, self.running_mean, ...)``): FX's own
+        # search walks every buffer for each one.
+        if isinstance(a, torch.Tensor) and (name := self._owned(a)) is not None:
+            return self.create_node("get_attr", name, (), {})
+        return super().create_arg(a)
+
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
         name = self._names.get(id(attr_val))
         is_parameter = isinstance(attr_val, nn.Parameter)
@@ -358,10 +375,7 @@ class _PathTracer(fx.Tracer):
             return super().getattr(attr, attr_val, parameter_proxy_cache)
         if not is_parameter and not self.proxy_buffer_attributes:
             return attr_val
-        owner, _, leaf = name.rpartition(".")
-        module = self.root.get_submodule(owner)
-        table = module._parameters if is_parameter else module._buffers
-        if table.get(leaf) is not attr_val:  # moved since the table was made: FX's own search
+        if self._owned(attr_val) is None:  # moved since the table was made: FX's own search
             return super().getattr(attr, attr_val, parameter_proxy_cache)
         if name not in parameter_proxy_cache:
             parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})

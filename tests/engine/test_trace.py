@@ -294,7 +294,7 @@ def _metadata(out) -> list:
 def test_meta_kernel_runs_once_per_signature_and_rebuilds_its_outputs():
     from pytest_graphbudget.engine.meta_pass import MetaCache
 
-    cache = MetaCache()
+    cache = MetaCache({})
     x = torch.empty(2, 8, 4, 4, device="meta").to(memory_format=torch.channels_last)
     stats = torch.empty(8, device="meta")
     bn = torch.ops.aten.native_batch_norm.default
@@ -310,7 +310,7 @@ def test_meta_signature_tells_an_int_from_a_float():
     # 2 == 2.0 and hash(2) == hash(2.0), but an integer tensor times 2.0 is a float tensor
     from pytest_graphbudget.engine.meta_pass import MetaCache
 
-    cache = MetaCache()
+    cache = MetaCache({})
     ints = torch.empty(3, dtype=torch.int64, device="meta")
     mul = torch.ops.aten.mul.Scalar
     assert cache(mul, (ints, 2), {}).dtype == torch.int64
@@ -323,17 +323,30 @@ def test_meta_kernel_that_aliases_its_input_always_runs():
     # output would count a write that never happens
     from pytest_graphbudget.engine.meta_pass import MetaCache
 
-    cache = MetaCache()
+    cache = MetaCache({})
     x = torch.empty(4, 6, device="meta")
     for op, args in [
         (torch.ops.aten._unsafe_view.default, (x, [24])),
         (torch.ops.aten.view.default, (x, [24])),
-        (torch.ops.aten.relu_.default, (x,)),
     ]:
         for _ in range(2):
             out = cache(op, args, {})
             assert out.untyped_storage()._cdata == x.untyped_storage()._cdata
     assert cache.hits == 0
+
+
+def test_in_place_meta_kernel_returns_its_argument_and_runs_once_per_signature():
+    # hardswish_'s meta kernel is a Python decomposition; its output is always ``self``
+    from pytest_graphbudget.engine.meta_pass import MetaCache
+
+    cache = MetaCache({})
+    x = torch.empty(4, 6, device="meta")
+    for op in (torch.ops.aten.hardswish_.default, torch.ops.aten.relu_.default):
+        assert cache(op, (x,), {}) is x and cache(op, (x,), {}) is x
+    assert cache.hits == 2
+    grown = torch.empty(4, 6, device="meta")  # an inplace_view op changes metadata: never kept
+    assert cache(torch.ops.aten.t_.default, (grown,), {}).shape == (6, 4)
+    assert cache.hits == 2
 
 
 class Repeated(nn.Module):
