@@ -286,6 +286,7 @@ class _CostInterpreter(fx.Interpreter):
         self.nodes: list[NodeCost] = []
         self.storage_of: dict[str, set] = {}
         self.inputs: dict[str, dict[Any, int]] = {}
+        self.written_by: dict[str, str] = {}
         self._placeholder = 0
 
     def run_node(self, n: fx.Node) -> Any:
@@ -313,7 +314,11 @@ class _CostInterpreter(fx.Interpreter):
             self.recorder.node = None
         value = self.result(n, value)
         producers = list(n.all_input_nodes)
-        node.inputs = [p.name for p in producers]
+        # What an op wrote through out= is read from that op, as on the tape (mm(.., out=y); y+1)
+        node.inputs = list(dict.fromkeys(self.written_by.get(p.name, p.name) for p in producers))
+        outs = [n.kwargs[k] for k in ("out", "values", "indices") if k in n.kwargs]
+        for target in pytree.tree_leaves(outs):
+            self.written_by.update({target.name: n.name} if isinstance(target, fx.Node) else {})
         node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
         tensors = tree.tensor_list(value)
         record_output(node, value, tensors)

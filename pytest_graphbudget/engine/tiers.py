@@ -24,9 +24,11 @@ REAL_PASS_SECONDS = 0.25
 models one more real pass is cheaper than a pass on fake tensors (whose per-op cost is fixed).
 The counts are the same either way."""
 
-ASKED = ("dynamo", "dynamo-breaks")
-"""The tiers a caller may ask for after ``fx`` instead of the taped forward: a whole graph from
-``torch.export`` (then the graph breaks, then eager), or Dynamo's graph breaks reported."""
+ASKED = ("dynamo", "dynamo-breaks", "fx", "eager")
+"""The tiers a caller may ask for: after ``fx``, instead of the taped forward, a whole graph
+from ``torch.export`` (then the graph breaks, then eager) or Dynamo's graph breaks reported;
+or one tier alone, ``fx`` or ``eager`` (the taped forward), which fails rather than fall back
+(the tiers' figures are the same: ``tests/engine/test_tiers_agree.py`` holds them to it)."""
 
 SETTLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Models whose last taped forward assigned no state: nothing lazy is left to build, so their
@@ -89,6 +91,8 @@ def _trace_and_measure(
         return traced, measured, failures
     failures: dict[str, str] = {}
     failed_in: set[int] = set()
+    if tier == "eager":
+        return _eager_alone(model, example)
     quick = _without_warm_up(model, example, failures, failed_in)
     if quick is not None:
         return (*quick, {})
@@ -97,6 +101,26 @@ def _trace_and_measure(
         if taped is not None:
             return taped
     return _after_warm_up(model, example, tier)
+
+
+def _eager_alone(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
+    """``tier="eager"``: the taped forward and nothing else (after a forward that built lazy
+    state, the forward after it), or the model's own error."""
+    taped = _taped(model, example, {}, set(), fx=False)
+    if taped is not None:
+        return taped
+    from pytest_graphbudget.engine.breaks import capture_eager
+    from pytest_graphbudget.engine.trace import analysis, warm_up
+
+    with analysis(model, example) as live:
+        warm_up(model, live)  # raises the model's own error, in its words
+    try:
+        captured = capture_eager(model, example)
+    except FormulaError:
+        raise
+    except Exception as exc:
+        raise TraceError({"eager": one_line(exc)}) from exc
+    return captured, captured.measured, {}
 
 
 def _modules_running(exc: BaseException, model: Any) -> set[int]:
@@ -139,7 +163,7 @@ def _fx_again(failed_in: set[int], watch: Any) -> bool:
 
 
 def _taped(
-    model: Any, example: Any, failures: dict[str, str], failed_in: set[int]
+    model: Any, example: Any, failures: dict[str, str], failed_in: set[int], fx: bool = True
 ) -> tuple[Any, Any, dict[str, str]] | None:
     """The tier after ``fx``: one taped real forward (``breaks.capture_eager``), priced as it
     runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
@@ -173,7 +197,7 @@ def _taped(
     _settle(model, not watch.changed)
     if not watch.changed:
         return captured, captured.measured, failures
-    if _fx_again(failed_in, watch):
+    if fx and _fx_again(failed_in, watch):
         traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
         if traced is not None:
             return traced, measured, failures
@@ -343,10 +367,14 @@ def _whole_graph(
     from pytest_graphbudget.engine.trace import tiers
 
     chosen = [t for t in tiers() if tier != "dynamo-breaks" or t[0] != "dynamo"]
+    if tier == "fx":
+        chosen = chosen[:1]
     traced, measured, found = _tiers(model, example, chosen, seconds)
     failures = {**failures, **found}
     if traced is not None:
         return traced, measured, failures
+    if tier == "fx":
+        raise TraceError(failures)
     for tier_name, capture in TIERS:
         try:
             captured = capture(model, example)

@@ -24,12 +24,8 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.compat import (
-    fake_mode,
-    lazy_graph_modules,
-    make_graph_module,
-    reparametrize,
-)
+from pytest_graphbudget.compat import fake_mode, reparametrize
+from pytest_graphbudget.engine.fx_tracer import symbolic_trace
 from pytest_graphbudget.errors import ModelRunError, one_line
 
 if TYPE_CHECKING:
@@ -316,12 +312,7 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
         and p.default is not inspect.Parameter.empty
         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
-    # Lazy: the graph's Python code is generated only if something calls it; the cost pass
-    # interprets the graph node by node, and code generation is a third of the trace.
-    with lazy_graph_modules():
-        tracer = _PathTracer()
-        graph = tracer.trace(model, concrete_args=concrete or None)
-        gm = make_graph_module(tracer.root, graph, type(model).__name__)
+    gm = symbolic_trace(model, concrete or None)
     tensors = example.tensors
     index = {id(t): i for i, t in enumerate(tensors)}
     placeholders = []
@@ -334,52 +325,6 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
             Binding("input", index[id(value)]) if id(value) in index else Binding("constant", value)
         )
     return Traced(gm, "fx", placeholders, state_in_module=True)
-
-
-class _PathTracer(fx.Tracer):
-    """``fx.symbolic_trace``'s tracer, finding the name of a parameter or buffer the forward
-    reads in a table made once per trace. FX's own ``getattr`` walks ``named_parameters()``
-    for every read it has not seen, which is quadratic in the model's tensors: a tenth of a
-    second per trace of timm's mobilenetv3_small_050, whose norm layers read their weights
-    in Python. The graph is the same: each read finds the first name that
-    ``named_parameters()`` (or ``named_buffers()``) gives the tensor."""
-
-    def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
-        self._names: dict[int, str] = {}
-        if isinstance(root, nn.Module):
-            for table in (root.named_buffers(), root.named_parameters()):
-                self._names.update({id(t): name for name, t in reversed(list(table))})
-        return super().trace(root, concrete_args)
-
-    def _owned(self, value: Any) -> str | None:
-        """The name the table gives ``value`` while the model still holds it there."""
-        name = self._names.get(id(value))
-        if name is None:
-            return None
-        owner, _, leaf = name.rpartition(".")
-        module = self.root.get_submodule(owner)
-        table = module._parameters if isinstance(value, nn.Parameter) else module._buffers
-        return name if table.get(leaf) is value else None
-
-    def create_arg(self, a: Any) -> Any:
-        # A tensor passed as it is (``F.batch_norm(x, self.running_mean, ...)``): FX's own
-        # search walks every buffer for each one.
-        if isinstance(a, torch.Tensor) and (name := self._owned(a)) is not None:
-            return self.create_node("get_attr", name, (), {})
-        return super().create_arg(a)
-
-    def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
-        name = self._names.get(id(attr_val))
-        is_parameter = isinstance(attr_val, nn.Parameter)
-        if name is None or not isinstance(attr_val, torch.Tensor):
-            return super().getattr(attr, attr_val, parameter_proxy_cache)
-        if not is_parameter and not self.proxy_buffer_attributes:
-            return attr_val
-        if self._owned(attr_val) is None:  # moved since the table was made: FX's own search
-            return super().getattr(attr, attr_val, parameter_proxy_cache)
-        if name not in parameter_proxy_cache:
-            parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
-        return parameter_proxy_cache[name]
 
 
 class _FlatCall(nn.Module):
