@@ -84,8 +84,23 @@ FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 def is_factory(name: str) -> bool:
-    """Whether ``name`` names a callable of the user's code rather than a zoo model or file."""
-    return bool(FACTORY.fullmatch(name)) and not Path(name).exists()
+    """Whether ``name`` names a callable of the user's code rather than a zoo model or file.
+
+    ``timm:resnet50`` and ``diffusers:UNet2DConditionModel`` read as ``module:callable`` too:
+    a name the zoo claims by its prefix is the zoo's."""
+    return bool(FACTORY.fullmatch(name)) and not Path(name).exists() and not zoo_prefixed(name)
+
+
+def zoo_prefixed(name: str) -> bool:
+    """Whether a zoo family that claims names by a prefix (``timm:``, ``diffusers:``) takes
+    ``name``. Only those loaders are asked: their ``can_load`` reads the prefix and imports
+    nothing, where asking every loader (``zoo.find_loader``) imports torchvision and
+    huggingface_hub and lists every family for a name none takes, seconds before the user's
+    factory is even imported."""
+    from pytest_graphbudget.zoo.diffusers import DiffusersLoader
+    from pytest_graphbudget.zoo.timm import TimmLoader
+
+    return any(loader.can_load(name) for loader in (TimmLoader(), DiffusersLoader()))
 
 
 @contextlib.contextmanager

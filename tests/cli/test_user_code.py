@@ -178,3 +178,29 @@ def test_breaks_prices_through_dynamo_and_lists_the_graph_break(project, capsys)
     assert cli.main(["profile", spec, "--breaks", "--mode", "train"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "picks how one eval forward is captured" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "factory"),
+    [
+        (f"{PACKAGE}.models:build_cnn", True),
+        ("timmish:build", True),  # a package whose name starts like a zoo prefix
+        ("timm:resnet50", False),  # the zoo's timm family, not `timm.resnet50()`
+        ("TIMM:ResNet50", False),
+        ("diffusers:UNet2DConditionModel", False),  # a class the zoo builds, not calls bare
+    ],
+)
+def test_a_name_the_zoo_claims_by_its_prefix_is_no_callable(name, factory):
+    from pytest_graphbudget.cli.loading import is_factory
+
+    assert is_factory(name) is factory
+
+
+def test_profile_a_timm_name_next_to_the_users_package(project, capsys, torchvision_reference):
+    pytest.importorskip("timm")
+    # timm's resnet18 is torchvision's network: 1.81 GMACs, 11,689,512 parameters published.
+    published = torchvision_reference("resnet18")
+    data = profile_json(capsys, "timm:resnet18", "--meta")
+    assert data["model"] == "timm:resnet18"
+    assert data["totals"]["macs"] == pytest.approx(published.macs, rel=1e-3)
+    assert data["totals"]["params"] == published.num_params
