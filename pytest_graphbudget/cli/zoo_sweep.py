@@ -1,8 +1,14 @@
-"""Profile every model of the zoo and write the results as a Markdown table (``make zoo``).
+"""Profile the models of the zoo and write the results as a Markdown table (``make zoo``).
 
-    python -m pytest_graphbudget.cli.zoo_sweep                     # everything -> docs/zoo.md
+    python -m pytest_graphbudget.cli.zoo_sweep                     # by default -> docs/zoo.md
     python -m pytest_graphbudget.cli.zoo_sweep resnet18 gpt2       # a few names -> stdout
     python -m pytest_graphbudget.cli.zoo_sweep --family ultralytics --output yolo.md
+    python -m pytest_graphbudget.cli.zoo_sweep --family timm       # every timm model -> stdout
+
+Without names or ``--family``, every family but timm and diffusers (``CORPUS_FAMILIES``): their
+models (timm's are over a thousand) are the corpus run's (``make corpus``,
+``benchmarks/corpus.py``), which profiles each beside FlopCounterMode. ``--family timm`` or a
+name (``timm:resnet50``) still sweeps them.
 
 Models are built and profiled in a worker process, one at a time; a model that runs past
 ``--timeout`` seconds or kills its worker is recorded as a failure with that reason, and a fresh
@@ -152,6 +158,8 @@ def sweep(
 # Command line
 
 FAMILY_ORDER = ("torchvision", "huggingface", "ultralytics")
+CORPUS_FAMILIES = ("timm", "diffusers")
+"""Left out of the default sweep: ``make corpus`` profiles their every model (hours)."""
 TASK_ORDER = (
     "classification",
     "quantization",
@@ -183,13 +191,20 @@ def _grouped(selected: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
     return sorted(triples, key=order)  # stable: names keep their order within a group
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_graphbudget.cli.zoo_sweep",
-        description="Profile every model of the zoo and write a Markdown table.",
+        description="Profile the models of the zoo and write a Markdown table.",
     )
-    parser.add_argument("names", nargs="*", help="models to sweep (default: every name)")
-    parser.add_argument("--family", action="append", help="only these families (repeatable)")
+    parser.add_argument(
+        "names", nargs="*", help="models to sweep (default: every name of the default families)"
+    )
+    parser.add_argument(
+        "--family",
+        action="append",
+        help="only these families (repeatable; default: every family but "
+        f"{' and '.join(CORPUS_FAMILIES)}, whose models `make corpus` sweeps)",
+    )
     parser.add_argument(
         "--output",
         type=Path,
@@ -210,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--verbose", action="store_true", help="show what the models print")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.worker:
         return worker_main()
 
@@ -235,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             selected.append((found[1], found[0].family))
         selected = _grouped(selected)
     else:
-        families = args.family or list(catalogue)
+        families = args.family or [f for f in catalogue if f not in CORPUS_FAMILIES]
         unknown = [f for f in families if f not in catalogue]
         if unknown:
             print(

@@ -15,7 +15,8 @@ def render(results: list[Result], *, total_seconds: float, environment: str) -> 
     lines = [
         "# Model zoo sweep",
         "",
-        "Every model the zoo names, built offline and profiled at its default inputs "
+        "Every model the zoo names but timm's and diffusers' (`make corpus` profiles those), "
+        "built offline and profiled at its default inputs "
         "(`python -m pytest_graphbudget.cli.zoo_sweep`, run by `make zoo`; "
         "this file is generated).",
         "",

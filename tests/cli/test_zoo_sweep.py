@@ -121,3 +121,35 @@ def test_render_from_json_profiles_nothing(tmp_path):
 def test_unknown_name_is_a_usage_error(capsys):
     assert sweep.main(["resnet5"]) == 2
     assert "did you mean: resnet50" in capsys.readouterr().err
+
+
+@pytest.fixture
+def selection(monkeypatch, tmp_path):
+    """What ``main`` hands the sweep, which profiles nothing; the table goes under tmp_path."""
+    chosen: list[list[tuple[str, str, str]]] = []
+
+    def record(names, **_):
+        chosen.append(names)
+        return []
+
+    monkeypatch.setattr(sweep, "sweep", record)
+    monkeypatch.chdir(tmp_path)
+    return chosen
+
+
+def test_the_default_sweep_leaves_timm_and_diffusers_to_the_corpus(selection, tmp_path, capsys):
+    pytest.importorskip("timm")
+    assert sweep.main([]) == 0
+    (default,) = selection
+    families = {family for _, family, _ in default}
+    assert {"torchvision", "huggingface", "ultralytics"} <= families
+    assert not families & {"timm", "diffusers"}
+    assert not [name for name, *_ in default if name.startswith(("timm:", "diffusers:"))]
+    assert (tmp_path / "docs" / "zoo.md").is_file()  # the full sweep still rewrites docs/zoo.md
+
+    assert sweep.main(["--family", "timm"]) == 0  # asked for by name, timm is swept
+    timm_models = {name for name, family, _ in selection[1] if family == "timm"}
+    assert "timm:resnet50" in timm_models and len(timm_models) == len(selection[1]) > 1000
+    assert sweep.main(["timm:resnet18", "resnet18"]) == 0  # and so is one of its names
+    assert [name for name, *_ in selection[2]] == ["resnet18", "timm:resnet18"]
+    capsys.readouterr()
