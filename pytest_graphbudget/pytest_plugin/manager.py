@@ -1,8 +1,9 @@
 """The plugin's state and hooks while ``--graph-budget`` is on: ``GraphBudget``.
 
 It keeps the books of a run (which model each test checked, which failed before its check,
-what was collected) and hands the work to plain functions: ``check.Checker`` judges a profile,
-``profiler.Profiler`` profiles through the cache, ``session.finish`` ends the run.
+what was collected; what a shard collected and kept is ``shards.ShardBooks``) and hands the
+work to plain functions: ``check.Checker`` judges a profile, ``profiler.Profiler`` profiles
+through the cache, ``session.finish`` ends the run.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pytest_graphbudget.pytest_plugin.markers import (
     no_model_error,
     registered_markers,
 )
+from pytest_graphbudget.pytest_plugin.shards import ShardBooks
 from pytest_graphbudget.pytest_plugin.state import (
     ITEM_BUDGET,
     ITEM_MODELS,
@@ -43,7 +45,6 @@ from pytest_graphbudget.pytest_plugin.state import (
     ITEM_TYPOS,
     ITEM_UNCHECKED,
     PROPERTY,
-    WORKER_COLLECTION,
     _is_worker,
     check_marker_names,
     project_settings,
@@ -63,10 +64,6 @@ class GraphBudget:
         self.hardware = config.getoption("graph_budget_hardware")
         root = config.rootpath
         self.collected: set[str] = set()
-        # The budgeted items' node ids collected, before any deselection, and those kept
-        # (a worker's, under xdist, arrive at the controller in pytest_testnodedown).
-        self.budgets_collected: set[str] = set()
-        self.budgets_kept: set[str] = set()
         self.checker = Checker(
             **baseline_of(config, self.settings),  # the file, or the base's (base.py)
             strict=config.getoption("graph_budget_strict") or self.settings.strict,
@@ -89,6 +86,8 @@ class GraphBudget:
         self.defaults = self.settings.defaults
         self.named = named_paths(config)  # before the configured budget paths join them
         add_budget_paths(config, self.budget_roots())
+        self.shards = ShardBooks(config)  # for merge: the budgeted items collected and kept
+        config.pluginmanager.register(self.shards, "graph-budget-shards")
 
     # -- collection -----------------------------------------------------------------------
 
@@ -116,27 +115,6 @@ class GraphBudget:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Under xdist the controller collects nothing itself: the workers tell it what they did.
         self.collected.update(ids)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]):
-        # Around every plugin's modifyitems: the budgeted items before any of them deselects
-        # (pytest-split's --group runs last, -k, -m and --deselect before it), and the ones
-        # left after all of them. Each shard thus lists the models the others must run.
-        every = list(items)
-        result = yield
-        budgeted = {item.nodeid for item in every if is_budgeted(item)}
-        kept = budgeted & {item.nodeid for item in items}
-        self.budgets_collected |= budgeted
-        self.budgets_kept |= kept
-        if _is_worker(self.config):
-            self.config.workeroutput[WORKER_COLLECTION] = [sorted(budgeted), sorted(kept)]
-        return result
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        budgeted, kept = getattr(node, "workeroutput", {}).get(WORKER_COLLECTION, ([], []))
-        self.budgets_collected.update(budgeted)
-        self.budgets_kept.update(kept)
 
     # -- running --------------------------------------------------------------------------
 
@@ -386,15 +364,13 @@ class GraphBudget:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if _is_worker(self.config):
             return
-        from pytest_graphbudget.reports.json_report import Collection
         from pytest_graphbudget.run.session import finish, outputs_of, stale_errors
 
         outputs = outputs_of(self.config)
         stale = stale_errors(self.stale_entries(), self.checker)  # errors under strict only
         self.results += stale
-        collection = Collection.of(self.budgets_collected, self.budgets_kept)
         self.written, self.baseline_unwritten = finish(
-            self.results, self.stale_entries(), self.checker, outputs, collection
+            self.results, self.stale_entries(), self.checker, outputs, self.shards.collection()
         )
         if stale and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # no test failed for them
@@ -434,12 +410,6 @@ class GraphBudget:
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def is_budgeted(item: pytest.Item) -> bool:
-    """Whether the item is a budgeted model: a budget file's table (or the file's item when
-    it could not be read), or a test with one of this plugin's markers."""
-    return isinstance(item, (BudgetItem, BrokenBudget)) or bool(budget_markers(item))
 
 
 def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
