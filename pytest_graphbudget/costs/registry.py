@@ -66,6 +66,7 @@ class Entry:
     kind: str
     formula: Formula | None = None  # None: zero FLOPs (roles gather, view, free)
     workspace: Workspace | None = None  # bytes the kernel allocates and frees while it runs
+    contiguous: tuple[int, ...] = ()  # arguments the kernel copies when they are not dense
 
 
 class RegistryError(GraphBudgetError):
@@ -131,15 +132,18 @@ def zero_cost(names: str, role: str = "view", kinds: Mapping[str, str] | None = 
         add(name, role, None, (kinds or {}).get(name))
 
 
-def workspace(*names: str):
+def workspace(*names: str, contiguous: tuple[int, ...] = ()):
     """Decorate the workspace function of ops that already have an entry (see ``Workspace``):
-    registered next to their formula, in ``costs/workspace.py``."""
+    registered next to their formula, in ``costs/workspace.py``. ``contiguous``: the positions
+    of the arguments the kernel copies into a contiguous tensor when they come with other
+    strides (an expanded gradient); the cost pass adds those copies to the workspace, as it
+    alone sees the strides."""
 
     def wrap(fn: Workspace) -> Workspace:
         for name in names:
             if name not in REGISTRY:
                 raise RegistryError(f"{name}: a workspace needs the op's entry first")
-            REGISTRY[name] = replace(REGISTRY[name], workspace=fn)
+            REGISTRY[name] = replace(REGISTRY[name], workspace=fn, contiguous=contiguous)
         return fn
 
     return wrap

@@ -13,6 +13,12 @@ A CPU convolution takes one of two paths, chosen as ``ConvParams::use_mkldnn`` i
 - the slow path (``thnn_conv2d``): it unfolds the input into columns (im2col), one column per
   output position of C_in x kernel values, and multiplies them by the weight, except for an
   unstrided, unpadded 1x1 kernel, whose input already is its columns.
+
+A transposed convolution takes its own kernels on each path (``_deconv``, ``_deconv_backward``,
+``_deconv_columns``): oneDNN's deconvolution, which pads no channels where a strided one runs
+on brgemm, and reads an output gradient of fewer than 16 channels plain for the input's
+gradient (of fewer than 4 for the weight's); ``slow_conv_transpose2d``, whose columns are
+C_out x kernel values per input position.
 """
 
 from __future__ import annotations
@@ -59,11 +65,11 @@ def _padded(shape: Shape, block: int, channels: int = 1) -> int:
     return prod(shape) // shape[channels] * ceil(shape[channels] / block) * block
 
 
-def _columns(x: Shape, w: Shape, out_spatial: tuple, stride, padding, transposed: bool) -> int:
+def _columns(x: Shape, w: Shape, out_spatial: tuple, stride, padding) -> int:
     """Elements of the slow path's im2col buffer: C_in x kernel values per output position."""
     kernel = tuple(w[2:])
     plain = all(s == 1 for s in stride) and not any(padding)
-    if transposed or (all(k == 1 for k in kernel) and plain):
+    if all(k == 1 for k in kernel) and plain:
         return 0
     return x[0] * x[1] * prod(kernel) * prod(out_spatial)
 
@@ -86,17 +92,17 @@ def convolution(
 ) -> int:
     """oneDNN: the reordered input (none below ``FIRST_LAYER_CHANNELS``), the reordered
     weight (output channels rounded to the block) and the blocked result are live at once,
-    then the blocked result and the output; a transposed convolution also holds a copy of its
-    input beside them, and ends with a contiguous copy of its output. Slow path: im2col."""
+    then the blocked result and the output. Slow path: im2col. Transposed: ``_deconv``."""
     if itemsize != 4 or len(x) < 3:
         return 0
     threads, block = _cpu()
     if not _onednn(x, w, stride, dilation, groups, threads):
-        return _columns(x, w, tuple(out[2:]), stride, padding, transposed) * itemsize
-    out_b = _padded(out, block)
+        if transposed:
+            return _deconv_columns(x, w) * itemsize
+        return _columns(x, w, tuple(out[2:]), stride, padding) * itemsize
     if transposed:
-        held = 2 * _padded(x, block) + numel_w(w, block, transposed) + out_b
-        return max(held - prod(out), out_b + prod(out)) * itemsize
+        return _deconv(x, w, bias, stride, out, block) * itemsize
+    out_b = _padded(out, block)
     x_b = _padded(x, block) if x[1] >= FIRST_LAYER_CHANNELS else 0
     held = x_b + numel_w(w, block, transposed) + out_b
     return max(held - prod(out), out_b) * itemsize
@@ -107,7 +113,7 @@ def numel_w(w: Shape, block: int, transposed: bool) -> int:
     return _padded(w, block, 1 if transposed else 0)
 
 
-@workspace("convolution_backward")
+@workspace("convolution_backward", contiguous=(0,))
 def convolution_backward(
     grad_out: Shape,
     x: Shape,
@@ -125,11 +131,105 @@ def convolution_backward(
     itemsize: int,
     **__,
 ) -> int:
-    """oneDNN: the output's gradient reordered, with the reordered input (for the weight's
-    gradient) or the blocked input gradient (for the input's). Slow path: the columns again."""
+    """oneDNN: the output's gradient reordered, with the blocked input gradient (for the
+    input's gradient) or the operands of the weight's (``_weight_grad``). Slow path: the
+    columns again. Transposed: ``_deconv_backward``. On every path ATen first makes the
+    output's gradient contiguous: a copy when it comes expanded (a sum loss's), added by the
+    cost pass."""
     if itemsize != 4 or len(x) < 3:
         return 0
     threads, block = _cpu()
     if not _onednn(x, w, stride, dilation, groups, threads):
-        return _columns(x, w, tuple(grad_out[2:]), stride, padding, transposed) * itemsize
-    return (_padded(grad_out, block) + _padded(x, block)) * itemsize
+        if transposed:
+            plain = all(k == 1 for k in w[2:]) and all(s == 1 for s in stride)
+            return 0 if plain and not any(padding) else _deconv_columns(x, w) * itemsize
+        return _columns(x, w, tuple(grad_out[2:]), stride, padding) * itemsize
+    if transposed:
+        return _deconv_backward(grad_out, x, w, output_mask, block) * itemsize
+    held = _weight_grad(x, grad_out, block) if output_mask[1] else 0
+    if output_mask[0]:
+        held = max(held, _padded(grad_out, block) + _padded(x, block))
+    return held * itemsize
+
+
+HALF_BLOCK_CHANNELS = 4
+"""oneDNN's weight-gradient kernel reads a source (the convolution's input; a transposed
+convolution's output gradient) of fewer channels than this in its plain layout, and one of
+fewer than a block in blocks of half the size (its AVX2 kernel)."""
+
+
+def _weight_grad(src: Shape, diff_dst: Shape, block: int) -> int:
+    """Elements of the two operands of oneDNN's weight-gradient kernel, reordered: ``src`` and
+    ``diff_dst`` (a convolution's input and output gradient; a transposed convolution's the
+    other way round) in blocks of ``block`` channels, or both in half blocks when ``src`` has
+    fewer than a block (``HALF_BLOCK_CHANNELS``), or only ``diff_dst`` when it has fewer than
+    ``HALF_BLOCK_CHANNELS``."""
+    channels = src[1]
+    if channels < HALF_BLOCK_CHANNELS:
+        return _padded(diff_dst, block)
+    size = block // 2 if channels < block else block
+    return _padded(src, size) + _padded(diff_dst, size)
+
+
+def _deconv(x: Shape, w: Shape, bias, stride, out: Shape, block: int) -> int:
+    """Elements a oneDNN transposed convolution holds beside its output (weight ``w``: C_in x
+    C_out x kernel).
+
+    Strided (brgemm): the input copied channels-last, the weight (C_out rounded up to the
+    block), the result channels-last (neither channel count padded) and brgemm's buffer: one
+    image of the input, its borders widened by the input positions one output position
+    overlaps (``(k - 1) // s`` each side), and, with a bias, the whole result again when the
+    stride does not divide the output's size. Then the result, its dense copy and that copy
+    made contiguous (the same tensor for one channel).
+    Unstrided (a convolution's backward-data kernel): the input, the weight (both channel
+    counts rounded up) and the result, blocked, and with a bias a second blocked result the
+    bias is added from; then the blocked result and the output."""
+    if any(s > 1 for s in stride):
+        edges = [(k - 1) // s for k, s in zip(w[2:], stride, strict=True)]
+        buffer = x[1] * prod(d + 2 * e for d, e in zip(x[2:], edges, strict=True))
+        if bias is not None and any(d % s for d, s in zip(out[2:], stride, strict=True)):
+            buffer += prod(out)
+        held = buffer + prod(x) + numel_w(w, block, True) + prod(out)
+        copies = 3 if out[1] > 1 else 2
+        return max(held, copies * prod(out)) - prod(out)
+    out_b = _padded(out, block)
+    held = _padded(x, block) + _weight(w, block, block) + out_b
+    if bias is not None:
+        held += out_b
+    return max(held, out_b + prod(out)) - prod(out)
+
+
+def _weight(w: Shape, block_in: int, block_out: int) -> int:
+    """Elements of a transposed convolution's weight reordered, its C_in and C_out rounded up
+    to the given blocks (1: not padded)."""
+    return prod(w[2:]) * ceil(w[0] / block_in) * block_in * ceil(w[1] / block_out) * block_out
+
+
+def _deconv_backward(grad_out: Shape, x: Shape, w: Shape, output_mask, block: int) -> int:
+    """Elements a oneDNN transposed convolution's backward holds beside its gradients.
+
+    The input's gradient, a convolution of the output's gradient (reordered only from one
+    block of channels up) with the weight (C_in rounded up, C_out too from one block): the
+    blocked input gradient, then it and its dense copy. The weight's gradient: its operands
+    (``_weight_grad``, the output's gradient as the source) beside the input's gradient, and
+    the blocked weight gradient, which is then copied out."""
+    channels = grad_out[1]
+    grad_in = prod(x) if output_mask[0] else 0
+    grad_w = prod(w) if output_mask[1] else 0
+    live = [0]
+    if output_mask[0]:
+        blocked = channels >= block
+        grad_out_r = _padded(grad_out, block) if blocked else 0
+        grad_in_b = _padded(x, block)
+        weight = _weight(w, block, block if blocked else 1)
+        live += [grad_out_r + weight + grad_in_b, grad_in_b + grad_in]
+    if output_mask[1]:
+        live.append(grad_in + _weight_grad(grad_out, x, block) + grad_w)
+        live.append(grad_in + 2 * grad_w)  # the blocked weight gradient, then its copy
+    return max(live) - grad_in - grad_w
+
+
+def _deconv_columns(x: Shape, w: Shape) -> int:
+    """Elements of ``slow_conv_transpose2d``'s columns: C_out x kernel values per input
+    position, for the whole batch (the input times the weight, before col2im)."""
+    return x[0] * w[1] * prod(w[2:]) * prod(x[2:])

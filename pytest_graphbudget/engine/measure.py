@@ -160,7 +160,8 @@ class _Recorder(TorchDispatchMode):
             node.macs += cost.macs
             node.other += cost.other
             if entry.workspace is not None:
-                node.workspace = max(node.workspace, _workspace(name, out, shapes))
+                held = _workspace(name, out, shapes) + tree.strided_bytes(args, entry.contiguous)
+                node.workspace = max(node.workspace, held)
             if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
             elif role == "reduction" and RANK[node.category] < RANK["reduction"]:

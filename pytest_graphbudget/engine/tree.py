@@ -73,3 +73,25 @@ def tensor_list(value: Any) -> list[torch.Tensor]:
                 found += tensor_list(item)
         return found
     return list(tensors(value))
+
+
+def strided_bytes(args: tuple, positions: tuple[int, ...]) -> int:
+    """Bytes of the tensors at ``positions`` of ``args`` that are dense in no memory format
+    (the expanded gradient of a sum loss, whose strides are 0): what a kernel that makes those
+    arguments contiguous copies."""
+    total = 0
+    for i in positions:
+        value = args[i] if i < len(args) else None
+        try:
+            if isinstance(value, torch.Tensor) and not _dense(value):
+                total += int(value.numel()) * value.element_size()
+        except Exception:  # symbolic sizes or strides: no copy known, as for workspaces
+            continue
+    return total
+
+
+def _dense(t: torch.Tensor) -> bool:
+    if t.is_contiguous():
+        return True
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    return t.dim() in formats and t.is_contiguous(memory_format=formats[t.dim()])

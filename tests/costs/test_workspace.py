@@ -77,3 +77,68 @@ def test_the_workspace_does_not_follow_the_machines_thread_count():
     columns: 0 bytes."""
     torch.set_num_threads(2)  # the autouse fixture puts the count back
     assert conv((1, 64, 32, 32), (64, 64, 1, 1), (1, 64, 32, 32), padding=(0, 0)) == 0
+
+
+def backward(grad_out, x, w, mask, stride=(1, 1), padding=(1, 1), transposed=False) -> int:
+    args = (Shape(grad_out), Shape(x), Shape(w), [w[1] if transposed else w[0]], list(stride))
+    args += (list(padding), [1, 1], transposed, [0, 0], 1, mask)
+    return workspace_bytes("convolution_backward", args, {}, None, 4)
+
+
+# The last layer of a decoder (issue 35): 32 -> 3 channels, 4x4 kernel, stride 2, at batch 4.
+X, W, OUT = (4, 32, 64, 64), (32, 3, 4, 4), (4, 3, 128, 128)  # 524,288 / 1,536 / 196,608
+
+
+def test_a_strided_transposed_conv_pads_no_channels_and_keeps_one_image():
+    # oneDNN runs it on brgemm, channels-last, neither channel count padded. Live at once:
+    #   brgemm's buffer, one image of the input, each border widened by (4 - 1) // 2 = 1
+    #   input position:  32 * 66 * 66 =  139,392
+    #   the input copied channels-last:   524,288
+    #   the weight, C_out 3 -> 16:        32 * 16 * 16 = 8,192
+    #   the result, channels-last:        196,608
+    #   = 868,480 elements, of which the output's 196,608 are not workspace: 671,872 * 4 =
+    #   2,687,488 bytes (the profiler: 2,723,992, brgemm's own state being 36,504 bytes more).
+    # Then the result, its dense copy and that made contiguous: 3 * 196,608, less.
+    # (The rule before issue 35 held the input twice and the result in blocks of 16 channels,
+    # 4 * 16 * 128 * 128: 7,634,944 bytes.)
+    assert conv(X, W, OUT, stride=(2, 2), transposed=True) == 2_687_488
+
+
+def test_an_unstrided_transposed_conv_with_a_bias_holds_a_second_blocked_result():
+    # 32 -> 3 channels, 3x3, 4x32x64x64 -> 4x3x64x64 (49,152 elements), with a bias: oneDNN's
+    # blocked kernel. Live at once: the input (32 channels, 524,288), the weight with both
+    # channel counts rounded up to 16 (32 * 16 * 9 = 4,608), the blocked result (4 * 16 * 64 *
+    # 64 = 262,144) and the blocked result the bias is added from (262,144): 1,053,184 elements,
+    # less the output's 49,152: 1,004,032 * 4 = 4,016,128 bytes (the profiler: 4,016,256).
+    x, w, out = (4, 32, 64, 64), (32, 3, 3, 3), (4, 3, 64, 64)
+    args = (Shape(x), Shape(w), Shape((3,)), [1, 1], [1, 1], [1, 1], True, [0, 0], 1)
+    assert workspace_bytes("convolution", args, {}, Shape(out), 4) == 4_016_128
+
+
+def test_a_transposed_conv_backward_leaves_a_thin_output_gradient_plain():
+    # The weight gradient reads the output's gradient as its source: 3 channels (under 4) stay
+    # plain, and only the input is reordered, in blocks of 16 (32 channels: 524,288 elements),
+    # beside the weight's gradient, which then is copied out (twice 1,536, less): 524,288 * 4
+    # = 2,097,152 bytes, as profiled. The first layer computes no input gradient.
+    assert backward(OUT, X, W, [False, True, True], (2, 2), transposed=True) == 2_097_152
+    # 8 channels: both in half blocks of 8, 4 * 8 * 128 * 128 + 524,288 = 1,048,576 elements:
+    # 4,194,304 bytes, as profiled. (Before issue 35 both were 16-channel blocks: 6,291,456.)
+    grad_out, w = (4, 8, 128, 128), (32, 8, 4, 4)
+    assert backward(grad_out, X, w, [False, True, True], (2, 2), transposed=True) == 4_194_304
+
+
+def test_a_first_layer_weight_gradient_reads_its_image_plain():
+    # Conv2d(3, 32, 3, padding=1) at 4x3x64x64: the weight gradient reads the 3-channel input
+    # in its plain layout and reorders only the output's gradient, 4x32x64x64 = 524,288
+    # elements: 2,097,152 bytes, as profiled (the input in blocks of 16 would add 1,048,576).
+    grad_out, x, w = (4, 32, 64, 64), (4, 3, 64, 64), (32, 3, 3, 3)
+    assert backward(grad_out, x, w, [False, True, True]) == 2_097_152
+
+
+def test_a_small_transposed_conv_takes_the_slow_path_and_its_columns():
+    # Batch 1, 16x32x32 (16,384 elements <= 20,480), 3x3: slow_conv_transpose2d, whose columns
+    # are C_out x kernel values per input position: 16 * 9 * 32 * 32 = 147,456 elements, 589,824
+    # bytes, forward and backward, as profiled (the rule before issue 35 counted none).
+    x, w = (1, 16, 32, 32), (16, 16, 3, 3)
+    assert conv(x, w, x, transposed=True) == 589_824
+    assert backward(x, x, w, [True, True, True], transposed=True) == 589_824

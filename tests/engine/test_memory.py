@@ -119,6 +119,37 @@ def test_float64_doubles_every_byte():
     assert prof.peak_memory_bytes == 2 * (WEIGHTS + INPUT + H1 + H1)
 
 
+def test_a_transposed_conv_training_step_holds_what_its_kernels_hold():
+    """Issue 35: a decoder's last layer, BatchNorm2d(32) then ConvTranspose2d(32, 3, 4, stride
+    2, padding 1), one training step at 4x32x64x64, loss ``out.sum()``. torch.profiler
+    measures 7,084,308 bytes above the weights and the input, as derived here."""
+    y = 4 * 32 * 64 * 64 * F32  # the norm's output, saved for the convolution's backward
+    stats = 2 * 32 * F32  # the norm's saved mean and inverse deviation
+    out = 4 * 3 * 128 * 128 * F32  # the transposed convolution's output: 786,432 bytes
+    grads = y + 32 * 3 * 4 * 4 * F32 + 3 * F32  # the conv's input, weight and bias gradients
+    # node                     live while it runs                                  bytes
+    # batch_norm               y, stats                                        2,097,408
+    # convolution              y, stats, out, its workspace 2,687,488
+    #                          (tests/costs/test_workspace.py)                  5,571,328
+    # sum, ones_like, expand   y, stats, the loss and the ones (4 + 4; out is freed after
+    #                          sum; the expanded gradient is a view, strides 0)
+    # convolution_backward     y, stats, loss, ones, grads, and its workspace:     7,084,308
+    #                          ATen's contiguous copy of the expanded gradient (786,432),
+    #                          y reordered in blocks of 16 for the weight gradient
+    #                          (2,097,152; the 3-channel output gradient stays plain)
+    #                          <- peak
+    # batch_norm_backward      the conv's input gradient, its own (y is freed): less
+    # (Before issue 35: the forward convolution's workspace was 7,634,944 and the backward's
+    # 6,291,456 without the copy: a peak of 10,518,784 in the forward, +48%.)
+    workspace = out + y
+    prof = profile_model(
+        nn.Sequential(nn.BatchNorm2d(32), nn.ConvTranspose2d(32, 3, 4, stride=2, padding=1)),
+        (torch.randn(4, 32, 64, 64),),
+        mode="train",
+    )
+    assert prof.activation_peak_bytes == y + stats + 4 + 4 + grads + workspace == 7_084_308
+
+
 def test_buffers_count_in_weights_bytes_with_their_own_dtype():
     torch.manual_seed(0)
     model = nn.Sequential(
