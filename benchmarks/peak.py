@@ -1,7 +1,8 @@
 """Estimated against measured peak memory, one real CPU step per model and step kind.
 
 For each model of the sample (the zoo's families, batch 1 and the inputs ``zoo.resolve`` gives,
-plus a Conv2d/GroupNorm/ConvTranspose2d decoder built here), in a fresh subprocess per model:
+plus a Conv2d/GroupNorm/ConvTranspose2d decoder and a Conv2d/BatchNorm/ConvTranspose2d
+autoencoder at 4x3x128x128 built here), in a fresh subprocess per model:
 
 - ``eval``: one forward under ``torch.inference_mode()``, against ``profile_model(case)``;
 - ``train``, ``sgd``, ``adam``: one training step (the forward, the sum of the outputs as the
@@ -44,6 +45,7 @@ MODELS = (
     "yolov8n",
     "facebook/detr-resnet-50",
     "conv-decoder",
+    "tconv-autoencoder",
 )
 STEPS = ("eval", "train", "sgd", "adam")
 SGD = {"lr": 0.01, "momentum": 0.9}  # engine/joint.py's SGD: momentum, no dampening
@@ -74,12 +76,34 @@ def decoder():
     return model.eval(), (torch.randn(1, 16, 32, 32),), {}
 
 
+def autoencoder():
+    """Strided convolutions down to 64 channels and transposed ones up to 3 (issue 35)."""
+    import torch
+    from torch import nn
+
+    def step(cin: int, cout: int, up: bool = False) -> list:
+        conv = (nn.ConvTranspose2d if up else nn.Conv2d)(cin, cout, 4, stride=2, padding=1)
+        return [conv, nn.BatchNorm2d(cout), nn.ReLU()]
+
+    model = nn.Sequential(
+        *step(3, 32),
+        *step(32, 64),
+        *step(64, 128),
+        *step(128, 64, up=True),
+        *step(64, 32, up=True),
+        nn.ConvTranspose2d(32, 3, 4, stride=2, padding=1),
+    )
+    return model.eval(), (torch.randn(4, 3, 128, 128),), {}
+
+
 def build(name: str):
     import torch
 
     torch.manual_seed(0)
     if name == "conv-decoder":
         return decoder()
+    if name == "tconv-autoencoder":
+        return autoencoder()
     from pytest_graphbudget.zoo import resolve
 
     case = resolve(name, batch=1)
@@ -196,7 +220,8 @@ def table(rows: list[dict], load: tuple[float, float], threads: int) -> str:
         "",
         f"One run of `python benchmarks/peak.py` on {platform.machine()} ({os.cpu_count()} "
         f"cores), torch threads {threads}, load average {load[0]:.2f} before and {load[1]:.2f} "
-        "after. Batch 1, the inputs `zoo.resolve` gives (the decoder: 1x16x32x32). Measured: "
+        "after. Batch 1, the inputs `zoo.resolve` gives (the decoder: 1x16x32x32; the "
+        "autoencoder: 4x3x128x128). Measured: "
         "weights, buffers, inputs and optimizer state, plus the step's peak above them from "
         "`torch.profiler(profile_memory=True)`; estimated: `Profile.peak_memory_bytes`.",
         "",
