@@ -27,7 +27,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup tools demo test compat compat-ci golden bench zoo dist lint format clean distclean
+.PHONY: help setup tools demo test compat compat-ci golden bench zoo corpus dist lint format clean distclean
 
 help:
 	@echo "make demo       set up .venv and run the example budget suite"
@@ -36,6 +36,7 @@ help:
 	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv, and chromium"
 	@echo "make bench      speed and accuracy comparisons against other tools (installs .[bench])"
 	@echo "make zoo        sweep the model zoo"
+	@echo "make corpus     every timm, transformers and diffusers model against FlopCounterMode (hours; CORPUS_ARGS=...)"
 	@echo "make compat     every torch from the floor and every Python: golden figures and core tests"
 	@echo "make golden     rewrite tests/golden/figures.json (pinned torch) and docs/compat.md's differences"
 	@echo "make dist       build the sdist and wheel into dist/, then twine check --strict"
@@ -149,6 +150,15 @@ bench: $(BENCH_STAMP)
 
 zoo: setup
 	$(BIN)/python -m pytest_graphbudget.cli.zoo_sweep
+
+# Every timm architecture, every transformers model type that builds from its default
+# configuration and diffusers' UNets, VAEs and transformers, each profiled beside one
+# FlopCounterMode forward and both timed warm: rows to benchmarks/out/corpus.jsonl, resumed where a
+# stopped run left off (CORPUS_ARGS=--fresh starts again), then docs/corpus.md. Hours on a quiet
+# machine; CORPUS_ARGS="--family timm --sample 30" for a spread sample, --jobs N to share cores.
+CORPUS_ARGS ?=
+corpus: setup
+	$(BIN)/python benchmarks/corpus.py $(CORPUS_ARGS)
 
 # The sdist and wheel a release uploads (.github/workflows/release.yml builds them the same way),
 # checked as PyPI would check them. --no-isolation: built with the pinned setuptools and wheel of

@@ -1,0 +1,219 @@
+"""One corpus model measured in this process: our profile beside one FlopCounterMode forward.
+
+``measure(family, name)`` builds the model (``corpus_models.build``) and returns its row, a
+plain dict (one JSON line of the run's file); ``measure_built`` does the same for a model
+already built. What the row holds:
+
+- ``status``: ``ok`` (we profiled it), ``failed`` (we raised where the model's forward ran
+  under FlopCounterMode), ``skipped`` (the model does not build, or its forward fails on its
+  default inputs; not a finding about us), or, written by the controller, ``timeout`` and
+  ``crashed``; ``reason``: one line, for all but ``ok``;
+- ours: ``tier`` (``Profile.trace.method``), ``params`` (``Profile.params``), ``macs``,
+  ``flops``, ``unsupported`` (ops we could not price, by name);
+- the reference: ``params_ref`` (``sum(p.numel() for p in model.parameters())``), ``flops_ref``
+  (FlopCounterMode's total, under ``no_grad`` with SDPA forced to the math backend) and
+  ``macs_ref`` (its half: it counts 2 FLOPs per multiply-add of a matmul or convolution);
+- ``agreement``: ``equal`` (our MACs are exactly ``macs_ref``), ``known gap`` (ours are higher
+  and the model ran an op FlopCounterMode counts as 0, named in ``gap_ops``), ``differs``
+  (anything else: to investigate) or ``no reference`` (FlopCounterMode's forward failed);
+- timings, warm: one call of each first (``first_ours_s``, ``first_theirs_s``), then
+  ``repeats`` alternating pairs (``repeats`` is 1 when a first call took over ``SLOW_S``), whose
+  medians are ``ours_s`` and ``theirs_s``; ``ratio`` = ours / theirs (``repeats=0``: the
+  figures only, no timing). ``build_s`` is the model's build, never counted in either.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from corpus_models import THRESHOLD, Built, Skip, build, count_params, one_line  # benchmarks/
+
+SLOW_S = 2.0  # a first call slower than this is timed once more, not ``repeats`` times
+# Ops FlopCounterMode counts as 0 FLOPs (when absent from its counts): its known gaps.
+KNOWN_GAPS = {
+    "lstm": "fused RNN",
+    "gru": "fused RNN",
+    "rnn_tanh": "fused RNN",
+    "rnn_relu": "fused RNN",
+    "_thnn_fused_lstm_cell": "fused RNN",
+    "_thnn_fused_gru_cell": "fused RNN",
+    "mkldnn_rnn_layer": "fused RNN",
+    "_native_multi_head_attention": "MultiheadAttention fast path",
+    "_transformer_encoder_layer_fwd": "TransformerEncoderLayer fast path",
+    "_scaled_dot_product_flash_attention_for_cpu": "CPU flash attention",
+}
+
+
+def measure(family: str, name: str, *, repeats: int = 3, threshold: int = THRESHOLD) -> dict:
+    """Build ``name`` of ``family`` and measure it; a model that cannot be built is a row."""
+    row: dict[str, Any] = {"family": family, "name": name}
+    try:
+        built = build(family, name, threshold)
+    except Skip as exc:
+        return {**row, "status": "skipped", "reason": str(exc)}
+    try:
+        return {**row, **measure_built(built, repeats=repeats)}
+    finally:
+        del built
+        gc.collect()
+
+
+def measure_built(built: Built, *, repeats: int = 3) -> dict:
+    """The row of a built model: ours, the reference, their agreement and their warm times."""
+    model, args, kwargs = built.model, built.args, built.kwargs
+    row: dict[str, Any] = {
+        "meta": built.meta,
+        "build_s": round(built.build_s, 3),
+        "input": _shapes(args, kwargs),
+        "params_ref": count_params(model),
+    }
+    first_theirs, reference = _timed(lambda: reference_flops(model, args, kwargs))
+    first_ours, prof = _timed(lambda: ours(model, args, kwargs))
+    if isinstance(prof, BaseException):
+        if isinstance(reference, BaseException):
+            why = f"forward: {one_line(reference)} (ours: {one_line(prof, 120)})"
+            return {**row, "status": "skipped", "reason": why}
+        return {**row, "status": "failed", "reason": one_line(prof)}
+    row.update(
+        status="ok",
+        tier=prof.trace.method,
+        params=int(prof.params),
+        macs=int(prof.macs),
+        flops=int(prof.flops),
+        unsupported=dict(prof.coverage.unsupported_ops),
+        first_ours_s=round(first_ours, 4),
+    )
+    if isinstance(reference, BaseException):
+        return {**row, "agreement": "no reference", "reason": f"reference: {one_line(reference)}"}
+    total, counted = reference
+    row.update(flops_ref=total, macs_ref=total // 2, first_theirs_s=round(first_theirs, 4))
+    row.update(agreement(row["macs"], row["macs_ref"], counted, model, args, kwargs))
+    if repeats < 1:  # figures only
+        return row
+    row.update(
+        timings(
+            lambda: ours(model, args, kwargs),
+            lambda: reference_flops(model, args, kwargs),
+            repeats=1 if max(first_ours, first_theirs) > SLOW_S else repeats,
+        )
+    )
+    return row
+
+
+def ours(model: Any, args: tuple, kwargs: dict) -> Any:
+    from pytest_graphbudget import profile_model
+
+    return profile_model(model, args, kwargs)
+
+
+def reference_flops(model: Any, args: tuple, kwargs: dict) -> tuple[int, set[str]]:
+    """FlopCounterMode's total over one forward, and the ops it counted (by base name)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        forward(model, args, kwargs)
+    counted = {_base(op) for op in counter.get_flop_counts().get("Global", {})}
+    return counter.get_total_flops(), counted
+
+
+def forward(model: Any, args: tuple, kwargs: dict) -> Any:
+    """One forward under ``no_grad`` with SDPA on the math backend. A model on the meta device
+    runs on fake CPU twins of its weights (``FakeTensorMode``: shapes, no storage; meta
+    tensors alone refuse ``.item()``, which transformers' masks call), the inputs as they are."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        if not any(p.is_meta for p in model.parameters()):
+            return model(*args, **kwargs)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.func import functional_call
+
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            state = {
+                name: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+                for name, t in (*model.named_parameters(), *model.named_buffers())
+            }
+            return functional_call(model, state, args, kwargs, tie_weights=True)
+
+
+def agreement(
+    macs: int, macs_ref: int, counted: set[str], model: Any, args: tuple, kwargs: dict
+) -> dict:
+    """``equal``, else the ops FlopCounterMode leaves at 0 that the model ran (one more
+    forward, only for a model that disagrees): a ``known gap`` when ours are the higher."""
+    if macs == macs_ref:
+        return {"agreement": "equal"}
+    try:
+        ran = ops_run(model, args, kwargs)
+    except Exception:  # the reference's forward ran; a recording that fails says nothing more
+        ran = set()
+    gaps = sorted(op for op in ran if op in KNOWN_GAPS and op not in counted)
+    if gaps and macs > macs_ref:
+        return {"agreement": "known gap", "gap_ops": gaps}
+    return {"agreement": "differs", **({"gap_ops": gaps} if gaps else {})}
+
+
+def ops_run(model: Any, args: tuple, kwargs: dict) -> set[str]:
+    """The ATen ops (base names) one forward runs, under the reference's own settings."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        forward(model, args, kwargs)
+    return seen
+
+
+def timings(our_call: Callable, their_call: Callable, *, repeats: int) -> dict:
+    """``repeats`` alternating pairs after the first calls: medians and their ratio."""
+    mine, theirs = [], []
+    for _ in range(repeats):
+        mine.append(_timed(our_call, catch=False)[0])
+        theirs.append(_timed(their_call, catch=False)[0])
+    ours_s, theirs_s = statistics.median(mine), statistics.median(theirs)
+    return {
+        "repeats": repeats,
+        "ours_s": round(ours_s, 4),
+        "theirs_s": round(theirs_s, 4),
+        "ratio": round(ours_s / theirs_s, 3) if theirs_s > 0 else None,
+    }
+
+
+def _timed(call: Callable, *, catch: bool = True) -> tuple[float, Any]:
+    """Seconds and the value of ``call()``; with ``catch``, its exception as the value."""
+    start = time.perf_counter()
+    try:
+        value = call()
+    except Exception as exc:
+        if not catch:
+            raise
+        value = exc
+    return time.perf_counter() - start, value
+
+
+def _base(op: Any) -> str:
+    """``aten.convolution`` or ``aten.convolution.default`` -> ``convolution``."""
+    parts = str(op).split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _shapes(args: tuple, kwargs: dict) -> str:
+    """The tensor inputs' shapes, short: ``1x3x224x224`` or ``input_ids=1x128 ...``."""
+    import torch
+
+    def shape(value: Any) -> str:
+        return "x".join(map(str, value.shape)) if isinstance(value, torch.Tensor) else "-"
+
+    named = [shape(a) for a in args if isinstance(a, torch.Tensor)]
+    named += [f"{k}={shape(v)}" for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+    return " ".join(named)

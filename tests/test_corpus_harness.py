@@ -1,0 +1,133 @@
+"""The corpus benchmark's harness (``benchmarks/corpus.py``, ``make corpus``, issue 35): one row
+measured in this process, its figures checked against references nobody here wrote
+(torchvision's published ResNet-18, closed-form ViT counts, FlopCounterMode run here), and a
+small results file rendered to the summary counted by hand."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import corpus_measure  # noqa: E402  (benchmarks/corpus_measure.py)
+import corpus_models  # noqa: E402
+import corpus_render  # noqa: E402
+
+timm = pytest.importorskip("timm")
+
+
+def flop_counter_macs(model: torch.nn.Module, image: torch.Tensor) -> int:
+    # SDPA on the math backend: FlopCounterMode counts CPU flash attention as 0 before torch 2.15
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(image)
+    return counter.get_total_flops() // 2
+
+
+def test_resnet18_row_has_torchvisions_published_params_and_macs():
+    weights = pytest.importorskip("torchvision.models").ResNet18_Weights.IMAGENET1K_V1
+    row = corpus_measure.measure("timm", "resnet18", repeats=1)
+    assert row["status"] == "ok", row
+    assert row["params"] == row["params_ref"] == weights.meta["num_params"] == 11_689_512
+    assert round(row["macs"] / 1e9, 3) == weights.meta["_ops"]  # torchvision's GMACs: 1.814
+    model = timm.create_model("resnet18", pretrained=False).eval()
+    assert row["macs"] == row["macs_ref"] == flop_counter_macs(model, torch.rand(1, 3, 224, 224))
+    assert row["agreement"] == "equal" and not row["meta"]
+    assert row["input"] == "1x3x224x224"
+    assert row["repeats"] == 1 and row["ratio"] == pytest.approx(
+        row["ours_s"] / row["theirs_s"], rel=1e-2
+    )
+
+
+# timm's test_vit: patch 16, width 64, depth 6, MLP 3x, at its 160 x 160: 100 patches + the class
+# token. Parameters and multiply-adds written out from the architecture.
+D, DEPTH, HIDDEN, TOKENS, PATCHES, CLASSES = 64, 6, 192, 101, 100, 1000
+BLOCK_PARAMS = 2 * 2 * D + (D * 3 * D + 3 * D) + (D * D + D) + (D * HIDDEN + HIDDEN)
+BLOCK_PARAMS += HIDDEN * D + D
+VIT_PARAMS = (3 * 16 * 16 * D + D) + D + TOKENS * D + DEPTH * BLOCK_PARAMS + 2 * D
+VIT_PARAMS += D * CLASSES + CLASSES
+BLOCK_MACS = TOKENS * (D * 3 * D + D * D + D * HIDDEN + HIDDEN * D) + 2 * TOKENS * TOKENS * D
+VIT_MACS = PATCHES * (3 * 16 * 16) * D + DEPTH * BLOCK_MACS + D * CLASSES
+
+
+def test_vit_row_on_the_meta_device():
+    """Threshold 0: built on the meta device, where the reference runs on fake twins of the
+    weights; ``repeats=0``: the figures only."""
+    row = corpus_measure.measure("timm", "test_vit", repeats=0, threshold=0)
+    assert row["status"] == "ok", row
+    assert row["meta"] is True and row["input"] == "1x3x160x160"
+    assert "ratio" not in row
+    model = timm.create_model("test_vit", pretrained=False).eval()
+    assert row["params"] == row["params_ref"] == VIT_PARAMS == 371_240
+    assert row["macs"] == row["macs_ref"] == VIT_MACS
+    assert VIT_MACS == flop_counter_macs(model, torch.rand(1, 3, 160, 160))
+
+
+def test_a_fast_path_flop_counter_leaves_at_zero_is_a_known_gap():
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    built = corpus_models.Built(Attention().eval(), (torch.rand(1, 5, 16),))
+    row = corpus_measure.measure_built(built, repeats=1)
+    # in_proj 5*16*48, Q.K and A.V 2 heads of 5*5*8 each, out_proj 5*16*16
+    assert row["macs"] == 5 * 16 * 48 + 2 * (2 * 5 * 5 * 8) + 5 * 16 * 16 == 5920
+    assert row["macs_ref"] == 0
+    assert row["agreement"] == "known gap"
+    assert row["gap_ops"] == ["_native_multi_head_attention"]
+
+
+def test_a_model_that_does_not_build_is_skipped_with_its_reason():
+    row = corpus_measure.measure("timm", "no_such_model")
+    assert row["status"] == "skipped"
+    assert row["reason"].startswith("build: RuntimeError: Unknown model")
+
+
+def _row(name: str, status: str = "ok", **figures) -> dict:
+    row = {"kind": "model", "family": "timm", "name": name, "status": status, "seconds": 2.0}
+    if status == "ok":
+        row.update(tier="fx", params=10, params_ref=10, macs=100, macs_ref=100)
+        row.update(agreement="equal", ours_s=0.1, theirs_s=0.1, ratio=1.0)
+    return {**row, **figures}
+
+
+def test_rendering_gives_the_family_summary_counted_by_hand(tmp_path):
+    rows = [
+        {"kind": "run", "started": "2026-01-01 00:00 UTC", "load": 1.0, "listed": {"timm": 50}},
+        _row("a", ratio=0.5),
+        _row("b", ratio=2.0, meta=True),
+        _row("c", params=11, macs=150, agreement="differs"),
+        _row("d", agreement="known gap", macs=120, gap_ops=["mkldnn_rnn_layer"], ratio=0.8),
+        _row("e", "skipped", reason="build: TypeError: no"),
+        _row("f", "timeout", reason="timed out after 600 s"),
+        _row("a", ratio=0.6),  # measured again: the last line counts
+    ]
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"kind": "mod')  # cut short
+    text = corpus_render.render(path)
+    # tried 6 (a..f); profiled a-d: 4 of 6 = 67%; params exact 3 of 4 = 75%; MACs of the 4 with
+    # a reference: equal 2 (50%), known gap 1 (25%), differ 1 (25%); ratios 0.6, 0.8, 1.0, 2.0:
+    # median 0.9, p90 the 4th of 4 (nearest rank), worst b.
+    assert (
+        "| timm | 6 | 1 | 4 (67%) | 1 | 75% | 50% | 25% | 25% | 0.90x | 2.00x | 2.00x `b` |"
+    ) in text
+    assert "Tried: timm 6 of 50 listed." in text
+    assert "- params exact: 3 of 4 (75%);" in text
+    assert "| `b` | fx, meta | 10 | 100 | 100 | = | 0.100 | 0.100 | 2.00x |" in text
+    assert "| `a` | fx | 10 | 100 | 100 | = | 0.100 | 0.100 | 0.60x |" in text
+    assert "- `c`: ours 150 MACs, FlopCounterMode 100 (+50.00%); to investigate" in text
+    known = "known gap (mkldnn_rnn_layer: fused RNN)"
+    assert f"- `d`: ours 120 MACs, FlopCounterMode 100 (+20.00%); {known}" in text
+    assert "- `e` (skipped): build: TypeError: no" in text
+    assert "- `f` (timeout): timed out after 600 s" in text
