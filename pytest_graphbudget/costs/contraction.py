@@ -103,3 +103,27 @@ def addr(bias: Shape, u: Shape, v: Shape, *_, out: Shape, beta=1, alpha=1, **__)
     # The outer product u v^T is addmm with k = 1: one MAC per output element, then the bias
     # add and the alpha/beta scaling.
     return OpCost(macs=numel(u) * numel(v), other=_scaled(out, beta, alpha))
+
+
+@register("_euclidean_dist", role="anchor", kind="matmul")
+def euclidean_dist(x1: Shape, x2: Shape, *, out: Shape, **_) -> OpCost:
+    # cdist's p=2 kernel for more than 25 rows: one matmul of [-2*x1, |x1|^2, 1] by
+    # [x2, 1, |x2|^2]^T, so M + 2 MACs per pair; besides it, the squared norms (a multiply
+    # and an add per element), the -2 scale of x1, and a clamp and a root per pair.
+    *batch, rows1, m = x1
+    rows2 = x2[-2]
+    pairs = prod(batch) * rows1 * rows2
+    other = prod(batch) * (2 * m * (rows1 + rows2) + rows1 * m) + 2 * pairs
+    return OpCost(macs=pairs * (m + 2), other=other)
+
+
+@register("_cdist_forward", role="anchor", kind="matmul")
+def cdist_forward(x1: Shape, x2: Shape, p=2.0, *_, out: Shape, **__) -> OpCost:
+    # The direct kernel: per pair and feature a difference, then for p=2 a multiply-add of it
+    # with itself (a MAC), for other p a power (or abs) and an add; a root per pair (p not 1).
+    *batch, rows1, m = x1
+    pairs = prod(batch) * rows1 * x2[-2]
+    root = pairs if p not in (0, 1) else 0
+    if p == 2:
+        return OpCost(macs=pairs * m, other=pairs * m + root)
+    return OpCost(other=3 * pairs * m + root)

@@ -434,3 +434,27 @@ def test_scatter_adds_count_one_add_per_element_they_add():
     prof = profile_model(ScatterAdds(), (torch.zeros(5, 3), idx, torch.ones(4, 3), where))
     assert prof.coverage.unsupported_ops == {}
     assert prof.flops == 4 * 3 + 2 * 4 * 3 + 5 * 2
+
+
+@pytest.mark.parametrize(
+    ("rows", "p", "macs", "flops"),
+    [
+        # 2 batches of 40 x 30 pairs over 8 features, through _euclidean_dist (over 25 rows):
+        # MACs 2*40*30*(8+2) = 24000; besides, the norms 2*8*(40+30) = 1120 and the -2 scale
+        # 40*8 = 320 per batch, and a clamp and a root per pair 2*1200 = 2400 per batch
+        ((40, 30), 2.0, 24000, 2 * 24000 + 2 * (1120 + 320 + 2400)),
+        # 10 x 20 pairs through _cdist_forward (25 rows or fewer on both sides): per batch 200
+        # pairs, a difference and a MAC per feature, a root per pair
+        ((10, 20), 2.0, 2 * 200 * 8, 2 * 2 * 200 * 8 + 2 * (200 * 8 + 200)),
+        # p=1 (always the direct kernel): a difference, an abs and an add per feature, no root
+        ((10, 20), 1.0, 0, 2 * 3 * 200 * 8),
+    ],
+)
+def test_cdist_counts_its_pairs(rows, p, macs, flops):
+    class Dist(nn.Module):
+        def forward(self, a, b):
+            return torch.cdist(a, b, p=p)
+
+    prof = profile_model(Dist(), (torch.rand(2, rows[0], 8), torch.rand(2, rows[1], 8)))
+    assert prof.coverage.unsupported_ops == {}
+    assert (prof.macs, prof.flops) == (macs, flops)
