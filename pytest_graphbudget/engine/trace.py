@@ -320,7 +320,10 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
         if node.op != "placeholder":
             continue
         name = str(node.target).lstrip("*")
-        value = bound.arguments.get(name, concrete.get(name))
+        if name in bound.arguments or name in concrete:
+            value = bound.arguments.get(name, concrete.get(name))
+        else:  # a concrete argument's leaf, ``is_causal_1``: FX keeps its value as the default
+            value = node.args[0] if node.args else None
         placeholders.append(
             Binding("input", index[id(value)]) if id(value) in index else Binding("constant", value)
         )

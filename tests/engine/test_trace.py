@@ -418,3 +418,18 @@ def test_cost_pass_walks_arguments_as_pytree_does():
             id(t) for t in pytree.tree_leaves(value) if torch.is_tensor(t)
         ]
     assert type(tree.shapes((a, [b]))[1][0]) is Shape
+
+
+def test_keyword_defaults_are_bound_to_the_placeholders_fx_renames():
+    # FX specialises an unpassed keyword to its default under a new name (``causal_1``, with a
+    # check that it still holds): timm's ViTs take ``attn_mask=None, is_causal=False``, and
+    # binding nothing there failed the check and sent every one of them to the tape
+    class WithFlags(nn.Module):
+        def forward(self, x, mask=None, causal: bool = False, scale: float = 2.0):
+            if causal:
+                x = x.tril()
+            return x * scale if mask is None else x.masked_fill(mask, 0.0)
+
+    prof = profile_model(WithFlags(), (torch.rand(4, 4),))
+    assert prof.trace.method == "fx" and prof.trace.failures == {}
+    assert prof.flops == 16  # one multiply per element, no tril
