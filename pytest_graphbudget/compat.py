@@ -147,6 +147,27 @@ def fake_mode() -> Any:
     return FakeTensorMode(allow_non_fake_inputs=True)
 
 
+def fake_empty(
+    mode: Any, shape: Any, stride: Any, dtype: Any, device: Any, parameter: Any = None
+) -> Any:
+    """A fake tensor of these metadata under ``mode``: what ``torch.empty_strided`` makes under
+    the mode, built directly (``FakeTensor(mode, meta, device)``, the same constructor from 2.4
+    on) without the mode's dispatch. ``parameter``: the ``requires_grad`` of an
+    ``nn.Parameter`` made of it, marked as ``nn.Parameter`` marks a tensor subclass, without
+    its ``detach`` through the mode. Each dispatch costs about 150 us: a few tenths of a second
+    for the fake weights of a model of a few hundred tensors."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    if parameter is not None:
+        meta.requires_grad_(parameter)
+    twin = FakeTensor(mode, meta, torch.device(device))
+    if parameter is not None:
+        twin._is_param = True
+    return twin
+
+
 def is_fake(tensor: Any) -> bool:
     from torch._subclasses.fake_tensor import is_fake as _is_fake
 

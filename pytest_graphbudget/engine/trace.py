@@ -24,7 +24,7 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.compat import fake_mode, reparametrize
+from pytest_graphbudget.compat import fake_empty, fake_mode, reparametrize
 from pytest_graphbudget.engine.fx_tracer import symbolic_trace
 from pytest_graphbudget.errors import ModelRunError, one_line
 
@@ -105,12 +105,13 @@ def fake_state(model: nn.Module, mode: FakeTensorMode | None) -> dict[str, torch
     state = {}
     for name, tensor in model_state(model).items():
         if id(tensor) not in twins:
-            with mode or contextlib.nullcontext():
-                twin = torch.empty_strided(
-                    tensor.shape, tensor.stride(), dtype=tensor.dtype, device=_device(tensor, mode)
-                )
-            if isinstance(tensor, nn.Parameter):
-                twin = nn.Parameter(twin, requires_grad=tensor.requires_grad)
+            parameter = isinstance(tensor, nn.Parameter)
+            if parameter and mode is not None:
+                twin = _twin(tensor, mode, tensor.requires_grad)
+            else:
+                twin = _twin(tensor, mode)
+                if parameter:
+                    twin = nn.Parameter(twin, requires_grad=tensor.requires_grad)
             twins[id(tensor)] = twin
         state[name] = twins[id(tensor)]
     return state
@@ -120,13 +121,16 @@ def fake_like(value: Any, mode: FakeTensorMode | None) -> Any:
     """Fake twins of the tensors in ``value`` (meta tensors become CPU fakes); without a
     ``mode``, twins on the meta device."""
 
-    def twin(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        with mode or contextlib.nullcontext():
-            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=_device(t, mode))
+    return pytree.tree_map(lambda t: _twin(t, mode) if isinstance(t, torch.Tensor) else t, value)
 
-    return pytree.tree_map(twin, value)
+
+def _twin(tensor: torch.Tensor, mode: FakeTensorMode | None, parameter: Any = None) -> Any:
+    """An empty tensor of ``tensor``'s metadata: fake under ``mode`` (an ``nn.Parameter``
+    requiring ``parameter`` when that is given), else on the meta device."""
+    if mode is None:
+        return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
+    shape, stride, device = tensor.shape, tensor.stride(), _device(tensor, mode)
+    return fake_empty(mode, shape, stride, tensor.dtype, device, parameter)
 
 
 @contextlib.contextmanager
