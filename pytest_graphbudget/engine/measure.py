@@ -429,16 +429,17 @@ def measure(
     def interpret(gm: fx.GraphModule, *args: Any) -> Any:
         interpreter = _CostInterpreter(gm, recorder, traced)
         out = interpreter.run(*args)
-        result["nodes"] = interpreter.nodes
-        result["inputs"] = interpreter.inputs
+        result.update(nodes=interpreter.nodes, inputs=interpreter.inputs)
         return out
 
     gm = traced.graph_module
     module_state = {}
     if traced.state_in_module:
-        names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
-        names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
-        module_state = {f"gm.{n}": state[n] for n in names if n in state}
+        every = {"remove_duplicate": False}
+        named = [*gm.named_parameters(**every), *gm.named_buffers(**every)]
+        # Constants (fake if traced under a meta model's fakes) get this pass's twins
+        twin = {n: fake_like(t, mode) if fake else t for n, t in named if n not in state}
+        module_state = {f"gm.{n}": state[n] if n in state else twin[n] for n, _ in named}
     context = mode or contextlib.nullcontext()
     with torch.no_grad(), context, recorder:
         torch.func.functional_call(

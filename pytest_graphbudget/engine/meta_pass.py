@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import fx, nn
 
+from pytest_graphbudget.compat import sdpa_meta_as_cpu
+
 SAFE_MODULES = (
     *(nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.Linear),
     *(nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm),
@@ -37,6 +39,7 @@ SAFE_NAMESPACES = ("_operator", "operator", "torch", "torch.functional", "torch.
 SAFE_NAMESPACES += ("torch._C._nn", "torch._C._VariableFunctions", "torch._C._linalg")
 """``torch._C._nn``: ``F.linear`` and ``F.gelu`` as FX records them, ATen ops with no Python."""
 UNSAFE_FUNCTIONS = {"interpolate", "scaled_dot_product_attention", "multi_head_attention_forward"}
+"""Functions that look at the device; SDPA only before ``compat.SDPA_META_AS_CPU``."""
 SHAPE_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "T", "mT", "layout", "requires_grad"})
 """Tensor attributes a graph may read (``getattr`` nodes: timm's ``x.shape``) that are the same
 on meta and CPU tensors; ``device``, ``is_cuda`` and the like are not."""
@@ -48,6 +51,7 @@ def meta_safe(gm: fx.GraphModule) -> bool:
     Python's operators and none of ``UNSAFE_FUNCTIONS``; ``getattr`` reads only
     ``SHAPE_ATTRIBUTES``. Methods are left to fail loudly (``.cpu()`` on a meta tensor raises),
     and the caller then runs the fake pass."""
+    unsafe = UNSAFE_FUNCTIONS - ({"scaled_dot_product_attention"} if sdpa_meta_as_cpu() else set())
     for n in gm.graph.nodes:
         if n.op == "call_module" and type(gm.get_submodule(n.target)) not in SAFE_MODULES:
             return False
@@ -57,7 +61,7 @@ def meta_safe(gm: fx.GraphModule) -> bool:
         elif n.op == "call_function":
             namespace = getattr(n.target, "__module__", None) or "torch"
             name = getattr(n.target, "__name__", "")
-            if namespace not in SAFE_NAMESPACES or name in UNSAFE_FUNCTIONS:
+            if namespace not in SAFE_NAMESPACES or name in unsafe:
                 return False
     return True
 

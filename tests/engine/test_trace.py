@@ -262,6 +262,42 @@ def test_fx_graph_priced_on_meta_tensors_as_on_fake_ones():
     assert sum(n.macs for n in on_meta.nodes) == 2 * 8 * 8 * 8 * 3 * 9 + 2 * 5 * 128
 
 
+@pytest.mark.parametrize("mask", ["none", "causal", "float", "bool"])
+def test_attention_and_timm_style_graphs_priced_on_meta_tensors_as_on_fake_ones(mask):
+    # From torch 2.9 the meta device runs SDPA through the CPU's kernel; F.linear and F.gelu
+    # are recorded from torch._C._nn, and x.shape is a getattr node: all meta-safe, and the
+    # buffer made at trace time (zeros_like of a parameter) is a constant of the graph
+    from pytest_graphbudget.compat import sdpa_meta_as_cpu
+    from pytest_graphbudget.engine.measure import measure
+    from pytest_graphbudget.engine.meta_pass import meta_safe
+    from pytest_graphbudget.engine.trace import trace_fx
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(32, 96)
+            self.bias = nn.Parameter(torch.zeros(96))
+
+        def forward(self, x, m):
+            b, n, _ = x.shape
+            h = nn.functional.linear(x, self.qkv.weight, self.bias + torch.zeros_like(self.bias))
+            q, k, v = nn.functional.gelu(h).view(b, n, 3, 4, 8).permute(2, 0, 3, 1, 4)
+            sdpa = nn.functional.scaled_dot_product_attention
+            if mask == "causal":
+                return sdpa(q, k, v, is_causal=True)
+            return sdpa(q, k, v, attn_mask=None if mask == "none" else m)
+
+    model = Attention().eval()
+    x = torch.randn(2, 6, 32)
+    m = torch.rand(2, 4, 6, 6)
+    m = m > 0.5 if mask == "bool" else m
+    traced = trace_fx(model, Example((x, m), {}))
+    assert meta_safe(traced.graph_module) == sdpa_meta_as_cpu()
+    on_meta = measure(model, traced, [x, m], meta=True)
+    on_fake = measure(model, traced, [x, m], fake=True)
+    assert _canonical(on_meta) == _canonical(on_fake)
+
+
 def test_module_that_looks_at_the_device_is_not_priced_on_meta_tensors():
     # nn.MultiheadAttention's fused path runs on CPU and CUDA only: on meta it computes other ops
     from pytest_graphbudget.engine.meta_pass import meta_safe
