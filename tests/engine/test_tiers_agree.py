@@ -141,16 +141,16 @@ TORCHVISION_APART = {
 """Models whose tiers still differ, each with the reason: xfail(strict) until they agree."""
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        *TORCHVISION,
-        *(
-            pytest.param(name, marks=pytest.mark.xfail(reason=why, strict=True))
-            for name, why in sorted(TORCHVISION_APART.items())
-        ),
-    ],
-)
+def agreeing_and_apart(agree: tuple[str, ...], apart: dict[str, str]) -> list:
+    """``agree`` as they are, then ``apart`` as strict xfails with their reasons."""
+    marked = [
+        pytest.param(name, marks=pytest.mark.xfail(reason=why, strict=True))
+        for name, why in sorted(apart.items())
+    ]
+    return [*agree, *marked]
+
+
+@pytest.mark.parametrize("name", agreeing_and_apart(TORCHVISION, TORCHVISION_APART))
 def test_torchvision_models_agree(name):
     torchvision = pytest.importorskip("torchvision")
     with torch.random.fork_rng(devices=[]):
@@ -162,22 +162,11 @@ def test_torchvision_models_agree(name):
 
 TIMM = ("mobilenetv3_small_050", "ghostnet_050")
 """A corpus sample: timm models FX traces, on the small side (where the tape is the cheaper
-tier, so the two must agree for either to be chosen)."""
-
-TIMM_APART: dict[str, str] = {}
-"""None in the sample; timm's convnext_tiny differs as vit_b_16 does (one activation of peak)."""
+tier, so the two must agree for either to be chosen). timm's convnext_tiny differs as vit_b_16
+does (one activation of peak)."""
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        *TIMM,
-        *(
-            pytest.param(name, marks=pytest.mark.xfail(reason=why, strict=True))
-            for name, why in sorted(TIMM_APART.items())
-        ),
-    ],
-)
+@pytest.mark.parametrize("name", TIMM)
 def test_timm_sample_agrees(name):
     timm = pytest.importorskip("timm")
     with torch.random.fork_rng(devices=[]):
