@@ -27,8 +27,10 @@ The counts are the same either way."""
 ASKED = ("dynamo", "dynamo-breaks", "fx", "eager")
 """The tiers a caller may ask for: after ``fx``, instead of the taped forward, a whole graph
 from ``torch.export`` (then the graph breaks, then eager) or Dynamo's graph breaks reported;
-or one tier alone, ``fx`` or ``eager`` (the taped forward), which fails rather than fall back
-(the tiers' figures are the same: ``tests/engine/test_tiers_agree.py`` holds them to it)."""
+or one tier alone, ``fx`` or ``eager`` (the taped forward), which fails rather than fall back.
+The two give the same figures (``tests/engine/test_tiers_agree.py``), but for the peak of some
+attention models, which FX holds one activation longer, and the kernels of graphs in which FX
+sees a wrapped function whole: that test lists them apart, each with its reason."""
 
 SETTLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Models whose last taped forward assigned no state: nothing lazy is left to build, so their
