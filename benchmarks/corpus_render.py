@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,13 @@ def _differs(r: dict) -> str:
 
 def _failure(r: dict) -> str:
     status = "no FlopCounterMode figure" if r["status"] == "ok" else r["status"]
-    return f"- `{r['name']}` ({status}): {r.get('reason', '')}"
+    return f"- `{r['name']}` ({status}): {_no_paths(r.get('reason', ''))}"
+
+
+def _no_paths(text: str) -> str:
+    """A reason without the machine's paths: a module's file as its place in site-packages."""
+    text = re.sub(r"/\S*?/site-packages/", "", text)
+    return re.sub(r"(?<![\w.])/(?:[\w.-]+/)+([\w.-]+)", r"\1", text)
 
 
 def _pct(part: int, whole: int) -> str:
