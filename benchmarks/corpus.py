@@ -42,6 +42,8 @@ from corpus_models import FAMILIES, THRESHOLD, names, one_line  # benchmarks/
 from corpus_render import read_rows, render
 from notes import write_keeping_notes
 
+from pytest_graphbudget.cli.zoo_sweep import OFFLINE_ENV  # what make zoo runs offline with
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 JSONL = HERE / "out" / "corpus.jsonl"
@@ -50,13 +52,6 @@ DEFAULT_TIMEOUT = 600.0
 STARTUP_TIMEOUT = 600.0
 MODELS_PER_WORKER = 25  # a fresh worker now and then keeps memory from piling up
 RETRIED = {"failed", "timeout", "crashed"}
-OFFLINE_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "YOLO_OFFLINE": "1",
-    "YOLO_AUTOINSTALL": "0",
-}
 
 
 # ---------------------------------------------------------------------------------------------
