@@ -142,9 +142,10 @@ def in_place(func: Any) -> bool:
     """Whether ``func`` is an in-place ATen op that writes its first argument and returns it
     (``hardswish_``, ``add_``, ``copy_``): its output is that argument, whose metadata only the
     ``inplace_view`` ops (``t_``, ``resize_``) change."""
-    if not isinstance(func, torch._ops.OpOverload):
+    if not isinstance(func, torch._ops.OpOverload) or torch.Tag.inplace_view in func.tags:
         return False
-    if torch.Tag.inplace not in func.tags or torch.Tag.inplace_view in func.tags:
+    tag = getattr(torch.Tag, "inplace", None)  # torch 2.4 has no such tag: its naming rule
+    if (tag not in func.tags) if tag is not None else not func._schema.name.endswith("_"):
         return False
     schema = func._schema
     args, returns = schema.arguments, schema.returns
