@@ -29,6 +29,7 @@ from pytest_graphbudget.gate.check import (
     internal_error,
     relative,
 )
+from pytest_graphbudget.run.settings import import_paths, importable
 from pytest_graphbudget.run.table_check import check_table
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the command line's: 2 for every usage error
@@ -247,26 +248,6 @@ def compared(
     out = Path(scratch.enter_context(tempfile.TemporaryDirectory())) / "baseline.toml"
     found = profile_base(base, root, here, [*command, *paths], out, flag="--base")
     return checker_baseline(committed, root, conf.baseline_from, found, "--base")
-
-
-def import_paths(root: Path, ini: dict[str, Any]) -> list[str]:
-    """Where ``factory = "package.module:function"`` is imported from, as under pytest: the
-    project's root and the ``pythonpath`` entries of its pytest configuration (``ini``)."""
-    entries = ini.get("pythonpath", [])
-    entries = entries.split() if isinstance(entries, str) else entries
-    extra = [root / e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
-    return [str(p.resolve()) for p in [*extra, root]]
-
-
-@contextlib.contextmanager
-def importable(paths: list[str]):
-    """``paths`` first on ``sys.path`` while the budgets are checked, then as it was."""
-    saved = list(sys.path)
-    sys.path[:0] = [p for p in paths if p not in sys.path]
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
 
 
 def node_id(path: Path, root: Path, name: str) -> str:

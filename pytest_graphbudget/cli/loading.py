@@ -108,8 +108,7 @@ def project_code() -> Iterator[None]:
     """The current directory, the project's root and its ``pythonpath`` entries first on
     ``sys.path`` while a model is loaded, as ``graph-budget check`` imports factories: the
     user's package imports, and a pickled model of the user's classes unpickles."""
-    from pytest_graphbudget.cli.check_files import import_paths, importable
-    from pytest_graphbudget.run.settings import discover
+    from pytest_graphbudget.run.settings import discover, import_paths, importable
 
     here = Path.cwd()
     project = discover(here)

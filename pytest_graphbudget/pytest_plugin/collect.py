@@ -139,18 +139,22 @@ class BudgetItem(pytest.Item):
 
     def runtest(self) -> None:
         from pytest_graphbudget.pytest_plugin.state import ITEM_MODELS
+        from pytest_graphbudget.run.settings import import_paths, importable
         from pytest_graphbudget.run.table_check import check_table
 
         manager = manager_of(self.config)
-        result = check_table(
-            self.entry,
-            self.nodeid,
-            self.path,
-            relative(str(self.path), self.config.rootpath),
-            manager.checker,
-            manager.profiler,
-            manager.hardware,
-        )
+        # a factory imports from the project's root, as under graph-budget check (pytest
+        # itself puts only its pythonpath entries, and a root conftest's folder, on sys.path)
+        with importable(import_paths(self.config.rootpath, {})):
+            result = check_table(
+                self.entry,
+                self.nodeid,
+                self.path,
+                relative(str(self.path), self.config.rootpath),
+                manager.checker,
+                manager.profiler,
+                manager.hardware,
+            )
         self.stash[ITEM_MODELS] = [result]
         if result.failed:
             raise BudgetFailure(result.message())

@@ -225,3 +225,50 @@ def test_factories_import_from_the_project_root_and_pytests_pythonpath(
     assert found["budgets/nets.toml::root"]["flops"] == FLOPS
     assert found["budgets/nets.toml::src"]["flops"] == FLOPS
     assert sys.path == before
+
+
+def test_factories_import_alike_under_pytest_and_graph_budget_check(pytester, monkeypatch):
+    """Parity, both ways: a package at the project's root (no conftest.py to put the root on
+    ``sys.path``) and a module of a ``pythonpath`` entry import under ``pytest --graph-budget``
+    exactly as under ``graph-budget check``; a module that exists nowhere fails in both."""
+    package = pytester.path / "gbparity_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text(MODELS)
+    (pytester.path / "src").mkdir()
+    (pytester.path / "src" / "gbparity_src.py").write_text(MODELS)
+    write(
+        pytester.path / "budgets/nets.toml",
+        """
+        [models.package]
+        factory = "gbparity_pkg.models:linear"
+        flops_max = "1M"
+
+        [models.src]
+        factory = "gbparity_src:linear"
+        flops_max = "1M"
+
+        [models.missing]
+        factory = "gbparity_nowhere:linear"
+        flops_max = "1M"
+        """,
+    )
+    (pytester.path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\npythonpath = ["src"]\n'
+        "[tool.graph_budget]\ncache_dir = '.cache'\n"
+    )
+    for name in ("gbparity_pkg", "gbparity_pkg.models", "gbparity_src"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    before = list(sys.path)
+    result = pytester.runpytest("--graph-budget", "budgets/", "--graph-budget-json", "p.json")
+    result.assert_outcomes(passed=2, failed=1)
+    assert sys.path == before
+    for name in ("gbparity_pkg", "gbparity_pkg.models", "gbparity_src"):
+        sys.modules.pop(name, None)
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["check", "--json", "c.json"]) == 1
+    assert sys.path == before
+    under_pytest, under_check = models(pytester.path / "p.json"), models(pytester.path / "c.json")
+    for node in ("budgets/nets.toml::package", "budgets/nets.toml::src"):
+        assert under_pytest[node]["flops"] == under_check[node]["flops"] == FLOPS
+    assert "gbparity_nowhere" in result.stdout.str()
