@@ -198,7 +198,9 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
                 f"{name} is not a readable PyTorch file ({_unpickler_reason(exc)})"
             ) from None
         else:
-            shown = ", ".join(globals_[:2])
+            # the project's own classes first, then torch's; sorted: torch's finder returns a
+            # set's order, which differs from one process to the next
+            shown = ", ".join(sorted(globals_, key=lambda g: (g.startswith("torch."), g))[:2])
             raise GraphBudgetError(
                 f"{name} is a full pickle ({shown}); loading it runs code from the file. "
                 "Pass trust_pickle=True (--trust-pickle) if you trust it"

@@ -8,6 +8,7 @@ a name runs under the ``no_network`` guard and checks that nothing tried to conn
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -421,6 +422,31 @@ def test_full_pickle_is_refused_without_trust(tmp_path):
     case = resolve(str(path), trust_pickle=True, input_shape=(1, 3, 32, 32))
     assert isinstance(case.model, torch.nn.Sequential)
     assert tuple(case.inputs[0].shape) == (1, 3, 32, 32)
+
+
+def test_full_pickle_names_the_projects_classes_first_in_every_process(tmp_path):
+    # torch's finder returns the globals in a set's order (string hashes differ between
+    # processes): the message must not, and the user's class is the one that matters
+    path = tmp_path / "tiny.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()), path)
+    code = (
+        "from pytest_graphbudget.zoo import resolve\n"
+        f"try:\n    resolve({str(path)!r})\nexcept Exception as exc:\n    print(exc)"
+    )
+    lines = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert lines == {
+        f"{path} is a full pickle (torch.nn.modules.activation.ReLU, "  # the first two by name
+        "torch.nn.modules.container.Sequential); loading it runs code from the file. "
+        "Pass trust_pickle=True (--trust-pickle) if you trust it"
+    }
 
 
 def test_trusted_pickle_without_a_shape_asks_for_one(tmp_path):
