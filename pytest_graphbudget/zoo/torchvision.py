@@ -57,6 +57,15 @@ AUX_SEGMENTATION = {
 }
 
 
+# Builder keywords, beyond ``weights=None``, that make the architecture the published one.
+AS_PUBLISHED: tuple[tuple[frozenset[str], dict], ...] = (
+    (frozenset(AUX_SEGMENTATION), {"aux_loss": True}),  # the aux head runs in eval too
+    (frozenset(SCIPY_INIT), {"init_weights": False}),  # PyTorch's init: no scipy, no warning
+    # torchvision drops GoogLeNet's training-only classifiers whenever weights are given
+    (frozenset({"googlenet", "quantized_googlenet"}), {"aux_logits": False}),
+)
+
+
 class TorchVisionLoader(ModelLoader):
     family = "torchvision"
 
@@ -71,54 +80,62 @@ class TorchVisionLoader(ModelLoader):
         return name in self.names()
 
     def load(self, name: str, options: LoadOptions) -> ModelCase:
-        from torchvision import models
-
         from pytest_graphbudget.case import ModelCase
-        from pytest_graphbudget.zoo._build import build_module, image
+        from pytest_graphbudget.zoo._build import build_module
 
-        task = task_of(name)
-        kwargs: dict = {"weights": None}
-        if task in ("segmentation", "detection"):
-            kwargs["weights_backbone"] = None
-        if name in AUX_SEGMENTATION:
-            kwargs["aux_loss"] = True  # as published: the aux head runs in eval too
-        if name in SCIPY_INIT:
-            kwargs["init_weights"] = False  # PyTorch's default init: no scipy, no FutureWarning
-        if name in ("googlenet", "quantized_googlenet"):
-            kwargs["aux_logits"] = False  # as published: torchvision drops them with weights
-        if task == "quantization":
-            kwargs["quantize"] = False  # the float model with quant stubs: no quantized engine
+        kwargs = builder_kwargs(name)
+        model = build_module(lambda: seeded_model(name, kwargs), options.meta)
+        note = f"seq_len ignored: {name} takes images" if options.seq_len is not None else None
+        return ModelCase(model, example_inputs(name, model, options), {}, name=name, note=note)
 
-        def factory():
-            import torch
 
-            # Seeded weights: a detector's cost depends on how many boxes survive its
-            # thresholds, so the same name must always build the same model (the caller's
-            # random state is left as it was).
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
-                model = models.get_model(name, **kwargs)
-            if name in FROZEN_BN_DETECTION:
-                _freeze_batch_norm(model.backbone)
-            return model
+def builder_kwargs(name: str) -> dict:
+    """The keywords ``models.get_model(name, ...)`` builds the published architecture with,
+    without weights: no backbone weights either, the float model of a quantizable one (quant
+    stubs, no quantized engine), and the rows of ``AS_PUBLISHED`` that name it."""
+    task = task_of(name)
+    kwargs: dict = {"weights": None}
+    if task in ("segmentation", "detection"):
+        kwargs["weights_backbone"] = None
+    if task == "quantization":
+        kwargs["quantize"] = False
+    for names, extra in AS_PUBLISHED:
+        if name in names:
+            kwargs.update(extra)
+    return kwargs
 
-        model = build_module(factory, options.meta)
-        notes = []
-        if options.seq_len is not None:
-            notes.append(f"seq_len ignored: {name} takes images")
 
-        if task == "optical_flow":
-            shape = options.image_shape((1, 3, *OPTICAL_FLOW_SIZE))
-            inputs = (image(shape), image(shape))
-        elif task == "detection":
-            # Detectors take a list of CxHxW images, one per batch element (their transform
-            # resizes and batches them); the size is the one their transform resizes to.
-            batch, *chw = options.image_shape(default_input_shape(name, model))
-            inputs = ([image(tuple(chw)) for _ in range(batch)],)
-        else:
-            shape = options.image_shape(default_input_shape(name, model))
-            inputs = (image(shape),)
-        return ModelCase(model, inputs, {}, name=name, note="; ".join(notes) or None)
+def seeded_model(name: str, kwargs: dict):
+    """``models.get_model(name, **kwargs)`` with seeded weights, as published: a detector's cost
+    depends on how many boxes survive its thresholds, so the same name must always build the
+    same model (the caller's random state is left as it was); detectors get the frozen batch
+    norm of their published backbones."""
+    import torch
+    from torchvision import models
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = models.get_model(name, **kwargs)
+    if name in FROZEN_BN_DETECTION:
+        _freeze_batch_norm(model.backbone)
+    return model
+
+
+def example_inputs(name: str, model, options: LoadOptions) -> tuple:
+    """The positional inputs at the published size (``default_input_shape``) or the options':
+    two frames for optical flow, a list of CxHxW images for a detector (its transform resizes
+    and batches them, one per batch element), one tensor otherwise."""
+    from pytest_graphbudget.zoo._build import image
+
+    task = task_of(name)
+    if task == "optical_flow":
+        shape = options.image_shape((1, 3, *OPTICAL_FLOW_SIZE))
+        return (image(shape), image(shape))
+    shape = options.image_shape(default_input_shape(name, model))
+    if task == "detection":
+        batch, *chw = shape
+        return ([image(tuple(chw)) for _ in range(batch)],)
+    return (image(shape),)
 
 
 def task_of(name: str) -> str:
