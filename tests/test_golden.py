@@ -505,6 +505,11 @@ def test_golden_is_anchored():
     assert golden["gru"]["macs"] == 30 * 3 * 48 * (32 + 48)
     # out_variants: mm and addmm of 20x30 by 30x40, 24,000 MACs each.
     assert golden["out_variants"]["macs"] == 2 * 20 * 30 * 40
+    # Its traffic: mm reads x (20x30) and y (30x40) and writes buf (20x40, read by addmm), the
+    # add in place on buf fuses with it; addmm reads buf, x and y and writes res, the output.
+    # An out= buffer is written, never read: float32 throughout.
+    x, y, buf = 4 * 20 * 30, 4 * 30 * 40, 4 * 20 * 40
+    assert golden["out_variants"]["traffic_bytes"] == (x + y + buf) + (buf + x + y + buf)
 
 
 def write_docs() -> None:

@@ -24,6 +24,9 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
+import torch
+from torch.utils import _pytree as pytree
+
 from pytest_graphbudget.compat import op_available
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -326,3 +329,27 @@ def to_cost(key: str, result: Any) -> OpCost:
             "multiply-accumulate plus every other FLOP"
         )
     return OpCost(macs=macs, other=flops - 2 * macs)
+
+
+CONTRACTION_WORDS = tuple(
+    "mm matmul conv einsum attention attn linear dot gemm bilinear lstm gru rnn".split()
+)
+"""Words in an op's name that say it contracts (``mylib.fused_matmul``, ``aten.addr``)."""
+
+
+def may_contract(qualified: str, args: tuple, kwargs: dict) -> bool:
+    """Could this call without a formula be a contraction, and so hide most of the FLOPs?
+
+    Yes when its name says so (``CONTRACTION_WORDS``), or when any input is a floating-point or
+    complex tensor of rank 2 or more: the operands every matrix product and convolution has.
+    Integer, boolean and 1-D work (indexing, bookkeeping) is not.
+    """
+    name = qualified.rpartition(".")[2].lower()
+    if any(word in name for word in CONTRACTION_WORDS):
+        return True
+    return any(
+        isinstance(leaf, torch.Tensor)
+        and leaf.dim() >= 2
+        and (leaf.is_floating_point() or leaf.is_complex())
+        for leaf in pytree.tree_leaves((args, kwargs))
+    )

@@ -126,6 +126,11 @@ class _Tape(_Recorder):
             # An out= argument is the op's output, not an input (as in the cost pass).
             outs = _out_arguments(func)
             inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
+            if outs:  # written through, not read (nor a new storage): as in the cost pass
+                written = tree.tensor_list([v for k, v in kwargs.items() if k in outs])
+                read = {_storage(t) for t in tree.tensor_list((args, inputs))}
+                node.overwrites = {_storage(t) for t in written} - read
+                node.reads -= node.overwrites
             self.record(name, args, inputs, out, tensors)
         finally:
             self.node = None

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.compat import fake_mode
 from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
-from pytest_graphbudget.costs.registry import workspace_bytes
+from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.quantized import packed_keys, stored_bytes, weight_ids
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
@@ -55,6 +55,7 @@ class NodeCost:
     dtype: str = ""
     writes: dict[Any, int] = field(default_factory=dict)  # new storages: key -> bytes
     reads: set = field(default_factory=set)  # storages read (keys)
+    overwrites: set = field(default_factory=set)  # storages written through out=, not read
     views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
     segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
     workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
@@ -226,30 +227,6 @@ def _op_name(func: Any) -> str:
     return name if namespace in ("aten", "prim") else f"{namespace}.{name}"
 
 
-CONTRACTION_WORDS = tuple(
-    "mm matmul conv einsum attention attn linear dot gemm bilinear lstm gru rnn".split()
-)
-"""Words in an op's name that say it contracts (``mylib.fused_matmul``, ``aten.addr``)."""
-
-
-def may_contract(qualified: str, args: tuple, kwargs: dict) -> bool:
-    """Could this call without a formula be a contraction, and so hide most of the FLOPs?
-
-    Yes when its name says so (``CONTRACTION_WORDS``), or when any input is a floating-point or
-    complex tensor of rank 2 or more: the operands every matrix product and convolution has.
-    Integer, boolean and 1-D work (indexing, bookkeeping) is not.
-    """
-    name = qualified.rpartition(".")[2].lower()
-    if any(word in name for word in CONTRACTION_WORDS):
-        return True
-    return any(
-        isinstance(leaf, torch.Tensor)
-        and leaf.dim() >= 2
-        and (leaf.is_floating_point() or leaf.is_complex())
-        for leaf in pytree.tree_leaves((args, kwargs))
-    )
-
-
 UNITS = {"scaled_dot_product_attention"}
 """Composite ops priced whole, whatever they decompose into."""
 
@@ -317,10 +294,14 @@ class _CostInterpreter(fx.Interpreter):
         producers = list(n.all_input_nodes)
         # What an op wrote through out= is read from that op, as on the tape (mm(.., out=y); y+1)
         node.inputs = list(dict.fromkeys(self.written_by.get(p.name, p.name) for p in producers))
-        outs = [n.kwargs[k] for k in ("out", "values", "indices") if k in n.kwargs]
-        for target in pytree.tree_leaves(outs):
+        outs = {k for k in ("out", "values", "indices") if k in n.kwargs}
+        for target in pytree.tree_leaves([n.kwargs[k] for k in outs]):
             self.written_by.update({target.name: n.name} if isinstance(target, fx.Node) else {})
-        node.reads = set().union(*(self.storage_of.get(p.name, set()) for p in producers))
+        sources = (n.args, {k: v for k, v in n.kwargs.items() if k not in outs})
+        read = {a.name for a in pytree.tree_leaves(sources) if isinstance(a, fx.Node)}
+        storages = {p.name: self.storage_of.get(p.name, set()) for p in producers}
+        node.reads = set().union(*(storages[p] for p in read if p in storages))
+        node.overwrites = set().union(*storages.values()) - node.reads
         tensors = tree.tensor_list(value)
         record_output(node, value, tensors)
         if not node.kind:
@@ -357,7 +338,7 @@ def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
         storage = t.untyped_storage()
         key = StorageWeakRef(storage)
         views[key] = max(views.get(key, 0), t.numel() * t.element_size())
-        if key not in reads:
+        if key not in reads and key not in node.overwrites:  # a new storage
             writes[key] = max(writes.get(key, 0), storage.nbytes())
     node.writes = writes
     node.views = views
@@ -374,9 +355,7 @@ def _views(value: Any) -> dict[Any, int]:
 
 
 def _target(n: fx.Node) -> str:
-    if isinstance(n.target, str):
-        return n.target
-    return getattr(n.target, "__name__", str(n.target))
+    return n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
 
 
 class _Runner(nn.Module):
@@ -424,13 +403,11 @@ def measure(
         from pytest_graphbudget.engine.meta_pass import MetaCache
 
         recorder.call = MetaCache()
-    result: dict[str, Any] = {}
+    runs: list[_CostInterpreter] = []
 
     def interpret(gm: fx.GraphModule, *args: Any) -> Any:
-        interpreter = _CostInterpreter(gm, recorder, traced)
-        out = interpreter.run(*args)
-        result.update(nodes=interpreter.nodes, inputs=interpreter.inputs)
-        return out
+        runs.append(_CostInterpreter(gm, recorder, traced))
+        return runs[-1].run(*args)
 
     gm = traced.graph_module
     module_state = {}
@@ -446,5 +423,6 @@ def measure(
             _Runner(gm, interpret), module_state, tuple(values), strict=False, tie_weights=True
         )
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    outputs = {p.name for p in output_node.all_input_nodes}
-    return Measured(result["nodes"], outputs, result["inputs"], "fake" if fake else "real")
+    run = runs[-1]  # what an output placeholder holds was written through out= by an op
+    outputs = {run.written_by.get(p.name, p.name) for p in output_node.all_input_nodes}
+    return Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real")

@@ -57,7 +57,7 @@ class Coverage:
     costed: int
     unsupported_ops: dict[str, int]
     unsupported_contractions: dict[str, int] | None = None
-    """The unsupported calls that may be contractions (``measure.may_contract``), by op; None
+    """The unsupported calls that may be contractions (``costs.registry.may_contract``), by op; None
     when not known (a profile saved before it was recorded): then every unsupported op may be."""
 
 
@@ -159,6 +159,9 @@ class Profile:
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # train: by phase
     runtime: Any = None  # runtime.Runtime: measured on this machine (measure=True)
     parallel: dict[str, Any] | None = None  # train, sharded: each rank's share (parallel.py)
+    execution: str = "eager"
+    """How ``est_latency_s`` has the model run: a kernel per op (``eager``) or per fused group
+    (``compiled``), ``engine/latency.py``."""
 
     def _train_totals(self) -> dict[str, Any]:
         """The training step's extra totals: its phases' figures and the optimizer state."""
@@ -229,6 +232,7 @@ class Profile:
             "model": self.model,
             "mode": self.mode,
             "dtype": self.dtype,
+            "execution": self.execution,
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
                 "method": self.trace.method,
@@ -287,10 +291,12 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         Subgraph(**{k: s[k] for k in Subgraph.__dataclass_fields__ if k in s})
         for s in data["subgraphs"]
     ]
-    for s, saved in zip(
-        subgraphs, data["subgraphs"], strict=True
-    ):  # calibrated: per-op detail, keep it
-        if not (target.kernels and "est_latency_s" in saved):
+    # Each subgraph's time was priced per op or per kernel kind, which needs the graph's
+    # nodes: kept as saved. A profile saved before ``execution`` was recorded priced fused
+    # groups on the roofline (compiled) unless its hardware was calibrated.
+    execution = data.get("execution", "eager" if target.kernels else "compiled")
+    for s, saved in zip(subgraphs, data["subgraphs"], strict=True):
+        if "est_latency_s" not in saved or not (target.kernels or "execution" in data):
             s.est_latency_s = target.time(s.flops, s.traffic_bytes, dtype)
     return Profile(
         model=data["model"],
@@ -324,6 +330,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         phases=_phases_from(totals),
         runtime=Runtime.from_dict(data.get("runtime")),
         parallel=data.get("parallel"),
+        execution=execution,
     )
 
 

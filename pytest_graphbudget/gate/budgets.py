@@ -25,7 +25,7 @@ LIMITS: dict[str, Figure] = figures.BY_BUDGET
 """Budget key -> the figure it bounds (``flops_max`` -> FLOPs), from ``figures.TABLE``."""
 BOTTLENECK_KEYS = ("compute_bound_min", "memory_bound_max")
 BOTTLENECK_BY = {"count": "share", "flops": "flops_share", "time": "time_share"}
-SETTINGS = ("hardware", "tolerance", "name", "measure_runs", "measure_device")
+SETTINGS = ("hardware", "execution", "tolerance", "name", "measure_runs", "measure_device")
 MODEL_KEYS = (
     "input_shape",
     "seq_len",
@@ -57,6 +57,8 @@ class Budget:
     bottleneck: dict[str, float] = field(default_factory=dict)  # compute_bound_min, ...
     bottleneck_by: str = "count"
     hardware: str = "generic"
+    execution: str = "eager"
+    """How the model runs, which ``latency_max`` judges: "eager" or "compiled"."""
     tolerance: float = DEFAULT_TOLERANCE
     name: str | None = None
     lines: dict[str, int] = field(default_factory=dict)  # key -> line in its TOML file
@@ -156,6 +158,8 @@ def build(
                 budget.hardware = get(value, budget.hardware_profiles).name
             except GraphBudgetError as exc:
                 raise GraphBudgetError(f"hardware in {where}: {exc}") from None
+        elif key == "execution":
+            budget.execution = variants.check_execution(value, where)
         elif key == "tolerance":
             budget.tolerance = shares(value, "tolerance", where)
         elif key == "name":
@@ -336,7 +340,7 @@ def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> lis
 
     - Nothing counted at all fails: a zero would pass every limit.
     - An op without a formula that may be a contraction (a floating-point input of rank 2 or
-      more, or a name such as ``matmul``/``conv``/``attention``: ``measure.may_contract``)
+      more, or a name such as ``matmul``/``conv``/``attention``: ``costs.registry.may_contract``)
       fails, one finding per op: its uncounted FLOPs could be most of the model's. Listing
       it in ``allow_unsupported`` (or ``allow_unsupported = true``) accepts the undercount.
     - Any other op without a formula warns (fails under ``--graph-budget-strict``).

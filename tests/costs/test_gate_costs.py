@@ -344,7 +344,7 @@ def test_training_mode_is_restored_when_profiling_raises():
 # Item 8, last part: an unsupported op that may hide a contraction fails the budget check
 # unless the budget says allow_unsupported.
 #
-# The rule (measure.may_contract): an op without a formula may be a contraction when any input
+# The rule (registry.may_contract): an op without a formula may be a contraction when any input
 # is a floating-point or complex tensor of rank >= 2, or when its name says so (mm, matmul,
 # conv, einsum, attention, linear, dot, gemm, lstm, gru, rnn...). Other unsupported ops warn.
 
@@ -397,7 +397,7 @@ def test_custom_ops_are_reported_under_their_namespace(custom_profile):
 
 
 def test_may_contract_rule():
-    from pytest_graphbudget.engine.measure import may_contract
+    from pytest_graphbudget.costs.registry import may_contract
 
     floats2, floats1 = torch.empty(3, 4), torch.empty(4)
     ints2 = torch.empty(3, 4, dtype=torch.long)

@@ -219,8 +219,6 @@ GOLDEN_APART = {
     "tape sees the ATen ops of its CPU kernel (11 kernels) and their intermediates",
     "lstm_bidirectional": "kernels, traffic and peak: nn.LSTM is one FX node priced whole; the "
     "tape sees the ops of its CPU kernel (4 kernels) and their intermediates",
-    "out_variants": "traffic: the out= buffers passed to the forward are charged 3,200 B more "
-    "on the tape",
     "sdpa_causal": "peak and traffic: the CPU flash kernel's logsumexp (1,024 B) is an output "
     "on the tape, hidden by FX's whole-op pricing of SDPA (measure.UNITS)",
     "sdpa_masked": "FLOPs (+1,024), a kernel and traffic: SDPA turns the bool mask into an "
