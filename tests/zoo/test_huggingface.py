@@ -1,0 +1,160 @@
+"""Hugging Face by name (``zoo/huggingface.py``): built from the configurations this package
+ships, offline, with the parameter counts the model cards publish; inputs from ``forward``'s
+signature and the configuration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError  # noqa: E402
+from pytest_graphbudget.zoo import list_models, resolve  # noqa: E402
+
+
+def n_params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def shapes(case) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(value.shape) for key, value in case.kwargs.items()}
+
+
+def test_the_shipped_names_are_listed():
+    listed = list_models()["huggingface"]
+    assert {"bert-base-uncased", "gpt2", "t5-small", "facebook/bart-base"} <= set(listed)
+    assert "facebook/detr-resnet-50" in listed
+    assert len(listed) == 23
+
+
+# Published parameter counts of the base architectures (AutoModel: BertModel with its pooler,
+# GPT2Model without the LM head, T5Model with tied embeddings, ...).
+HF_PUBLISHED = {
+    "bert-base-uncased": ("BertModel", 109_482_240),
+    "bert-base-cased": ("BertModel", 108_310_272),
+    "bert-large-uncased": ("BertModel", 335_141_888),
+    "distilbert-base-uncased": ("DistilBertModel", 66_362_880),
+    "roberta-base": ("RobertaModel", 124_645_632),
+    "roberta-large": ("RobertaModel", 355_359_744),
+    "albert-base-v2": ("AlbertModel", 11_683_584),
+    "xlm-roberta-base": ("XLMRobertaModel", 278_043_648),
+    "gpt2": ("GPT2Model", 124_439_808),
+    "gpt2-medium": ("GPT2Model", 354_823_168),
+    "gpt2-large": ("GPT2Model", 774_030_080),
+    "distilgpt2": ("GPT2Model", 81_912_576),
+    "EleutherAI/gpt-neo-125m": ("GPTNeoModel", 125_198_592),
+    "EleutherAI/gpt-neo-1.3B": ("GPTNeoModel", 1_315_575_808),
+    "facebook/opt-125m": ("OPTModel", 125_239_296),
+    "facebook/opt-350m": ("OPTModel", 331_196_416),
+    "google/electra-base-discriminator": ("ElectraModel", 108_891_648),
+    "microsoft/deberta-v3-base": ("DebertaV2Model", 183_831_552),
+    "t5-small": ("T5Model", 60_506_624),
+    "facebook/bart-base": ("BartModel", 139_420_416),
+}
+
+
+@pytest.fixture
+def hub_allowed(monkeypatch):
+    """The environment of a user who has not switched the hub off (unlike `make test`)."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.parametrize("name", sorted(HF_PUBLISHED))
+def test_hf_parameter_counts_equal_published(name, no_network, hub_allowed):
+    class_name, expected = HF_PUBLISHED[name]
+    case = resolve(name, meta=True)
+    assert type(case.model).__name__ == class_name
+    assert n_params(case.model) == expected
+    assert no_network == []  # shipped configuration: the hub is not even asked
+
+
+def test_hf_models_are_float32_and_in_eval_mode(no_network):
+    # facebook/opt-125m's configuration says float16 (its weights' dtype): built in float32.
+    case = resolve("facebook/opt-125m", meta=True)
+    assert {p.dtype for p in case.model.parameters()} == {torch.float32}
+    assert not case.model.training
+
+
+def test_configurations_are_shipped_for_every_hf_name():
+    from pytest_graphbudget.zoo import huggingface
+
+    for name in huggingface.NAMES:
+        data = json.loads(huggingface.config_path(name).read_text())
+        assert data["model_type"]
+        assert "auto_map" not in data
+
+
+def test_unknown_hub_id_fails_fast_and_offline(no_network, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UnknownModelError, match="unknown model 'someorg/no-such-model'"):
+        resolve("someorg/no-such-model")
+    assert no_network == []
+
+
+def test_unknown_hub_id_with_the_hub_unreachable(no_network, hub_allowed):
+    # The hub may be asked for ids the zoo does not ship; when it cannot be reached the answer
+    # is the ordinary unknown-name error, quickly, with no traceback from the HTTP stack.
+    with pytest.raises(UnknownModelError, match="did you mean: facebook/opt-125m"):
+        resolve("facebook/opt-126m")
+
+
+# Inputs are chosen from forward's signature and the configuration, never from the name.
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        (
+            "bert-base-uncased",
+            {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)},
+        ),
+        ("roberta-base", {"input_ids": (1, 128), "attention_mask": (1, 128)}),
+        ("microsoft/deberta-v3-base", {"input_ids": (1, 128), "attention_mask": (1, 128)}),
+        ("distilbert-base-uncased", {"input_ids": (1, 128), "attention_mask": (1, 128)}),
+        ("gpt2", {"input_ids": (1, 128), "attention_mask": (1, 128)}),
+        (
+            "t5-small",
+            {"input_ids": (1, 128), "attention_mask": (1, 128), "decoder_input_ids": (1, 128)},
+        ),
+        (
+            "facebook/bart-base",
+            {"input_ids": (1, 128), "attention_mask": (1, 128), "decoder_input_ids": (1, 128)},
+        ),
+        (
+            "facebook/detr-resnet-50",
+            {"pixel_values": (1, 3, 800, 800), "pixel_mask": (1, 800, 800)},
+        ),
+    ],
+)
+def test_hf_inputs_come_from_the_forward_signature(name, expected, no_network):
+    case = resolve(name, meta=True)
+    assert case.inputs == ()
+    assert shapes(case) == expected
+    vocab = case.model.config.vocab_size if "input_ids" in expected else None
+    if vocab is not None:
+        ids = case.kwargs["input_ids"]
+        assert ids.dtype == torch.long and 0 <= int(ids.min()) and int(ids.max()) < vocab
+
+
+def test_hf_overrides_seq_len_batch_and_input_shape(no_network):
+    case = resolve("bert-base-uncased", seq_len=64, batch=2, meta=True)
+    assert set(shapes(case).values()) == {(2, 64)}
+    case = resolve("t5-small", input_shape=(3, 32), meta=True)
+    assert shapes(case)["decoder_input_ids"] == (3, 32)
+    case = resolve("facebook/detr-resnet-50", input_shape="1,3,640,480", meta=True)
+    assert shapes(case) == {"pixel_values": (1, 3, 640, 480), "pixel_mask": (1, 640, 480)}
+
+
+def test_hf_seq_len_beyond_the_model_is_a_clear_error():
+    with pytest.raises(GraphBudgetError, match="seq_len 1024 is longer than roberta-base"):
+        resolve("roberta-base", seq_len=1024, meta=True)
+
+
+def test_detr_needs_neither_timm_nor_a_download(no_network, hub_allowed):
+    case = resolve("facebook/detr-resnet-50", meta=True)
+    assert type(case.model).__name__ == "DetrForObjectDetection"
+    assert case.model.config.num_queries == 100
+    assert n_params(case.model) == 41_524_768
+    assert "timm resnet50" in case.note
+    assert no_network == []

@@ -1,0 +1,169 @@
+"""Files and folders on disk (``zoo/local.py``): pickles refused unless trusted, checkpoints
+loaded with ``weights_only``, ``config.json`` folders, model YAMLs and ``.pt2`` exports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_graphbudget.errors import GraphBudgetError  # noqa: E402
+from pytest_graphbudget.zoo import resolve  # noqa: E402
+
+
+def n_params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def shapes(case) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(value.shape) for key, value in case.kwargs.items()}
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.conv(x).relu()
+
+
+def test_full_pickle_is_refused_without_trust(tmp_path):
+    path = tmp_path / "tiny.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()), path)
+    with pytest.raises(GraphBudgetError) as info:
+        resolve(str(path))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "full pickle" in message and "trust_pickle=True" in message
+    case = resolve(str(path), trust_pickle=True, input_shape=(1, 3, 32, 32))
+    assert isinstance(case.model, torch.nn.Sequential)
+    assert tuple(case.inputs[0].shape) == (1, 3, 32, 32)
+
+
+def test_full_pickle_names_the_projects_classes_first_in_every_process(tmp_path):
+    # torch's finder returns the globals in a set's order (string hashes differ between
+    # processes): the message must not, and the user's class is the one that matters
+    path = tmp_path / "tiny.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()), path)
+    code = (
+        "from pytest_graphbudget.zoo import resolve\n"
+        f"try:\n    resolve({str(path)!r})\nexcept Exception as exc:\n    print(exc)"
+    )
+    lines = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert lines == {
+        f"{path} is a full pickle (torch.nn.modules.activation.ReLU, "  # the first two by name
+        "torch.nn.modules.container.Sequential); loading it runs code from the file. "
+        "Pass trust_pickle=True (--trust-pickle) if you trust it"
+    }
+
+
+def test_trusted_pickle_without_a_shape_asks_for_one(tmp_path):
+    path = tmp_path / "tiny.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(4, 4)), path)
+    with pytest.raises(GraphBudgetError, match="pass input_shape"):
+        resolve(str(path), trust_pickle=True)
+
+
+def test_state_dict_is_refused(tmp_path):
+    path = tmp_path / "weights.pth"
+    torch.save(torch.nn.Linear(4, 4).state_dict(), path)
+    with pytest.raises(GraphBudgetError, match="holds a state dict"):
+        resolve(str(path))
+
+
+def test_garbage_pt_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "broken.pt"
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(GraphBudgetError) as info:
+        resolve(str(path))
+    assert "\n" not in str(info.value)
+
+
+def test_ultralytics_checkpoint_loads_with_weights_only_safety(tmp_path, no_network):
+    from pytest_graphbudget.zoo.ultralytics import import_ultralytics
+
+    tasks = import_ultralytics().nn.tasks
+    model = tasks.DetectionModel(cfg="yolov8n.yaml", verbose=False)
+    path = tmp_path / "best.pt"
+    torch.save({"model": model, "epoch": 3}, path)
+
+    # The file references ultralytics classes, so a plain weights_only load refuses it...
+    with pytest.raises(Exception, match="ultralytics"):
+        torch.load(path, weights_only=True)
+    # ...but the zoo loads it with weights_only=True against ultralytics' class allow-list.
+    case = resolve(str(path))
+    assert type(case.model).__name__ == "DetectionModel"
+    assert n_params(case.model) == 3_157_200
+    assert [tuple(x.shape) for x in case.inputs] == [(1, 3, 640, 640)]
+    assert no_network == []
+
+
+def write_bert_folder(folder, **overrides):
+    config = {
+        "model_type": "bert",
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "max_position_embeddings": 128,
+        "type_vocab_size": 2,
+        **overrides,
+    }
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_folder_with_config_json(tmp_path, no_network):
+    # The folder's name says "gpt2": the inputs still come from BERT's forward.
+    folder = write_bert_folder(tmp_path / "gpt2-like")
+    case = resolve(str(folder), seq_len=16)
+    assert type(case.model).__name__ == "BertModel"
+    embeddings = 1000 * 64 + 128 * 64 + 2 * 64 + 2 * 64
+    layer = 4 * (64 * 64 + 64) + 2 * 64 + (64 * 128 + 128) + (128 * 64 + 64) + 2 * 64
+    assert n_params(case.model) == embeddings + 2 * layer + (64 * 64 + 64)
+    assert shapes(case) == {
+        "input_ids": (1, 16),
+        "attention_mask": (1, 16),
+        "token_type_ids": (1, 16),
+    }
+    assert no_network == []
+
+
+def test_folder_needing_remote_code_is_refused(tmp_path):
+    folder = write_bert_folder(tmp_path / "custom", auto_map={"AutoModel": "modeling.Custom"})
+    with pytest.raises(GraphBudgetError, match="trust_remote_code"):
+        resolve(str(folder))
+
+
+def test_yaml_file_builds_an_ultralytics_model(tmp_path, no_network):
+    from pytest_graphbudget.zoo.ultralytics import yaml_file
+
+    path = tmp_path / "mynet.yaml"
+    path.write_text(yaml_file("yolov8").read_text().replace("nc: 80", "nc: 3"))
+    case = resolve(str(path), meta=True)
+    assert type(case.model).__name__ == "DetectionModel"
+    assert case.model.yaml["nc"] == 3
+
+
+def test_exported_program_carries_its_inputs(tmp_path):
+    program = torch.export.export(Tiny().eval(), (torch.randn(1, 3, 16, 16),))
+    path = tmp_path / "tiny.pt2"
+    torch.export.save(program, path)
+    case = resolve(str(path))
+    assert [tuple(x.shape) for x in case.inputs] == [(1, 3, 16, 16)]
