@@ -11,26 +11,24 @@ from pytest_graphbudget.reports import tables
 
 
 def test_every_command_is_one_module_with_its_parser_and_handler():
-    names = [command.__name__.rpartition(".")[2] for command in cli.COMMANDS]
-    assert names == [
-        "profile",
-        "explore",
-        "compare",
-        "list",
-        "init",
-        "hardware",
-        "check",
-        "merge",
-        "history",
-    ]
+    names = [command.__name__.rpartition(".")[2].rstrip("_") for command in cli.COMMANDS]
     for command in cli.COMMANDS:
         assert callable(command.add_parser) and callable(command.run), command.__name__
     subparsers = next(
         a for a in cli.build_parser()._actions if a.__class__.__name__ == "_SubParsersAction"
     )
-    assert list(subparsers.choices) == names
+    assert list(subparsers.choices) == names  # the module is named after its command
     for name, command in zip(names, cli.COMMANDS, strict=True):
         assert subparsers.choices[name].get_default("func") is command.run
+
+
+def test_docs_cli_has_every_command():
+    """docs/cli.md: a row of the table of commands and a section of its own for each."""
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    for command in cli.COMMANDS:
+        name = command.__name__.rpartition(".")[2].rstrip("_")
+        assert f"`graph-budget {name}" in text.split("## Conventions")[0], name
+        assert f"\n## {name}\n" in text, name
 
 
 def test_text_table_pads_names_left_and_figures_right():
