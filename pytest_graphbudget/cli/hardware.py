@@ -28,8 +28,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--calibrate",
         action="store_true",
-        help="measure this machine (float32 matmul, memory copy and, on a CPU, each kind of "
-        "kernel in float32 and bfloat16: under a minute) and write its profile as "
+        help="measure this machine (matmul, memory copy and each kind of kernel in float32 "
+        "and bfloat16, in interleaved rounds: under a minute) and write its profile as "
         "[hardware.NAME] TOML for --hardware-file (to --output, else stdout)",
     )
     p.add_argument(
@@ -44,7 +44,31 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="--calibrate on small sizes only (seconds; a smoke check, not a calibration)",
     )
     p.add_argument("--name", help="the calibrated profile's name (default: calibrated)")
-    p.add_argument("--device", help="what --calibrate measures: cpu (default) or cuda")
+    p.add_argument(
+        "--device",
+        help="what --calibrate measures: cpu (default), cuda or cuda:N (every kernel kind, "
+        "launch overhead included, and the matmul peak in float32, bfloat16 and float16)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="--calibrate times everything in this many interleaved rounds and keeps each "
+        "one's median (default 7; --quick 3)",
+    )
+    p.add_argument(
+        "--max-spread",
+        type=float,
+        metavar="PERCENT",
+        help="refuse a calibration (exit 2, nothing written) whose timings of one kind varied "
+        "more than ±PERCENT between rounds (half their interquartile range over their median; "
+        "default 10; --quick checks only when this is given)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write the calibration even when the machine was too noisy (its spread is in "
+        "the profile's comments)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -53,7 +77,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from pytest_graphbudget import hardware as hw
 
     check_writable(args.output)
-    if args.calibrate or args.name or args.device or args.threads is not None or args.quick:
+    asked = (args.name, args.device, args.quick, args.force)
+    numbers = (args.threads, args.rounds, args.max_spread)
+    if args.calibrate or any(asked) or any(value is not None for value in numbers):
         return calibrate(args, console)
     profiles = hw.profiles(loading.user_hardware(args.hardware_file)).values()
     console.emit(render_hardware(profiles, format_of(args)), args.output)
@@ -64,10 +90,17 @@ def calibrate(args: argparse.Namespace, console: Console) -> int:
     """``--calibrate``: measure, then write the profile (kept beside the output file's other
     profiles) so that ``--hardware NAME --hardware-file FILE`` prices models with it."""
     from pytest_graphbudget.hardware import from_table
+    from pytest_graphbudget.modes.calibrate import ROUNDS
     from pytest_graphbudget.modes.calibrate import calibrate as measure
+    from pytest_graphbudget.modes.rounds import MAX_SPREAD
 
     if not args.calibrate:
-        raise GraphBudgetError("--name, --device, --threads and --quick go with --calibrate")
+        raise GraphBudgetError(
+            "--name, --device, --threads, --quick, --rounds, --max-spread and --force go with "
+            "--calibrate"
+        )
+    if args.max_spread is not None and not 0 <= args.max_spread < 1000:
+        raise GraphBudgetError(f"--max-spread is a percentage from 0, got {args.max_spread:g}")
     if args.format or args.hardware_file:
         raise GraphBudgetError(
             "--calibrate writes TOML to --output FILE (or stdout); drop --format and "
@@ -75,8 +108,18 @@ def calibrate(args: argparse.Namespace, console: Console) -> int:
         )
     name = args.name or "calibrated"
     console.progress(f"calibrating {args.device or 'cpu'} (matmul, copy, kernel kinds) ...")
-    result = measure(name, args.device or "cpu", threads=args.threads, quick=args.quick)
+    rounds = args.rounds if args.rounds is not None else ROUNDS
+    result = measure(
+        name, args.device or "cpu", rounds=rounds, threads=args.threads, quick=args.quick
+    )
     from_table(name, result.table())  # a profile it cannot read back would fail later, silently
+    checked = args.max_spread is not None or not args.quick  # a smoke check is never refused
+    limit = MAX_SPREAD if args.max_spread is None else args.max_spread / 100
+    noisy = result.too_noisy(limit) if checked else None
+    if noisy and not args.force:
+        raise GraphBudgetError(f"{noisy}, or pass --force to write it anyway")
+    if noisy:
+        console.note(f"{noisy}; written anyway (--force)")
     existing = ""
     if args.output and args.output != "-" and Path(args.output).is_file():
         existing = Path(args.output).read_text(encoding="utf-8")

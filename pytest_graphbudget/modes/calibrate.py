@@ -1,15 +1,20 @@
 """Calibration: what this machine achieves, written as a hardware profile for the roofline.
 
 Vendors' datasheet peaks are what a chip could do; a CI runner or a laptop does less. Two
-measurements give the roofline's two figures here:
+measurements give the roofline's two figures here, on the device calibrated (``cpu`` or
+``cuda``/``cuda:N``, the same code for both: a GPU's clock waits for its queue):
 
-- compute: a float32 matrix product ``(n, n) @ (n, n)``, ``2 n^3`` FLOPs. ``n`` doubles from
-  512 until the faster of two products takes ``MIN_SECONDS`` (or ``n`` reaches ``max_n``), so
-  timer resolution and call overhead are negligible; the best of ``repeats`` runs counts (on a
-  shared machine noise only ever adds time).
+- compute: a matrix product ``(n, n) @ (n, n)``, ``2 n^3`` FLOPs. ``n`` doubles from 512 until
+  one product takes ``MIN_SECONDS`` (or ``n`` reaches ``max_n``), so timer resolution and call
+  overhead are negligible. float32 on a CPU; on a GPU bfloat16 and float16 too.
 - bandwidth: a copy between two buffers of ``copy_bytes`` each (256 MiB by default, beyond
-  the last-level cache of most machines), which reads ``copy_bytes`` and writes as many; the
-  best of ``repeats`` runs counts.
+  the last-level cache of most machines), which reads ``copy_bytes`` and writes as many.
+
+Then each kernel kind (``modes.kernels``). Everything is timed in rounds (``modes.rounds``):
+the median of ``rounds`` rounds, each the best of ``samples`` runs, the rounds interleaving
+the benchmarks so that a machine's drift reaches them all alike; how far each strayed between
+rounds is its spread, which says when the machine was too noisy to trust (``too_noisy``).
+The intra-op thread count is pinned while it measures and written in the profile.
 
 The profile is ``[hardware.<name>]`` TOML, as ``--hardware-file`` and
 ``[tool.graph_budget.hardware_profiles.<name>]`` read it (``hardware.from_table``).
@@ -29,6 +34,11 @@ MIN_SECONDS = 0.05
 """The least time one timed matrix product should take: several scheduler time slices, so
 that a thread descheduled once on a busy machine costs it a small share."""
 MIB = 2**20
+ROUNDS = 7
+"""Rounds of a calibration (``--quick``: 3): the median of seven is off by one outlier at most
+a quartile's width."""
+CPU_DTYPES = ("float32", "bfloat16")
+CUDA_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass
@@ -42,15 +52,20 @@ class Calibration:
     matmul_n: int
     bandwidth: float  # achieved bytes/s of the copy, bytes read plus bytes written
     copy_bytes: int  # the size of each buffer
-    repeats: int
+    rounds: int
+    samples: int = 2  # the best of this many runs in each round
     # dtype -> kernel kind -> its measured rate (``modes.kernels``), written as [kernels...]
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what strayed between rounds (``rounds.spread``): "peak DTYPE", "bandwidth", "KIND DTYPE"
+    spreads: dict[str, float] = field(default_factory=dict)
+    peaks: dict[str, float] = field(default_factory=dict)  # dtype -> matmul FLOP/s
 
     def table(self) -> dict[str, Any]:
         """The ``[hardware.<name>]`` table: ``hardware.from_table``'s keys."""
+        peaks = {"float32": self.flops, **self.peaks}
         table: dict[str, Any] = {
             "description": f"{self.device} as measured by graph-budget hardware --calibrate",
-            "peak_tflops": {"float32": float(f"{self.flops / 1e12:.4g}")},
+            "peak_tflops": {dtype: float(f"{flops / 1e12:.4g}") for dtype, flops in peaks.items()},
             "bandwidth_gbs": float(f"{self.bandwidth / 1e9:.4g}"),
         }
         for dtype, rates in self.kernels.items():
@@ -96,122 +111,161 @@ class Calibration:
     def notes(self) -> list[str]:
         when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         return [
-            f"measured {when} on {self.device} with {self.threads} threads, best of "
-            f"{self.repeats}: float32 matmul n={self.matmul_n} ({self.flops / 1e9:.4g} GFLOP/s), "
-            f"copy of {self.copy_bytes // MIB} MiB ({self.bandwidth / 1e9:.4g} GB/s read+write)",
+            f"measured {when} on {self.device} with {self.threads} threads, median of "
+            f"{self.rounds} rounds (each the best of {self.samples}): float32 matmul "
+            f"n={self.matmul_n} ({self.flops / 1e9:.4g} GFLOP/s), copy of "
+            f"{self.copy_bytes // MIB} MiB ({self.bandwidth / 1e9:.4g} GB/s read+write)",
             "peak_tflops and bandwidth_gbs: the roofline; [kernels.KIND] (float32) and "
-            "[kernels_bfloat16.KIND]: each kernel kind's FLOP/s, bytes/s and launch overhead, "
+            "[kernels_DTYPE.KIND]: each kernel kind's FLOP/s, bytes/s and launch overhead, "
             "which the latency estimate prices each op with",
+            "spread between rounds (half the interquartile range over the median):",
+            *self._spread_lines(),
         ]
 
+    def _spread_lines(self) -> list[str]:
+        """The spreads, the roofline's on one line, then each dtype's kinds on one."""
+        lines: dict[str, list[str]] = {}
+        for key, value in self.spreads.items():
+            kind, _, dtype = key.partition(" ")
+            group = dtype if kind not in ("peak", "bandwidth") and dtype else "roofline"
+            lines.setdefault(group, []).append(f"{kind} ±{value:.1%}")
+        return [f"  {group}: {', '.join(found)}" for group, found in lines.items()]
 
-def best_seconds(call: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> float:
-    """The fastest of ``repeats`` timed calls, after one untimed call."""
-    call()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return best
+    def too_noisy(self, limit: float) -> str | None:
+        """What strayed more than ``limit`` between rounds, said for the user; None if
+        nothing did."""
+        from pytest_graphbudget.modes.rounds import noisiest
+
+        name, worst = noisiest(self.spreads)
+        if worst <= limit:
+            return None
+        over = sum(value > limit for value in self.spreads.values())
+        others = f" (and {over - 1} more)" if over > 1 else ""
+        return (
+            f"the machine was too noisy to trust: {name} varied ±{worst:.0%} between rounds"
+            f"{others}, over the ±{limit:.0%} allowed; close other programs and run again"
+        )
 
 
-def matmul_flops(device: Any, repeats: int, max_n: int, sync: Callable[[], None]):
-    """Achieved float32 FLOP/s of an ``n x n`` product, and ``n``."""
+def clock_for(target: Any, threads: int) -> Callable[[], float]:
+    """The clock that times ``target``: on a GPU one that waits for its queue first; on a
+    CPU with one thread the process's CPU time, which a shared machine's other processes do
+    not add to (wall-clock time, with several threads, counts each of their waits)."""
     import torch
+
+    if target.type == "cuda":
+
+        def synced() -> float:
+            torch.cuda.synchronize(target)
+            return time.perf_counter()
+
+        return synced
+    return time.process_time if threads == 1 else time.perf_counter
+
+
+def matmul_flops(dtype: Any, timing: Any, max_n: int):
+    """Achieved FLOP/s of an ``n x n`` product in ``dtype`` (on torch's default device),
+    ``n``, and each round's FLOP/s."""
+    import torch
+
+    from pytest_graphbudget.modes.rounds import best_of, interleaved
 
     def product(n: int) -> Callable[[], Any]:
-        a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-        out = torch.empty(n, n, device=device)
-        return lambda: torch.mm(a, b, out=out)
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        out = torch.empty(n, n, dtype=dtype)
+        call = lambda: torch.mm(a, b, out=out)  # noqa: E731
+        call()  # the untimed first call
+        return call
 
     n = 512
-    while n < max_n and best_seconds(product(n), 2, sync) < MIN_SECONDS:
+    while n < max_n and best_of(product(n), 2, timing.clock) < MIN_SECONDS:
         n *= 2
-    return 2 * n**3 / best_seconds(product(n), repeats, sync), n
+    call = product(n)
+    rounds = interleaved({0: lambda: best_of(call, timing.samples, timing.clock)}, timing.rounds)
+    return [2 * n**3 / seconds for seconds in rounds[0]], n
 
 
-def copy_bandwidth(device: Any, copy_bytes: int, repeats: int, sync: Callable[[], None]):
-    """Achieved bytes/s of copying a ``copy_bytes`` buffer (read once, written once)."""
+def copy_bandwidth(copy_bytes: int, timing: Any) -> list[float]:
+    """Each round's bytes/s of copying a ``copy_bytes`` buffer (read once, written once)."""
     import torch
 
-    source = torch.ones(copy_bytes // 4, dtype=torch.float32, device=device)
+    from pytest_graphbudget.modes.rounds import best_of, interleaved
+
+    source = torch.ones(copy_bytes // 4, dtype=torch.float32)
     target = torch.empty_like(source)
-    seconds = best_seconds(lambda: target.copy_(source), repeats, sync)
-    return 2 * source.numel() * 4 / seconds
+    call = lambda: target.copy_(source)  # noqa: E731
+    call()
+    rounds = interleaved({0: lambda: best_of(call, timing.samples, timing.clock)}, timing.rounds)
+    return [2 * source.numel() * 4 / seconds for seconds in rounds[0]]
 
 
 def calibrate(
     name: str = "calibrated",
     device: str = "cpu",
     *,
-    repeats: int = 5,
+    rounds: int = ROUNDS,
     max_n: int = 4096,
     copy_bytes: int = 256 * MIB,
     threads: int | None = None,
     quick: bool = False,
 ) -> Calibration:
-    """Measure this machine's achievable float32 FLOP/s and memory bandwidth on ``device``,
-    and on a CPU each kernel kind's rates in float32 and bfloat16 (``modes.kernels``), with
-    ``threads`` intra-op threads (default: torch's); ``quick`` measures small sizes only."""
+    """Measure this machine's achievable FLOP/s and memory bandwidth on ``device``, and each
+    kernel kind's rates (``modes.kernels``; float32 and bfloat16, and float16 on a GPU), with
+    ``threads`` intra-op threads (default: torch's), in ``rounds`` rounds; ``quick``
+    measures small sizes in 3 rounds only."""
     import torch
+
+    from pytest_graphbudget.modes.device import check_device
 
     if threads is not None and threads < 1:
         raise GraphBudgetError(f"--threads must be at least 1, got {threads}")
+    if rounds < 1:
+        raise GraphBudgetError(f"rounds must be at least 1, got {rounds}")
     if quick:
-        repeats, max_n, copy_bytes = 2, 512, 4 * MIB
-    try:
-        target = torch.device(device)
-        torch.empty(1, device=target)
-    except (RuntimeError, AssertionError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise GraphBudgetError(f"cannot calibrate on device {device!r}: {reason}") from None
+        rounds, max_n, copy_bytes = min(rounds, 3), 512, 4 * MIB
+    target = check_device(device, f"cannot calibrate on device {device!r}")
     before = torch.get_num_threads()
     torch.set_num_threads(threads or before)
     try:  # the caller's thread count comes back: calibrating is no setting of the process
-        with torch.inference_mode():
-            return _measure(name, target, repeats, max_n, copy_bytes, quick)
+        with torch.inference_mode(), torch.device(target):
+            return _measure(name, target, rounds, max_n, copy_bytes, quick)
     finally:
         torch.set_num_threads(before)
 
 
 def _measure(
-    name: str, target: Any, repeats: int, max_n: int, copy_bytes: int, quick: bool
+    name: str, target: Any, rounds: int, max_n: int, copy_bytes: int, quick: bool
 ) -> Calibration:
+    import statistics
+
     import torch
 
-    sync = (lambda: torch.cuda.synchronize(target)) if target.type == "cuda" else (lambda: None)
-    flops, n = matmul_flops(target, repeats, max_n, sync)
-    bandwidth = copy_bandwidth(target, copy_bytes, repeats, sync)
+    from pytest_graphbudget.modes.kernels import CUDA_BATCH, Timing, measure_kernels
+    from pytest_graphbudget.modes.rounds import spread
+
+    threads = torch.get_num_threads()
+    gpu = target.type == "cuda"
+    timing = Timing(clock_for(target, threads), rounds, batches=(1, CUDA_BATCH) if gpu else (1,))
+    peaks: dict[str, float] = {}
+    spreads: dict[str, float] = {}
+    n = 0
+    for dtype in CUDA_DTYPES if gpu else ("float32",):
+        found, size = matmul_flops(getattr(torch, dtype), timing, max_n)
+        peaks[dtype], spreads[f"peak {dtype}"] = statistics.median(found), spread(found)
+        n = n or size  # float32's, which the notes name
+    copies = copy_bandwidth(copy_bytes, timing)
+    bandwidth, spreads["bandwidth"] = statistics.median(copies), spread(copies)
     kernels = {}
-    if target.type == "cpu":  # the micro-benchmarks time host calls: CPU only for now
-        kernels = _kernels(flops, bandwidth, repeats, quick)
-    label = torch.cuda.get_device_name(target) if target.type == "cuda" else _cpu_name()
+    for dtype in CUDA_DTYPES if gpu else CPU_DTYPES:
+        found = measure_kernels(getattr(torch, dtype), quick, peaks["float32"], bandwidth, timing)
+        kernels[dtype] = found.rates
+        spreads.update({f"{kind} {dtype}": value for kind, value in found.spreads.items()})
+    label = torch.cuda.get_device_name(target) if gpu else _cpu_name()
+    flops = peaks.pop("float32")
     return Calibration(
-        name,
-        label,
-        torch.get_num_threads(),
-        flops,
-        n,
-        bandwidth,
-        copy_bytes,
-        repeats,
-        kernels,
-    )
-
-
-def _kernels(flops: float, bandwidth: float, repeats: int, quick: bool) -> dict:
-    """Each kind's rates (``modes.kernels``), per dtype."""
-    import torch
-
-    from pytest_graphbudget.modes.kernels import measure_kernels
-
-    return {
-        dtype: measure_kernels(getattr(torch, dtype), repeats, quick, flops, bandwidth)
-        for dtype in ("float32", "bfloat16")
-    }
+        name, label, threads, flops, n, bandwidth, copy_bytes, rounds, timing.samples,
+        kernels, spreads, peaks,
+    )  # fmt: skip
 
 
 def _cpu_name() -> str:

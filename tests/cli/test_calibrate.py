@@ -126,9 +126,39 @@ def test_profile_prices_with_the_calibrated_kernels(calibrated, tmp_path, capsys
         (["--calibrate", "--quick", "--threads", "0"], "at least 1"),
         (["--calibrate", "--format", "json"], "drop --format"),
         (["--calibrate", "--device", "no-such-device"], "cannot calibrate on device"),
+        (["--calibrate", "--device", "meta"], "cannot calibrate on device 'meta'"),
+        (["--force"], "go with --calibrate"),
+        (["--max-spread", "5"], "go with --calibrate"),
+        (["--calibrate", "--quick", "--rounds", "0"], "rounds must be at least 1"),
+        (["--calibrate", "--quick", "--max-spread", "-1"], "a percentage from 0"),
     ],
 )
 def test_calibrate_usage_errors_are_one_line(argv, says, capsys):
     assert cli.main(["hardware", *argv, "-q"]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_calibrating_cuda_without_a_gpu_is_one_line(capsys):
+    assert cli.main(["hardware", "--calibrate", "--device", "cuda", "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        "cannot calibrate on device 'cuda': torch.cuda.is_available() is False on this machine"
+    )
+    assert len(err.splitlines()) == 1
+
+
+def test_a_calibration_noisier_than_allowed_is_refused_unless_forced(tmp_path, capsys):
+    """No machine repeats its timings exactly: with ±0% allowed, a calibration is too noisy,
+    refused without a file, then written with --force and the warning."""
+    path = tmp_path / "noisy.toml"
+    argv = ["hardware", "--calibrate", "--quick", "--max-spread", "0", "-q", "-o", str(path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the machine was too noisy to trust: " in err and "pass --force" in err
+    assert len(err.splitlines()) == 1 and not path.exists()
+    assert cli.main([*argv, "--force"]) == 0
+    assert "written anyway (--force)" in capsys.readouterr().err
+    text = path.read_text()
+    assert "median of 3 rounds" in text and "#   float32: conv_depthwise ±" in text
