@@ -505,6 +505,12 @@ def test_golden_is_anchored():
     assert golden["gru"]["macs"] == 30 * 3 * 48 * (32 + 48)
     # out_variants: mm and addmm of 20x30 by 30x40, 24,000 MACs each.
     assert golden["out_variants"]["macs"] == 2 * 20 * 30 * 40
+    # conv1d_layernorm_softmax's peak, during the softmax: the conv's output (4x16x50 floats,
+    # held by the local ``y``), the norm's and the softmax's, besides the input and weights.
+    acts, weights = 3 * 4 * 16 * 50 * 4, 4 * (16 * 8 * 5 + 16 + 16 + 16)
+    assert (
+        golden["conv1d_layernorm_softmax"]["peak_memory_bytes"] == acts + 4 * 4 * 8 * 50 + weights
+    )
     # Its traffic: mm reads x (20x30) and y (30x40) and writes buf (20x40, read by addmm), the
     # add in place on buf fuses with it; addmm reads buf, x and y and writes res, the output.
     # An out= buffer is written, never read: float32 throughout.

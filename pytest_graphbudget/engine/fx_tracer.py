@@ -11,6 +11,7 @@ weights in Python. ``PathTracer`` makes the table once per trace; the graph is t
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -33,11 +34,15 @@ class PathTracer(fx.Tracer):
     """``fx.Tracer``, finding parameters' and buffers' names in a table made once per trace."""
 
     def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
+        self._stack = Frames(sys._getframe())
         self._names: dict[int, str] = {}
         if isinstance(root, nn.Module):
             for table in (root.named_buffers(), root.named_parameters()):
                 self._names.update({id(t): name for name, t in reversed(list(table))})
-        return super().trace(root, concrete_args)
+        try:
+            return super().trace(root, concrete_args)
+        finally:
+            self._stack = Frames(None)  # lets go of the frames (and their locals) held
 
     def _owned(self, value: Any) -> str | None:
         """The name the table gives ``value`` while the model still holds it there."""
@@ -68,3 +73,58 @@ class PathTracer(fx.Tracer):
         if name not in parameter_proxy_cache:
             parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
         return parameter_proxy_cache[name]
+
+    def create_proxy(self, kind: str, target: Any, args: tuple, kwargs: dict, *rest, **more):
+        proxy = super().create_proxy(kind, target, args, kwargs, *rest, **more)
+        if kind.startswith("call_"):
+            proxy.node.meta[HELD] = self._stack.held(sys._getframe(1))
+        return proxy
+
+
+HELD = "graph_budget_held"
+"""A call node's meta: the nodes whose values the forward's frames held when it ran."""
+
+
+class Frames:
+    """The nodes the Python stack refers to when each op is traced: what eager PyTorch holds
+    while that op runs. A frame's locals (``y = conv(x)`` while later ops run, until rebound)
+    and the tuples, lists and dicts in them (a module call's ``*args``, held by its caller's
+    frames until it returns).
+
+    Most of the stack is the same from one op to the next: a frame still waiting on the same
+    call (the same callee frame, at the same instruction) has not run since, and its locals
+    are those read then. The frames met are held until the next op, so that an id is never
+    another frame's."""
+
+    def __init__(self, top: Any):
+        self.top = top  # the trace's own frame, where walks stop
+        self.seen: dict[int, tuple[Any, Any, int, frozenset[str]]] = {}
+
+    def held(self, frame: Any) -> frozenset[str]:
+        names: set[str] = set()
+        seen: dict[int, tuple[Any, Any, int, frozenset[str]]] = {}
+        child = None
+        while frame is not None and frame is not self.top:
+            last = self.seen.get(id(frame))
+            if last and last[0] is frame and last[1] is child and last[2] == frame.f_lasti:
+                found = last[3]
+            else:
+                found = frozenset(_names(frame.f_locals.values(), 2))
+            seen[id(frame)] = (frame, child, frame.f_lasti, found)
+            names |= found
+            child, frame = frame, frame.f_back
+        self.seen = seen
+        return frozenset(names)
+
+
+def _names(values: Any, depth: int) -> set[str]:
+    names: set[str] = set()
+    for value in values:
+        if isinstance(value, fx.Proxy):  # not ``.node``: an attribute's makes its node then
+            node = vars(value).get("node") or vars(value).get("_node")
+            names.update([node.name] if node is not None else [])
+        elif depth and isinstance(value, (tuple, list)):
+            names |= _names(value, depth - 1)
+        elif depth and isinstance(value, dict):
+            names |= _names(value.values(), depth - 1)
+    return names

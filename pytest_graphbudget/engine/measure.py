@@ -25,6 +25,7 @@ from pytest_graphbudget.compat import fake_mode
 from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine.fx_tracer import HELD
 from pytest_graphbudget.engine.quantized import packed_keys, stored_bytes, weight_ids
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
 
@@ -74,7 +75,7 @@ class Measured:
     graph_outputs: set[str]
     inputs: dict[str, dict[Any, int]]  # user-input placeholders -> storages -> bytes
     mode: str  # "fake" or "real"
-    frees: dict[Any, int] | None = None  # the eager tape's storage -> last node live; else rule
+    frees: dict[Any, int] | None = None  # storage -> last node live (the tape, FX's frames)
 
     @property
     def input_bytes(self) -> int:
@@ -425,4 +426,22 @@ def measure(
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     run = runs[-1]  # what an output placeholder holds was written through out= by an op
     outputs = {run.written_by.get(p.name, p.name) for p in output_node.all_input_nodes}
-    return Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real")
+    frees = _held_until(gm.graph, run.nodes)
+    return Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real", frees)
+
+
+def _held_until(graph: fx.Graph, nodes: list[NodeCost]) -> dict[Any, int] | None:
+    """Each storage's last node live, as the tape's real frees say it: its last reader, or a
+    later node while the forward's frames still referred to it (``fx_tracer.held``, recorded
+    at trace time). None for a graph traced without those records (the rule then guesses)."""
+    index = {node.name: i for i, node in enumerate(nodes)}
+    marked = [(index[n.name], n.meta[HELD]) for n in graph.nodes if HELD in n.meta]
+    if not marked:
+        return None
+    frees = {key: i for i, node in enumerate(nodes) for key in node.writes}
+    for i, names in marked:
+        for name in names:
+            for key in nodes[index[name]].views if name in index else ():
+                if key in frees:
+                    frees[key] = max(frees[key], i)
+    return frees

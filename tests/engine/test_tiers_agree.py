@@ -132,8 +132,6 @@ TORCHVISION = (
 (densenet121 and convnext_tiny agree too, at a few seconds each: ``make corpus`` territory)."""
 
 TORCHVISION_APART = {
-    "vit_b_16": "peak: the FX tier holds a module call's arguments to its end "
-    "(partition._held_by_calls), the tape frees them where Python does; one activation apart",
     "swin_t": "subgraphs: shifted_window_attention is one FX node (torch.fx.wrap), dozens of "
     "ATen ops on the tape, so the kernels group differently",
     "maxvit_t": "subgraphs and traffic: a clone inside one FX node is its own kernel on the tape",
@@ -213,8 +211,6 @@ GOLDEN_FX = sorted(
     if row["tier"] == "fx" and name not in TORCHVISION  # those agree above already
 )
 GOLDEN_APART = {
-    "conv1d_layernorm_softmax": "peak: the taped forward's real frees keep one 10,240-byte "
-    "activation alive that FX's last-use rule frees",
     "gru": "kernels, traffic and peak: nn.GRU is one FX node (a leaf module) priced whole; the "
     "tape sees the ATen ops of its CPU kernel (11 kernels) and their intermediates",
     "lstm_bidirectional": "kernels, traffic and peak: nn.LSTM is one FX node priced whole; the "
@@ -223,8 +219,6 @@ GOLDEN_APART = {
     "on the tape, hidden by FX's whole-op pricing of SDPA (measure.UNITS)",
     "sdpa_masked": "FLOPs (+1,024), a kernel and traffic: SDPA turns the bool mask into an "
     "additive float mask before its kernel; the tape sees it, FX's whole-op pricing does not",
-    "vit_b_16_bfloat16": "peak: one bfloat16 activation (302,592 B) apart, the tape higher "
-    "(in float32 the FX tier is the higher: test_torchvision_models_agree[vit_b_16])",
 }
 """Golden cases whose tiers still differ: every one a reason, and each to fix."""
 
