@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA checks of issue 26, run ONCE on a GPU machine, in the repository root (about 2 min).
+# The CUDA checks of issues 26 and 36, run ONCE on a GPU machine, in the repository root (about 6 min).
 #
 #   bash benchmarks/cuda_check.sh --wheels   # first, HERE (network): pure-Python deps to carry
 #   bash benchmarks/cuda_check.sh            # then THERE: results under $OUT (default benchmarks/out)
@@ -77,11 +77,16 @@ timeout 200 "${RUN[@]}" pytest tests/modes/test_cuda_device.py tests/modes/test_
   tests/modes/test_runtime.py -v -s -rfEs -p no:cacheprovider
 echo "pytest exit: $?"
 
-echo "== graph-budget hardware --calibrate --device cuda"
-timeout 60 "${RUN[@]}" pytest_graphbudget.cli hardware --calibrate --device cuda \
+echo "== graph-budget hardware --calibrate --device cuda (every kernel kind, issue 36)"
+timeout 240 "${RUN[@]}" pytest_graphbudget.cli hardware --calibrate --device cuda --force \
   -o "$OUT/gpu_calibrated.toml"
 echo "calibrate exit: $?"
 cat "$OUT/gpu_calibrated.toml" 2>/dev/null
+
+echo "== GPU memory: the allocator's rules against max_memory_allocated (issue 36)"
+timeout 240 "${RUN[@]}" benchmarks.gpu_memory \
+  --output "$OUT/GPU_MEMORY_RESULTS.md"
+echo "gpu_memory exit: $? (copy $OUT/GPU_MEMORY_RESULTS.md to benchmarks/)"
 
 echo "== graph-budget profile resnet18 --measure --device cuda"
 timeout 120 "${RUN[@]}" pytest_graphbudget.cli profile resnet18 --measure --device cuda \

@@ -2,12 +2,15 @@
 families (issue 26). Writes benchmarks/LATENCY_RESULTS.md.
 
 Run: .venv/bin/python benchmarks/latency.py [--runs N] [--models a,b,c] [--threads 1]
+     [--calibrations 3]
 
 One run: this machine calibrated (``graph-budget hardware --calibrate``: micro-benchmarks of
 each kernel kind, never these models), then each model profiled on that profile and timed for
 real (``profile_model(..., measure=N)``: the fastest of N eval forwards, batch 1,
 inference mode, after 3 warm-up runs), torch held to ``--threads`` intra-op threads for both.
 Published: the share of models within ±10% and ±25%, the mean absolute error, the worst models.
+With ``--calibrations N``, N calibrations in a row, every model priced on each: their hit rates
+and each kind's run-to-run spread (``latency_repeat.py``), beside the first one's table.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from latency_repeat import calibrations, section  # benchmarks/latency_repeat.py
 from notes import write_keeping_notes  # benchmarks/notes.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +35,6 @@ import torch  # noqa: E402
 
 from pytest_graphbudget.api import profile_model  # noqa: E402
 from pytest_graphbudget.hardware import from_table  # noqa: E402
-from pytest_graphbudget.modes.calibrate import calibrate  # noqa: E402
 from pytest_graphbudget.units import format_seconds  # noqa: E402
 from pytest_graphbudget.zoo import resolve  # noqa: E402
 
@@ -68,11 +71,14 @@ def timed(case, runs: int) -> tuple[float, float]:
     return min(wall), min(cpu)
 
 
-def measure(name: str, hardware, runs: int) -> dict:
-    """One model: its estimate, its fastest run, and the subgraph kinds that dominate."""
+def measure(name: str, hardwares: list, runs: int) -> dict:
+    """One model: its estimate on each hardware profile (the first's kinds shown), its
+    fastest run, and the subgraph kinds that dominate."""
     start = time.perf_counter()
     case = resolve(name, meta=False)
-    prof = profile_model(case, hardware=hardware)
+    prof = profile_model(case, hardware=hardwares[0])
+    ests = [prof.est_latency_s]
+    ests += [profile_model(case, hardware=hw).est_latency_s for hw in hardwares[1:]]
     wall, cpu = timed(case, runs)
     by_kind: dict[str, float] = defaultdict(float)
     for sub in prof.subgraphs:
@@ -82,6 +88,7 @@ def measure(name: str, hardware, runs: int) -> dict:
     return {
         "model": name,
         "est": prof.est_latency_s,
+        "ests": ests,
         "min": cpu,
         "wall": wall,
         "ops": len(prof.node_info),
@@ -125,21 +132,23 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--models", help="comma-separated names (default: the sample)")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "LATENCY_RESULTS.md"))
+    parser.add_argument(
+        "--calibrations", type=int, default=1, help="calibrate this many times in a row"
+    )
     args = parser.parse_args()
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE"):
         os.environ.setdefault(key, "1")
     family = {m: fam for fam, names in MODELS.items() for m in names.split()}
     names = args.models.split(",") if args.models else list(family)
     load, began = os.getloadavg(), time.perf_counter()
-    start = time.perf_counter()
-    measured = calibrate("this-machine", threads=args.threads)
-    calibration_s = time.perf_counter() - start
-    hardware = from_table("this-machine", measured.table())
+    runs = calibrations(max(1, args.calibrations), args.threads)
+    measured, calibration_s = runs[0]["cal"], runs[0]["seconds"]
+    hardwares = [from_table(run["cal"].name, run["cal"].table()) for run in runs]
     rows, failed = [], []
     for name in names:
         torch.set_num_threads(args.threads)
         try:
-            rows.append(measure(name, hardware, args.runs))
+            rows.append(measure(name, hardwares, args.runs))
         except Exception as exc:  # a model that cannot run is reported, not fatal
             failed.append(f"{name}: {str(exc).splitlines()[0][:160]}")
         print(rows[-1] if rows else failed[-1], flush=True)
@@ -147,8 +156,9 @@ def main() -> None:
     lines = [
         "# Calibrated latency estimate against measured latency",
         "",
-        f"Written by `benchmarks/latency.py --runs {args.runs} --threads {args.threads}` on "
-        f"{when}, in {time.perf_counter() - began:.0f} s, one run.",
+        f"Written by `benchmarks/latency.py --runs {args.runs} --threads {args.threads} "
+        f"--calibrations {len(runs)}` on {when}, in {time.perf_counter() - began:.0f} s; the "
+        "table's estimates are the first calibration's.",
         "",
         *summary(rows),
         f"- Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, "
@@ -157,12 +167,15 @@ def main() -> None:
         f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}",
         f"- Calibration: {calibration_s:.0f} s (`graph-budget hardware --calibrate`, micro-"
         "benchmarks of each kernel kind only; no model of this table enters the fit), "
-        f"{measured.flops / 1e9:.4g} GFLOP/s float32 matmul, {measured.bandwidth / 1e9:.4g} GB/s",
+        f"{measured.flops / 1e9:.4g} GFLOP/s float32 matmul, {measured.bandwidth / 1e9:.4g} GB/s, "
+        f"median of {measured.rounds} interleaved rounds; the noisiest kind within it strayed "
+        f"±{max(measured.spreads.values()):.1%} between rounds",
         f"- Measured: the fastest of {args.runs} eval forwards after 3 warm-up runs, batch 1, "
         "inference mode, the zoo's default input",
         *(f"- Failed: {f}" for f in failed),
         "",
         *table(rows, family),
+        *(section(rows, runs) if len(runs) > 1 and rows else []),
         "",
     ]
     write_keeping_notes(Path(args.output), "\n".join(lines))

@@ -218,28 +218,8 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
     rebinds (``x = f(x)``). A node's workspace (``costs/workspace.py``) is live while it runs only,
     beside its inputs and outputs; at the peak it is charged to that node.
     """
-    born: dict[Any, int] = {}
-    dies: dict[Any, int] = {}
-    size: dict[Any, int] = {}
-    for i, node in enumerate(measured.nodes):
-        for key, nbytes in node.writes.items():
-            born.setdefault(key, i)
-            size[key] = max(size.get(key, 0), nbytes)
-            dies[key] = max(dies.get(key, i), i)
-        for key in node.reads:
-            if key in born:
-                dies[key] = i
+    born, dies, size = lifetimes(measured)
     end = len(measured.nodes)
-    if measured.frees is None:
-        _held_by_calls(measured.nodes, born, dies)
-    else:  # the forward that ran freed them: what no one freed is live to the end
-        for key in born:
-            dies[key] = max(dies[key], measured.frees.get(key, end))
-    by_name = {n.name: n for n in measured.nodes}
-    for name in measured.graph_outputs:
-        for key in by_name[name].views if name in by_name else ():
-            if key in born:
-                dies[key] = end
     delta = [0] * (end + 2)
     for key, start in born.items():
         delta[start] += size[key]
@@ -262,6 +242,35 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
         name = measured.nodes[at].name
         found[name] = found.get(name, 0) + measured.nodes[at].workspace
     return found
+
+
+def lifetimes(measured: Measured) -> tuple[dict[Any, int], dict[Any, int], dict[Any, int]]:
+    """Each activation storage's first node, last node live and bytes (``live_at_peak``'s
+    rules: freed after its last reader, a module call's arguments held to its end, the taped
+    forward's frees where there are any, graph outputs to the end)."""
+    born: dict[Any, int] = {}
+    dies: dict[Any, int] = {}
+    size: dict[Any, int] = {}
+    for i, node in enumerate(measured.nodes):
+        for key, nbytes in node.writes.items():
+            born.setdefault(key, i)
+            size[key] = max(size.get(key, 0), nbytes)
+            dies[key] = max(dies.get(key, i), i)
+        for key in node.reads:
+            if key in born:
+                dies[key] = i
+    end = len(measured.nodes)
+    if measured.frees is None:
+        _held_by_calls(measured.nodes, born, dies)
+    else:  # the forward that ran freed them: what no one freed is live to the end
+        for key in born:
+            dies[key] = max(dies[key], measured.frees.get(key, end))
+    by_name = {n.name: n for n in measured.nodes}
+    for name in measured.graph_outputs:
+        for key in by_name[name].views if name in by_name else ():
+            if key in born:
+                dies[key] = end
+    return born, dies, size
 
 
 GATHERED = frozenset({"cat", "stack"})

@@ -186,17 +186,22 @@ def matmul_flops(dtype: Any, timing: Any, max_n: int):
 
 
 def copy_bandwidth(copy_bytes: int, timing: Any) -> list[float]:
-    """Each round's bytes/s of copying a ``copy_bytes`` buffer (read once, written once)."""
+    """Each round's bytes/s of copying a ``copy_bytes`` buffer (read once, written once),
+    each round between two buffers of its own: where the pages of one pair land (huge pages
+    or not, which memory channels) held one calibration's bandwidth 30% off another's on
+    this machine, so each round draws its own pair."""
     import torch
 
     from pytest_graphbudget.modes.rounds import best_of, interleaved
 
-    source = torch.ones(copy_bytes // 4, dtype=torch.float32)
-    target = torch.empty_like(source)
-    call = lambda: target.copy_(source)  # noqa: E731
-    call()
-    rounds = interleaved({0: lambda: best_of(call, timing.samples, timing.clock)}, timing.rounds)
-    return [2 * source.numel() * 4 / seconds for seconds in rounds[0]]
+    def one_round() -> float:
+        source = torch.ones(copy_bytes // 4, dtype=torch.float32)
+        target = torch.empty_like(source)
+        call = lambda: target.copy_(source)  # noqa: E731
+        call()  # the pages touched before the clock starts
+        return 2 * source.numel() * 4 / best_of(call, timing.samples, timing.clock)
+
+    return interleaved({0: one_round}, timing.rounds)[0]
 
 
 def calibrate(

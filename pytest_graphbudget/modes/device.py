@@ -111,3 +111,42 @@ def cuda_runs(
             seconds.append(start.elapsed_time(end) / 1e3)  # elapsed_time is in milliseconds
         peak = torch.cuda.max_memory_allocated(device) - before
     return seconds, peak
+
+
+def cuda_memory(target: Any) -> Any:
+    """The workspaces of the GPU ``target`` (``engine.allocator.CudaMemory``): its compute
+    capability and the cuBLAS workspace settings of this process's environment."""
+    import os
+
+    import torch
+
+    from pytest_graphbudget.engine.allocator import CudaMemory
+
+    capability = tuple(torch.cuda.get_device_capability(target))
+    env = os.environ
+    return CudaMemory.of(
+        capability, env.get("CUBLAS_WORKSPACE_CONFIG"), env.get("CUBLASLT_WORKSPACE_SIZE")
+    )
+
+
+def allocator_peak(model: Any, args: tuple, kwargs: dict[str, Any], memory: Any) -> Any:
+    """The forward's peak as the CUDA caching allocator counts it (``engine.allocator``),
+    from the model's graph traced again on the host: its weights and buffers allocated one by
+    one, as ``.to("cuda")`` moves them, then the inputs and the forward."""
+    import torch
+
+    from pytest_graphbudget.engine.allocator import cuda_peak
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+    from pytest_graphbudget.quiet import held
+
+    tensors = {t.untyped_storage().data_ptr(): t for t in (*model.parameters(), *model.buffers())}
+    weights = [t.untyped_storage().nbytes() for t in tensors.values()]
+    modes = {module: module.training for module in model.modules()}
+    try:
+        with held("tracing for the CUDA allocator"), torch.inference_mode(False):
+            _, measured, _ = trace_and_measure(model, Example(args, kwargs), None, None)
+    finally:
+        for module, training in modes.items():
+            module.training = training
+    return cuda_peak(weights, measured, memory)

@@ -208,7 +208,25 @@ def attach(
     prof.runtime = measure(
         model, args, kwargs, prof.est_latency_s, runs=runs, load_s=load_s, rss=rss, device=device
     )
+    if prof.runtime.device.startswith("cuda"):
+        with_allocator(prof, model, args, kwargs)
     return prof
+
+
+def with_allocator(prof: Any, model: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+    """A profile timed on a GPU counts its memory as that GPU's caching allocator does
+    (``engine.allocator``): its ``peak_memory_bytes`` becomes the replayed
+    ``max_memory_allocated`` of a fresh process (the block rounding of every tensor, the
+    weights' included, and the cuBLAS and cuDNN workspaces), the part beyond the weights and
+    inputs' own bytes its ``activation_peak_bytes``."""
+    from pytest_graphbudget.modes.device import allocator_peak, check_device, cuda_memory
+
+    memory = cuda_memory(check_device(prof.runtime.device))
+    if _is_program(model):
+        model = model.module()
+    found = allocator_peak(model, args, kwargs, memory)
+    held = prof.weights_bytes + prof.optimizer_state_bytes + prof.input_bytes
+    prof.activation_peak_bytes = max(0, found.peak_bytes - held)
 
 
 def peak_row(runtime: Runtime) -> list[tuple[str, str]]:

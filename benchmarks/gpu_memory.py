@@ -1,0 +1,148 @@
+"""GPU memory as the caching allocator counts it, against the GPU (issue 36). Needs CUDA;
+writes benchmarks/GPU_MEMORY_RESULTS.md (``bash benchmarks/cuda_check.sh`` runs it).
+
+Run: python benchmarks/gpu_memory.py [--output FILE]
+
+For each model: ``profile_model(model, x, measure=1, device="cuda").peak_memory_bytes`` (the
+estimate: ``engine/allocator.py``'s replay of the caching allocator over the traced graph, with
+cuBLAS's and cuDNN's workspaces) against ``torch.cuda.max_memory_allocated()`` of a FRESH
+process that moves the model and its input to the GPU and runs one forward in inference mode
+(so no earlier allocation, cached block or cuBLAS handle is there); beside it the host-side
+figure the CPU rules give (weights + inputs + activation peak, as before issue 36).
+The bar: within ±5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHILD = """
+import json, sys, torch
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {bench!r})
+from gpu_memory import build
+model, x = build({name!r})
+torch.cuda.reset_peak_memory_stats()
+with torch.inference_mode():
+    model = model.cuda()
+    x = x.cuda()
+    model(x)
+torch.cuda.synchronize()
+print(json.dumps({{"max_allocated": torch.cuda.max_memory_allocated(),
+                  "max_reserved": torch.cuda.max_memory_reserved()}}))
+"""
+
+
+def build(name: str):
+    """The model and its input: a transformer block, resnet18 and a conv net."""
+    import torch
+
+    if name == "resnet18":
+        import torchvision
+
+        return torchvision.models.resnet18().eval(), torch.randn(8, 3, 224, 224)
+    if name == "conv":
+        net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 64, 3, padding=1),
+            torch.nn.BatchNorm2d(64),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(64, 64, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(64, 10),
+        )
+        return net.eval(), torch.randn(16, 3, 128, 128)
+    return block().eval(), torch.randn(8, 512, 256)
+
+
+def _block_class():
+    import torch
+
+    class Block(torch.nn.Module):
+        """A single-head transformer block whose intermediates die where its graph says (no
+        local holds the attention map: eager Python would keep it to the return)."""
+
+        def __init__(self, width: int = 256) -> None:
+            super().__init__()
+            self.q, self.k, self.v, self.o = (torch.nn.Linear(width, width) for _ in range(4))
+            self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(width, 4 * width),
+                torch.nn.GELU(),
+                torch.nn.Linear(4 * width, width),
+            )
+            self.scale = width**-0.5
+
+        def attend(self, x):
+            scores = self.q(x) @ self.k(x).transpose(-2, -1) * self.scale
+            return torch.softmax(scores, dim=-1) @ self.v(x)
+
+        def forward(self, x):
+            y = self.norm1(x + self.o(self.attend(x)))
+            return self.norm2(y + self.mlp(y))
+
+    return Block
+
+
+def block():
+    """A ``Block``; the class is built lazily, so that importing this module needs no torch."""
+    return _block_class()()
+
+
+def fresh(name: str) -> dict:
+    code = CHILD.format(root=str(ROOT), bench=str(ROOT / "benchmarks"), name=name)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    import torch
+
+    from pytest_graphbudget.api import profile_model
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "GPU_MEMORY_RESULTS.md"))
+    args = parser.parse_args()
+    rows = []
+    for name in ("transformer", "resnet18", "conv"):
+        model, x = build(name)
+        host = profile_model(model, x).peak_memory_bytes
+        estimate = profile_model(model, x, measure=1, device="cuda").peak_memory_bytes
+        measured = fresh(name)
+        ratio = estimate / measured["max_allocated"]
+        rows.append((name, tuple(x.shape), measured, estimate, host, ratio))
+        print(name, measured, estimate, host, f"{ratio:.3f}", flush=True)
+    gpu = torch.cuda.get_device_name()
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# GPU memory: the allocator's rules against max_memory_allocated",
+        "",
+        f"Written by `benchmarks/gpu_memory.py` on {when}: {gpu}, capability "
+        f"{'.'.join(map(str, torch.cuda.get_device_capability()))}, torch {torch.__version__}.",
+        "",
+        "| model | input | max_memory_allocated | estimate (CUDA rules) | estimate / measured "
+        "| CPU rules | max_memory_reserved |",
+        "|:--|:--|--:|--:|--:|--:|--:|",
+    ]
+    for name, shape, measured, estimate, host, ratio in rows:
+        lines.append(
+            f"| {name} | {shape} | {measured['max_allocated']:,} | {estimate:,} | {ratio:.3f} "
+            f"| {host:,} | {measured['max_reserved']:,} |"
+        )
+    within = sum(abs(row[-1] - 1) <= 0.05 for row in rows)
+    lines += ["", f"Within ±5%: {within} of {len(rows)}.", ""]
+    Path(args.output).write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""GPU memory as the CUDA caching allocator counts it (``engine.allocator``, issue 36), on the
+host: the rules of ``c10/cuda/CUDACachingAllocator.cpp`` and ``CublasHandlePool.cpp`` checked
+against hand counts (no GPU asks; ``benchmarks/gpu_memory.py`` holds them to
+``torch.cuda.max_memory_allocated()`` where one is lent)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_graphbudget.engine.allocator import (
+    CudaMemory,
+    Simulator,
+    cublas_workspace,
+    round_size,
+    segment_size,
+)
+from pytest_graphbudget.modes.device import allocator_peak
+
+MIB = 2**20
+HOPPER = CudaMemory.of((9, 0))  # cuBLAS 32 MiB, cuBLASLt 1 MiB
+AMPERE = CudaMemory.of((8, 6))  # cuBLAS 8 MiB + 128 KiB
+
+
+def test_a_block_is_a_multiple_of_512_bytes():
+    assert round_size(1000) == 1024
+    assert (round_size(1), round_size(512), round_size(513), round_size(0)) == (512, 512, 1024, 0)
+
+
+def test_segments_follow_the_size_of_the_request():
+    assert segment_size(512) == segment_size(MIB) == 2 * MIB  # the small pool's
+    assert segment_size(MIB + 512) == segment_size(10 * MIB - 512) == 20 * MIB
+    assert segment_size(10 * MIB) == 10 * MIB and segment_size(19 * MIB + 512) == 20 * MIB
+
+
+def test_a_block_too_close_to_its_segment_is_counted_whole():
+    sim = Simulator()
+    sim.malloc(19 * MIB + MIB // 2)  # 19.5 MiB: a 20 MiB segment, 0.5 MiB left: no split
+    assert (sim.allocated, sim.reserved) == (20 * MIB, 20 * MIB)
+    other = Simulator()
+    other.malloc(5 * MIB)  # a 20 MiB segment, 15 MiB left (over 1 MiB): split
+    assert (other.allocated, other.reserved) == (5 * MIB, 20 * MIB)
+
+
+def test_freed_blocks_merge_and_are_reused_best_fit():
+    sim = Simulator()
+    a, b = sim.malloc(1000), sim.malloc(1000)  # 1024 + 1024 of one 2 MiB small segment
+    assert sim.allocated == 2048
+    sim.free(a)
+    sim.free(b)  # merges with a's block and the rest: the segment is one free block again
+    assert sim.allocated == 0 and len(sim.segments[0]) == 1
+    sim.malloc(MIB)  # fits there: no new segment
+    assert (sim.allocated, sim.reserved, sim.peak) == (MIB, 2 * MIB, MIB)
+
+
+def test_cublas_workspace_by_architecture_and_setting():
+    assert cublas_workspace((9, 0)) == cublas_workspace((10, 0)) == 32 * MIB
+    assert cublas_workspace((8, 0)) == 4096 * 1024 * 2 + 16 * 1024 * 8 == 8_519_680
+    assert cublas_workspace((8, 0), ":4096:8") == 32 * MIB
+    assert cublas_workspace((9, 0), ":16:8") == 131_072  # the deterministic setting
+    assert CudaMemory.of((9, 0), None, "4096").cublaslt_bytes == 4 * MIB
+
+
+def test_two_linear_layers_add_the_cublas_workspace_once():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 4), torch.nn.Linear(4, 4)).eval()
+    found = allocator_peak(model, (torch.randn(2, 16),), {}, HOPPER)
+    # weights 4x16x4 = 256 B, 16 B, 4x4x4 = 64 B, 16 B: 4 blocks of 512 = 2,048
+    # input 2x16x4 = 128 B: 512; outputs 2x4x4 = 32 B each: 512 + 512 (the first is freed
+    # after the second layer read it, when both were live)
+    # cuBLAS: 32 MiB, its own 32 MiB segment (nothing left to split); cuBLASLt (addmm with a
+    # bias): 1 MiB, from the small pool's segment (2 MiB less 3,584 B free): split
+    assert found.peak_bytes == 2_048 + 512 + 512 + 512 + 32 * MIB + MIB
+    assert found.cublas_bytes == 33 * MIB and found.conv_workspace_bytes == 0
+    assert found.reserved_bytes == 2 * MIB + 32 * MIB
+    # 8 MiB + 128 KiB on an Ampere card: a 20 MiB segment, split
+    assert allocator_peak(model, (torch.randn(2, 16),), {}, AMPERE).peak_bytes == (
+        2_048 + 1_536 + 8_519_680 + MIB
+    )
+
+
+def test_a_convolution_holds_cudnns_layout_workspace_while_it_runs():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1)).eval()
+    x = torch.randn(1, 3, 16, 16)
+    found = allocator_peak(model, (x,), {}, HOPPER)
+    # weights 8x3x3x3x4 = 864 B: 1,024; bias 32 B: 512; input 3x16x16x4 = 3,072 B;
+    # output 8x16x16x4 = 8,192 B; workspace: input and output again in NHWC, 11,264 B
+    assert found.conv_workspace_bytes == 3_072 + 8_192
+    assert found.peak_bytes == 1_024 + 512 + 3_072 + 8_192 + 11_264
+    assert found.cublas_bytes == 0  # no cuBLAS call: no workspace
+    pascal = CudaMemory.of((6, 1))  # no tensor cores: no layout change
+    assert allocator_peak(model, (x,), {}, pascal).peak_bytes == 1_024 + 512 + 3_072 + 8_192
+
+
+@pytest.mark.parametrize("dtype", ["float64"])
+def test_a_convolution_cudnn_runs_without_tensor_cores_takes_no_layout_workspace(dtype):
+    assert HOPPER.conv_workspace(3_072, 8_192, dtype) == 0
