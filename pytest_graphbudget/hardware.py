@@ -9,8 +9,10 @@ Users add their own profiles from TOML tables (see ``from_table``).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError, closest
@@ -45,6 +47,12 @@ class Hardware:
     aliases: tuple[str, ...] = field(default=())
     # measured rates by dtype, then kernel kind (``graph-budget hardware --calibrate``)
     kernels: Mapping[str, Mapping[str, KernelRate]] = field(default_factory=dict)
+    family: str = ""
+    """A GPU family (``FAMILIES``): its fitted efficiencies and launch cost price each kernel."""
+    efficiency: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per kind (``EFFICIENCY_KINDS``): the fractions of peak FLOP/s and of bandwidth reached."""
+    launch_s: float = 0.0
+    """The fixed cost of one kernel launch (seconds), on top of its roofline time."""
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
@@ -57,71 +65,74 @@ class Hardware:
         """Roofline time: whichever of compute and memory takes longer."""
         return max(flops / self.peak(dtype), traffic / self.bandwidth)
 
+    def kind_time(self, kind: str, flops: float, traffic: float, dtype: str = "float32") -> float:
+        """One kernel of efficiency ``kind``: the launch, then whichever of compute and memory
+        takes longer at that kind's fractions of the peaks (1 where the profile has none)."""
+        compute, memory = self.efficiency.get(kind, (1.0, 1.0))
+        roof = max(flops / (compute * self.peak(dtype)), traffic / (memory * self.bandwidth))
+        return self.launch_s + roof
+
     def kernel(self, kind: str, dtype: str = "float32") -> KernelRate | None:
         """The calibrated rate of ``kind`` kernels in ``dtype`` (else float32's), if any."""
         rates = self.kernels.get(dtype) or self.kernels.get("float32") or {}
         return rates.get(kind)
 
 
-BUILTIN: tuple[Hardware, ...] = (
-    Hardware(
-        name="generic",
-        description="Reference machine, ridge point 10 FLOPs/byte (a round rule of thumb)",
-        peak_flops={"float32": 1 * TERA, "float16": 1 * TERA, "bfloat16": 1 * TERA},
-        bandwidth=100 * GIGA,
-        source="convention: 1 TFLOP/s over 100 GB/s",
-    ),
-    Hardware(
-        name="a100",
-        description="NVIDIA A100 SXM4 80GB",
-        peak_flops={
-            "float32": 19.5 * TERA,
-            "tf32": 156 * TERA,
-            "float16": 312 * TERA,
-            "bfloat16": 312 * TERA,
-            "int8": 624 * TERA,
-            "float64": 19.5 * TERA,
-        },
-        bandwidth=2039 * GIGA,
-        source="NVIDIA A100 Tensor Core GPU datasheet (2021)",
-        aliases=("a100-80gb", "a100-sxm"),
-    ),
-    Hardware(
-        name="h100",
-        description="NVIDIA H100 SXM5 80GB",
-        peak_flops={
-            "float32": 67 * TERA,
-            "tf32": 494.7 * TERA,
-            "float16": 989.4 * TERA,
-            "bfloat16": 989.4 * TERA,
-            "float8_e4m3fn": 1978.9 * TERA,
-            "int8": 1978.9 * TERA,
-            "float64": 34 * TERA,
-        },
-        bandwidth=3350 * GIGA,
-        source="NVIDIA H100 Tensor Core GPU datasheet (2023), dense figures",
-        aliases=("h100-sxm",),
-    ),
-    Hardware(
-        name="t4",
-        description="NVIDIA T4 16GB",
-        peak_flops={"float32": 8.1 * TERA, "float16": 65 * TERA, "int8": 130 * TERA},
-        bandwidth=320 * GIGA,
-        source="NVIDIA T4 Tensor Core GPU datasheet (2019)",
-    ),
-    Hardware(
-        name="epyc-9654",
-        description="AMD EPYC 9654 (96 Zen 4 cores, 2.4 GHz base, 12 x DDR5-4800)",
-        # 96 cores x 2 FMA pipes x 8 fp32 lanes (256-bit) x 2 FLOPs x 2.4 GHz
-        peak_flops={
-            "float32": 96 * 2 * 8 * 2 * 2.4 * GIGA,
-            "bfloat16": 96 * 2 * 16 * 2 * 2.4 * GIGA,
-        },
-        bandwidth=12 * 4800e6 * 8,
-        source="AMD EPYC 9004 product brief; peak from core count, FMA width and base clock",
-        aliases=("cpu", "server-cpu"),
-    ),
+EFFICIENCY_KINDS = (
+    "conv",
+    "conv_grouped",
+    "depthwise",
+    "matmul",
+    "matmul_small",
+    "attention",
+    "norm",
+    "pool",
+    "elementwise",
 )
+"""The kinds a GPU profile's efficiencies are given for (``engine/latency.py`` maps every
+op's kernel kind to one): dense and pointwise convolutions, grouped and depthwise ones,
+matrix products (``matmul_small``: under ``latency.SMALL_MATMUL`` FLOPs), attention,
+normalizations and softmax, pooling, and elementwise ops and copies."""
+DATA = "hardware_profiles.toml"
+"""The shipped GPU profiles and each family's fitted efficiencies, inside the package."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """What kernels of each kind reach on one GPU family, as fractions of the datasheet's
+    peak FLOP/s and bandwidth, and the fixed cost of a kernel launch, with where they come
+    from (``benchmarks/gpu_fit.py``)."""
+
+    name: str
+    efficiency: Mapping[str, tuple[float, float]]
+    launch_s: float
+    source: str
+
+
+def _toml() -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib
+
+
+def _read_data() -> dict[str, Any]:
+    return _toml().loads((Path(__file__).parent / DATA).read_text("utf-8"))
+
+
+def _families(tables: Mapping[str, Any]) -> dict[str, Family]:
+    """Each family of the data file; a ``borrowed`` one takes another's figures."""
+    found = {}
+    for name, table in tables.items():
+        own = tables[table.get("borrowed", name)]
+        efficiency = {k: (float(c), float(m)) for k, (c, m) in own["efficiency"].items()}
+        source = own["source"]
+        if "borrowed" in table:
+            source = f"{table['borrowed']}'s figures, borrowed (no measured table of its own): "
+            source += own["source"]
+        found[name] = Family(name, efficiency, float(own["launch_us"]) * 1e-6, source)
+    return found
 
 
 def profiles(extra: Mapping[str, Hardware] | None = None) -> dict[str, Hardware]:
@@ -132,10 +143,12 @@ def profiles(extra: Mapping[str, Hardware] | None = None) -> dict[str, Hardware]
 
 
 def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Hardware:
-    """Look a profile up by name or alias; an unknown name lists the known ones."""
+    """Look a profile up by name or alias; an unknown name lists the known ones. Without
+    ``extra``, the profiles of the project around the working directory count too
+    (``project_profiles``), as they do for ``graph-budget`` and ``pytest --graph-budget``."""
     if isinstance(name, Hardware):
         return name
-    table = profiles(extra)
+    table = profiles(project_profiles() if extra is None else extra)
     key = name.lower()
     for hw in table.values():
         if key == hw.name or key in hw.aliases:
@@ -144,9 +157,54 @@ def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Ha
     raise GraphBudgetError(f"unknown hardware {name!r}; known profiles: {known}")
 
 
+_PROJECT: dict[Path, tuple[int, dict[str, Hardware]]] = {}
+
+
+def project_profiles(start: Path | None = None) -> dict[str, Hardware]:
+    """The ``[tool.graph_budget.hardware_profiles]`` of the nearest ``pyproject.toml`` from
+    ``start`` (the working directory) upward that has a ``[tool.graph_budget]`` table; ``{}``
+    when none has. Read again only when the file changes. A profile the file gets wrong is a
+    one-line error naming the file."""
+    folder = (start or Path.cwd()).resolve()
+    for place in (folder, *folder.parents):
+        path = place / "pyproject.toml"
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        if path in _PROJECT and _PROJECT[path][0] == stamp:
+            found = _PROJECT[path][1]
+        else:
+            found = _read_project(path)
+            _PROJECT[path] = (stamp, found)
+        if found is not None:
+            return found
+    return {}
+
+
+def _read_project(path: Path) -> dict[str, Hardware] | None:
+    """The profiles of one pyproject.toml; None when it has no ``[tool.graph_budget]``."""
+    try:
+        data = _toml().loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None  # the settings reader says what is wrong with it, where it is read
+    table = data.get("tool", {}).get("graph_budget") if isinstance(data.get("tool"), dict) else None
+    if not isinstance(table, dict):
+        return None
+    tables = table.get("hardware_profiles", {})
+    if not isinstance(tables, dict):
+        raise GraphBudgetError(f"{path}: [tool.graph_budget] hardware_profiles must be tables")
+    try:
+        return from_tables(tables)
+    except GraphBudgetError as exc:
+        raise GraphBudgetError(f"{path}: [tool.graph_budget.hardware_profiles]: {exc}") from None
+
+
 def from_table(name: str, table: Mapping[str, object]) -> Hardware:
     """A user profile from TOML: ``peak_flops = {float32 = 1e13}`` (or ``peak_tflops``) and
-    ``bandwidth_gbs`` (or ``bandwidth`` in bytes/s)."""
+    ``bandwidth_gbs`` (or ``bandwidth`` in bytes/s); ``family = "ada"`` (``FAMILIES``) prices
+    each kernel at that family's fitted efficiencies and launch cost, which ``launch_us`` and
+    ``efficiency = {conv = [compute, memory], ...}`` may override."""
     try:
         if "peak_tflops" in table:
             peaks = {str(k): float(v) * TERA for k, v in dict(table["peak_tflops"]).items()}
@@ -178,7 +236,58 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
         bandwidth=bandwidth,
         source="user profile",
         kernels=_kernel_tables(name, table),
+        **_family_figures(name, table),
     )
+
+
+def _family_figures(name: str, table: Mapping[str, object]) -> dict[str, Any]:
+    """``family``, ``efficiency`` and ``launch_s`` of a profile: its family's, then its own."""
+    if not any(k in table for k in ("family", "efficiency", "launch_us")):
+        return {}
+    family = table.get("family")
+    if family is not None and (not isinstance(family, str) or family not in FAMILIES):
+        known = ", ".join(FAMILIES)
+        hint = closest(family, list(FAMILIES)) if isinstance(family, str) else ""
+        raise GraphBudgetError(
+            f"hardware {name!r}: unknown family {family!r}{hint}; known: {known}"
+        )
+    base = FAMILIES[family] if family else None
+    efficiency = dict(base.efficiency) if base else {}
+    own = table.get("efficiency", {})
+    if not isinstance(own, Mapping):
+        raise GraphBudgetError(f"hardware {name!r}: efficiency must be a table of kinds")
+    for kind, pair in own.items():
+        if kind not in EFFICIENCY_KINDS:
+            hint = closest(str(kind), EFFICIENCY_KINDS) or f"; kinds: {', '.join(EFFICIENCY_KINDS)}"
+            raise GraphBudgetError(f"hardware {name!r}: efficiency.{kind}: unknown kind{hint}")
+        efficiency[str(kind)] = _fractions(name, str(kind), pair)
+    launch = base.launch_s if base else 0.0
+    if "launch_us" in table:
+        launch = _number(name, "launch_us", table["launch_us"]) * 1e-6
+    return {"family": family or "", "efficiency": efficiency, "launch_s": launch}
+
+
+def _fractions(name: str, kind: str, pair: object) -> tuple[float, float]:
+    """``[compute, memory]``: two fractions of the peaks, each above 0."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        raise GraphBudgetError(
+            f"hardware {name!r}: efficiency.{kind} must be [compute, memory] fractions, "
+            f"got {pair!r}"
+        )
+    compute, memory = (_number(name, f"efficiency.{kind}", v) for v in pair)
+    if compute <= 0 or memory <= 0:
+        raise GraphBudgetError(f"hardware {name!r}: efficiency.{kind}: fractions must be > 0")
+    return compute, memory
+
+
+def _number(name: str, where: str, value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        number = math.nan
+    if isinstance(value, bool) or not (math.isfinite(number) and number >= 0):
+        raise GraphBudgetError(f"hardware {name!r}: {where} must be a number >= 0, got {value!r}")
+    return number
 
 
 KERNEL_KEYS = ("flops_per_s", "bytes_per_s", "overhead_s")
@@ -260,3 +369,36 @@ def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:
             raise GraphBudgetError(f"hardware {name!r}: must be a table, got {table!r}")
         found[str(name)] = from_table(str(name), table)
     return found
+
+
+_DATA = _read_data()
+FAMILIES: dict[str, Family] = _families(_DATA["families"])
+"""Every GPU family by name (``family = ...`` in a profile)."""
+
+BUILTIN: tuple[Hardware, ...] = (
+    Hardware(
+        name="generic",
+        description="Reference machine, ridge point 10 FLOPs/byte (a round rule of thumb)",
+        peak_flops={"float32": 1 * TERA, "float16": 1 * TERA, "bfloat16": 1 * TERA},
+        bandwidth=100 * GIGA,
+        source="convention: 1 TFLOP/s over 100 GB/s",
+    ),
+    *(
+        replace(
+            from_table(name, table), source=table["source"], aliases=tuple(table.get("aliases", ()))
+        )
+        for name, table in _DATA["gpus"].items()
+    ),
+    Hardware(
+        name="epyc-9654",
+        description="AMD EPYC 9654 (96 Zen 4 cores, 2.4 GHz base, 12 x DDR5-4800)",
+        # 96 cores x 2 FMA pipes x 8 fp32 lanes (256-bit) x 2 FLOPs x 2.4 GHz
+        peak_flops={
+            "float32": 96 * 2 * 8 * 2 * 2.4 * GIGA,
+            "bfloat16": 96 * 2 * 16 * 2 * 2.4 * GIGA,
+        },
+        bandwidth=12 * 4800e6 * 8,
+        source="AMD EPYC 9004 product brief; peak from core count, FMA width and base clock",
+        aliases=("cpu", "server-cpu"),
+    ),
+)

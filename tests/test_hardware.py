@@ -50,3 +50,79 @@ def test_docs_list_every_builtin_profile():
     rows = set(re.findall(r"^\| `([^`]+)` \|", section, re.MULTILINE))
     missing = [hw.name for hw in BUILTIN if hw.name not in rows]
     assert not missing, f"add a row to docs/metrics.md's Hardware profiles table for {missing}"
+
+
+def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
+    from pytest_graphbudget.hardware import FAMILIES, from_table
+
+    table = {"peak_tflops": {"float32": 110, "float16": 438.9}, "bandwidth_gbs": 1792}
+    card = from_table("maxq", {**table, "family": "blackwell"})
+    blackwell = FAMILIES["blackwell"]
+    assert card.family == "blackwell" and card.launch_s == blackwell.launch_s
+    assert dict(card.efficiency) == dict(blackwell.efficiency)
+    own = from_table(
+        "maxq", {**table, "family": "blackwell", "launch_us": 2, "efficiency": {"conv": [0.4, 0.9]}}
+    )
+    assert own.launch_s == pytest.approx(2e-6) and own.efficiency["conv"] == (0.4, 0.9)
+    assert own.efficiency["norm"] == blackwell.efficiency["norm"]
+    plain = from_table("plain", table)
+    assert (plain.family, dict(plain.efficiency), plain.launch_s) == ("", {}, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"family": "blackwel"}, "unknown family 'blackwel' (did you mean 'blackwell'?); known: "),
+        ({"family": 3}, "unknown family 3; known: ampere, ada, blackwell"),
+        (
+            {"efficiency": {"convv": [1, 1]}},
+            "efficiency.convv: unknown kind (did you mean 'conv'?)",
+        ),
+        ({"efficiency": {"conv": [1]}}, "efficiency.conv must be [compute, memory] fractions"),
+        ({"efficiency": {"conv": [0, 1]}}, "efficiency.conv: fractions must be > 0"),
+        ({"launch_us": "fast"}, "launch_us must be a number >= 0, got 'fast'"),
+    ],
+)
+def test_a_bad_family_or_efficiency_is_one_line(extra, says):
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 1, **extra}
+    with pytest.raises(GraphBudgetError) as info:
+        from_table("card", table)
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_every_gpu_profile_has_a_family_with_fitted_efficiencies_and_their_source():
+    from pytest_graphbudget.hardware import EFFICIENCY_KINDS, FAMILIES
+
+    gpus = [hw for hw in BUILTIN if hw.family]
+    assert {"l4", "a10g", "l40s", "rtx4090", "a100", "h100", "h200", "b200", "mi300x", "t4"} <= {
+        hw.name for hw in gpus
+    }
+    for hw in gpus:
+        family = FAMILIES[hw.family]
+        assert set(hw.efficiency) == set(EFFICIENCY_KINDS) and hw.launch_s == family.launch_s
+        assert family.source and "float16" in hw.peak_flops
+
+
+def test_a_pyprojects_profile_is_found_by_name_from_python(tmp_path, monkeypatch):
+    """``profile_model(..., hardware="NAME")`` finds ``[tool.graph_budget.hardware_profiles.NAME]``
+    in the nearest pyproject.toml from the working directory up, as the CLI does."""
+    import torch
+
+    from pytest_graphbudget import profile_model
+
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.graph_budget.hardware_profiles.my-card]\n"
+        'peak_tflops = {float32 = 2.0}\nbandwidth_gbs = 50\nfamily = "ada"\n'
+    )
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "src" / "pkg")
+    prof = profile_model(torch.nn.Linear(4, 4), torch.randn(2, 4), hardware="my-card")
+    assert prof.hardware.name == "my-card" and prof.hardware.bandwidth == 50e9
+    assert prof.hardware.family == "ada"
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.graph_budget.hardware_profiles.my-card]\nbandwidth_gbs = 50\n"
+    )
+    with pytest.raises(GraphBudgetError, match=r"pyproject.toml: .*'my-card': needs peak_tflops"):
+        get("my-card")

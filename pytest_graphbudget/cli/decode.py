@@ -180,7 +180,7 @@ def numbers(result: Any) -> list[tuple[str, str, Any, Any]]:
             dec.arithmetic_intensity,
         ),
         ("step_intensity", "FLOPs/byte read", "", result.arithmetic_intensity),
-        ("est_latency_s", "est. latency (fused kernels)", pre.est_latency_s, dec.est_latency_s),
+        ("est_latency_s", f"est. latency ({pre.execution})", pre.est_latency_s, dec.est_latency_s),
         ("step_latency_s", "est. time (bytes read)", "", step.est_latency_s),
         ("memory_bound_time_share", "memory-bound time", *map(_memory_time, (pre, dec))),
     ]

@@ -168,8 +168,8 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
 
 
 def variant(args: argparse.Namespace) -> dict[str, Any]:
-    """``--mode``, ``--optimizer`` and ``--dtype`` as ``profile_model``'s keywords (those
-    that differ from its defaults)."""
+    """``--mode``, ``--optimizer``, ``--dtype`` and ``--execution`` as ``profile_model``'s
+    keywords (those that differ from its defaults)."""
     from pytest_graphbudget.modes.request import Variant, checked
 
     given = {key: getattr(args, key, None) for key in ("mode", "optimizer", "dtype", "parallel")}
@@ -177,7 +177,23 @@ def variant(args: argparse.Namespace) -> dict[str, Any]:
         if given[key] and given["mode"] != "train":  # before any model is built
             raise GraphBudgetError(f"--{key} needs --mode train: an eval forward has no {key}")
     given["parallel"] = checked("parallel", given["parallel"], "the command line")
-    return Variant(**{**given, "mode": given["mode"] or "eval"}).options()
+    found = Variant(**{**given, "mode": given["mode"] or "eval"}).options()
+    how = execution(args)
+    return {**found, "execution": how} if how != "eager" else found
+
+
+def execution(args: argparse.Namespace) -> str:
+    """``--execution`` (checked), else the project's ``[tool.graph_budget] execution``, as
+    pytest uses it, else eager."""
+    from pytest_graphbudget.modes.request import check_execution
+    from pytest_graphbudget.run import settings
+
+    given = getattr(args, "execution", None)
+    if given is None:
+        if not hasattr(args, "execution"):  # a command without the option
+            return "eager"
+        return settings.for_directory(Path.cwd())[1].defaults.execution
+    return check_execution(given, "the command line")
 
 
 def profile_case(

@@ -166,6 +166,13 @@ def hardware() -> argparse.ArgumentParser:
         "the project pytest would run here, else generic; see `graph-budget hardware`)",
     )
     parent.add_argument("--hardware-file", metavar="FILE", help=HARDWARE_FILE_HELP)
+    parent.add_argument(
+        "--execution",
+        metavar="HOW",
+        help="how the model runs, which the estimated latency prices: eager (one kernel per "
+        "op, each with its launch) or compiled (one kernel per fused group, as torch.compile); "
+        "default: [tool.graph_budget] execution, else eager",
+    )
     return parent
 
 

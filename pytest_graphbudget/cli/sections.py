@@ -45,7 +45,10 @@ def summary(prof: Any) -> list[tuple[str, str]]:
         ),
         ("traffic", f"{format_bytes(prof.traffic_bytes)} (bytes moved by the fused kernels)"),
         ("arithmetic intensity", f"{intensity(prof.arithmetic_intensity)} FLOPs/byte"),
-        ("est. latency", f"{format_seconds(prof.est_latency_s)} on {prof.hardware.name}"),
+        (
+            "est. latency",
+            f"{format_seconds(prof.est_latency_s)} on {prof.hardware.name}, {prof.execution}",
+        ),
         ("trace", _trace_text(prof)),
         ("coverage", coverage),
     ]

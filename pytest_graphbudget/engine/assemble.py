@@ -27,8 +27,10 @@ def assemble(
     measured: Any,
     failures: dict[str, str],
     seconds: float,
+    execution: str = "eager",
 ) -> Profile:
-    """Partition the measured graph and put every figure in its place."""
+    """Partition the measured graph and put every figure in its place; the estimated time
+    as ``execution`` runs it (``latency.EXECUTIONS``)."""
     from pytest_graphbudget.engine.partition import live_at_peak, partition, traffic
     from pytest_graphbudget.engine.quantized import packed
 
@@ -40,15 +42,23 @@ def assemble(
     packs = list(packed(model))
     dtype = _dtype([p for _, p in named], packs, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
-    if target.kernels:  # calibrated: each op priced by its kernel kind's measured rate
+    # Each subgraph holds the plain roofline of its fused kernel (``_subgraphs``): compiled
+    # execution on a profile with neither calibrated kernels nor a GPU family. Otherwise each
+    # kernel (each op when eager, each group when compiled) is priced by its kind.
+    if execution == "eager" or target.kernels or target.efficiency:
         from pytest_graphbudget.engine import latency
 
         sizes, shapes = latency.tensor_sizes(measured), latency.param_shapes(model)
         channels = latency.tensor_channels(measured)
-        for group, subgraph in zip(groups, subgraphs, strict=True):
-            subgraph.est_latency_s = latency.group_seconds(
-                group.members, target, dtype, sizes, shapes, channels
-            )
+        for group, flow, subgraph in zip(groups, flows, subgraphs, strict=True):
+            if execution == "eager":
+                subgraph.est_latency_s = latency.group_seconds(
+                    group.members, target, dtype, sizes, shapes, channels
+                )
+            else:
+                subgraph.est_latency_s = latency.fused_seconds(
+                    group, flow.total, target, dtype, sizes, shapes, channels
+                )
     return Profile(
         model=name,
         inputs=_input_info(model, args, kwargs),
@@ -63,6 +73,7 @@ def assemble(
         ),
         hardware=target,
         dtype=dtype,
+        execution=execution,
         flops=sum(n.flops for n in measured.nodes),
         macs=sum(n.macs for n in measured.nodes),
         params=_params(named, packs),

@@ -18,6 +18,11 @@ output pixels; ``conv_dense``: the rest), ``matmul`` (linear, mm, bmm), ``attent
 softmax, sums), ``pooling``, ``copy`` (layout changes, gathers) and ``view`` (no data moved:
 only its launch). Each split came from ``benchmarks/latency_ops.py`` (every ATen op of a
 forward timed beside its price); ``FALLBACK`` prices a split kind an older calibration lacks.
+
+A GPU profile (``hardware.FAMILIES``) prices each kernel at its efficiency kind's fractions of
+the datasheet's peaks plus a launch (``efficiency_kind``, ``kernel_seconds``); a profile with
+neither calibration nor family, on the plain roofline. ``execution`` says what a kernel is:
+each op (``eager``, ``group_seconds``) or each fused group (``compiled``, ``fused_seconds``).
 """
 
 from __future__ import annotations
@@ -146,6 +151,51 @@ def tensor_channels(measured: Any) -> dict[str, int]:
     return {n.name: n.shapes[0][1] for n in measured.nodes if n.shapes and len(n.shapes[0]) > 1}
 
 
+EXECUTIONS = ("eager", "compiled")
+"""How the model runs: ``eager`` launches one kernel per op (what PyTorch does without
+``torch.compile``), ``compiled`` one per fused group (what a compiler such as Inductor does)."""
+EFFICIENCY_OF = {
+    "conv_depthwise": "depthwise",
+    "conv_depthwise_large": "depthwise",
+    "conv_grouped": "conv_grouped",
+    "attention": "attention",
+    "attention_block": "attention",
+    "batch_norm": "norm",
+    "reduction": "norm",
+    "pooling": "pool",
+}
+"""The GPU efficiency kind (``hardware.EFFICIENCY_KINDS``) of a kernel kind; the other
+convolutions are ``conv``, products ``matmul`` (or ``matmul_small``), the rest ``elementwise``."""
+SMALL_MATMUL = 2**30
+"""A product of fewer FLOPs than this (a gigaFLOP) is ``matmul_small``: too few tiles to fill
+a GPU's multiprocessors."""
+
+
+def efficiency_kind(kind: str, flops: float) -> str:
+    """The GPU efficiency kind that prices a kernel of ``kind`` doing ``flops``."""
+    if kind in EFFICIENCY_OF:
+        return EFFICIENCY_OF[kind]
+    if kind.startswith("conv"):
+        return "conv"
+    if kind == "matmul":
+        return "matmul_small" if flops < SMALL_MATMUL else "matmul"
+    return "elementwise"
+
+
+def kernel_seconds(kind: str, flops: float, moved: float, target: Any, dtype: str) -> float:
+    """One kernel of ``kind`` on ``target``: at its calibrated rate (a CPU calibration), at
+    its family's efficiencies and launch cost (a GPU profile), else on the plain roofline. A
+    view launches no kernel on a GPU and costs nothing on the roofline."""
+    rate = target.kernel(kind, dtype) or target.kernel(FALLBACK.get(kind, kind), dtype)
+    if rate is not None:
+        return rate.time(flops, moved)
+    if kind == "view":
+        return 0.0
+    if target.efficiency:
+        return target.kind_time(efficiency_kind(kind, flops), flops, moved, dtype)
+    return target.time(flops, moved, dtype)
+
+
 def group_seconds(
     members: list,
     target: Any,
@@ -154,17 +204,35 @@ def group_seconds(
     param_shapes: Mapping,
     channels: Mapping[str, int] = {},
 ) -> float:
-    """A subgraph's estimate on calibrated ``target``: the sum of its ops' launches."""
+    """A subgraph's eager estimate: the sum of its ops' launches, each its own kernel."""
     total = 0.0
     for node in members:
         kind = kernel_kind(node, param_shapes, sizes, channels)
-        rate = target.kernel(kind, dtype) or target.kernel(FALLBACK.get(kind, kind), dtype)
         moved = 0 if kind == "view" else node_bytes(node, sizes)
-        if rate is None:  # a kind the calibration left out: the plain roofline
-            total += target.time(node.flops, moved, dtype)
-        else:
-            total += rate.time(node.flops, moved)
+        total += kernel_seconds(kind, node.flops, moved, target, dtype)
     return total
+
+
+def fused_seconds(
+    group: Any,
+    traffic: float,
+    target: Any,
+    dtype: str,
+    sizes: Mapping[str, int],
+    param_shapes: Mapping,
+    channels: Mapping[str, int] = {},
+) -> float:
+    """A subgraph's compiled estimate: one kernel of its anchor's kind over the group's
+    FLOPs and its traffic (inputs from outside, weights, outputs used outside); nothing for
+    a group of views alone."""
+    kinds = [kernel_kind(m, param_shapes, sizes, channels) for m in group.members]
+    if all(kind == "view" for kind in kinds):
+        return 0.0
+    anchor = kernel_kind(group.anchor, param_shapes, sizes, channels)
+    flops = sum(m.flops for m in group.members)
+    return kernel_seconds(
+        "pointwise" if anchor == "view" else anchor, flops, traffic, target, dtype
+    )
 
 
 def param_shapes(model: Any) -> dict[str, tuple[int, ...]]:

@@ -24,9 +24,11 @@ def profile_graph(
     hardware: Any,
     name: str,
     tier: str | None = None,
+    execution: str = "eager",
 ) -> Profile:
     """``tier`` (``tiers.ASKED``) asks for a whole-graph export or Dynamo's graph breaks after
-    ``fx`` instead of the taped forward."""
+    ``fx`` instead of the taped forward; ``execution`` (``latency.EXECUTIONS``) how the model
+    runs, which its estimated time prices."""
     import torch
 
     from pytest_graphbudget import hardware as hw
@@ -58,4 +60,6 @@ def profile_graph(
         for module, training in modes.items():
             module.training = training
     seconds = time.perf_counter() - start
-    return assemble(model, args, kwargs, name, target, traced, measured, failures, seconds)
+    return assemble(
+        model, args, kwargs, name, target, traced, measured, failures, seconds, execution
+    )

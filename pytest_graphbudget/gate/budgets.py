@@ -188,9 +188,10 @@ def measure_runs(budget: Budget) -> int | None:
     return budget.measure_runs if "latency_measured_max" in budget.limits else None
 
 
-def timing(budget: Budget) -> tuple[int | None, str | None]:
-    """``measure_runs(budget)`` and the device they run on (``measure_device``)."""
-    return measure_runs(budget), budget.measure_device
+def how_run(budget: Budget) -> tuple[int | None, str | None, str]:
+    """How a budget has its model run: ``measure_runs(budget)``, the device they run on
+    (``measure_device``) and the execution its estimated latency prices (``execution``)."""
+    return measure_runs(budget), budget.measure_device, budget.execution
 
 
 def figure(profile: Any, name: str) -> float | None:

@@ -278,6 +278,7 @@ def budget_dict(budget: Budget) -> dict[str, Any]:
         "bottleneck": dict(budget.bottleneck),
         "by": budget.bottleneck_by,
         "hardware": budget.hardware,
+        "execution": budget.execution,
         "tolerance": budget.tolerance,
         "allow_unsupported": _allowed(budget.allow_unsupported),
         "lines": dict(budget.lines),

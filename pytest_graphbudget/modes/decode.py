@@ -154,7 +154,13 @@ def profile_decode(
 
 
 def _decode_step(
-    lm: Any, config: Any, label: str, context: int, batch: int, target: Any
+    lm: Any,
+    config: Any,
+    label: str,
+    context: int,
+    batch: int,
+    target: Any,
+    execution: str = "eager",
 ) -> tuple[Profile, int]:
     """The decode step's profile (under the model's own module paths) and the cache's bytes."""
     from pytest_graphbudget.engine.pipeline import profile_graph
@@ -162,7 +168,9 @@ def _decode_step(
 
     vocab = config.get_text_config(decoder=True).vocab_size
     inputs = decode_step.decode_inputs(lm, config, context, batch, vocab)
-    step = profile_graph(decode_step.DecodeStep(lm, context), (), dict(inputs), target, label)
+    step = profile_graph(
+        decode_step.DecodeStep(lm, context), (), dict(inputs), target, label, None, execution
+    )
     cache = inputs["past_key_values"]
     kv_bytes = decode_step.kv_cache_bytes(
         [keys.shape for keys, _ in cache], cache[0][0].element_size()
@@ -178,15 +186,16 @@ def profile_step(
     hardware: Any = "generic",
     name: str | None = None,
     meta: bool | None = None,
+    execution: str = "eager",
 ) -> Profile:
     """The decode step alone (what ``decode = true`` budgets check): ``profile_decode``
-    without the prefill."""
+    without the prefill; its time as ``execution`` runs it."""
     from pytest_graphbudget import hardware as hw
 
     check_count("context", context)
     batch = 1 if batch is None else check_count("batch", batch)
     lm, config, label = _causal_lm(model, name, meta, context)
-    return _decode_step(lm, config, label, context, batch, hw.get(hardware))[0]
+    return _decode_step(lm, config, label, context, batch, hw.get(hardware), execution)[0]
 
 
 def step_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +218,11 @@ def step_profile(request: Request) -> Profile:
     """The decode step's profile of a ``decode`` request, the one a ``decode = true`` budget
     checks (``profile_decode`` has the prefill beside it)."""
     return profile_step(
-        request.model, hardware=request.hardware, name=request.name, **dict(request.options)
+        request.model,
+        hardware=request.hardware,
+        name=request.name,
+        execution=request.execution,
+        **dict(request.options),
     )
 
 

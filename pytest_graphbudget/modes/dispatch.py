@@ -54,6 +54,7 @@ def profile_model(
     device: str | None = None,
     tier: str | None = None,
     parallel: Any = None,
+    execution: str = "eager",
     **zoo_options: Any,
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
@@ -75,6 +76,9 @@ def profile_model(
     breaks (where and why the forward breaks).
     ``parallel`` (``{"fsdp": 8}``, ``{"zero": 2, "dp": 4}``, ``{"tp": 2, "fsdp": 4}`` or
     ``"fsdp=8,tp=2"``) profiles one rank of a sharded training step (``parallel.py``).
+    ``execution`` says how the model runs, which ``est_latency_s`` prices: ``"eager"`` (the
+    default: one kernel per op, each with its launch, as PyTorch runs without
+    ``torch.compile``) or ``"compiled"`` (one kernel per fused group, as ``torch.compile``).
     """
     return profile(
         request(
@@ -91,6 +95,7 @@ def profile_model(
             device=device,
             tier=tier,
             parallel=parallel,
+            execution=execution,
             **zoo_options,
         )
     )
@@ -111,15 +116,23 @@ def request(
     device: str | None = None,
     tier: str | None = None,
     parallel: Any = None,
+    execution: str = "eager",
     **options: Any,
 ) -> Request:
     """``profile_model``'s keywords as one checked ``Request``: every keyword refused here, in
     one line, before any model is built; the plugin, ``graph-budget`` and the sweeps build
     theirs here too."""
-    from pytest_graphbudget.modes.request import Request, Variant, check_dtype, check_mode
+    from pytest_graphbudget.modes.request import (
+        Request,
+        Variant,
+        check_dtype,
+        check_execution,
+        check_mode,
+    )
 
     check_mode(mode, loss, optimizer)
     check_dtype(dtype, mode)
+    check_execution(execution)
     runs = runtime.runs_asked(measure, mode, options, isinstance(model, str))
     runtime.check_where(device, runs)
     decode = bool(options.get("decode")) or "context" in options
@@ -141,7 +154,19 @@ def request(
     variant = Variant(mode, optimizer, dtype, sharded(parallel, mode, decode))
     found = tuple(sorted(options.items()))
     return Request(
-        model, inputs, kwargs, hardware, name, variant, loss, runs, found, decode, device, tier
+        model,
+        inputs,
+        kwargs,
+        hardware,
+        name,
+        variant,
+        loss,
+        runs,
+        found,
+        decode,
+        device,
+        tier,
+        execution,
     )
 
 
@@ -208,7 +233,9 @@ def profile(request: Request) -> Profile:
         step = profile_sharded if variant.parallel else profile_step
         # The request resolved: its module (cast), its inputs as a tuple, its label.
         return step(replace(request, model=model, inputs=args, kwargs=kwargs, name=name))
-    prof = profile_graph(model, args, kwargs, request.hardware, name, request.tier)
+    prof = profile_graph(
+        model, args, kwargs, request.hardware, name, request.tier, request.execution
+    )
     if not request.runs:
         return prof
     return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)

@@ -83,6 +83,9 @@ class Request:
     """Where the timed runs run ("cpu", "cuda", "cuda:N"; None: where the model is)."""
     tier: str | None = None
     """A capture tier asked for by name ("dynamo", "dynamo-breaks"; None: fx, then the tape)."""
+    execution: str = "eager"
+    """How the model runs, which its estimated latency prices: "eager" (a kernel per op) or
+    "compiled" (a kernel per fused group), ``engine/latency.py``."""
 
     def __hash__(self) -> int:
         # Over what names the request: a ModelCase, a dict of tensors or a TOML list has no
@@ -97,6 +100,7 @@ class Request:
                 repr(self.options),
                 self.decode,
                 self.device,
+                self.execution,
             )
         )
 
@@ -149,6 +153,20 @@ def check_mode(mode: str, loss: Callable | None, optimizer: str | None) -> None:
         raise GraphBudgetError(f"{given} applies to mode='train' only: pass mode='train' too")
     if loss is not None and not callable(loss):
         raise GraphBudgetError(f"loss must be a callable of the outputs, not {type(loss).__name__}")
+
+
+def check_execution(execution: Any, where: str = "") -> str:
+    """``execution``, or a one-line error with the closest valid value."""
+    from pytest_graphbudget.engine.latency import EXECUTIONS
+    from pytest_graphbudget.errors import closest
+
+    if isinstance(execution, str) and execution in EXECUTIONS:
+        return execution
+    hint = closest(execution, EXECUTIONS) if isinstance(execution, str) else ""
+    place = f" in {where}" if where else ""
+    raise GraphBudgetError(
+        f"execution{place} must be 'eager' or 'compiled', got {execution!r}{hint}"
+    )
 
 
 def check_dtype(dtype: str | None, mode: str = "eval") -> None:

@@ -79,7 +79,18 @@ def profile_step(request: Request) -> Any:
         node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
         node.in_call = node.segment == 0  # autograd and the update run outside module calls
     seconds = time.perf_counter() - start
-    prof = assemble(model, args, kwargs, name, target, joint.traced, measured, failures, seconds)
+    prof = assemble(
+        model,
+        args,
+        kwargs,
+        name,
+        target,
+        joint.traced,
+        measured,
+        failures,
+        seconds,
+        request.execution,
+    )
     prof.mode = "train"
     prof.optimizer_state_bytes = joint.state_bytes
     prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)

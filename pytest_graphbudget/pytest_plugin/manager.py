@@ -16,7 +16,7 @@ import pytest
 
 from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.gate.budget_files import key_line
-from pytest_graphbudget.gate.budgets import Budget, timing
+from pytest_graphbudget.gate.budgets import Budget, how_run
 from pytest_graphbudget.gate.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.modes.request import overridden
 from pytest_graphbudget.pytest_plugin.base import baseline_of
@@ -312,7 +312,7 @@ class GraphBudget:
             budget,
             lambda hw: self.profiler.profile(
                 self.profiler.request(
-                    model, inputs, kwargs, label, hw, budget.variant, *timing(budget)
+                    model, inputs, kwargs, label, hw, budget.variant, *how_run(budget)
                 )
             ),
             hardware,
@@ -332,7 +332,7 @@ class GraphBudget:
             model_id,
             budget,
             lambda hw: self.profiler.profile(
-                self.profiler.request(case, None, None, label, hw, budget.variant, *timing(budget))
+                self.profiler.request(case, None, None, label, hw, budget.variant, *how_run(budget))
             ),
         )
         item.stash[ITEM_MODELS].append(result)

@@ -22,8 +22,8 @@ MARKERS = {
     **figures.markers(),
     "bottleneck": "bottleneck(compute_bound_min=None, memory_bound_max=None, by='count'): "
     "bound the compute-/memory-bound mix (by 'count', 'flops' or 'time'); needs --graph-budget",
-    "graph_budget": "graph_budget(hardware='generic', tolerance='1%', name=None, "
-    "allow_unsupported=False, mode='eval', optimizer=None, dtype=None, parallel=None, "
+    "graph_budget": "graph_budget(hardware='generic', execution='eager', tolerance='1%', "
+    "name=None, allow_unsupported=False, mode='eval', optimizer=None, dtype=None, parallel=None, "
     "measure_runs=20, "
     "measure_device=None): "
     "per-test settings of pytest-graphbudget",
@@ -32,6 +32,7 @@ KEYWORDS = {
     "bottleneck": ("compute_bound_min", "memory_bound_max", "by"),
     "graph_budget": (
         "hardware",
+        "execution",
         "tolerance",
         "name",
         "allow_unsupported",

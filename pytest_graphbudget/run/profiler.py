@@ -114,9 +114,11 @@ class Profiler:
         variant: Variant | None = None,
         runs: int | None = None,
         device: str | None = None,
+        execution: str = "eager",
     ) -> Request:
         """The request of a module or a ModelCase that a test profiles: its budget's
-        ``variant`` (mode, optimizer, dtype) and ``runs`` to time, on the named hardware."""
+        ``variant`` (mode, optimizer, dtype) and ``runs`` to time, on the named hardware, run
+        as ``execution`` says."""
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.modes import dispatch
 
@@ -129,6 +131,7 @@ class Profiler:
             name=name,
             measure=runs or False,
             device=device,
+            execution=execution,
             **self._tier(how),
             **how,
         )
@@ -145,16 +148,18 @@ class Profiler:
         variant: Variant | None = None,
         runs: int | None = None,
         device: str | None = None,
+        execution: str = "eager",
     ) -> Request:
         """The request of a budget table: its ``factory``'s case or its zoo ``model`` (default:
-        its name) with the table's options, or its decode step (``decode = true``)."""
+        its name) with the table's options, or its decode step (``decode = true``), run as
+        ``execution`` says."""
         from pytest_graphbudget.gate.budget_files import load_factory
         from pytest_graphbudget.modes import decode, dispatch
 
         how = variant.options() if variant else {}
         target = self.target(hardware)
         if decode.wanted(table, name):  # decode = true: one generated token's profile
-            return _step_request(table, name, target, how, runs)
+            return replace(_step_request(table, name, target, how, runs), execution=execution)
         options = {k: table[k] for k in OPTIONS if k in table}
         model: Any = str(table.get("model", name))
         if "factory" in table:
@@ -165,6 +170,7 @@ class Profiler:
             name=name,
             measure=runs or False,
             device=device,
+            execution=execution,
             **options,
             **self._tier(how),
             **how,
@@ -225,9 +231,12 @@ class Profiler:
 
 
 def _keyed(request: Request) -> dict[str, Any]:
-    """What a cache key holds of how the request is captured: its variant, and its tier when
-    one is asked for (a graph break ends a fused kernel: the figures can differ)."""
+    """What a cache key holds of how the request is captured and priced: its variant, its
+    execution when compiled, and its tier when one is asked for (a graph break ends a fused
+    kernel: the figures can differ)."""
     how = request.variant.options()
+    if request.execution != "eager":  # another time estimate; eager keys as before it existed
+        how = {**how, "execution": request.execution}
     return {**how, "tier": request.tier} if request.tier else how
 
 

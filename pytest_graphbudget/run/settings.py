@@ -28,6 +28,7 @@ DEFAULT_CACHE_DIR = DIRECTORY
 
 KEYS = {
     "hardware": "a hardware profile's name, such as 'generic' or 'a100'",
+    "execution": "how models run, which latency_max judges: 'eager' or 'compiled'",
     "tolerance": "a fraction or a percentage, such as 0.01 or '1%'",
     "baseline": "the baseline file's path, relative to the project's root",
     "budgets": "a path or a list of paths, relative to the project's root",
@@ -341,7 +342,7 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
         else:
             problems.append(f"{where}: {key} must be {KEYS[key]}, got {table[key]!r}")
     defaults = build({}, where, hardware_profiles=settings.hardware_profiles)
-    for key in ("hardware", "tolerance", "measure_runs", "measure_device"):
+    for key in ("hardware", "execution", "tolerance", "measure_runs", "measure_device"):
         if key in table:
             try:
                 defaults = build({key: table[key]}, where, defaults)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate.budget_files import GROWTH_KEY, GrowthTable
-from pytest_graphbudget.gate.budgets import timing
+from pytest_graphbudget.gate.budgets import how_run
 from pytest_graphbudget.gate.check import Checker, ModelResult, _judge, budget_dict
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def check_table(
         result,
         budget,
         lambda hw: profiler.profile(
-            profiler.table_request(entry.table, entry.name, hw, budget.variant, *timing(budget))
+            profiler.table_request(entry.table, entry.name, hw, budget.variant, *how_run(budget))
         ),
     )
     checker.rematch([result])
@@ -88,7 +88,11 @@ def check_growth(
     target = hardware or budget.hardware
     try:
         profiles = [
-            profiler.profile(profiler.table_request(t.table, t.name, target, budget.variant))
+            profiler.profile(
+                profiler.table_request(
+                    t.table, t.name, target, budget.variant, execution=budget.execution
+                )
+            )
             for t in entry.points
         ]
         fits = fits_of(entry.axes, profiles)

@@ -91,3 +91,22 @@ def test_an_input_shape_of_the_wrong_rank_is_echoed_as_written(capsys):
         "graph-budget: error: input shape 1,3,224 has 3 dimensions; the model's input has 4, "
         "such as 1,3,224,224"
     )
+
+
+def test_execution_from_the_flag_or_the_project_and_a_bad_one_exits_2_in_one_line(project, capsys):
+    """``--execution compiled`` reaches the profile; without it, ``[tool.graph_budget]
+    execution``; ``--execution jit`` is one line and exit 2, before any model is built."""
+    model = f"{MODULE}:linear"
+    assert cli.main(["profile", model, "--execution", "compiled", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["execution"] == "compiled"
+    assert cli.main(["profile", model, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["execution"] == "eager"
+    (project / "pyproject.toml").write_text('[tool.graph_budget]\nexecution = "compiled"\n')
+    assert cli.main(["profile", model, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["execution"] == "compiled"
+    assert cli.main(["profile", model, "--execution", "jit"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "graph-budget: error: execution in the command line must be 'eager' or 'compiled', "
+        "got 'jit'"
+    )

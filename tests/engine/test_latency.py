@@ -249,3 +249,87 @@ def test_every_kind_the_estimate_prices_is_one_a_profile_may_name():
     from pytest_graphbudget.hardware import COMPUTE_KINDS
 
     assert {*COMPUTE_KINDS, *FALLBACK, *FALLBACK.values()} <= set(KINDS)
+
+
+GPU = {
+    "peak_tflops": {"float32": 1},
+    "bandwidth_gbs": 1,
+    "family": "ada",
+    "launch_us": 10,
+    "efficiency": {"matmul_small": [0.5, 0.25], "elementwise": [1, 0.5]},
+}
+"""A card of 1 TFLOP/s and 1 GB/s whose products reach half the peak and a quarter of the
+bandwidth, elementwise ops half the bandwidth, each kernel launched in 10 us."""
+
+
+def test_eager_on_a_gpu_profile_prices_each_op_as_its_own_kernel_with_its_launch():
+    """linear (8 -> 4) on (2, 8), then relu, float32. The linear's 2*2*8*4 MAC FLOPs and 8
+    bias adds (136) take 136 / (0.5 * 1e12) s; its 240 bytes (x 64, weight 128, bias 16, out
+    32) take 240 / (0.25 * 1e9) s, the longer: 10 us + 0.96 us. The relu reads and writes 32
+    bytes each: 10 us + 64 / (0.5 * 1e9) s. Eager is their sum."""
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    card = from_table("card", GPU)
+    prof = profile_model(model, torch.randn(2, 8), hardware=card)
+    assert prof.execution == "eager" and prof.to_dict()["execution"] == "eager"
+    linear = 1e-5 + max(136 / 0.5e12, 240 / 0.25e9)
+    relu = 1e-5 + 64 / 0.5e9
+    assert prof.est_latency_s == pytest.approx(linear + relu)
+
+
+def test_compiled_prices_each_fused_group_as_one_kernel_at_its_anchors_kind():
+    """The same model compiled: linear and relu fuse into one kernel over the group's traffic
+    (x 64 B, weights 144 B, the relu's output 32 B: 240 B), priced at the linear's kind,
+    with one launch."""
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    prof = profile_model(
+        model, torch.randn(2, 8), hardware=from_table("card", GPU), execution="compiled"
+    )
+    (group,) = prof.subgraphs
+    assert group.traffic_bytes == 240
+    assert prof.est_latency_s == pytest.approx(1e-5 + max(136 / 0.5e12, 240 / 0.25e9))
+    assert prof.to_dict()["execution"] == "compiled"
+
+
+def test_on_the_plain_roofline_compiled_is_the_fused_roofline_and_eager_sums_the_ops():
+    """generic (1 TFLOP/s, 100 GB/s, no family): compiled is the roofline of each fused
+    group, as every estimate was before ``execution``; eager each op's, summed: the linear's
+    240 B and the relu's 64 B, no launch cost."""
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    x = torch.randn(2, 8)
+    compiled = profile_model(model, x, execution="compiled")
+    eager = profile_model(model, x)
+    assert compiled.est_latency_s == pytest.approx(240 / 100e9)
+    assert eager.est_latency_s == pytest.approx((240 + 64) / 100e9)
+
+
+@pytest.mark.parametrize(
+    ("kind", "flops", "expected"),
+    [
+        ("conv_dense", 1, "conv"),
+        ("conv_pointwise_small_map", 1, "conv"),
+        ("conv_grouped", 1, "conv_grouped"),
+        ("conv_depthwise_large", 1, "depthwise"),
+        ("matmul", 2**30, "matmul"),
+        ("matmul", 2**30 - 1, "matmul_small"),
+        ("attention_block", 1, "attention"),
+        ("batch_norm", 1, "norm"),
+        ("reduction", 1, "norm"),
+        ("pooling", 1, "pool"),
+        ("pointwise_exp", 1, "elementwise"),
+        ("copy", 1, "elementwise"),
+    ],
+)
+def test_each_kernel_kind_has_a_gpu_efficiency_kind(kind, flops, expected):
+    from pytest_graphbudget.engine.latency import efficiency_kind
+    from pytest_graphbudget.hardware import EFFICIENCY_KINDS
+
+    assert efficiency_kind(kind, flops) == expected and expected in EFFICIENCY_KINDS
+
+
+@pytest.mark.parametrize("bad", ["eagre", "jit", 1, None])
+def test_a_bad_execution_is_one_line_naming_the_two(bad):
+    with pytest.raises(GraphBudgetError, match="must be 'eager' or 'compiled'") as info:
+        profile_model(nn.Linear(2, 2), torch.randn(1, 2), execution=bad)
+    assert "\n" not in str(info.value)
+    if bad == "eagre":
+        assert "did you mean 'eager'?" in str(info.value)

@@ -359,3 +359,50 @@ def test_a_limit_in_every_unit_the_parser_takes_is_read_and_a_huge_integer_is_on
     pebibyte = models["test_units_in_markers.py::test_pebibyte::model"]
     assert pebibyte["verdict"] == "pass" and pebibyte["budget"]["limits"]["memory_max"] == 2**50
     assert models["test_units_in_markers.py::test_good::model"]["verdict"] == "pass"
+
+
+def test_execution_is_a_marker_keyword_and_a_toml_key_and_a_bad_one_is_one_line(project):
+    """``graph_budget(execution="compiled")`` and a budget table's ``execution`` reach the
+    profile (its JSON says which); ``execution="jit"`` is a usage error of its own test."""
+    project.makepyfile(
+        test_execution_keyword="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear(16)
+
+        @pytest.mark.graph_budget(execution="compiled")
+        @pytest.mark.latency_max("1s")
+        def test_compiled(model):
+            pass
+
+        @pytest.mark.latency_max("1s")
+        def test_eager(model):
+            pass
+
+        @pytest.mark.graph_budget(execution="jit")
+        @pytest.mark.latency_max("1s")
+        def test_bad(model):
+            pass
+        """
+    )
+    project.path.joinpath("budgets.toml").write_text(
+        '[models.linear]\nfactory = "models:linear"\nexecution = "compiled"\nflops_max = "1M"\n'
+    )
+    result, report = run(project, "budgets.toml", "test_execution_keyword.py")
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*execution in @pytest.mark.graph_budget on *test_bad "
+            "must be 'eager' or 'compiled', got 'jit'"
+        ]
+    )
+    models = by_id(report)
+    ran = {
+        key.split("::")[1]: m["profile"]["execution"]
+        for key, m in models.items()
+        if m.get("profile")
+    }
+    assert ran == {"test_compiled": "compiled", "test_eager": "eager", "linear": "compiled"}

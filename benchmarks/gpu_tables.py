@@ -1,0 +1,184 @@
+"""GPU latency against timm's published inference tables: collect each model's ops once.
+
+timm publishes measured inference throughput for about 1,600 models on the RTX 3090, 4090,
+5090 and RTX Pro 6000 Max-Q (``benchmarks/data/timm-*.csv``, AMP float16, NCHW; eager and
+``torch.compile``d, the ``-dynamo`` files). This script profiles each model of those tables on
+the meta device in float16 and writes, per model, every op's kernel kind, FLOPs and bytes and
+every fused group's (what eager and compiled execution price) to ``benchmarks/out/gpu_ops.jsonl``,
+so that the fit (``benchmarks/gpu_fit.py``) reruns in seconds.
+
+    .venv/bin/python benchmarks/gpu_tables.py [--limit N] [--only NAME ...]
+
+Figures are recorded at batch ``BATCH`` and scaled to each table's batch by the fit (FLOPs
+and activation bytes grow with the batch, weights do not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+OUT = HERE / "out" / "gpu_ops.jsonl"
+BATCH = 256
+TIMEOUT_S = 120
+TABLES = {
+    # name: (eager file, compiled file or None)
+    "rtx3090": ("timm-benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv", None),
+    "rtx4090": (
+        "timm-benchmark-infer-amp-nchw-pt291-cu128-4090.csv",
+        "timm-benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv",
+    ),
+    "rtx5090": (
+        "timm-benchmark-infer-amp-nchw-pt291-cu130-5090.csv",
+        "timm-benchmark-infer-amp-nchw-pt291-cu130-5090-dynamo.csv",
+    ),
+    "rtx-pro-6000-maxq": (
+        "timm-benchmark-infer-amp-nchw-pt291-cu130-pro6000maxq.csv",
+        "timm-benchmark-infer-amp-nchw-pt291-cu130-pro6000maxq-dynamo.csv",
+    ),
+}
+
+
+def read_table(filename: str) -> dict[tuple[str, int], dict[str, float]]:
+    """``(model, image size) -> {"batch", "step_s", "gmacs"}`` of one timm results file."""
+    rows = {}
+    with open(DATA / filename, newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["model"].startswith("test_") or not row["infer_step_time"]:
+                continue
+            key = (row["model"], int(row["infer_img_size"]))
+            rows[key] = {
+                "batch": int(row["infer_batch_size"]),
+                "step_s": float(row["infer_step_time"]) / 1000,
+                "gmacs": float(row["infer_gmacs"] or "nan"),
+            }
+    return rows
+
+
+def wanted() -> list[tuple[str, int]]:
+    """Every (model, image size) of any table, shuffled (seed 0): a run cut short has
+    profiled a random sample of the models."""
+    import random
+
+    keys: set[tuple[str, int]] = set()
+    for eager, compiled in TABLES.values():
+        for filename in (eager, compiled):
+            if filename:
+                keys |= set(read_table(filename))
+    order = sorted(keys)
+    random.Random(0).shuffle(order)
+    return order
+
+
+def build(name: str, size: int):
+    """The timm model on the meta device in float16 and its input at ``BATCH``."""
+    import timm
+    import torch
+
+    from pytest_graphbudget.modes.dtype import cast
+    from pytest_graphbudget.zoo._build import build_module
+
+    def factory(**extra):
+        return lambda: timm.create_model(name, pretrained=False, **extra)
+
+    model = build_module(factory(), True)
+    default = (getattr(model, "pretrained_cfg", None) or {}).get("input_size") or (3, 224, 224)
+    if int(default[-1]) != size:
+        try:  # a ViT's position embedding is sized for its image
+            model = build_module(factory(img_size=size), True)
+        except TypeError:
+            pass
+    x = torch.empty(BATCH, int(default[0]), size, size, device="meta")
+    return cast(model, (x,), {}, "float16")
+
+
+def record(name: str, size: int) -> dict:
+    """One model's ops and fused groups, as the fit reads them."""
+    import torch
+
+    from pytest_graphbudget.engine import latency
+    from pytest_graphbudget.engine.partition import partition, traffic
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+
+    model, args, kwargs = build(name, size)
+    with torch.inference_mode(False):
+        traced, measured, _ = trace_and_measure(model, Example(args, kwargs))
+    groups = partition(measured)
+    flows = traffic(groups, measured)
+    sizes, shapes = latency.tensor_sizes(measured), latency.param_shapes(model)
+    channels = latency.tensor_channels(measured)
+    ops: dict[tuple, int] = {}
+    kinds = {}
+    for node in measured.nodes:
+        kind = latency.kernel_kind(node, shapes, sizes, channels)
+        kinds[node.name] = kind
+        moved = 0 if kind == "view" else latency.node_bytes(node, sizes)
+        key = (kind, node.flops, moved, sum(node.weights.values()))
+        ops[key] = ops.get(key, 0) + 1
+    fused = []
+    for group, flow in zip(groups, flows, strict=True):
+        launches = sum(1 for m in group.members if kinds[m.name] != "view")
+        anchor = kinds[group.anchor.name]
+        flops = sum(m.flops for m in group.members)
+        fused.append([anchor, flops, flow.total, flow.bytes_weights, launches])
+    return {
+        "model": name,
+        "size": size,
+        "batch": BATCH,
+        "tier": traced.method,
+        "macs": sum(n.macs for n in measured.nodes),
+        "ops": [[*key, count] for key, count in ops.items()],
+        "groups": fused,
+    }
+
+
+def _timeout(signum, frame):
+    raise TimeoutError(f"over {TIMEOUT_S} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=0, help="profile at most N new models")
+    parser.add_argument("--only", nargs="*", default=[], help="these model names only")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    done = set()
+    if OUT.exists():
+        for line in OUT.read_text().splitlines():
+            data = json.loads(line)
+            done.add((data["model"], data["size"]))
+    todo = [k for k in wanted() if k not in done and (not args.only or k[0] in args.only)]
+    if args.limit:
+        todo = todo[: args.limit]
+    signal.signal(signal.SIGALRM, _timeout)
+    with OUT.open("a") as out:
+        for i, (name, size) in enumerate(todo):
+            start = time.perf_counter()
+            signal.alarm(TIMEOUT_S)
+            try:
+                data = record(name, size)
+            except Exception as exc:  # the model's failure, recorded so it is not retried
+                data = {"model": name, "size": size, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            finally:
+                signal.alarm(0)
+            data["seconds"] = round(time.perf_counter() - start, 2)
+            out.write(json.dumps(data) + "\n")
+            out.flush()
+            status = data.get("error", data.get("tier"))
+            print(f"[{i + 1}/{len(todo)}] {name} {size}: {status} {data['seconds']}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
