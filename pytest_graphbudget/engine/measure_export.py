@@ -20,15 +20,8 @@ from torch import fx, nn
 
 from pytest_graphbudget.compat import export_values_match_fresh
 from pytest_graphbudget.costs import lookup
-from pytest_graphbudget.engine.measure import (
-    Measured,
-    _CostInterpreter,
-    _nbytes,
-    _op_name,
-    _out_arguments,
-    _Recorder,
-    _storage,
-)
+from pytest_graphbudget.engine.measure import _CostInterpreter, _op_name, _out_arguments, _Recorder
+from pytest_graphbudget.engine.nodes import Measured, _nbytes, _storage
 from pytest_graphbudget.engine.trace import Traced, model_state
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_graphbudget.engine.measure import Measured, NodeCost
+from pytest_graphbudget.engine.nodes import Measured, NodeCost
 
 
 @dataclass

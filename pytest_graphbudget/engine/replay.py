@@ -28,7 +28,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.engine import tree
-from pytest_graphbudget.engine.measure import Measured, _op_name, _storage
+from pytest_graphbudget.engine.measure import _op_name
+from pytest_graphbudget.engine.nodes import Measured, _storage
 from pytest_graphbudget.engine.trace import Example, collector_paused, restored, tensor_leaves
 
 QUERIES = frozenset(

@@ -1,0 +1,106 @@
+"""What the cost pass and the tape record: one ``NodeCost`` per op, the ``Measured`` run.
+
+Shared by every tier (the FX cost pass of ``measure``, the taped forward of ``breaks``, the
+exported graphs of ``measure_export``), so that a node means the same in all of them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from pytest_graphbudget.engine import tree
+
+# Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
+# node takes as its ops run: the strongest one an op gives it wins.
+RANK = {"view": 0, "movement": 1, "elementwise": 2, "reduction": 3, "anchor": 4}
+
+
+@dataclass
+class NodeCost:
+    """What one FX node computes, reads and writes."""
+
+    name: str
+    op: str
+    target: str
+    module: str
+    index: int
+    kind: str = ""
+    category: str = "view"
+    macs: int = 0
+    other: int = 0
+    unsupported: Counter = field(default_factory=Counter)
+    contractions: Counter = field(default_factory=Counter)  # unsupported calls that may contract
+    weights: dict[str, int] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    input_bytes: dict[str, int] = field(default_factory=dict)
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+    dtype: str = ""
+    writes: dict[Any, int] = field(default_factory=dict)  # new storages: key -> bytes
+    reads: set = field(default_factory=set)  # storages read (keys)
+    overwrites: set = field(default_factory=set)  # storages written through out=, not read
+    views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
+    segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
+    workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
+    in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs + self.other
+
+
+@dataclass
+class Measured:
+    """The cost pass's result: one ``NodeCost`` per op node, in topological order."""
+
+    nodes: list[NodeCost]
+    graph_outputs: set[str]
+    inputs: dict[str, dict[Any, int]]  # user-input placeholders -> storages -> bytes
+    mode: str  # "fake" or "real"
+    frees: dict[Any, int] | None = None  # storage -> last node live (the tape, FX's frames)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(sum(v.values()) for v in self.inputs.values())
+
+
+def _storage(t: torch.Tensor) -> Any:
+    return StorageWeakRef(t.untyped_storage())
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
+    """What ``node`` returned (``tensors``: the tensors in ``value``, in order): its shapes and
+    dtype, the storages it wrote (not those it only read: a view or an in-place op writes
+    none) and the views it returns. Shared by the graph interpreter and the eager tape of
+    ``breaks``, so a node means the same in every tier."""
+    node.shapes = [tuple(t.shape) for t in tensors]
+    node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
+    writes: dict[Any, int] = {}
+    views: dict[Any, int] = {}
+    reads = node.reads
+    for t in tensors:  # each storage's key made once, for its write and its view
+        storage = t.untyped_storage()
+        key = StorageWeakRef(storage)
+        views[key] = max(views.get(key, 0), t.numel() * t.element_size())
+        if key not in reads and key not in node.overwrites:  # a new storage
+            writes[key] = max(writes.get(key, 0), storage.nbytes())
+    node.writes = writes
+    node.views = views
+    if node.writes and node.category == "view":
+        node.category = "movement"
+
+
+def _views(value: Any) -> dict[Any, int]:
+    views: dict[Any, int] = {}
+    for t in tree.tensors(value):
+        key = _storage(t)
+        views[key] = max(views.get(key, 0), _nbytes(t))
+    return views
