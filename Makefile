@@ -27,11 +27,13 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup tools demo test compat compat-ci golden bench zoo corpus dist lint format clean distclean
+.PHONY: help setup tools demo test docs docs-test compat compat-ci golden bench zoo corpus dist lint format clean distclean
 
 help:
 	@echo "make demo       set up .venv and run the example budget suite"
 	@echo "make test       set up .venv and run the test suite on every core (PYTEST_ARGS=... to narrow it, XDIST= for one process)"
+	@echo "make docs-test  run every example of README.md and docs/ and check the output they show"
+	@echo "make docs       rewrite the output README.md and docs/ show where the tool now prints otherwise"
 	@echo "make setup      create .venv with the pinned dependencies and the package (idempotent)"
 	@echo "make tools      add the workflow linters (actionlint, shellcheck) to .venv, and chromium"
 	@echo "make bench      speed and accuracy comparisons against other tools (installs .[bench])"
@@ -118,6 +120,24 @@ XDIST ?= -n auto --dist loadfile
 test: setup tools
 	$(BIN)/python -m pytest $(XDIST) -m "not compat" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/
+
+# Every code block of README.md and docs/ (issue 37): tests/docs/docs_plugin.py collects each
+# fenced block and runs it in a scratch git project per document (Python, shell and console
+# blocks run; YAML is linted; printed output is compared with what the tool prints now, timings
+# masked); `<!-- docs: ... -->` comments above a block mark a file to write, generated output,
+# or a skip with its reason (tests/docs/docs_markdown.py lists them). Apart from `make test`,
+# which must stay under 4 minutes: the examples profile real models and start pytest in
+# subprocesses (3-6 minutes on 2 cores). .ci/run runs both. A failure shows the diff; `make docs`
+# rewrites the shown output instead (no diff on a clean checkout), then review it with git diff.
+# docs/zoo.md, corpus.md and compat.md are whole tables that make zoo, make corpus and make
+# golden write.
+DOCS := README.md $(filter-out docs/zoo.md docs/corpus.md docs/compat.md,$(wildcard docs/*.md))
+DOCS_PYTEST := PYTHONPATH=tests/docs $(BIN)/python -m pytest -p docs_plugin -p no:cacheprovider
+docs-test: setup tools
+	$(DOCS_PYTEST) $(XDIST) $(DOCS)
+
+docs: setup
+	$(DOCS_PYTEST) $(XDIST) --docs-update $(DOCS)
 
 # One cached environment per torch minor release from the floor up and per Python (uv, from the
 # registry; ~/.cache/pytest-graphbudget/compat, about 60 GB for the whole matrix), each running

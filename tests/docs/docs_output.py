@@ -30,6 +30,8 @@ MASKS = [
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?"), "<date>"),
     # Commits: "1a2b3c4", "main@1a2b3c4", "1a2b3c4..." (hex with a digit and a letter).
     (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"), "<commit>"),
+    # A build's local tag: the pinned torch is "2.14.1" from PyPI, "2.14.1+cu130" from its index.
+    (re.compile(r"(\d+\.\d+\.\d+)\+(?:cu|cpu|rocm)[\w.]*"), r"\1"),
     # The Python that ran: its version, and where it lives.
     (re.compile(r'"python": "3\.\d+\.\d+"'), '"python": "<python>"'),
     (re.compile(r"(?<![\w.])/(?:tmp|private/var|var/folders)/[^\s:'\"]*"), "<path>"),

@@ -17,6 +17,7 @@ blocks run there in order (``--dist loadfile`` keeps a document on one worker):
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -32,6 +33,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 SHELLS = {"sh", "bash", "shell"}
+PROGRESS = re.compile(r"^graph-budget: ", re.M)
 # Whole tables that other commands write (make zoo, make corpus, make golden), not examples.
 GENERATED = {"corpus.md", "zoo.md", "compat.md"}
 
@@ -114,7 +116,7 @@ class BlockItem(pytest.Item):
         if written is not None:
             project.write(written.argument, block.text, append=written.verb == "append")
         elif generated is not None:
-            _, printed = self.command(generated.argument, None)
+            _, printed = self.command(generated.argument, None, block.text)
             self.compare(block.text, regenerate(block.text, printed, generated.verb == "excerpt"))
         elif block.directive("usage") is not None:
             self.fail_if(usage_flags(block.text))
@@ -140,8 +142,11 @@ class BlockItem(pytest.Item):
         found = self.block.directive("exit")
         return int(found.argument) if found else 0
 
-    def command(self, command: str, expected: int | None) -> tuple[int, str]:
-        code, printed = self.parent.scratch().run(command, self.env)
+    def command(self, command: str, expected: int | None, shown: str = "") -> tuple[int, str]:
+        """Run ``command``; its stderr is left out when the output shown has none of the
+        tool's ``graph-budget: ...`` lines (stdout carries the result)."""
+        stderr = not shown or PROGRESS.search(shown) is not None
+        code, printed = self.parent.scratch().run(command, self.env, stderr)
         if expected is not None and code != expected:
             raise DocsFailure(f"$ {command}\nexited {code}, not {expected}:\n{printed[-4000:]}")
         return code, printed
@@ -151,7 +156,8 @@ class BlockItem(pytest.Item):
         text = []
         for index, (command, shown) in enumerate(pairs):
             last = index == len(pairs) - 1
-            _, printed = self.command(command, self.expected_exit() if last else 0)
+            expected = self.expected_exit() if last else 0
+            _, printed = self.command(command, expected, "\n".join(shown))
             text.append(f"$ {command}\n")
             if shown:
                 text.append(regenerate("\n".join(shown) + "\n", printed))

@@ -44,6 +44,7 @@ ENV = {
     "GIT_CONFIG_GLOBAL": os.devnull,
     "DOCS_TOOLS": str(HERE),  # tests/docs/, for the helpers that directives call
     "DOCS_BIN": str(BIN),
+    "DOCS_ROOT": str(ROOT),  # the repository, for its examples/
 }
 SHELL_SYNTAX = re.compile(r"[|&;<>`*?\[]|\$\(|^\w+=")
 
@@ -68,37 +69,38 @@ class Project:
         with path.open("a" if append else "w", encoding="utf-8") as handle:
             handle.write(text)
 
-    def run(self, command: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-        """(exit code, stdout and stderr as one terminal would show them)."""
+    def run(self, command: str, env: dict[str, str] | None = None, stderr: bool = True):
+        """(exit code, what the command printed): stdout and stderr as one terminal shows
+        them, or stdout alone (``stderr=False``: docs that leave out the progress lines)."""
         words = None if SHELL_SYNTAX.search(command) else shlex.split(command, comments=True)
         if words and words[0] == "graph-budget":
-            return self._in_process(words[1:], env or {})
-        return self.shell(command, env)
+            return self._in_process(words[1:], env or {}, stderr)
+        return self.shell(command, env, stderr)
 
-    def shell(self, command: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    def shell(self, command: str, env: dict[str, str] | None = None, stderr: bool = True):
         done = subprocess.run(
             ["bash", "-c", command],
             cwd=self.path,
             env={**self.env, **(env or {})},
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT if stderr else subprocess.PIPE,
             text=True,
             timeout=TIMEOUT,
             check=False,
         )
         return done.returncode, done.stdout
 
-    def _in_process(self, argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    def _in_process(self, argv: list[str], env: dict[str, str], stderr: bool):
         from pytest_graphbudget import cli
 
-        buffer = io.StringIO()
-        with self._inside(env), contextlib.redirect_stdout(buffer):
-            with contextlib.redirect_stderr(buffer):
+        out, err = io.StringIO(), io.StringIO()
+        with self._inside(env), contextlib.redirect_stdout(out):
+            with contextlib.redirect_stderr(out if stderr else err):
                 try:
                     code = cli.main(argv)
                 except SystemExit as exc:  # argparse refusing a flag
                     code = exc.code if isinstance(exc.code, int) else 2
-        return code, buffer.getvalue()
+        return code, out.getvalue()
 
     def python(self, code: str, filename: str, line: int = 0) -> None:
         """Run ``code`` in the document's module, from the project's directory; ``line``:

@@ -1,0 +1,150 @@
+"""The docs plugin can fail: a broken example, changed output and a flag the tool lacks each
+fail their block, ``--docs-update`` rewrites the output, and timings never fail a block.
+
+``make test`` runs these (they are quick: shell and Python blocks with no model); ``make
+docs-test`` runs the plugin over README.md and docs/.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from docs_output import normalize, regenerate
+
+pytest_plugins = ["pytester"]
+FENCE = "```"
+
+
+def write_doc(pytester: pytest.Pytester, text: str) -> None:
+    pytester.makefile(".md", doc=textwrap.dedent(text).replace("~~~", FENCE))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "docs_plugin", "-p", "no:cacheprovider", "-rs", *args)
+
+
+def test_a_broken_python_block_fails_and_a_skip_says_why(pytester):
+    write_doc(
+        pytester,
+        """
+        ~~~python
+        total = 2 + 2
+        ~~~
+
+        ~~~python
+        assert total == 5, "the docs say five"
+        ~~~
+
+        <!-- docs: skip "needs the network" -->
+        ~~~sh
+        pip install pytest-graphbudget
+        ~~~
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*the docs say five*", "SKIPPED [1] doc.md:10: needs the network"])
+
+
+def test_a_shell_block_fails_on_a_command_that_fails(pytester):
+    write_doc(pytester, "~~~sh\ntrue\nfalse  # the second command\n~~~\n")
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*$ false  # the second command", "exited 1, not 0:"])
+
+
+def test_changed_output_fails_then_make_docs_rewrites_it(pytester):
+    write_doc(
+        pytester,
+        """
+        <!-- docs: write greeting.txt
+        hello
+        -->
+        ~~~console
+        $ cat greeting.txt
+        goodbye
+        ~~~
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*run `make docs`*", "-goodbye", "+hello"])
+    run(pytester, "--docs-update").assert_outcomes(passed=1)
+    assert f"$ cat greeting.txt\nhello\n{FENCE}" in (pytester.path / "doc.md").read_text()
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_timings_differ_and_the_block_still_passes(pytester):
+    write_doc(
+        pytester,
+        """
+        ~~~console
+        $ echo "profiled resnet18 in 0.2s (fx trace)"; echo "1 passed in 12.31s"
+        profiled resnet18 in 2.8s (fx trace)
+        1 passed in 3.81s
+        ~~~
+        """,
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_a_generated_block_with_elided_lines(pytester):
+    write_doc(
+        pytester,
+        """
+        <!-- docs: output $ seq 1 20 -->
+        ~~~
+        1
+        ...
+        7
+        8
+        ...
+        ~~~
+        """,
+    )
+    run(pytester).assert_outcomes(passed=1)
+    text = (pytester.path / "doc.md").read_text().replace("7\n8", "7\n9")
+    (pytester.path / "doc.md").write_text(text)
+    run(pytester).stdout.fnmatch_lines(["*run `make docs`*", " 7", "+8", " 9"])
+
+
+def test_an_unmarked_output_block_and_an_unknown_flag_fail(pytester):
+    write_doc(
+        pytester,
+        """
+        ~~~
+        some output nobody generates
+        ~~~
+
+        <!-- docs: usage -->
+        ~~~
+        graph-budget profile MODEL [--depth N] [--deepth N]
+        ~~~
+
+        ~~~yaml
+        - run: graph-budget check --strictt budgets/
+        ~~~
+        """,
+    )
+    result = run(pytester)
+    result.stdout.fnmatch_lines(
+        [
+            "*neither run nor generated*",
+            "*graph-budget profile has no option --deepth",
+        ]
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] + outcomes.get("skipped", 0) == 3, outcomes
+    if not outcomes.get("skipped"):  # actionlint installed: the flag is checked after it
+        result.stdout.fnmatch_lines(["*graph-budget check --strictt budgets/: *--strictt*"])
+
+
+def test_regenerate_keeps_what_matches_and_masks_what_varies():
+    printed = "a\nb 1.0s\nc 3\nd 4\ne\n"
+    assert regenerate("a\n...\nd 4\n...\n", printed) == "a\n...\nd 4\n...\n"
+    assert regenerate("a\n...\nd 4\n...\n", printed.replace("4", "5")) == "a\n...\nd 5\n...\n"
+    assert regenerate("c 3\nd 4\n", printed, floating=True) == "c 3\nd 4\n"
+    assert regenerate("b 1.0s ...\n", "b 1.0s and more\n") == "b 1.0s ...\n"
+    assert normalize("trace fx in 2.72s, torch 2.14.1+cu130") == "trace fx in <time>, torch 2.14.1"
+    assert normalize("est. latency 3.70ms") == "est. latency 3.70ms"  # computed, not timed
