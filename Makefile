@@ -129,10 +129,12 @@ test: setup tools
 # which must stay under 4 minutes: the examples profile real models and start pytest in
 # subprocesses (3-6 minutes on 2 cores). .ci/run runs both. A failure shows the diff; `make docs`
 # rewrites the shown output instead (no diff on a clean checkout), then review it with git diff.
+# The checkout's own package first on PYTHONPATH, also for the subprocesses: a worktree checks
+# its own code, not the editable install's.
 # docs/zoo.md, corpus.md and compat.md are whole tables that make zoo, make corpus and make
 # golden write.
 DOCS := README.md $(filter-out docs/zoo.md docs/corpus.md docs/compat.md,$(wildcard docs/*.md))
-DOCS_PYTEST := PYTHONPATH=tests/docs $(BIN)/python -m pytest -p docs_plugin -p no:cacheprovider
+DOCS_PYTEST := PYTHONPATH=$(CURDIR)/tests/docs:$(CURDIR) $(BIN)/python -m pytest -p docs_plugin -p no:cacheprovider
 docs-test: setup tools
 	$(DOCS_PYTEST) $(XDIST) $(DOCS)
 
