@@ -82,7 +82,9 @@ class BlockItem(pytest.Item):
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, DocsFailure):
             return f"{self.path.name}:{self.block.line}: {excinfo.value}"
-        return super().repr_failure(excinfo, style)
+        # A Python block's error from the document's line on, not pytest's frames above it.
+        excinfo.traceback = excinfo.traceback.cut(path=self.path)
+        return super().repr_failure(excinfo, style or "short")
 
     @property
     def update(self) -> bool:
