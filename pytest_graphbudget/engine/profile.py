@@ -255,7 +255,12 @@ class Profile:
                 **self._train_totals(),
                 **({"latency_measured_s": self.runtime.min_s} if self.runtime else {}),
             },
-            "hardware": {"name": self.hardware.name, "ridge_point": self.ridge_point},
+            "hardware": {
+                "name": self.hardware.name,
+                "ridge_point": self.ridge_point,
+                "peak_flops_per_s": self.hardware.peak(self.dtype),
+                "bandwidth_bytes_per_s": self.hardware.bandwidth,
+            },
             "bottleneck": self.bottleneck,
             "coverage": {
                 "nodes": self.coverage.nodes,

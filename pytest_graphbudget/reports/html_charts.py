@@ -40,10 +40,14 @@ class Roof:
 
 
 def roof_of(profile: Mapping[str, Any]) -> Roof | None:
-    """The roof the profile was priced on, read back from its subgraphs' roofline times: a
-    compute-bound subgraph took ``flops / peak``, a memory-bound one ``traffic / bandwidth``.
-    So it holds for user-defined hardware too; None when no subgraph took any time."""
-    ridge = profile["hardware"]["ridge_point"]
+    """The roof the profile was priced on: its hardware's peak and bandwidth. A profile saved
+    without them is read back from its subgraphs' roofline times (a compute-bound subgraph
+    took ``flops / peak``, a memory-bound one ``traffic / bandwidth``: true of fused groups
+    priced as compiled); None when no subgraph took any time."""
+    hardware = profile["hardware"]
+    if hardware.get("peak_flops_per_s") and hardware.get("bandwidth_bytes_per_s"):
+        return Roof(hardware["peak_flops_per_s"], hardware["bandwidth_bytes_per_s"])
+    ridge = hardware["ridge_point"]
     for sub in profile["subgraphs"]:
         time = sub.get("est_latency_s") or 0.0
         if time <= 0 or ridge <= 0:
