@@ -32,11 +32,20 @@ from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.frames import ModuleStack
-from pytest_graphbudget.engine.measure import _op_name, _out_arguments, _Recorder
-from pytest_graphbudget.engine.nodes import Measured, NodeCost, _storage, _views, record_output
+from pytest_graphbudget.engine.measure import _Recorder
+from pytest_graphbudget.engine.nodes import (
+    QUERIES,
+    Measured,
+    NodeCost,
+    _op_name,
+    _out_arguments,
+    _storage,
+    _views,
+    record_output,
+)
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.reasons import Break, plain_breaks
-from pytest_graphbudget.engine.replay import QUERIES, Memo
+from pytest_graphbudget.engine.replay import Memo
 from pytest_graphbudget.engine.trace import (
     Example,
     collector_paused,

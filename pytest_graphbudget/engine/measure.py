@@ -24,15 +24,19 @@ from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.fx_tracer import HELD
 from pytest_graphbudget.engine.nodes import (
+    QUERIES,
     RANK,
     Measured,
     NodeCost,
     _nbytes,
+    _op_name,
+    _out_arguments,
     _storage,
     _views,
     record_output,
 )
 from pytest_graphbudget.engine.quantized import packed_keys, stored_bytes, weight_ids
+from pytest_graphbudget.engine.split import Split
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
 
 
@@ -45,6 +49,8 @@ class _Recorder(TorchDispatchMode):
         self.node: NodeCost | None = None
         self.muted = 0
         self.call: Any = _call  # how an op runs: ``meta_pass.MetaCache`` on meta tensors
+        self.kernels = 0  # ops of the current node that launch a kernel (``_launches``)
+        self.split: Split | None = None  # a node being recorded one node per op
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -63,12 +69,15 @@ class _Recorder(TorchDispatchMode):
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
+        if self.split is not None and not self.muted:
+            return self.split.op(func, args, kwargs)
         out = self.call(func, args, kwargs)
         if self.node is not None:
             # An out= argument is the op's output, not an input: the formula sees it as ``out``.
             outs = _out_arguments(func)
             inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
             self.record(_op_name(func), args, inputs, out)
+            self.kernels += not self.muted and _launches(func)
         return out
 
     def record(
@@ -152,26 +161,28 @@ def _call(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
 
 
+ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+"""Ops that allocate and run no kernel (a kernel's output buffer, made before it runs)."""
+
+
+@functools.cache
+def _launches(func: Any) -> bool:
+    """Whether an op runs a kernel: it returns a new tensor or writes one. A view, a query of
+    a tensor's metadata, an assert or a bare allocation does not."""
+    if _op_name(func) in QUERIES | ALLOCATES:
+        return False
+    returns = getattr(getattr(func, "_schema", None), "returns", None)
+    if returns is None:
+        return True
+    tensors = [r for r in returns if "Tensor" in str(r.type)]
+    return any(r.alias_info is None or r.alias_info.is_write for r in tensors)
+
+
 def _decomposable(func: Any) -> bool:
     """True for an op with no formula of its own, which may decompose into priced ops."""
     if not isinstance(func, torch._ops.OpOverload) or func.namespace == "prim":
         return False
     return lookup(_op_name(func)) is None
-
-
-@functools.cache
-def _out_arguments(func: Any) -> frozenset[str]:
-    """The names of an op's out= arguments (``out``, ``values``, ``indices``...)."""
-    schema = getattr(func, "_schema", None)
-    return frozenset(a.name for a in schema.arguments if a.is_out) if schema else frozenset()
-
-
-@functools.cache
-def _op_name(func: Any) -> str:
-    """``addmm`` for ``aten.addmm.default``; ``mylib.fused`` for a custom op ``mylib::fused``."""
-    name = base_name(func.name())
-    namespace = getattr(func, "namespace", "aten")
-    return name if namespace in ("aten", "prim") else f"{namespace}.{name}"
 
 
 UNITS = {"scaled_dot_product_attention"}
@@ -203,6 +214,7 @@ def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) ->
 
 
 class _CostInterpreter(fx.Interpreter):
+    splits = True  # a node that runs several kernels becomes one node per op (``Split``)
     def __init__(self, gm: fx.GraphModule, recorder: _Recorder, traced: Traced):
         # Values stay alive so that storage identities are never reused within the pass.
         super().__init__(gm, garbage_collect_values=False)
@@ -212,6 +224,10 @@ class _CostInterpreter(fx.Interpreter):
         self.storage_of: dict[str, set] = {}
         self.inputs: dict[str, dict[Any, int]] = {}
         self.written_by: dict[str, str] = {}
+        self.parts: dict[str, list[str]] = {}  # a split node -> the nodes that made its value
+        self.made_by: dict[int, str] = {}  # the ids of split nodes' tensors -> their makers
+        self.position: dict[str, int] = {}  # FX node -> its (last) node's index
+        self.freed: dict[Any, int] = {}  # storages split nodes' own code freed -> last node live
         self._placeholder = 0
 
     def run_node(self, n: fx.Node) -> Any:
@@ -227,7 +243,7 @@ class _CostInterpreter(fx.Interpreter):
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
         )
-        self.recorder.node = node
+        self.recorder.node, self.recorder.kernels = node, 0
         try:
             unit = _unit(n)
             if unit is not None:
@@ -237,10 +253,12 @@ class _CostInterpreter(fx.Interpreter):
                 value = super().run_node(n)
         finally:
             self.recorder.node = None
+        if unit is None and self.splits and self.recorder.kernels > 1:
+            return self.split(n)
         value = self.result(n, value)
         producers = list(n.all_input_nodes)
         # What an op wrote through out= is read from that op, as on the tape (mm(.., out=y); y+1)
-        node.inputs = list(dict.fromkeys(self.written_by.get(p.name, p.name) for p in producers))
+        node.inputs = list(dict.fromkeys(m for p in producers for m in self.makers(p.name)))
         outs = {k for k in ("out", "values", "indices") if k in n.kwargs}
         for target in pytree.tree_leaves([n.kwargs[k] for k in outs]):
             self.written_by.update({target.name: n.name} if isinstance(target, fx.Node) else {})
@@ -255,6 +273,34 @@ class _CostInterpreter(fx.Interpreter):
             node.kind = kind_of(node.target)
         self.storage_of[n.name] = {_storage(t) for t in tensors}
         self.nodes.append(node)
+        self.position[n.name] = len(self.nodes) - 1
+        return value
+
+    def makers(self, name: str) -> list[str]:
+        """The nodes that made FX node ``name``'s value (its ops', when it was split)."""
+        return self.parts.get(name) or [self.written_by.get(name, name)]
+
+    def split(self, n: fx.Node) -> Any:
+        """Run ``n`` again, one node per ATen op (``Split``), in place of one node for all."""
+        made_by: dict[int, tuple[str, Any]] = {}
+        for p in n.all_input_nodes:
+            for t in tree.tensors(self.env[p]):
+                name = self.made_by.get(id(t), self.makers(p.name)[0])
+                made_by.setdefault(id(t), (name, None))
+        split = Split(self.recorder, n, self._module(n), made_by, len(self.nodes))
+        self.recorder.split = split
+        try:
+            value = self.result(n, super().run_node(n))
+        finally:
+            self.recorder.split = None
+        split.sweep()
+        makers = {id(t): m for t in tree.tensor_list(value) if (m := split.maker(t))}
+        self.made_by.update(makers)
+        self.parts[n.name] = list(dict.fromkeys(makers.values()))
+        self.storage_of[n.name] = {_storage(t) for t in tree.tensors(value)}
+        self.nodes.extend(split.nodes)
+        self.freed.update(split.freed)
+        self.position[n.name] = len(self.nodes) - 1
         return value
 
     def result(self, n: fx.Node, value: Any) -> Any:
@@ -341,23 +387,22 @@ def measure(
         )
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     run = runs[-1]  # what an output placeholder holds was written through out= by an op
-    outputs = {run.written_by.get(p.name, p.name) for p in output_node.all_input_nodes}
-    frees = _held_until(gm.graph, run.nodes)
+    outputs = {m for p in output_node.all_input_nodes for m in run.makers(p.name)}
+    frees = _held_until(gm.graph, run)
     return Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real", frees)
 
 
-def _held_until(graph: fx.Graph, nodes: list[NodeCost]) -> dict[Any, int] | None:
+def _held_until(graph: fx.Graph, run: _CostInterpreter) -> dict[Any, int] | None:
     """Each storage's last node live, as the tape's real frees say it: its last reader, or a
     later node while the forward's frames still referred to it (``fx_tracer.held``, recorded
     at trace time). None for a graph traced without those records (the rule then guesses)."""
-    index = {node.name: i for i, node in enumerate(nodes)}
-    marked = [(index[n.name], n.meta[HELD]) for n in graph.nodes if HELD in n.meta]
+    marked = [(run.position[n.name], n.meta[HELD]) for n in graph.nodes if HELD in n.meta]
     if not marked:
         return None
-    frees = {key: i for i, node in enumerate(nodes) for key in node.writes}
+    frees = {key: i for i, node in enumerate(run.nodes) for key in node.writes} | run.freed
     for i, names in marked:
         for name in names:
-            for key in nodes[index[name]].views if name in index else ():
+            for key in run.storage_of.get(name, ()):
                 if key in frees:
                     frees[key] = max(frees[key], i)
     return frees

@@ -20,8 +20,8 @@ from torch import fx, nn
 
 from pytest_graphbudget.compat import export_values_match_fresh
 from pytest_graphbudget.costs import lookup
-from pytest_graphbudget.engine.measure import _CostInterpreter, _op_name, _out_arguments, _Recorder
-from pytest_graphbudget.engine.nodes import Measured, _nbytes, _storage
+from pytest_graphbudget.engine.measure import _CostInterpreter, _Recorder
+from pytest_graphbudget.engine.nodes import Measured, _nbytes, _op_name, _out_arguments, _storage
 from pytest_graphbudget.engine.trace import Traced, model_state
 
 
@@ -112,8 +112,11 @@ def measure_exported(
             weights[id(value)] = (first[id(state[binding.ref])], _nbytes(value))
     recorder = _Recorder(weights)
     walk = interpreter(gm, recorder, traced)
+    walk.splits = not symbolic  # symbolic figures are formulas of FLOPs, kernels aside
     with torch.no_grad(), mode, recorder:
         walk.run(*values)
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    if walk.parts:  # a node ran as several kernels: its ops' tensors are not export's values
+        return None
     outputs = {p.name for p in output_node.all_input_nodes}
     return Measured(walk.nodes, outputs, walk.inputs, "fake")

@@ -6,6 +6,7 @@ exported graphs of ``measure_export``), so that a node means the same in all of 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,16 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from pytest_graphbudget.costs import base_name
 from pytest_graphbudget.engine import tree
+
+QUERIES = frozenset(
+    {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
+)
+"""Ops that answer a question about a tensor's metadata. A composite op that reaches the tape
+whole (an inference tensor's LSTM) asks them while it decomposes; the same op decomposed below
+autograd never shows them; a fake tensor answers ``.device`` through the dispatcher
+(``prim.device``), a real one without it: they are no kernel, so no node either way."""
 
 # Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
 # node takes as its ops run: the strongest one an op gives it wins.
@@ -104,3 +114,18 @@ def _views(value: Any) -> dict[Any, int]:
         key = _storage(t)
         views[key] = max(views.get(key, 0), _nbytes(t))
     return views
+
+
+@functools.cache
+def _out_arguments(func: Any) -> frozenset[str]:
+    """The names of an op's out= arguments (``out``, ``values``, ``indices``...)."""
+    schema = getattr(func, "_schema", None)
+    return frozenset(a.name for a in schema.arguments if a.is_out) if schema else frozenset()
+
+
+@functools.cache
+def _op_name(func: Any) -> str:
+    """``addmm`` for ``aten.addmm.default``; ``mylib.fused`` for a custom op ``mylib::fused``."""
+    name = base_name(func.name())
+    namespace = getattr(func, "namespace", "aten")
+    return name if namespace in ("aten", "prim") else f"{namespace}.{name}"

@@ -28,17 +28,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.engine import tree
-from pytest_graphbudget.engine.measure import _op_name
-from pytest_graphbudget.engine.nodes import Measured, _storage
+from pytest_graphbudget.engine.nodes import QUERIES, Measured, _op_name, _storage
 from pytest_graphbudget.engine.trace import Example, collector_paused, restored, tensor_leaves
-
-QUERIES = frozenset(
-    {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
-)
-"""Ops that answer a question about a tensor's metadata. A composite op that reaches the tape
-whole (an inference tensor's LSTM) asks them while it decomposes; the same op decomposed below
-autograd never shows them; a fake tensor answers ``.device`` through the dispatcher
-(``prim.device``), a real one without it: they are no kernel, so no node either way."""
 
 SMALL = 256
 """A result of at most this many elements is kept (a copy): Python may read its values

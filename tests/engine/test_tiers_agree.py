@@ -127,14 +127,16 @@ TORCHVISION = (
     "squeezenet1_0",
     "regnet_x_400mf",
     "shufflenet_v2_x0_5",
+    "vit_b_16",
+    "swin_t",
 )
 """torchvision models of the suite that FX traces, small enough to profile twice quickly
 (densenet121 and convnext_tiny agree too, at a few seconds each: ``make corpus`` territory)."""
 
 TORCHVISION_APART = {
-    "swin_t": "subgraphs: shifted_window_attention is one FX node (torch.fx.wrap), dozens of "
-    "ATen ops on the tape, so the kernels group differently",
-    "maxvit_t": "subgraphs and traffic: a clone inside one FX node is its own kernel on the tape",
+    "maxvit_t": "traffic (19,208 B a block): symbolic_trace runs relative_position_index.view(-1) "
+    "at trace time (buffers are not proxied), so FX reads a graph constant where the tape reads "
+    "the buffer, and charges the index op no weight",
 }
 """Models whose tiers still differ, each with the reason: xfail(strict) until they agree."""
 
@@ -211,10 +213,6 @@ GOLDEN_FX = sorted(
     if row["tier"] == "fx" and name not in TORCHVISION  # those agree above already
 )
 GOLDEN_APART = {
-    "gru": "kernels, traffic and peak: nn.GRU is one FX node (a leaf module) priced whole; the "
-    "tape sees the ATen ops of its CPU kernel (11 kernels) and their intermediates",
-    "lstm_bidirectional": "kernels, traffic and peak: nn.LSTM is one FX node priced whole; the "
-    "tape sees the ops of its CPU kernel (4 kernels) and their intermediates",
     "sdpa_causal": "peak and traffic: the CPU flash kernel's logsumexp (1,024 B) is an output "
     "on the tape, hidden by FX's whole-op pricing of SDPA (measure.UNITS)",
     "sdpa_masked": "FLOPs (+1,024), a kernel and traffic: SDPA turns the bool mask into an "

@@ -180,7 +180,7 @@ def _canonical(measured) -> tuple:
     ],
     ids=["views-in-place", "encoder-layer", "lstm"],
 )
-def test_exported_graph_priced_on_its_own_values_as_on_fresh_fakes(make):
+def test_exported_graph_priced_on_its_own_values_as_on_fresh_fakes(make, request):
     from pytest_graphbudget.compat import export_values_match_fresh
     from pytest_graphbudget.engine.measure import measure
     from pytest_graphbudget.engine.measure_export import measure_exported
@@ -190,6 +190,14 @@ def test_exported_graph_priced_on_its_own_values_as_on_fresh_fakes(make):
     model.eval()
     traced = trace_dynamo(model, Example(inputs, {}))
     reused = measure_exported(model, traced)
+    if request.node.callspec.id in ("encoder-layer", "lstm"):
+        # A node that runs several kernels (aten.lstm; the encoder layer's attention) is priced
+        # one node per kernel on fresh fakes (engine/split.py): export's values are not reused
+        assert reused is None
+        assert len(measure(model, traced, list(inputs), fake=True).nodes) > len(
+            [n for n in traced.graph_module.graph.nodes if n.op == "call_function"]
+        )
+        return
     if not export_values_match_fresh():  # an older torch records other values: never reused
         assert reused is None
         pytest.skip("torch<2.14: exported values are not reused (compat.EXPORT_VALUES_AS_FRESH)")
