@@ -18,6 +18,10 @@ invisible where the Markdown is rendered. One comment holds one directive; stack
     <!-- docs: python                          hidden Python, run before the block in the
     ...code...                                 document's namespace
     -->
+
+A Python block's ``print(...)  # VALUE`` line must print VALUE (``docs_python``), and
+``docs_excerpt.py`` prints the tool's JSON and XML files cut the way a block shows them (for
+``output $ python "$DOCS_TOOLS/docs_excerpt.py" ...``).
 """
 
 from __future__ import annotations

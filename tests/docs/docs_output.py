@@ -26,6 +26,9 @@ MASKS = [
     # "3 passed in 3.81s" (est. latency, "3.70ms on generic", is computed and stays).
     (re.compile(r"\bin \d+(?:\.\d+)?(?:s|ms|us)\b"), "in <time>"),
     (re.compile(r'\btime="\d+(?:\.\d+)?"'), 'time="<time>"'),
+    # pytest's banners are padded with "=" to the terminal's width around a line that a time
+    # makes longer or shorter: "===== 2 failed, 3 passed in 3.81s =====".
+    (re.compile(r"^=+ (.*?) =+$"), r"== \1 =="),
     # Dates and times: "2026-11-26T20:00:00Z".
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?"), "<date>"),
     # Commits: "1a2b3c4", "main@1a2b3c4", "1a2b3c4..." (hex with a digit and a letter).

@@ -5,7 +5,8 @@
 longer matches instead of failing. Each document gets one scratch git repository, and its
 blocks run there in order (``--dist loadfile`` keeps a document on one worker):
 
-- ``python``: run in the document's module (``docs_shell.Project.python``);
+- ``python``: run in the document's module (``docs_shell.Project.python``); a
+  ``print(...)  # VALUE`` line's comment must be what it printed (``docs_python``);
 - ``sh``/``bash``/``shell``: each command run, exit 0 expected (``<!-- docs: exit N -->``);
 - ``console``: each ``$ command`` run, and the lines shown after it compared with its output;
 - ``yaml``: actionlint, and the flags of its ``graph-budget`` and ``pytest`` commands;
@@ -25,6 +26,7 @@ import pytest
 from docs_checks import lint_yaml, usage_flags
 from docs_markdown import Block, blocks, replace_block
 from docs_output import diff, regenerate
+from docs_python import recording, with_results
 from docs_shell import BIN, Project, commands, console
 
 try:
@@ -123,7 +125,7 @@ class BlockItem(pytest.Item):
         elif block.directive("usage") is not None:
             self.fail_if(usage_flags(block.text))
         elif lang == "python":
-            project.python(block.text, str(self.path), block.line)
+            self.run_python(project)
         elif lang in SHELLS:
             lines = commands(block.text)
             for index, command in enumerate(lines):
@@ -139,6 +141,15 @@ class BlockItem(pytest.Item):
                 "a block that is neither run nor generated: mark it with <!-- docs: output "
                 '$ COMMAND -->, file PATH, usage, or skip "why" (see tests/docs/docs_markdown.py)'
             )
+
+    def run_python(self, project: Project) -> None:
+        """Run the block; each ``print(...)  # VALUE`` line must have printed VALUE."""
+        block, filename = self.block, str(self.path)
+        with recording(project.module.__dict__, filename) as record:
+            project.python(block.text, filename, block.line)
+        regenerated, problems = with_results(block.text, block.line, record)
+        self.fail_if(problems)
+        self.compare(block.text, regenerated)
 
     def expected_exit(self) -> int:
         found = self.block.directive("exit")

@@ -148,3 +148,58 @@ def test_regenerate_keeps_what_matches_and_masks_what_varies():
     assert regenerate("b 1.0s ...\n", "b 1.0s and more\n") == "b 1.0s ...\n"
     assert normalize("trace fx in 2.72s, torch 2.14.1+cu130") == "trace fx in <time>, torch 2.14.1"
     assert normalize("est. latency 3.70ms") == "est. latency 3.70ms"  # computed, not timed
+    banner = "==================== 2 failed, 3 passed in 3.81s ===================="
+    assert normalize(banner) == normalize("=================== 2 failed, 3 passed in 12.02s ===")
+
+
+def test_a_print_lines_comment_is_what_it_printed(pytester):
+    write_doc(
+        pytester,
+        """
+        ~~~python
+        macs = 4 * (64 * 256 + 256 * 64)  # a comment on another line is prose
+        print(macs, sorted("ba"))  # 131073 ['a', 'b']
+        print("ran in 0.2s")  # ran in 3.1s
+        ~~~
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*run `make docs`*", "-print(macs, *  # 131073 *", "+print(macs, *  # 131072 *"]
+    )
+    run(pytester, "--docs-update").assert_outcomes(passed=1)
+    text = (pytester.path / "doc.md").read_text()
+    assert "print(macs, sorted(\"ba\"))  # 131072 ['a', 'b']\n" in text
+    assert 'print("ran in 0.2s")  # ran in 3.1s\n' in text  # a timing is masked, kept as shown
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_a_print_comment_that_cannot_be_checked_fails(pytester):
+    write_doc(
+        pytester,
+        """
+        ~~~python
+        def never():
+            print("unseen")  # unseen
+
+
+        print("one\\ntwo")  # one two
+        ~~~
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ['*line 3: print("unseen")  # unseen', "printed nothing", "line 6: prints 2 lines*"]
+    )
+
+
+def test_github_ci_runs_the_docs_examples():
+    """ci.yml has a job whose steps run ``make docs-test`` (make test does not run them)."""
+    yaml = pytest.importorskip("yaml")
+    from docs_shell import ROOT
+
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]
+    runs = {name: [s.get("run", "") for s in job["steps"]] for name, job in jobs.items()}
+    assert any("make docs-test" in run for steps in runs.values() for run in steps), runs
