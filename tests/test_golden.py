@@ -505,6 +505,12 @@ def test_golden_is_anchored():
     assert golden["gru"]["macs"] == 30 * 3 * 48 * (32 + 48)
     # out_variants: mm and addmm of 20x30 by 30x40, 24,000 MACs each.
     assert golden["out_variants"]["macs"] == 2 * 20 * 30 * 40
+    # sdpa_masked, q, k and v 2x4x32x16 float32 (16,384 B each), a 32x32 bool mask: SDPA first
+    # turns the mask into an additive float one (a where: reads 1,024 B, writes 4,096, one FLOP
+    # an element), then its CPU flash kernel reads q, k, v and that mask and writes the output
+    qkv, mask, out = 3 * 16384, 32 * 32, 16384
+    assert golden["sdpa_masked"]["traffic_bytes"] == (mask + 4 * mask) + (qkv + 4 * mask + out)
+    assert golden["sdpa_masked"]["subgraphs"] == 2
     # conv1d_layernorm_softmax's peak, during the softmax: the conv's output (4x16x50 floats,
     # held by the local ``y``), the norm's and the softmax's, besides the input and weights.
     acts, weights = 3 * 4 * 16 * 50 * 4, 4 * (16 * 8 * 5 + 16 + 16 + 16)

@@ -24,7 +24,8 @@ def _sdpa(q: Shape, k: Shape, v: Shape, masked: bool) -> OpCost:
 
 @register("scaled_dot_product_attention", role="anchor", kind="attention")
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *_, out, **kw) -> OpCost:
-    # The public op, priced whole (see measure.UNITS): its backends decompose differently.
+    # The public op, when it reaches the recorder whole (under inference_mode); otherwise each
+    # tier prices the kernels it runs: the flash kernel, or the math fallback's ops.
     mask = kw.get("attn_mask", attn_mask)
     return _sdpa(q, k, v, masked=mask is not None or kw.get("is_causal", is_causal))
 

@@ -301,6 +301,7 @@ def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured
     outputs = {tape.made_by(t) for t in tensor_leaves(out)}
     measured = Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
     measured.frees = tape.frees
+    measured.returned = {_storage(t) for t in tensor_leaves(out)}
     return measured
 
 

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.compat import fake_mode
-from pytest_graphbudget.costs import FormulaError, base_name, kind_of, lookup, price
+from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.fx_tracer import HELD
@@ -47,9 +47,9 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.weights = weights
         self.node: NodeCost | None = None
-        self.muted = 0
         self.call: Any = _call  # how an op runs: ``meta_pass.MetaCache`` on meta tensors
         self.kernels = 0  # ops of the current node that launch a kernel (``_launches``)
+        self.fresh: dict[Any, int] = {}  # storages the node's multi-output ops made -> bytes
         self.split: Split | None = None  # a node being recorded one node per op
 
     @classmethod
@@ -69,7 +69,7 @@ class _Recorder(TorchDispatchMode):
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-        if self.split is not None and not self.muted:
+        if self.split is not None:
             return self.split.op(func, args, kwargs)
         out = self.call(func, args, kwargs)
         if self.node is not None:
@@ -77,13 +77,15 @@ class _Recorder(TorchDispatchMode):
             outs = _out_arguments(func)
             inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
             self.record(_op_name(func), args, inputs, out)
-            self.kernels += not self.muted and _launches(func)
+            self.kernels += _launches(func) > 0
+            if _launches(func) > 1:  # e.g. layer_norm's mean and rstd
+                self.fresh.update((_storage(t), _nbytes(t)) for t in tree.tensors(out))
         return out
 
     def record(
         self, name: str, args: tuple, kwargs: dict, out: Any, tensors: list | None = None
     ) -> None:
-        """Price one call and charge it to the current node (unless a unit is being priced).
+        """Price one call and charge it to the current node.
 
         ``name`` is an ATen op's base name (``addmm``) or ``namespace.name`` for any other op;
         ``tensors``: the tensors among ``args`` and ``kwargs`` when the caller has them already.
@@ -99,8 +101,6 @@ class _Recorder(TorchDispatchMode):
                 if role == "gather":  # a lookup reads the rows it returns, not the table
                     size = min(size, sum(_nbytes(t) for t in tree.tensors(out)))
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
-        if self.muted:
-            return
         shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
         try:
             cost = price(name, *shapes)
@@ -128,22 +128,6 @@ class _Recorder(TorchDispatchMode):
         if not node.kind and role != "free":
             node.kind = kind_of(name)
 
-    def unit(self, name: str, call, args: tuple, kwargs: dict) -> Any:
-        """Run a composite call priced as one op: the ops it decomposes into are not charged.
-
-        Which kernels a composite op decomposes into depends on the backend (SDPA's math
-        fallback scales q and k separately); pricing it whole keeps its cost the same.
-        """
-        if self.node is None or self.muted:
-            return call(*args, **kwargs)
-        self.muted += 1
-        try:
-            out = call(*args, **kwargs)
-        finally:
-            self.muted -= 1
-        self.record(name, args, kwargs, out)
-        return out
-
 
 def _workspace(name: str, out: Any, shapes: tuple) -> int:
     """The op's workspace on the CPU kernels ``costs/workspace.py`` describes; none on a GPU.
@@ -166,16 +150,17 @@ ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new
 
 
 @functools.cache
-def _launches(func: Any) -> bool:
-    """Whether an op runs a kernel: it returns a new tensor or writes one. A view, a query of
-    a tensor's metadata, an assert or a bare allocation does not."""
+def _launches(func: Any) -> int:
+    """Whether an op runs a kernel (0 if not): it returns new tensors (their count) or writes
+    one (1). A view, a query of a tensor's metadata, an assert or a bare allocation does not."""
     if _op_name(func) in QUERIES | ALLOCATES:
-        return False
+        return 0
     returns = getattr(getattr(func, "_schema", None), "returns", None)
     if returns is None:
-        return True
+        return 1
     tensors = [r for r in returns if "Tensor" in str(r.type)]
-    return any(r.alias_info is None or r.alias_info.is_write for r in tensors)
+    fresh = sum(r.alias_info is None for r in tensors)
+    return fresh or int(any(r.alias_info.is_write for r in tensors))
 
 
 def _decomposable(func: Any) -> bool:
@@ -183,27 +168,6 @@ def _decomposable(func: Any) -> bool:
     if not isinstance(func, torch._ops.OpOverload) or func.namespace == "prim":
         return False
     return lookup(_op_name(func)) is None
-
-
-UNITS = {"scaled_dot_product_attention"}
-"""Composite ops priced whole, whatever they decompose into."""
-
-
-def _unit(n: fx.Node) -> str | None:
-    """The name of a composite op that ``n`` calls directly, to be priced whole, or None.
-
-    Only the node itself is checked: a mode that saw every torch function (to catch composites
-    inside modules) would also switch off nn.MultiheadAttention's fused inference path, which
-    checks that no torch-function override is active.
-    """
-    if n.op != "call_function":
-        return None
-    name = (
-        base_name(str(n.target))
-        if isinstance(n.target, torch._ops.OpOverload)
-        else getattr(n.target, "__name__", "")
-    )
-    return name if name in UNITS else None
 
 
 def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) -> str:
@@ -215,6 +179,7 @@ def _anchor_kind(name: str, args: tuple, weights: dict[int, tuple[str, int]]) ->
 
 class _CostInterpreter(fx.Interpreter):
     splits = True  # a node that runs several kernels becomes one node per op (``Split``)
+
     def __init__(self, gm: fx.GraphModule, recorder: _Recorder, traced: Traced):
         # Values stay alive so that storage identities are never reused within the pass.
         super().__init__(gm, garbage_collect_values=False)
@@ -243,17 +208,12 @@ class _CostInterpreter(fx.Interpreter):
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
         )
-        self.recorder.node, self.recorder.kernels = node, 0
+        self.recorder.node, self.recorder.kernels, self.recorder.fresh = node, 0, {}
         try:
-            unit = _unit(n)
-            if unit is not None:
-                args, kwargs = self.fetch_args_kwargs_from_env(n)
-                value = self.recorder.unit(unit, n.target, args, kwargs)
-            else:
-                value = super().run_node(n)
+            value = super().run_node(n)
         finally:
             self.recorder.node = None
-        if unit is None and self.splits and self.recorder.kernels > 1:
+        if self.splits and self.recorder.kernels > 1:
             return self.split(n)
         value = self.result(n, value)
         producers = list(n.all_input_nodes)
@@ -269,6 +229,9 @@ class _CostInterpreter(fx.Interpreter):
         node.overwrites = set().union(*storages.values()) - node.reads
         tensors = tree.tensor_list(value)
         record_output(node, value, tensors)
+        for key, size in self.recorder.fresh.items():  # made and let go inside the node
+            if key not in node.writes and key not in node.reads and key not in node.overwrites:
+                node.writes[key] = size
         if not node.kind:
             node.kind = kind_of(node.target)
         self.storage_of[n.name] = {_storage(t) for t in tensors}
@@ -389,7 +352,9 @@ def measure(
     run = runs[-1]  # what an output placeholder holds was written through out= by an op
     outputs = {m for p in output_node.all_input_nodes for m in run.makers(p.name)}
     frees = _held_until(gm.graph, run)
-    return Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real", frees)
+    measured = Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real", frees)
+    measured.returned = set().union(*(run.storage_of[p.name] for p in output_node.all_input_nodes))
+    return measured
 
 
 def _held_until(graph: fx.Graph, run: _CostInterpreter) -> dict[Any, int] | None:

@@ -72,6 +72,15 @@ class Measured:
     inputs: dict[str, dict[Any, int]]  # user-input placeholders -> storages -> bytes
     mode: str  # "fake" or "real"
     frees: dict[Any, int] | None = None  # storage -> last node live (the tape, FX's frames)
+    returned: set | None = None  # the returned tensors' storages (None: graph_outputs' views)
+
+    def outputs(self) -> set:
+        """The storages the graph returns: not the other outputs of the op that made them (the
+        logsumexp of a flash attention kernel whose output is returned)."""
+        if self.returned is not None:
+            return self.returned
+        by_name = {n.name: n for n in self.nodes}
+        return {k for name in self.graph_outputs if name in by_name for k in by_name[name].views}
 
     @property
     def input_bytes(self) -> int:

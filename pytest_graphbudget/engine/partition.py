@@ -164,7 +164,7 @@ def traffic(groups: list[Group], measured: Measured) -> list[Traffic]:
     group_of = {m.name: g.id for g in groups for m in g.members}
     consumers = _consumers(measured.nodes)
     readers = _readers(groups)
-    outputs = {k for name in measured.graph_outputs if name in by_name for k in by_name[name].views}
+    outputs = measured.outputs()
     result = []
     for group in groups:
         inside = {m.name for m in group.members}
@@ -265,11 +265,9 @@ def lifetimes(measured: Measured) -> tuple[dict[Any, int], dict[Any, int], dict[
     else:  # the forward that ran freed them: what no one freed is live to the end
         for key in born:
             dies[key] = max(dies[key], measured.frees.get(key, end))
-    by_name = {n.name: n for n in measured.nodes}
-    for name in measured.graph_outputs:
-        for key in by_name[name].views if name in by_name else ():
-            if key in born:
-                dies[key] = end
+    for key in measured.outputs():
+        if key in born:
+            dies[key] = end
     return born, dies, size
 
 

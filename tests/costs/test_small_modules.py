@@ -135,14 +135,15 @@ def test_einsum_attention_scores():
 @pytest.mark.parametrize("Ev", [8, 12], ids=["Ev=E", "Ev!=E"])
 def test_sdpa_no_mask_cross_attention(Ev):
     """L != S. With Ev != E PyTorch's CPU dispatcher cannot use the flash kernel and runs the
-    math fallback, which decomposes into mul/bmm/softmax ops: the contract prices SDPA the same on
-    every backend, so the count must not change with the backend."""
+    math fallback, which decomposes into mul/bmm/softmax ops: priced as it runs (as the taped
+    forward sees it), it scales q and k by sqrt(scale) each instead of every score once."""
     B, H, L, S, E = 2, 4, 16, 32, 8
     q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, Ev)
     prof = profile(Fn(F.scaled_dot_product_attention), q, k, v)
     macs = B * H * L * S * (E + Ev)  # 2*4*16*32*(8 + Ev): 65,536 or 81,920
     scores = B * H * L * S  # 4,096
-    assert_counts(prof, macs, 2 * macs + scores * (1 + 5))
+    scale = scores if Ev == 8 else B * H * (L + S) * E  # flash: every score; math: q and k
+    assert_counts(prof, macs, 2 * macs + scale + scores * 5)
 
 
 @pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
@@ -155,9 +156,10 @@ def test_sdpa_with_attn_mask(dtype):
     prof = profile(model, q, k, v, mask)
     macs = B * H * L * S * (E + E)  # 65,536
     scores = B * H * L * S
-    # SDPA is priced whole (the contract: the same cost on every backend), so turning a
-    # boolean mask into an additive one inside the call costs nothing extra.
-    assert_counts(prof, macs, 2 * macs + scores * (1 + 5 + 1))
+    # SDPA is priced as the kernels it runs: a boolean mask is first turned into an additive
+    # one (a where over its L x S elements, one FLOP each), then added to every score.
+    converted = L * S if dtype is torch.bool else 0
+    assert_counts(prof, macs, 2 * macs + scores * (1 + 5 + 1) + converted)
 
 
 @pytest.mark.parametrize("causal", [False, True])

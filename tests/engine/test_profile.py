@@ -48,7 +48,7 @@ def test_json_has_every_key_of_the_spec(mlp):
         "arithmetic_intensity",
         "est_latency_s",
     }
-    # SPEC's two keys, and the roof they come from (generic: 1 TFLOP/s over 100 GB/s), which
+    # The contract's two keys, and the roof they come from (generic: 1 TFLOP/s over 100 GB/s), which
     # the HTML report draws: eager subgraph times are not on it, so it cannot be read back
     assert data["hardware"] == {
         "name": "generic",

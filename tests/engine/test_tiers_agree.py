@@ -212,13 +212,8 @@ GOLDEN_FX = sorted(
     for name, row in GOLDEN.load_golden()["cases"].items()
     if row["tier"] == "fx" and name not in TORCHVISION  # those agree above already
 )
-GOLDEN_APART = {
-    "sdpa_causal": "peak and traffic: the CPU flash kernel's logsumexp (1,024 B) is an output "
-    "on the tape, hidden by FX's whole-op pricing of SDPA (measure.UNITS)",
-    "sdpa_masked": "FLOPs (+1,024), a kernel and traffic: SDPA turns the bool mask into an "
-    "additive float mask before its kernel; the tape sees it, FX's whole-op pricing does not",
-}
-"""Golden cases whose tiers still differ: every one a reason, and each to fix."""
+GOLDEN_APART: dict[str, str] = {}
+"""Golden cases whose tiers still differ: every one a reason, and each to fix (none now)."""
 
 
 @pytest.mark.parametrize(
