@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=0, help="profile at most N new models")
     parser.add_argument("--only", nargs="*", default=[], help="these model names only")
+    parser.add_argument(
+        "--retry-errors", action="store_true", help="profile again the pairs that failed"
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -157,8 +160,18 @@ def main(argv: list[str] | None = None) -> int:
     if OUT.exists():
         for line in OUT.read_text().splitlines():
             data = json.loads(line)
-            done.add((data["model"], data["size"]))
+            if not (args.retry_errors and "error" in data):
+                done.add((data["model"], data["size"]))
     todo = [k for k in wanted() if k not in done and (not args.only or k[0] in args.only)]
+    # a model not profiled at any size first (one size each), then the other sizes: a run cut
+    # short has seen as many models as it could
+    seen = {name for name, _ in done}
+    first = []
+    for name, size in todo:
+        if name not in seen:
+            seen.add(name)
+            first.append((name, size))
+    todo = first + [k for k in todo if k not in set(first)]
     if args.limit:
         todo = todo[: args.limit]
     signal.signal(signal.SIGALRM, _timeout)
