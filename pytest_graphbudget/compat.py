@@ -12,8 +12,6 @@ What differs between releases is decided here and nowhere else:
 - ``export_values_match_fresh``: an exported graph's recorded values are reused from 2.14
   (``EXPORT_VALUES_AS_FRESH``); before, the graph is priced on fresh fakes.
 - ``before_device_context``: Dynamo imported before a meta device context, up to 2.8.
-- ``sdpa_meta_as_cpu``: from 2.9 (``SDPA_META_AS_CPU``) the meta device runs SDPA through the
-  CPU's kernel, so an FX graph calling it may take the meta cost pass (``meta_pass.meta_safe``).
 - ``proxy_mode``: ``get_proxy_mode`` from 2.5, ``get_innermost_proxy_mode`` in 2.4.
 - ``make_fx_keywords``: ``make_fx``'s private ``_error_on_data_dependent_ops`` only where the
   signature has it.
@@ -221,16 +219,6 @@ EXPORT_VALUES_AS_FRESH = (2, 14)
 it, export keeps an eval-mode dropout as a copy (an allocation a fresh pass sees as a view) and
 gives LSTM's hidden states a leading extra dimension. Older releases price an exported graph
 on fresh fakes, the reference, at the cost of one more pass."""
-
-
-SDPA_META_AS_CPU = (2, 9)
-"""The first torch whose meta device runs ``scaled_dot_product_attention`` through the kernel
-the CPU picks (``_scaled_dot_product_flash_attention_for_cpu``): before it, the meta device
-takes the math decomposition, with other ops and traffic (docs/compat.md's differences)."""
-
-
-def sdpa_meta_as_cpu() -> bool:
-    return torch_version() >= SDPA_META_AS_CPU
 
 
 def export_values_match_fresh() -> bool:

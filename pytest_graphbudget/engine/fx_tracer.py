@@ -33,6 +33,10 @@ def symbolic_trace(model: nn.Module, concrete_args: dict[str, Any] | None) -> fx
 class PathTracer(fx.Tracer):
     """``fx.Tracer``, finding parameters' and buffers' names in a table made once per trace."""
 
+    # Buffers are proxies as parameters are: an op on one (``relative_position_index.view(-1)``)
+    # is a node, priced and read as the tape reads it, not run at trace time into a constant
+    proxy_buffer_attributes = True
+
     def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
         self._stack = Frames(sys._getframe())
         self._names: dict[int, str] = {}

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-from pytest_graphbudget.compat import sdpa_meta_as_cpu
+from pytest_graphbudget.costs import base_name
 
 SAFE_MODULES = (
     *(nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.Linear),
@@ -39,7 +39,8 @@ SAFE_NAMESPACES = ("_operator", "operator", "torch", "torch.functional", "torch.
 SAFE_NAMESPACES += ("torch._C._nn", "torch._C._VariableFunctions", "torch._C._linalg")
 """``torch._C._nn``: ``F.linear`` and ``F.gelu`` as FX records them, ATen ops with no Python."""
 UNSAFE_FUNCTIONS = {"interpolate", "scaled_dot_product_attention", "multi_head_attention_forward"}
-"""Functions that look at the device; SDPA only before ``compat.SDPA_META_AS_CPU``."""
+"""Functions that look at the device. SDPA's backend is chosen by device: on meta tensors the
+math decomposition, where fake CPU tensors (and the tape) run the CPU's flash kernel."""
 SHAPE_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "T", "mT", "layout", "requires_grad"})
 """Tensor attributes a graph may read (``getattr`` nodes: timm's ``x.shape``) that are the same
 on meta and CPU tensors; ``device``, ``is_cuda`` and the like are not."""
@@ -51,7 +52,7 @@ def meta_safe(gm: fx.GraphModule) -> bool:
     Python's operators and none of ``UNSAFE_FUNCTIONS``; ``getattr`` reads only
     ``SHAPE_ATTRIBUTES``. Methods are left to fail loudly (``.cpu()`` on a meta tensor raises),
     and the caller then runs the fake pass."""
-    unsafe = UNSAFE_FUNCTIONS - ({"scaled_dot_product_attention"} if sdpa_meta_as_cpu() else set())
+    unsafe = UNSAFE_FUNCTIONS
     for n in gm.graph.nodes:
         if n.op == "call_module" and type(gm.get_submodule(n.target)) not in SAFE_MODULES:
             return False
@@ -174,6 +175,20 @@ signature costs milliseconds where its kernel is a Python decomposition (batch n
 hardswish: a tenth of a second per profile of a small timm model). Only time depends on it."""
 
 
+EMPTY_ON_CPU = {"native_batch_norm": 5, "_native_batch_norm_legit_no_training": -1}
+"""Batch norm in inference: the CPU kernel returns its saved statistics empty (0 elements),
+the meta kernel C elements each. (The argument index of ``training``; -1: always inference.)"""
+
+
+def _as_on_cpu(func: Callable, args: tuple, out: Any) -> Any:
+    """``out`` as the CPU kernel shapes it, where the meta kernel differs (``EMPTY_ON_CPU``)."""
+    at = EMPTY_ON_CPU.get(base_name(func.name()))
+    if at is None or (at >= 0 and len(args) > at and args[at]):
+        return out
+    empty = torch.empty(0, dtype=out[1].dtype, device="meta")
+    return (out[0], empty, empty.clone(), *out[3:])
+
+
 class MetaCache:
     """Runs ATen ops on meta tensors, each signature's kernel once (see the module's doc)."""
 
@@ -194,7 +209,7 @@ class MetaCache:
             return func(*args, **kwargs)
         recipe = self.memo.get(key)
         if recipe is None:
-            out = func(*args, **kwargs)
+            out = _as_on_cpu(func, args, func(*args, **kwargs))
             self.memo[key] = _recipe(out, args, kwargs)
             return out
         if recipe is UNCACHEABLE:

@@ -129,15 +129,12 @@ TORCHVISION = (
     "shufflenet_v2_x0_5",
     "vit_b_16",
     "swin_t",
+    "maxvit_t",
 )
 """torchvision models of the suite that FX traces, small enough to profile twice quickly
 (densenet121 and convnext_tiny agree too, at a few seconds each: ``make corpus`` territory)."""
 
-TORCHVISION_APART = {
-    "maxvit_t": "traffic (19,208 B a block): symbolic_trace runs relative_position_index.view(-1) "
-    "at trace time (buffers are not proxied), so FX reads a graph constant where the tape reads "
-    "the buffer, and charges the index op no weight",
-}
+TORCHVISION_APART: dict[str, str] = {}
 """Models whose tiers still differ, each with the reason: xfail(strict) until they agree."""
 
 
