@@ -212,10 +212,11 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
 
     Liveness over the node order: a storage is allocated by the node that first writes it and
     freed after its last reader; graph outputs live to the end. Views and in-place ops write
-    no new storage. As in eager PyTorch, a module's call holds its arguments until it returns
-    (``_held_by_calls``). A taped forward says when each storage was really freed
-    (``Measured.frees``): those frees replace the rule, which over-holds what a module's code
-    rebinds (``x = f(x)``). A node's workspace (``costs/workspace.py``) is live while it runs only,
+    no new storage. ``Measured.frees`` says when each storage was freed: the taped forward's
+    real frees, or, on an FX graph, what the forward's frames held when each op was traced (a
+    local until rebound, a call's arguments until it returns). Without them (a joint training
+    graph) a rule guesses: a module's call holds its arguments until it returns
+    (``_held_by_calls``), which over-holds what a module's code rebinds. A node's workspace (``costs/workspace.py``) is live while it runs only,
     beside its inputs and outputs; at the peak it is charged to that node.
     """
     born, dies, size = lifetimes(measured)
