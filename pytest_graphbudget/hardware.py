@@ -53,6 +53,9 @@ class Hardware:
     """Per kind (``EFFICIENCY_KINDS``): the fractions of peak FLOP/s and of bandwidth reached."""
     launch_s: float = 0.0
     """The fixed cost of one kernel launch (seconds), on top of its roofline time."""
+    compiled_efficiency: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """The same fractions for a compiled model's fused kernels, where they differ (a kind
+    missing here takes ``efficiency``'s)."""
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
@@ -65,10 +68,20 @@ class Hardware:
         """Roofline time: whichever of compute and memory takes longer."""
         return max(flops / self.peak(dtype), traffic / self.bandwidth)
 
-    def kind_time(self, kind: str, flops: float, traffic: float, dtype: str = "float32") -> float:
+    def kind_time(
+        self,
+        kind: str,
+        flops: float,
+        traffic: float,
+        dtype: str = "float32",
+        compiled: bool = False,
+    ) -> float:
         """One kernel of efficiency ``kind``: the launch, then whichever of compute and memory
-        takes longer at that kind's fractions of the peaks (1 where the profile has none)."""
-        compute, memory = self.efficiency.get(kind, (1.0, 1.0))
+        takes longer at that kind's fractions of the peaks (1 where the profile has none); a
+        compiled model's fused kernel at ``compiled_efficiency``'s fractions where it has
+        the kind."""
+        fractions = self.compiled_efficiency.get(kind) if compiled else None
+        compute, memory = fractions or self.efficiency.get(kind, (1.0, 1.0))
         roof = max(flops / (compute * self.peak(dtype)), traffic / (memory * self.bandwidth))
         return self.launch_s + roof
 
@@ -107,6 +120,8 @@ class Family:
     efficiency: Mapping[str, tuple[float, float]]
     launch_s: float
     source: str
+    compiled: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """The fractions a compiled model's fused kernels reach (``execution = "compiled"``)."""
 
 
 def _toml() -> Any:
@@ -127,11 +142,13 @@ def _families(tables: Mapping[str, Any]) -> dict[str, Family]:
     for name, table in tables.items():
         own = tables[table.get("borrowed", name)]
         efficiency = {k: (float(c), float(m)) for k, (c, m) in own["efficiency"].items()}
+        compiled = {k: (float(c), float(m)) for k, (c, m) in own.get("compiled", {}).items()}
         source = own["source"]
         if "borrowed" in table:
             source = f"{table['borrowed']}'s figures, borrowed (no measured table of its own): "
             source += own["source"]
-        found[name] = Family(name, efficiency, float(own["launch_us"]) * 1e-6, source)
+        launch = float(own["launch_us"]) * 1e-6
+        found[name] = Family(name, efficiency, launch, source, compiled)
     return found
 
 
@@ -241,7 +258,9 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
 
 
 def _family_figures(name: str, table: Mapping[str, object]) -> dict[str, Any]:
-    """``family``, ``efficiency`` and ``launch_s`` of a profile: its family's, then its own."""
+    """``family``, ``efficiency``, ``compiled_efficiency`` and ``launch_s`` of a profile: its
+    family's, then its own (a kind the profile names in ``efficiency`` is priced at its own
+    fractions, eager and compiled)."""
     if not any(k in table for k in ("family", "efficiency", "launch_us")):
         return {}
     family = table.get("family")
@@ -253,6 +272,7 @@ def _family_figures(name: str, table: Mapping[str, object]) -> dict[str, Any]:
         )
     base = FAMILIES[family] if family else None
     efficiency = dict(base.efficiency) if base else {}
+    compiled = dict(base.compiled) if base else {}
     own = table.get("efficiency", {})
     if not isinstance(own, Mapping):
         raise GraphBudgetError(f"hardware {name!r}: efficiency must be a table of kinds")
@@ -261,10 +281,16 @@ def _family_figures(name: str, table: Mapping[str, object]) -> dict[str, Any]:
             hint = closest(str(kind), EFFICIENCY_KINDS) or f"; kinds: {', '.join(EFFICIENCY_KINDS)}"
             raise GraphBudgetError(f"hardware {name!r}: efficiency.{kind}: unknown kind{hint}")
         efficiency[str(kind)] = _fractions(name, str(kind), pair)
+        compiled.pop(str(kind), None)
     launch = base.launch_s if base else 0.0
     if "launch_us" in table:
         launch = _number(name, "launch_us", table["launch_us"]) * 1e-6
-    return {"family": family or "", "efficiency": efficiency, "launch_s": launch}
+    return {
+        "family": family or "",
+        "efficiency": efficiency,
+        "compiled_efficiency": compiled,
+        "launch_s": launch,
+    }
 
 
 def _fractions(name: str, kind: str, pair: object) -> tuple[float, float]:

@@ -65,6 +65,13 @@ def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
     )
     assert own.launch_s == pytest.approx(2e-6) and own.efficiency["conv"] == (0.4, 0.9)
     assert own.efficiency["norm"] == blackwell.efficiency["norm"]
+    # the family's compiled fractions come along, but a kind the user names is the user's
+    assert dict(card.compiled_efficiency) == dict(blackwell.compiled)
+    assert "conv" not in own.compiled_efficiency
+    assert own.compiled_efficiency["norm"] == blackwell.compiled["norm"]
+    assert own.kind_time("conv", 4e11, 0, "float16", compiled=True) == pytest.approx(
+        2e-6 + 4e11 / (0.4 * 438.9e12)
+    )
     plain = from_table("plain", table)
     assert (plain.family, dict(plain.efficiency), plain.launch_s) == ("", {}, 0.0)
 
@@ -102,6 +109,7 @@ def test_every_gpu_profile_has_a_family_with_fitted_efficiencies_and_their_sourc
     for hw in gpus:
         family = FAMILIES[hw.family]
         assert set(hw.efficiency) == set(EFFICIENCY_KINDS) and hw.launch_s == family.launch_s
+        assert set(hw.compiled_efficiency) == set(EFFICIENCY_KINDS)
         assert family.source and "float16" in hw.peak_flops
 
 

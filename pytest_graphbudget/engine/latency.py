@@ -182,17 +182,20 @@ def efficiency_kind(kind: str, flops: float) -> str:
     return "elementwise"
 
 
-def kernel_seconds(kind: str, flops: float, moved: float, target: Any, dtype: str) -> float:
+def kernel_seconds(
+    kind: str, flops: float, moved: float, target: Any, dtype: str, compiled: bool = False
+) -> float:
     """One kernel of ``kind`` on ``target``: at its calibrated rate (a CPU calibration), at
-    its family's efficiencies and launch cost (a GPU profile), else on the plain roofline. A
-    view launches no kernel on a GPU and costs nothing on the roofline."""
+    its family's efficiencies and launch cost (a GPU profile; a ``compiled`` model's fused
+    kernel at the family's compiled fractions), else on the plain roofline. A view launches
+    no kernel on a GPU and costs nothing on the roofline."""
     rate = target.kernel(kind, dtype) or target.kernel(FALLBACK.get(kind, kind), dtype)
     if rate is not None:
         return rate.time(flops, moved)
     if kind == "view":
         return 0.0
     if target.efficiency:
-        return target.kind_time(efficiency_kind(kind, flops), flops, moved, dtype)
+        return target.kind_time(efficiency_kind(kind, flops), flops, moved, dtype, compiled)
     return target.time(flops, moved, dtype)
 
 
@@ -231,7 +234,7 @@ def fused_seconds(
     anchor = kernel_kind(group.anchor, param_shapes, sizes, channels)
     flops = sum(m.flops for m in group.members)
     return kernel_seconds(
-        "pointwise" if anchor == "view" else anchor, flops, traffic, target, dtype
+        "pointwise" if anchor == "view" else anchor, flops, traffic, target, dtype, compiled=True
     )
 
 

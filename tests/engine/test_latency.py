@@ -290,6 +290,22 @@ def test_compiled_prices_each_fused_group_as_one_kernel_at_its_anchors_kind():
     assert prof.to_dict()["execution"] == "compiled"
 
 
+def test_compiled_fused_kernels_take_the_profiles_compiled_fractions_and_eager_ops_do_not():
+    """The card above with compiled fractions of its own for products (a quarter of the peak,
+    an eighth of the bandwidth): the compiled group's 240 B take 240 / (0.125 * 1e9) s; eager
+    still prices the linear at ``efficiency``'s (0.5, 0.25)."""
+    from dataclasses import replace
+
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    x = torch.randn(2, 8)
+    card = replace(from_table("card", GPU), compiled_efficiency={"matmul_small": (0.25, 0.125)})
+    compiled = profile_model(model, x, hardware=card, execution="compiled")
+    assert compiled.est_latency_s == pytest.approx(1e-5 + max(136 / 0.25e12, 240 / 0.125e9))
+    eager = profile_model(model, x, hardware=card)
+    linear = 1e-5 + max(136 / 0.5e12, 240 / 0.25e9)
+    assert eager.est_latency_s == pytest.approx(linear + 1e-5 + 64 / 0.5e9)
+
+
 def test_on_the_plain_roofline_compiled_is_the_fused_roofline_and_eager_sums_the_ops():
     """generic (1 TFLOP/s, 100 GB/s, no family): compiled is the roofline of each fused
     group, as every estimate was before ``execution``; eager each op's, summed: the linear's
