@@ -85,6 +85,13 @@ class PathTracer(fx.Tracer):
         return proxy
 
 
+MACHINERY = frozenset(
+    m.__file__
+    for m in (torch.fx._symbolic_trace, torch.fx.proxy, torch.overrides, torch.nn.modules.module)
+)
+"""Files of the frames between a traced op and the code that called it (FX's proxies and
+module calls, torch's function overrides): they hold only the op's arguments."""
+
 HELD = "graph_budget_held"
 """A call node's meta: the nodes whose values the forward's frames held when it ran."""
 
@@ -96,29 +103,32 @@ class Frames:
     frames until it returns).
 
     Most of the stack is the same from one op to the next: a frame still waiting on the same
-    call (the same callee frame, at the same instruction) has not run since, and its locals
-    are those read then. The frames met are held until the next op, so that an id is never
-    another frame's."""
+    call (the same callee frame, at the same instruction) has not run since, nor have its
+    callers, so what they hold is what it was then: the walk stops there. Every frame met is
+    held until the trace ends, so that an id is never another frame's."""
 
     def __init__(self, top: Any):
         self.top = top  # the trace's own frame, where walks stop
+        # id -> (frame, the frame it was calling, its instruction, what it and its callers hold)
         self.seen: dict[int, tuple[Any, Any, int, frozenset[str]]] = {}
 
     def held(self, frame: Any) -> frozenset[str]:
-        names: set[str] = set()
-        seen: dict[int, tuple[Any, Any, int, frozenset[str]]] = {}
+        met: list[tuple[Any, Any, set[str]]] = []  # frames that ran since: (frame, child, names)
+        tail: frozenset[str] = frozenset()
         child = None
+        while frame is not None and frame.f_code.co_filename in MACHINERY:
+            child, frame = frame, frame.f_back  # the op's own call: it holds its arguments
         while frame is not None and frame is not self.top:
             last = self.seen.get(id(frame))
             if last and last[0] is frame and last[1] is child and last[2] == frame.f_lasti:
-                found = last[3]
-            else:
-                found = frozenset(_names(frame.f_locals.values(), 2))
-            seen[id(frame)] = (frame, child, frame.f_lasti, found)
-            names |= found
+                tail = last[3]  # it and its callers have not run since the last op
+                break
+            met.append((frame, child, _names(frame.f_locals.values(), 2)))
             child, frame = frame, frame.f_back
-        self.seen = seen
-        return frozenset(names)
+        for frame, child, names in reversed(met):
+            tail = tail | names
+            self.seen[id(frame)] = (frame, child, frame.f_lasti, tail)
+        return tail
 
 
 def _names(values: Any, depth: int) -> set[str]:
