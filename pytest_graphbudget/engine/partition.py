@@ -216,8 +216,9 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
     real frees, or, on an FX graph, what the forward's frames held when each op was traced (a
     local until rebound, a call's arguments until it returns). Without them (a joint training
     graph) a rule guesses: a module's call holds its arguments until it returns
-    (``_held_by_calls``), which over-holds what a module's code rebinds. A node's workspace (``costs/workspace.py``) is live while it runs only,
-    beside its inputs and outputs; at the peak it is charged to that node.
+    (``_held_by_calls``), which over-holds what a module's code rebinds. A node's workspace
+    (``costs/workspace.py``) is live while it runs only, beside its inputs and outputs; at the
+    peak it is charged to that node.
     """
     born, dies, size = lifetimes(measured)
     end = len(measured.nodes)
