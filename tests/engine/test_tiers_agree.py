@@ -157,13 +157,21 @@ def test_torchvision_models_agree(name):
     assert eager == fx
 
 
-TIMM = ("mobilenetv3_small_050", "ghostnet_050")
+TIMM = ("mobilenetv3_small_050", "ghostnet_050", "deit_tiny_patch16_224", "regnety_002")
 """A corpus sample: timm models FX traces, on the small side (where the tape is the cheaper
-tier, so the two must agree for either to be chosen). timm's convnext_tiny differs as vit_b_16
-does (one activation of peak)."""
+tier, so the two must agree for either to be chosen). convnext_tiny, efficientnet_b0 and
+mixer_b16_224 agree too, at a second or more each."""
+
+TIMM_APART = {
+    "test_mambaout": "traffic (7.99 MB against 8.43 MB): a storage's views are charged as their "
+    "largest, not their union; the three torch.split parts of fc1's output, read by different "
+    "kernels, are getitem nodes in FX and one split_with_sizes node on the tape, so the two "
+    "take different maxima (vit_dpwee, coat_small, resnetv2_50d_evos and xcit differ so too)",
+}
+"""timm models whose tiers still differ: strict xfails with the reason, each to fix."""
 
 
-@pytest.mark.parametrize("name", TIMM)
+@pytest.mark.parametrize("name", agreeing_and_apart(TIMM, TIMM_APART))
 def test_timm_sample_agrees(name):
     timm = pytest.importorskip("timm")
     with torch.random.fork_rng(devices=[]):
