@@ -153,8 +153,13 @@ def test_hugging_face_encoder_and_decoder_figures_equal_exports(family, transfor
     # (``attn_weights = ...``): the tape frees them as the forward does (test_peak_measured
     # holds it to the memory profiler), the export keeps a module's own results to its end.
     assert 0 <= exported.flops - taped.flops <= 2 * 64 + 4 * 64
-    if family == "bert":
+    nodes = [n for s in exported.subgraphs for n in s.nodes]
+    math = any(n.startswith("scaled_dot_product_attention.") and "softmax" in n for n in nodes)
+    if family == "bert" and not math:
         assert abs(taped.activation_peak_bytes - exported.activation_peak_bytes) <= 4 * 64 * 4
+    elif family == "bert":  # torch 2.7 runs the traced mask's SDPA through its math fallback,
+        # whose scores and softmax are tensors of their own: priced as it runs, a higher peak
+        assert exported.activation_peak_bytes > taped.activation_peak_bytes
     else:
         assert taped.activation_peak_bytes < exported.activation_peak_bytes
 
