@@ -46,6 +46,22 @@ ENV = {
     "DOCS_BIN": str(BIN),
     "DOCS_ROOT": str(ROOT),  # the repository, for its examples/
 }
+# What makes tools print as they do on CI, not in a user's terminal: pytest prints whole
+# failure messages in its summary when CI or BUILD_NUMBER is set (as on the project's CI
+# machine), our reports react to GitHub's variables, and pytest reads its own.
+UNSET = ("CI", "BUILD_NUMBER", "FORCE_COLOR", "NO_COLOR", "PY_COLORS")
+UNSET_PREFIXES = ("GITHUB_", "PYTEST_")
+
+
+def scrubbed(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` without what would make the examples print differently on CI."""
+    return {
+        key: value
+        for key, value in environ.items()
+        if key not in UNSET and not key.startswith(UNSET_PREFIXES)
+    }
+
+
 SHELL_SYNTAX = re.compile(r"[|&;<>`*?\[]|\$\(|^\w+=")
 
 
@@ -56,7 +72,8 @@ class Project:
         self.path = Path(tempfile.mkdtemp(prefix=f"docs-{name}-"))
         self.module = types.ModuleType("docs_" + re.sub(r"\W", "_", name))
         self.module.__file__ = str(self.path / f"{name}.py")
-        self.env = {**os.environ, **ENV, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+        path = f"{BIN}{os.pathsep}{os.environ['PATH']}"
+        self.env = {**scrubbed(dict(os.environ)), **ENV, "PATH": path}
         self.shell("git init -q -b main . && git commit -q --allow-empty -m 'the project'")
 
     def remove(self) -> None:
@@ -115,7 +132,8 @@ class Project:
         set; the project's own modules forgotten afterwards (the next document may have a
         package of the same name)."""
         saved_env, saved_cwd = dict(os.environ), os.getcwd()
-        os.environ.update({**ENV, **env})
+        os.environ.clear()
+        os.environ.update({**scrubbed(saved_env), **ENV, **env})
         os.chdir(self.path)
         sys.path.insert(0, str(self.path))
         try:

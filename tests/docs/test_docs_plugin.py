@@ -89,6 +89,29 @@ def test_timings_differ_and_the_block_still_passes(pytester):
     run(pytester).assert_outcomes(passed=1)
 
 
+def test_examples_print_as_in_a_terminal_when_the_docs_run_on_ci(pytester, monkeypatch):
+    """On the project's CI machine (``CI`` set) pytest prints whole failure messages in its
+    summary and our reports react to GitHub's variables; the docs show a user's terminal."""
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x")
+    write_doc(
+        pytester,
+        """
+        ~~~console
+        $ echo "CI=${CI-unset} ${GITHUB_ACTIONS-unset} ${PYTEST_ADDOPTS-unset}"
+        CI=unset unset unset
+        ~~~
+
+        ~~~python
+        import os
+        print(os.environ.get("CI", "-"), os.environ.get("GITHUB_ACTIONS", "-"))  # - -
+        ~~~
+        """,
+    )
+    run(pytester).assert_outcomes(passed=2)
+
+
 def test_a_generated_block_with_elided_lines(pytester):
     write_doc(
         pytester,
