@@ -31,6 +31,7 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.measure import _Recorder
 from pytest_graphbudget.engine.nodes import (
@@ -42,6 +43,7 @@ from pytest_graphbudget.engine.nodes import (
     _storage,
     _views,
     record_output,
+    record_reads,
 )
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.reasons import Break, plain_breaks
@@ -129,9 +131,8 @@ class _Tape(_Recorder):
             inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
             if outs:  # written through, not read (nor a new storage): as in the cost pass
                 written = tree.tensor_list([v for k, v in kwargs.items() if k in outs])
-                read = {_storage(t) for t in tree.tensor_list((args, inputs))}
-                node.overwrites = {_storage(t) for t in written} - read
-                node.reads -= node.overwrites
+                record_reads(node, tree.tensor_list((args, inputs)))
+                node.overwrites = {_storage(t) for t in written} - node.reads
             self.record(name, args, inputs, out, tensors)
         finally:
             self.node = None
@@ -160,7 +161,7 @@ class _Tape(_Recorder):
         producers = dict.fromkeys(self.made_by(t) for t in tensors)
         producers.pop(None, None)
         node.inputs = list(producers)
-        node.reads = {_storage(t) for t in tensors}
+        record_reads(node, tensors)
         return node
 
     def close(self, node: NodeCost, out: Any) -> None:
@@ -302,6 +303,7 @@ def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured
     measured = Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
     measured.frees = tape.frees
     measured.returned = {_storage(t) for t in tensor_leaves(out)}
+    measured.returned_extents = extents(list(tensor_leaves(out)))
     return measured
 
 

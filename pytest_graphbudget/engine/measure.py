@@ -22,6 +22,7 @@ from pytest_graphbudget.compat import fake_mode
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.fx_tracer import HELD
 from pytest_graphbudget.engine.nodes import (
     QUERIES,
@@ -34,6 +35,7 @@ from pytest_graphbudget.engine.nodes import (
     _storage,
     _views,
     record_output,
+    record_reads,
 )
 from pytest_graphbudget.engine.quantized import packed_keys, stored_bytes, weight_ids
 from pytest_graphbudget.engine.split import Split
@@ -223,10 +225,10 @@ class _CostInterpreter(fx.Interpreter):
         for target in pytree.tree_leaves([n.kwargs[k] for k in outs]):
             self.written_by.update({target.name: n.name} if isinstance(target, fx.Node) else {})
         sources = (n.args, {k: v for k, v in n.kwargs.items() if k not in outs})
-        read = {a.name for a in pytree.tree_leaves(sources) if isinstance(a, fx.Node)}
-        storages = {p.name: self.storage_of.get(p.name, set()) for p in producers}
-        node.reads = set().union(*(storages[p] for p in read if p in storages))
-        node.overwrites = set().union(*storages.values()) - node.reads
+        read = dict.fromkeys(a for a in pytree.tree_leaves(sources) if isinstance(a, fx.Node))
+        record_reads(node, tree.tensor_list([self.env[a] for a in read]))
+        storages = (self.storage_of.get(p.name, set()) for p in producers)
+        node.overwrites = set().union(*storages) - node.reads
         tensors = tree.tensor_list(value)
         record_output(node, value, tensors)
         for key, size in self.recorder.fresh.items():  # made and let go inside the node
@@ -238,6 +240,10 @@ class _CostInterpreter(fx.Interpreter):
         self.nodes.append(node)
         self.position[n.name] = len(self.nodes) - 1
         return value
+
+    def returned_extents(self, output: fx.Node) -> dict[Any, Any]:
+        """The views of its storages the graph's ``output`` node returns."""
+        return extents(tree.tensor_list([self.env[p] for p in output.all_input_nodes]))
 
     def makers(self, name: str) -> list[str]:
         """The nodes that made FX node ``name``'s value (its ops', when it was split)."""
@@ -354,6 +360,7 @@ def measure(
     frees = _held_until(gm.graph, run)
     measured = Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real", frees)
     measured.returned = set().union(*(run.storage_of[p.name] for p in output_node.all_input_nodes))
+    measured.returned_extents = run.returned_extents(output_node)
     return measured
 
 

@@ -119,4 +119,6 @@ def measure_exported(
     if walk.parts:  # a node ran as several kernels: its ops' tensors are not export's values
         return None
     outputs = {p.name for p in output_node.all_input_nodes}
-    return Measured(walk.nodes, outputs, walk.inputs, "fake")
+    measured = Measured(walk.nodes, outputs, walk.inputs, "fake")
+    measured.returned_extents = walk.returned_extents(output_node)
+    return measured

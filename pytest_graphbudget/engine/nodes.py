@@ -16,6 +16,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from pytest_graphbudget.costs import base_name
 from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine.extents import Extent, add, extents
 
 QUERIES = frozenset(
     {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
@@ -54,6 +55,9 @@ class NodeCost:
     reads: set = field(default_factory=set)  # storages read (keys)
     overwrites: set = field(default_factory=set)  # storages written through out=, not read
     views: dict[Any, int] = field(default_factory=dict)  # storages of the output -> bytes viewed
+    # The views themselves (``extents``): of the tensors it takes and of those it returns
+    read_extents: dict[Any, Extent] = field(default_factory=dict)
+    view_extents: dict[Any, Extent] = field(default_factory=dict)
     segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
     workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
     in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
@@ -73,6 +77,7 @@ class Measured:
     mode: str  # "fake" or "real"
     frees: dict[Any, int] | None = None  # storage -> last node live (the tape, FX's frames)
     returned: set | None = None  # the returned tensors' storages (None: graph_outputs' views)
+    returned_extents: dict[Any, Extent] | None = None  # and the views of them it returns
 
     def outputs(self) -> set:
         """The storages the graph returns: not the other outputs of the op that made them (the
@@ -104,17 +109,26 @@ def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
     node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
     writes: dict[Any, int] = {}
     views: dict[Any, int] = {}
+    shown: dict[Any, Extent] = {}
     reads = node.reads
     for t in tensors:  # each storage's key made once, for its write and its view
         storage = t.untyped_storage()
         key = StorageWeakRef(storage)
         views[key] = max(views.get(key, 0), t.numel() * t.element_size())
+        add(shown, key, storage, t)
         if key not in reads and key not in node.overwrites:  # a new storage
             writes[key] = max(writes.get(key, 0), storage.nbytes())
     node.writes = writes
     node.views = views
+    node.view_extents = shown
     if node.writes and node.category == "view":
         node.category = "movement"
+
+
+def record_reads(node: NodeCost, tensors: list[Any]) -> None:
+    """The storages ``node`` reads, and the views of them (``tensors``: those it takes)."""
+    node.read_extents = extents(tensors)
+    node.reads = set(node.read_extents)
 
 
 def _views(value: Any) -> dict[Any, int]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_graphbudget.engine.extents import Extent
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
 
 
@@ -75,8 +76,11 @@ def partition(measured: Measured) -> list[Group]:
         groups[gid].members.append(node)
         group_of[node.name] = gid
 
+    # A node that returns no tensor (``x.shape``, an assert) hands on no data: what reads it
+    # follows the tensors it takes, as on the tape, where such a node is no op at all
+    tensorless = {n.name for n in measured.nodes if not n.shapes}
     for node in measured.nodes:
-        producers = [group_of[p] for p in node.inputs if p in group_of]
+        producers = [group_of[p] for p in node.inputs if p in group_of and p not in tensorless]
         latest = max(producers) if producers else None
         category = node.category
         crosses = latest is not None and groups[latest].segment != node.segment
@@ -159,51 +163,98 @@ class Traffic:
 
 
 def traffic(groups: list[Group], measured: Measured) -> list[Traffic]:
-    """Every group's traffic; a tensor is charged once per kernel however many views it has."""
+    """Every group's traffic, a storage's views counted as their union (``extents``), once per
+    kernel however many views it has. In: of each storage made outside the kernel (an
+    activation or a graph input, not a weight) and read before a member writes it, the views
+    its members take. Out: of each storage a member writes (a new one, or in place) and hands
+    on, the views other kernels take of it, and those the graph returns.
+
+    So three parts of one split, each read by another kernel, are a part each, however the
+    tier records the split (one node, or one per part); a kernel reading q, k and v of one qkv
+    storage reads all three. A view member (``category`` "view") reads and writes nothing
+    itself: the members that take its view do."""
     by_name = {n.name: n for n in measured.nodes}
     group_of = {m.name: g.id for g in groups for m in g.members}
     consumers = _consumers(measured.nodes)
-    readers = _readers(groups)
-    outputs = measured.outputs()
+    taken = _taken(groups)  # storage -> kernel -> the views it takes
+    returned = _returned(measured)
+    made = set().union(*(n.writes for n in measured.nodes), *measured.inputs.values())
     result = []
     for group in groups:
-        inside = {m.name for m in group.members}
-        read: dict[Any, int] = {}
-        written: dict[Any, int] = {}
+        inside: set = set()  # what its members wrote so far
+        handed: set = set()  # the storages of members used outside
+        read: dict[Any, Extent] = {}
         weights: dict[str, int] = {}
+        # a weight's storage counts where a node outside hands it on (its ``t()``)
+        aliased = _aliased(group, by_name, group_of)
         for member in group.members:
             weights.update(member.weights)
-            for producer in member.inputs:
-                if producer in inside:
-                    continue
-                views = (
-                    by_name[producer].views
-                    if producer in by_name
-                    else measured.inputs.get(producer, {})
-                )
-                for key, size in views.items():
-                    if key in member.reads:  # not the outputs of the producer it never reads
-                        read[key] = max(read.get(key, 0), size)
-            used_outside = member.name in measured.graph_outputs or any(
+            if member.category != "view":
+                for key, extent in member.read_extents.items():
+                    if (key in made or key in aliased) and key not in inside:
+                        _union(read, key, extent)
+                inside.update(member.writes, member.view_extents)
+            if member.name in measured.graph_outputs or any(
                 group_of.get(c) != group.id for c in consumers.get(member.name, [])
-            )
-            if not used_outside:
-                continue
-            for key, size in member.views.items():  # not an output nothing outside reads
-                if key in outputs or readers.get(key, {group.id}) - {group.id}:
-                    written[key] = max(written.get(key, 0), size)
-        result.append(Traffic(sum(read.values()), sum(weights.values()), sum(written.values())))
+            ):
+                handed.update(member.view_extents)
+        written: dict[Any, Extent] = {}
+        for key in handed & inside:
+            for gid, extent in taken.get(key, {}).items():
+                if gid != group.id:
+                    _union(written, key, extent)
+            if key in returned:
+                shown = returned[key] or _shown(group, key)
+                _union(written, key, shown)
+        bytes_in = sum(e.bytes for e in read.values())
+        bytes_out = sum(e.bytes for e in written.values())
+        result.append(Traffic(bytes_in, sum(weights.values()), bytes_out))
     return result
 
 
-def _readers(groups: list[Group]) -> dict[Any, set[int]]:
-    """The groups that read each storage."""
-    readers: dict[Any, set[int]] = {}
+def _aliased(group: Group, by_name: dict, group_of: dict) -> set:
+    """The storages of the views its members take from nodes outside ``group``."""
+    found: set = set()
+    for member in group.members:
+        for producer in member.inputs:
+            if producer in by_name and group_of.get(producer) != group.id:
+                found.update(by_name[producer].view_extents)
+    return found
+
+
+def _shown(group: Group, key: Any) -> Extent:
+    """The views of storage ``key`` its members return."""
+    found: dict[Any, Extent] = {}
+    for member in group.members:
+        if key in member.view_extents:
+            _union(found, key, member.view_extents[key])
+    return found[key]
+
+
+def _union(found: dict[Any, Extent], key: Any, extent: Extent) -> None:
+    if key in found:
+        found[key].merge(extent)
+    else:
+        found[key] = Extent(extent.nbytes, set(extent.forms))
+
+
+def _taken(groups: list[Group]) -> dict[Any, dict[int, Extent]]:
+    """Each storage -> the kernels that read it -> the union of the views their members take
+    (view members read nothing themselves)."""
+    taken: dict[Any, dict[int, Extent]] = {}
     for group in groups:
         for member in group.members:
-            for key in member.reads:
-                readers.setdefault(key, set()).add(group.id)
-    return readers
+            if member.category != "view":
+                for key, extent in member.read_extents.items():
+                    _union(taken.setdefault(key, {}), group.id, extent)
+    return taken
+
+
+def _returned(measured: Measured) -> dict[Any, Extent | None]:
+    """The storages the graph returns -> the views of them it returns (None where only the
+    storage is known: its maker's views count)."""
+    extents = measured.returned_extents or {}
+    return {key: extents.get(key) for key in measured.outputs()}
 
 
 def live_at_peak(measured: Measured) -> dict[str, int]:

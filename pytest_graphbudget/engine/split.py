@@ -23,6 +23,7 @@ from pytest_graphbudget.engine.nodes import (
     _out_arguments,
     _storage,
     record_output,
+    record_reads,
 )
 
 
@@ -70,7 +71,7 @@ class Split:
         inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
         every = tree.tensor_list((args, kwargs))
         node.inputs = list(dict.fromkeys(m for t in every if (m := self.maker(t))))
-        node.reads = {_storage(t) for t in tree.tensor_list((args, inputs))}
+        record_reads(node, tree.tensor_list((args, inputs)))
         node.overwrites = {_storage(t) for t in every} - node.reads
         recorder = self.recorder
         recorder.node, recorder.split = node, None

@@ -157,18 +157,27 @@ def test_torchvision_models_agree(name):
     assert eager == fx
 
 
-TIMM = ("mobilenetv3_small_050", "ghostnet_050", "deit_tiny_patch16_224", "regnety_002")
+TIMM = (
+    "mobilenetv3_small_050",
+    "ghostnet_050",
+    "deit_tiny_patch16_224",
+    "regnety_002",
+    "test_mambaout",
+    "coat_lite_tiny",
+    "xcit_nano_12_p16_224",
+    "resnetv2_50d_evos",
+)
 """A corpus sample: timm models FX traces, on the small side (where the tape is the cheaper
 tier, so the two must agree for either to be chosen). convnext_tiny, efficientnet_b0 and
-mixer_b16_224 agree too, at a second or more each."""
+mixer_b16_224 agree too, at a second or more each, as do coat_small and
+vit_dpwee_patch16_reg1_gap_256. test_mambaout reads the three torch.split parts of one
+storage from different kernels (getitem nodes in FX, one split_with_sizes node on the tape);
+coat_lite_tiny and xcit read q, k and v of one qkv storage; xcit and resnetv2_50d_evos build
+tensors from shapes (``x.shape``: a node in FX, nothing on the tape)."""
 
-TIMM_APART = {
-    "test_mambaout": "traffic (7.99 MB against 8.43 MB): a storage's views are charged as their "
-    "largest, not their union; the three torch.split parts of fc1's output, read by different "
-    "kernels, are getitem nodes in FX and one split_with_sizes node on the tape, so the two "
-    "take different maxima (vit_dpwee, coat_small, resnetv2_50d_evos and xcit differ so too)",
-}
-"""timm models whose tiers still differ: strict xfails with the reason, each to fix."""
+TIMM_APART: dict[str, str] = {}
+"""timm models whose tiers still differ: strict xfails with the reason, each to fix (none
+now)."""
 
 
 @pytest.mark.parametrize("name", agreeing_and_apart(TIMM, TIMM_APART))

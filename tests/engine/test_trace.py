@@ -153,7 +153,8 @@ def _canonical(measured) -> tuple:
     """Every figure of every node, storages numbered by first appearance (their keys differ).
 
     Inputs, writes and views are ordered dicts; a read of a storage no node wrote (a weight)
-    has no number, and such reads are counted, so the numbering does not hang on set order."""
+    has no number, and such reads are counted, so the numbering does not hang on set order;
+    the views read and returned (``extents``) are sorted, a weight's numbered -1."""
     keys: dict = {}
 
     def number(key):
@@ -167,6 +168,9 @@ def _canonical(measured) -> tuple:
         fields["views"] = [(number(k), v) for k, v in node.views.items()]
         known = sorted(keys[k] for k in node.reads if k in keys)
         fields["reads"] = (known, len(node.reads) - len(known))
+        for name in ("read_extents", "view_extents"):  # a weight's read: -1
+            found = getattr(node, name).items()
+            fields[name] = sorted((keys.get(k, -1), e.nbytes, sorted(e.forms)) for k, e in found)
         nodes.append(fields)
     return nodes, inputs, measured.graph_outputs
 
