@@ -131,6 +131,33 @@ def test_lazy_module_is_warmed_up_before_it_is_traced():
     assert prof.macs == 2 * 4 * 8 and prof.params == 4 * 8 + 8
 
 
+class CachedByDevice(nn.Module):
+    """LeViT's attention-bias cache: a tensor computed once, kept under a key made from the
+    input (``str(x.device)``). A symbolic trace makes the key from a proxy and stores a proxy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4, 4))
+        self.cache: dict = {}
+
+    def forward(self, x):
+        key = str(x.device)
+        if key not in self.cache:
+            self.cache[key] = self.weight * 2
+        return x @ self.cache[key]
+
+
+def test_a_cache_filled_by_a_trace_never_holds_its_proxies():
+    # A later trace would find the earlier trace's proxy under the same key, and its graph a
+    # node of another graph: the second profile of timm's LeViT with tier="fx" failed so
+    model = CachedByDevice()
+    first = profile_model(model, torch.randn(3, 4), tier="fx")
+    second = profile_model(model, torch.randn(3, 4), tier="fx")
+    assert first.macs == second.macs == 3 * 4 * 4  # x @ cached: the cache's mul ran before
+    assert list(model.cache) == ["cpu"]  # the plain forward's entry, no trace's
+    assert profile_model(model, torch.randn(3, 4)).trace.method == "fx"
+
+
 # --------------------------------------------------------------------------------------------
 # Issue 11: an exported graph is priced on the fake values export left on it
 
