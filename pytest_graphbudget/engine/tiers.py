@@ -9,13 +9,10 @@ whole graph can be had, the path one real forward takes is priced (``breaks.TIER
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
-from pytest_graphbudget.compat import caller_froze_heap
+from pytest_graphbudget.compat import heap_frozen
 from pytest_graphbudget.costs import FormulaError
 from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError, one_line
 
@@ -28,9 +25,7 @@ ASKED = ("dynamo", "dynamo-breaks", "fx", "eager")
 """The tiers a caller may ask for: after ``fx``, instead of the taped forward, a whole graph
 from ``torch.export`` (then the graph breaks, then eager) or Dynamo's graph breaks reported;
 or one tier alone, ``fx`` or ``eager`` (the taped forward), which fails rather than fall back.
-The two give the same figures (``tests/engine/test_tiers_agree.py``), but for the peak of some
-attention models, which FX holds one activation longer, and the kernels of graphs in which FX
-sees a wrapped function whole: that test lists them apart, each with its reason."""
+The two give the same figures (``tests/engine/test_tiers_agree.py``)."""
 
 SETTLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Models whose last taped forward assigned no state: nothing lazy is left to build, so their
@@ -58,26 +53,6 @@ def trace_and_measure(
         raise GraphBudgetError(f"tier must be one of {', '.join(ASKED)}, got {tier!r}")
     with heap_frozen():
         return _trace_and_measure(model, example, program, tier)
-
-
-@contextlib.contextmanager
-def heap_frozen() -> Iterator[None]:
-    """Keep the objects that exist already out of the collector's way while tracing.
-
-    Export and the cost pass allocate hundreds of thousands of short-lived objects; every full
-    collection they trigger would walk the whole heap besides (torch, sympy, the model, a test
-    session: a million objects, about 0.1 s a walk, a third of a cold export of YOLOv8n in
-    collections). ``gc.freeze`` sets that heap aside: young objects are still collected, and
-    ``gc.unfreeze`` returns the rest to the oldest generation (cyclic garbage among them waits
-    until then). Nothing is done when the collector is off or the caller froze objects."""
-    if not gc.isenabled() or caller_froze_heap():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _trace_and_measure(

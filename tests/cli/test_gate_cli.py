@@ -162,14 +162,15 @@ FLOOD = 400  # lines the model makes torch log on every traced call (thousands i
 
 @pytest.fixture
 def untraceable():
-    """A loader (family ``gatetest``) whose model ``untraceable`` runs once (the warm-up) and
-    then, like a model torch cannot capture, floods torch's log, prints and warns, and raises
-    on every later call, whichever tier makes it."""
+    """A loader (family ``gatetest``) whose model ``untraceable`` runs once for real (the
+    warm-up) and then, like a model torch cannot capture, floods torch's log, prints and warns,
+    and raises on every later or traced call, whichever tier makes it."""
     import logging
     import warnings
 
     import torch
     from torch import nn
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     from pytest_graphbudget import zoo
     from pytest_graphbudget.case import ModelCase
@@ -183,8 +184,11 @@ def untraceable():
             self.calls = 0
 
         def forward(self, x):
-            self.calls += 1
-            if self.calls > 1:
+            # Traced (a proxy, a fake, a dispatch mode such as the tape's) it always fails; a
+            # plain call works the first time only (the warm-up)
+            traced = type(x) is not torch.Tensor or _get_current_dispatch_mode() is not None
+            self.calls += not traced
+            if traced or self.calls > 1:
                 logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
                 logger.warning("generated code follows\n" + "    GENERATED = x\n" * FLOOD)
                 print("PRINTED while tracing")
