@@ -169,7 +169,8 @@ def test_an_optimizer_without_train_mode_is_refused_where_written(tmp_path, monk
         '[models.r]\nmodel = "squeezenet1_1"\nmeta = true\noptimizer = "adam"\nflops_max = "1G"\n',
     )
     assert code == 1
-    assert 'error: r: optimizer in user.toml::r needs mode = "train": an eval forward' in out
+    needs = 'error: r: optimizer in budgets/user.toml::r needs mode = "train": an eval forward'
+    assert needs in out
 
 
 @pytest.mark.parametrize("command", ["profile", "init", "compare"])

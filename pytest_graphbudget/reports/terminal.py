@@ -7,7 +7,7 @@
     resnet18            1.82G/1.80G  46.8MB/120MB  11.7M   +4.1%    FAIL
     test_mlp::encoder   16.5k/20k    9.86kB        2.08k   =        warn
     typo                -            -             -                 ERROR
-    error: typo: unknown budget key 'flop_max' in vision.toml::typo (did you mean 'flops_max'?)
+    error: typo: unknown budget key 'flop_max' in perf/vision.toml::typo (did you mean 'flops_max'?)
     warn: test_mlp::encoder: FLOPs 16.5k is at 92.0% of flops_max 18k
     3 models: 1 could not be checked, 1 over budget, 1 near a limit
 

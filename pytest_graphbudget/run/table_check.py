@@ -38,7 +38,7 @@ def check_table(
 
     if isinstance(entry, GrowthTable):
         return check_growth(entry, nodeid, path, shown, checker, profiler, hardware)
-    budget = entry.budget(f"{path.name}::{entry.name}", hardware)
+    budget = entry.budget(f"{shown}::{entry.name}", hardware)
     result = ModelResult(
         nodeid,
         budget.name or entry.name,
@@ -74,7 +74,7 @@ def check_growth(
     from pytest_graphbudget.gate.check import ModelResult, budget_dict
     from pytest_graphbudget.modes.sweep import fits_of
 
-    budget = entry.budget(f"{path.name}::{entry.name}", hardware)
+    budget = entry.budget(f"{shown}::{entry.name}", hardware)
     tag = budget.variant.tag  # mode/optimizer/dtype: the points' own, in the id as theirs
     result = ModelResult(
         tag(nodeid),

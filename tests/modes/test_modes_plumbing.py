@@ -107,11 +107,11 @@ def test_toml_defaults_give_every_table_the_dtype(pytester):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ('dtype = "bf16"', "dtype in nets.toml::lin: one of 'float32', 'bfloat16', 'float16', "
-         "'int8', 'float8_e4m3fn', got 'bf16' (did you mean 'bfloat16'?)"),
-        ('mode = "trian"', "mode in nets.toml::lin: one of 'eval', 'train', got 'trian' "
+        ('dtype = "bf16"', "dtype in budgets/nets.toml::lin: one of 'float32', 'bfloat16', "
+         "'float16', 'int8', 'float8_e4m3fn', got 'bf16' (did you mean 'bfloat16'?)"),
+        ('mode = "trian"', "mode in budgets/nets.toml::lin: one of 'eval', 'train', got 'trian' "
          "(did you mean 'train'?)"),
-        ('optimiser = "adam"', "unknown budget key 'optimiser' in nets.toml::lin "
+        ('optimiser = "adam"', "unknown budget key 'optimiser' in budgets/nets.toml::lin "
          "(did you mean 'optimizer'?)"),
     ],
 )  # fmt: skip

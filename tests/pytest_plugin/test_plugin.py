@@ -324,7 +324,7 @@ def test_toml_errors_name_file_line_column_and_closest_key(project):
     result.stdout.fnmatch_lines(
         [
             "*budgets/broken.toml:2:*: *",
-            "*unknown budget key 'flop_max' in typo.toml::a (did you mean 'flops_max'?)*",
+            "*unknown budget key 'flop_max' in budgets/typo.toml::a (did you mean 'flops_max'?)*",
         ]
     )
     assert "Traceback" not in result.stdout.str()

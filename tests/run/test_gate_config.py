@@ -164,8 +164,8 @@ def test_one_bad_table_neither_stops_the_valid_tables_nor_hides_other_problems(p
         "budgets/nets.toml:21: unknown table [model] (did you mean 'models'?)",
         "tolerance in [defaults] of budgets/nets.toml: cannot read '2 percent'",
         "hardware in [defaults] of budgets/nets.toml: unknown hardware 'a10'",
-        "unknown budget key 'flop_max' in nets.toml::typos (did you mean 'flops_max'?)",
-        "memory_max in nets.toml::typos: cannot read 'lots'",
+        "unknown budget key 'flop_max' in budgets/nets.toml::typos (did you mean 'flops_max'?)",
+        "memory_max in budgets/nets.toml::typos: cannot read 'lots'",
     ):
         assert line in out, line
     assert "Traceback" not in out
