@@ -73,32 +73,11 @@ def _trace_and_measure(
     quick = _without_warm_up(model, example, failures, failed_in)
     if quick is not None:
         return (*quick, {})
-    if tier is None and "fx" not in failures:  # FX traced, but its trace built lazy state
-        warmed = _fx_after_plain_forward(model, example)
-        if warmed is not None:
-            return warmed
     if tier is None:
         taped = _taped(model, example, failures, failed_in)
         if taped is not None:
             return taped
     return _after_warm_up(model, example, tier)
-
-
-def _fx_after_plain_forward(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]] | None:
-    """FX on the state one plain forward builds, for a model (on real weights) whose symbolic
-    trace traced but assigned lazy state (LeViT's attention-bias cache): that forward costs
-    what the model costs to run, where the tape's costs several times more (timm's levit_128:
-    47 ms against 360 ms, for the same figures). None when FX fails even so, or the model is
-    on the meta device or quantized: the tape then prices a forward after this one."""
-    from pytest_graphbudget.engine.quantized import holds_quantized
-    from pytest_graphbudget.engine.trace import analysis, is_meta, trace_fx, warm_up
-
-    if is_meta(model) or holds_quantized(model):
-        return None
-    with analysis(model, example) as live:
-        seconds = warm_up(model, live)  # the model's own error, in its words, if it raises
-    traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], seconds)
-    return None if traced is None else (traced, measured, failures)
 
 
 def _eager_alone(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
