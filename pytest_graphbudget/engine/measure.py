@@ -372,9 +372,12 @@ def _held_until(graph: fx.Graph, run: _CostInterpreter) -> dict[Any, int] | None
     if not marked:
         return None
     frees = {key: i for i, node in enumerate(run.nodes) for key in node.writes} | run.freed
-    for i, names in marked:
-        for name in names:
-            for key in run.storage_of.get(name, ()):
-                if key in frees:
-                    frees[key] = max(frees[key], i)
+    last: dict[str, int] = {}  # each name's last node held; a run of one held set counts once
+    for (i, names), after in zip(marked, [*marked[1:], (None, None)], strict=True):
+        if names is not after[1]:
+            last.update(dict.fromkeys(names, i))
+    for name, i in last.items():
+        for key in run.storage_of.get(name, ()):
+            if key in frees:
+                frees[key] = max(frees[key], i)
     return frees

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pytest_graphbudget.compat import heap_frozen
 from pytest_graphbudget.engine.profile import Profile
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -60,6 +61,7 @@ def profile_graph(
         for module, training in modes.items():
             module.training = training
     seconds = time.perf_counter() - start
-    return assemble(
-        model, args, kwargs, name, target, traced, measured, failures, seconds, execution
-    )
+    with heap_frozen():  # partitioning makes as many objects as the cost pass
+        return assemble(
+            model, args, kwargs, name, target, traced, measured, failures, seconds, execution
+        )
