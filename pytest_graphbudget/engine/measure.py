@@ -150,12 +150,16 @@ def _call(func: Any, args: tuple, kwargs: dict) -> Any:
 ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 """Ops that allocate and run no kernel (a kernel's output buffer, made before it runs)."""
 
+UNMARKED_VIEWS = frozenset({"_unsafe_view"})
+"""Views whose schema does not say so (``reshape``'s ``clone`` then ``_unsafe_view``): no
+kernel, so a node running one after a copy is not run again op by op (``split``)."""
+
 
 @functools.cache
 def _launches(func: Any) -> int:
     """Whether an op runs a kernel (0 if not): it returns new tensors (their count) or writes
     one (1). A view, a query of a tensor's metadata, an assert or a bare allocation does not."""
-    if _op_name(func) in QUERIES | ALLOCATES:
+    if _op_name(func) in QUERIES | ALLOCATES | UNMARKED_VIEWS:
         return 0
     returns = getattr(getattr(func, "_schema", None), "returns", None)
     if returns is None:
