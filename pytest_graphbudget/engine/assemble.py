@@ -70,6 +70,7 @@ def assemble(
             measured.mode,
             graphs=getattr(traced, "graphs", 1),
             breaks=[str(b) for b in getattr(traced, "breaks", [])],
+            data_dependent=traced.method in ("dynamo-breaks", "eager") and measured.reads_values,
         ),
         hardware=target,
         dtype=dtype,

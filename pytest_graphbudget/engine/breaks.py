@@ -18,6 +18,7 @@ branch on. The tape runs such a model on fake tensors instead (``capture_eager(f
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
@@ -34,6 +35,7 @@ from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.measure import _Recorder
+from pytest_graphbudget.engine.names import name_as_fx
 from pytest_graphbudget.engine.nodes import (
     QUERIES,
     Measured,
@@ -46,6 +48,7 @@ from pytest_graphbudget.engine.nodes import (
     record_reads,
 )
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
+from pytest_graphbudget.engine.reads import reads_data, value_reads
 from pytest_graphbudget.engine.reasons import Break, plain_breaks
 from pytest_graphbudget.engine.replay import Memo
 from pytest_graphbudget.engine.trace import (
@@ -288,15 +291,21 @@ def _check_real(model: nn.Module) -> None:
         )
 
 
-def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured:
-    """One real forward of ``call`` under ``tape``; the tape as a ``Measured``."""
+def _run(
+    model: nn.Module, example: Example, tape: _Tape, call: Any, reads: bool = False
+) -> Measured:
+    """One real forward of ``call`` under ``tape``; the tape as a ``Measured``. ``reads``:
+    also note whether the forward read values (``Measured.reads_values``): a tape that read
+    none priced a path that shapes alone decide, as a graph's (the profile cache keys it so).
+    """
     inputs: dict[str, dict[Any, int]] = {}
     names = _input_names(model, example)
     for i, t in enumerate(example.tensors):
         name = names.get(id(t), f"input_{i}")
         tape.add_input(name, t)
         inputs[name] = _views(t)
-    with collector_paused(), torch.no_grad(), tape:
+    watch = value_reads() if reads else contextlib.nullcontext([])
+    with collector_paused(), torch.no_grad(), tape, watch as seen:
         out = call(*example.args, **example.kwargs)
     tape.sweep()  # what the forward's frames held to the end (the outputs stay live)
     outputs = {tape.made_by(t) for t in tensor_leaves(out)}
@@ -304,6 +313,8 @@ def _run(model: nn.Module, example: Example, tape: _Tape, call: Any) -> Measured
     measured.frees = tape.frees
     measured.returned = {_storage(t) for t in tensor_leaves(out)}
     measured.returned_extents = extents(list(tensor_leaves(out)))
+    if reads:
+        measured.reads_values = bool(seen) or reads_data(tape.nodes)
     return measured
 
 
@@ -396,8 +407,10 @@ def capture_eager(
         tape.frees = {}
         if memo:
             tape.memo = Memo(set(tape.weights) | {id(t) for t in example.tensors})
-        measured = _run(model, example, tape, model)
+        measured = _run(model, example, tape, model, reads=True)
+        name_as_fx(measured, model)
         return Captured("eager", measured, seconds=time.perf_counter() - start, memo=tape.memo)
+    name_as_fx(measured, model)
     return Captured("eager", measured, seconds=time.perf_counter() - start)
 
 
@@ -426,6 +439,7 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
         if settle and watch.changed:
             measured = taped()
     measured.mode = "fake"
+    measured.reads_values = False  # a fake forward that reads a value raises
     return measured
 
 

@@ -78,6 +78,7 @@ class Measured:
     frees: dict[Any, int] | None = None  # storage -> last node live (the tape, FX's frames)
     returned: set | None = None  # the returned tensors' storages (None: graph_outputs' views)
     returned_extents: dict[Any, Extent] | None = None  # and the views of them it returns
+    reads_values: bool = True  # whether the path priced may depend on values (``breaks``)
 
     def outputs(self) -> set:
         """The storages the graph returns: not the other outputs of the op that made them (the

@@ -30,6 +30,7 @@ class TraceInfo:
     cost_pass: str = "fake"
     graphs: int = 1  # graphs captured: more than one when Dynamo broke the forward
     breaks: list[str] = field(default_factory=list)  # each graph break: "file:line: reason"
+    data_dependent: bool = False  # the path one real forward took, decided by values read
 
     def extra(self) -> dict[str, Any]:
         """The JSON keys only the graph-break tiers have: graphs stitched and breaks."""

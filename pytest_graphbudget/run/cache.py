@@ -124,11 +124,6 @@ def module_key(
     return _hash(["module", environment(), hardware, fingerprint(model), inputs, variant or {}])
 
 
-DATA_DEPENDENT = ("dynamo-breaks", "eager")
-"""Tiers whose profile is the path one real forward took: it depends on values, not only
-shapes, so their cache entries also record a digest of the values they were measured on."""
-
-
 def values_digest(model: Any, args: tuple, kwargs: dict[str, Any]) -> str:
     """A digest of the values of every input tensor, parameter and buffer."""
     from torch.utils import _pytree as pytree

@@ -65,11 +65,12 @@ class Profiler:
     ):
         """The profile stored under ``key()`` if there is a good one, else ``compute()``'s.
 
-        A profile of one real forward's path (``cache.DATA_DEPENDENT`` tiers) depends on the
-        values of inputs and weights, not only on the shapes in the key: its entry also holds
-        ``values()``, and is used only while they are unchanged.
+        A profile of the path one real forward took, when that forward read values
+        (``TraceInfo.data_dependent``: graph breaks, or a tape that called ``.item()``, branched
+        on a value, ``nonzero``...), depends on the values of inputs and weights, not only on
+        the shapes in the key: its entry also holds ``values()``, and is used only while they
+        are unchanged.
         """
-        from pytest_graphbudget.run import cache as cache_keys
         from pytest_graphbudget.run.cache import Unfingerprintable
 
         stored = None
@@ -96,7 +97,7 @@ class Profiler:
         prof = compute()
         if stored:
             data = entry_of(prof, self.nodes)
-            if prof.trace.method in cache_keys.DATA_DEPENDENT:
+            if prof.trace.data_dependent:
                 if values is None:
                     return prof  # no way to tell its values apart: never reused
                 data["values"] = values()

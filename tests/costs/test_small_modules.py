@@ -380,7 +380,6 @@ class RowLoop(nn.Module):
 def test_shape_control_flow_goes_to_the_taped_forward():
     prof = profile(ShapeBranch(), torch.randn(3, 16))
     assert prof.trace.method == "eager"
-    assert "fx" in prof.trace.failures and prof.trace.failures["fx"]
     # the branch actually taken: wide, 3 x 16 x 32
     assert_counts(prof, 3 * 16 * 32, 2 * 3 * 16 * 32 + 3 * 32)
 
@@ -388,7 +387,6 @@ def test_shape_control_flow_goes_to_the_taped_forward():
 def test_loop_over_batch_goes_to_the_taped_forward():
     prof = profile(RowLoop(), torch.randn(3, 16))
     assert prof.trace.method == "eager"
-    assert "fx" in prof.trace.failures and prof.trace.failures["fx"]
     macs = 3 * (16 * 16)  # three rows, one 16x16 matrix-vector product each
     bias = 3 * 16
     adds = 3 * 16  # out = out + ...

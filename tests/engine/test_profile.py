@@ -26,7 +26,7 @@ class MLP(nn.Module):
 
 @pytest.fixture(scope="module")
 def mlp():
-    return profile_model(MLP(), torch.randn(8, 64))
+    return profile_model(MLP(), torch.randn(8, 64), tier="fx")
 
 
 def test_json_has_every_key_of_the_spec(mlp):

@@ -124,6 +124,7 @@ def test_a_forward_no_replay_can_stand_for_is_taped_again_for_real(kind):
 
 def test_the_replay_names_numbers_and_frees_as_a_real_second_tape():
     from pytest_graphbudget.engine.breaks import capture_eager
+    from pytest_graphbudget.engine.names import name_as_fx
     from pytest_graphbudget.engine.replay import replay_forward
     from pytest_graphbudget.engine.trace import Example, watched
 
@@ -131,6 +132,7 @@ def test_the_replay_names_numbers_and_frees_as_a_real_second_tape():
     with watched(model) as watch:
         first = capture_eager(model, example, memo=True)
     replayed = replay_forward(model, example, first.measured, first.memo, watch.values)
+    name_as_fx(replayed, model)  # as the tiers name every tape (capture_eager does it itself)
     real = capture_eager(model, example).measured
     assert len(replayed.nodes) < len(first.measured.nodes)
 

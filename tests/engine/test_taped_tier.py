@@ -18,6 +18,7 @@ from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
 from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
+from pytest_graphbudget.engine import tiers  # noqa: E402
 
 SAME = ("flops", "macs", "params", "activation_peak_bytes", "traffic_bytes")
 
@@ -214,7 +215,10 @@ class Shape(nn.Module):
             raise ValueError("batch 2 only")
         return self.lin(x)
 
-methods = [profile_model(m, (torch.ones(2, 4),)).trace.method for m in (Shape(), nn.Linear(4, 4))]
+methods = [
+    profile_model(m, (torch.ones(2, 4),), tier=tier).trace.method
+    for m, tier in ((Shape(), None), (nn.Linear(4, 4), "fx"))
+]
 print(methods, "torch._dynamo" in sys.modules)
 """
 
@@ -342,7 +346,7 @@ def test_a_tensor_constant_fx_stores_is_no_lazy_state():
     read as lazy state, and the model (maxvit_t in the zoo) went to the tape. FLOPs by hand for
     a (1, 2) input: the Linear's 2*1*2*2 = 8 plus its 2 bias adds, the constant's 2 adds: 12."""
     model = WithConstant().eval()
-    prof = profile_model(model, torch.ones(1, 2))
+    prof = profile_model(model, torch.ones(1, 2), tier="fx")
     assert prof.trace.method == "fx", prof.trace
     assert prof.flops == 8 + 2 + 2
     assert not hasattr(model, "_tensor_constant0")  # the user's model is left as it was
@@ -381,7 +385,8 @@ class ScaleOnce(nn.Module):
         return self.fc(x) * self.scale
 
 
-def test_fx_is_not_tried_again_where_the_state_built_cannot_change_its_path():
+def test_fx_is_not_tried_again_where_the_state_built_cannot_change_its_path(monkeypatch):
+    monkeypatch.setattr(tiers, "TAPE_FIRST_ELEMENTS", 0)  # FX first, as for a large model
     model, x = Iterating().eval(), torch.randn(1, 3, 8, 8)
     TRACED.clear()
     taped = profile_model(model, ([x],))
@@ -390,7 +395,8 @@ def test_fx_is_not_tried_again_where_the_state_built_cannot_change_its_path():
     assert taped.macs == A_MACS + B_MACS
 
 
-def test_fx_is_tried_again_where_the_state_it_failed_on_was_built():
+def test_fx_is_tried_again_where_the_state_it_failed_on_was_built(monkeypatch):
+    monkeypatch.setattr(tiers, "TAPE_FIRST_ELEMENTS", 0)  # FX first, as for a large model
     model, x = ScaleOnce().eval(), torch.randn(2, 4)
     TRACED.clear()
     traced = profile_model(model, (x,))
@@ -432,7 +438,7 @@ def test_out_variants_are_priced_on_the_tape_as_by_fx():
     taped = profile_model(OutOpsTaped(), (x, b))
     buffers = (torch.empty(10, 10), torch.empty(10, 10), torch.empty(10, 10))
     traced = profile_model(
-        OutOpsTraced(), (x, b, *buffers, torch.empty(10, 10), torch.empty(2, 5, 5))
+        OutOpsTraced(), (x, b, *buffers, torch.empty(10, 10), torch.empty(2, 5, 5)), tier="fx"
     )
     assert (taped.trace.method, traced.trace.method) == ("eager", "fx")
     assert taped.coverage.unsupported_ops == {} == traced.coverage.unsupported_ops

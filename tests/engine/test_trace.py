@@ -94,7 +94,7 @@ class Counted(nn.Module):
 
 def test_model_without_lazy_state_is_traced_without_a_warm_up():
     CALLS.clear()
-    prof = profile_model(Counted(), torch.randn(2, 8))
+    prof = profile_model(Counted(), torch.randn(2, 8), tier="fx")
     assert prof.trace.method == "fx"
     assert CALLS == ["forward"]  # the symbolic trace only: no real forward before it
     assert prof.macs == 2 * 8 * 8 and prof.flops == 2 * 2 * 8 * 8 + 2 * 8 + 2 * 8
@@ -355,7 +355,7 @@ def test_module_that_looks_at_the_device_is_not_priced_on_meta_tensors():
     model = SelfAttention().eval()
     traced = trace_fx(model, Example((torch.randn(2, 6, 16),), {}))
     assert not meta_safe(traced.graph_module)
-    prof = profile_model(model, torch.randn(2, 6, 16))
+    prof = profile_model(model, torch.randn(2, 6, 16), tier="fx")
     assert prof.trace.method == "fx" and any(n.kind == "mha" for n in prof.node_info)
 
 
@@ -512,6 +512,6 @@ def test_keyword_defaults_are_bound_to_the_placeholders_fx_renames():
                 x = x.tril()
             return x * scale if mask is None else x.masked_fill(mask, 0.0)
 
-    prof = profile_model(WithFlags(), (torch.rand(4, 4),))
+    prof = profile_model(WithFlags(), (torch.rand(4, 4),), tier="fx")
     assert prof.trace.method == "fx" and prof.trace.failures == {}
     assert prof.flops == 16  # one multiply per element, no tril
