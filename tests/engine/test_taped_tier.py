@@ -444,3 +444,58 @@ def test_out_variants_are_priced_on_the_tape_as_by_fx():
     assert taped.coverage.unsupported_ops == {} == traced.coverage.unsupported_ops
     assert taped.macs == traced.macs == 3 * 1000 + 250
     assert taped.flops == traced.flops == 2 * (3 * 1000 + 250) + 100 + 100
+
+
+class ReadsList(nn.Module):
+    """Sizes its loop by values handed to Python through ``.tolist()``, which no dispatch mode
+    sees: its profile depends on the values, as one of ``.item()`` does."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        steps = (x[:, 0] > 0).sum().tolist()
+        for _ in range(steps):
+            x = self.fc(x)
+        return x
+
+
+class ReadsItem(ReadsList):
+    def forward(self, x):
+        return self.fc(x) * float(x.sum() > 0)
+
+
+def test_a_taped_profile_is_data_dependent_only_when_its_forward_read_values():
+    x = torch.tensor([[1.0, 0, 0, 0], [1.0, 0, 0, 0], [-1.0, 0, 0, 0]])
+    read_list = profile_model(ReadsList(), (x,), tier="eager")
+    assert read_list.trace.data_dependent and read_list.macs == 2 * 3 * 4 * 4  # two steps
+    assert profile_model(ReadsItem(), (x,), tier="eager").trace.data_dependent
+    plain = profile_model(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (x,), tier="eager")
+    assert plain.trace.method == "eager" and not plain.trace.data_dependent
+    assert not profile_model(nn.Linear(4, 4), (x,), tier="fx").trace.data_dependent
+    assert "tolist" not in torch.Tensor.__dict__  # the watch is put back
+
+
+def test_the_value_watch_is_put_back_when_the_forward_raises():
+    from pytest_graphbudget.engine.reads import VALUE_METHODS, value_reads
+
+    before = {name: torch.Tensor.__dict__.get(name) for name in VALUE_METHODS}
+    with pytest.raises(ZeroDivisionError), value_reads() as seen:
+        torch.ones(2).tolist()
+        raise ZeroDivisionError
+    assert seen == ["tolist"]
+    assert {name: torch.Tensor.__dict__.get(name) for name in VALUE_METHODS} == before
+
+
+def test_a_small_model_of_many_layers_is_taped_first_with_fx_names():
+    """64 leaf modules: the tape is the first tier, with FX's figures and FX's node names."""
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(32)])
+    x = torch.randn(2, 8)
+    taped = profile_model(model, (x,))
+    traced = profile_model(model, (x,), tier="fx")
+    assert (taped.trace.method, traced.trace.method) == ("eager", "fx")
+    assert taped.macs == traced.macs == 32 * 2 * 8 * 8
+    assert taped.flops == traced.flops and taped.traffic_bytes == traced.traffic_bytes
+    computing = {n.name for n in taped.node_info if n.flops}
+    assert computing == {n.name for n in traced.node_info if n.flops}  # 0_0, 0_1 ... 31_1
