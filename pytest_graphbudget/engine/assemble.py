@@ -39,6 +39,7 @@ def assemble(
     at_peak = live_at_peak(measured)
     # The model's parameters and packed weights, walked once for every figure that needs them.
     named = list(model.named_parameters())
+    buffers = list(model.named_buffers())
     packs = list(packed(model))
     dtype = _dtype([p for _, p in named], packs, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
@@ -48,7 +49,8 @@ def assemble(
     if execution == "eager" or target.kernels or target.efficiency:
         from pytest_graphbudget.engine import latency
 
-        sizes, shapes = latency.tensor_sizes(measured), latency.param_shapes(model)
+        sizes = latency.tensor_sizes(measured)
+        shapes = {name: tuple(t.shape) for name, t in named + buffers}
         channels = latency.tensor_channels(measured)
         for group, flow, subgraph in zip(groups, flows, subgraphs, strict=True):
             if execution == "eager":
@@ -78,7 +80,7 @@ def assemble(
         flops=sum(n.flops for n in measured.nodes),
         macs=sum(n.macs for n in measured.nodes),
         params=_params(named, packs),
-        weights_bytes=_weights_bytes(model, named, packs),
+        weights_bytes=_weights_bytes(named, buffers, packs),
         traffic_bytes=sum(f.total for f in flows),
         activation_peak_bytes=sum(at_peak.values()),
         input_bytes=measured.input_bytes,
@@ -184,12 +186,12 @@ def _params(named: list, packs: list) -> int:
     return found + sum(t.numel() for _, _, tensors in packs for t in tensors)
 
 
-def _weights_bytes(model: Any, named: list, packs: list) -> int:
+def _weights_bytes(named: list, buffers: list, packs: list) -> int:
     """Parameter and buffer bytes as stored (``quantized.stored_bytes``), packed weights too."""
     from pytest_graphbudget.engine.quantized import stored_bytes
 
     seen: dict[int, int] = {}
-    for tensor in [p for _, p in named] + list(model.buffers()):
+    for _, tensor in named + buffers:
         seen[id(tensor)] = stored_bytes(tensor)
     for _, obj, tensors in packs:
         seen[id(obj)] = sum(map(stored_bytes, tensors))

@@ -70,22 +70,37 @@ def packed(model: nn.Module) -> Iterator[tuple[str, Any, list[torch.Tensor]]]:
     """Each ``torch.ao`` packed weight: its name, the packed object the ops take, and the
     tensors it packs (the quantized weight, and the bias when there is one)."""
     for name, module in model.named_modules():
-        obj = getattr(module, "_packed_params", None)
+        obj = _packed_params(module)
         if isinstance(obj, torch.ScriptObject) and hasattr(module, "_weight_bias"):
             weight, bias = module._weight_bias()
             tensors = [t for t in (weight, bias) if isinstance(t, torch.Tensor)]
             yield (f"{name}._packed_params" if name else "_packed_params"), obj, tensors
 
 
+def _packed_params(module: nn.Module) -> Any:
+    """A module's ``_packed_params`` attribute, or None. A packed weight (a ``ScriptObject``)
+    lives in the module's ``__dict__``: read there, a module without one costs no
+    ``nn.Module.__getattr__`` and its ``AttributeError``, asked of every module of a model;
+    a scripted module keeps its attributes in C++, and is asked through ``getattr``."""
+    if isinstance(module, torch.jit.ScriptModule):
+        return getattr(module, "_packed_params", None)
+    return vars(module).get("_packed_params")
+
+
 def holds_quantized(model: Any) -> bool:
     """True for a model with packed weights or tensor-subclass state: those have no fake twins
-    here, so its cost pass runs on real tensors."""
+    here, so its cost pass runs on real tensors. One walk over the modules' own tables."""
     if not isinstance(model, nn.Module):
         return False
-    state = [*model.parameters(), *model.buffers()]
-    return any(is_traceable_wrapper_subclass(t) or t.is_quantized for t in state) or any(
-        True for _ in packed(model)
-    )
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for t in table.values():
+                if t is not None and (is_traceable_wrapper_subclass(t) or t.is_quantized):
+                    return True
+        obj = _packed_params(module)
+        if isinstance(obj, torch.ScriptObject) and hasattr(module, "_weight_bias"):
+            return True
+    return False
 
 
 def weight_ids(model: nn.Module, state: dict[str, torch.Tensor]) -> dict[int, tuple[str, int]]:

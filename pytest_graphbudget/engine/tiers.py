@@ -110,10 +110,10 @@ def _tape_first(model: Any, example: Any) -> bool:
     from pytest_graphbudget.engine.quantized import holds_quantized
     from pytest_graphbudget.engine.trace import has_lazy_modules, is_meta
 
-    if is_meta(model) or holds_quantized(model) or has_lazy_modules(model):
-        return False
     leaves = sum(1 for m in model.modules() if next(m.children(), None) is None)
-    return leaves >= TAPE_FIRST_LEAVES and _elements(model, example) < TAPE_FIRST_ELEMENTS
+    if leaves < TAPE_FIRST_LEAVES or has_lazy_modules(model) or is_meta(model):
+        return False  # the cheapest questions first: most hand-written models stop here
+    return _elements(model, example) < TAPE_FIRST_ELEMENTS and not holds_quantized(model)
 
 
 def _eager_alone(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
