@@ -123,9 +123,11 @@ def explore_text(prof: Any, shown: range) -> str:
 
 
 def _node_column(node: Any, names: Abbreviator, known: set[str]) -> list[str]:
-    """The left column: the node, its target, module, output shapes and inputs."""
+    """The left column: the node, its target, module, output shapes and inputs. A long
+    node name is shortened, never its number and kind before it."""
+    head = f"{node.index}. [{node.op}] "
     left = [
-        f"{node.index}. [{node.op}] {node.name}",
+        head + truncate(node.name, LEFT - 1 - len(head)),
         f"   {node.target}",
         f"   module: {names(node.module) or '(model)'}",
         f"   out: {', '.join(shape(s) for s in node.shapes) or '-'}",
