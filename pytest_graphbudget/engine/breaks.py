@@ -19,7 +19,6 @@ branch on. The tape runs such a model on fake tensors instead (``capture_eager(f
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 import time
 import weakref
@@ -33,6 +32,7 @@ from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.extents import extents
+from pytest_graphbudget.engine.first import over
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.measure import _Recorder
 from pytest_graphbudget.engine.names import name_as_fx
@@ -49,7 +49,7 @@ from pytest_graphbudget.engine.nodes import (
 )
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.reads import reads_data, value_reads
-from pytest_graphbudget.engine.reasons import Break, plain_breaks
+from pytest_graphbudget.engine.reasons import Break, module_path, plain_breaks
 from pytest_graphbudget.engine.replay import Memo
 from pytest_graphbudget.engine.trace import (
     Example,
@@ -57,6 +57,16 @@ from pytest_graphbudget.engine.trace import (
     is_meta,
     model_state,
     tensor_leaves,
+)
+
+
+class OverBudget(BaseException):  # not an Exception: a model's ``except Exception`` lets it by
+    """A real forward taped past its budget (``capture_eager``): its ops compute too much."""
+
+
+_NEEDS_WEIGHTS = (
+    "needs real weights to run the model: build it on the CPU (meta=False) to profile "
+    "data-dependent control flow"
 )
 
 
@@ -101,6 +111,7 @@ class _Tape(_Recorder):
         self.segment = 0
         self.eager_segments = True
         self.memo: Memo | None = None  # every call and its result's layout (``replay``)
+        self.budget: tuple[float, float, int] | None = None  # start, s an op, ops counted from
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -112,6 +123,8 @@ class _Tape(_Recorder):
         kwargs = kwargs or {}
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
+        if self.budget is not None and over(self.budget, len(self.nodes)):
+            raise OverBudget(f"{len(self.nodes)} ops")
         name = _op_name(func)
         if name in QUERIES:  # asks about a tensor, computes nothing: not a node
             return func(*args, **kwargs)
@@ -257,18 +270,6 @@ class _GraphRunner(fx.Interpreter):
         return ".".join(p for p in (self.root, relative) if p)
 
 
-_ROOT = re.compile(r"^[LG]\['[^']*'\]")
-_ITEM = re.compile(r"\._modules\['([^']*)'\]|\[['\"]?([^'\"\]]*)['\"]?\]")
-
-
-def module_path(expr: str) -> str:
-    """Dynamo's source expression of a module as a module path, relative to the compiled frame:
-    ``L['self'].backbone.body._modules['0'][1]`` -> ``backbone.body.0.1``."""
-    rest = _ROOT.sub("", expr)
-    rest = _ITEM.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), rest)
-    return rest.strip(".").replace("..", ".")
-
-
 def _target(n: fx.Node) -> str:
     if isinstance(n.target, str):
         return n.target
@@ -281,14 +282,6 @@ def _weights(model: nn.Module) -> dict[int, tuple[str, int]]:
     for fqn, tensor in state.items():
         weights.setdefault(id(tensor), (fqn, stored_bytes(tensor)))
     return {**weight_ids(model, state), **weights}
-
-
-def _check_real(model: nn.Module) -> None:
-    if is_meta(model):
-        raise RuntimeError(
-            "needs real weights to run the model: build it on the CPU (meta=False) to profile "
-            "data-dependent control flow"
-        )
 
 
 def _run(
@@ -345,7 +338,8 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
     unavailable = dynamo_breaks_unavailable()
     if unavailable:
         raise RuntimeError(unavailable)
-    _check_real(model)
+    if is_meta(model):
+        raise RuntimeError(_NEEDS_WEIGHTS)
     start = time.perf_counter()
     tape = _DynamoTape(model, _weights(model))
     graphs: list[fx.GraphModule] = []
@@ -384,7 +378,12 @@ def capture_breaks(model: nn.Module, example: Example) -> Captured:
 
 
 def capture_eager(
-    model: nn.Module, example: Example, fake: bool = False, memo: bool = False
+    model: nn.Module,
+    example: Example,
+    fake: bool = False,
+    memo: bool = False,
+    budget: tuple[float, int] | None = None,
+    settle: bool = False,
 ) -> Captured:
     """Tier ``eager``: every ATen op of one real forward, fused as a compiler would.
 
@@ -395,18 +394,22 @@ def capture_eager(
     on fakes; whatever it assigns is put back (``trace.restored``).
 
     ``memo`` (a real forward): the result keeps every call and how to rebuild its result
-    (``Captured.memo``), for a second forward replayed without computing (``replay``)."""
-    if not fake:
-        _check_real(model)
+    (``Captured.memo``), for a second forward replayed without computing (``replay``).
+    ``budget``, ``(rate, least)``: ``OverBudget`` once the ops took over ``rate`` s each,
+    counted over ``least`` at least. ``settle``: a fake forward that assigned lazy state is
+    followed by a second one, which is priced (as on the meta device)."""
+    if not fake and is_meta(model):
+        raise RuntimeError(_NEEDS_WEIGHTS)
     start = time.perf_counter()
     if fake:
-        measured = _fake_run(model, example, settle=is_meta(model))
+        measured = _fake_run(model, example, settle=settle or is_meta(model))
     else:
         tape = _Tape(model, _weights(model))
         tape.eager_segments = False
         tape.frees = {}
         if memo:
             tape.memo = Memo(set(tape.weights) | {id(t) for t in example.tensors})
+        tape.budget = None if budget is None else (time.perf_counter(), *budget)
         measured = _run(model, example, tape, model, reads=True)
         name_as_fx(measured, model)
         return Captured("eager", measured, seconds=time.perf_counter() - start, memo=tape.memo)

@@ -1,10 +1,12 @@
-"""Dynamo's graph breaks as the reports say them: where (``file:line``) and why, in plain words.
+"""Dynamo's graph breaks as the reports say them: where (``file:line``) and why, in plain words;
+and Dynamo's source expressions of modules as module paths.
 
 Apart from ``breaks.py``, which captures them: the reasons are text work, not tracing.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,3 +56,15 @@ def _short(filename: str) -> str:
         if marker in filename:
             return filename.split(marker, 1)[1]
     return filename
+
+
+_ROOT = re.compile(r"^[LG]\['[^']*'\]")
+_ITEM = re.compile(r"\._modules\['([^']*)'\]|\[['\"]?([^'\"\]]*)['\"]?\]")
+
+
+def module_path(expr: str) -> str:
+    """Dynamo's source expression of a module as a module path, relative to the compiled frame:
+    ``L['self'].backbone.body._modules['0'][1]`` -> ``backbone.body.0.1``."""
+    rest = _ROOT.sub("", expr)
+    rest = _ITEM.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), rest)
+    return rest.strip(".").replace("..", ".")

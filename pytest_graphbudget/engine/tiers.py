@@ -1,7 +1,7 @@
 """Which graph is priced, and how: the engine's trace-and-measure step.
 
 A small model on real weights is taped first: one real forward, priced as it runs, is
-cheaper than FX's trace for it (``TAPE_FIRST_ELEMENTS``). Any other model without lazy state
+cheaper than FX's trace for it (``first.tape_first``). Any other model without lazy state
 has its FX graph priced straight away, with no real forward at all (the symbolic trace runs
 under ``trace.restored``, which says whether the forward assigned any state). Every other
 model is warmed up (one real forward, so its lazy state exists), then each tier
@@ -16,6 +16,8 @@ from typing import Any
 
 from pytest_graphbudget.compat import heap_frozen
 from pytest_graphbudget.costs import FormulaError
+from pytest_graphbudget.engine import first
+from pytest_graphbudget.engine.first import elements
 from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError, one_line
 
 REAL_PASS_SECONDS = 0.25
@@ -39,22 +41,6 @@ instead of replayed, and is no longer settled."""
 ELEMENTS_PER_SECOND = 4e6
 """When no warm-up forward was timed, its seconds are guessed as the model's weight and input
 elements over this: a model under a million elements is measured on real tensors."""
-
-TAPE_FIRST_ELEMENTS = 30_000_000
-"""A model on real weights with fewer weight, buffer and input elements than this is taped
-first: its real forward costs milliseconds, while FX's symbolic trace and cost pass cost a
-fixed hundred-odd microseconds per node. On 55 timm models under 40M parameters, against one
-FlopCounterMode forward: FX first, median 1.84x and worst 5.4x; the tape, 1.42x and 2.3x
-(mobilenetv2_075: the tape 55 ms, FX 125 ms, FlopCounterMode 36 ms). Above it the forward's
-arithmetic dominates (a ResNet-50: the tape 146 ms, FX 50 ms). The two
-tiers give the same figures (``tests/engine/test_tiers_agree.py``), so only time depends on
-which comes first; FX is tried after a tape that fails."""
-
-
-TAPE_FIRST_LEAVES = 64
-"""...and at least this many leaf modules: FX's cost is per node, so a model of a few layers
-traces in a few milliseconds whatever its size, and keeps its whole graph (FX's names, one node
-per module call)."""
 
 
 def trace_and_measure(
@@ -88,9 +74,9 @@ def _trace_and_measure(
     failed_in: set[int] = set()
     if tier == "eager":
         return _eager_alone(model, example)
-    tape_first = tier is None and _tape_first(model, example)
+    tape_first = tier is None and first.tape_first(model, example)
     if tape_first:  # a forward that built lazy state is followed by a second tape, not FX
-        taped = _taped(model, example, failures, failed_in, fx=False)
+        taped = _taped(model, example, failures, failed_in, fx=False, budget=first.BUDGET)
         if taped is not None:
             return taped
     quick = _without_warm_up(model, example, failures, failed_in)
@@ -101,19 +87,6 @@ def _trace_and_measure(
         if taped is not None:
             return taped
     return _after_warm_up(model, example, tier)
-
-
-def _tape_first(model: Any, example: Any) -> bool:
-    """Whether the taped forward is the cheaper tier: a small model of many layers on real
-    weights (``TAPE_FIRST_ELEMENTS``, ``TAPE_FIRST_LEAVES``), not quantized (its packed
-    weights are priced through FX), with no lazy modules (sized only by a forward)."""
-    from pytest_graphbudget.engine.quantized import holds_quantized
-    from pytest_graphbudget.engine.trace import has_lazy_modules, is_meta
-
-    leaves = sum(1 for m in model.modules() if next(m.children(), None) is None)
-    if leaves < TAPE_FIRST_LEAVES or has_lazy_modules(model) or is_meta(model):
-        return False  # the cheapest questions first: most hand-written models stop here
-    return _elements(model, example) < TAPE_FIRST_ELEMENTS and not holds_quantized(model)
 
 
 def _eager_alone(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
@@ -176,7 +149,12 @@ def _fx_again(failed_in: set[int], watch: Any) -> bool:
 
 
 def _taped(
-    model: Any, example: Any, failures: dict[str, str], failed_in: set[int], fx: bool = True
+    model: Any,
+    example: Any,
+    failures: dict[str, str],
+    failed_in: set[int],
+    fx: bool = True,
+    budget: tuple[float, int] | None = None,
 ) -> tuple[Any, Any, dict[str, str]] | None:
     """The tier after ``fx``: one taped real forward (``breaks.capture_eager``), priced as it
     runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
@@ -185,8 +163,11 @@ def _taped(
     forward after the first, as the other tiers price.
     A model on the meta device (no data to run on) is taped on fake twins of its weights and
     inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
-    say why the model failed (a meta model that branches on values: build it with weights)."""
-    from pytest_graphbudget.engine.breaks import capture_eager
+    say why the model failed (a meta model that branches on values: build it with weights).
+    ``budget`` (``first.BUDGET``): a real forward whose ops run slower than that is stopped, and
+    the same forward taped on fake tensors, which the arithmetic does not slow down (on real
+    data after all when it needs data): the figures are the same, only the time differs."""
+    from pytest_graphbudget.engine.breaks import OverBudget, capture_eager
     from pytest_graphbudget.engine.trace import evaluating, is_meta, trace_fx, watched
 
     example = _outside_inference(example)
@@ -201,7 +182,15 @@ def _taped(
         return captured, captured.measured, failures
     try:
         with watched(model) as watch:
-            captured = capture_eager(model, example, memo=not _settled(model))
+            captured = capture_eager(model, example, memo=not _settled(model), budget=budget)
+    except OverBudget:
+        try:
+            captured = capture_eager(model, example, fake=True, settle=True)
+        except FormulaError:
+            raise
+        except Exception:  # a forward that needs data: the real one, to its end
+            return _taped(model, example, failures, failed_in, fx)
+        return captured, captured.measured, failures
     except FormulaError:
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
@@ -312,7 +301,7 @@ def _without_warm_up(
         return None
     if watch.changed:
         return None
-    for fake in _passes(model, _elements(model, example) / ELEMENTS_PER_SECOND):
+    for fake in _passes(model, elements(model, example) / ELEMENTS_PER_SECOND):
         try:
             return traced, _measure(model, traced, example, fake)
         except FormulaError:  # a custom formula's mistake is the same in every tier
@@ -320,14 +309,6 @@ def _without_warm_up(
         except Exception:
             continue
     return None
-
-
-def _elements(model: Any, example: Any) -> int:
-    """The model's weight and buffer elements (tied ones once) and its inputs'."""
-    from pytest_graphbudget.engine.trace import model_state
-
-    state = {id(t): t.numel() for t in model_state(model).values()}
-    return sum(state.values()) + sum(t.numel() for t in example.tensors)
 
 
 def _passes(model: Any, seconds: float) -> list[bool]:

@@ -18,7 +18,7 @@ from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
 from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
-from pytest_graphbudget.engine import tiers  # noqa: E402
+from pytest_graphbudget.engine import first, tiers  # noqa: E402
 
 SAME = ("flops", "macs", "params", "activation_peak_bytes", "traffic_bytes")
 
@@ -288,8 +288,6 @@ class Settling(Head):
 def test_the_forward_after_lazy_state_is_taped_on_fake_tensors(monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensor
 
-    from pytest_graphbudget.engine import tiers
-
     # As if the first forward had been slow (a large model): this one takes milliseconds.
     monkeypatch.setattr(tiers, "REAL_PASS_SECONDS", 0.0)
 
@@ -314,8 +312,6 @@ class LazyBranch(Settling):
 
 def test_a_forward_that_read_values_is_taped_again_for_real_only(monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensor
-
-    from pytest_graphbudget.engine import tiers
 
     monkeypatch.setattr(tiers, "REAL_PASS_SECONDS", 0.0)  # fakes would be tried, but for this
 
@@ -386,7 +382,7 @@ class ScaleOnce(nn.Module):
 
 
 def test_fx_is_not_tried_again_where_the_state_built_cannot_change_its_path(monkeypatch):
-    monkeypatch.setattr(tiers, "TAPE_FIRST_ELEMENTS", 0)  # FX first, as for a large model
+    monkeypatch.setattr(first, "TAPE_FIRST_ELEMENTS", 0)  # FX first, as for a large model
     model, x = Iterating().eval(), torch.randn(1, 3, 8, 8)
     TRACED.clear()
     taped = profile_model(model, ([x],))
@@ -396,7 +392,7 @@ def test_fx_is_not_tried_again_where_the_state_built_cannot_change_its_path(monk
 
 
 def test_fx_is_tried_again_where_the_state_it_failed_on_was_built(monkeypatch):
-    monkeypatch.setattr(tiers, "TAPE_FIRST_ELEMENTS", 0)  # FX first, as for a large model
+    monkeypatch.setattr(first, "TAPE_FIRST_ELEMENTS", 0)  # FX first, as for a large model
     model, x = ScaleOnce().eval(), torch.randn(2, 4)
     TRACED.clear()
     traced = profile_model(model, (x,))
@@ -499,3 +495,56 @@ def test_a_small_model_of_many_layers_is_taped_first_with_fx_names():
     assert taped.flops == traced.flops and taped.traffic_bytes == traced.traffic_bytes
     computing = {n.name for n in taped.node_info if n.flops}
     assert computing == {n.name for n in traced.node_info if n.flops}  # 0_0, 0_1 ... 31_1
+
+
+def _layers(n: int = 32) -> nn.Module:
+    """64 leaf modules: taped first (``first.tape_first``)."""
+    return nn.Sequential(
+        *[nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()) for _ in range(n)]
+    )
+
+
+class Guarded(nn.Module):
+    """Catches every ``Exception`` of its layers, as some models' forwards do."""
+
+    def __init__(self, reads: bool = False):
+        super().__init__()
+        self.layers, self.reads = _layers(), reads
+
+    def forward(self, x):
+        try:
+            y = self.layers(x)
+        except Exception:
+            return x
+        return y * float(y.sum() > 0) if self.reads else y
+
+
+def _figures_of(prof) -> dict:
+    found = prof.to_dict()
+    found.pop("seconds", None)
+    found["trace"].pop("seconds")
+    return found
+
+
+def test_a_forward_past_its_budget_is_taped_on_fakes_with_the_same_figures(monkeypatch):
+    """The real forward is stopped at its first op (a budget of 0 s an op) and taped on fake
+    tensors: the model's own ``except Exception`` does not swallow the stop, and the figures
+    are those of the real tape. MACs by hand: 32 convs of 4x4x9 over 2x8x8 outputs."""
+    model, x = Guarded().eval(), torch.randn(2, 4, 8, 8)
+    monkeypatch.setattr(first, "BUDGET", (1.0, 1))  # a second an op: never stopped here
+    real = profile_model(model, (x,))
+    monkeypatch.setattr(first, "BUDGET", (0.0, 0))
+    fake = profile_model(model, (x,))
+    assert (real.trace.cost_pass, fake.trace.cost_pass) == ("real", "fake")
+    assert real.trace.method == fake.trace.method == "eager"
+    assert fake.macs == 32 * (4 * 4 * 9) * (2 * 8 * 8)
+    assert _figures_of(fake) == _figures_of(real)
+
+
+def test_a_forward_that_needs_data_is_taped_for_real_past_its_budget(monkeypatch):
+    """Fakes have no values to branch on: after the stop and the fake tape's failure, the real
+    forward is taped to its end, as without a budget."""
+    monkeypatch.setattr(first, "BUDGET", (0.0, 0))
+    prof = profile_model(Guarded(reads=True).eval(), (torch.randn(2, 4, 8, 8),))
+    assert prof.trace.cost_pass == "real" and prof.trace.data_dependent
+    assert prof.macs == 32 * (4 * 4 * 9) * (2 * 8 * 8)
