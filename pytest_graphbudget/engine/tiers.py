@@ -213,8 +213,8 @@ def _taped(
     return captured, captured.measured, failures
 
 
-def _second_tape(model: Any, example: Any, first: Any, memo: Any, stored: list) -> Any:
-    """The tape of a forward after the one (``first``) that built lazy state (``stored``, the
+def _second_tape(model: Any, example: Any, earlier: Any, memo: Any, stored: list) -> Any:
+    """The tape of a forward after the one (``earlier``) that built lazy state (``stored``, the
     values it assigned): replayed from the first one's ``memo`` without computing
     (``replay``), else taped again: on fake tensors
     when the first took ``REAL_PASS_SECONDS`` or more (the ops without their arithmetic; a
@@ -229,16 +229,16 @@ def _second_tape(model: Any, example: Any, first: Any, memo: Any, stored: list) 
 
     if memo is not None:
         try:
-            measured = replay_forward(model, example, first.measured, memo, stored)
+            measured = replay_forward(model, example, earlier.measured, memo, stored)
             name_as_fx(measured, model)
-            return Captured("eager", measured, seconds=first.seconds)
+            return Captured("eager", measured, seconds=earlier.seconds)
         except FormulaError:
             raise
         except Exception:  # an op the first forward did not run: a real second forward
             pass
         finally:
             memo.calls.clear()
-    if _passes(model, first.seconds)[0] and not reads_data(first.measured.nodes):
+    if _passes(model, earlier.seconds)[0] and not reads_data(earlier.measured.nodes):
         try:
             return capture_eager(model, example, fake=True)
         except FormulaError:
