@@ -32,7 +32,6 @@ from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.extents import extents
-from pytest_graphbudget.engine.first import over
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.measure import _Recorder
 from pytest_graphbudget.engine.names import name_as_fx
@@ -58,11 +57,6 @@ from pytest_graphbudget.engine.trace import (
     model_state,
     tensor_leaves,
 )
-
-
-class OverBudget(BaseException):  # not an Exception: a model's ``except Exception`` lets it by
-    """A real forward taped past its budget (``capture_eager``): its ops compute too much."""
-
 
 _NEEDS_WEIGHTS = (
     "needs real weights to run the model: build it on the CPU (meta=False) to profile "
@@ -111,7 +105,6 @@ class _Tape(_Recorder):
         self.segment = 0
         self.eager_segments = True
         self.memo: Memo | None = None  # every call and its result's layout (``replay``)
-        self.budget: tuple[float, float, int] | None = None  # start, s an op, ops counted from
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -123,8 +116,6 @@ class _Tape(_Recorder):
         kwargs = kwargs or {}
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
-        if self.budget is not None and over(self.budget, len(self.nodes)):
-            raise OverBudget(f"{len(self.nodes)} ops")
         name = _op_name(func)
         if name in QUERIES:  # asks about a tensor, computes nothing: not a node
             return func(*args, **kwargs)
@@ -382,8 +373,6 @@ def capture_eager(
     example: Example,
     fake: bool = False,
     memo: bool = False,
-    budget: tuple[float, int] | None = None,
-    settle: bool = False,
 ) -> Captured:
     """Tier ``eager``: every ATen op of one real forward, fused as a compiler would.
 
@@ -394,22 +383,18 @@ def capture_eager(
     on fakes; whatever it assigns is put back (``trace.restored``).
 
     ``memo`` (a real forward): the result keeps every call and how to rebuild its result
-    (``Captured.memo``), for a second forward replayed without computing (``replay``).
-    ``budget``, ``(rate, least)``: ``OverBudget`` once the ops took over ``rate`` s each,
-    counted over ``least`` at least. ``settle``: a fake forward that assigned lazy state is
-    followed by a second one, which is priced (as on the meta device)."""
+    (``Captured.memo``), for a second forward replayed without computing (``replay``)."""
     if not fake and is_meta(model):
         raise RuntimeError(_NEEDS_WEIGHTS)
     start = time.perf_counter()
     if fake:
-        measured = _fake_run(model, example, settle=settle or is_meta(model))
+        measured = _fake_run(model, example, settle=is_meta(model))
     else:
         tape = _Tape(model, _weights(model))
         tape.eager_segments = False
         tape.frees = {}
         if memo:
             tape.memo = Memo(set(tape.weights) | {id(t) for t in example.tensors})
-        tape.budget = None if budget is None else (time.perf_counter(), *budget)
         measured = _run(model, example, tape, model, reads=True)
         name_as_fx(measured, model)
         return Captured("eager", measured, seconds=time.perf_counter() - start, memo=tape.memo)

@@ -1,33 +1,29 @@
-"""Which models are taped first (``tiers``), and the budget their real forward runs on.
+"""Which models are taped first (``tiers``): small ones of many layers, on real weights.
 
 FX's symbolic trace and cost pass cost a fixed hundred-odd microseconds per node, whatever
 the node computes; the taped forward costs what the model costs to run, plus less per op. So a
 model of many small layers is cheaper taped, and one whose few layers compute a lot is cheaper
 traced. The two give the same figures (``tests/engine/test_tiers_agree.py``), so only time
-depends on which comes first.
+depends on which comes first. The choice is made before any forward, from the model alone,
+so that it never depends on how busy the machine is.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 TAPE_FIRST_ELEMENTS = 30_000_000
 """A model on real weights with fewer weight, buffer and input elements than this is taped
 first. On 55 timm models under 40M parameters, against one FlopCounterMode forward: FX first,
 median 1.84x and worst 5.4x; the tape, 1.42x and 2.3x (mobilenetv2_075: the tape 55 ms, FX
-125 ms, FlopCounterMode 36 ms). Above it the forward's arithmetic dominates."""
+125 ms, FlopCounterMode 36 ms). Above it the forward's arithmetic dominates. A model below it
+whose forward computes a lot (an autoencoder at 512 x 512) is slower taped: its ops would cost
+less on fake tensors, but transformers' models take another path on fakes (T5 builds its
+attention mask where a real forward skips it), so the tape never switches mid-run."""
 
 TAPE_FIRST_LEAVES = 64
 """...and at least this many leaf modules: a model of a few layers traces in a few
 milliseconds whatever its size, and keeps its whole graph (FX's names, one node per call)."""
-
-BUDGET = (7e-4, 32)
-"""``breaks.capture_eager``'s budget for a model taped first: seconds an op, counted over at
-least that many ops. A forward slower than that computes more than its ops cost on fake
-tensors (about 0.3 ms an op here), and is taped on fakes instead (``tiers._taped``): a tiny
-autoencoder at 512 x 512 (diffusers' AutoencoderTiny, 2.4M parameters) tapes in 2.5 s for
-real and 45 ms on fakes; mobilenetv2_075's forward, 0.18 ms an op, is taped for real."""
 
 
 def tape_first(model: Any, example: Any) -> bool:
@@ -42,13 +38,6 @@ def tape_first(model: Any, example: Any) -> bool:
     if leaves < TAPE_FIRST_LEAVES or has_lazy_modules(model) or is_meta(model):
         return False
     return elements(model, example) < TAPE_FIRST_ELEMENTS and not holds_quantized(model)
-
-
-def over(budget: tuple[float, float, int], ops: int) -> bool:
-    """Whether a forward started at ``budget[0]`` has run past ``budget[1]`` seconds an op
-    after ``ops`` ops, counted over ``budget[2]`` at least."""
-    start, rate, least = budget
-    return time.perf_counter() - start > rate * max(ops, least)
 
 
 def elements(model: Any, example: Any) -> int:

@@ -76,7 +76,7 @@ def _trace_and_measure(
         return _eager_alone(model, example)
     tape_first = tier is None and first.tape_first(model, example)
     if tape_first:  # a forward that built lazy state is followed by a second tape, not FX
-        taped = _taped(model, example, failures, failed_in, fx=False, budget=first.BUDGET)
+        taped = _taped(model, example, failures, failed_in, fx=False)
         if taped is not None:
             return taped
     quick = _without_warm_up(model, example, failures, failed_in)
@@ -154,7 +154,6 @@ def _taped(
     failures: dict[str, str],
     failed_in: set[int],
     fx: bool = True,
-    budget: tuple[float, int] | None = None,
 ) -> tuple[Any, Any, dict[str, str]] | None:
     """The tier after ``fx``: one taped real forward (``breaks.capture_eager``), priced as it
     runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
@@ -163,11 +162,8 @@ def _taped(
     forward after the first, as the other tiers price.
     A model on the meta device (no data to run on) is taped on fake twins of its weights and
     inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
-    say why the model failed (a meta model that branches on values: build it with weights).
-    ``budget`` (``first.BUDGET``): a real forward whose ops run slower than that is stopped, and
-    the same forward taped on fake tensors, which the arithmetic does not slow down (on real
-    data after all when it needs data): the figures are the same, only the time differs."""
-    from pytest_graphbudget.engine.breaks import OverBudget, capture_eager
+    say why the model failed (a meta model that branches on values: build it with weights)."""
+    from pytest_graphbudget.engine.breaks import capture_eager
     from pytest_graphbudget.engine.trace import evaluating, is_meta, trace_fx, watched
 
     example = _outside_inference(example)
@@ -182,15 +178,7 @@ def _taped(
         return captured, captured.measured, failures
     try:
         with watched(model) as watch:
-            captured = capture_eager(model, example, memo=not _settled(model), budget=budget)
-    except OverBudget:
-        try:
-            captured = capture_eager(model, example, fake=True, settle=True)
-        except FormulaError:
-            raise
-        except Exception:  # a forward that needs data: the real one, to its end
-            return _taped(model, example, failures, failed_in, fx)
-        return captured, captured.measured, failures
+            captured = capture_eager(model, example, memo=not _settled(model))
     except FormulaError:
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
