@@ -1,7 +1,8 @@
 """Which graph is priced, and how: the engine's trace-and-measure step.
 
-A small model on real weights is taped first: one real forward, priced as it runs, is
-cheaper than FX's trace for it (``first.tape_first``). Any other model without lazy state
+A model of many layers, small on real weights or on the meta device, is taped first: one
+forward priced as it runs (real, or on fakes for a meta model) is cheaper than FX's trace
+for it (``first.tape_first``). Any other model without lazy state
 has its FX graph priced straight away, with no real forward at all (the symbolic trace runs
 under ``trace.restored``, which says whether the forward assigned any state). Every other
 model is warmed up (one real forward, so its lazy state exists), then each tier

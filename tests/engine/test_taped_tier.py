@@ -495,3 +495,20 @@ def test_a_small_model_of_many_layers_is_taped_first_with_fx_names():
     assert taped.flops == traced.flops and taped.traffic_bytes == traced.traffic_bytes
     computing = {n.name for n in taped.node_info if n.flops}
     assert computing == {n.name for n in traced.node_info if n.flops}  # 0_0, 0_1 ... 31_1
+
+
+def test_a_model_of_many_layers_on_the_meta_device_is_taped_on_fakes_first():
+    """On the meta device, whatever its size: taped on fake twins (no FX trace), with FX's
+    figures; a model of few layers keeps FX's graph there as on real weights."""
+    with torch.device("meta"):
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(32)])
+        few = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    x = torch.randn(2, 8)
+    taped = profile_model(model, (x,))
+    traced = profile_model(model, (x,), tier="fx")
+    assert (taped.trace.method, taped.trace.cost_pass) == ("eager", "fake")
+    assert traced.trace.method == "fx"
+    assert taped.macs == traced.macs == 32 * 2 * 8 * 8
+    assert taped.flops == traced.flops and taped.traffic_bytes == traced.traffic_bytes
+    assert taped.activation_peak_bytes == traced.activation_peak_bytes
+    assert profile_model(few, (x,)).trace.method == "fx"
