@@ -39,24 +39,32 @@ class PathTracer(fx.Tracer):
 
     def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
         self._stack = Frames(sys._getframe())
-        self._names: dict[int, str] = {}
+        # id -> (name, the table that holds it, its key there): each tensor's first name, a
+        # parameter's before a buffer's, as ``named_parameters()`` and ``named_buffers()`` give
+        self._names: dict[int, tuple[str, dict, str]] = {}
         if isinstance(root, nn.Module):
-            for table in (root.named_buffers(), root.named_parameters()):
-                self._names.update({id(t): name for name, t in reversed(list(table))})
+            modules = list(root.named_modules())
+            for kind in ("_parameters", "_buffers"):
+                for path, module in modules:
+                    table = vars(module)[kind]
+                    for key, t in table.items():
+                        if t is not None:
+                            name = f"{path}.{key}" if path else key
+                            self._names.setdefault(id(t), (name, table, key))
         try:
             return super().trace(root, concrete_args)
         finally:
             self._stack = Frames(None)  # lets go of the frames (and their locals) held
 
     def _owned(self, value: Any) -> str | None:
-        """The name the table gives ``value`` while the model still holds it there."""
-        name = self._names.get(id(value))
-        if name is None:
+        """The name the table gives ``value`` while its module still holds it there (read in
+        the module's own table: ``get_submodule`` for every weight a forward reads was a
+        tenth of the trace of a network of many norm layers)."""
+        found = self._names.get(id(value))
+        if found is None:
             return None
-        owner, _, leaf = name.rpartition(".")
-        module = self.root.get_submodule(owner)
-        table = module._parameters if isinstance(value, nn.Parameter) else module._buffers
-        return name if table.get(leaf) is value else None
+        name, table, key = found
+        return name if table.get(key) is value else None
 
     def create_arg(self, a: Any) -> Any:
         # A tensor passed as it is (``F.batch_norm(x, self.running_mean, ...)``): FX's own
@@ -66,13 +74,13 @@ class PathTracer(fx.Tracer):
         return super().create_arg(a)
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
-        name = self._names.get(id(attr_val))
-        is_parameter = isinstance(attr_val, nn.Parameter)
-        if name is None or not isinstance(attr_val, torch.Tensor):
+        found = self._names.get(id(attr_val))
+        if found is None or not isinstance(attr_val, torch.Tensor):
             return super().getattr(attr, attr_val, parameter_proxy_cache)
-        if not is_parameter and not self.proxy_buffer_attributes:
+        if not self.proxy_buffer_attributes and not isinstance(attr_val, nn.Parameter):
             return attr_val
-        if self._owned(attr_val) is None:  # moved since the table was made: FX's own search
+        name = self._owned(attr_val)
+        if name is None:  # moved since the table was made: FX's own search
             return super().getattr(attr, attr_val, parameter_proxy_cache)
         if name not in parameter_proxy_cache:
             parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})

@@ -53,8 +53,9 @@ def meta_safe(gm: fx.GraphModule) -> bool:
     ``SHAPE_ATTRIBUTES``. Methods are left to fail loudly (``.cpu()`` on a meta tensor raises),
     and the caller then runs the fake pass."""
     unsafe = UNSAFE_FUNCTIONS
+    modules = dict(gm.named_modules(remove_duplicate=False))  # one walk, not one per call
     for n in gm.graph.nodes:
-        if n.op == "call_module" and type(gm.get_submodule(n.target)) not in SAFE_MODULES:
+        if n.op == "call_module" and type(modules.get(n.target)) not in SAFE_MODULES:
             return False
         if n.op == "call_function" and n.target is getattr:
             if len(n.args) != 2 or n.args[1] not in SHAPE_ATTRIBUTES:
