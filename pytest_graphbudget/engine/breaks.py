@@ -28,12 +28,13 @@ from typing import Any
 
 import torch
 from torch import fx, nn
+from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.measure import _Recorder
-from pytest_graphbudget.engine.names import input_names, name_as_fx
+from pytest_graphbudget.engine.names import name_as_fx
 from pytest_graphbudget.engine.nodes import (
     QUERIES,
     Measured,
@@ -61,12 +62,6 @@ _NEEDS_WEIGHTS = (
     "needs real weights to run the model: build it on the CPU (meta=False) to profile "
     "data-dependent control flow"
 )
-
-
-class OverBudget(RuntimeError):
-    """A forward that computes too much per op for its tape to pay (``first.TAPE_BUDGET``):
-    FX prices it for less. Raised at every op once spent, so a forward that catches it cannot
-    go on being taped."""
 
 
 @dataclass
@@ -110,10 +105,6 @@ class _Tape(_Recorder):
         self.segment = 0
         self.eager_segments = True
         self.memo: Memo | None = None  # every call and its result's layout (``replay``)
-        # (ops, FLOPs): the most the first ops that compute may compute; what they have so far
-        self.budget: tuple[int, int] | None = None
-        self.spent = [0, 0]  # (ops, FLOPs)
-        self.over = False
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -125,8 +116,6 @@ class _Tape(_Recorder):
         kwargs = kwargs or {}
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
-        if self.over:
-            raise OverBudget("the forward computes too much per op to tape")
         name = _op_name(func)
         if name in QUERIES:  # asks about a tensor, computes nothing: not a node
             return func(*args, **kwargs)
@@ -159,21 +148,7 @@ class _Tape(_Recorder):
             self.memo.add(call, node.index, args, kwargs, out)
         if self.eager_segments:
             self.segment += 1
-        if self.budget is not None and node.flops:
-            self.spend(node.flops)
         return out
-
-    def spend(self, flops: int) -> None:
-        """Count an op that computes against the budget of the first ones (``budget``): views,
-        copies and allocations cost FX a node each as they cost the tape an op."""
-        ops, most = self.budget
-        self.spent[0] += 1
-        self.spent[1] += flops
-        if self.spent[1] > most:
-            self.over = True
-            raise OverBudget(f"the first {ops} ops that compute do more than {most:,} FLOPs")
-        if self.spent[0] >= ops:
-            self.budget = None
 
     def unique(self, name: str) -> str:
         self.taken[name] += 1
@@ -308,7 +283,7 @@ def _run(
     none priced a path that shapes alone decide, as a graph's (the profile cache keys it so).
     """
     inputs: dict[str, dict[Any, int]] = {}
-    names = input_names(model, example)
+    names = _input_names(model, example)
     for i, t in enumerate(example.tensors):
         name = names.get(id(t), f"input_{i}")
         tape.add_input(name, t)
@@ -325,6 +300,23 @@ def _run(
     if reads:
         measured.reads_values = bool(seen) or reads_data(tape.nodes)
     return measured
+
+
+def _input_names(model: nn.Module, example: Example) -> dict[int, str]:
+    """Each input tensor's name in the forward's signature (``input_ids``), as export and FX
+    name their placeholders; a container's tensors get ``name_0``, ``name_1``..."""
+    import inspect
+
+    try:
+        bound = inspect.signature(model.forward).bind(*example.args, **example.kwargs)
+    except (TypeError, ValueError):
+        return {}
+    names: dict[int, str] = {}
+    for name, value in bound.arguments.items():
+        tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+        for j, t in enumerate(tensors):
+            names.setdefault(id(t), name if len(tensors) == 1 else f"{name}_{j}")
+    return names
 
 
 def capture_breaks(model: nn.Module, example: Example) -> Captured:
@@ -381,7 +373,6 @@ def capture_eager(
     example: Example,
     fake: bool = False,
     memo: bool = False,
-    budget: tuple[int, int] | None = None,
 ) -> Captured:
     """Tier ``eager``: every ATen op of one real forward, fused as a compiler would.
 
@@ -392,9 +383,7 @@ def capture_eager(
     on fakes; whatever it assigns is put back (``trace.restored``).
 
     ``memo`` (a real forward): the result keeps every call and how to rebuild its result
-    (``Captured.memo``), for a second forward replayed without computing (``replay``).
-    ``budget`` (a real forward): ``(ops, FLOPs)``, ``OverBudget`` as soon as the first ``ops``
-    ops have computed more than that (``first.TAPE_BUDGET``)."""
+    (``Captured.memo``), for a second forward replayed without computing (``replay``)."""
     if not fake and is_meta(model):
         raise RuntimeError(_NEEDS_WEIGHTS)
     start = time.perf_counter()
@@ -406,10 +395,7 @@ def capture_eager(
         tape.frees = {}
         if memo:
             tape.memo = Memo(set(tape.weights) | {id(t) for t in example.tensors})
-        tape.budget = budget
         measured = _run(model, example, tape, model, reads=True)
-        if tape.over:  # the forward caught it and went on: what it taped is not its path
-            raise OverBudget("the forward computes too much per op to tape")
         name_as_fx(measured, model)
         return Captured("eager", measured, seconds=time.perf_counter() - start, memo=tape.memo)
     name_as_fx(measured, model)

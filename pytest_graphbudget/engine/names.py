@@ -1,5 +1,4 @@
-"""The taped forward's nodes named as FX names a graph's: after the module call that ran them;
-its inputs after the forward's arguments, as FX and export name their placeholders.
+"""The taped forward's nodes named as FX names a graph's: after the module call that ran them.
 
 FX makes one node of a call to a leaf module (``torch.nn``'s own, but ``Sequential``) and names
 it after the module's path, ``layer1.0.conv1`` as ``layer1_0_conv1``; the tape sees the ATen
@@ -13,13 +12,9 @@ explorer and the graphs read the same names whichever tier priced a model.
 
 from __future__ import annotations
 
-import inspect
 import re
-from typing import Any
 
-import torch
 from torch import fx, nn
-from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.engine.nodes import RANK, Measured, NodeCost
 
@@ -76,18 +71,3 @@ def _identifier(path: str) -> str:
     """``layer1.0.conv1`` -> ``layer1_0_conv1``, as FX names a module's call."""
     name = re.sub(r"\W", "_", path)
     return f"_{name}" if name[:1].isdigit() else name
-
-
-def input_names(model: nn.Module, example: Any) -> dict[int, str]:
-    """Each input tensor's name in the forward's signature (``input_ids``), as export and FX
-    name their placeholders; a container's tensors get ``name_0``, ``name_1``..."""
-    try:
-        bound = inspect.signature(model.forward).bind(*example.args, **example.kwargs)
-    except (TypeError, ValueError):
-        return {}
-    names: dict[int, str] = {}
-    for name, value in bound.arguments.items():
-        tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-        for j, t in enumerate(tensors):
-            names.setdefault(id(t), name if len(tensors) == 1 else f"{name}_{j}")
-    return names

@@ -1,8 +1,8 @@
 """Which graph is priced, and how: the engine's trace-and-measure step.
 
-A model of many layers is taped first: one forward priced as it runs (real, or on fakes for
-a meta model) is cheaper than FX's trace for it (``first.tape_first``), until a real
-forward's first ops compute more than ``first.TAPE_BUDGET``. Any other model without lazy state
+A model of many layers, small on real weights or on the meta device, is taped first: one
+forward priced as it runs (real, or on fakes for a meta model) is cheaper than FX's trace
+for it (``first.tape_first``). Any other model without lazy state
 has its FX graph priced straight away, with no real forward at all (the symbolic trace runs
 under ``trace.restored``, which says whether the forward assigned any state). Every other
 model is warmed up (one real forward, so its lazy state exists), then each tier
@@ -63,7 +63,6 @@ def trace_and_measure(
 def _trace_and_measure(
     model: Any, example: Any, program: Any, tier: str | None
 ) -> tuple[Any, Any, dict[str, str]]:
-    from pytest_graphbudget.engine.breaks import OverBudget
     from pytest_graphbudget.engine.trace import trace_exported
 
     if program is not None:
@@ -76,19 +75,15 @@ def _trace_and_measure(
     failed_in: set[int] = set()
     if tier == "eager":
         return _eager_alone(model, example)
-    tape_first = tier is None and first.tape_first(model)
-    gave_way = False  # the tape's budget was spent: FX, then the tape as for any model
+    tape_first = tier is None and first.tape_first(model, example)
     if tape_first:  # a forward that built lazy state is followed by a second tape, not FX
-        try:
-            taped = _taped(model, example, failures, failed_in, fx=False, budget=first.TAPE_BUDGET)
-        except OverBudget:
-            taped, gave_way = None, True
+        taped = _taped(model, example, failures, failed_in, fx=False)
         if taped is not None:
             return taped
     quick = _without_warm_up(model, example, failures, failed_in)
     if quick is not None:
         return (*quick, {})
-    if tier is None and (gave_way or not tape_first):
+    if tier is None and not tape_first:
         taped = _taped(model, example, failures, failed_in)
         if taped is not None:
             return taped
@@ -160,7 +155,6 @@ def _taped(
     failures: dict[str, str],
     failed_in: set[int],
     fx: bool = True,
-    budget: tuple[int, int] | None = None,
 ) -> tuple[Any, Any, dict[str, str]] | None:
     """The tier after ``fx``: one taped real forward (``breaks.capture_eager``), priced as it
     runs, with no whole-graph capture. When that forward assigned lazy state (YOLO's anchors),
@@ -168,11 +162,9 @@ def _taped(
     replayed from the first one's calls (``_second_tape``): the ops recorded are those of a
     forward after the first, as the other tiers price.
     A model on the meta device (no data to run on) is taped on fake twins of its weights and
-    inputs, never materialised. ``budget`` (``first.TAPE_BUDGET``): a real forward whose first
-    ops compute more than that gives way. None when the tape fails or gives way: the
-    whole-graph tiers then run, and say why the model failed (a meta model that branches on
-    values: build it with weights); ``OverBudget`` when it gave way."""
-    from pytest_graphbudget.engine.breaks import OverBudget, capture_eager
+    inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
+    say why the model failed (a meta model that branches on values: build it with weights)."""
+    from pytest_graphbudget.engine.breaks import capture_eager
     from pytest_graphbudget.engine.trace import evaluating, is_meta, trace_fx, watched
 
     example = _outside_inference(example)
@@ -187,8 +179,8 @@ def _taped(
         return captured, captured.measured, failures
     try:
         with watched(model) as watch:
-            captured = capture_eager(model, example, memo=not _settled(model), budget=budget)
-    except (FormulaError, OverBudget):
+            captured = capture_eager(model, example, memo=not _settled(model))
+    except FormulaError:
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
         return None
