@@ -15,14 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-TAPE_FIRST_ELEMENTS = 30_000_000
+TAPE_FIRST_ELEMENTS = 60_000_000
 """A model on real weights with fewer weight, buffer and input elements than this is taped
 first. On 55 timm models under 40M parameters, against one FlopCounterMode forward: FX first,
 median 1.84x and worst 5.4x; the tape, 1.42x and 2.3x (mobilenetv2_075: the tape 55 ms, FX
-125 ms, FlopCounterMode 36 ms). Above it the forward's arithmetic dominates. A model below it
-whose forward computes a lot (an autoencoder at 512 x 512) is slower taped: its ops would cost
-less on fake tensors, but transformers' models take another path on fakes (T5 builds its
-attention mask where a real forward skips it), so the tape never switches mid-run."""
+125 ms, FlopCounterMode 36 ms). On 42 timm models of 30M to 60M (every fourth of those FX
+priced in the corpus run of 2026-11-29): FX median 1.06x, p90 1.96x, worst 3.02x
+(fastvit_mci2); the tape 1.19x, 1.39x and 1.71x. FX is quicker on a network of few heavy
+convolutions (resnet101d 0.60x against 1.17x) and far slower on one of many small ops
+(lowformer_b15 2.97x against 1.32x), and nothing before the forward tells them apart, so the
+tape, whose cost is the forward's plus a bounded share, goes first up to here. Above it the
+forward's arithmetic dominates (vit_b_16 in bfloat16). A model below it whose forward
+computes a lot (an autoencoder at 512 x 512) is slower taped: its ops would cost less on fake
+tensors, but transformers' models take another path on fakes (T5 builds its attention mask
+where a real forward skips it), so the tape never switches mid-run."""
 
 TAPE_FIRST_LEAVES = 64
 """...and at least this many leaf modules: a model of a few layers traces in a few
