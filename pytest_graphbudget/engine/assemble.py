@@ -31,6 +31,7 @@ def assemble(
 ) -> Profile:
     """Partition the measured graph and put every figure in its place; the estimated time
     as ``execution`` runs it (``latency.EXECUTIONS``)."""
+    from pytest_graphbudget.engine import walk
     from pytest_graphbudget.engine.partition import live_at_peak, partition, traffic
     from pytest_graphbudget.engine.quantized import packed
 
@@ -38,8 +39,8 @@ def assemble(
     flows = traffic(groups, measured)
     at_peak = live_at_peak(measured)
     # The model's parameters and packed weights, walked once for every figure that needs them.
-    named = list(model.named_parameters())
-    buffers = list(model.named_buffers())
+    named = walk.named_tensors(model, "_parameters", unique=True)
+    buffers = walk.named_tensors(model, "_buffers", unique=True)
     packs = list(packed(model))
     dtype = _dtype([p for _, p in named], packs, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)

@@ -30,7 +30,7 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine import tree, walk
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.measure import _Recorder
@@ -99,7 +99,7 @@ class _Tape(_Recorder):
         self.taken: Counter = Counter()
         self.paths: dict[int, list[str]] = {}
         self.root = id(model)
-        for path, module in model.named_modules(remove_duplicate=False):
+        for path, module in walk.named_modules(model):
             self.paths.setdefault(id(module), []).append(path)
         self.stack = ModuleStack(self.paths, self.root)
         self.segment = 0

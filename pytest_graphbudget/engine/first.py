@@ -46,10 +46,11 @@ def tape_first(model: Any, example: Any) -> bool:
     FlopCounterMode forward: 249 ms), regnety_1280 179 against 250 (176). A real model is
     taped on its real weights, never on fakes: transformers' models take another path on
     fakes (T5 builds its attention mask where a real forward skips it)."""
+    from pytest_graphbudget.engine import walk
     from pytest_graphbudget.engine.quantized import holds_quantized
     from pytest_graphbudget.engine.trace import has_lazy_modules, is_meta
 
-    leaves = sum(1 for m in model.modules() if next(m.children(), None) is None)
+    leaves = sum(1 for m in walk.modules(model) if next(m.children(), None) is None)
     if leaves < TAPE_FIRST_LEAVES or has_lazy_modules(model) or holds_quantized(model):
         return False
     return is_meta(model) or elements(model, example) < TAPE_FIRST_ELEMENTS

@@ -16,6 +16,7 @@ import re
 
 from torch import fx, nn
 
+from pytest_graphbudget.engine import walk
 from pytest_graphbudget.engine.nodes import RANK, Measured, NodeCost
 
 
@@ -49,7 +50,7 @@ def _leaves(model: nn.Module) -> set[str]:
     tracer = fx.Tracer()
     return {
         path
-        for path, module in model.named_modules(remove_duplicate=False)
+        for path, module in walk.named_modules(model)
         if path and tracer.is_leaf_module(module, path)
     }
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from pytest_graphbudget.compat import heap_frozen
+from pytest_graphbudget.engine import walk
 from pytest_graphbudget.engine.profile import Profile
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -33,10 +34,7 @@ def profile_graph(
     import torch
 
     from pytest_graphbudget import hardware as hw
-    from pytest_graphbudget.engine.assemble import assemble
-    from pytest_graphbudget.engine.tiers import trace_and_measure
     from pytest_graphbudget.engine.trace import Example
-    from pytest_graphbudget.quiet import held
 
     program = model if is_program(model) else None
     if program is not None:  # its module holds the state under the names its graph uses
@@ -45,9 +43,31 @@ def profile_graph(
         raise GraphBudgetError(f"expected a torch.nn.Module, got {type(model).__name__}")
     target = hw.get(hardware)
     example = Example(args, kwargs)
+    with walk.walking(model):
+        return _profile(model, program, example, args, kwargs, target, name, tier, execution)
+
+
+def _profile(
+    model: Any,
+    program: Any,
+    example: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    target: Any,
+    name: str,
+    tier: str | None,
+    execution: str,
+) -> Profile:
+    """``profile_graph`` inside one walk of the model's modules (``walk.walking``)."""
+    import torch
+
+    from pytest_graphbudget.engine.assemble import assemble
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.quiet import held
+
     start = time.perf_counter()
     # Profiling runs the model in eval mode; the caller's model keeps the mode it had.
-    modes = {module: module.training for module in model.modules()}
+    modes = {module: module.training for module in walk.modules(model)}
     try:
         with held(f"tracing {name}"):
             # Tracing speaks to torch developers (export's notes on attribute assignment, FX's

@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from pytest_graphbudget.engine import walk
+
 QUANTIZED_DTYPES = {
     torch.qint8: "int8",
     torch.quint8: "uint8",
@@ -69,7 +71,7 @@ def stored_dtype(tensor: torch.Tensor) -> str:
 def packed(model: nn.Module) -> Iterator[tuple[str, Any, list[torch.Tensor]]]:
     """Each ``torch.ao`` packed weight: its name, the packed object the ops take, and the
     tensors it packs (the quantized weight, and the bias when there is one)."""
-    for name, module in model.named_modules():
+    for name, module in walk.unique_modules(model):
         obj = _packed_params(module)
         if isinstance(obj, torch.ScriptObject) and hasattr(module, "_weight_bias"):
             weight, bias = module._weight_bias()
@@ -92,7 +94,7 @@ def holds_quantized(model: Any) -> bool:
     here, so its cost pass runs on real tensors. One walk over the modules' own tables."""
     if not isinstance(model, nn.Module):
         return False
-    for module in model.modules():
+    for module in walk.modules(model):
         for table in (module._parameters, module._buffers):
             for t in table.values():
                 if t is not None and (is_traceable_wrapper_subclass(t) or t.is_quantized):

@@ -25,6 +25,7 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.compat import fake_empty, fake_mode, reparametrize
+from pytest_graphbudget.engine import walk
 from pytest_graphbudget.engine.fx_tracer import symbolic_trace
 from pytest_graphbudget.errors import ModelRunError, one_line
 
@@ -78,7 +79,7 @@ def is_meta(model: nn.Module) -> bool:
     Asked several times a profile: each module's own tensors, with no names built."""
     return any(
         t is not None and t.is_meta
-        for module in model.modules()
+        for module in walk.modules(model)
         for table in (module._parameters, module._buffers)
         for t in table.values()
     )
@@ -86,9 +87,8 @@ def is_meta(model: nn.Module) -> bool:
 
 def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter and buffer by name, tied ones under each of their names."""
-    named = list(model.named_parameters(remove_duplicate=False))
-    named += list(model.named_buffers(remove_duplicate=False))
-    return dict(named)
+    named = walk.named_tensors(model, "_parameters")
+    return dict(named + walk.named_tensors(model, "_buffers"))
 
 
 def _device(tensor: torch.Tensor, mode: FakeTensorMode | None) -> Any:
@@ -168,7 +168,7 @@ def collector_paused() -> Iterator[None]:
 def evaluating(model: nn.Module) -> None:
     """``model.eval()``, only where a module is training: ``eval`` sets every module's flag
     through a Python call each, and a profile asks for it in each tier it tries."""
-    if any(module.training for module in model.modules()):
+    if any(module.training for module in walk.modules(model)):
         model.eval()
 
 
@@ -183,6 +183,8 @@ def warm_up(model: nn.Module, example: Example) -> float:
             model(*example.args, **example.kwargs)
     except Exception as exc:  # the user's model raised: report it, don't trace it
         raise ModelRunError(f"the model's forward raised {one_line(exc, typed=True)}") from exc
+    finally:
+        walk.forget(model)  # lazy state built now may hold modules of its own
     return time.perf_counter() - start
 
 
@@ -191,7 +193,7 @@ def has_lazy_modules(model: nn.Module) -> bool:
     from torch.nn.modules.lazy import LazyModuleMixin
 
     return any(
-        isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in model.modules()
+        isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in walk.modules(model)
     )
 
 
@@ -209,7 +211,7 @@ def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[
     """Every module's attributes, with a one-level copy of each list, dict and set among them
     (None for an empty one)."""
     saved = []
-    for module in model.modules():
+    for module in walk.modules(model):
         attributes = dict(vars(module))
         # An empty one (most of a module's hook dicts) is not copied: filled is mutated.
         contents = {
@@ -303,6 +305,8 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
                     _refill(attributes[key], contents[key] or ())
                 now.clear()
                 now.update(attributes)
+        if watch.changed:
+            walk.forget(model)
 
 
 def trace_fx(model: nn.Module, example: Example) -> Traced:
