@@ -197,8 +197,8 @@ class _Tape(_Recorder):
         """With ``frees``: the storages freed since the last op died after the last node."""
         if self.frees is None:
             return
-        expired = torch.UntypedStorage._expired  # StorageWeakRef.expired, less two calls a key
-        dead = [key for key in self.live if expired(key.cdata)]
+        expired = torch.UntypedStorage._expired  # a ``StorageKey`` is the address it asks of
+        dead = [key for key in self.live if expired(key)]
         for key in dead:
             del self.live[key]
             self.frees[key] = len(self.nodes) - 1

@@ -22,7 +22,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
+
+
+class StorageKey(int):
+    """A storage's identity as a dict key: the address of its ``StorageImpl``, held by a weak
+    reference for as long as the key lives, so that no storage made later takes the address
+    (``torch.multiprocessing``'s ``StorageWeakRef`` does the same). An ``int``, so hashing and
+    comparing one costs no Python call: ``StorageWeakRef``'s ``__hash__`` and ``__eq__`` are
+    Python methods, called for every dict a storage is looked up in, thousands of times a
+    forward. ``torch.UntypedStorage._expired(key)`` says whether the storage was freed."""
+
+    __slots__ = ()
+
+    def __new__(cls, storage: Any) -> StorageKey:
+        return int.__new__(cls, storage._weak_ref())
+
+    def __del__(self, _free: Any = torch.UntypedStorage._free_weak_ref) -> None:
+        _free(self)
+
+    def __reduce__(self) -> tuple:  # a copy is the address alone, holding nothing
+        return int, (int(self),)
 
 
 @dataclass(slots=True)
@@ -80,7 +99,7 @@ def extents(tensors: list[torch.Tensor]) -> dict[Any, Extent]:
     found: dict[Any, Extent] = {}
     for t in tensors:
         storage = t.untyped_storage()
-        add(found, StorageWeakRef(storage), storage, t)
+        add(found, StorageKey(storage), storage, t)
     return found
 
 

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from pytest_graphbudget.costs import base_name
 from pytest_graphbudget.engine import tree
-from pytest_graphbudget.engine.extents import Extent, add, extents
+from pytest_graphbudget.engine.extents import Extent, StorageKey, add, extents
 
 QUERIES = frozenset(
     {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
@@ -94,7 +93,7 @@ class Measured:
 
 
 def _storage(t: torch.Tensor) -> Any:
-    return StorageWeakRef(t.untyped_storage())
+    return StorageKey(t.untyped_storage())
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -114,7 +113,7 @@ def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
     reads = node.reads
     for t in tensors:  # each storage's key made once, for its write and its view
         storage = t.untyped_storage()
-        key = StorageWeakRef(storage)
+        key = StorageKey(storage)
         views[key] = max(views.get(key, 0), t.numel() * t.element_size())
         add(shown, key, storage, t)
         if key not in reads and key not in node.overwrites:  # a new storage

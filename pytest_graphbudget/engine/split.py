@@ -48,7 +48,7 @@ class Split:
 
     def sweep(self) -> None:
         expired = torch.UntypedStorage._expired
-        for key in [key for key in self.live if expired(key.cdata)]:
+        for key in [key for key in self.live if expired(key)]:
             del self.live[key]
             self.freed[key] = self.at + len(self.nodes) - 1
 
