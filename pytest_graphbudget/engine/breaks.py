@@ -105,6 +105,9 @@ class _Tape(_Recorder):
         self.segment = 0
         self.eager_segments = True
         self.memo: Memo | None = None  # every call and its result's layout (``replay``)
+        # Each op's names and out= arguments, by the op's id: an ``OpOverload`` hashes in
+        # Python, an id in C, and the op objects live as long as torch.
+        self.ops: dict[int, tuple[str, str, frozenset[str]]] = {}
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -116,10 +119,14 @@ class _Tape(_Recorder):
         kwargs = kwargs or {}
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
-        name = _op_name(func)
+        op = self.ops.get(id(func))
+        if op is None:
+            name = _op_name(func)
+            qualified = name if "." in name else f"aten.{name}"
+            op = self.ops[id(func)] = (name, qualified, _out_arguments(func))
+        name, qualified, outs = op
         if name in QUERIES:  # asks about a tensor, computes nothing: not a node
             return func(*args, **kwargs)
-        qualified = name if "." in name else f"aten.{name}"
         # First the module: reading the frames' locals renews their snapshot (``f_locals``
         # before PEP 667 is a copy the frame keeps), which let go of the values rebound since.
         module = self.module_here()
@@ -134,7 +141,6 @@ class _Tape(_Recorder):
         try:
             out = func(*args, **kwargs)
             # An out= argument is the op's output, not an input (as in the cost pass).
-            outs = _out_arguments(func)
             inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
             if outs:  # written through, not read (nor a new storage): as in the cost pass
                 written = tree.tensor_list([v for k, v in kwargs.items() if k in outs])

@@ -25,6 +25,9 @@ whole (an inference tensor's LSTM) asks them while it decomposes; the same op de
 autograd never shows them; a fake tensor answers ``.device`` through the dispatcher
 (``prim.device``), a real one without it: they are no kernel, so no node either way."""
 
+_counter = functools.partial(Counter.__new__, Counter)
+"""An empty ``Counter`` without its Python ``__init__``: two a node, thousands a forward."""
+
 # Fusion roles come from the op registry (``costs.registry``); RANK orders the categories a
 # node takes as its ops run: the strongest one an op gives it wins.
 RANK = {"view": 0, "movement": 1, "elementwise": 2, "reduction": 3, "anchor": 4}
@@ -43,8 +46,8 @@ class NodeCost:
     category: str = "view"
     macs: int = 0
     other: int = 0
-    unsupported: Counter = field(default_factory=Counter)
-    contractions: Counter = field(default_factory=Counter)  # unsupported calls that may contract
+    unsupported: Counter = field(default_factory=_counter)
+    contractions: Counter = field(default_factory=_counter)  # unsupported calls that may contract
     weights: dict[str, int] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     input_bytes: dict[str, int] = field(default_factory=dict)
