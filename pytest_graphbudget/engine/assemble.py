@@ -220,9 +220,13 @@ def _modules(named: list, nodes: list) -> dict[str, ModuleCost]:
             entry = table.setdefault(path, ModuleCost())
             entry.flops += flops
             entry.macs += macs
+    owned: dict[str, int] = {}  # each module's own parameters, summed first
     for fqn, param in named:
-        for path in _ancestors(fqn.rpartition(".")[0]):
-            table.setdefault(path, ModuleCost()).params += param.numel()
+        module = fqn.rpartition(".")[0]
+        owned[module] = owned.get(module, 0) + param.numel()
+    for module, params in owned.items():
+        for path in _ancestors(module):
+            table.setdefault(path, ModuleCost()).params += params
     return table
 
 

@@ -103,13 +103,16 @@ class _Recorder(TorchDispatchMode):
                 if role == "gather":  # a lookup reads the rows it returns, not the table
                     size = min(size, sum(_nbytes(t) for t in tree.tensors(out)))
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
-        shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
-        try:
-            cost = price(name, *shapes)
-        except FormulaError:  # a custom formula's mistake: fail loudly, never "unsupported"
-            raise
-        except Exception:  # a formula that cannot read this call: report the op, don't guess
-            cost = None
+        if entry is not None and entry.formula is None and entry.workspace is None:
+            cost = price(name, (), {}, None)  # no formula (a view): free whatever the shapes
+        else:
+            shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
+            try:
+                cost = price(name, *shapes)
+            except FormulaError:  # a custom formula's mistake: fail loudly, never "unsupported"
+                raise
+            except Exception:  # a formula that cannot read this call: report the op, don't guess
+                cost = None
         if cost is None:
             qualified = name if "." in name else f"aten.{name}"
             node.unsupported[qualified] += 1
