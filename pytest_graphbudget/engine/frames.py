@@ -183,6 +183,9 @@ def _call_path(chain: list[list[str]]) -> str:
     named under the path its caller was given."""
     path = ""
     for found in reversed(chain):  # outermost first: each inner name under its caller's
+        if len(found) == 1:  # a module at one path (most): that path, whoever calls it
+            path = found[0]
+            continue
         under = [p for p in found if p.startswith(f"{path}.")] if path else found
         path = min(under or found, key=len)
     return path

@@ -19,13 +19,15 @@ from typing import Any
 from torch import nn
 
 _WALK: ContextVar[list | None] = ContextVar("graph_budget_walk", default=None)
-"""``[model, its named modules or None]`` while a profile of ``model`` runs."""
+"""``[model, its named modules or None, each module once or None]`` while a profile of
+``model`` runs. Only which modules there are is kept: their tensors are read afresh at each
+question (a fake pass swaps them for fakes while it runs)."""
 
 
 @contextlib.contextmanager
 def walking(model: nn.Module) -> Iterator[None]:
     """Share one walk of ``model``'s modules among the questions asked inside the block."""
-    token = _WALK.set([model, None])
+    token = _WALK.set([model, None, None])
     try:
         yield
     finally:
@@ -36,7 +38,7 @@ def forget(model: nn.Module) -> None:
     """Walk ``model`` again at the next question: a forward assigned its modules' state."""
     held = _WALK.get()
     if held is not None and held[0] is model:
-        held[1] = None
+        held[1] = held[2] = None
 
 
 def named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -52,11 +54,17 @@ def named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
 def unique_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """``model.named_modules()``: each module once, under its first path, in the same order (a
     module's first path comes first in a walk with duplicates, its whole subtree under it)."""
+    held = _WALK.get()
+    if held is not None and held[0] is model and held[2] is not None:
+        return held[2]
     seen: dict[int, tuple[str, nn.Module]] = {}
     for path, module in named_modules(model):
         if id(module) not in seen:
             seen[id(module)] = (path, module)
-    return list(seen.values())
+    found = list(seen.values())
+    if held is not None and held[0] is model:
+        held[2] = found
+    return found
 
 
 def modules(model: nn.Module) -> list[nn.Module]:
