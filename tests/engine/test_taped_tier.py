@@ -497,6 +497,23 @@ def test_a_small_model_of_many_layers_is_taped_first_with_fx_names():
     assert computing == {n.name for n in traced.node_info if n.flops}  # 0_0, 0_1 ... 31_1
 
 
+def test_a_tiny_model_of_some_layers_is_taped_first_a_larger_one_keeps_fx():
+    """32 to 63 leaf modules: taped first under a million elements (FX's cost pass would run
+    real ops too, after its trace), FX first above; the same figures either way."""
+    tiny = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(20)])
+    wide = nn.Sequential(*[nn.Sequential(nn.Linear(256, 256), nn.ReLU()) for _ in range(20)])
+    x, w = torch.randn(2, 8), torch.randn(2, 256)
+    assert profile_model(tiny, (x,)).trace.method == "eager"  # 40 leaves, 1.4K elements
+    assert profile_model(wide, (w,)).trace.method == "fx"  # 40 leaves, 1.3M elements
+    fewer = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(15)])
+    assert profile_model(fewer, (x,)).trace.method == "fx"  # 30 leaves: FX's whole graph
+    traced = profile_model(tiny, (x,), tier="fx")
+    taped = profile_model(tiny, (x,))
+    assert taped.macs == traced.macs == 20 * 2 * 8 * 8
+    assert taped.flops == traced.flops and taped.traffic_bytes == traced.traffic_bytes
+    assert taped.activation_peak_bytes == traced.activation_peak_bytes
+
+
 def test_a_model_of_many_layers_on_the_meta_device_is_taped_on_fakes_first():
     """On the meta device, whatever its size: taped on fake twins (no FX trace), with FX's
     figures; a model of few layers keeps FX's graph there as on real weights."""
