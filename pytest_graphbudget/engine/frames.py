@@ -1,6 +1,6 @@
 """Which module of the model the Python stack is in, for each op of the eager tape.
 
-``breaks._Tape`` names every ATen op of a taped forward after the innermost module of the model
+``tape.Tape`` names every ATen op of a taped forward after the innermost module of the model
 whose code is on the stack: the ``self`` of each frame, read from the frame's locals. Reading
 a frame's locals renews their snapshot (``f_locals`` before PEP 667 is a copy the frame keeps,
 holding what the frame held when it was read), and the tape's frees depend on every snapshot

@@ -81,6 +81,7 @@ class Measured:
     returned: set | None = None  # the returned tensors' storages (None: graph_outputs' views)
     returned_extents: dict[Any, Extent] | None = None  # and the views of them it returns
     reads_values: bool = True  # whether the path priced may depend on values (``breaks``)
+    hollow: int = 0  # ops of a real forward not computed, their results rebuilt (``hollow``)
 
     def outputs(self) -> set:
         """The storages the graph returns: not the other outputs of the op that made them (the

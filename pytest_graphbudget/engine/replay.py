@@ -29,7 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.nodes import QUERIES, Measured, _op_name, _storage
-from pytest_graphbudget.engine.trace import Example, collector_paused, restored, tensor_leaves
+from pytest_graphbudget.engine.trace import Example, collector_paused, tensor_leaves
+from pytest_graphbudget.engine.watch import restored
 
 SMALL = 256
 """A result of at most this many elements is kept (a copy): Python may read its values

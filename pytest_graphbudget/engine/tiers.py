@@ -4,7 +4,7 @@ A model of many layers, small on real weights or on the meta device, is taped fi
 forward priced as it runs (real, or on fakes for a meta model) is cheaper than FX's trace
 for it (``first.tape_first``). Any other model without lazy state
 has its FX graph priced straight away, with no real forward at all (the symbolic trace runs
-under ``trace.restored``, which says whether the forward assigned any state). Every other
+under ``watch.restored``, which says whether the forward assigned any state). Every other
 model is warmed up (one real forward, so its lazy state exists), then each tier
 (``trace.tiers``) is tried until one graph traces and its cost pass succeeds; when no whole
 graph can be had, the path one real forward takes is priced (``breaks.TIERS``).
@@ -165,7 +165,9 @@ def _taped(
     inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
     say why the model failed (a meta model that branches on values: build it with weights)."""
     from pytest_graphbudget.engine.breaks import capture_eager
-    from pytest_graphbudget.engine.trace import evaluating, is_meta, trace_fx, watched
+    from pytest_graphbudget.engine.hollow import worth_trying
+    from pytest_graphbudget.engine.trace import evaluating, is_meta, trace_fx
+    from pytest_graphbudget.engine.watch import watched
 
     example = _outside_inference(example)
     evaluating(model)
@@ -179,7 +181,8 @@ def _taped(
         return captured, captured.measured, failures
     try:
         with watched(model) as watch:
-            captured = capture_eager(model, example, memo=not _settled(model))
+            hollow = watch if worth_trying(model) else None
+            captured = capture_eager(model, example, memo=not _settled(model), hollow=hollow)
     except FormulaError:
         raise
     except Exception:  # the model's own failure is reported by the warm-up that follows
@@ -272,10 +275,10 @@ def _without_warm_up(
         analysis,
         evaluating,
         has_lazy_modules,
-        restored,
         timed,
         trace_fx,
     )
+    from pytest_graphbudget.engine.watch import restored
 
     if has_lazy_modules(model):
         return None
@@ -396,7 +399,8 @@ def _tiers(
 ) -> tuple[Any, Any, dict[str, str]]:
     """The first tier whose graph traces and whose cost pass succeeds, with every earlier
     tier's one-line failure; (None, None, failures) when none does."""
-    from pytest_graphbudget.engine.trace import analysis, restored, timed
+    from pytest_graphbudget.engine.trace import analysis, timed
+    from pytest_graphbudget.engine.watch import restored
 
     failures: dict[str, str] = {}
     for tier_name, tier in chosen:

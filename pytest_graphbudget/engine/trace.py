@@ -14,10 +14,9 @@ import contextlib
 import gc
 import inspect
 import io
-import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -195,118 +194,6 @@ def has_lazy_modules(model: nn.Module) -> bool:
     return any(
         isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in walk.modules(model)
     )
-
-
-@dataclass
-class StateWatch:
-    """What ``restored`` saw: whether the block assigned or mutated any module attribute, and
-    the values it assigned (the containers it mutated among them)."""
-
-    changed: bool = False
-    values: list = field(default_factory=list)
-    modules: set = field(default_factory=set)  # ids of the modules whose attributes changed
-
-
-def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
-    """Every module's attributes, with a one-level copy of each list, dict and set among them
-    (None for an empty one)."""
-    saved = []
-    for module in walk.modules(model):
-        attributes = dict(vars(module))
-        # An empty one (most of a module's hook dicts) is not copied: filled is mutated.
-        contents = {
-            k: v.copy() if v else None
-            for k, v in attributes.items()
-            if isinstance(v, (list, dict, set))
-        }
-        saved.append((module, attributes, contents))
-    return saved
-
-
-def _same_items(before: Any, after: Any) -> bool:
-    """Whether a container holds the same objects as its copy ``before`` did."""
-    if isinstance(before, dict):
-        return before.keys() == after.keys() and all(before[k] is after[k] for k in before)
-    if isinstance(before, (list, tuple)):
-        return len(before) == len(after) and all(a is b for a, b in zip(before, after, strict=True))
-    return {id(v) for v in before} == {id(v) for v in after}
-
-
-def _same_value(before: Any, after: Any) -> bool:
-    """Whether an attribute still holds what it held: the same object, or a list, tuple or dict
-    rebuilt around the same objects (torchvision's ``AnchorGenerator`` reassigns
-    ``[a.to(dtype, device) for a in self.cell_anchors]`` every forward, and ``.to`` returns each
-    anchor itself): the next forward starts from the same state, so it is no lazy state."""
-    if before is after:
-        return True
-    if type(before) is not type(after) or not isinstance(before, (list, tuple, dict)):
-        return False
-    return _same_items(before, after)
-
-
-def _refill(container: Any, items: Any) -> None:
-    container.clear()
-    if isinstance(container, list):
-        container.extend(items)
-    else:
-        container.update(items)
-
-
-@contextlib.contextmanager
-def restored(model: nn.Module) -> Iterator[StateWatch]:
-    """Run the block, then put back every module attribute as it was, and say whether any had
-    changed: a forward that assigns its own state (YOLO's anchors) has lazy state, which a
-    symbolic trace would otherwise fill with proxies. Identity is compared, so a value
-    rebuilt equal counts as changed: the watch errs towards a warm-up, never away from one."""
-    with _watch(model, restore=True) as watch:
-        yield watch
-
-
-@contextlib.contextmanager
-def watched(model: nn.Module) -> Iterator[StateWatch]:
-    """Run the block and say whether it assigned or mutated any module attribute, keeping what
-    it did: a taped forward that built lazy state served as the warm-up."""
-    with _watch(model, restore=False) as watch:
-        yield watch
-
-
-FX_CONSTANT = re.compile(r"_tensor_constant\d+")
-"""The attributes ``symbolic_trace`` itself sets on the root for a tensor made in ``forward``
-(``x + torch.tensor(...)``): the tracer's, not state the model builds."""
-
-
-@contextlib.contextmanager
-def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
-    saved = _attributes(model)
-    watch = StateWatch()
-    try:
-        yield watch
-    finally:
-        for module, attributes, contents in saved:
-            now = vars(module)
-            mutated = [
-                k
-                for k, v in contents.items()
-                if (attributes[k] if v is None else not _same_items(v, attributes[k]))
-            ]
-            same_keys = now.keys() == attributes.keys()  # the common case, checked in C
-            added = () if same_keys else now.keys() - attributes.keys()
-            tracers = {k for k in added if FX_CONSTANT.fullmatch(k)}
-            assigned = (not same_keys and now.keys() - tracers != attributes.keys()) or any(
-                v is not now[k] and not _same_value(v, now[k]) for k, v in attributes.items()
-            )
-            if mutated or assigned:
-                watch.changed = True
-                watch.modules.add(id(module))
-                watch.values += [now[k] for k in mutated]
-                watch.values += [v for k, v in now.items() if not _same_value(attributes.get(k), v)]
-            if (mutated or assigned or tracers) and restore:
-                for key in mutated:
-                    _refill(attributes[key], contents[key] or ())
-                now.clear()
-                now.update(attributes)
-        if watch.changed:
-            walk.forget(model)
 
 
 def trace_fx(model: nn.Module, example: Example) -> Traced:

@@ -126,7 +126,8 @@ def test_the_replay_names_numbers_and_frees_as_a_real_second_tape():
     from pytest_graphbudget.engine.breaks import capture_eager
     from pytest_graphbudget.engine.names import name_as_fx
     from pytest_graphbudget.engine.replay import replay_forward
-    from pytest_graphbudget.engine.trace import Example, watched
+    from pytest_graphbudget.engine.trace import Example
+    from pytest_graphbudget.engine.watch import watched
 
     model, example = Lazy().eval(), Example((torch.ones(1, 3, 8, 8),), {})
     with watched(model) as watch:

@@ -1,0 +1,224 @@
+"""A real forward without its heaviest arithmetic: the taped tier's hollow ops.
+
+The tape prices an op from its arguments' and its result's shapes, never their values. So
+an op whose result only flows on into other ops need not compute it: a convolution of
+resnet50 costs milliseconds, a zero-filled tensor of the same layout microseconds. An op is
+hollowed when its signature (the op, its tensors' shapes, strides, dtypes and devices, its
+other arguments) ran for real in an earlier forward of this process, with at least
+``HOLLOW_MACS`` multiply-accumulates and other FLOPs, and returned fresh tensors that
+``torch.empty_strided`` rebuilds exactly (``meta_pass.functional``, and the checks of
+``meta_pass.MetaCache``): the layout is the CPU kernel's own, learnt from it, never a meta
+kernel's guess. A model profiled again, or one sharing blocks with a model profiled before
+(ResNets, ViTs of one width), runs without most of its arithmetic. The first forward of a
+signature computes it, so a cold start costs what it did: a detector, whose NMS reads scores
+that hollow convolutions would not compute, would otherwise pay a stopped forward and a
+whole one in its first profile.
+
+Values then differ from the real forward's, and they matter wherever they reach Python or
+size a result. Every storage a hollow op wrote, and every storage written by an op that
+read one of those, is tainted; an op of ``reads.DATA_OPS`` or tagged data-dependent
+(``nonzero``, boolean indexing, ``.item()``) that reads a tainted storage, or an in-place or
+``out=`` write of a tainted value into the model's own state, stops the forward
+(``Hollowed``) before it runs, and the caller tapes the whole forward again for real. So does
+a forward that raised, handed values to Python by a method no dispatch mode sees
+(``.tolist()``), or assigned module state while anything was tainted. The figures are those
+of the real forward (``tests/engine/test_hollow.py``); only time depends on the memo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pytest_graphbudget.engine.extents import StorageKey
+from pytest_graphbudget.engine.meta_pass import PLAIN, UNCACHEABLE, Uncacheable, functional
+from pytest_graphbudget.engine.reads import DATA_OPS
+
+HOLLOW_MACS = 1_000_000
+"""An op of fewer multiply-accumulates and other FLOPs always runs: below about a million,
+filling its result with zeros costs about what the kernel does (tens of microseconds)."""
+
+LIGHT = object()
+"""The memo of a signature that always runs: too light, or its result cannot be rebuilt."""
+
+LAYOUTS: dict[Any, Any] = {}
+"""Each signature's result layout, or ``LIGHT``, for every tape of this process: a CPU kernel
+lays its result out by its arguments' shapes, strides and dtypes alone, which cannot change
+within a process. Only time depends on it."""
+
+SIGNATURES = 65_536
+"""How many signatures ``LAYOUTS`` keeps before it starts again (a few hundred per model)."""
+
+
+MATTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Models whose last hollow forward had to run again in full (a detector's NMS reads scores
+its hollow convolutions did not compute): their next forward is taped in full straight away.
+Only time depends on it."""
+
+
+def worth_trying(model: Any) -> bool:
+    """Whether ``model``'s forward may be hollow: not when values mattered the last time."""
+    try:
+        return model not in MATTERED
+    except TypeError:  # a module that defines __eq__ without __hash__
+        return True
+
+
+def values_mattered(model: Any) -> None:
+    with contextlib.suppress(TypeError):
+        MATTERED[model] = True
+
+
+class Hollowed(Exception):
+    """A value computed from a hollow op was about to matter: tape the forward for real."""
+
+
+@functools.cache
+def reads_data(func: Any) -> bool:
+    """Whether ``func`` hands values to Python or sizes its result by them."""
+    tags = set(getattr(func, "tags", ()))
+    name = func.name().partition("::")[2].partition(".")[0] if hasattr(func, "name") else ""
+    return name in DATA_OPS or bool(
+        tags & {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
+    )
+
+
+def _describe(value: Any) -> Any:
+    """A hashable description of one real argument; raises ``Uncacheable``."""
+    if isinstance(value, torch.Tensor):
+        if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided:
+            raise Uncacheable
+        if value.is_meta or value.is_quantized or value.is_neg() or value.is_conj():
+            raise Uncacheable
+        shape = (tuple(value.shape), value.stride(), value.storage_offset())
+        return (*shape, value.dtype, value.device)
+    if isinstance(value, (list, tuple)):
+        return (type(value), *(_describe(v) for v in value))
+    if isinstance(value, PLAIN):
+        return (type(value), value)
+    raise Uncacheable
+
+
+def layout(out: Any, args: tuple, kwargs: dict) -> Any:
+    """How to rebuild ``out`` (whether it was a tuple, and each tensor's shape, stride, dtype
+    and device), or ``LIGHT``: only fresh tensors, each its own storage from offset 0 and of
+    exactly the bytes ``torch.empty_strided`` gives that shape and stride."""
+    tensors = out if isinstance(out, tuple) else (out,)
+    if not tensors or not all(type(t) is torch.Tensor for t in tensors):
+        return LIGHT
+    storages = [t.untyped_storage().data_ptr() for t in tensors]
+    taken = {
+        t.untyped_storage().data_ptr()
+        for t in (*args, *kwargs.values())
+        if isinstance(t, torch.Tensor)
+    }
+    if len(set(storages)) < len(storages) or set(storages) & taken:
+        return LIGHT
+    specs = []
+    for t in tensors:
+        spec = (tuple(t.shape), t.stride(), t.dtype, t.device)
+        rebuilt = torch.empty_strided(spec[0], spec[1], dtype=spec[2], device="meta")
+        nbytes = t.untyped_storage().nbytes()
+        if t.storage_offset() or t.dtype.is_complex or rebuilt.untyped_storage().nbytes() != nbytes:
+            return LIGHT
+        specs.append(spec)
+    return isinstance(out, tuple), specs
+
+
+class Hollow:
+    """One forward's hollow ops and the storages they tainted (see the module's doc).
+
+    ``state``: the storages of the model's weights and buffers, which no tainted value may
+    be written into (asked for only when a tainted value is written in place)."""
+
+    def __init__(self, state: Callable[[], set[Any]]) -> None:
+        self.state = state
+        self._held: set[Any] | None = None
+        self.fresh: dict[Any, Any] = {}  # layouts learnt by this forward, kept after it
+        self.tainted: set[Any] = set()
+        self.stopped = False  # a ``Hollowed`` was raised (the model may have caught it)
+        self.hollowed = 0
+        self._key: Any = None
+        self._hollow = False
+        if len(LAYOUTS) > SIGNATURES:
+            LAYOUTS.clear()
+
+    def keep(self) -> None:
+        """The layouts this forward learnt, for the forwards after it (``LAYOUTS``)."""
+        LAYOUTS.update(self.fresh)
+        self.fresh.clear()
+
+    def held(self) -> set[Any]:
+        """The storages of the model's own state, found once."""
+        if self._held is None:
+            self._held = self.state()
+        return self._held
+
+    def run(self, func: Any, args: tuple, kwargs: dict, node: Any) -> Any:
+        """``func``'s result: rebuilt from its layout when the op is heavy and known, else the
+        op's own. ``node``: its ``NodeCost``, opened (the storages it reads)."""
+        self._hollow, self._key = False, None
+        if self.tainted and not self.tainted.isdisjoint(node.reads):
+            written = _written(func, args, kwargs)
+            if reads_data(func) or (
+                written and {StorageKey(t.untyped_storage()) for t in written} & self.held()
+            ):
+                self.stopped = True
+                raise Hollowed(func.name())
+        if functional(func):
+            try:
+                self._key = (func, _describe(args), _describe(tuple(sorted(kwargs.items()))))
+            except Uncacheable:
+                pass
+            recipe = LAYOUTS.get(self._key) if self._key is not None else None
+            if recipe is not None and recipe is not LIGHT and recipe is not UNCACHEABLE:
+                self._hollow = True
+                self.hollowed += 1
+                many, specs = recipe
+                outs = tuple(
+                    torch.empty_strided(s, st, dtype=d, device=dev).zero_()
+                    for s, st, d, dev in specs
+                )
+                return outs if many else outs[0]
+        return func(*args, **kwargs)
+
+    def learn(self, work: int, out: Any, args: tuple, kwargs: dict, reads: set, made: Any) -> None:
+        """After the op (``work``: its MACs and other FLOPs): its signature's layout when it
+        ran for the first time, and the taint of what it wrote (``made``: the storages of its
+        results)."""
+        key = self._key
+        if key is not None and not self._hollow and key not in LAYOUTS and key not in self.fresh:
+            self.fresh[key] = layout(out, args, kwargs) if work >= HOLLOW_MACS else LIGHT
+        if self._hollow or (self.tainted and not self.tainted.isdisjoint(reads)):
+            self.tainted.update(made)
+
+
+@functools.cache
+def _writes(func: Any) -> tuple[tuple[int, str], ...]:
+    """The position and name of each argument ``func`` writes (in-place, ``out=``)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return ()
+    return tuple(
+        (i, a.name)
+        for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write
+    )
+
+
+def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors this call of ``func`` writes in place."""
+    found = []
+    for i, name in _writes(func):
+        value = args[i] if i < len(args) else kwargs.get(name)
+        found += [
+            v
+            for v in (value if isinstance(value, (list, tuple)) else (value,))
+            if isinstance(v, torch.Tensor)
+        ]
+    return found
