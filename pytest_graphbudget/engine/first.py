@@ -1,12 +1,13 @@
 """Which models are taped first (``tiers``): those of many layers, on the meta device or on
-real weights of a small model.
+real weights, and tiny ones of some layers.
 
 FX's symbolic trace and cost pass cost a fixed hundred-odd microseconds per node, whatever
-the node computes; the taped forward costs what the model costs to run, plus less per op. So a
-model of many small layers is cheaper taped, and one whose few layers compute a lot is cheaper
-traced. On the meta device both run every op on fake tensors, and the trace is FX's alone: a
-model there is taped on fake twins of its weights first, whatever its size. The two give the
-same figures (``tests/engine/test_tiers_agree.py``), so only time depends on which comes
+the node computes; the taped forward costs what the model costs to run, less the arithmetic
+of the ops it hollows (``hollow``), plus less per op. So a model of many layers is cheaper
+taped, and one of a few layers keeps its whole graph. On the meta device both run every op on
+fake tensors, and the trace is FX's alone: a model there is taped on fake twins of its
+weights first, whatever its size. The two give the same figures
+(``tests/engine/test_tiers_agree.py``), so only time depends on which comes
 first. The choice is made before any forward, from the model alone, so that it never depends
 on how busy the machine is.
 """
@@ -15,24 +16,19 @@ from __future__ import annotations
 
 from typing import Any
 
-TAPE_FIRST_ELEMENTS = 60_000_000
-"""A model on real weights with fewer weight, buffer and input elements than this is taped
-first. On 55 timm models under 40M parameters, against one FlopCounterMode forward: FX first,
-median 1.84x and worst 5.4x; the tape, 1.42x and 2.3x (mobilenetv2_075: the tape 55 ms, FX
-125 ms, FlopCounterMode 36 ms). On 42 timm models of 30M to 60M (every fourth of those FX
-priced in the corpus run of 2026-11-29): FX median 1.06x, p90 1.96x, worst 3.02x
-(fastvit_mci2); the tape 1.19x, 1.39x and 1.71x. FX is quicker on a network of few heavy
-convolutions (resnet101d 0.60x against 1.17x) and far slower on one of many small ops
-(lowformer_b15 2.97x against 1.32x), and nothing before the forward tells them apart, so the
-tape, whose cost is the forward's plus a bounded share, goes first up to here. Above it the
-forward's arithmetic dominates (vit_b_16 in bfloat16). A model below it whose forward
-computes a lot (an autoencoder at 512 x 512) is slower taped: its ops would cost less on fake
-tensors, but transformers' models take another path on fakes (T5 builds its attention mask
-where a real forward skips it), so the tape never switches mid-run."""
-
 TAPE_FIRST_LEAVES = 64
-"""...and at least this many leaf modules: a model of a few layers traces in a few
-milliseconds whatever its size, and keeps its whole graph (FX's names, one node per call)."""
+"""A model of at least this many leaf modules is taped first, whatever its size. On 55 timm
+models under 40M parameters, against one FlopCounterMode forward: FX first, median 1.84x and
+worst 5.4x; the tape, 1.42x and 2.3x (mobilenetv2_075: the tape 55 ms, FX 125 ms,
+FlopCounterMode 36 ms). FX is quicker on a network of few heavy convolutions and far slower on
+one of many small ops, and nothing before the forward tells them apart. Up to 2026-11-29 a
+model of 60M elements or more went to FX, where the forward's arithmetic dominated the tape;
+since the tape hollows its repeated heavy ops (``hollow``), the tape is the quicker on those
+too: pvt_v2_b5 warm 0.27 s against FX's 1.11 s (cold 0.44 s against 1.28 s), vit_base 0.07
+against 0.15 s (0.11 against 0.21), convnext_base 0.10 against 0.13 s (cold 0.23 against
+0.17: its first forward computes the first block of each stage). A model of fewer leaves
+traces in a few milliseconds whatever its size, and keeps its whole graph (FX's names, one
+node per call)."""
 
 TAPE_FIRST_FEW_LEAVES = 32
 SMALL_ELEMENTS = 1_000_000
@@ -47,8 +43,8 @@ CPU time; taped, 1.35x to 1.60x, the same figures. resnet18 (52 leaves, 11.7M) k
 
 def tape_first(model: Any, example: Any) -> bool:
     """Whether the taped forward comes before FX: a model of many layers, not quantized (its
-    packed weights are priced through FX) and with no lazy modules (sized only by a forward),
-    on the meta device or small on real weights. The cheapest questions first: most
+    packed weights are priced through FX) and with no lazy modules (sized only by a forward);
+    on real weights, also a tiny model of some layers. The cheapest questions first: most
     hand-written models stop at the count of their layers.
 
     On the meta device the tape runs on fakes, as FlopCounterMode's forward there does, and
@@ -65,8 +61,7 @@ def tape_first(model: Any, example: Any) -> bool:
         return False
     if is_meta(model):
         return leaves >= TAPE_FIRST_LEAVES
-    few = leaves < TAPE_FIRST_LEAVES
-    return elements(model, example) < (SMALL_ELEMENTS if few else TAPE_FIRST_ELEMENTS)
+    return leaves >= TAPE_FIRST_LEAVES or elements(model, example) < SMALL_ELEMENTS
 
 
 def elements(model: Any, example: Any) -> int:

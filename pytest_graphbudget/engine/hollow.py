@@ -4,15 +4,16 @@ The tape prices an op from its arguments' and its result's shapes, never their v
 an op whose result only flows on into other ops need not compute it: a convolution of
 resnet50 costs milliseconds, a zero-filled tensor of the same layout microseconds. An op is
 hollowed when its signature (the op, its tensors' shapes, strides, dtypes and devices, its
-other arguments) ran for real in an earlier forward of this process, with at least
-``HOLLOW_MACS`` multiply-accumulates and other FLOPs, and returned fresh tensors that
-``torch.empty_strided`` rebuilds exactly (``meta_pass.functional``, and the checks of
-``meta_pass.MetaCache``): the layout is the CPU kernel's own, learnt from it, never a meta
-kernel's guess. A model profiled again, or one sharing blocks with a model profiled before
-(ResNets, ViTs of one width), runs without most of its arithmetic. The first forward of a
-signature computes it, so a cold start costs what it did: a detector, whose NMS reads scores
-that hollow convolutions would not compute, would otherwise pay a stopped forward and a
-whole one in its first profile.
+other arguments, torch's default dtype) ran for real before, with at least ``HOLLOW_MACS``
+multiply-accumulates and other FLOPs, and returned fresh tensors that ``torch.empty_strided``
+rebuilds exactly (``hollowable``, and the checks of ``meta_pass.MetaCache``): the layout is
+the CPU kernel's own, learnt from it, never a meta kernel's guess. Before means in an
+earlier forward of this process, or, in a model of ``LARGE_ELEMENTS`` or more (whose
+arithmetic dominates its forward), earlier in the same forward: a ViT's second to
+twelfth blocks. A small model's first profile computes every op, so a cold start costs what
+it did: a detector, whose NMS reads scores hollow convolutions would not compute, would
+otherwise pay a stopped forward and a whole one. A model profiled again, or sharing blocks
+with one profiled before (ResNets, ViTs of one width), runs without most of its arithmetic.
 
 Values then differ from the real forward's, and they matter wherever they reach Python or
 size a result. Every storage a hollow op wrote, and every storage written by an op that
@@ -42,6 +43,12 @@ from pytest_graphbudget.engine.reads import DATA_OPS
 HOLLOW_MACS = 1_000_000
 """An op of fewer multiply-accumulates and other FLOPs always runs: below about a million,
 filling its result with zeros costs about what the kernel does (tens of microseconds)."""
+
+LARGE_ELEMENTS = 60_000_000
+"""A model of this many weight, buffer and input elements or more hollows a signature from its
+second call in a forward on: its first profile gains most of what a second would (vit_base
+0.11 s cold against FX's 0.21 s; FlopCounterMode's forward 0.34 s), and few such models read
+values that would stop the forward. A smaller one hollows only what an earlier forward ran."""
 
 LIGHT = object()
 """The memo of a signature that always runs: too light, or its result cannot be rebuilt."""
@@ -86,6 +93,14 @@ def reads_data(func: Any) -> bool:
     return name in DATA_OPS or bool(
         tags & {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
     )
+
+
+@functools.cache
+def hollowable(func: Any) -> bool:
+    """Whether ``func`` may be rebuilt rather than run: functional (``meta_pass.functional``)
+    and drawing no random numbers (a dropout or ``randn`` not run would leave the generator
+    where the real forward does not)."""
+    return functional(func) and torch.Tag.nondeterministic_seeded not in func.tags
 
 
 def _describe(value: Any) -> Any:
@@ -134,12 +149,15 @@ class Hollow:
     """One forward's hollow ops and the storages they tainted (see the module's doc).
 
     ``state``: the storages of the model's weights and buffers, which no tainted value may
-    be written into (asked for only when a tainted value is written in place)."""
+    be written into (asked for only when a tainted value is written in place); ``elements``:
+    the model's and its inputs' (``LARGE_ELEMENTS``)."""
 
-    def __init__(self, state: Callable[[], set[Any]]) -> None:
+    def __init__(self, state: Callable[[], set[Any]], elements: int = 0) -> None:
         self.state = state
         self._held: set[Any] | None = None
         self.fresh: dict[Any, Any] = {}  # layouts learnt by this forward, kept after it
+        large = elements >= LARGE_ELEMENTS
+        self.now: dict[Any, Any] = self.fresh if large else {}  # ... and used in it
         self.tainted: set[Any] = set()
         self.stopped = False  # a ``Hollowed`` was raised (the model may have caught it)
         self.hollowed = 0
@@ -170,12 +188,13 @@ class Hollow:
             ):
                 self.stopped = True
                 raise Hollowed(func.name())
-        if functional(func):
+        if hollowable(func):
             try:
-                self._key = (func, _describe(args), _describe(tuple(sorted(kwargs.items()))))
+                described = _describe(args), _describe(tuple(sorted(kwargs.items())))
+                self._key = (func, torch.get_default_dtype(), *described)
             except Uncacheable:
                 pass
-            recipe = LAYOUTS.get(self._key) if self._key is not None else None
+            recipe = None if self._key is None else LAYOUTS.get(self._key, self.now.get(self._key))
             if recipe is not None and recipe is not LIGHT and recipe is not UNCACHEABLE:
                 self._hollow = True
                 self.hollowed += 1

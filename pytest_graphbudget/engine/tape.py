@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.engine import tree, walk
+from pytest_graphbudget.engine import first, tree, walk
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.hollow import Hollow, values_mattered
@@ -266,7 +266,8 @@ def hollow_run(model: nn.Module, example: Example, tape: Tape, watch: Any) -> Me
     value they did not compute mattered, whatever the forward assigned put back (``watch``, a
     ``watch.StateWatch`` around it): the forward then runs again in full. A model's own error
     is raised by that forward, in its words."""
-    tape.hollow = hollow = Hollow(lambda: {_storage(t) for t in model_state(model).values()})
+    state = lambda: {_storage(t) for t in model_state(model).values()}  # noqa: E731
+    tape.hollow = hollow = Hollow(state, first.elements(model, example))
     try:
         measured = run_taped(model, example, tape, model, reads=True)
     except Exception:

@@ -82,6 +82,13 @@ def test_the_first_forward_of_a_process_computes_every_op():
     assert _tape(model, x).hollow == BLOCKS
 
 
+def test_a_large_model_rebuilds_a_signature_already_in_its_first_forward(monkeypatch):
+    monkeypatch.setattr(hollow, "LARGE_ELEMENTS", Stack().body[0].weight.numel())
+    model, x = Stack().eval(), _x()
+    assert _tape(model, x).hollow == BLOCKS - 1  # from the second block on
+    assert profile_model(model, (x,)).macs == BLOCKS * CONV_MACS
+
+
 @pytest.mark.parametrize("then", ["branch", "tolist"])
 def test_a_value_read_from_a_hollow_result_runs_the_forward_again_in_full(then):
     model, x = Stack(then).eval(), _x()
