@@ -121,9 +121,10 @@ def _describe(value: Any) -> Any:
 
 def layout(out: Any, args: tuple, kwargs: dict) -> Any:
     """How to rebuild ``out`` (whether it was a tuple, and each tensor's shape, stride, dtype
-    and device), or ``LIGHT``: only fresh tensors, each its own storage from offset 0 and of
-    exactly the bytes ``torch.empty_strided`` gives that shape and stride."""
-    tensors = out if isinstance(out, tuple) else (out,)
+    and device, None for a None), or ``LIGHT``: only fresh tensors, each its own storage from
+    offset 0 and of exactly the bytes ``torch.empty_strided`` gives that shape and stride."""
+    items = out if isinstance(out, tuple) else (out,)
+    tensors = [t for t in items if t is not None]  # MultiheadAttention's weights not asked for
     if not tensors or not all(type(t) is torch.Tensor for t in tensors):
         return LIGHT
     storages = [t.untyped_storage().data_ptr() for t in tensors]
@@ -134,8 +135,11 @@ def layout(out: Any, args: tuple, kwargs: dict) -> Any:
     }
     if len(set(storages)) < len(storages) or set(storages) & taken:
         return LIGHT
-    specs = []
-    for t in tensors:
+    specs: list = []
+    for t in items:
+        if t is None:
+            specs.append(None)
+            continue
         spec = (tuple(t.shape), t.stride(), t.dtype, t.device)
         rebuilt = torch.empty_strided(spec[0], spec[1], dtype=spec[2], device="meta")
         nbytes = t.untyped_storage().nbytes()
@@ -199,10 +203,7 @@ class Hollow:
                 self._hollow = True
                 self.hollowed += 1
                 many, specs = recipe
-                outs = tuple(
-                    torch.empty_strided(s, st, dtype=d, device=dev).zero_()
-                    for s, st, d, dev in specs
-                )
+                outs = tuple(None if spec is None else _zeros(*spec) for spec in specs)
                 return outs if many else outs[0]
         return func(*args, **kwargs)
 
@@ -215,6 +216,10 @@ class Hollow:
             self.fresh[key] = layout(out, args, kwargs) if work >= HOLLOW_MACS else LIGHT
         if self._hollow or (self.tainted and not self.tainted.isdisjoint(reads)):
             self.tainted.update(made)
+
+
+def _zeros(shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device) -> Any:
+    return torch.empty_strided(shape, stride, dtype=dtype, device=device).zero_()
 
 
 @functools.cache

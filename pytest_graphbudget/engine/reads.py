@@ -26,17 +26,22 @@ VALUE_METHODS = ("tolist", "numpy", "__array__", "__dlpack__")
 @contextlib.contextmanager
 def value_reads() -> Any:
     """While it is open, a call of ``VALUE_METHODS`` on any tensor is noted in the list it
-    yields. The methods are wrapped on ``torch.Tensor`` and put back on exit: a function mode
-    would see them too, but its presence alone turns off fast paths (MultiheadAttention's
-    checks ``has_torch_function``), so the forward would not be the one the model runs."""
-    seen: list[str] = []
+    yields: the method's name and the address of the tensor's storage (``extents.StorageKey``
+    compares equal to it; None for a tensor without one). The methods are wrapped on
+    ``torch.Tensor`` and put back on exit: a function mode would see them too, but its
+    presence alone turns off fast paths (MultiheadAttention's checks ``has_torch_function``),
+    so the forward would not be the one the model runs."""
+    seen: list[tuple[str, int | None]] = []
     saved = {name: torch.Tensor.__dict__.get(name) for name in VALUE_METHODS}
 
     def noting(name: str) -> Any:
         method = getattr(torch.Tensor, name)
 
         def read(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            seen.append(name)
+            try:
+                seen.append((name, self.untyped_storage()._cdata))
+            except (RuntimeError, NotImplementedError):  # no storage (sparse, nested)
+                seen.append((name, None))
             return method(self, *args, **kwargs)
 
         return read

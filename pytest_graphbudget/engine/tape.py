@@ -76,7 +76,7 @@ class Tape(_Recorder):
         self.eager_segments = True
         self.memo: Memo | None = None  # every call and its result's layout (``replay``)
         self.hollow: Hollow | None = None  # its heavy ops not computed (``hollow``)
-        self.read_by_python = False  # the forward called ``reads.VALUE_METHODS``
+        self.read_by_python: set = set()  # storages read by ``reads.VALUE_METHODS``
         # Each op's names and out= arguments, by the op's id: an ``OpOverload`` hashes in
         # Python, an id in C, and the op objects live as long as torch.
         self.ops: dict[int, tuple[str, str, frozenset[str]]] = {}
@@ -223,7 +223,7 @@ def run_taped(
     watch = value_reads() if reads else contextlib.nullcontext([])
     with collector_paused(), torch.no_grad(), tape, watch as seen:
         out = call(*example.args, **example.kwargs)
-    tape.read_by_python = bool(seen)
+    tape.read_by_python = {storage for _, storage in seen}
     tape.sweep()  # what the forward's frames held to the end (the outputs stay live)
     outputs = {tape.made_by(t) for t in tensor_leaves(out)}
     measured = Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
@@ -275,7 +275,8 @@ def hollow_run(model: nn.Module, example: Example, tape: Tape, watch: Any) -> Me
     finally:
         hollow.keep()
     if measured is not None and not hollow.stopped:
-        if not hollow.tainted or not (tape.read_by_python or watch.look()):
+        read, tainted = tape.read_by_python, hollow.tainted
+        if not tainted or not (None in read or not tainted.isdisjoint(read) or watch.look()):
             measured.hollow = hollow.hollowed
             return measured
     watch.look(restore=True)
