@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from pytest_graphbudget.engine.extents import StorageKey
-from pytest_graphbudget.engine.meta_pass import PLAIN, UNCACHEABLE, Uncacheable, functional
+from pytest_graphbudget.engine.meta_pass import PLAIN, Uncacheable, functional
 from pytest_graphbudget.engine.reads import DATA_OPS
 
 HOLLOW_MACS = 1_000_000
@@ -51,10 +51,10 @@ second call in a forward on: its first profile gains most of what a second would
 values that would stop the forward. A smaller one hollows only what an earlier forward ran."""
 
 LIGHT = object()
-"""The memo of a signature that always runs: too light, or its result cannot be rebuilt."""
+"""The layout of a heavy op's result that ``torch.empty_strided`` cannot rebuild: it runs."""
 
-LAYOUTS: dict[Any, Any] = {}
-"""Each signature's result layout, or ``LIGHT``, for every tape of this process: a CPU kernel
+LAYOUTS: dict[Any, dict[Any, Any]] = {}
+"""Each heavy op's signatures and their result layouts, for every tape of this process: a kernel
 lays its result out by its arguments' shapes, strides and dtypes alone, which cannot change
 within a process. Only time depends on it."""
 
@@ -159,20 +159,20 @@ class Hollow:
     def __init__(self, state: Callable[[], set[Any]], elements: int = 0) -> None:
         self.state = state
         self._held: set[Any] | None = None
-        self.fresh: dict[Any, Any] = {}  # layouts learnt by this forward, kept after it
-        large = elements >= LARGE_ELEMENTS
-        self.now: dict[Any, Any] = self.fresh if large else {}  # ... and used in it
+        self.fresh: dict[Any, dict] = {}  # layouts learnt by this forward, kept after it
+        self.large = elements >= LARGE_ELEMENTS  # ... and used in it
         self.tainted: set[Any] = set()
         self.stopped = False  # a ``Hollowed`` was raised (the model may have caught it)
         self.hollowed = 0
         self._key: Any = None
         self._hollow = False
-        if len(LAYOUTS) > SIGNATURES:
+        if sum(map(len, LAYOUTS.values())) > SIGNATURES:
             LAYOUTS.clear()
 
     def keep(self) -> None:
         """The layouts this forward learnt, for the forwards after it (``LAYOUTS``)."""
-        LAYOUTS.update(self.fresh)
+        for func, table in self.fresh.items():
+            LAYOUTS.setdefault(func, {}).update(table)
         self.fresh.clear()
 
     def held(self) -> set[Any]:
@@ -183,7 +183,8 @@ class Hollow:
 
     def run(self, func: Any, args: tuple, kwargs: dict, node: Any) -> Any:
         """``func``'s result: rebuilt from its layout when the op is heavy and known, else the
-        op's own. ``node``: its ``NodeCost``, opened (the storages it reads)."""
+        op's own. ``node``: its ``NodeCost``, opened (the storages it reads). An op never
+        heavy before costs a dict lookup: its signature is described only after it ran."""
         self._hollow, self._key = False, None
         if self.tainted and not self.tainted.isdisjoint(node.reads):
             written = _written(func, args, kwargs)
@@ -192,14 +193,12 @@ class Hollow:
             ):
                 self.stopped = True
                 raise Hollowed(func.name())
-        if hollowable(func):
-            try:
-                described = _describe(args), _describe(tuple(sorted(kwargs.items())))
-                self._key = (func, torch.get_default_dtype(), *described)
-            except Uncacheable:
-                pass
-            recipe = None if self._key is None else LAYOUTS.get(self._key, self.now.get(self._key))
-            if recipe is not None and recipe is not LIGHT and recipe is not UNCACHEABLE:
+        known = LAYOUTS.get(func)
+        now = self.fresh.get(func) if self.large else None
+        if known or now:
+            key = self._key = _signature(args, kwargs)
+            recipe = None if key is None else (known or {}).get(key) or (now or {}).get(key)
+            if recipe is not None and recipe is not LIGHT:
                 self._hollow = True
                 self.hollowed += 1
                 many, specs = recipe
@@ -207,15 +206,26 @@ class Hollow:
                 return outs if many else outs[0]
         return func(*args, **kwargs)
 
-    def learn(self, work: int, out: Any, args: tuple, kwargs: dict, reads: set, made: Any) -> None:
-        """After the op (``work``: its MACs and other FLOPs): its signature's layout when it
-        ran for the first time, and the taint of what it wrote (``made``: the storages of its
-        results)."""
-        key = self._key
-        if key is not None and not self._hollow and key not in LAYOUTS and key not in self.fresh:
-            self.fresh[key] = layout(out, args, kwargs) if work >= HOLLOW_MACS else LIGHT
+    def learn(
+        self, func: Any, work: int, out: Any, args: tuple, kwargs: dict, reads: set, made: Any
+    ) -> None:
+        """After the op (``work``: its MACs and other FLOPs): the layout of a heavy one that
+        ran, and the taint of what it wrote (``made``: the storages of its results)."""
+        if work >= HOLLOW_MACS and not self._hollow and hollowable(func):
+            key = self._key if self._key is not None else _signature(args, kwargs)
+            if key is not None and key not in LAYOUTS.get(func, ()):
+                self.fresh.setdefault(func, {}).setdefault(key, layout(out, args, kwargs))
         if self._hollow or (self.tainted and not self.tainted.isdisjoint(reads)):
             self.tainted.update(made)
+
+
+def _signature(args: tuple, kwargs: dict) -> Any:
+    """An op's arguments as a signature, with torch's default dtype; None if they cannot be."""
+    try:
+        described = _describe(args), _describe(tuple(sorted(kwargs.items())))
+    except Uncacheable:
+        return None
+    return (torch.get_default_dtype(), *described)
 
 
 def _zeros(shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device) -> Any:

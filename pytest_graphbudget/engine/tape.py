@@ -124,7 +124,7 @@ class Tape(_Recorder):
             self.node = None
         self.close(node, out)
         if hollow is not None:
-            hollow.learn(node.macs + node.other, out, args, kwargs, node.reads, node.views)
+            hollow.learn(func, node.macs + node.other, out, args, kwargs, node.reads, node.views)
         if call is not None:
             self.memo.add(call, node.index, args, kwargs, out)
         if self.eager_segments:
