@@ -95,6 +95,31 @@ def reads_data(func: Any) -> bool:
     )
 
 
+INDEXING = frozenset({"index", "_unsafe_index", "index_put", "index_put_", "_index_put_impl_"})
+"""Ops tagged as sized by values for their boolean masks alone: with integer indices their
+result has the indices' shape (top-k tokens gathered by ``x[idx]``)."""
+
+
+def sized_by_values(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether this call of ``func`` hands values to Python or sizes its result by them."""
+    if not reads_data(func):
+        return False
+    if func._schema.name.partition("::")[2] not in INDEXING:
+        return True
+    indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
+    return any(
+        i is not None and (not isinstance(i, torch.Tensor) or not _integral(i.dtype))
+        for i in indices
+    )
+
+
+def _integral(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype not in _MASKS
+
+
+_MASKS = (torch.bool, torch.uint8)
+
+
 @functools.cache
 def hollowable(func: Any) -> bool:
     """Whether ``func`` may be rebuilt rather than run: functional (``meta_pass.functional``)
@@ -188,7 +213,7 @@ class Hollow:
         self._hollow, self._key = False, None
         if self.tainted and not self.tainted.isdisjoint(node.reads):
             written = _written(func, args, kwargs)
-            if reads_data(func) or (
+            if sized_by_values(func, args, kwargs) or (
                 written and {StorageKey(t.untyped_storage()) for t in written} & self.held()
             ):
                 self.stopped = True

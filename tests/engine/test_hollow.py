@@ -48,6 +48,8 @@ class Stack(nn.Module):
             y = self.extra(y)
         if self.then == "nonzero":  # sized by values
             y = y.flatten()[torch.nonzero(y.flatten() > 1).flatten()]
+        if self.then == "topk":  # gathered by indices: the result has their shape
+            y = y.flatten(2)[:, :, y.flatten(2).mean(1).topk(8).indices[0]]
         if self.then == "assign" and not hasattr(self, "seen"):  # lazy state, from a value
             self.seen = (y - 1).abs().sum()
         if self.then == "buffer":  # written in place into the model's own state
@@ -108,6 +110,16 @@ def test_a_result_sized_by_hollow_values_is_sized_by_real_ones():
     assert 0 < kept < x.numel() and second.hollow == 0
     gathered = [n for n in second.nodes if n.target == "aten.index"]
     assert gathered and gathered[-1].shapes == [(kept,)]
+
+
+def test_tokens_gathered_by_hollow_scores_keep_the_forward_hollow():
+    model, x = Stack("topk").eval(), _x()
+    first = profile_model(model, (x,))
+    assert _tape(model, x).hollow == BLOCKS
+    assert model not in hollow.MATTERED
+    assert profile_model(model, (x,)).to_dict() | {"trace": None} == first.to_dict() | {
+        "trace": None
+    }
 
 
 @pytest.mark.parametrize("then", ["assign", "buffer"])
