@@ -129,18 +129,22 @@ def hollowable(func: Any) -> bool:
 
 
 def _describe(value: Any) -> Any:
-    """A hashable description of one real argument; raises ``Uncacheable``."""
-    if isinstance(value, torch.Tensor):
-        if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided:
+    """A hashable description of one real argument; raises ``Uncacheable``. Asked of every
+    argument of a heavy op's every call: the common types first, by identity."""
+    kind = type(value)
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        if value.layout is not torch.strided or value.is_meta or value.is_quantized:
             raise Uncacheable
-        if value.is_meta or value.is_quantized or value.is_neg() or value.is_conj():
+        dtype = value.dtype
+        if dtype.is_complex:  # conjugate and negative views are complex tensors' laziness
             raise Uncacheable
-        shape = (tuple(value.shape), value.stride(), value.storage_offset())
-        return (*shape, value.dtype, value.device)
-    if isinstance(value, (list, tuple)):
-        return (type(value), *(_describe(v) for v in value))
+        return (value.shape, value.stride(), value.storage_offset(), dtype, value.device)
+    if kind is list or kind is tuple:
+        return (kind, *map(_describe, value))
     if isinstance(value, PLAIN):
-        return (type(value), value)
+        return (kind, value)
+    if isinstance(value, (list, tuple)):  # torch.Size
+        return (kind, *map(_describe, value))
     raise Uncacheable
 
 

@@ -277,6 +277,7 @@ def hollow_run(model: nn.Module, example: Example, tape: Tape, watch: Any) -> Me
     if measured is not None and not hollow.stopped:
         read, tainted = tape.read_by_python, hollow.tainted
         if not tainted or not (None in read or not tainted.isdisjoint(read) or watch.look()):
+            watch.final = bool(tainted)  # looked at just now: the caller assigns nothing after
             measured.hollow = hollow.hollowed
             return measured
     watch.look(restore=True)

@@ -24,6 +24,7 @@ class StateWatch:
     values: list = field(default_factory=list)
     modules: set = field(default_factory=set)  # ids of the modules whose attributes changed
     saved: list = field(default_factory=list)  # ``_attributes`` before the block
+    final: bool = False  # a ``look`` in the block found nothing, and nothing can change after
 
     def look(self, restore: bool = False) -> bool:
         """Whether the block so far assigned or mutated any module attribute (``changed``,
@@ -131,4 +132,5 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
     try:
         yield watch
     finally:
-        watch.look(restore)
+        if not watch.final:
+            watch.look(restore)
