@@ -14,6 +14,8 @@ on how busy the machine is.
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from typing import Any
 
 TAPE_FIRST_LEAVES = 64
@@ -70,3 +72,56 @@ def elements(model: Any, example: Any) -> int:
 
     state = {id(t): t.numel() for t in model_state(model).values()}
     return sum(state.values()) + sum(t.numel() for t in example.tensors)
+
+
+FX_FAILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Models whose symbolic trace failed having assigned nothing, with the modules and inputs it
+failed on, why, and the modules running when it did. A symbolic trace is a pure function of
+those (it runs the same Python on the same proxies), so the next profile of the same model at
+the same inputs tapes straight away instead of failing the trace again: transformers' small
+models fail FX a dozen milliseconds into every profile (bloom's default configuration: a
+third of its profile). Only which tier comes first depends on it, never a figure
+(``tests/engine/test_tiers_agree.py``)."""
+
+
+def fx_failed(model: Any, example: Any) -> tuple[str, set[int]] | None:
+    """Why ``model``'s trace failed at these inputs before and where, or None."""
+    try:
+        known = FX_FAILED.get(model)
+    except TypeError:  # a module that defines __eq__ without __hash__
+        return None
+    if known is None or known[0] != _fx_key(model, example):
+        return None
+    return known[1], set(known[2])
+
+
+def remember_fx_failure(model: Any, example: Any, why: str, running: set[int]) -> None:
+    """Keep a trace's failure at these inputs (``fx_failed``) when they can be described."""
+    key = _fx_key(model, example)
+    if key is None:
+        return
+    with contextlib.suppress(TypeError):
+        FX_FAILED[model] = (key, why, frozenset(running))
+
+
+def _fx_key(model: Any, example: Any) -> Any:
+    """The model's modules (each with its class and any forward set on the instance) and the
+    inputs' structure, tensor layouts and constants; None when a constant is unhashable."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from pytest_graphbudget.engine import walk
+
+    leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
+    described = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            described.append((leaf.shape, leaf.dtype, leaf.device, leaf.requires_grad))
+        elif isinstance(leaf, (bool, int, float, str, type(None), torch.dtype, torch.device)):
+            described.append((type(leaf), leaf))
+        else:
+            return None
+    modules = tuple(
+        (id(m), type(m), m.__dict__.get("forward"), m.training) for m in walk.modules(model)
+    )
+    return modules, str(spec), tuple(described)

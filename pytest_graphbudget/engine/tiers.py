@@ -80,9 +80,13 @@ def _trace_and_measure(
         taped = _taped(model, example, failures, failed_in, fx=False)
         if taped is not None:
             return taped
-    quick = _without_warm_up(model, example, failures, failed_in)
-    if quick is not None:
-        return (*quick, {})
+    known = first.fx_failed(model, example) if tier is None else None
+    if known is not None:  # the same trace failed before: the tape comes first
+        failures["fx"], failed_in = known
+    else:
+        quick = _without_warm_up(model, example, failures, failed_in)
+        if quick is not None:
+            return (*quick, {})
     if tier is None and not tape_first:
         taped = _taped(model, example, failures, failed_in)
         if taped is not None:
@@ -290,6 +294,7 @@ def _without_warm_up(
         failures["fx"] = one_line(exc)
         if not watch.changed:
             failed_in.update(_modules_running(exc, model))
+            first.remember_fx_failure(model, example, failures["fx"], failed_in)
         return None
     if watch.changed:
         return None

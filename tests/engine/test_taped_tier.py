@@ -399,6 +399,39 @@ def test_fx_is_tried_again_where_the_state_it_failed_on_was_built():
     assert traced.macs == 2 * 4 * 4  # fc: 2 rows x 4 out x 4 in
 
 
+class Checked(nn.Module):
+    """FX fails in the root, assigning nothing: a check on a size (a Proxy is no bool)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        TRACED.append(isinstance(x, torch.fx.Proxy))
+        if x.shape[0] > 8:
+            raise ValueError("8 rows at most")
+        return self.lin(x)
+
+
+def test_a_trace_that_failed_is_not_tried_again_at_the_same_inputs():
+    """The next profile of the same modules at the same inputs tapes straight away, with the
+    same figures and the same reason for leaving FX; new inputs or a new module trace again."""
+    model = Checked().eval()
+    TRACED.clear()
+    first = profile_model(model, (torch.ones(2, 4),))
+    again = profile_model(model, (torch.ones(2, 4),))
+    assert TRACED.count(True) == 1  # the second profile ran no trace
+    assert first.trace.method == again.trace.method == "eager"
+    assert first.macs == 2 * 4 * 4  # lin: 2 rows x 4 out x 4 in
+    assert first.trace.failures == again.trace.failures
+    assert first.to_dict() | {"trace": None} == again.to_dict() | {"trace": None}
+    profile_model(model, (torch.ones(3, 4),))
+    assert TRACED.count(True) == 2  # another shape: traced again
+    model.lin = nn.Linear(4, 4)
+    profile_model(model, (torch.ones(3, 4),))
+    assert TRACED.count(True) == 3  # another module: traced again
+
+
 def _out_ops(x, b, mm, mat, add, addmm, bmm):
     torch.mm(x, x, out=mm)
     torch.matmul(x, x, out=mat)
