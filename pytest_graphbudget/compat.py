@@ -190,6 +190,50 @@ def fake_empty(
     return twin
 
 
+def fake_tensor_type() -> type:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return FakeTensor
+
+
+def fake_results(mode: Any, specs: list) -> list:
+    """Fresh fake tensors, one per (shape, stride, dtype, device, requires_grad) in ``specs``
+    (None for None), made inside ``mode``'s dispatch (``engine.fake_ops``): their meta tensors
+    under ``in_kernel_invocation_manager``, as the mode's cache rebuilds a result, and wrapped
+    as ``fake_empty`` wraps one (the same private names from 2.4 on)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
+
+    metas = []
+    with in_kernel_invocation_manager(mode):
+        for spec in specs:
+            if spec is None:
+                metas.append(None)
+                continue
+            shape, stride, dtype, _device, grad = spec
+            metas.append(
+                torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=grad)
+            )
+    return [
+        None if meta is None else FakeTensor(mode, meta, spec[3])
+        for meta, spec in zip(metas, specs, strict=True)
+    ]
+
+
+def fake_view(mode: Any, source: Any, shape: Any, stride: Any, offset: int, grad: bool) -> Any:
+    """A fake view of ``source``'s storage at this layout, made inside ``mode``'s dispatch as
+    the mode's cache rebuilds a view (``set_`` on the source's storage, 2.4 on)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
+
+    with in_kernel_invocation_manager(mode):
+        meta = torch.empty_strided(shape, stride, dtype=source.dtype, device="meta")
+        meta.set_(source.untyped_storage(), offset, shape, stride)
+        if grad:
+            meta.requires_grad_(True)
+    return FakeTensor(mode, meta, source.device)
+
+
 def is_fake(tensor: Any) -> bool:
     from torch._subclasses.fake_tensor import is_fake as _is_fake
 

@@ -196,6 +196,7 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
     the taped forward assigned lazy state (YOLO's anchors), a second forward on the state it
     left is taped instead, as the other tiers price a forward after the first."""
     from pytest_graphbudget.compat import fake_mode, reparametrize
+    from pytest_graphbudget.engine.fake_ops import FakeOps
     from pytest_graphbudget.engine.trace import fake_like, fake_state
     from pytest_graphbudget.engine.watch import restored, watched
 
@@ -207,6 +208,7 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
         tape = Tape(model, model_weights(model))
         tape.eager_segments = False
         tape.frees = {}
+        tape.hollow = FakeOps(mode)  # ops whose signature ran before skip the mode's dispatch
         return run_taped(model, fakes, tape, model)
 
     with restored(model), reparametrize(model, state), mode:

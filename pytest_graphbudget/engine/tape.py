@@ -75,7 +75,9 @@ class Tape(_Recorder):
         self.segment = 0
         self.eager_segments = True
         self.memo: Memo | None = None  # every call and its result's layout (``replay``)
-        self.hollow: Hollow | None = None  # its heavy ops not computed (``hollow``)
+        # Its heavy ops not computed (``hollow``), or on fakes its known ops not dispatched
+        # (``fake_ops.FakeOps``, of the same interface)
+        self.hollow: Hollow | Any = None
         self.read_by_python: set = set()  # storages read by ``reads.VALUE_METHODS``
         # Each op's names and out= arguments, by the op's id: an ``OpOverload`` hashes in
         # Python, an id in C, and the op objects live as long as torch.
