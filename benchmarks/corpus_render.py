@@ -35,9 +35,14 @@ def read_lines(path: Path) -> list[dict]:
 
 
 def read_rows(path: Path) -> dict[tuple[str, str], dict]:
-    """``(family, name)`` -> its last row."""
-    lines = read_lines(path)
-    return {(r["family"], r["name"]): r for r in lines if r.get("kind", "model") == "model"}
+    """``(family, name)`` -> its last row, with the meta-device ``threshold`` of its run."""
+    rows, threshold = {}, None
+    for r in read_lines(path):
+        if r.get("kind") == "run":
+            threshold = r.get("options", {}).get("threshold")
+        elif r.get("kind", "model") == "model":
+            rows[(r["family"], r["name"])] = {"threshold": threshold, **r}
+    return rows
 
 
 def summary(rows: list[dict]) -> dict[str, Any]:
@@ -62,6 +67,7 @@ def summary(rows: list[dict]) -> dict[str, Any]:
         "ratio_p90": ratios[math.ceil(0.9 * len(ratios)) - 1] if ratios else None,
         "worst": (timed[-1]["name"], timed[-1]["ratio"]) if timed else None,
         "seconds": sum(r.get("seconds", 0.0) for r in rows),
+        "thresholds": sorted({r["threshold"] for r in rows if r.get("threshold")}),
     }
 
 
@@ -100,7 +106,7 @@ def _header(runs: list[dict], sums: dict[str, dict]) -> list[str]:
         "Each model in a worker process (a fresh one every 25 models, or after a timeout of "
         f"{options.get('timeout', 0):g} s or a crash), `pretrained=False` and built from its "
         "defaults, nothing downloaded; on the meta device above "
-        f"{options.get('threshold', 0) / 1e6:g}M parameters (counted there first), real weights "
+        f"{_thresholds(sums, options.get('threshold', 0))} (counted there first), real weights "
         "below. Ours: `profile_model(model, args, kwargs)`; FlopCounterMode: one forward under "
         "`torch.no_grad()` with SDPA forced to the math backend, its MACs half its FLOPs. Warm "
         "times: one call of each, then "
@@ -110,6 +116,18 @@ def _header(runs: list[dict], sums: dict[str, dict]) -> list[str]:
         "",
         "Tried: " + "; ".join(_tried(f, s, runs) for f, s in sums.items()) + ".",
     ]
+
+
+def _thresholds(sums: dict[str, dict], default: float) -> str:
+    """The meta-device line, per family where the runs of its rows drew it differently."""
+    by: dict[float, list[str]] = {}
+    for family, found in sums.items():
+        for t in found.get("thresholds") or [default]:
+            by.setdefault(t, []).append(TITLES[family])
+    if len(by) <= 1:
+        return f"{next(iter(by), default) / 1e6:g}M parameters"
+    said = [f"{t / 1e6:g}M for {' and '.join(names)}" for t, names in sorted(by.items())[::-1]]
+    return said[0].replace("M for", "M parameters for", 1) + ", " + ", ".join(said[1:])
 
 
 def _tried(family: str, found: dict, runs: list[dict]) -> str:

@@ -113,7 +113,7 @@ class FakeOps:
     def _describe(self, value: Any) -> Any:
         kind = type(value)
         if kind is self.fake:
-            if value.constant is not None:
+            if value.constant is not None or value.layout is not torch.strided:
                 raise Unknown
             return (
                 value.shape,
@@ -137,6 +137,8 @@ class FakeOps:
             tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
             if len(tensors) != 1 or type(out) is not self.fake or out.constant is not None:
                 return ODD
+            if out.layout is not torch.strided:
+                return ODD
             if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
                 return ODD
             source = args[tensors[0]]
@@ -150,10 +152,18 @@ class FakeOps:
             return tensors[0], False, view
         items = out if type(out) is tuple else (out,)
         tensors = [t for t in items if t is not None]
-        if not tensors or any(type(t) is not self.fake or t.constant is not None for t in tensors):
+        if not tensors or any(
+            type(t) is not self.fake or t.constant is not None or t.layout is not torch.strided
+            for t in tensors
+        ):
             return ODD
-        storages = {id(t.untyped_storage()) for t in tensors}
-        if len(storages) < len(tensors):
+        storages = {t.untyped_storage()._cdata for t in tensors}
+        taken = {
+            a.untyped_storage()._cdata
+            for a in (*args, *kwargs.values())
+            if type(a) is self.fake and a.layout is torch.strided
+        }
+        if len(storages) < len(tensors) or storages & taken:  # fresh results only
             return ODD
         specs: list = []
         for t in items:
