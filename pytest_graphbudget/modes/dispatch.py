@@ -31,12 +31,13 @@ def preload() -> None:
     from pytest_graphbudget.engine import (  # noqa: F401
         assemble,
         breaks,
+        latency,
         partition,
         replay,
         tiers,
         trace,
     )
-    from pytest_graphbudget.modes import dtype, quantize  # noqa: F401
+    from pytest_graphbudget.modes import dtype, quantize, request  # noqa: F401
 
 
 def profile_model(
