@@ -164,11 +164,15 @@ def _dtype(params: list, packs: list, inputs: Any) -> str:
     """The dtype most of the model's floating-point (or quantized) parameter elements are
     stored in (``int8`` for quantized weights); for a model without any, its floating inputs'
     (a cast to ``dtype=`` reaches those too). ``packs``: its packed weights
-    (``quantized.packed``)."""
+    (``quantized.packed``). Under autocast (``dtype="amp_float16"``), its low dtype: the
+    products that a peak prices run in it, whatever the weights are stored in."""
     import torch
     from torch.utils import _pytree as pytree
 
     from pytest_graphbudget.engine.quantized import stored_dtype
+
+    if torch.is_autocast_enabled("cpu"):
+        return str(torch.get_autocast_dtype("cpu")).removeprefix("torch.")
 
     counts: Counter = Counter()
     tensors = params + [w for _, _, found in packs for w in found[:1]]

@@ -7,6 +7,7 @@ hands each of its points' requests to ``profile``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -67,7 +68,9 @@ def profile_model(
     its update (``train.py``).
     ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
     of the model and of its floating inputs (``dtype.py``): bytes and peak are that dtype's;
-    "int8" and "float8_e4m3fn" a copy with its Linear layers quantized (``quantize.py``).
+    "int8" and "float8_e4m3fn" a copy with its Linear layers quantized (``quantize.py``);
+    "amp_float16" and "amp_bfloat16" the model as it is, under CUDA's autocast (``amp.py``):
+    each op's bytes in the dtype autocast gives it, the peak the low dtype's.
     ``decode=True, context=N`` profiles one generated token of a causal LM instead
     (``decode.step_profile``; ``profile_decode`` gives the prefill beside it).
     ``measure`` (True: 20 runs, or a number of runs) also times it here (``runtime.py``), on
@@ -234,12 +237,20 @@ def profile(request: Request) -> Profile:
         step = profile_sharded if variant.parallel else profile_step
         # The request resolved: its module (cast), its inputs as a tuple, its label.
         return step(replace(request, model=model, inputs=args, kwargs=kwargs, name=name))
-    prof = profile_graph(
-        model, args, kwargs, request.hardware, name, request.tier, request.execution
-    )
-    if not request.runs:
-        return prof
-    return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)
+    with _autocast(variant.dtype):
+        prof = profile_graph(
+            model, args, kwargs, request.hardware, name, request.tier, request.execution
+        )
+        if not request.runs:
+            return prof
+        return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)
+
+
+def _autocast(dtype: str | None) -> Any:
+    """CUDA's autocast for an ``amp_`` dtype (``amp.py``), else nothing."""
+    from pytest_graphbudget.modes.amp import AMP, cuda_autocast
+
+    return cuda_autocast(dtype) if dtype in AMP else contextlib.nullcontext()
 
 
 def _saved_inputs(program: Any, inputs: Any, kwargs: Any) -> tuple[Any, Any]:

@@ -1,6 +1,7 @@
 """``dtype=``: the model and its floating inputs in another floating dtype, as a copy.
 
-Casting works like ``model.to(dtype)`` (not autocast): every floating parameter, buffer and
+Casting works like ``model.to(dtype)`` (not autocast, which ``amp_float16`` and
+``amp_bfloat16`` ask for: ``amp.py``): every floating parameter, buffer and
 input becomes ``dtype``, so weights, activations and traffic are counted in its bytes and the
 roofline takes the hardware's peak for it. The caller's model is never touched: a copy is cast,
 and each floating tensor is cast straight into the copy (no second full-precision copy).
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError, one_line
+from pytest_graphbudget.modes.amp import AMP as AUTOCAST
 from pytest_graphbudget.modes.quantize import QUANTIZED, quantized_copy
 
 
@@ -21,7 +23,7 @@ def cast(model: Any, args: tuple, kwargs: dict[str, Any], dtype: str | None) -> 
     import torch
     from torch.utils import _pytree as pytree
 
-    if dtype is None:
+    if dtype is None or dtype in AUTOCAST:  # autocast decides per op (``amp.py``)
         return model, args, kwargs
     if dtype in QUANTIZED:
         return quantized_copy(model, dtype), args, kwargs

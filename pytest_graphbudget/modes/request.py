@@ -19,9 +19,13 @@ from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
 
-DTYPES = ("float32", "bfloat16", "float16", "int8", "float8_e4m3fn")
-"""The dtypes ``dtype=`` accepts (``None``: the model's own); the last two quantize the
-model's Linear layers (``quantize.py``) rather than cast it."""
+QUANTIZING = ("int8", "float8_e4m3fn")
+"""Dtypes that quantize the model's Linear layers (``quantize.py``) rather than cast it."""
+AUTOCAST = ("amp_float16", "amp_bfloat16")
+"""Dtypes that leave the model as it is and profile it under CUDA's autocast (``amp.py``)."""
+DTYPES = ("float32", "bfloat16", "float16", *QUANTIZING, *AUTOCAST)
+"""The dtypes ``dtype=`` accepts (``None``: the model's own); the ``amp_`` ones leave the
+model in its dtype and profile it under CUDA's autocast (``amp.py``)."""
 
 MODES = ("eval", "train")
 OPTIMIZERS = ("adam", "sgd")
@@ -172,9 +176,14 @@ def check_execution(execution: Any, where: str = "") -> str:
 def check_dtype(dtype: str | None, mode: str = "eval") -> None:
     """Refuse, in one line, a dtype that ``profile_model`` cannot profile in (a quantized one
     in a training step: its packed or float8 weights take no gradient)."""
-    if dtype in DTYPES[3:] and mode != "eval":
+    if dtype in QUANTIZING and mode != "eval":
         raise GraphBudgetError(
             f"dtype={dtype!r} quantizes the model for inference: use it with mode='eval'"
+        )
+    if dtype in AUTOCAST and mode != "eval":
+        raise GraphBudgetError(
+            f"dtype={dtype!r} profiles an eval forward under autocast; a training step under "
+            "autocast is not priced yet: use mode='eval', or dtype='bfloat16' for the step"
         )
     if dtype is not None and dtype not in DTYPES:
         from pytest_graphbudget.errors import closest

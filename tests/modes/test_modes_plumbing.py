@@ -108,7 +108,8 @@ def test_toml_defaults_give_every_table_the_dtype(pytester):
     "line, message",
     [
         ('dtype = "bf16"', "dtype in budgets/nets.toml::lin: one of 'float32', 'bfloat16', "
-         "'float16', 'int8', 'float8_e4m3fn', got 'bf16' (did you mean 'bfloat16'?)"),
+         "'float16', 'int8', 'float8_e4m3fn', 'amp_float16', 'amp_bfloat16', got 'bf16' (did "
+         "you mean 'bfloat16'?)"),
         ('mode = "trian"', "mode in budgets/nets.toml::lin: one of 'eval', 'train', got 'trian' "
          "(did you mean 'train'?)"),
         ('optimiser = "adam"', "unknown budget key 'optimiser' in budgets/nets.toml::lin "
@@ -192,8 +193,8 @@ def test_without_the_marker_dtype_the_same_limit_fails(pytester):
     "settings, message",
     [
         ('dtype="fp16"', "dtype in @pytest.mark.graph_budget on test_marked.py::test_lin: one "
-         "of 'float32', 'bfloat16', 'float16', 'int8', 'float8_e4m3fn', got 'fp16' (did you "
-         "mean 'float16'?)"),
+         "of 'float32', 'bfloat16', 'float16', 'int8', 'float8_e4m3fn', 'amp_float16', "
+         "'amp_bfloat16', got 'fp16' (did you mean 'float16'?)"),
         ('dtyp="float16"', "unknown keyword 'dtyp' (did you mean 'dtype'?)"),
     ],
 )  # fmt: skip
@@ -414,7 +415,7 @@ def test_cli_rejects_an_unknown_dtype_before_loading(tiny, monkeypatch, capsys):
     assert cli.main(["profile", *TINY, "--dtype", "bf16"]) == 2
     assert (
         "invalid choice: 'bf16' (choose from 'float32', 'bfloat16', 'float16', 'int8', "
-        "'float8_e4m3fn')" in capsys.readouterr().err
+        "'float8_e4m3fn', 'amp_float16', 'amp_bfloat16')" in capsys.readouterr().err
     )
 
 

@@ -1,0 +1,178 @@
+"""``dtype="amp_float16"``: a model profiled as it runs under CUDA's autocast, on a machine
+without a GPU. References: bytes counted by hand, and torch's own CUDA autocast run on fake
+CUDA tensors (``torch.autocast("cuda")`` refuses without a GPU; its key is switched on by
+hand, so the lists are torch's, not ours)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from pytest_graphbudget import profile_model
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.hardware import Hardware
+from pytest_graphbudget.modes import amp
+
+BYTES = Hardware(
+    name="bytes",
+    description="1 GB/s, compute free, no launch cost: the eager estimate is bytes / 1e9",
+    peak_flops={"float32": 1e30, "float16": 1e30, "bfloat16": 1e30},
+    bandwidth=1e9,
+)
+
+
+def _linear_norm() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32)).eval()
+    return model, torch.randn(4, 16)
+
+
+def _bytes(prof) -> int:
+    return round(prof.est_latency_s * 1e9)
+
+
+def test_each_op_moves_the_bytes_of_the_dtype_cuda_autocast_gives_it():
+    model, x = _linear_norm()
+    # float32: addmm reads x (4x16x4), W (32x16x4) and b (32x4) and writes 4x32x4; the
+    # layer norm reads 4x32x4 and its weight and bias (2x32x4) and writes 4x32x4.
+    float32 = (256 + 2048 + 128 + 512) + (512 + 256 + 512)
+    # autocast: x, W and b are cast to float16 first (read 4 bytes an element, write 2);
+    # addmm reads the casts and writes float16; layer_norm is on CUDA's float32 list, so its
+    # input is cast back up (read 2, write 4), and it writes float32, with its mean and rstd.
+    casts = (256 + 128) + (2048 + 1024) + (128 + 64)
+    addmm = 128 + 1024 + 64 + 256
+    norm = (256 + 512) + (512 + 256 + 512 + 16 + 16)
+    plain = profile_model(model, (x,), hardware=BYTES)
+    mixed = profile_model(model, (x,), hardware=BYTES, dtype="amp_float16")
+    again = profile_model(model, (x,), hardware=BYTES)
+    assert _bytes(plain) == float32 == _bytes(again)
+    assert _bytes(mixed) == casts + addmm + norm
+    assert (mixed.dtype, plain.dtype) == ("float16", "float32")
+    # the weights stay float32 in memory; the MACs are the model's
+    assert mixed.weights_bytes == plain.weights_bytes == (16 * 32 + 32 + 2 * 32) * 4
+    assert mixed.macs == plain.macs == 4 * 16 * 32
+
+
+def test_a_meta_model_is_profiled_under_autocast_too():
+    model, x = _linear_norm()
+    with torch.device("meta"):
+        meta = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32)).eval()
+    real = profile_model(model, (x,), hardware=BYTES, dtype="amp_bfloat16")
+    fake = profile_model(meta, (x.to("meta"),), hardware=BYTES, dtype="amp_bfloat16")
+    assert _bytes(fake) == _bytes(real) == 7200
+    assert fake.dtype == "bfloat16"
+
+
+class _Ops(TorchDispatchMode):
+    """Each op that computes something, with its first result's dtype."""
+
+    SAME = dict.fromkeys(  # one op, by device: cuDNN's on CUDA
+        ("cudnn_batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training"),
+        "batch_norm",
+    )
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[tuple[str, str]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in ("device", "empty", "_unsafe_view") or func.is_view:
+            return out
+        first = next(t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+        self.ops.append((self.SAME.get(name, name), str(first.dtype)))
+        return out
+
+
+class _Mixed(torch.nn.Module):
+    """A convolution, batch and group norms, an interpolation, a layer norm, a linear, a
+    float32 layer scale, attention by hand, exp, sum, pow, rsqrt, einsum and cumsum."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.gn = torch.nn.GroupNorm(2, 8)
+        self.ln = torch.nn.LayerNorm(8)
+        self.fc = torch.nn.Linear(8, 8)
+        self.scale = torch.nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        y = self.gn(self.bn(self.conv(x))) * 2
+        y = torch.nn.functional.interpolate(y, scale_factor=2, mode="bilinear")
+        t = self.ln(y.flatten(2).transpose(1, 2))
+        q = self.fc(t) * self.scale
+        a = torch.softmax(q @ q.transpose(1, 2), -1) @ q
+        a = a + torch.exp(a).sum(-1, keepdim=True) + a.pow(2).mean(-1, keepdim=True).rsqrt()
+        return torch.einsum("bij,bkj->bik", a, t).cumsum(-1)
+
+
+@contextlib.contextmanager
+def _torch_cuda_autocast(low):
+    torch.set_autocast_enabled("cuda", True)
+    torch.set_autocast_dtype("cuda", low)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        torch.autocast_decrement_nesting()
+        torch.clear_autocast_cache()
+        torch.set_autocast_enabled("cuda", False)
+
+
+def _on_fake_cuda(low) -> list[tuple[str, str]]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with torch.device("meta"):
+        model = _Mixed().eval()
+    ops = _Ops()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = model.to_empty(device="cuda")
+        x = torch.empty(2, 3, 8, 8, device="cuda")
+        with _torch_cuda_autocast(low), torch.no_grad(), ops:
+            model(x)
+    return ops.ops
+
+
+@pytest.mark.parametrize("dtype", ["amp_float16", "amp_bfloat16"])
+def test_the_profile_casts_as_torch_cuda_autocast_does(dtype):
+    low = getattr(torch, amp.AMP[dtype])
+    model, x, ops = _Mixed().eval(), torch.randn(2, 3, 8, 8), _Ops()
+    with amp.cuda_autocast(dtype), torch.no_grad(), ops:
+        model(x)
+    expected = _on_fake_cuda(low)
+    if low == torch.float16:
+        # CUDA's float16 softmax writes float32 itself (half_to_float, no CPU kernel has it);
+        # the profile casts first: the one difference, documented in amp.py
+        i = ops.ops.index(("_softmax", "torch.float32"))
+        assert ops.ops.pop(i - 1) == ("_to_copy", "torch.float32")
+    assert ops.ops == expected
+    assert ("native_layer_norm", "torch.float32") in expected  # what the test is about
+    assert ("convolution", str(low)) in expected
+
+
+def test_every_op_cuda_autocasts_and_cpu_does_not_has_a_policy():
+    registered = torch._C._dispatch_get_registrations_for_dispatch_key
+    cpu, cuda = ({n for n in registered(key) if n.startswith("aten::")} for key in amp.KEYS)
+    known = amp.LOWER | amp.FLOAT32 | amp.FLOAT32_DTYPE | amp.PROMOTE | amp.UNREACHABLE
+    missing = {n for n in cuda - cpu if n.removeprefix("aten::").split(".")[0] not in known}
+    assert not missing, f"torch casts these on CUDA and amp.py has no policy: {missing}"
+
+
+def test_the_policies_are_undone_after_the_profile():
+    model, x = _linear_norm()
+    profile_model(model, (x,), hardware=BYTES, dtype="amp_float16")
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # CPU autocast: its own lists again
+        out = torch.nn.functional.layer_norm(torch.randn(2, 4).bfloat16(), (4,))
+    assert out.dtype == torch.bfloat16
+
+
+def test_amp_in_a_training_step_is_refused_in_one_line():
+    model, x = _linear_norm()
+    with pytest.raises(GraphBudgetError, match="profiles an eval forward under autocast"):
+        profile_model(model, (x,), mode="train", dtype="amp_float16")
