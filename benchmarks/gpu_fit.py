@@ -14,6 +14,7 @@ name: 30% held out, the same models whatever else has been profiled.
 
     .venv/bin/python benchmarks/gpu_fit.py            # the report (GPU_RESULTS.md's tables)
     .venv/bin/python benchmarks/gpu_fit.py --toml     # also the families' fitted TOML
+    .venv/bin/python benchmarks/gpu_fit.py --amp      # on the profiles made under autocast
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from gpu_tables import OUT, TABLES, read_table  # noqa: E402
+from gpu_tables import OUT, OUT_AMP, TABLES, read_table  # noqa: E402
 
 from pytest_graphbudget.engine.latency import efficiency_kind  # noqa: E402
 from pytest_graphbudget.hardware import EFFICIENCY_KINDS, get  # noqa: E402
@@ -59,9 +60,9 @@ KINDS = {kind: i for i, kind in enumerate(EFFICIENCY_KINDS)}
 EXECUTIONS = ("eager", "compiled")
 
 
-def records() -> dict[tuple[str, int], dict]:
+def records(path: Path = OUT) -> dict[tuple[str, int], dict]:
     found = {}
-    for line in OUT.read_text().splitlines():
+    for line in path.read_text().splitlines():
         data = json.loads(line)
         if "error" not in data:
             found[(data["model"], data["size"])] = data
@@ -333,9 +334,12 @@ def toml(families: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toml", action="store_true", help="print the shipped families' TOML")
+    parser.add_argument(
+        "--amp", action="store_true", help="the profiles made under autocast (gpu_tables --amp)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    recs = records()
+    recs = records(OUT_AMP if args.amp else OUT)
     train, held = split(recs)
     print(
         f"{len(recs)} profiled (model, size) pairs; {len(train)} models fit, {len(held)} held out"

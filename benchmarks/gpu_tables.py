@@ -7,7 +7,7 @@ the meta device in float16 and writes, per model, every op's kernel kind, FLOPs 
 every fused group's (what eager and compiled execution price) to ``benchmarks/out/gpu_ops.jsonl``,
 so that the fit (``benchmarks/gpu_fit.py``) reruns in seconds.
 
-    .venv/bin/python benchmarks/gpu_tables.py [--limit N] [--only NAME ...]
+    .venv/bin/python benchmarks/gpu_tables.py [--limit N] [--only NAME ...] [--amp]
 
 Figures are recorded at batch ``BATCH`` and scaled to each table's batch by the fit (FLOPs
 and activation bytes grow with the batch, weights do not).
@@ -26,6 +26,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 OUT = HERE / "out" / "gpu_ops.jsonl"
+OUT_AMP = HERE / "out" / "gpu_ops_amp.jsonl"
+"""``--amp``: the same records, each model profiled as the tables ran it, float32 weights and
+input under CUDA's autocast (``dtype="amp_float16"``, ``modes/amp.py``)."""
 BATCH = 256
 TIMEOUT_S = 120
 TABLES = {
@@ -77,8 +80,9 @@ def wanted() -> list[tuple[str, int]]:
     return order
 
 
-def build(name: str, size: int):
-    """The timm model on the meta device in float16 and its input at ``BATCH``."""
+def build(name: str, size: int, amp: bool = False):
+    """The timm model on the meta device in float16 (float32 for ``amp``) and its input at
+    ``BATCH``."""
     import timm
     import torch
 
@@ -96,24 +100,29 @@ def build(name: str, size: int):
         except TypeError:
             pass
     x = torch.empty(BATCH, int(default[0]), size, size, device="meta")
-    return cast(model, (x,), {}, "float16")
+    return cast(model, (x,), {}, None if amp else "float16")
 
 
-def record(name: str, size: int) -> dict:
+def record(name: str, size: int, amp: bool = False) -> dict:
     """One model's ops and fused groups, as the fit reads them."""
+    import contextlib
+
     import torch
 
     from pytest_graphbudget.engine import latency
     from pytest_graphbudget.engine.partition import partition, traffic
     from pytest_graphbudget.engine.tiers import trace_and_measure
     from pytest_graphbudget.engine.trace import Example
+    from pytest_graphbudget.modes.amp import cuda_autocast
 
-    model, args, kwargs = build(name, size)
-    with torch.inference_mode(False):
+    model, args, kwargs = build(name, size, amp)
+    autocast = cuda_autocast("amp_float16") if amp else contextlib.nullcontext()
+    with torch.inference_mode(False), autocast:
         traced, measured, _ = trace_and_measure(model, Example(args, kwargs))
     groups = partition(measured)
     flows = traffic(groups, measured)
-    sizes, shapes = latency.tensor_sizes(measured), latency.param_shapes(model)
+    sizes = latency.tensor_sizes(measured)
+    shapes = latency.weight_casts(latency.param_shapes(model), measured)
     channels = latency.tensor_channels(measured)
     ops: dict[tuple, int] = {}
     kinds = {}
@@ -151,14 +160,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retry-errors", action="store_true", help="profile again the pairs that failed"
     )
+    parser.add_argument("--amp", action="store_true", help="under autocast, into OUT_AMP")
+    parser.add_argument("--part", type=int, default=0, help="this process's share (from 0)")
+    parser.add_argument("--parts", type=int, default=1, help="processes sharing the pairs")
     args = parser.parse_args(argv)
+    out_path = OUT_AMP if args.amp else OUT
     import torch
 
     torch.set_num_threads(1)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     done = set()
-    if OUT.exists():
-        for line in OUT.read_text().splitlines():
+    if out_path.exists():
+        for line in out_path.read_text().splitlines():
             data = json.loads(line)
             if not (args.retry_errors and "error" in data):
                 done.add((data["model"], data["size"]))
@@ -171,16 +184,16 @@ def main(argv: list[str] | None = None) -> int:
         if name not in seen:
             seen.add(name)
             first.append((name, size))
-    todo = first + [k for k in todo if k not in set(first)]
+    todo = (first + [k for k in todo if k not in set(first)])[args.part :: args.parts]
     if args.limit:
         todo = todo[: args.limit]
     signal.signal(signal.SIGALRM, _timeout)
-    with OUT.open("a") as out:
+    with out_path.open("a") as out:
         for i, (name, size) in enumerate(todo):
             start = time.perf_counter()
             signal.alarm(TIMEOUT_S)
             try:
-                data = record(name, size)
+                data = record(name, size, args.amp)
             except Exception as exc:  # the model's failure, recorded so it is not retried
                 data = {"model": name, "size": size, "error": f"{type(exc).__name__}: {exc}"[:300]}
             finally:

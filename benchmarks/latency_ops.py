@@ -38,6 +38,7 @@ from pytest_graphbudget.engine.latency import (  # noqa: E402
     param_shapes,
     tensor_channels,
     tensor_sizes,
+    weight_casts,
 )
 from pytest_graphbudget.engine.trace import Example  # noqa: E402
 from pytest_graphbudget.hardware import from_table  # noqa: E402
@@ -138,7 +139,7 @@ def diagnose(name: str, hardware, runs: int, verbose: int = 0) -> None:
     case = resolve(name, meta=False)
     model = case.model.eval()
     measured = capture_eager(model, Example(tuple(case.inputs), dict(case.kwargs))).measured
-    sizes, shapes = tensor_sizes(measured), param_shapes(model)
+    sizes, shapes = tensor_sizes(measured), weight_casts(param_shapes(model), measured)
     channels = tensor_channels(measured)
     timed, forward = op_times(model, case, runs)
     nodes = [n for n in measured.nodes if n.target.rpartition(".")[2] not in SKIP]

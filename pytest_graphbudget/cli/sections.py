@@ -28,7 +28,7 @@ def summary(prof: Any) -> list[tuple[str, str]]:
         coverage += f"; no formula for {ops}"
     return [
         ("inputs", inputs_text(prof.inputs)),
-        ("dtype", prof.dtype),
+        ("dtype", f"{prof.dtype}, under autocast" if prof.autocast else prof.dtype),
         *_step_rows(prof),
         ("params", f"{format_count(prof.params)} ({prof.params:,})"),
         ("FLOPs", f"{format_count(prof.flops)} ({prof.flops:,})"),

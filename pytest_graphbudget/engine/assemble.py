@@ -31,6 +31,8 @@ def assemble(
 ) -> Profile:
     """Partition the measured graph and put every figure in its place; the estimated time
     as ``execution`` runs it (``latency.EXECUTIONS``)."""
+    import torch
+
     from pytest_graphbudget.engine import walk
     from pytest_graphbudget.engine.partition import live_at_peak, partition, traffic
     from pytest_graphbudget.engine.quantized import packed
@@ -52,6 +54,7 @@ def assemble(
 
         sizes = latency.tensor_sizes(measured)
         shapes = {name: tuple(t.shape) for name, t in named + buffers}
+        shapes = latency.weight_casts(shapes, measured)
         channels = latency.tensor_channels(measured)
         for group, flow, subgraph in zip(groups, flows, subgraphs, strict=True):
             if execution == "eager":
@@ -77,6 +80,7 @@ def assemble(
         ),
         hardware=target,
         dtype=dtype,
+        autocast=torch.is_autocast_enabled("cpu"),
         execution=execution,
         flops=sum(n.flops for n in measured.nodes),
         macs=sum(n.macs for n in measured.nodes),

@@ -88,7 +88,9 @@ def kernel_kind(
     and, for a convolution, its weight's shape ``(out, in / groups, *kernel)``, its input's
     bytes (in ``sizes``, by producer) and channels (in ``channels``: dim 1 of its output)."""
     if node.kind == "conv":
-        weight = next((param_shapes[w] for w in node.weights if w in param_shapes), ())
+        # its weight, or under autocast the cast of it it reads (``weight_casts``)
+        found = [param_shapes[w] for w in (*node.weights, *node.inputs) if w in param_shapes]
+        weight = max(found, key=len, default=())
         if len(weight) >= 3:
             per_group, window = weight[1], weight[2:]
             if per_group == 1 and any(k > 1 for k in window):
@@ -236,6 +238,19 @@ def fused_seconds(
     return kernel_seconds(
         "pointwise" if anchor == "view" else anchor, flops, traffic, target, dtype, compiled=True
     )
+
+
+def weight_casts(shapes: Mapping[str, tuple[int, ...]], measured: Any) -> dict:
+    """``shapes`` (every parameter's, by name) with the shape of each node that casts one
+    parameter, by the node's name: under autocast a convolution reads its weight through such
+    a cast, and its kind (depthwise, grouped, 1x1) is read off the weight's shape."""
+    found = dict(shapes)
+    for n in measured.nodes:
+        if n.kind == "copy" and not n.inputs and len(n.weights) == 1:
+            (fqn,) = n.weights
+            if fqn in shapes:
+                found[n.name] = shapes[fqn]
+    return found
 
 
 def param_shapes(model: Any) -> dict[str, tuple[int, ...]]:

@@ -163,6 +163,9 @@ class Profile:
     execution: str = "eager"
     """How ``est_latency_s`` has the model run: a kernel per op (``eager``) or per fused group
     (``compiled``), ``engine/latency.py``."""
+    autocast: bool = False
+    """Profiled under autocast (``dtype="amp_float16"``): ``dtype`` is the products' dtype,
+    each op's bytes the dtype autocast gave it, the weights as stored."""
 
     def _train_totals(self) -> dict[str, Any]:
         """The training step's extra totals: its phases' figures and the optimizer state."""
@@ -233,6 +236,7 @@ class Profile:
             "model": self.model,
             "mode": self.mode,
             "dtype": self.dtype,
+            **({"autocast": True} if self.autocast else {}),
             "execution": self.execution,
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
@@ -317,6 +321,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         ),
         hardware=target,
         dtype=dtype,
+        autocast=bool(data.get("autocast")),
         flops=totals["flops"],
         macs=totals["macs"],
         params=totals["params"],

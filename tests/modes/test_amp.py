@@ -176,3 +176,43 @@ def test_amp_in_a_training_step_is_refused_in_one_line():
     model, x = _linear_norm()
     with pytest.raises(GraphBudgetError, match="profiles an eval forward under autocast"):
         profile_model(model, (x,), mode="train", dtype="amp_float16")
+
+
+def test_the_profile_says_it_was_taken_under_autocast():
+    from pytest_graphbudget.cli.sections import summary
+    from pytest_graphbudget.engine.profile import profile_from_dict
+
+    model, x = _linear_norm()
+    mixed = profile_model(model, (x,), dtype="amp_bfloat16")
+    data = mixed.to_dict()
+    assert (data["dtype"], data["autocast"]) == ("bfloat16", True)
+    assert "autocast" not in profile_model(model, (x,), dtype="bfloat16").to_dict()
+    again = profile_from_dict(data)
+    assert again.autocast and dict(summary(again))["dtype"] == "bfloat16, under autocast"
+
+
+def test_a_convolution_keeps_its_kernel_kind_when_autocast_casts_its_weight():
+    from pytest_graphbudget.engine import latency
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),  # over RGB: a stem
+        torch.nn.Conv2d(16, 16, 3, padding=1, groups=16),  # depthwise
+        torch.nn.Conv2d(16, 32, 1),  # 1x1
+        torch.nn.Conv2d(32, 32, 3, padding=1, groups=4),  # grouped
+        torch.nn.Conv2d(32, 32, 3, padding=1),  # dense
+    ).eval()
+    x = torch.randn(1, 3, 16, 16)
+
+    def kinds(autocast):
+        with autocast:
+            _, measured, _ = trace_and_measure(model, Example((x,), {}))
+        shapes = latency.weight_casts(latency.param_shapes(model), measured)
+        sizes, channels = latency.tensor_sizes(measured), latency.tensor_channels(measured)
+        found = [latency.kernel_kind(n, shapes, sizes, channels) for n in measured.nodes]
+        return [k for k in found if k.startswith("conv")]
+
+    expected = ["conv_stem", "conv_depthwise", "conv_pointwise", "conv_grouped", "conv_dense"]
+    assert kinds(contextlib.nullcontext()) == expected
+    assert kinds(amp.cuda_autocast("amp_float16")) == expected
