@@ -331,6 +331,27 @@ def toml(families: dict) -> str:
     return "\n".join(lines)
 
 
+def amp_bytes(half: dict, amp: dict) -> str:
+    """How many more bytes a model's eager ops move under autocast than cast to float16, and
+    how many more kernels it launches (medians over the pairs profiled both ways)."""
+
+    def totals(record):
+        ops = [op for op in record["ops"] if op[0] != "view"]
+        return sum(op[2] * op[4] for op in ops), sum(op[4] for op in ops)
+
+    ratios = []
+    for key in half.keys() & amp.keys():
+        (b16, k16), (bamp, kamp) = totals(half[key]), totals(amp[key])
+        ratios.append((bamp / b16, kamp / k16))
+    n = len(ratios)
+    by_bytes, by_kernels = sorted(r for r, _ in ratios), sorted(k for _, k in ratios)
+    return (
+        f"eager bytes under autocast / float16, {n} pairs: median {by_bytes[n // 2]:.2f} "
+        f"(10th-90th {by_bytes[n // 10]:.2f}-{by_bytes[9 * n // 10]:.2f}); kernels "
+        f"{by_kernels[n // 2]:.2f}x"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toml", action="store_true", help="print the shipped families' TOML")
@@ -344,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(recs)} profiled (model, size) pairs; {len(train)} models fit, {len(held)} held out"
     )
+    if args.amp and OUT.exists():
+        print(amp_bytes(records(OUT), recs))
     print("\n".join(report(recs, train, held)[0]))
     if args.toml:
         print(toml(shipped(recs)))

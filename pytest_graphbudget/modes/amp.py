@@ -61,11 +61,6 @@ UNREACHABLE = frozenset("_cudnn_rnn cudnn_convolution cudnn_convolution_transpos
 """Registered for CUDA autocast, but only ever called on CUDA tensors."""
 
 
-def low_dtype(dtype: str | None) -> str | None:
-    """The autocast dtype of an ``amp_*`` dtype (None for any other)."""
-    return AMP.get(dtype or "")
-
-
 @contextlib.contextmanager
 def cuda_autocast(dtype: str) -> Iterator[None]:
     """The block under CUDA's autocast at ``dtype`` (an ``AMP`` key), on CPU and fake tensors
