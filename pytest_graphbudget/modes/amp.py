@@ -6,7 +6,7 @@ convolutions and products cast their arguments to the low dtype; ``layer_norm``,
 ``group_norm``, ``softmax``, ``exp``, ``rsqrt``, ``pow``, sums and the interpolations run in
 float32 (and what follows them stays float32 until the next product casts it back). A
 metaformer's memory-bound ops move about twice their ``dtype="float16"`` bytes, and timm's
-published GPU tables ran this way (``benchmarks/gpu_amp.py``).
+published GPU tables ran this way (``benchmarks/GPU_RESULTS.md``).
 
 ``torch.autocast("cuda")`` switches itself off without a GPU, and its lists only apply to
 CUDA tensors; CPU autocast applies to the tensors a profile runs on, but keeps norms,
@@ -98,10 +98,10 @@ def _cuda_policies(low: Any) -> Any:
         base = name.split(".")[0]
         if base in LOWER:
             kernel = _cast(op, lambda ts: low)
-        elif base in FLOAT32:
-            kernel = _cast(op, lambda ts: torch.float32)
-        elif base in FLOAT32_DTYPE:
+        elif base in FLOAT32_DTYPE and "dtype" in {a.name for a in op._schema.arguments}:
             kernel = _float32_result(op)
+        elif base in FLOAT32 | FLOAT32_DTYPE:
+            kernel = _cast(op, lambda ts: torch.float32)
         elif base in PROMOTE:
             kernel = _cast(op, _widest)
         else:  # UNREACHABLE, or a policy torch added since: left to CPU's fallthrough

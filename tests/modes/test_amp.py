@@ -216,3 +216,9 @@ def test_a_convolution_keeps_its_kernel_kind_when_autocast_casts_its_weight():
     expected = ["conv_stem", "conv_depthwise", "conv_pointwise", "conv_grouped", "conv_dense"]
     assert kinds(contextlib.nullcontext()) == expected
     assert kinds(amp.cuda_autocast("amp_float16")) == expected
+
+
+def test_the_dtypes_checked_are_the_dtypes_profiled_under_autocast():
+    from pytest_graphbudget.modes.request import AUTOCAST, DTYPES
+
+    assert set(AUTOCAST) == set(amp.AMP) <= set(DTYPES)
