@@ -28,6 +28,7 @@ and so does each forward here.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,9 +108,11 @@ def _cuda_policies(low: Any) -> Any:
         else:  # UNREACHABLE, or a policy torch added since: left to CPU's fallthrough
             continue
         lib.impl(name, kernel, "AutocastCPU")
-    for qualified in sorted(cpu - cuda):  # what CPU casts and CUDA does not: as CUDA
-        name = qualified.removeprefix("aten::")
-        lib.impl(name, _cast(_overload(name), lambda ts: None), "AutocastCPU")
+    with warnings.catch_warnings():  # torch 2.4 warns that CPU's own kernel is overridden
+        warnings.simplefilter("ignore", UserWarning)
+        for qualified in sorted(cpu - cuda):  # what CPU casts and CUDA does not: as CUDA
+            name = qualified.removeprefix("aten::")
+            lib.impl(name, _cast(_overload(name), lambda ts: None), "AutocastCPU")
     return lib
 
 
