@@ -4,7 +4,9 @@ Walking the nodes in topological order:
 
 - a compute anchor (convolution, matmul, attention, recurrent layer) starts a kernel;
 - a pointwise op (activation, eval-mode batch norm, residual add, data movement) joins the
-  kernel of its latest producer, as an epilogue or as part of a pointwise chain;
+  kernel of its latest producer, as an epilogue or as part of a pointwise chain; but a cast to
+  a wider dtype after a compute anchor (autocast's float32 before a norm) starts a pointwise
+  chain, which the norm then absorbs: the product writes its own dtype;
 - a reduction (softmax, norms, pooling) starts a kernel unless its latest producer's kernel is
   a pure pointwise chain, which it absorbs as a prologue;
 - views and shape ops cost nothing and ride along with their producer (or, for views of graph
@@ -79,6 +81,7 @@ def partition(measured: Measured) -> list[Group]:
     # A node that returns no tensor (``x.shape``, an assert) hands on no data: what reads it
     # follows the tensors it takes, as on the tape, where such a node is no op at all
     tensorless = {n.name for n in measured.nodes if not n.shapes}
+    by_name = {n.name: n for n in measured.nodes}
     for node in measured.nodes:
         producers = [group_of[p] for p in node.inputs if p in group_of and p not in tensorless]
         latest = max(producers) if producers else None
@@ -100,6 +103,8 @@ def partition(measured: Measured) -> list[Group]:
         elif category in ("elementwise", "movement"):
             if latest is None:
                 start(node, f"{node.kind}: reads only graph inputs and weights")
+            elif _widens(node, by_name) and "anchor" in groups[latest].categories:
+                start(node, f"{node.kind}: a cast to a wider dtype after {groups[latest].kind}")
             else:
                 join(latest, node)
         else:  # reduction
@@ -132,6 +137,19 @@ def partition(measured: Measured) -> list[Group]:
         order = {n.name: n.index for n in group.members}
         group.members.sort(key=lambda n: order[n.name])
     return groups
+
+
+def _widens(node: NodeCost, by_name: dict[str, NodeCost]) -> bool:
+    """Whether ``node`` casts one computed tensor to a wider dtype (autocast's float32 before
+    a norm, ``logits.float()``): the same elements in more bytes. A compiler does not write a
+    product's output wide to read it once: the product writes its own dtype and the cast runs
+    inside the consumer, so the cast starts a pointwise chain that a following norm absorbs."""
+    if node.kind != "copy" or len(node.inputs) != 1 or node.inputs[0] not in by_name:
+        return False
+    source = by_name[node.inputs[0]]
+    if not node.shapes or not source.shapes or node.shapes[0] != source.shapes[0]:
+        return False
+    return sum(node.views.values()) > sum(source.views.values())
 
 
 def _nearest(node: NodeCost, nodes: list[NodeCost], group_of: dict[str, int]) -> int | None:

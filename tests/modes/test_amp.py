@@ -227,3 +227,14 @@ def test_the_dtypes_checked_are_the_dtypes_profiled_under_autocast():
     from pytest_graphbudget.modes.request import AUTOCAST, DTYPES
 
     assert set(AUTOCAST) == set(amp.AMP) <= set(DTYPES)
+
+
+def test_a_compiled_product_writes_its_own_dtype_and_the_norm_casts_it_up():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)
+    ).eval()
+    prof = profile_model(model, (torch.randn(4, 16),), dtype="amp_float16", execution="compiled")
+    first, norm, last = prof.subgraphs
+    assert (first.kind, norm.kind, last.kind) == ("copy+linear", "copy+layer_norm+copy", "linear")
+    # the first product hands on 4x32 float16 (2 bytes), not the float32 its norm reads
+    assert first.bytes_out == norm.bytes_in == 4 * 32 * 2
