@@ -5,7 +5,9 @@ graph it profiles.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from pytest_graphbudget.compat import heap_frozen
@@ -75,7 +77,7 @@ def _profile(
             # summary of what worked and why the rest failed, and the rest only when they ask.
             # Under the caller's inference_mode, export would keep composite ops (aten.linear)
             # whole: the graph and its subgraphs would differ from the same model's outside it.
-            with torch.inference_mode(False):
+            with torch.inference_mode(False), _fresh_casts():
                 traced, measured, failures = trace_and_measure(model, example, program, tier)
     finally:
         for module, training in modes.items():
@@ -85,3 +87,19 @@ def _profile(
         return assemble(
             model, args, kwargs, name, target, traced, measured, failures, seconds, execution
         )
+
+
+@contextlib.contextmanager
+def _fresh_casts() -> Iterator[None]:
+    """Autocast's cast cache off for the capture: its forwards (the trace, the cost pass)
+    run in one autocast context, where a cached weight cast is priced only in the first, so
+    a profile under the caller's own ``torch.autocast`` would miss every weight's cast. A
+    served model casts its weights again in each new context, each forward."""
+    import torch
+
+    cached = torch.is_autocast_cache_enabled()
+    torch.set_autocast_cache_enabled(False)
+    try:
+        yield
+    finally:
+        torch.set_autocast_cache_enabled(cached)

@@ -238,3 +238,18 @@ def test_a_compiled_product_writes_its_own_dtype_and_the_norm_casts_it_up():
     assert (first.kind, norm.kind, last.kind) == ("copy+linear", "copy+layer_norm+copy", "linear")
     # the first product hands on 4x32 float16 (2 bytes), not the float32 its norm reads
     assert first.bytes_out == norm.bytes_in == 4 * 32 * 2
+
+
+def test_a_profile_under_the_callers_own_autocast_prices_every_weights_cast():
+    model, x = _linear_norm()
+    # CPU autocast's lists: linear in bfloat16 (x, W and b cast: read 4 bytes, write 2), and
+    # layer_norm left in bfloat16 (reads 4x32x2 and its float32 weight and bias, writes 4x32x2)
+    casts = (256 + 128) + (2048 + 1024) + (128 + 64)
+    addmm = 128 + 1024 + 64 + 256
+    norm = 256 + 256 + 256
+    for cache in (True, False):  # a cached cast would be priced in the first forward only
+        with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=cache):
+            prof = profile_model(model, (x,), hardware=BYTES)
+        assert (prof.dtype, prof.autocast) == ("bfloat16", True)
+        assert _bytes(prof) == casts + addmm + norm
+    assert torch.is_autocast_cache_enabled()  # the caller's setting, back
