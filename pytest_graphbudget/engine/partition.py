@@ -12,7 +12,9 @@ Walking the nodes in topological order:
 - views and shape ops cost nothing and ride along with their producer (or, for views of graph
   inputs and weights, with their first consumer): they never form a kernel of their own;
   neither do free ops that read nothing computed (``arange``, ``zeros``): they join their
-  first consumer, as a compiler would generate them inside it.
+  first consumer, as a compiler would generate them inside it; but a cast of a graph input or
+  weight to a narrower dtype (autocast's float16 copy of a float32 weight) that a compute
+  anchor reads is a kernel of its own: cuBLAS, cuDNN and attention kernels take no prologue.
 
 Joining the *latest* producer's kernel keeps the kernel graph acyclic: every other input of the
 node comes from an earlier kernel.
@@ -123,6 +125,10 @@ def partition(measured: Measured) -> list[Group]:
     consumers = _consumers(measured.nodes)
     for node in reversed(deferred):
         target = next((group_of[c] for c in consumers.get(node.name, []) if c in group_of), None)
+        library = _narrows(node) and _library_reader(node, consumers, by_name)
+        if library:
+            start(node, f"{node.kind}: a cast for {library.kind}, a library call: no prologue")
+            continue
         if target is None and node.category == "movement" and node.inputs:
             # Data movement that feeds no kernel (an embedding whose rows are the output).
             start(node, f"{node.kind}: moves graph inputs or weights to the output")
@@ -133,7 +139,10 @@ def partition(measured: Measured) -> list[Group]:
             join(target, node)
             if not node.inputs:  # a factory (arange, zeros): generated in place, not a step
                 groups[target].riders.add(node.name)
-    for group in groups:
+    # a kernel started for a deferred node goes where that node runs, not last
+    groups.sort(key=lambda g: g.members[0].index)
+    for gid, group in enumerate(groups):
+        group.id = gid
         order = {n.name: n.index for n in group.members}
         group.members.sort(key=lambda n: order[n.name])
     return groups
@@ -150,6 +159,34 @@ def _widens(node: NodeCost, by_name: dict[str, NodeCost]) -> bool:
     if not node.shapes or not source.shapes or node.shapes[0] != source.shapes[0]:
         return False
     return sum(node.views.values()) > sum(source.views.values())
+
+
+def _narrows(node: NodeCost) -> bool:
+    """Whether ``node`` casts a graph input or weight to a narrower dtype (autocast's float16
+    copy of a float32 weight): before cuBLAS, cuDNN or an attention kernel, which take no
+    prologue, a compiler runs it as a kernel of its own. A widening one (an int8 weight
+    dequantized for its matmul) is what Inductor fuses into the matmul it feeds."""
+    read = sum(extent.bytes for extent in node.read_extents.values())
+    return node.kind == "copy" and 0 < sum(node.views.values()) < read
+
+
+def _library_reader(
+    node: NodeCost, consumers: dict[str, list[str]], by_name: dict[str, NodeCost]
+) -> NodeCost | None:
+    """The compute anchor that reads ``node`` (through views of it), if one does: what a
+    compiler hands to a library call it cannot fuse into."""
+    seen, todo = set(), [node.name]
+    while todo:
+        for name in consumers.get(todo.pop(), []):
+            reader = by_name.get(name)
+            if reader is None or name in seen:
+                continue
+            seen.add(name)
+            if reader.category == "anchor":
+                return reader
+            if reader.category == "view":
+                todo.append(name)
+    return None
 
 
 def _nearest(node: NodeCost, nodes: list[NodeCost], group_of: dict[str, int]) -> int | None:

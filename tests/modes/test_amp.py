@@ -234,10 +234,32 @@ def test_a_compiled_product_writes_its_own_dtype_and_the_norm_casts_it_up():
         torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)
     ).eval()
     prof = profile_model(model, (torch.randn(4, 16),), dtype="amp_float16", execution="compiled")
-    first, norm, last = prof.subgraphs
-    assert (first.kind, norm.kind, last.kind) == ("copy+linear", "copy+layer_norm+copy", "linear")
+    kernels = [s for s in prof.subgraphs if s.kind != "copy"]
+    first, norm, last = kernels
+    assert (first.kind, norm.kind, last.kind) == ("linear", "copy+layer_norm+copy", "linear")
     # the first product hands on 4x32 float16 (2 bytes), not the float32 its norm reads
     assert first.bytes_out == norm.bytes_in == 4 * 32 * 2
+
+
+def test_a_compiled_product_reads_the_casts_that_kernels_of_their_own_wrote():
+    """cuBLAS takes no prologue: Inductor runs autocast's cast of each weight and of the input
+    as a kernel that reads float32 and writes float16, and the product reads float16."""
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)
+    ).eval()
+    prof = profile_model(model, (torch.randn(4, 16),), dtype="amp_float16", execution="compiled")
+    traffic = [(s.kind, s.bytes_in + s.bytes_weights, s.bytes_out) for s in prof.subgraphs]
+    casts = sorted(t for t in traffic if t[0] == "copy")
+    # x (4x16), W1 (32x16), b1 (32), W2 (8x32), b2 (8): each element read in 4 bytes, written in 2
+    assert casts == sorted(("copy", 4 * n, 2 * n) for n in (64, 512, 32, 256, 8))
+    products = [t for t in traffic if t[0] == "linear"]
+    # each reads its float16 input, weight and bias and writes float16
+    assert products == [
+        ("linear", 2 * (64 + 512 + 32), 2 * 4 * 32),
+        ("linear", 2 * (128 + 256 + 8), 2 * 4 * 8),
+    ]
+    # the casts run where the model casts, before their product
+    assert [t[0] for t in traffic][:4] == ["copy", "copy", "copy", "linear"]
 
 
 def test_a_profile_under_the_callers_own_autocast_prices_every_weights_cast():
