@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The CUDA checks of issues 26 and 36, run ONCE on a GPU machine, in the repository root (about 6 min).
+# The CUDA checks of issues 26 and 36, run ONCE on a GPU machine, in the repository root (about 9 min).
 #
 #   bash benchmarks/cuda_check.sh --wheels   # first, HERE (network): pure-Python deps to carry
 #   bash benchmarks/cuda_check.sh            # then THERE: results under $OUT (default benchmarks/out)
 #
 # The GPU machine has its own python3 with torch (its image: torch, torchvision, pytest, pluggy,
 # filelock) and no network: nothing is installed from an index. What the package imports and the
-# image lacks (tomlkit) travels as wheels in benchmarks/out/cuda_wheels (carry that path); they
-# are unpacked into /tmp/site, which goes AFTER the image's own packages on sys.path.
+# image lacks (tomlkit; timm for the last check) travels as wheels in benchmarks/out/cuda_wheels
+# (carry that path); they are unpacked into /tmp/site, which goes AFTER the image's own packages
+# on sys.path.
 set -u
 WHEELS=benchmarks/out/cuda_wheels
 
 if [ "${1:-}" = "--wheels" ]; then
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS" tomlkit==0.15.2
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS" tomlkit==0.15.2 \
+    timm==1.0.31
   ls "$WHEELS"
   exit
 fi
@@ -63,7 +65,7 @@ echo "== imports the package needs"
 import importlib, sys
 sys.path.append(sys.argv[1])
 missing = []
-for name in ("pytest", "pluggy", "filelock", "tomlkit", "numpy", "torchvision"):
+for name in ("pytest", "pluggy", "filelock", "tomlkit", "numpy", "torchvision", "timm"):
     try:
         importlib.import_module(name)
     except ImportError:
@@ -104,4 +106,9 @@ print({k: rt[k] for k in ("device", "runs", "min_s", "median_s", "peak_measured_
 ratio = rt["peak_measured_bytes"] / totals["activation_peak_bytes"]
 print("activation_peak_bytes", totals["activation_peak_bytes"], f"measured/estimated {ratio:.3f}")
 PYCODE
+echo "== timm's held-out models timed here against the h200 profile (issue 36: a card of a family no fit saw)"
+timeout 200 "${RUN[@]}" benchmarks.gpu_timm_check measure --hardware h200 --models 24 --compiled 2 \
+  --output "$OUT/gpu_timm_check.jsonl"
+echo "gpu_timm_check exit: $? (rows so far are kept)"
+"${RUN[@]}" benchmarks.gpu_timm_check report "$OUT/gpu_timm_check.jsonl"
 echo "== done"

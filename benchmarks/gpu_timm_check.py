@@ -1,0 +1,157 @@
+"""timm's models timed on the GPU at hand as timm's tables time them, against a
+datasheet-plus-family estimate (issue 36): a card held out of every fit. Needs CUDA for
+``measure``; ``bash benchmarks/cuda_check.sh`` runs it on a lent GPU (an H200: hopper, a
+family no public per-model table measured, whose fractions are borrowed from ada).
+
+    python benchmarks/gpu_timm_check.py measure --hardware h200 [--models 24] [--compiled 3]
+    python benchmarks/gpu_timm_check.py report benchmarks/out/gpu_timm_check.jsonl
+
+``measure`` takes models held out of every fit (``gpu_fit.held_out``) at 224 px from timm's
+4090 table, in a fixed order, and for each writes one JSON line as soon as it is done (a run
+cut short keeps what it measured): the step time of a forward under CUDA's autocast (float16,
+NCHW, ``torch.no_grad``; warm-up steps, then the mean of timed steps, as timm's
+``benchmark.py``), and ``est_latency_s`` of the same model built on the meta device and
+profiled at the same batch with ``dtype="amp_float16"`` on ``--hardware``. Eager for every
+model first, then ``torch.compile`` for the first ``--compiled`` (each compile takes a while).
+``report`` prints the hit rates (within ±25%, within ±10%, rank correlation) per execution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import zlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from gpu_fit import held_out, spearman  # noqa: E402
+from gpu_tables import TABLES, read_table  # noqa: E402
+
+OUT = HERE / "out" / "gpu_timm_check.jsonl"
+SIZE = 224
+WARM, STEPS = 5, 20
+
+
+def models(count: int) -> list[str]:
+    """Held-out models of the 4090 table at 224 px, in an order fixed by a hash of the name
+    (a spread of families, the same every run)."""
+    table = read_table(TABLES["rtx4090"][0])
+    names = sorted({m for m, size in table if size == SIZE and held_out(m)})
+    return sorted(names, key=lambda n: zlib.crc32(f"check:{n}".encode()))[:count]
+
+
+def step_s(model, x, compiled: bool) -> float:
+    """The mean seconds of a forward under CUDA's autocast, after warm-up (timm's way); on a
+    CPU (``--device cpu``, a dry run of this script) under CPU autocast."""
+    import torch
+
+    run = torch.compile(model) if compiled else model
+    low = torch.float16 if x.is_cuda else torch.bfloat16
+    with torch.no_grad(), torch.autocast(x.device.type, dtype=low):
+        for _ in range(WARM):
+            run(x)
+        torch.cuda.synchronize() if x.is_cuda else None
+        start = time.perf_counter()
+        for _ in range(STEPS):
+            run(x)
+        torch.cuda.synchronize() if x.is_cuda else None
+    return (time.perf_counter() - start) / STEPS
+
+
+def estimate_s(name: str, batch: int, hardware: str, execution: str) -> float:
+    import timm
+    import torch
+
+    from pytest_graphbudget import profile_model
+
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False).eval()
+    x = torch.empty(batch, 3, SIZE, SIZE, device="meta")
+    prof = profile_model(model, (x,), dtype="amp_float16", hardware=hardware, execution=execution)
+    return prof.est_latency_s
+
+
+def measure(args: argparse.Namespace) -> int:
+    import timm
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("gpu_timm_check measure: no CUDA device here (--device cpu: a dry run)")
+        return 2
+    gpu = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = models(args.models)
+    plan = [(n, "eager") for n in names] + [(n, "compiled") for n in names[: args.compiled]]
+    with out.open("a") as handle:
+        for name, execution in plan:
+            row = {"model": name, "size": SIZE, "batch": args.batch, "execution": execution}
+            row.update(gpu=gpu, torch=torch.__version__, hardware=args.hardware)
+            try:
+                model = timm.create_model(name, pretrained=False).eval().to(args.device)
+                x = torch.randn(args.batch, 3, SIZE, SIZE, device=args.device)
+                row["measured_s"] = step_s(model, x, execution == "compiled")
+                del model, x
+                torch.cuda.empty_cache() if args.device == "cuda" else None
+                row["estimate_s"] = estimate_s(name, args.batch, args.hardware, execution)
+            except Exception as exc:  # one model's failure is a row, not the end of the run
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            handle.write(json.dumps(row) + "\n")
+            handle.flush()
+            shown = {k: row.get(k) for k in ("measured_s", "estimate_s", "error") if k in row}
+            print(name, execution, shown, flush=True)
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.exists():
+        print(f"gpu_timm_check report: no {path}: nothing was measured")
+        return 2
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    failed = [r for r in rows if "error" in r]
+    print(
+        "| card, execution | models | within ±25% | within ±10% | estimate / measured, median "
+        "| rank correlation |\n| --- | --- | --- | --- | --- | --- |"
+    )
+    for execution in ("eager", "compiled"):
+        done = [r for r in rows if r["execution"] == execution and "error" not in r]
+        if not done:
+            continue
+        ratios = sorted(r["estimate_s"] / r["measured_s"] for r in done)
+        n = len(ratios)
+        rank = spearman([r["estimate_s"] for r in done], [r["measured_s"] for r in done])
+        print(
+            f"| {done[0]['gpu']} ({done[0]['hardware']}), {execution} | {n} "
+            f"| {sum(abs(r - 1) <= 0.25 for r in ratios) / n:.0%} "
+            f"| {sum(abs(r - 1) <= 0.10 for r in ratios) / n:.0%} | {ratios[n // 2]:.2f} "
+            f"| {rank:.3f} |"
+        )
+    for r in failed:
+        print(f"failed: {r['model']} {r['execution']}: {r['error']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("measure", help="time and estimate on this machine's GPU")
+    run.add_argument("--hardware", default="h200", help="the profile to estimate with")
+    run.add_argument("--models", type=int, default=24, help="held-out models, eager")
+    run.add_argument("--compiled", type=int, default=3, help="of those, also compiled")
+    run.add_argument("--batch", type=int, default=256)
+    run.add_argument("--output", default=str(OUT))
+    run.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
+    shown = sub.add_parser("report", help="the hit rates of a measured file")
+    shown.add_argument("file")
+    args = parser.parse_args(argv)
+    return measure(args) if args.command == "measure" else report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
