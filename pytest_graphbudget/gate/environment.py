@@ -16,8 +16,9 @@ from pathlib import Path
 
 COUNTERS = ("torch", "pytest-graphbudget")
 """The versions that change how figures are counted; the others are context."""
-LIBRARIES = ("torchvision", "transformers")
-"""Recorded only when imported: they build models, and a new one may build another model."""
+LIBRARIES = ("torchvision", "transformers", "timm", "diffusers", "ultralytics")
+"""Recorded only when imported: they build models (the zoo's families), and a new one may
+build another model."""
 
 
 def project_version(root: Path | None) -> str | None:

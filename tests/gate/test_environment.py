@@ -53,6 +53,16 @@ def test_counter_moved_names_each_counting_version_that_changed():
     assert counter_moved({}, now) == ""  # an old baseline says nothing
 
 
+def test_every_library_the_zoo_builds_models_with_is_recorded_once_imported():
+    """A new timm, diffusers or ultralytics may build another model from the same name: the
+    baseline says which one built it, as it does for torchvision and transformers."""
+    from pytest_graphbudget.gate.environment import current
+
+    for name in ("torchvision", "transformers", "timm", "diffusers", "ultralytics"):
+        module = pytest.importorskip(name)
+        assert current().get(name) == str(module.__version__), name
+
+
 def test_a_project_with_a_dynamic_version_is_recorded_at_its_installed_version(tmp_path):
     """setuptools-scm, hatch-vcs or an attribute: pyproject says only ``dynamic``; the version
     is the installed distribution's (this package is one such project, installed here)."""
