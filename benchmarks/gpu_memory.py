@@ -34,11 +34,21 @@ torch.cuda.reset_peak_memory_stats()
 with torch.inference_mode():
     model = model.cuda()
     x = x.cuda()
-    model(x)
+    with torch.autocast("cuda", dtype=torch.float16, enabled={amp!r}):
+        model(x)
 torch.cuda.synchronize()
 print(json.dumps({{"max_allocated": torch.cuda.max_memory_allocated(),
                   "max_reserved": torch.cuda.max_memory_reserved()}}))
 """
+
+
+CASES = [
+    ("transformer", None),
+    ("resnet18", None),
+    ("conv", None),
+    ("transformer", "amp_float16"),
+    ("resnet18", "amp_float16"),
+]
 
 
 def build(name: str):
@@ -98,8 +108,8 @@ def block():
     return _block_class()()
 
 
-def fresh(name: str) -> dict:
-    code = CHILD.format(root=str(ROOT), bench=str(ROOT / "benchmarks"), name=name)
+def fresh(name: str, amp: bool = False) -> dict:
+    code = CHILD.format(root=str(ROOT), bench=str(ROOT / "benchmarks"), name=name, amp=amp)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -113,14 +123,17 @@ def main() -> None:
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "GPU_MEMORY_RESULTS.md"))
     args = parser.parse_args()
     rows = []
-    for name in ("transformer", "resnet18", "conv"):
+    # (model, dtype): the last two as served under CUDA's autocast, float32 weights
+    for name, dtype in CASES:
         model, x = build(name)
-        host = profile_model(model, x).peak_memory_bytes
-        estimate = profile_model(model, x, measure=1, device="cuda").peak_memory_bytes
-        measured = fresh(name)
+        label = name if dtype is None else f"{name}, {dtype}"
+        host = profile_model(model, x, dtype=dtype).peak_memory_bytes
+        estimate = profile_model(model, x, measure=1, device="cuda", dtype=dtype)
+        estimate = estimate.peak_memory_bytes
+        measured = fresh(name, amp=dtype is not None)
         ratio = estimate / measured["max_allocated"]
-        rows.append((name, tuple(x.shape), measured, estimate, host, ratio))
-        print(name, measured, estimate, host, f"{ratio:.3f}", flush=True)
+        rows.append((label, tuple(x.shape), measured, estimate, host, ratio))
+        print(label, measured, estimate, host, f"{ratio:.3f}", flush=True)
     gpu = torch.cuda.get_device_name()
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
