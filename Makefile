@@ -27,11 +27,12 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup tools demo test docs docs-test compat compat-ci golden bench zoo corpus dist lint format clean distclean
+.PHONY: help setup tools demo test test-sweep docs docs-test compat compat-ci golden bench zoo corpus dist lint format clean distclean
 
 help:
 	@echo "make demo       set up .venv and run the example budget suite"
 	@echo "make test       set up .venv and run the test suite on every core (PYTEST_ARGS=... to narrow it, XDIST= for one process)"
+	@echo "make test-sweep every model of a family against its published figures (.ci/run runs it)"
 	@echo "make docs-test  run every example of README.md and docs/ and check the output they show"
 	@echo "make docs       rewrite the output README.md and docs/ show where the tool now prints otherwise"
 	@echo "make setup      create .venv with the pinned dependencies and the package (idempotent)"
@@ -115,11 +116,16 @@ demo: setup
 # references, BERT in the CLI tests) is built once, not once per worker. (`loadgroup` would not
 # do: with pytest 9, pytest-xdist 3.8 cannot tag the node ids and ignores `xdist_group`.)
 # Tests marked `compat` build environments with other torch releases: `make compat` and
-# `.ci/run` run them.
+# `.ci/run` run them. Tests marked `sweep` build every model of a family (every torchvision
+# name against its published parameter count): `make test-sweep` and `.ci/run` run them, so
+# that `make test` stays under 4 minutes with a representative set of real models.
 XDIST ?= -n auto --dist loadfile
 test: setup tools
-	$(BIN)/python -m pytest $(XDIST) -m "not compat" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not compat and not sweep" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/
+
+test-sweep: setup
+	$(BIN)/python -m pytest -m sweep $(PYTEST_ARGS)
 
 # Every code block of README.md and docs/ (issue 37): tests/docs/docs_plugin.py collects each
 # fenced block and runs it in a scratch git project per document (Python, shell and console

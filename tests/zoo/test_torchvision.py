@@ -69,7 +69,7 @@ def test_torchvision_overrides(no_network):
     assert "seq_len ignored" in case.note
 
 
-@pytest.mark.slow
+@pytest.mark.sweep
 def test_every_torchvision_name_builds_offline_as_published(torchvision_reference, no_network):
     import torchvision
 
