@@ -13,7 +13,7 @@ Walking the nodes in topological order:
   inputs and weights, with their first consumer): they never form a kernel of their own;
   neither do free ops that read nothing computed (``arange``, ``zeros``): they join their
   first consumer, as a compiler would generate them inside it; but a cast of a graph input or
-  weight to a narrower dtype (autocast's float16 copy of a float32 weight) that a compute
+  weight down to a 16-bit float (autocast's float16 copy of a float32 weight) that a compute
   anchor reads is a kernel of its own: cuBLAS, cuDNN and attention kernels take no prologue.
 
 Joining the *latest* producer's kernel keeps the kernel graph acyclic: every other input of the
@@ -161,13 +161,18 @@ def _widens(node: NodeCost, by_name: dict[str, NodeCost]) -> bool:
     return sum(node.views.values()) > sum(source.views.values())
 
 
+HALVES = frozenset({"float16", "bfloat16"})
+"""The dtypes autocast casts a product's inputs to."""
+
+
 def _narrows(node: NodeCost) -> bool:
-    """Whether ``node`` casts a graph input or weight to a narrower dtype (autocast's float16
-    copy of a float32 weight): before cuBLAS, cuDNN or an attention kernel, which take no
-    prologue, a compiler runs it as a kernel of its own. A widening one (an int8 weight
-    dequantized for its matmul) is what Inductor fuses into the matmul it feeds."""
+    """Whether ``node`` casts a graph input or weight down to a 16-bit float (autocast's
+    float16 copy of a float32 weight): before cuBLAS, cuDNN or an attention kernel, which take
+    no prologue, a compiler runs it as a kernel of its own. A widening one (an int8 weight
+    dequantized for its matmul) is what Inductor fuses into the matmul it feeds. Other copies
+    keep joining their reader, as before this rule."""
     read = sum(extent.bytes for extent in node.read_extents.values())
-    return node.kind == "copy" and 0 < sum(node.views.values()) < read
+    return node.kind == "copy" and node.dtype in HALVES and 0 < sum(node.views.values()) < read
 
 
 def _library_reader(
