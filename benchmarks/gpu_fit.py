@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 from gpu_tables import OUT, OUT_AMP, TABLES, read_table  # noqa: E402
 
 from pytest_graphbudget.engine.latency import efficiency_kind  # noqa: E402
-from pytest_graphbudget.hardware import EFFICIENCY_KINDS, get  # noqa: E402
+from pytest_graphbudget.hardware import _DATA, EFFICIENCY_KINDS, get  # noqa: E402
 
 HELD_OUT = 0.3
 HUBER = 0.1
@@ -56,6 +56,29 @@ CARDS = {
     # datasheet: 3,511 sparse FP4 TOPS -> 438.9 dense FP16 TFLOP/s (full-rate FP32 accumulate)
     "rtx-pro-6000-maxq": (438.9e12, 1792e9, "blackwell"),
 }
+MAXQ_MATMUL = 235.13e12
+"""The Max-Q is not shipped, so its published matmul lives here: cuBLAS float16 in, FP32
+accumulate, 4096^3, the largest of its square sizes (waynehacking8/blackwell-tensorcore-kernels
+results/bench.csv at c289bde, 2026-06-04, MIT); the shipped cards' are in the package's data."""
+FIT_CARD = {
+    "ampere": "rtx3090",
+    "ada": "rtx4090",
+    "blackwell (5090)": "rtx5090",
+    "blackwell (Pro 6000 Max-Q)": "rtx-pro-6000-maxq",
+}
+"""The card each fit of ``report`` is made on: its fractions are shares of that datasheet."""
+
+
+def matmul_share(card: str) -> float:
+    """What a large float16 matmul was measured to reach on ``card``, as a share of its
+    datasheet peak (``matmul_tflops`` in the package's data; 1.01 on the 4090, 0.54 on the
+    300 W Max-Q)."""
+    measured = MAXQ_MATMUL if card == "rtx-pro-6000-maxq" else None
+    if measured is None:
+        measured = _DATA["gpus"][card]["matmul_tflops"] * 1e12
+    return measured / CARDS[card][0]
+
+
 KINDS = {kind: i for i, kind in enumerate(EFFICIENCY_KINDS)}
 EXECUTIONS = ("eager", "compiled")
 
@@ -106,11 +129,17 @@ def kernels(record: dict, batch: int, compiled: bool) -> list[tuple[int, float, 
 class Set:
     """Every (model, card, execution) row as flat tensors the estimate is computed over."""
 
-    def __init__(self, rows: list[tuple[dict, str, bool, float, int]], cards: list[str]):
+    def __init__(
+        self, rows: list[tuple[dict, str, bool, float, int]], cards: list[str], fit_card: str = ""
+    ):
+        """``fit_card``: price each card with its datasheet peak times its measured matmul
+        share over that card's, as the package does with ``matmul_tflops``."""
         kind, flops, moved, count, row, card_of, compiled_of = [], [], [], [], [], [], []
         self.peak, self.bandwidth, self.measured, self.labels = [], [], [], []
         for i, (record, card, compiled, seconds, batch) in enumerate(rows):
             peak, bandwidth, _ = CARDS[card]
+            if fit_card:
+                peak *= matmul_share(card) / matmul_share(fit_card)
             for k, f, m, c in kernels(record, batch, compiled):
                 kind.append(k), flops.append(f), moved.append(m), count.append(c), row.append(i)
             self.peak.append(peak), self.bandwidth.append(bandwidth)
@@ -283,12 +312,14 @@ def report(recs, train, held) -> tuple[list[str], dict]:
     }
     for card, family, title in CHECKS:
         out += [f"\n**{title}**\n", HEADER]
-        for execution in EXECUTIONS:
-            rows = rows_for(recs, held, [card], (execution,))
-            if rows:
-                s = score(Set(rows, [card]), plain(families[family]))
-                scores[(card, family, execution)] = s
-                out.append(line(f"{card}, {execution}", s))
+        for measured in ("", FIT_CARD[family]):
+            for execution in EXECUTIONS:
+                rows = rows_for(recs, held, [card], (execution,))
+                if rows and (not measured or measured != card):
+                    s = score(Set(rows, [card], measured), plain(families[family]))
+                    scores[(card, family, execution, bool(measured))] = s
+                    how = ", measured matmul" if measured else ""
+                    out.append(line(f"{card}, {execution}{how}", s))
     # not a held-out card: what the Max-Q's one sustained-compute figure is worth
     both = fitted(recs, train, ["rtx5090", "rtx-pro-6000-maxq"])
     out += [
@@ -302,15 +333,17 @@ def report(recs, train, held) -> tuple[list[str], dict]:
             rows = rows_for(recs, held, [card], (execution,))
             s = score(Set(rows, ["rtx5090", "rtx-pro-6000-maxq"]), both)
             out.append(line(f"{card}, {execution}", s))
-    return out + matrix(recs, held, families), scores
+    return out + matrix(recs, held, families) + matrix(recs, held, families, True), scores
 
 
-def matrix(recs, held, families: dict) -> list[str]:
-    """Every card from every family's fit, datasheet only, on held-out models: which fit a
-    card borrows is not something a user can choose by its score, so the whole matrix shows."""
+def matrix(recs, held, families: dict, measured: bool = False) -> list[str]:
+    """Every card from every family's fit, on held-out models: which fit a card borrows is not
+    something a user can choose by its score, so the whole matrix shows. ``measured``: each
+    card's datasheet peak scaled by its measured matmul share over the fit card's."""
     names = list(families)
+    how = "datasheet and measured matmul" if measured else "datasheet only"
     out = [
-        "\n**Every card from every fit, datasheet only, on held-out models** (within ±25% / "
+        f"\n**Every card from every fit, {how}, on held-out models** (within ±25% / "
         "within ±10% / rank correlation; a card from its own fit holds out models only; "
         "ampere's compiled fractions are its eager ones times ada's compiled / eager ratio)\n",
         "| card, execution | " + " | ".join(f"fitted on {n}" for n in names) + " |",
@@ -323,6 +356,8 @@ def matrix(recs, held, families: dict) -> list[str]:
                 continue
             data, cells = Set(rows, [card]), []
             for name in names:
+                if measured:
+                    data = Set(rows, [card], FIT_CARD[name])
                 s = score(data, plain(families[name]))
                 cells.append(f"{s['within25']:.0%} / {s['within10']:.0%} / {s['spearman']:.3f}")
             out.append(f"| {card}, {execution} | " + " | ".join(cells) + " |")

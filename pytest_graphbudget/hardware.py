@@ -56,6 +56,9 @@ class Hardware:
     compiled_efficiency: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """The same fractions for a compiled model's fused kernels, where they differ (a kind
     missing here takes ``efficiency``'s)."""
+    compute_scale: float = 1.0
+    """What the family's compute fractions were multiplied by for this card: its measured
+    matmul's share of its datasheet over the family's fit card's (``matmul_tflops``)."""
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
@@ -122,6 +125,9 @@ class Family:
     source: str
     compiled: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """The fractions a compiled model's fused kernels reach (``execution = "compiled"``)."""
+    matmul_share: float | None = None
+    """The share of its float16 datasheet peak that a large matmul was measured to reach on
+    the card the fractions were fitted on (``fitted_on``); None where none was measured."""
 
 
 def _toml() -> Any:
@@ -136,11 +142,14 @@ def _read_data() -> dict[str, Any]:
     return _toml().loads((Path(__file__).parent / DATA).read_text("utf-8"))
 
 
-def _families(tables: Mapping[str, Any]) -> dict[str, Family]:
+def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, Family]:
     """Each family of the data file; a ``borrowed`` one takes another's figures."""
     found = {}
     for name, table in tables.items():
         own = tables[table.get("borrowed", name)]
+        card = gpus[own["fitted_on"]]
+        # in the units and order ``_compute_scale`` uses, so the fit card's own scale is 1.0
+        share = float(card["matmul_tflops"]) * TERA / (float(card["peak_tflops"]["float16"]) * TERA)
         efficiency = {k: (float(c), float(m)) for k, (c, m) in own["efficiency"].items()}
         compiled = {k: (float(c), float(m)) for k, (c, m) in own.get("compiled", {}).items()}
         source = own["source"]
@@ -148,7 +157,7 @@ def _families(tables: Mapping[str, Any]) -> dict[str, Family]:
             source = f"{table['borrowed']}'s figures, borrowed (no measured table of its own): "
             source += own["source"]
         launch = float(own["launch_us"]) * 1e-6
-        found[name] = Family(name, efficiency, launch, source, compiled)
+        found[name] = Family(name, efficiency, launch, source, compiled, share)
     return found
 
 
@@ -253,15 +262,18 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
         bandwidth=bandwidth,
         source="user profile",
         kernels=_kernel_tables(name, table),
-        **_family_figures(name, table),
+        **_family_figures(name, table, peaks),
     )
 
 
-def _family_figures(name: str, table: Mapping[str, object]) -> dict[str, Any]:
-    """``family``, ``efficiency``, ``compiled_efficiency`` and ``launch_s`` of a profile: its
-    family's, then its own (a kind the profile names in ``efficiency`` is priced at its own
-    fractions, eager and compiled)."""
-    if not any(k in table for k in ("family", "efficiency", "launch_us")):
+def _family_figures(
+    name: str, table: Mapping[str, object], peaks: Mapping[str, float]
+) -> dict[str, Any]:
+    """``family``, ``efficiency``, ``compiled_efficiency``, ``launch_s`` and ``compute_scale``
+    of a profile: its family's, the compute fractions scaled by what its ``matmul_tflops``
+    says it sustains, then its own (a kind the profile names in ``efficiency`` is priced at
+    its own fractions, eager and compiled)."""
+    if not any(k in table for k in ("family", "efficiency", "launch_us", "matmul_tflops")):
         return {}
     family = table.get("family")
     if family is not None and (not isinstance(family, str) or family not in FAMILIES):
@@ -271,8 +283,9 @@ def _family_figures(name: str, table: Mapping[str, object]) -> dict[str, Any]:
             f"hardware {name!r}: unknown family {family!r}{hint}; known: {known}"
         )
     base = FAMILIES[family] if family else None
-    efficiency = dict(base.efficiency) if base else {}
-    compiled = dict(base.compiled) if base else {}
+    scale = _compute_scale(name, table, peaks, base)
+    efficiency = {k: (c * scale, m) for k, (c, m) in base.efficiency.items()} if base else {}
+    compiled = {k: (c * scale, m) for k, (c, m) in base.compiled.items()} if base else {}
     own = table.get("efficiency", {})
     if not isinstance(own, Mapping):
         raise GraphBudgetError(f"hardware {name!r}: efficiency must be a table of kinds")
@@ -290,7 +303,29 @@ def _family_figures(name: str, table: Mapping[str, object]) -> dict[str, Any]:
         "efficiency": efficiency,
         "compiled_efficiency": compiled,
         "launch_s": launch,
+        "compute_scale": scale,
     }
+
+
+def _compute_scale(
+    name: str, table: Mapping[str, object], peaks: Mapping[str, float], family: Family | None
+) -> float:
+    """How much of its family's compute shares a card reaches: its measured matmul's share of
+    its own float16 peak over the fit card's (1 without ``matmul_tflops``). A 72 W L4 reaches
+    0.57 of its datasheet where the RTX 4090 ada was fitted on reaches 1.01."""
+    if "matmul_tflops" not in table:
+        return 1.0
+    measured = _number(name, "matmul_tflops", table["matmul_tflops"]) * TERA
+    if family is None or family.matmul_share is None:
+        raise GraphBudgetError(
+            f"hardware {name!r}: matmul_tflops needs a family whose fit card's matmul was "
+            "measured: it scales that family's compute shares"
+        )
+    if measured <= 0 or "float16" not in peaks:
+        raise GraphBudgetError(
+            f"hardware {name!r}: matmul_tflops needs a float16 peak and a figure above 0"
+        )
+    return measured / peaks["float16"] / family.matmul_share
 
 
 def _fractions(name: str, kind: str, pair: object) -> tuple[float, float]:
@@ -398,7 +433,7 @@ def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:
 
 
 _DATA = _read_data()
-FAMILIES: dict[str, Family] = _families(_DATA["families"])
+FAMILIES: dict[str, Family] = _families(_DATA["families"], _DATA["gpus"])
 """Every GPU family by name (``family = ...`` in a profile)."""
 
 BUILTIN: tuple[Hardware, ...] = (
@@ -411,7 +446,11 @@ BUILTIN: tuple[Hardware, ...] = (
     ),
     *(
         replace(
-            from_table(name, table), source=table["source"], aliases=tuple(table.get("aliases", ()))
+            from_table(name, table),
+            source="; measured matmul: ".join(
+                [table["source"], *([table["matmul_source"]] if "matmul_source" in table else [])]
+            ),
+            aliases=tuple(table.get("aliases", ())),
         )
         for name, table in _DATA["gpus"].items()
     ),

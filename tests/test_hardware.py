@@ -99,6 +99,78 @@ def test_a_bad_family_or_efficiency_is_one_line(extra, says):
     assert says in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_card_that_sustains_half_what_the_fit_card_did_computes_at_half_the_rate():
+    """The RTX 4090 ada was fitted on runs a large float16 matmul at 166.87 TFLOP/s (public
+    measurements) on a 165.2 TFLOP/s datasheet. A card with that datasheet measured at half
+    that matmul rate takes twice as long on a compute-bound kernel of any kind, eager or
+    compiled, and as long on a memory-bound one."""
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"peak_tflops": {"float32": 82.6, "float16": 165.2}, "bandwidth_gbs": 1008}
+    full = from_table("full", {**table, "family": "ada", "matmul_tflops": 166.87})
+    half = from_table("half", {**table, "family": "ada", "matmul_tflops": 166.87 / 2})
+    assert full.compute_scale == 1.0 and half.compute_scale == pytest.approx(0.5)
+    launch = full.launch_s
+    for kind in ("matmul", "conv", "attention"):
+        for compiled in (False, True):
+            fast = full.kind_time(kind, 1e13, 1e3, "float16", compiled=compiled) - launch
+            slow = half.kind_time(kind, 1e13, 1e3, "float16", compiled=compiled) - launch
+            assert slow == pytest.approx(2 * fast)
+    memory = [h.kind_time("elementwise", 1e3, 1e10, "float16") for h in (full, half)]
+    assert memory[0] == memory[1]
+    # a kind the user sets is the user's own fraction of the datasheet, not scaled
+    own = from_table(
+        "own", {**table, "family": "ada", "matmul_tflops": 80, "efficiency": {"conv": [0.4, 1]}}
+    )
+    assert own.efficiency["conv"] == (0.4, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"matmul_tflops": 50}, "matmul_tflops needs a family whose fit card's matmul was"),
+        (
+            {"family": "ada", "matmul_tflops": 50, "peak_tflops": {"float32": 1}},
+            "matmul_tflops needs a float16 peak and a figure above 0",
+        ),
+        ({"family": "ada", "matmul_tflops": 0}, "matmul_tflops needs a float16 peak and a"),
+        ({"family": "ada", "matmul_tflops": "fast"}, "matmul_tflops must be a number >= 0"),
+    ],
+)
+def test_a_bad_matmul_figure_is_one_line(extra, says):
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"peak_tflops": {"float32": 1, "float16": 4}, "bandwidth_gbs": 1, **extra}
+    with pytest.raises(GraphBudgetError) as info:
+        from_table("card", table)
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_every_shipped_gpu_prices_a_large_matmul_as_its_fit_card_does_against_measurement():
+    """Whatever its datasheet says, a shipped card's priced matmul rate stands to its published
+    measured matmul as its family's fit card's does to its own: the family's fit transfers
+    through what each card was measured to sustain, not through its datasheet peak."""
+    from pytest_graphbudget.hardware import _DATA, FAMILIES
+
+    families, gpus = _DATA["families"], _DATA["gpus"]
+    measured = {n: t["matmul_tflops"] * 1e12 for n, t in gpus.items() if "matmul_tflops" in t}
+    assert {"t4", "a100", "l4", "l40s", "h100", "h200", "b200"} <= set(measured)
+
+    def priced(hw, compiled):  # FLOP/s of a compute-bound float16 matmul
+        return 1e15 / (hw.kind_time("matmul", 1e15, 0, "float16", compiled) - hw.launch_s)
+
+    for hw in BUILTIN:
+        if hw.name not in measured:
+            assert hw.compute_scale == 1.0
+            continue
+        fit = get(families[families[hw.family].get("borrowed", hw.family)]["fitted_on"])
+        for compiled in (False, True):
+            assert priced(hw, compiled) / measured[hw.name] == pytest.approx(
+                priced(fit, compiled) / measured[fit.name]
+            ), hw.name
+        assert "measured matmul" in hw.source and FAMILIES[hw.family].matmul_share
+
+
 def test_every_gpu_profile_has_a_family_with_fitted_efficiencies_and_their_source():
     from pytest_graphbudget.hardware import EFFICIENCY_KINDS, FAMILIES
 

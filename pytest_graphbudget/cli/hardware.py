@@ -143,6 +143,7 @@ def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:
                 "bandwidth": hw.bandwidth,
                 "ridge_point": hw.ridge_point("float32"),
                 "ridge_point_16bit": (half / hw.bandwidth) if half else None,
+                "compute_scale": hw.compute_scale,
                 "source": hw.source,
             }
         )

@@ -238,6 +238,9 @@ def test_hardware_lists_every_profile_with_its_ridge_point(tmp_path):
         assert rows[hw.name]["ridge_point"] == pytest.approx(hw.peak("float32") / hw.bandwidth)
     # A100: 19.5 TFLOP/s fp32 over 2039 GB/s.
     assert rows["a100"]["ridge_point"] == pytest.approx(19.5e12 / 2039e9)
+    # the L4's published matmul, 68.83 of its 121 TFLOP/s, against the RTX 4090's 166.87 of 165.2
+    assert rows["l4"]["compute_scale"] == pytest.approx((68.83 / 121) / (166.87 / 165.2))
+    assert rows["rtx4090"]["compute_scale"] == 1.0 and rows["generic"]["compute_scale"] == 1.0
 
     table = run_cli("hardware", cwd=tmp_path)
     assert_ok(table)
