@@ -379,7 +379,9 @@ def shipped(recs) -> dict:
 def toml(families: dict) -> str:
     lines = []
     for name, p in families.items():
-        lines += [f"[families.{name}]", f"launch_us = {p['launch'] * 1e6:.3g}"]
+        fit_card = FIT_CARD["blackwell (5090)" if name == "blackwell" else name]
+        lines += [f"[families.{name}]", f'fitted_on = "{fit_card}"']
+        lines += [f"launch_us = {p['launch'] * 1e6:.3g}"]
         for key, e in (("efficiency", 0), ("compiled", 1)):
             pairs = ", ".join(
                 f"{kind} = [{p['compute'][e][i]:.3g}, {p['memory'][e][i]:.3g}]"

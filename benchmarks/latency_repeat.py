@@ -13,8 +13,8 @@ import os
 import statistics
 import time
 
-from pytest_graphbudget.hardware import COMPUTE_KINDS
 from pytest_graphbudget.modes.calibrate import Calibration, calibrate
+from pytest_graphbudget.rates import COMPUTE_KINDS
 
 
 def calibrations(count: int, threads: int) -> list[dict]:

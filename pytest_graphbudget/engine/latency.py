@@ -1,7 +1,7 @@
 """Latency on a calibrated machine: every op of a fused subgraph priced by its kernel kind.
 
 ``graph-budget hardware --calibrate`` measures, per kind of kernel, the FLOP/s and bytes/s it
-achieves and a fixed cost per launch (``hardware.KernelRate``). Eager PyTorch, which is what a
+achieves and a fixed cost per launch (``rates.KernelRate``). Eager PyTorch, which is what a
 user times, launches one kernel per op, so a subgraph's estimate is the sum over its ops: each
 op its own launch, its own reads and writes, at its kind's rate. The subgraph's kind is its
 anchor's. A profile without calibrated kernels keeps the plain roofline (``Hardware.time``).
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_graphbudget.hardware import KERNEL_KINDS
+from pytest_graphbudget.rates import KERNEL_KINDS
 
 LARGE_BYTES = 2**20
 """An input above this (a server core's L2 cache) makes a depthwise convolution ``_large``."""
@@ -40,7 +40,7 @@ last stage of an ImageNet network, 7x7, and squeeze-excitation's 1x1) is ``_smal
 few pixels to block over, its kernel runs 1.3x to 1.5x slower per FLOP than on 14x14 and up
 (``benchmarks/latency_ops.py`` on ResNet-50, RegNet, EfficientNet, GoogLeNet)."""
 KINDS = KERNEL_KINDS
-"""Every kind (``hardware.KERNEL_KINDS``, where a profile's tables are checked against them)."""
+"""Every kind (``rates.KERNEL_KINDS``, where a profile's tables are checked against them)."""
 FALLBACK = {
     "conv_grouped": "conv_dense",
     "conv_dense_small_map": "conv_dense",

@@ -1,6 +1,6 @@
 """Per-kind calibration: what each kind of kernel achieves, from micro-benchmarks.
 
-Each kind (``hardware.KERNEL_KINDS``) is timed on the shapes of ``modes.kernel_shapes`` (the
+Each kind (``rates.KERNEL_KINDS``) is timed on the shapes of ``modes.kernel_shapes`` (the
 layers real models use, their FLOPs and bytes counted by hand), on the device calibrated: the
 same table drives a CPU's calibration and a GPU's, whose shapes also run at ``CUDA_BATCH``. A
 line ``t = overhead + work / rate`` is fitted to each shape's time, in relative error so a 10 µs
@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_graphbudget.hardware import COMPUTE_KINDS, KernelRate
 from pytest_graphbudget.modes.kernel_shapes import Bench, benches, linear, pool
 from pytest_graphbudget.modes.rounds import best_of, interleaved, spread
+from pytest_graphbudget.rates import COMPUTE_KINDS, KernelRate
 
 WINDOW_POOLS = ((192, 28, 1, True, 3), (480, 14, 1, True, 3), (128, 20, 1, False, 5))
 """Stride-1 max pools (GoogLeNet's inception branches, YOLO's SPPF): every input element is

@@ -1,5 +1,5 @@
 """The calibrated latency estimate (issue 26): each op classified into a kernel kind, priced
-with that kind's measured rate (``hardware.KernelRate``), summed per subgraph and per model.
+with that kind's measured rate (``rates.KernelRate``), summed per subgraph and per model.
 
 The expected seconds are worked out by hand below from the ops' bytes (float32: 4 bytes an
 element) and the rates of a hand-written kernel table; FLOP rates are set so high that FLOPs
@@ -16,7 +16,8 @@ from pytest_graphbudget.api import profile_model
 from pytest_graphbudget.engine.latency import KINDS, LARGE_BYTES, kernel_kind
 from pytest_graphbudget.engine.measure import NodeCost
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.hardware import KernelRate, from_table
+from pytest_graphbudget.hardware import from_table
+from pytest_graphbudget.rates import KernelRate
 
 
 def node(kind: str, category: str, weights=(), inputs=()) -> NodeCost:
@@ -246,7 +247,7 @@ def test_a_misspelt_kernel_kind_or_dtype_is_refused(key, kind, says):
 
 def test_every_kind_the_estimate_prices_is_one_a_profile_may_name():
     from pytest_graphbudget.engine.latency import FALLBACK
-    from pytest_graphbudget.hardware import COMPUTE_KINDS
+    from pytest_graphbudget.rates import COMPUTE_KINDS
 
     assert {*COMPUTE_KINDS, *FALLBACK, *FALLBACK.values()} <= set(KINDS)
 

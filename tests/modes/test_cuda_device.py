@@ -137,7 +137,7 @@ def test_calibrate_on_cuda(tmp_path, capsys):
     argv = ["hardware", "--calibrate", "--device", "cuda", "--force", "-o", str(path)]
     assert cli.main(argv) == 0
     table = tomllib.loads(path.read_text())["hardware"]["calibrated"]
-    from pytest_graphbudget.hardware import KERNEL_KINDS
+    from pytest_graphbudget.rates import KERNEL_KINDS
 
     for key in ("kernels", "kernels_bfloat16", "kernels_float16"):  # every kind, as on a CPU
         assert sorted(table[key]) == sorted(KERNEL_KINDS), key

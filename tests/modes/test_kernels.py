@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_graphbudget.hardware import KERNEL_KINDS
 from pytest_graphbudget.modes.kernel_shapes import benches, pool
 from pytest_graphbudget.modes.kernels import WINDOW_POOLS, cold, window_rate
+from pytest_graphbudget.rates import KERNEL_KINDS
 
 
 def test_a_cold_benchmark_rotates_copies_that_together_hold_the_limit():

@@ -1,0 +1,98 @@
+"""Calibrated kernel rates: what one kind of kernel achieves on a machine that was measured
+(``graph-budget hardware --calibrate``), the kinds a calibration times, and the ``[kernels]``
+tables of a profile that hold them. ``hardware.Hardware`` carries them; ``engine/latency.py``
+prices each op at its kind's rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pytest_graphbudget.errors import GraphBudgetError, closest
+
+
+@dataclass(frozen=True)
+class KernelRate:
+    """What one kind of kernel achieves on a calibrated machine: its FLOP/s, its bytes/s and a
+    fixed cost per launch (on a CPU, eager dispatch: microseconds that dominate small ops)."""
+
+    flops_per_s: float
+    bytes_per_s: float
+    overhead_s: float = 0.0
+
+    def time(self, flops: float, traffic: float) -> float:
+        """One launch: the overhead, then whichever of compute and memory takes longer."""
+        return self.overhead_s + max(flops / self.flops_per_s, traffic / self.bytes_per_s)
+
+
+KERNEL_KEYS = ("flops_per_s", "bytes_per_s", "overhead_s")
+COMPUTE_KINDS = (
+    "conv_depthwise",
+    "conv_depthwise_large",
+    "conv_pointwise",
+    "conv_pointwise_small_map",
+    "conv_grouped",
+    "conv_dense",
+    "conv_dense_small_map",
+    "conv_stem",
+    "matmul",
+    "attention",
+    "attention_block",
+)
+"""The kinds whose measured rate is FLOPs per second; the others' is bytes per second."""
+KERNEL_KINDS = (
+    *COMPUTE_KINDS,
+    "batch_norm",
+    "pointwise",
+    "pointwise_exp",
+    "resample",
+    "reduction",
+    "pooling",
+    "copy",
+    "view",
+)
+"""The kernel kinds a calibration times and ``engine/latency.py`` prices ops by. A profile
+naming another is refused: a misspelt kind would otherwise leave its ops on the roofline."""
+KERNEL_DTYPES = ("float32", "bfloat16", "float16", "float64")
+"""The dtypes of ``[kernels_<dtype>]`` tables, besides those the profile has a peak for."""
+
+
+def kernel_tables(name: str, table: Mapping[str, object]) -> dict[str, dict[str, KernelRate]]:
+    """``[kernels.<kind>]`` (float32) and ``[kernels_<dtype>.<kind>]`` tables: each kind's
+    ``flops_per_s``, ``bytes_per_s`` and ``overhead_s``; a profile without them has none."""
+    found: dict[str, dict[str, KernelRate]] = {}
+    for key, kinds in table.items():
+        if key != "kernels" and not str(key).startswith("kernels_"):
+            continue
+        dtype = "float32" if key == "kernels" else str(key).removeprefix("kernels_")
+        if not isinstance(kinds, Mapping):
+            raise GraphBudgetError(f"hardware {name!r}: {key} must be a table of kernel kinds")
+        dtypes = (*KERNEL_DTYPES, *dict(table.get("peak_tflops", table.get("peak_flops", {}))))
+        if dtype not in dtypes:
+            hint = closest(dtype, dtypes)
+            raise GraphBudgetError(f"hardware {name!r}: {key}: unknown dtype {dtype!r}{hint}")
+        for kind in kinds:
+            if kind not in KERNEL_KINDS:
+                hint = closest(str(kind), KERNEL_KINDS) or f"; kinds: {', '.join(KERNEL_KINDS)}"
+                raise GraphBudgetError(f"hardware {name!r}: {key}.{kind}: unknown kind{hint}")
+        found[dtype] = {
+            str(kind): _kernel_rate(name, f"{key}.{kind}", v) for kind, v in kinds.items()
+        }
+    return found
+
+
+def _kernel_rate(name: str, where: str, value: object) -> KernelRate:
+    try:
+        figures = [float(value[k]) for k in KERNEL_KEYS]  # type: ignore[index]
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raise GraphBudgetError(
+            f"hardware {name!r}: {where} needs numbers {', '.join(KERNEL_KEYS)}"
+        ) from None
+    rate, bandwidth, overhead = figures
+    if not (0 < rate < math.inf and 0 < bandwidth < math.inf and 0 <= overhead < math.inf):
+        raise GraphBudgetError(
+            f"hardware {name!r}: {where}: rates must be finite positive, overhead_s >= 0"
+        )
+    return KernelRate(rate, bandwidth, overhead)
