@@ -213,11 +213,34 @@ def _read_project(path: Path) -> dict[str, Hardware] | None:
         raise GraphBudgetError(f"{path}: [tool.graph_budget.hardware_profiles]: {exc}") from None
 
 
+TABLE_KEYS = (
+    "description",
+    "peak_tflops",
+    "peak_flops",
+    "bandwidth_gbs",
+    "bandwidth",
+    "family",
+    "efficiency",
+    "launch_us",
+    "matmul_tflops",
+    "matmul_source",
+    "source",
+    "aliases",
+)
+"""The keys of a profile's table, besides its ``kernels`` tables (``rates.kernel_tables``)."""
+
+
 def from_table(name: str, table: Mapping[str, object]) -> Hardware:
     """A user profile from TOML: ``peak_flops = {float32 = 1e13}`` (or ``peak_tflops``) and
     ``bandwidth_gbs`` (or ``bandwidth`` in bytes/s); ``family = "ada"`` (``FAMILIES``) prices
     each kernel at that family's fitted efficiencies and launch cost, which ``launch_us`` and
-    ``efficiency = {conv = [compute, memory], ...}`` may override."""
+    ``efficiency = {conv = [compute, memory], ...}`` may override; ``matmul_tflops`` scales
+    the family's compute shares. A key it does not know is refused: misspelt, it would be
+    silently left out of every estimate."""
+    for key in table:
+        if key not in TABLE_KEYS and not str(key).startswith("kernels"):
+            hint = closest(str(key), TABLE_KEYS) or f"; keys: {', '.join(TABLE_KEYS)}"
+            raise GraphBudgetError(f"hardware {name!r}: unknown key {key!r}{hint}")
     try:
         if "peak_tflops" in table:
             peaks = {str(k): float(v) * TERA for k, v in dict(table["peak_tflops"]).items()}
@@ -308,9 +331,9 @@ def _compute_scale(
             f"hardware {name!r}: matmul_tflops needs a family whose fit card's matmul was "
             "measured: it scales that family's compute shares"
         )
-    if measured <= 0 or "float16" not in peaks:
+    if not 0 < measured < math.inf or "float16" not in peaks:
         raise GraphBudgetError(
-            f"hardware {name!r}: matmul_tflops needs a float16 peak and a figure above 0"
+            f"hardware {name!r}: matmul_tflops needs a float16 peak and a finite figure above 0"
         )
     return measured / peaks["float16"] / family.matmul_share
 

@@ -88,6 +88,8 @@ def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
         ({"efficiency": {"conv": [1]}}, "efficiency.conv must be [compute, memory] fractions"),
         ({"efficiency": {"conv": [0, 1]}}, "efficiency.conv: fractions must be > 0"),
         ({"launch_us": "fast"}, "launch_us must be a number >= 0, got 'fast'"),
+        ({"familly": "ada"}, "unknown key 'familly' (did you mean 'family'?)"),
+        ({"notes": "ours"}, "unknown key 'notes'; keys: description, peak_tflops,"),
     ],
 )
 def test_a_bad_family_or_efficiency_is_one_line(extra, says):
@@ -131,9 +133,11 @@ def test_a_card_that_sustains_half_what_the_fit_card_did_computes_at_half_the_ra
         ({"matmul_tflops": 50}, "matmul_tflops needs a family whose fit card's matmul was"),
         (
             {"family": "ada", "matmul_tflops": 50, "peak_tflops": {"float32": 1}},
-            "matmul_tflops needs a float16 peak and a figure above 0",
+            "matmul_tflops needs a float16 peak and a finite figure above 0",
         ),
         ({"family": "ada", "matmul_tflops": 0}, "matmul_tflops needs a float16 peak and a"),
+        ({"family": "ada", "matmul_tflops": 1e308}, "matmul_tflops needs a float16 peak and"),
+        ({"family": "ada", "matmul_tflop": 50}, "unknown key 'matmul_tflop' (did you mean 'matmul"),
         ({"family": "ada", "matmul_tflops": "fast"}, "matmul_tflops must be a number >= 0"),
     ],
 )

@@ -373,6 +373,8 @@ hardware_tables = st.fixed_dictionaries(
         "bandwidth_gbs": numbers_in_toml | toml_values,
         "bandwidth": numbers_in_toml | toml_values,
         "description": toml_values,
+        "family": st.sampled_from(["ada", "blackwell", "adaa"]) | toml_values,
+        "matmul_tflops": numbers_in_toml | toml_values,
     },
 )
 hardware_profiles = st.dictionaries(st.text(max_size=5), hardware_tables | toml_values, max_size=2)
