@@ -134,9 +134,10 @@ def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, F
     found = {}
     for name, table in tables.items():
         own = tables[table.get("borrowed", name)]
-        card = gpus[own["fitted_on"]]
-        # in the units and order ``_compute_scale`` uses, so the fit card's own scale is 1.0
-        share = float(card["matmul_tflops"]) * TERA / (float(card["peak_tflops"]["float16"]) * TERA)
+        card, share = gpus[own["fitted_on"]], None
+        if "matmul_tflops" in card:  # in ``_compute_scale``'s units and order: the fit card's 1.0
+            measured, peak = float(card["matmul_tflops"]), float(card["peak_tflops"]["float16"])
+            share = measured * TERA / (peak * TERA)
         efficiency = {k: (float(c), float(m)) for k, (c, m) in own["efficiency"].items()}
         compiled = {k: (float(c), float(m)) for k, (c, m) in own.get("compiled", {}).items()}
         source = own["source"]
