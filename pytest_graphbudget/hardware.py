@@ -293,6 +293,11 @@ def _family_figures(
         raise GraphBudgetError(
             f"hardware {name!r}: unknown family {family!r}{hint}; known: {known}"
         )
+    if family and "float16" not in peaks:  # else float16 models would take the float32 peak
+        raise GraphBudgetError(
+            f"hardware {name!r}: family {family!r} needs the card's float16 tensor peak "
+            "(peak_tflops.float16): the family's shares were fitted on it"
+        )
     base = FAMILIES[family] if family else None
     scale = _compute_scale(name, table, peaks, base)
     efficiency = {k: (c * scale, m) for k, (c, m) in base.efficiency.items()} if base else {}
@@ -332,10 +337,8 @@ def _compute_scale(
             f"hardware {name!r}: matmul_tflops needs a family whose fit card's matmul was "
             "measured: it scales that family's compute shares"
         )
-    if not 0 < measured < math.inf or "float16" not in peaks:
-        raise GraphBudgetError(
-            f"hardware {name!r}: matmul_tflops needs a float16 peak and a finite figure above 0"
-        )
+    if not 0 < measured < math.inf:
+        raise GraphBudgetError(f"hardware {name!r}: matmul_tflops must be finite and above 0")
     return measured / peaks["float16"] / family.matmul_share
 
 

@@ -81,6 +81,7 @@ def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
     [
         ({"family": "blackwel"}, "unknown family 'blackwel' (did you mean 'blackwell'?); known: "),
         ({"family": 3}, "unknown family 3; known: ampere, ada, blackwell"),
+        ({"family": "ada"}, "family 'ada' needs the card's float16 tensor peak (peak_tflops"),
         (
             {"efficiency": {"convv": [1, 1]}},
             "efficiency.convv: unknown kind (did you mean 'conv'?)",
@@ -133,10 +134,10 @@ def test_a_card_that_sustains_half_what_the_fit_card_did_computes_at_half_the_ra
         ({"matmul_tflops": 50}, "matmul_tflops needs a family whose fit card's matmul was"),
         (
             {"family": "ada", "matmul_tflops": 50, "peak_tflops": {"float32": 1}},
-            "matmul_tflops needs a float16 peak and a finite figure above 0",
+            "family 'ada' needs the card's float16 tensor peak",
         ),
-        ({"family": "ada", "matmul_tflops": 0}, "matmul_tflops needs a float16 peak and a"),
-        ({"family": "ada", "matmul_tflops": 1e308}, "matmul_tflops needs a float16 peak and"),
+        ({"family": "ada", "matmul_tflops": 0}, "matmul_tflops must be finite and above 0"),
+        ({"family": "ada", "matmul_tflops": 1e308}, "matmul_tflops must be finite and above 0"),
         ({"family": "ada", "matmul_tflop": 50}, "unknown key 'matmul_tflop' (did you mean 'matmul"),
         ({"family": "ada", "matmul_tflops": "fast"}, "matmul_tflops must be a number >= 0"),
     ],
@@ -198,7 +199,7 @@ def test_a_pyprojects_profile_is_found_by_name_from_python(tmp_path, monkeypatch
 
     (tmp_path / "pyproject.toml").write_text(
         "[tool.graph_budget.hardware_profiles.my-card]\n"
-        'peak_tflops = {float32 = 2.0}\nbandwidth_gbs = 50\nfamily = "ada"\n'
+        'peak_tflops = {float32 = 2.0, float16 = 8.0}\nbandwidth_gbs = 50\nfamily = "ada"\n'
     )
     (tmp_path / "src" / "pkg").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "src" / "pkg")

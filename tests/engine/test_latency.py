@@ -253,7 +253,7 @@ def test_every_kind_the_estimate_prices_is_one_a_profile_may_name():
 
 
 GPU = {
-    "peak_tflops": {"float32": 1},
+    "peak_tflops": {"float32": 1, "float16": 1},
     "bandwidth_gbs": 1,
     "family": "ada",
     "launch_us": 10,
