@@ -10,7 +10,9 @@ Per family, the 2 x 9 fractions of each execution (the launch held at 10 us) min
 robust (Huber, 0.1) loss on log(estimate / measured) over the training models (Adam on their
 logs). A family fitted on two cards gives the second card a fitted compute scale of its own
 (what it sustains of its datasheet peak relative to the first). Models are split by a hash of their
-name: 30% held out, the same models whatever else has been profiled.
+name: 30% held out, the same models whatever else has been profiled. Each held-out card is
+scored from its datasheet alone and, as the package prices a profile with ``matmul_tflops``,
+with its peak scaled by its published matmul share over the fit card's (``matmul_share``).
 
     .venv/bin/python benchmarks/gpu_fit.py            # the report (GPU_RESULTS.md's tables)
     .venv/bin/python benchmarks/gpu_fit.py --toml     # also the families' fitted TOML
