@@ -3,7 +3,9 @@
 A subgraph whose arithmetic intensity (FLOPs per byte moved) reaches the ridge point
 ``peak / bandwidth`` is compute-bound; below it, memory-bound. Figures are the vendors'
 published dense peaks (no structured sparsity); sources are listed in ``docs/metrics.md``.
-Users add their own profiles from TOML tables (see ``from_table``).
+A GPU's kernels are priced at its family's fitted shares of those peaks, scaled by what a
+large matmul was measured to reach on it (``matmul_tflops``). Users add their own profiles
+from TOML tables (see ``from_table``).
 """
 
 from __future__ import annotations
