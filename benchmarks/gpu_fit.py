@@ -13,6 +13,8 @@ logs). A family fitted on two cards gives the second card a fitted compute scale
 name: 30% held out, the same models whatever else has been profiled. Each held-out card is
 scored from its datasheet alone and, as the package prices a profile with ``matmul_tflops``,
 with its peak scaled by its published matmul share over the fit card's (``matmul_share``).
+The held-out Max-Q is also scored at a range of compute scales (how closely the target needs
+its sustained share) and at what its board power would say (``board_power_rule``).
 
     .venv/bin/python benchmarks/gpu_fit.py            # the report (GPU_RESULTS.md's tables)
     .venv/bin/python benchmarks/gpu_fit.py --toml     # also the families' fitted TOML
@@ -79,6 +81,83 @@ def matmul_share(card: str) -> float:
     if measured is None:
         measured = _DATA["gpus"][card]["matmul_tflops"] * 1e12
     return measured / CARDS[card][0]
+
+
+BOARD_WATTS = {
+    # each card's board power from its datasheet (TDP / TGP; the SXM module's for datacenter
+    # cards, one GPU of an HGX B200), the one datasheet figure that could say how far below
+    # its peak a power-limited card runs
+    "t4": 70, "l4": 72, "rtx-pro-6000-maxq": 300, "rtx3090": 350, "l40s": 350, "a100": 400,
+    "rtx4090": 450, "rtx5090": 575, "rtx-pro-6000": 600, "h100": 700, "h200": 700, "b200": 1000,
+}  # fmt: skip
+
+
+def board_power_rule() -> tuple[float, list[str]]:
+    """Could the datasheet alone say what a card sustains? Fit one power law, compute scale =
+    (peak per watt / the fit card's) ** k, on every shipped card with a published matmul that
+    is not its family's fit card, and say what it gives for the held-out Max-Q (returns that
+    scale and the table's lines)."""
+    gpus, fams = _DATA["gpus"], _DATA["families"]
+    per_watt = {
+        c: gpus[c]["peak_tflops"]["float16"] / w for c, w in BOARD_WATTS.items() if c in gpus
+    }
+    per_watt["rtx-pro-6000-maxq"] = (
+        CARDS["rtx-pro-6000-maxq"][0] / 1e12 / BOARD_WATTS["rtx-pro-6000-maxq"]
+    )
+    pairs = []  # (card, log peak-per-watt ratio, log measured scale)
+    for card, table in gpus.items():
+        family = fams[table["family"]]
+        fit_card = fams[family.get("borrowed", table["family"])]["fitted_on"]
+        if "matmul_tflops" in table and card != fit_card and card in BOARD_WATTS:
+            share = table["matmul_tflops"] / table["peak_tflops"]["float16"]
+            fit_share = gpus[fit_card]["matmul_tflops"] / gpus[fit_card]["peak_tflops"]["float16"]
+            pairs.append(
+                (card, math.log(per_watt[card] / per_watt[fit_card]), math.log(share / fit_share))
+            )
+    k = sum(x * y for _, x, y in pairs) / sum(x * x for _, x, _ in pairs)
+    out = [
+        f"\n**Board power as a datasheet rule**: compute scale = (float16 peak per board watt / "
+        f"the fit card's) ** {k:.3f}, fitted on the {len(pairs)} shipped cards with a published "
+        "matmul that are not a fit card\n",
+        "| card | peak TFLOP/s per W | measured compute scale | by the rule |",
+        "| --- | --- | --- | --- |",
+    ]
+    for card, x, y in pairs:
+        out.append(f"| {card} | {per_watt[card]:.2f} | {math.exp(y):.2f} | {math.exp(k * x):.2f} |")
+    x = math.log(per_watt["rtx-pro-6000-maxq"] / per_watt["rtx5090"])
+    scale = math.exp(k * x)
+    measured = matmul_share("rtx-pro-6000-maxq") / matmul_share("rtx5090")
+    maxq = per_watt["rtx-pro-6000-maxq"]
+    out.append(f"| rtx-pro-6000-maxq (held out) | {maxq:.2f} | {measured:.2f} | {scale:.2f} |")
+    return scale, out
+
+
+def scale_window(recs, held, family: dict, rule: float) -> list[str]:
+    """The held-out Max-Q from the 5090's fit at a range of compute scales: how closely the
+    target needs the card's sustained share, and where each way of knowing it lands."""
+    measured = matmul_share("rtx-pro-6000-maxq") / matmul_share("rtx5090")
+    marks = {
+        1.0: "datasheet alone",
+        round(measured, 3): "published matmul",
+        round(rule, 3): "board-power rule",
+    }
+    out = [
+        "\n**The held-out Max-Q from the 5090's fit at each compute scale** (within ±25% / "
+        "within ±10% / rank correlation)\n",
+        "| compute scale | eager | compiled |",
+        "| --- | --- | --- |",
+    ]
+    for scale in sorted({0.40, 0.45, 0.47, 0.48, 0.50, 0.52, 0.55, 0.60, 0.75, *marks}):
+        cells = []
+        for execution in EXECUTIONS:
+            rows = rows_for(recs, held, ["rtx-pro-6000-maxq"], (execution,))
+            data = Set(rows, ["rtx-pro-6000-maxq"])
+            data.peaks = data.peaks * scale
+            s = score(data, plain(family))
+            cells.append(f"{s['within25']:.0%} / {s['within10']:.1%} / {s['spearman']:.3f}")
+        label = f"{scale:.3f}" + (f" ({marks[scale]})" if scale in marks else "")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return out
 
 
 KINDS = {kind: i for i, kind in enumerate(EFFICIENCY_KINDS)}
@@ -335,6 +414,8 @@ def report(recs, train, held) -> tuple[list[str], dict]:
             rows = rows_for(recs, held, [card], (execution,))
             s = score(Set(rows, ["rtx5090", "rtx-pro-6000-maxq"]), both)
             out.append(line(f"{card}, {execution}", s))
+    rule, table = board_power_rule()
+    out += table + scale_window(recs, held, families["blackwell (5090)"], rule)
     return out + matrix(recs, held, families) + matrix(recs, held, families, True), scores
 
 
