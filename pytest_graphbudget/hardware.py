@@ -10,7 +10,6 @@ from TOML tables (see ``from_table``).
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -18,10 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError, closest
+from pytest_graphbudget.hardware_table import (
+    GIGA,
+    MATMUL_ABOVE_PEAK,
+    TERA,
+    fractions,
+    number,
+    one_of,
+    peaks_of,
+    text,
+)
 from pytest_graphbudget.rates import KernelRate, kernel_tables
-
-TERA = 1e12
-GIGA = 1e9
 
 
 @dataclass(frozen=True)
@@ -164,10 +170,17 @@ def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Ha
     (``project_profiles``), as they do for ``graph-budget`` and ``pytest --graph-budget``."""
     if isinstance(name, Hardware):
         return name
+    if not isinstance(name, str):
+        raise GraphBudgetError(f"hardware must be a profile name (a string), got {name!r}")
     table = profiles(project_profiles() if extra is None else extra)
     key = name.lower()
+    # a name before any alias: a user's profile named like a shipped alias is the user's;
+    # then aliases, the user's first, so a shipped card shadowed by name keeps its aliases
     for hw in table.values():
-        if key == hw.name or key in hw.aliases:
+        if key == hw.name.lower():
+            return hw
+    for hw in (*table.values(), *BUILTIN):
+        if key in (alias.lower() for alias in hw.aliases):
             return hw
     known = ", ".join(sorted(table))
     raise GraphBudgetError(f"unknown hardware {name!r}; known profiles: {known}")
@@ -241,39 +254,31 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
     the family's compute shares. A key it does not know is refused: misspelt, it would be
     silently left out of every estimate."""
     for key in table:
-        if key not in TABLE_KEYS and not str(key).startswith("kernels"):
-            hint = closest(str(key), TABLE_KEYS) or f"; keys: {', '.join(TABLE_KEYS)}"
+        if key not in TABLE_KEYS and key != "kernels" and not str(key).startswith("kernels_"):
+            keys = (*TABLE_KEYS, "kernels", "kernels_<dtype>")
+            hint = closest(str(key), keys) or f"; keys: {', '.join(keys)}"
             raise GraphBudgetError(f"hardware {name!r}: unknown key {key!r}{hint}")
-    try:
-        if "peak_tflops" in table:
-            peaks = {str(k): float(v) * TERA for k, v in dict(table["peak_tflops"]).items()}
-        else:
-            peaks = {str(k): float(v) for k, v in dict(table["peak_flops"]).items()}
-        bandwidth = (
-            float(table["bandwidth_gbs"]) * GIGA
-            if "bandwidth_gbs" in table
-            else float(table["bandwidth"])
+    peaks = peaks_of(name, table)
+    bandwidth = one_of(name, table, "bandwidth_gbs", GIGA, "bandwidth")
+    if not isinstance(bandwidth, float):
+        given = f", got {bandwidth!r}" if bandwidth is not None else ""
+        raise GraphBudgetError(
+            f"hardware {name!r}: needs bandwidth_gbs (or bandwidth in bytes/s) as a number{given}"
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    texts = {key: text(name, key, table[key]) for key in ("description", "source") if key in table}
+    text(name, "matmul_source", table.get("matmul_source", ""))
+    aliases = table.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
         raise GraphBudgetError(
-            f"hardware {name!r}: needs peak_tflops (or peak_flops) per dtype and bandwidth_gbs "
-            f"(or bandwidth): {exc}"
-        ) from None
-    except OverflowError:  # an integer beyond any float (legal TOML) is no figure either
-        peaks, bandwidth = {"float32": math.inf}, math.inf
-    if "float32" not in peaks:
-        raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
-    figures = [*peaks.values(), bandwidth]
-    if not all(math.isfinite(v) and v > 0 for v in figures):  # a ridge point needs both > 0
-        raise GraphBudgetError(
-            f"hardware {name!r}: peaks and bandwidth must be finite positive numbers"
+            f"hardware {name!r}: aliases must be a list of names, got {aliases!r}"
         )
     return Hardware(
         name=name,
-        description=str(table.get("description", name)),
+        description=texts.get("description", name),
         peak_flops=peaks,
         bandwidth=bandwidth,
-        source="user profile",
+        source=texts.get("source", "user profile"),
+        aliases=tuple(aliases),
         kernels=kernel_tables(name, table),
         **_family_figures(name, table, peaks),
     )
@@ -311,11 +316,11 @@ def _family_figures(
         if kind not in EFFICIENCY_KINDS:
             hint = closest(str(kind), EFFICIENCY_KINDS) or f"; kinds: {', '.join(EFFICIENCY_KINDS)}"
             raise GraphBudgetError(f"hardware {name!r}: efficiency.{kind}: unknown kind{hint}")
-        efficiency[str(kind)] = _fractions(name, str(kind), pair)
+        efficiency[str(kind)] = fractions(name, str(kind), pair)
         compiled.pop(str(kind), None)
     launch = base.launch_s if base else 0.0
     if "launch_us" in table:
-        launch = _number(name, "launch_us", table["launch_us"]) * 1e-6
+        launch = number(name, "launch_us", table["launch_us"]) * 1e-6
     return {
         "family": family or "",
         "efficiency": efficiency,
@@ -333,38 +338,19 @@ def _compute_scale(
     0.57 of its datasheet where the RTX 4090 ada was fitted on reaches 1.01."""
     if "matmul_tflops" not in table:
         return 1.0
-    measured = _number(name, "matmul_tflops", table["matmul_tflops"]) * TERA
+    measured = number(name, "matmul_tflops", table["matmul_tflops"], positive=True) * TERA
     if family is None or family.matmul_share is None:
         raise GraphBudgetError(
             f"hardware {name!r}: matmul_tflops needs a family whose fit card's matmul was "
             "measured: it scales that family's compute shares"
         )
-    if not 0 < measured < math.inf:
-        raise GraphBudgetError(f"hardware {name!r}: matmul_tflops must be finite and above 0")
-    return measured / peaks["float16"] / family.matmul_share
-
-
-def _fractions(name: str, kind: str, pair: object) -> tuple[float, float]:
-    """``[compute, memory]``: two fractions of the peaks, each above 0."""
-    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+    if measured > MATMUL_ABOVE_PEAK * peaks["float16"]:  # TFLOP/s read as GFLOP/s, or a typo
         raise GraphBudgetError(
-            f"hardware {name!r}: efficiency.{kind} must be [compute, memory] fractions, "
-            f"got {pair!r}"
+            f"hardware {name!r}: matmul_tflops = {table['matmul_tflops']!r} is "
+            f"{measured / peaks['float16']:.3g} times the float16 peak "
+            f"({peaks['float16'] / TERA:g} TFLOP/s); give it in TFLOP/s"
         )
-    compute, memory = (_number(name, f"efficiency.{kind}", v) for v in pair)
-    if compute <= 0 or memory <= 0:
-        raise GraphBudgetError(f"hardware {name!r}: efficiency.{kind}: fractions must be > 0")
-    return compute, memory
-
-
-def _number(name: str, where: str, value: object) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        number = math.nan
-    if isinstance(value, bool) or not (math.isfinite(number) and number >= 0):
-        raise GraphBudgetError(f"hardware {name!r}: {where} must be a number >= 0, got {value!r}")
-    return number
+    return measured / peaks["float16"] / family.matmul_share
 
 
 def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:

@@ -87,10 +87,34 @@ def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
             "efficiency.convv: unknown kind (did you mean 'conv'?)",
         ),
         ({"efficiency": {"conv": [1]}}, "efficiency.conv must be [compute, memory] fractions"),
-        ({"efficiency": {"conv": [0, 1]}}, "efficiency.conv: fractions must be > 0"),
+        ({"efficiency": {"conv": [0, 1]}}, "efficiency.conv must be a number > 0, got 0"),
+        # a percentage without its sign: 50 would price conv at 50 times the peak
+        (
+            {"efficiency": {"conv": [50, 0.8]}},
+            'efficiency.conv: 50 would be 5000% of the peak: did you mean 0.5 or "50%"?',
+        ),
+        ({"efficiency": {"conv": ["0%", 1]}}, "efficiency.conv must be a share above 0"),
         ({"launch_us": "fast"}, "launch_us must be a number >= 0, got 'fast'"),
+        ({"launch_us": "4"}, "launch_us must be a number >= 0, got '4'"),
         ({"familly": "ada"}, "unknown key 'familly' (did you mean 'family'?)"),
         ({"notes": "ours"}, "unknown key 'notes'; keys: description, peak_tflops,"),
+        ({"kernelsfoo": 5}, "unknown key 'kernelsfoo'"),
+        # a misspelt dtype would leave float16 models on the float32 peak
+        (
+            {"peak_tflops": {"float32": 1, "floa16": 4}},
+            "peak_tflops: unknown dtype 'floa16' (did you mean 'float16'?)",
+        ),
+        ({"peak_tflops": {"float32": True}}, "peak_tflops.float32 must be a number > 0, got True"),
+        ({"peak_tflops": 10}, "needs peak_tflops (or peak_flops) as a table per dtype"),
+        ({"peak_tflops": {"float16": 1}}, "peak for float32 is required"),
+        ({"bandwidth_gbs": "500"}, "bandwidth_gbs must be a number > 0, got '500'"),
+        ({"bandwidth_gbs": {"hbm": 1}}, "needs bandwidth_gbs (or bandwidth in bytes/s) as a"),
+        # both forms of one figure: one of them would be dropped without a word
+        ({"bandwidth": 1e9}, "give bandwidth_gbs or bandwidth, not both"),
+        ({"peak_flops": {"float32": 1e12}}, "give peak_tflops or peak_flops, not both"),
+        ({"aliases": "mine"}, "aliases must be a list of names, got 'mine'"),
+        ({"source": 5}, "source must be a string, got 5"),
+        ({"matmul_source": [1]}, "matmul_source must be a string, got [1]"),
     ],
 )
 def test_a_bad_family_or_efficiency_is_one_line(extra, says):
@@ -100,6 +124,54 @@ def test_a_bad_family_or_efficiency_is_one_line(extra, says):
     with pytest.raises(GraphBudgetError) as info:
         from_table("card", table)
     assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_matmul_figure_in_the_wrong_unit_is_refused():
+    """235,130 where 235.13 TFLOP/s goes (GFLOP/s) would scale every compute share 490x."""
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"peak_tflops": {"float32": 110, "float16": 438.9}, "bandwidth_gbs": 1792}
+    with pytest.raises(GraphBudgetError, match=r"is 536 times the float16 peak \(438.9 TFLOP/s\)"):
+        from_table("maxq", {**table, "family": "blackwell", "matmul_tflops": 235130})
+
+
+def test_a_profile_s_own_words_are_kept_and_a_share_may_be_a_percentage():
+    from pytest_graphbudget.hardware import from_table, get
+
+    card = from_table(
+        "Edge-NPU",
+        {
+            "peak_tflops": {"float32": 2, "float16": 8},
+            "bandwidth_gbs": 50,
+            "source": "our lab, 2026-11",
+            "aliases": ["npu"],
+            "efficiency": {"conv": ["60%", 0.9]},
+        },
+    )
+    assert (card.source, card.aliases, card.efficiency["conv"]) == (
+        "our lab, 2026-11",
+        ("npu",),
+        (0.6, 0.9),
+    )
+    # a name is matched as the user wrote it or in any case, and so are its aliases
+    for name in ("Edge-NPU", "edge-npu", "NPU"):
+        assert get(name, {"Edge-NPU": card}) is card
+
+
+def test_a_user_profile_is_found_before_a_shipped_alias_and_a_shadowed_card_keeps_its_own():
+    """A user's ``a100-80gb`` (the shipped a100's alias) is the user's card, not the shipped
+    one; a user's ``h100`` replaces the shipped one by that name, and ``h100-sxm`` still
+    names the shipped card it was an alias of."""
+    from pytest_graphbudget.hardware import BUILTIN, from_table, get
+
+    figures = {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 1}
+    mine = {"a100-80gb": from_table("a100-80gb", figures), "h100": from_table("h100", figures)}
+    assert get("a100-80gb", mine) is mine["a100-80gb"]
+    assert get("h100", mine) is mine["h100"]
+    shipped = next(hw for hw in BUILTIN if hw.name == "h100")
+    assert "h100-sxm" in shipped.aliases and get("h100-sxm", mine) is shipped
+    with pytest.raises(GraphBudgetError, match="hardware must be a profile name .*got None"):
+        get(None, {})  # type: ignore[arg-type]
 
 
 def test_a_card_that_sustains_half_what_the_fit_card_did_computes_at_half_the_rate():
@@ -136,10 +208,10 @@ def test_a_card_that_sustains_half_what_the_fit_card_did_computes_at_half_the_ra
             {"family": "ada", "matmul_tflops": 50, "peak_tflops": {"float32": 1}},
             "family 'ada' needs the card's float16 tensor peak",
         ),
-        ({"family": "ada", "matmul_tflops": 0}, "matmul_tflops must be finite and above 0"),
-        ({"family": "ada", "matmul_tflops": 1e308}, "matmul_tflops must be finite and above 0"),
+        ({"family": "ada", "matmul_tflops": 0}, "matmul_tflops must be a number > 0, got 0"),
+        ({"family": "ada", "matmul_tflops": 1e308}, "is inf times the float16 peak (4 TFLOP/s)"),
         ({"family": "ada", "matmul_tflop": 50}, "unknown key 'matmul_tflop' (did you mean 'matmul"),
-        ({"family": "ada", "matmul_tflops": "fast"}, "matmul_tflops must be a number >= 0"),
+        ({"family": "ada", "matmul_tflops": "fast"}, "matmul_tflops must be a number > 0"),
     ],
 )
 def test_a_bad_matmul_figure_is_one_line(extra, says):

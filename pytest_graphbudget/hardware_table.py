@@ -1,0 +1,120 @@
+"""The figures of a hardware profile's TOML table, checked one by one.
+
+A user writes these by hand, so each is refused in one line with its fix rather than read
+some other way: a number in quotes, ``true`` for a peak, a dtype misspelt, a percentage
+without its sign, TFLOP/s read as GFLOP/s. ``hardware.from_table`` puts them together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from pytest_graphbudget.errors import GraphBudgetError, closest
+
+TERA = 1e12
+GIGA = 1e9
+
+SHARE_MAX = 2.0
+"""The largest bare efficiency share: a kernel may beat the datasheet a little (a GeForce
+card's boost clock, a norm reading its input from cache: the fits reach 1.5), never 2x."""
+MATMUL_ABOVE_PEAK = 2.0
+"""``matmul_tflops`` above this many times the float16 peak is a unit slip (the GeForce fit
+cards, the highest, measure 1.01-1.10)."""
+PEAK_DTYPES = (
+    "float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+    "float8_e4m3fnuz", "float8_e5m2fnuz", "float4_e2m1fn_x2", "int64", "int32", "int16",
+    "int8", "uint8", "int4",
+)  # fmt: skip
+"""The dtypes a profile may give a peak for: torch's names (a model's dtype is looked up by
+them), ``tf32`` and ``int4``."""
+
+
+def one_of(name: str, table: Mapping[str, object], scaled: str, unit: float, plain: str) -> object:
+    """A figure written in one of its two forms (``bandwidth_gbs`` or ``bandwidth``), as a
+    float in base units; both forms at once are refused (one would be dropped); the table's
+    raw value when it is not a number (a table of peaks), None when neither is given."""
+    if scaled in table and plain in table:
+        raise GraphBudgetError(f"hardware {name!r}: give {scaled} or {plain}, not both")
+    key = scaled if scaled in table else plain if plain in table else None
+    if key is None:
+        return None
+    value = table[key]
+    if isinstance(value, Mapping):
+        return value
+    return number(name, key, value, positive=True) * (unit if key == scaled else 1.0)
+
+
+def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
+    """``peak_tflops`` (or ``peak_flops``) as FLOP/s per dtype: float32's at least."""
+    found = one_of(name, table, "peak_tflops", TERA, "peak_flops")
+    key = "peak_tflops" if "peak_tflops" in table else "peak_flops"
+    if not isinstance(found, Mapping):
+        raise GraphBudgetError(
+            f"hardware {name!r}: needs peak_tflops (or peak_flops) as a table per dtype, "
+            "e.g. peak_tflops = {float32 = 19.5, float16 = 312}"
+        )
+    peaks = {}
+    for dtype, value in found.items():
+        if dtype not in PEAK_DTYPES:
+            hint = closest(str(dtype), PEAK_DTYPES) or f"; dtypes: {', '.join(PEAK_DTYPES)}"
+            raise GraphBudgetError(f"hardware {name!r}: {key}: unknown dtype {dtype!r}{hint}")
+        unit = TERA if key == "peak_tflops" else 1.0
+        peaks[str(dtype)] = number(name, f"{key}.{dtype}", value, positive=True) * unit
+    if "float32" not in peaks:
+        raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
+    return peaks
+
+
+def text(name: str, key: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise GraphBudgetError(f"hardware {name!r}: {key} must be a string, got {value!r}")
+    return value
+
+
+def fractions(name: str, kind: str, pair: object) -> tuple[float, float]:
+    """``[compute, memory]``: two shares of the peaks, each above 0, as fractions (``0.6``)
+    or percentages (``"60%"``); a bare number above ``SHARE_MAX`` is a percentage written
+    without its sign, and is refused with its fix."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        raise GraphBudgetError(
+            f"hardware {name!r}: efficiency.{kind} must be [compute, memory] fractions, "
+            f"got {pair!r}"
+        )
+    found = []
+    for value in pair:
+        where = f"efficiency.{kind}"
+        if isinstance(value, str) and value.strip().endswith("%"):
+            try:
+                found.append(float(value.strip()[:-1]) / 100)
+            except ValueError:
+                found.append(math.nan)
+            if not 0 < found[-1] < math.inf:
+                raise GraphBudgetError(
+                    f"hardware {name!r}: {where} must be a share above 0, got {value!r}"
+                )
+            continue
+        share = number(name, where, value, positive=True)
+        if share > SHARE_MAX:
+            raise GraphBudgetError(
+                f"hardware {name!r}: {where}: {value!r} would be {share * 100:g}% of the peak: "
+                f'did you mean {share / 100:g} or "{share:g}%"?'
+            )
+        found.append(share)
+    return found[0], found[1]
+
+
+def number(name: str, where: str, value: object, positive: bool = False) -> float:
+    """A finite number (a TOML integer or float; a string is a number in quotes, refused so
+    that ``"500"`` is not read one way here and another elsewhere)."""
+    figure = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            figure = float(value)
+        except OverflowError:  # an integer beyond any float (legal TOML) is no figure either
+            figure = math.inf
+    if not (math.isfinite(figure) and (figure > 0 if positive else figure >= 0)):
+        bound = "> 0" if positive else ">= 0"
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... (too large)"
+        raise GraphBudgetError(f"hardware {name!r}: {where} must be a number {bound}, got {shown}")
+    return figure
