@@ -21,9 +21,9 @@ from pytest_graphbudget.hardware_table import (
     GIGA,
     MATMUL_ABOVE_PEAK,
     TERA,
+    bandwidth_of,
     fractions,
     number,
-    one_of,
     peaks_of,
     text,
 )
@@ -259,12 +259,7 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
             hint = closest(str(key), keys) or f"; keys: {', '.join(keys)}"
             raise GraphBudgetError(f"hardware {name!r}: unknown key {key!r}{hint}")
     peaks = peaks_of(name, table)
-    bandwidth = one_of(name, table, "bandwidth_gbs", GIGA, "bandwidth")
-    if not isinstance(bandwidth, float):
-        given = f", got {bandwidth!r}" if bandwidth is not None else ""
-        raise GraphBudgetError(
-            f"hardware {name!r}: needs bandwidth_gbs (or bandwidth in bytes/s) as a number{given}"
-        )
+    bandwidth = bandwidth_of(name, table)
     texts = {key: text(name, key, table[key]) for key in ("description", "source") if key in table}
     text(name, "matmul_source", table.get("matmul_source", ""))
     aliases = table.get("aliases", [])

@@ -30,25 +30,26 @@ PEAK_DTYPES = (
 them), ``tf32`` and ``int4``."""
 
 
-def one_of(name: str, table: Mapping[str, object], scaled: str, unit: float, plain: str) -> object:
-    """A figure written in one of its two forms (``bandwidth_gbs`` or ``bandwidth``), as a
-    float in base units; both forms at once are refused (one would be dropped); the table's
-    raw value when it is not a number (a table of peaks), None when neither is given."""
+def one_of(name: str, table: Mapping[str, object], scaled: str, plain: str) -> str | None:
+    """Which of a figure's two forms the table gives (``bandwidth_gbs`` or ``bandwidth``):
+    both at once are refused (one would be dropped); None when neither is given."""
     if scaled in table and plain in table:
         raise GraphBudgetError(f"hardware {name!r}: give {scaled} or {plain}, not both")
-    key = scaled if scaled in table else plain if plain in table else None
+    return scaled if scaled in table else plain if plain in table else None
+
+
+def bandwidth_of(name: str, table: Mapping[str, object]) -> float:
+    """``bandwidth_gbs`` (or ``bandwidth``) in bytes/s."""
+    key = one_of(name, table, "bandwidth_gbs", "bandwidth")
     if key is None:
-        return None
-    value = table[key]
-    if isinstance(value, Mapping):
-        return value
-    return number(name, key, value, positive=True) * (unit if key == scaled else 1.0)
+        raise GraphBudgetError(f"hardware {name!r}: needs bandwidth_gbs (or bandwidth in bytes/s)")
+    return number(name, key, table[key], positive=True) * (GIGA if key == "bandwidth_gbs" else 1)
 
 
 def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
     """``peak_tflops`` (or ``peak_flops``) as FLOP/s per dtype: float32's at least."""
-    found = one_of(name, table, "peak_tflops", TERA, "peak_flops")
-    key = "peak_tflops" if "peak_tflops" in table else "peak_flops"
+    key = one_of(name, table, "peak_tflops", "peak_flops")
+    found = table.get(key) if key else None
     if not isinstance(found, Mapping):
         raise GraphBudgetError(
             f"hardware {name!r}: needs peak_tflops (or peak_flops) as a table per dtype, "

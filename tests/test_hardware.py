@@ -106,9 +106,10 @@ def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
         ),
         ({"peak_tflops": {"float32": True}}, "peak_tflops.float32 must be a number > 0, got True"),
         ({"peak_tflops": 10}, "needs peak_tflops (or peak_flops) as a table per dtype"),
+        ({"peak_tflops": [10, 40]}, "needs peak_tflops (or peak_flops) as a table per dtype"),
         ({"peak_tflops": {"float16": 1}}, "peak for float32 is required"),
         ({"bandwidth_gbs": "500"}, "bandwidth_gbs must be a number > 0, got '500'"),
-        ({"bandwidth_gbs": {"hbm": 1}}, "needs bandwidth_gbs (or bandwidth in bytes/s) as a"),
+        ({"bandwidth_gbs": {"hbm": 1}}, "bandwidth_gbs must be a number > 0, got {'hbm': 1}"),
         # both forms of one figure: one of them would be dropped without a word
         ({"bandwidth": 1e9}, "give bandwidth_gbs or bandwidth, not both"),
         ({"peak_flops": {"float32": 1e12}}, "give peak_tflops or peak_flops, not both"),
