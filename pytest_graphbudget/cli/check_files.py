@@ -148,6 +148,7 @@ def run(
         found, conf = project.for_directory(here, paths)
         root = found.root
         files = budget_paths(paths, here, root, conf.budgets, root / conf.baseline)
+        hardware = known_hardware(hardware, conf.hardware_profiles)
     except project.SettingsError as exc:
         return usage(*exc.problems)
     except UsageError as exc:
@@ -156,7 +157,7 @@ def run(
     with contextlib.ExitStack() as scratch:  # the base's baseline file, removed at the end
         try:
             flags = [
-                *(["--hardware", hardware] if hardware else []),
+                *(["--hardware", hardware] if hardware is not None else []),
                 *(["--breaks"] if breaks else []),
             ]
             against = compared(base, paths, here, root, conf, cache_at, flags, update, scratch)
@@ -337,6 +338,19 @@ def budget_paths(
         shown = ", ".join(relative(str(p), root) for p in given)
         raise UsageError(f"no budget files (*.toml) in {shown}: nothing would be checked")
     return unique
+
+
+def known_hardware(name: str | None, profiles: dict[str, Any]) -> str | None:
+    """``--hardware``'s profile name, checked before any model is built: an unknown name
+    (or ``""``) is a usage error, never an error per model nor the tables' own hardware."""
+    from pytest_graphbudget import hardware as hw
+
+    if name is None:
+        return None
+    try:
+        return hw.get(name, profiles).name
+    except GraphBudgetError as exc:
+        raise UsageError(f"--hardware: {exc}") from None
 
 
 def usage(*problems: str) -> int:

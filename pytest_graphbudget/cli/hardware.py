@@ -143,6 +143,8 @@ def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:
                 "bandwidth": hw.bandwidth,
                 "ridge_point": hw.ridge_point("float32"),
                 "ridge_point_16bit": (half / hw.bandwidth) if half else None,
+                "family": hw.family,
+                "launch_us": round(hw.launch_s * 1e6, 6),  # launch_s held in seconds
                 "compute_scale": hw.compute_scale,
                 "source": hw.source,
             }
@@ -157,6 +159,7 @@ HEADERS = [
     "bandwidth GB/s",
     "ridge fp32",
     "ridge 16-bit",
+    "family",
     "description",
 ]
 CSV_HEADERS = [
@@ -166,6 +169,7 @@ CSV_HEADERS = [
     "bandwidth_bytes_s",
     "ridge_point",
     "ridge_point_16bit",
+    "family",
     "description",
 ]
 RIDGE_NOTE = (
@@ -186,6 +190,7 @@ def _table_row(r: dict[str, Any]) -> list[str]:
         f"{r['bandwidth'] / 1e9:g}",
         f"{r['ridge_point']:.1f}",
         f"{r['ridge_point_16bit']:.1f}" if r["ridge_point_16bit"] else "-",
+        r["family"] or "-",
         r["description"],
     ]
 
@@ -198,6 +203,7 @@ def _csv_row(r: dict[str, Any]) -> list[Any]:
         r["bandwidth"],
         r["ridge_point"],
         r["ridge_point_16bit"] or "",
+        r["family"],
         r["description"],
     ]
 
@@ -210,8 +216,8 @@ def render_hardware(profiles: Iterable[Any], fmt: str) -> str:
         return csv_text(CSV_HEADERS, [_csv_row(r) for r in rows])
     table = [_table_row(r) for r in rows]
     if fmt == "markdown":
-        return "\n".join(markdown_table(HEADERS, table, "lrrrrrl")) + "\n"
-    lines = [*text_table(HEADERS, table, "lrrrrrl"), "", RIDGE_NOTE]
+        return "\n".join(markdown_table(HEADERS, table, "lrrrrrll")) + "\n"
+    lines = [*text_table(HEADERS, table, "lrrrrrll"), "", RIDGE_NOTE]
     return "\n".join(lines) + "\n"
 
 

@@ -63,6 +63,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     to_stdout = output == "-"
     document = _existing(output, args.models, args.force) if not to_stdout else None
     hardware = loading.hardware(args)
+    _refuse_file_hardware(hardware.name, args.hardware_file)
     how = loading.variant(args)  # a bad --optimizer fails before any model is built
     if 1 / (1 + args.headroom) > WARN_AT:
         console.note(
@@ -89,6 +90,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"{args.headroom:.0%} headroom)"
     )
     return EXIT_OK
+
+
+def _refuse_file_hardware(name: str, path: str | None) -> None:
+    """The budget file names its hardware, which ``check`` and pytest look up among the
+    built-in and the project's profiles: one only ``--hardware-file`` defines would make the
+    very next check fail (or, overriding a known name, judge on another profile)."""
+    if name in loading.file_hardware(path):
+        raise GraphBudgetError(
+            f"hardware {name!r} comes from --hardware-file {path}, which check and pytest do "
+            f"not read: define it in pyproject.toml as [tool.graph_budget.hardware_profiles."
+            f"{name}] instead (init, check and pytest all read that)"
+        )
 
 
 def _existing(output: str, models: list[str], force: bool) -> Any:

@@ -30,7 +30,9 @@ def hardware(args: argparse.Namespace) -> Any:
     from pytest_graphbudget import hardware as hw
     from pytest_graphbudget.run import settings
 
-    name = args.hardware or settings.for_directory(Path.cwd())[1].hardware
+    name = args.hardware  # "" is a name too, and an unknown one: never the default
+    if name is None:
+        name = settings.for_directory(Path.cwd())[1].hardware
     return hw.get(name, user_hardware(getattr(args, "hardware_file", None)))
 
 
@@ -38,17 +40,27 @@ def user_hardware(path: str | None) -> dict[str, Any]:
     """The project's profiles (``[tool.graph_budget.hardware_profiles]``, in the project
     pytest would run here) and the ``[hardware.<name>]`` tables of ``--hardware-file``, which
     win."""
-    from pytest_graphbudget import hardware as hw
     from pytest_graphbudget.run import settings
 
     profiles = settings.for_directory(Path.cwd())[1].hardware_profiles
+    return {**profiles, **file_hardware(path)} if path else profiles
+
+
+def file_hardware(path: str | None) -> dict[str, Any]:
+    """The profiles of ``--hardware-file`` alone (``{}`` without one); an error in them
+    names the file, as one in pyproject.toml does."""
+    from pytest_graphbudget import hardware as hw
+
     if not path:
-        return profiles
+        return {}
     data = read_toml(path)
     tables = data.get("hardware")
     if not isinstance(tables, dict) or not tables:
         raise GraphBudgetError(f"{path}: no [hardware.<name>] tables")
-    return {**profiles, **hw.from_tables(tables)}
+    try:
+        return hw.from_tables(tables)
+    except GraphBudgetError as exc:
+        raise GraphBudgetError(f"{path}: {exc}") from None
 
 
 def read_toml(path: str) -> dict[str, Any]:

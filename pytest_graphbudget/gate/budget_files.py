@@ -43,10 +43,14 @@ class Table:
     table: dict[str, Any]
     defaults: Budget
     lines: dict[str, int] = field(default_factory=dict)  # key -> line; "" the header's
+    inherited: list[str] = field(default_factory=list)
+    """The problems of the ``[defaults]`` values it inherits: never judged without them."""
 
     def budget(self, where: str, hardware: str | None = None) -> Budget:
-        """The table's budget; raises ``GraphBudgetError`` listing every bad key."""
+        """The table's budget; raises ``GraphBudgetError`` listing every bad key, its own and
+        those it inherits from ``[defaults]``."""
         budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
+        problems += [f"inherits a broken [defaults] setting: {p}" for p in self.inherited]
         if problems:
             raise GraphBudgetError("\n".join(problems))
         refuse_idle_runs(self.table, budget, where)
@@ -78,14 +82,17 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
     found: list[Broken | Table] = list(unknown_tables(data, text, shown))
     unknown = bool(found)
     defaults_table = data.get("defaults", {})
+    broken: dict[str, str] = {}  # [defaults] key -> its problem ("": the whole table)
     if not isinstance(defaults_table, dict):
-        message = f"{shown}: defaults must be a table ([defaults]), got {defaults_table!r}"
-        found.append(Broken("<defaults>", message))
+        broken[""] = f"{shown}: defaults must be a table ([defaults]), got {defaults_table!r}"
+        found.append(Broken("<defaults>", broken[""]))
         defaults_table = {}
     where = f"[defaults] of {shown}"
-    defaults, problems = build_all(defaults_table, where, base, MODEL_KEYS)
-    if problems:  # reported once; the tables run with the rest of [defaults]
-        found.append(Broken("<defaults>", "\n".join(problems), table_line(text, "defaults")))
+    defaults, broken_keys = build_each(defaults_table, where, base, MODEL_KEYS)
+    if broken_keys:  # reported once, and again by each table that inherits a broken key
+        message = "\n".join(broken_keys.values())
+        found.append(Broken("<defaults>", message, table_line(text, "defaults")))
+    broken.update(broken_keys)
     models = data.get("models", {})
     if not isinstance(models, dict):
         message = f'{shown}: models must be tables ([models."<name>"]), got {models!r}'
@@ -99,9 +106,11 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
         if not isinstance(table, dict):
             found.append(Broken(name, f"{shown}: models.{name} must be a table, got {table!r}"))
             continue
-        # seq_len = [...]: a table a point
-
-        found += expand(Table(name, {**shared, **table}, defaults, key_lines(text, name)), shown)
+        # a table left on a value [defaults] got wrong is an error, never judged without it
+        # (on generic, eager, without that limit); a model key of [defaults] it checks itself
+        inherited = [p for key, p in broken.items() if key not in table and key not in shared]
+        entry = Table(name, {**shared, **table}, defaults, key_lines(text, name), inherited)
+        found += expand(entry, shown)  # seq_len = [...]: a table a point
     return found
 
 
@@ -126,12 +135,20 @@ def build_all(
     values: dict[str, Any], where: str, base: Budget, extra_keys: tuple[str, ...]
 ) -> tuple[Budget, list[str]]:
     """Like ``build``, but every bad key is a problem of its own and the good ones apply."""
-    budget, problems = build({}, where, base, extra_keys), []
+    budget, problems = build_each(values, where, base, extra_keys)
+    return budget, list(problems.values())
+
+
+def build_each(
+    values: dict[str, Any], where: str, base: Budget, extra_keys: tuple[str, ...]
+) -> tuple[Budget, dict[str, str]]:
+    """``build_all``'s budget and each bad key's problem, by key."""
+    budget, problems = build({}, where, base, extra_keys), {}
     for key, value in values.items():
         try:
             budget = build({key: value}, where, budget, extra_keys)
         except GraphBudgetError as exc:
-            problems.append(str(exc))
+            problems[key] = str(exc)
     return budget, problems
 
 
@@ -313,7 +330,9 @@ def _expand(entry: Table, where: str) -> list[Broken | Table]:
         values.update({key: limits[i] for key, limits in per_point.items()})
         if "name" in values:
             values["name"] = f"{values['name']}[{label}]"
-        tables.append(Table(f"{entry.name}[{label}]", values, entry.defaults, entry.lines))
+        at = Table(f"{entry.name}[{label}]", values, entry.defaults, entry.lines)
+        at.inherited = entry.inherited  # a broken default is every point's
+        tables.append(at)
     if GROWTH_KEY in table:
         growth = _growth(table[GROWTH_KEY], axes, where)
         tables.append(
@@ -322,6 +341,7 @@ def _expand(entry: Table, where: str) -> list[Broken | Table]:
                 {k: v for k, v in table.items() if k not in LIMITS and k != GROWTH_KEY},
                 entry.defaults,
                 entry.lines,
+                entry.inherited,
                 points=[t for t in tables if isinstance(t, Table)],
                 axes=axes,
                 growth=growth,

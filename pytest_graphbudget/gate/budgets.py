@@ -205,6 +205,19 @@ def figure(profile: Any, name: str) -> float | None:
     return getattr(profile, name)
 
 
+def priced_on(profile: Any) -> str:
+    """``maxq, compiled``: the hardware profile and execution an estimated latency was priced
+    for, from a ``Profile`` or its ``to_dict()`` ("" when it says neither): a latency that
+    does not say them cannot show it was judged on the hardware the budget asked for."""
+    if isinstance(profile, Mapping):
+        name = (profile.get("hardware") or {}).get("name")
+        execution = profile.get("execution")
+    else:
+        name = getattr(getattr(profile, "hardware", None), "name", None)
+        execution = getattr(profile, "execution", None)
+    return ", ".join(str(part) for part in (name, execution) if part)
+
+
 ROOT = "<root>"  # the model itself, in lists of modules
 
 RANKED_BY: dict[str, str] = {f.key: f.ranked_by for f in figures.TABLE if f.ranked_by}
@@ -309,6 +322,8 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     shown, bound = limit.format(value), f"{key} {limit.format(limit_value)}"
     if shown == limit.format(limit_value):  # rounding would hide the difference: be exact
         shown, bound = _exact(value), f"{key} {_exact(limit_value)}"
+    if limit.key == "est_latency_s" and (on := priced_on(profile)):
+        shown += f" on {on}"
     if not limit.upper:
         if value >= limit_value:
             return None

@@ -45,6 +45,12 @@ class Figure:
     measured: bool = False  # in the totals only when the model was run (``Profile.runtime``)
     init: bool = False  # budgeted by ``graph-budget init``: today's value plus headroom
     sharded: bool = False  # in the totals only of a sharded training step (``parallel=``)
+    sample: str = ""  # a limit as help and errors show it, where its unit's EXAMPLES is odd
+
+    @property
+    def example(self) -> str:
+        """A limit in the figure's own unit (``'3ms'`` for a latency), for help and errors."""
+        return self.sample or EXAMPLES[self.unit]
 
     @property
     def heading(self) -> str:
@@ -100,7 +106,7 @@ TABLE: tuple[Figure, ...] = (
     ),
     Figure(
         "arithmetic_intensity", "arithmetic intensity", "count", short="intensity",
-        suffix=" FLOPs/B", budget="intensity_min", upper=False,
+        suffix=" FLOPs/B", budget="intensity_min", upper=False, sample="20",
     ),
 )  # fmt: skip
 
@@ -129,7 +135,7 @@ def markers() -> dict[str, str]:
     """The help of each budget marker, as ``pytest --markers`` lists it."""
     return {
         f.budget: f"{f.budget}(limit): fail when the model's {f.label} "
-        f"{'exceeds' if f.upper else 'falls below'} limit (e.g. {EXAMPLES[f.unit]!r}); "
+        f"{'exceeds' if f.upper else 'falls below'} limit (e.g. {f.example!r}); "
         "needs --graph-budget"
         for f in TABLE
         if f.budget

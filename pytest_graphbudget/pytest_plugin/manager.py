@@ -47,6 +47,7 @@ from pytest_graphbudget.pytest_plugin.state import (
     PROPERTY,
     _is_worker,
     check_marker_names,
+    given_hardware,
     project_settings,
 )
 
@@ -61,7 +62,7 @@ class GraphBudget:
 
         self.config = config
         self.settings = project_settings(config)
-        self.hardware = config.getoption("graph_budget_hardware")
+        self.hardware = given_hardware(config, self.settings.hardware_profiles)
         root = config.rootpath
         self.collected: set[str] = set()
         self.checker = Checker(

@@ -94,7 +94,8 @@ def limit_of(marker: pytest.Mark, where: str) -> object:
         return marker.args[0]
     if not marker.args and list(marker.kwargs) == ["limit"]:
         return marker.kwargs["limit"]
-    raise GraphBudgetError(f"{where}: takes one limit, e.g. {marker.name}('22G')")
+    example = LIMITS[marker.name].example  # in the marker's own unit: '3ms' for a latency
+    raise GraphBudgetError(f"{where}: takes one limit, e.g. {marker.name}({example!r})")
 
 
 def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | None) -> Budget:

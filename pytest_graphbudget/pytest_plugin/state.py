@@ -38,6 +38,21 @@ def project_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError(*exc.problems) from None
 
 
+def given_hardware(config: pytest.Config, profiles: dict[str, Any]) -> str | None:
+    """``--graph-budget-hardware``'s profile name, checked before any model is built: an
+    unknown name (or ``""``) is a usage error (exit 4), never one error per model nor a
+    silent fall back to each budget's own hardware."""
+    from pytest_graphbudget import hardware as hw
+
+    name = config.getoption("graph_budget_hardware")
+    if name is None:
+        return None
+    try:
+        return hw.get(name, profiles).name
+    except GraphBudgetError as exc:
+        raise pytest.UsageError(f"--graph-budget-hardware: {exc}") from None
+
+
 def check_marker_names(item: pytest.Item) -> None:
     """Raise the marker typos found when the test was collected."""
     typos = item.stash.get(ITEM_TYPOS, [])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.gate import figures
-from pytest_graphbudget.gate.budgets import LIMITS
+from pytest_graphbudget.gate.budgets import LIMITS, priced_on
 from pytest_graphbudget.gate.check import UNCHECKED_KEY
 from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
@@ -103,11 +103,15 @@ def format_change(result: Any, key: str) -> str:
 
 
 def figure_with_limit(result: Any, key: str, separator: str = "/") -> str:
-    """``3.79G/3.70G``: the figure and, when budgeted, its limit."""
+    """``3.79G/3.70G``: the figure and, when budgeted, its limit; an estimated latency
+    with the hardware and execution it was priced for (``70.0us/1ms on maxq, compiled``)."""
     figure = FIGURES[key]
     shown = figure.format(value(result, key))
     bound = limit(result, key)
-    return shown if bound is None else f"{shown}{separator}{figure.format(bound)}"
+    shown = shown if bound is None else f"{shown}{separator}{figure.format(bound)}"
+    if key == "est_latency_s" and result.profile and (on := priced_on(result.profile)):
+        shown += f" on {on}"
+    return shown
 
 
 def extra_limits(result: Any, shown: Iterable[str]) -> list[str]:

@@ -241,16 +241,27 @@ def test_hardware_lists_every_profile_with_its_ridge_point(tmp_path):
     # the L4's published matmul, 68.83 of its 121 TFLOP/s, against the RTX 4090's 166.87 of 165.2
     assert rows["l4"]["compute_scale"] == pytest.approx((68.83 / 121) / (166.87 / 165.2))
     assert rows["rtx4090"]["compute_scale"] == 1.0 and rows["generic"]["compute_scale"] == 1.0
+    # the family and launch cost that price each kernel: the same peaks price apart without
+    # them being shown (the data file's fitted families, and launch_us per kernel)
+    for hw in hardware.BUILTIN:
+        assert rows[hw.name]["family"] == hw.family
+        assert rows[hw.name]["launch_us"] == pytest.approx(hw.launch_s * 1e6)
+    assert rows["l4"]["family"] == "ada" and rows["generic"]["family"] == ""
+    assert rows["l4"]["launch_us"] > 0 and rows["generic"]["launch_us"] == 0
 
     table = run_cli("hardware", cwd=tmp_path)
     assert_ok(table)
     generic = next(line for line in table.stdout.splitlines() if line.startswith("generic"))
-    assert "10.0" in generic
+    assert "10.0" in generic and " - " in generic  # no family
+    assert table.stdout.splitlines()[0].split()[-2:] == ["family", "description"]
+    t4 = next(line for line in table.stdout.splitlines() if line.startswith("t4 "))
+    assert " turing " in t4
     assert "a100 (a100-80gb, a100-sxm)" in table.stdout
 
     md = run_cli("hardware", "--format", "markdown", cwd=tmp_path)
     assert_ok(md)
     assert md.stdout.startswith("| name |") and "| generic |" in md.stdout
+    assert "| family |" in md.stdout and "| hopper |" in md.stdout
 
     data = run_cli("hardware", "--format", "csv", cwd=tmp_path)
     assert_ok(data)
@@ -258,6 +269,7 @@ def test_hardware_lists_every_profile_with_its_ridge_point(tmp_path):
     assert {r["name"] for r in rows} == {hw.name for hw in hardware.BUILTIN}
     t4 = next(r for r in rows if r["name"] == "t4")
     assert float(t4["ridge_point"]) == pytest.approx(8.1e12 / 320e9)
+    assert t4["family"] == "turing"
 
 
 def test_project_hardware_profiles_come_from_pyproject(tmp_path):

@@ -110,3 +110,91 @@ def test_execution_from_the_flag_or_the_project_and_a_bad_one_exits_2_in_one_lin
         "graph-budget: error: execution in the command line must be 'eager' or 'compiled', "
         "got 'jit'"
     )
+
+
+KNOWN = "known profiles: a100, "  # hardware.get's list of the known profiles starts so
+
+
+@pytest.mark.parametrize("name", ["", "h10"])
+def test_an_unknown_or_empty_hardware_is_one_line_and_exit_2_before_any_model(
+    project, capsys, name
+):
+    """``--hardware ""`` silently priced on the project's hardware, and ``check --hardware
+    h10`` exited 1 with one error per model: both are one line and exit 2, and no model is
+    built (the factory prints as it builds)."""
+    (project / "pyproject.toml").write_text('[tool.graph_budget]\nhardware = "a100"\n')
+    (project / "budgets").mkdir()
+    table = f'factory = "{MODULE}:linear"\nflops_max = "1M"\n'
+    (project / "budgets/nets.toml").write_text(f"[models.a]\n{table}[models.b]\n{table}")
+    assert cli.main(["profile", f"{MODULE}:linear", "--hardware", name]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"graph-budget: error: unknown hardware {name!r}; {KNOWN}"), line
+    assert cli.main(["check", "--no-cache", "--hardware", name]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"graph-budget check: error: --hardware: unknown hardware {name!r};")
+    assert KNOWN in line and captured.out == ""
+    assert cli.main(["check", "--no-cache", "-q", "--hardware", "A100-80GB"]) == 0  # an alias
+
+
+def test_a_budget_table_that_inherits_a_broken_default_is_an_error_never_a_pass(project, capsys):
+    """``[defaults]`` with ``hardware = ["h100"]`` and ``execution = "eager "``: the file's
+    ``<defaults>`` failed, but its models were still judged (pass) on generic, eager. Each
+    table left on a broken default is an error naming it; one that sets both itself runs."""
+    (project / "budgets").mkdir()
+    table = f'factory = "{MODULE}:linear"\nflops_max = "1M"\n'
+    (project / "budgets/nets.toml").write_text(
+        '[defaults]\nhardware = ["h100"]\nexecution = "eager "\n\n'
+        f"[models.inherits]\n{table}"
+        f'[models.own]\n{table}hardware = "h100"\nexecution = "eager"\n'
+        f'[models.half]\n{table}hardware = "h100"\n'
+    )
+    assert cli.main(["check", "-q", "--no-cache", "--json", "r.json"]) == 1
+    out = capsys.readouterr().out
+    report = json.loads((project / "r.json").read_text())
+    verdicts = {m["label"]: (m["verdict"], m["error"] or "") for m in report["models"]}
+    assert verdicts["own"] == ("pass", "")
+    bad_hw = "hardware in [defaults] of budgets/nets.toml: a profile name, got ['h100']"
+    bad_exec = "execution in [defaults] of budgets/nets.toml must be 'eager' or 'compiled'"
+    assert verdicts["inherits"][0] == "error" and bad_hw in verdicts["inherits"][1]
+    assert bad_exec in verdicts["inherits"][1]
+    assert verdicts["half"][0] == "error" and bad_exec in verdicts["half"][1]
+    assert bad_hw not in verdicts["half"][1]  # it names its own hardware
+    assert f"error: inherits: inherits a broken [defaults] setting: {bad_hw}" in out
+
+
+def test_init_refuses_a_profile_only_its_hardware_file_defines(project, capsys):
+    """The budget init wrote said ``hardware = "edge"``, which check and pytest (without
+    --hardware-file) could not read: the very next command failed. The same profile in
+    pyproject.toml is written and checked."""
+    profile = "peak_tflops = {float32 = 2, float16 = 8}\nbandwidth_gbs = 50\n"
+    (project / "hw.toml").write_text(f"[hardware.edge]\n{profile}")
+    model = [f"{MODULE}:linear", "--hardware", "edge"]
+    assert cli.main(["init", *model, "--hardware-file", "hw.toml"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "graph-budget: error: hardware 'edge' comes from --hardware-file hw.toml, which check "
+        "and pytest do not read: define it in pyproject.toml as "
+        "[tool.graph_budget.hardware_profiles.edge] instead (init, check and pytest all read "
+        "that)"
+    )
+    assert not (project / "budgets").exists()
+    # a built-in profile beside the file is fine: the budget names what check can read
+    beside = ["--hardware", "t4", "--hardware-file", "hw.toml", "-o", "t4.toml"]
+    assert cli.main(["init", f"{MODULE}:linear", *beside]) == 0
+    (project / "pyproject.toml").write_text(
+        f"[tool.graph_budget]\n[tool.graph_budget.hardware_profiles.edge]\n{profile}"
+    )
+    assert cli.main(["init", *model, "-o", "budgets/models.toml"]) == 0
+    assert 'hardware = "edge"' in (project / "budgets/models.toml").read_text()
+    assert cli.main(["check", "-q", "--no-cache"]) == 0
+
+
+def test_an_error_in_a_hardware_file_names_the_file(project, capsys):
+    """``hardware 'x': must be a table, got 5`` did not say which file; pyproject.toml's
+    profile errors already did."""
+    (project / "hw.toml").write_text("[hardware]\nx = 5\n")
+    for command in (["hardware"], ["profile", f"{MODULE}:linear", "--hardware", "x"]):
+        assert cli.main([*command, "--hardware-file", "hw.toml"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line == "graph-budget: error: hw.toml: hardware 'x': must be a table, got 5"

@@ -66,9 +66,10 @@ def test_budget_keys_are_the_tables():
     assert list(budgets.LIMITS) == list(table)  # same keys, same order (error hints, markers)
     assert all(budgets.LIMITS[key] is figure for key, figure in table.items())
     assert set(table) <= set(budgets.valid_keys())
-    # Each key is parsed with its figure's unit: "500MB" is a memory limit, not a count.
+    # Each key is parsed with its figure's unit: "500MB" is a memory limit, not a count; the
+    # example a marker's help and errors show is such a limit.
     for key, figure in table.items():
-        value = figures.EXAMPLES[figure.unit]
+        value = figure.example
         built = budgets.build({key: value}, "test")
         assert built.limits[key] == units.parse(value, figure.unit)
 
@@ -162,9 +163,12 @@ def test_limit_messages_read_back(linear_profile):
         value = budgets.figure(prof, figure.key)
         limit = value * (0.5 if figure.upper else 2)
         (finding,) = budgets.check(prof, budgets.Budget(limits={key: limit}))
-        pattern = rf"{figure.label} (.+?) (?:exceeds|is below) {key} (.+?) \("
+        # an estimated latency says what it was priced for: "... 98.6ns on generic, eager"
+        pattern = rf"{figure.label} (.+?)(?: on \S+, \w+)? (?:exceeds|is below) {key} (.+?) \("
         shown = re.search(pattern, finding.message)
         assert shown, finding.message
+        if figure.key == "est_latency_s":
+            assert " on generic, eager exceeds " in finding.message, finding.message
         printed, bound = (units.parse(text, figure.unit) for text in shown.groups())
         assert printed == pytest.approx(value, rel=5e-3), finding.message
         assert bound == pytest.approx(limit, rel=5e-3), finding.message

@@ -244,6 +244,87 @@ def test_bad_marker_value_is_a_usage_error_that_spares_other_tests(project):
     assert "Traceback" not in result.stdout.str()
 
 
+def test_a_marker_given_two_limits_shows_an_example_in_its_own_unit(project):
+    """``latency_max("1ms", hardware=...)`` was answered ``e.g. latency_max('22G')``: a count
+    where a time goes."""
+    project.makepyfile(
+        test_two="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear()
+
+        @pytest.mark.latency_max("1ms", hardware="t4")
+        def test_latency(model):
+            pass
+
+        @pytest.mark.memory_max("1MB", "2MB")
+        def test_memory(model):
+            pass
+        """
+    )
+    result = run(project)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.latency_max on test_two.py::test_latency: takes one limit, "
+            "e.g. latency_max('3ms')",
+            "*@pytest.mark.memory_max on test_two.py::test_memory: takes one limit, "
+            "e.g. memory_max('500MB')",
+        ]
+    )
+
+
+def test_an_estimated_latency_names_its_hardware_and_execution_everywhere(project):
+    """The failure said ``estimated latency 80.0us exceeds latency_max 1us`` and the reports
+    ``est. latency 70.0us/1ms``, naming neither the profile nor the execution priced."""
+    project.makepyfile(
+        test_priced="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear()
+
+        @pytest.mark.latency_max("1ns")
+        @pytest.mark.graph_budget(hardware="t4", execution="compiled")
+        def test_tight(model):
+            pass
+
+        @pytest.mark.latency_max("1s")
+        @pytest.mark.graph_budget(hardware="a100-80gb")
+        def test_roomy(model):
+            pass
+        """
+    )
+    result = run(project, "--graph-budget-markdown=r.md", "--graph-budget-junit=r.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*estimated latency * on t4, compiled exceeds latency_max 1ns (*"])
+    result.stdout.fnmatch_lines(["*est. latency */1ns on t4, compiled"])
+    result.stdout.fnmatch_lines(["*est. latency */1s on a100, eager"])
+    markdown = project.path.joinpath("r.md").read_text()
+    assert "/1ns on t4, compiled |" in markdown and "/1s on a100, eager |" in markdown
+    junit = project.path.joinpath("r.xml").read_text()
+    assert "est. latency: " in junit and " / limit 1s on a100, eager" in junit
+
+
+@pytest.mark.parametrize("name", ["", "h10"])
+def test_an_unknown_or_empty_graph_budget_hardware_is_a_usage_error(project, name):
+    """``--graph-budget-hardware ""`` fell back to each budget's hardware without a word, and
+    ``h10`` failed every model on its own: both are one usage error before any model."""
+    project.mkdir("budgets")
+    project.path.joinpath("budgets", "tiny.toml").write_text(BUDGET)
+    result = run(project, "budgets/", f"--graph-budget-hardware={name}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --graph-budget-hardware: unknown hardware {name!r}; known profiles: a100, *"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_a_model_whose_forward_raises_fails_alone(project):
     project.makepyfile(
         test_raise="""
