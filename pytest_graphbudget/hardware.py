@@ -183,7 +183,8 @@ def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Ha
         if key in (alias.lower() for alias in hw.aliases):
             return hw
     known = ", ".join(sorted(table))
-    raise GraphBudgetError(f"unknown hardware {name!r}; known profiles: {known}")
+    hint = closest(name, list(table)) if name else ""
+    raise GraphBudgetError(f"unknown hardware {name!r}{hint}; known profiles: {known}")
 
 
 _PROJECT: dict[Path, tuple[int, dict[str, Hardware]]] = {}

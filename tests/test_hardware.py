@@ -171,6 +171,10 @@ def test_a_user_profile_is_found_before_a_shipped_alias_and_a_shadowed_card_keep
     assert get("h100", mine) is mine["h100"]
     shipped = next(hw for hw in BUILTIN if hw.name == "h100")
     assert "h100-sxm" in shipped.aliases and get("h100-sxm", mine) is shipped
+    with pytest.raises(
+        GraphBudgetError, match=r"unknown hardware 'h1000' \(did you mean 'h100'\?\)"
+    ):
+        get("h1000", mine)
     with pytest.raises(GraphBudgetError, match="hardware must be a profile name .*got None"):
         get(None, {})  # type: ignore[arg-type]
 

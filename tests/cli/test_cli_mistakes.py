@@ -128,11 +128,14 @@ def test_an_unknown_or_empty_hardware_is_one_line_and_exit_2_before_any_model(
     (project / "budgets/nets.toml").write_text(f"[models.a]\n{table}[models.b]\n{table}")
     assert cli.main(["profile", f"{MODULE}:linear", "--hardware", name]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"graph-budget: error: unknown hardware {name!r}; {KNOWN}"), line
+    hint = " (did you mean 'h100'?)" if name else ""  # a near miss is named
+    assert line.startswith(f"graph-budget: error: unknown hardware {name!r}{hint}; {KNOWN}"), line
     assert cli.main(["check", "--no-cache", "--hardware", name]) == 2
     captured = capsys.readouterr()
     (line,) = captured.err.strip().splitlines()
-    assert line.startswith(f"graph-budget check: error: --hardware: unknown hardware {name!r};")
+    assert line.startswith(
+        f"graph-budget check: error: --hardware: unknown hardware {name!r}{hint};"
+    )
     assert KNOWN in line and captured.out == ""
     assert cli.main(["check", "--no-cache", "-q", "--hardware", "A100-80GB"]) == 0  # an alias
 

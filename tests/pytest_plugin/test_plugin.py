@@ -320,7 +320,7 @@ def test_an_unknown_or_empty_graph_budget_hardware_is_a_usage_error(project, nam
     result = run(project, "budgets/", f"--graph-budget-hardware={name}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        [f"ERROR: --graph-budget-hardware: unknown hardware {name!r}; known profiles: a100, *"]
+        [f"ERROR: --graph-budget-hardware: unknown hardware {name!r}*; known profiles: a100, *"]
     )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
@@ -442,7 +442,9 @@ def test_project_defaults_and_hardware_profiles_from_pyproject(project):
     )
     result = run(project)
     result.assert_outcomes(passed=2, errors=1)
-    result.stdout.fnmatch_lines(["*unknown hardware 'edgy'; known profiles: a100, *, edge, *"])
+    result.stdout.fnmatch_lines(
+        ["*unknown hardware 'edgy' (did you mean 'edge'?); known profiles: a100, *, edge, *"]
+    )
 
 
 def test_baseline_update_regression_notice_and_stale_entries(project):
