@@ -254,6 +254,10 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
     ``efficiency = {conv = [compute, memory], ...}`` may override; ``matmul_tflops`` scales
     the family's compute shares. A key it does not know is refused: misspelt, it would be
     silently left out of every estimate."""
+    if not isinstance(name, str) or not name:
+        raise GraphBudgetError(f"a hardware profile's name must be a string, got {name!r}")
+    if not isinstance(table, Mapping):
+        raise GraphBudgetError(f"hardware {name!r}: must be a table, got {table!r}")
     for key in table:
         if key not in TABLE_KEYS and key != "kernels" and not str(key).startswith("kernels_"):
             keys = (*TABLE_KEYS, "kernels", "kernels_<dtype>")

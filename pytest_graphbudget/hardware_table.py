@@ -28,6 +28,13 @@ PEAK_DTYPES = (
 )  # fmt: skip
 """The dtypes a profile may give a peak for: torch's names (a model's dtype is looked up by
 them), ``tf32`` and ``int4``."""
+SHORT_DTYPES = {
+    "fp64": "float64", "f64": "float64", "fp32": "float32", "f32": "float32",
+    "fp16": "float16", "f16": "float16", "half": "float16", "bf16": "bfloat16",
+    "fp8": "float8_e4m3fn", "float": "float32", "double": "float64",
+}  # fmt: skip
+"""Datasheet spellings of torch's dtype names: ``fp32`` is nearer ``tf32`` than ``float32``
+letter by letter, and a hint to the wrong one would send the user round twice."""
 
 
 def one_of(name: str, table: Mapping[str, object], scaled: str, plain: str) -> str | None:
@@ -58,7 +65,9 @@ def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
     peaks = {}
     for dtype, value in found.items():
         if dtype not in PEAK_DTYPES:
-            hint = closest(str(dtype), PEAK_DTYPES) or f"; dtypes: {', '.join(PEAK_DTYPES)}"
+            spelt = SHORT_DTYPES.get(str(dtype).lower())
+            hint = f" (did you mean {spelt!r}?)" if spelt else closest(str(dtype), PEAK_DTYPES)
+            hint = hint or f"; dtypes: {', '.join(PEAK_DTYPES)}"
             raise GraphBudgetError(f"hardware {name!r}: {key}: unknown dtype {dtype!r}{hint}")
         unit = TERA if key == "peak_tflops" else 1.0
         peaks[str(dtype)] = number(name, f"{key}.{dtype}", value, positive=True) * unit

@@ -105,6 +105,12 @@ def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
             "peak_tflops: unknown dtype 'floa16' (did you mean 'float16'?)",
         ),
         ({"peak_tflops": {"float32": True}}, "peak_tflops.float32 must be a number > 0, got True"),
+        # a datasheet's spelling: fp32 is nearer tf32 letter by letter, but means float32
+        ({"peak_tflops": {"fp32": 1}}, "unknown dtype 'fp32' (did you mean 'float32'?)"),
+        (
+            {"peak_tflops": {"float32": 1, "BF16": 2}},
+            "unknown dtype 'BF16' (did you mean 'bfloat16'?)",
+        ),
         ({"peak_tflops": 10}, "needs peak_tflops (or peak_flops) as a table per dtype"),
         ({"peak_tflops": [10, 40]}, "needs peak_tflops (or peak_flops) as a table per dtype"),
         ({"peak_tflops": {"float16": 1}}, "peak for float32 is required"),
@@ -125,6 +131,22 @@ def test_a_bad_family_or_efficiency_is_one_line(extra, says):
     with pytest.raises(GraphBudgetError) as info:
         from_table("card", table)
     assert says in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "says"),
+    [
+        ("x", None, "hardware 'x': must be a table, got None"),
+        ("x", "abc", "hardware 'x': must be a table, got 'abc'"),
+        (5, {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 1}, "name must be a string, got 5"),
+        ("", {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 1}, "name must be a string, got ''"),
+    ],
+)
+def test_from_table_in_python_refuses_what_toml_cannot_write(name, table, says):
+    from pytest_graphbudget.hardware import from_table
+
+    with pytest.raises(GraphBudgetError, match=re.escape(says)):
+        from_table(name, table)
 
 
 def test_a_matmul_figure_in_the_wrong_unit_is_refused():

@@ -124,6 +124,14 @@ def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
     # A sweep's points share the hardware: the note is said once, not once per point.
     assert cli.main([*argv, "--dtype", "bfloat16", "--batch", "1,2"]) == 0
     assert capsys.readouterr().err.count("has no bfloat16 peak") == 1
+    # A calibration measures bfloat16 kernels but writes a float32 peak only: those rates,
+    # not the float32 peak, price its latency, and the note said otherwise.
+    rates = "{flops_per_s = 5e10, bytes_per_s = 1e10, overhead_s = 1e-6}"
+    hw.write_text(f"{hw.read_text()}[hardware.calibrated.kernels_bfloat16]\nconv_dense = {rates}\n")
+    assert cli.main([*argv, "--dtype", "bfloat16"]) == 0
+    err = capsys.readouterr().err
+    assert "its calibrated bfloat16 kernel rates price the latency, its float32 peak the " in err
+    assert "roofline uses" not in err
 
 
 def test_measure_runs_without_a_latency_limit_is_an_error(tmp_path, monkeypatch, capsys):
@@ -217,6 +225,44 @@ def test_a_budget_judged_on_a_peak_the_hardware_lacks_says_so(pytester):
     assert notes == [
         "notice: net@bfloat16: hardware calib has no bfloat16 peak: latency and bottleneck are "
         "judged on its float32 peak (give it bfloat16 in peak_tflops)"
+    ]
+
+
+def test_a_latency_priced_on_calibrated_kernels_of_its_dtype_is_not_called_peak_bound(pytester):
+    """With ``[kernels_bfloat16]`` (a calibration's own rates) the latency does not rest on
+    the missing bfloat16 peak; a bottleneck limit still does, and says so."""
+    rates = "{flops_per_s = 5e10, bytes_per_s = 1e10, overhead_s = 1e-6}"
+    (pytester.path / "pyproject.toml").write_text(
+        "[tool.graph_budget]\nhardware = 'calib'\n\n"
+        "[tool.graph_budget.hardware_profiles.calib]\n"
+        "peak_tflops = {float32 = 0.16}\nbandwidth_gbs = 12\n"
+        f"kernels_bfloat16 = {{matmul = {rates}}}\n"
+    )
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+
+        @pytest.fixture
+        def net():
+            return ModelCase(torch.nn.Linear(2, 2), (torch.randn(1, 2),), name="net")
+
+        @pytest.mark.latency_max("1s")
+        @pytest.mark.graph_budget(dtype="bfloat16")
+        def test_latency(net): ...
+
+        @pytest.mark.bottleneck(memory_bound_max="100%")
+        @pytest.mark.graph_budget(dtype="bfloat16")
+        def test_bottleneck(net): ...
+        """
+    )
+    run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget")
+    run.assert_outcomes(passed=2)
+    notes = [line for line in run.outlines if "has no bfloat16 peak" in line]
+    assert notes == [
+        "notice: test_bottleneck::net@bfloat16: hardware calib has no bfloat16 peak: bottleneck "
+        "is judged on its float32 peak, latency on its calibrated bfloat16 kernels (give it "
+        "bfloat16 in peak_tflops)"
     ]
 
 

@@ -65,11 +65,21 @@ PEAK_KEYS = ("latency_max", "intensity_min", "compute_bound_min", "memory_bound_
 def missing_peak(profile: Any, limits: Any) -> str | None:
     """Why a peak-based limit of a profile in a dtype its hardware has no peak for is judged
     on the float32 peak (``Hardware.peak`` falls back without a word), else None."""
-    peaks = getattr(getattr(profile, "hardware", None), "peak_flops", None) or {}
+    hardware = getattr(profile, "hardware", None)
+    peaks = getattr(hardware, "peak_flops", None) or {}
     dtype = getattr(profile, "dtype", None)
-    if not peaks or dtype in peaks or not any(key in limits for key in PEAK_KEYS):
+    # a calibration's own rates in that dtype price the latency without the peak
+    calibrated = dtype in (getattr(hardware, "kernels", None) or {})
+    on_peak = [
+        key for key in PEAK_KEYS if key in limits and not (calibrated and key == "latency_max")
+    ]
+    if not peaks or dtype in peaks or not on_peak:
         return None
+    judged = (
+        f"bottleneck is judged on its float32 peak, latency on its calibrated {dtype} kernels"
+        if calibrated
+        else "latency and bottleneck are judged on its float32 peak"
+    )
     return (
-        f"hardware {profile.hardware.name} has no {dtype} peak: latency and bottleneck are "
-        f"judged on its float32 peak (give it {dtype} in peak_tflops)"
+        f"hardware {hardware.name} has no {dtype} peak: {judged} (give it {dtype} in peak_tflops)"
     )
