@@ -76,6 +76,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"A is {result['a']['mode']} mode, B is {result['b']['mode']} mode: the change is "
             "mostly the backward and optimizer, not the model (profile both with one --mode)"
         )
+    if _priced_on(result["a"]) != _priced_on(result["b"]):
+        console.note(
+            f"A's estimated latency is priced on {_priced_on(result['a'])}; B's on "
+            f"{_priced_on(result['b'])}: they are not comparable as a regression (profile both "
+            "with one --hardware and one --execution)"
+        )
     if args.html:
         from pytest_graphbudget.reports import html
 
@@ -102,21 +108,60 @@ def _load_side(source: str, args: argparse.Namespace, console: Console) -> Any:
     ``Profile``, whose graph the HTML report draws)."""
     path = Path(source)
     how = loading.variant(args)
-    if path.suffix.lower() == ".json" or (path.is_file() and not _is_model_file(path)):
+    if _is_saved(path):
         saved = read_profile_json(source)
-        if how:  # --dtype/--mode cannot change a saved profile: say so rather than ignore it
-            given = ", ".join(f"--{key} {value}" for key, value in how.items())
+        if given := given_flags(args):  # a saved profile takes none of them: say so
+            verb = "applies" if len(given) == 1 else "apply"
             console.note(
                 f"{source} is a saved profile ({saved.get('mode', 'eval')}, "
-                f"{saved.get('dtype', 'its own dtype')}): {given} applies to models profiled now"
+                f"{saved.get('dtype', 'its own dtype')}): {', '.join(given)} {verb} to models "
+                "profiled now"
             )
         return saved
     case = loading.load_case(source, args, console)
     return loading.profile_case(case, loading.hardware(args), console, how)
 
 
+PROFILING_FLAGS = (
+    "hardware",
+    "hardware_file",
+    "execution",
+    "mode",
+    "optimizer",
+    "dtype",
+    "parallel",
+)
+"""The options of how a model is profiled, which a saved profile cannot take."""
+INPUT_FLAGS = ("seq_len", "batch", "input_shape", "meta")
+"""The options of how a model is built: a saved profile cannot take them either, but a model
+compared with it may need them (``--input-shape`` for a ``.pt`` file)."""
+
+
+def given_flags(args: argparse.Namespace) -> list[str]:
+    """``--hardware a100``, ...: the options given on the command line that a saved profile
+    cannot take, as typed there (the project's defaults were never asked of it); the input
+    options only when no side is a model that takes them."""
+    keys = PROFILING_FLAGS
+    if all(_is_saved(Path(side)) for side in (args.a, args.b)):
+        keys += INPUT_FLAGS
+    flags = []
+    for key in keys:
+        value = getattr(args, key, None)
+        if value is None or value is False or (key == "mode" and value == "eval"):
+            continue
+        flag = "--" + key.replace("_", "-")
+        shown = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
+        flags.append(flag if value is True else f"{flag} {shown}")
+    return flags
+
+
 def _as_dict(side: Any) -> Mapping[str, Any]:
     return side if isinstance(side, Mapping) else side.to_dict()
+
+
+def _is_saved(path: Path) -> bool:
+    """Whether a side names a saved JSON profile rather than a model to profile now."""
+    return path.suffix.lower() == ".json" or (path.is_file() and not _is_model_file(path))
 
 
 def _is_model_file(path: Path) -> bool:
@@ -204,18 +249,26 @@ def _delta(a: float, b: float, figure: Figure) -> str:
 
 
 def _side(prof: Mapping[str, Any]) -> dict[str, Any]:
-    """Who a side is: a training step's figures are ~3x its forward's, so its mode too."""
+    """Who a side is: a training step's figures are ~3x its forward's, so its mode too; and
+    the hardware and execution its estimated latency was priced for (``execution`` is None in
+    a profile saved before it was recorded)."""
     keys = ("model", "inputs")
     return {
         **{k: prof[k] for k in keys},
         "mode": prof.get("mode", "eval"),
         "hardware": prof["hardware"]["name"],
+        "execution": prof.get("execution"),
     }
+
+
+def _priced_on(side: Mapping[str, Any]) -> str:
+    """``h100, compiled``: what a side's estimated latency was priced for."""
+    return f"{side['hardware']}, {side.get('execution') or 'execution not recorded'}"
 
 
 def _label(side: Mapping[str, Any]) -> str:
     step = ", training step" if side.get("mode") == "train" else ""
-    return f"{side['model']} ({inputs_text(side['inputs'])}{step})"
+    return f"{side['model']} on {_priced_on(side)} ({inputs_text(side['inputs'])}{step})"
 
 
 def _total_rows(result: Mapping[str, Any]) -> list[list[str]]:

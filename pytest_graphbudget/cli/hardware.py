@@ -4,6 +4,7 @@ points (the arithmetic intensity above which a subgraph is compute-bound)."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -90,9 +91,36 @@ def calibrate(args: argparse.Namespace, console: Console) -> int:
     """``--calibrate``: measure, then write the profile (kept beside the output file's other
     profiles) so that ``--hardware NAME --hardware-file FILE`` prices models with it."""
     from pytest_graphbudget.hardware import from_table
-    from pytest_graphbudget.modes.calibrate import ROUNDS
     from pytest_graphbudget.modes.calibrate import calibrate as measure
     from pytest_graphbudget.modes.rounds import MAX_SPREAD
+
+    name, device, rounds = checked(args)
+    console.progress(f"calibrating {device} (matmul, copy, kernel kinds) ...")
+    result = measure(name, device, rounds=rounds, threads=args.threads, quick=args.quick)
+    from_table(name, result.table())  # a profile it cannot read back would fail later, silently
+    checks = args.max_spread is not None or not args.quick  # a smoke check is never refused
+    limit = MAX_SPREAD if args.max_spread is None else args.max_spread / 100
+    noisy = result.too_noisy(limit) if checks else None
+    if noisy and not args.force:
+        raise GraphBudgetError(f"{noisy}, or pass --force to write it anyway")
+    if noisy:
+        console.note(f"{noisy}; written anyway (--force)")
+    if rounds < 2 and checks:  # the default check (--max-spread needs 2 rounds): unchecked
+        console.note(
+            "one round measures no spread: the machine's noise went unchecked (--rounds 2 "
+            "or more check it)"
+        )
+    console.progress(
+        f"{name}: {result.flops / 1e9:.4g} GFLOP/s float32, {result.bandwidth / 1e9:.4g} GB/s"
+    )
+    console.emit(result.toml(existing_toml(args.output, name)), args.output)
+    return EXIT_OK
+
+
+def checked(args: argparse.Namespace) -> tuple[str, str, int]:
+    """The profile's name, the device and the rounds of ``--calibrate``, every setting and
+    the output file checked before anything is measured (a calibration takes a minute)."""
+    from pytest_graphbudget.modes.calibrate import settings
 
     if not args.calibrate:
         raise GraphBudgetError(
@@ -106,28 +134,50 @@ def calibrate(args: argparse.Namespace, console: Console) -> int:
             "--calibrate writes TOML to --output FILE (or stdout); drop --format and "
             "--hardware-file, then pass the file to --hardware-file where it is used"
         )
-    name = args.name or "calibrated"
-    console.progress(f"calibrating {args.device or 'cpu'} (matmul, copy, kernel kinds) ...")
-    rounds = args.rounds if args.rounds is not None else ROUNDS
-    result = measure(
-        name, args.device or "cpu", rounds=rounds, threads=args.threads, quick=args.quick
-    )
-    from_table(name, result.table())  # a profile it cannot read back would fail later, silently
-    checked = args.max_spread is not None or not args.quick  # a smoke check is never refused
-    limit = MAX_SPREAD if args.max_spread is None else args.max_spread / 100
-    noisy = result.too_noisy(limit) if checked else None
-    if noisy and not args.force:
-        raise GraphBudgetError(f"{noisy}, or pass --force to write it anyway")
-    if noisy:
-        console.note(f"{noisy}; written anyway (--force)")
-    existing = ""
-    if args.output and args.output != "-" and Path(args.output).is_file():
-        existing = Path(args.output).read_text(encoding="utf-8")
-    console.progress(
-        f"{name}: {result.flops / 1e9:.4g} GFLOP/s float32, {result.bandwidth / 1e9:.4g} GB/s"
-    )
-    console.emit(result.toml(existing), args.output)
-    return EXIT_OK
+    if args.name is not None and not args.name.strip():
+        raise GraphBudgetError(f"--name: give the profile a name, got {args.name!r}")
+    if args.output and args.output != "-" and Path(args.output).suffix.lower() != ".toml":
+        raise GraphBudgetError(
+            f"--output {args.output}: --calibrate writes a TOML profile; give a .toml file "
+            "(or - for stdout)"
+        )
+    name = "calibrated" if args.name is None else args.name
+    device = "cpu" if args.device is None else args.device
+    _, rounds = settings(device, args.rounds, args.threads, args.quick)
+    if args.max_spread is not None and rounds < 2:
+        raise GraphBudgetError(
+            f"--max-spread needs a spread between rounds, and {rounds} round measures none: "
+            "give --rounds 2 or more, or drop --max-spread"
+        )
+    existing_toml(args.output, name)
+    return name, device, rounds
+
+
+def existing_toml(output: str | None, name: str) -> str:
+    """The text of ``--output`` when it exists, checked to take ``[hardware.<name>]`` beside
+    its other tables (``""`` for stdout or a new file); a one-line error naming it if not."""
+    from pytest_graphbudget.modes.calibrate import merged
+
+    if not output or output == "-":
+        return ""
+    if not Path(output).exists():
+        if not os.access(Path(output).resolve().parent, os.W_OK):
+            raise GraphBudgetError(f"cannot write {output}: permission denied")
+        return ""
+    try:
+        text = Path(output).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GraphBudgetError(f"cannot read {output}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise GraphBudgetError(f"--output {output}: not a TOML file (not UTF-8 text)") from None
+    if not os.access(output, os.W_OK):
+        raise GraphBudgetError(f"cannot write {output}: permission denied")
+    stand_in = {"bandwidth_gbs": 1.0, "kernels": {"matmul": {"flops_per_s": 1.0}}}
+    try:
+        merged(text, name, stand_in)
+    except GraphBudgetError as exc:
+        raise GraphBudgetError(f"--output {output}: {exc}") from None
+    return text
 
 
 def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:

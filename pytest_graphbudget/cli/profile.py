@@ -98,6 +98,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         how["tier"] = "dynamo-breaks"
     case = loading.load_case(args.model, args, console)
     prof = loading.profile_case(case, hardware, console, how)
+    if runs:
+        from pytest_graphbudget.modes.runtime import eager_note
+
+        if note := eager_note(prof.execution, "--measure"):
+            console.note(note)
     view = {
         "types": loading.module_types(case),
         "show_shapes": args.showshape,
@@ -133,7 +138,7 @@ def measure_runs(args: argparse.Namespace, elsewhere: bool) -> int | None:
     asked = args.measure_runs or args.measure
     label = f"--device {args.device}"
     if not asked:
-        check_where(args.device, 0, label)
+        check_where(args.device, 0, label, "--measure")
         return None
     if elsewhere:
         raise GraphBudgetError("--measure times one forward of MODEL: not a sweep or --decode")

@@ -63,7 +63,7 @@ def profile_text(
     lines += [f"  {label.ljust(width)}  {value}" for label, value in summary(prof)]
     lines += break_lines(prof)
     if prof.runtime is not None:
-        measured = runtime_rows(prof.runtime, prof.hardware.name)
+        measured = runtime_rows(prof.runtime, prof.hardware.name, prof.execution)
         width = max(len(label) for label, _ in measured)
         lines += ["", "Measured on this machine", ""]
         lines += [f"  {label.ljust(width)}  {value}" for label, value in measured]
@@ -108,7 +108,9 @@ def profile_markdown(
     if prof.runtime is not None:
         lines += ["", "### Measured on this machine", ""]
         lines += markdown_table(
-            ["metric", "value"], runtime_rows(prof.runtime, prof.hardware.name), "ll"
+            ["metric", "value"],
+            runtime_rows(prof.runtime, prof.hardware.name, prof.execution),
+            "ll",
         )
 
     def model_label(row: Any) -> str:

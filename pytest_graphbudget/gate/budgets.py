@@ -218,6 +218,17 @@ def priced_on(profile: Any) -> str:
     return ", ".join(str(part) for part in (name, execution) if part)
 
 
+def measured_as(profile: Any) -> str:
+    """``eager runs, not compiled``: how a measured latency ran, where the profile's estimate
+    prices another execution (the timed forwards are never ``torch.compile``'d); "" where
+    both are eager, so that a compiled budget's measured figure never reads as compiled."""
+    if isinstance(profile, Mapping):
+        execution = profile.get("execution")
+    else:
+        execution = getattr(profile, "execution", None)
+    return "" if execution in (None, "eager") else "eager runs, not compiled"
+
+
 ROOT = "<root>"  # the model itself, in lists of modules
 
 RANKED_BY: dict[str, str] = {f.key: f.ranked_by for f in figures.TABLE if f.ranked_by}
@@ -324,6 +335,8 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
         shown, bound = _exact(value), f"{key} {_exact(limit_value)}"
     if limit.key == "est_latency_s" and (on := priced_on(profile)):
         shown += f" on {on}"
+    if limit.key == "latency_measured_s" and (how := measured_as(profile)):
+        shown += f" ({how})"
     if not limit.upper:
         if value >= limit_value:
             return None

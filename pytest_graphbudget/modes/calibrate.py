@@ -22,8 +22,9 @@ The profile is ``[hardware.<name>]`` TOML, as ``--hardware-file`` and
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -35,8 +36,9 @@ MIN_SECONDS = 0.05
 that a thread descheduled once on a busy machine costs it a small share."""
 MIB = 2**20
 ROUNDS = 7
-"""Rounds of a calibration (``--quick``: 3): the median of seven is off by one outlier at most
-a quartile's width."""
+"""Rounds of a calibration (``--quick``: ``QUICK_ROUNDS``): the median of seven is off by one
+outlier at most a quartile's width."""
+QUICK_ROUNDS = 3
 CPU_DTYPES = ("float32", "bfloat16")
 CUDA_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -82,54 +84,37 @@ class Calibration:
 
     def toml(self, existing: str = "") -> str:
         """The profile as TOML; given a file's ``existing`` text, its other tables are kept
-        and a table of the same name is replaced."""
-        import tomlkit
-
-        doc = tomlkit.parse(existing) if existing.strip() else tomlkit.document()
-        if "hardware" not in doc:
-            doc.add("hardware", tomlkit.table(is_super_table=True))
-        table = tomlkit.table()
-        for line in self.notes():
-            table.add(tomlkit.comment(line))
-        for key, value in self.table().items():
-            if key.startswith("kernels"):  # [hardware.NAME.kernels.KIND] tables
-                kinds = tomlkit.table(is_super_table=True)
-                for kind, figures in value.items():
-                    inline = tomlkit.table()
-                    inline.update(figures)
-                    kinds.add(kind, inline)
-                table.add(key, kinds)
-                continue
-            if isinstance(value, dict):  # one line: peak_tflops = { float32 = 0.25 }
-                inline = tomlkit.inline_table()
-                inline.update(value)
-                value = inline
-            table.add(key, value)
-        doc["hardware"][self.name] = table
-        return tomlkit.dumps(doc)
+        and a table of the same name is replaced (``merged``)."""
+        return merged(existing, self.name, self.table(), self.notes())
 
     def notes(self) -> list[str]:
         when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        rounds = f"median of {self.rounds} rounds" if self.rounds > 1 else "one round"
         return [
-            f"measured {when} on {self.device} with {self.threads} threads, median of "
-            f"{self.rounds} rounds (each the best of {self.samples}): float32 matmul "
+            f"measured {when} on {self.device} with {self.threads} threads, {rounds} "
+            f"(each the best of {self.samples}): float32 matmul "
             f"n={self.matmul_n} ({self.flops / 1e9:.4g} GFLOP/s), copy of "
             f"{self.copy_bytes // MIB} MiB ({self.bandwidth / 1e9:.4g} GB/s read+write)",
             "peak_tflops and bandwidth_gbs: the roofline; [kernels.KIND] (float32) and "
             "[kernels_DTYPE.KIND]: each kernel kind's FLOP/s, bytes/s and launch overhead, "
             "which the latency estimate prices each op with",
-            "spread between rounds (half the interquartile range over the median):",
             *self._spread_lines(),
         ]
 
     def _spread_lines(self) -> list[str]:
-        """The spreads, the roofline's on one line, then each dtype's kinds on one."""
+        """The spreads, the roofline's on one line, then each dtype's kinds on one; one round
+        measures none, which is said rather than written as ±0%."""
+        if self.rounds < 2:
+            return ["no spread between rounds: one round measures none (--rounds 2 or more do)"]
         lines: dict[str, list[str]] = {}
         for key, value in self.spreads.items():
             kind, _, dtype = key.partition(" ")
             group = dtype if kind not in ("peak", "bandwidth") and dtype else "roofline"
             lines.setdefault(group, []).append(f"{kind} ±{value:.1%}")
-        return [f"  {group}: {', '.join(found)}" for group, found in lines.items()]
+        return [
+            "spread between rounds (half the interquartile range over the median):",
+            *(f"  {group}: {', '.join(found)}" for group, found in lines.items()),
+        ]
 
     def too_noisy(self, limit: float) -> str | None:
         """What strayed more than ``limit`` between rounds, said for the user; None if
@@ -144,6 +129,70 @@ class Calibration:
         return (
             f"the machine was too noisy to trust: {name} varied ±{worst:.0%} between rounds"
             f"{others}, over the ±{limit:.0%} allowed; close other programs and run again"
+        )
+
+
+def merged(existing: str, name: str, table: dict[str, Any], notes: Iterable[str] = ()) -> str:
+    """``existing`` TOML text with ``[hardware.<name>]`` set to ``table`` (``notes`` its
+    comments), every other table kept as it was; a one-line error saying why when it cannot
+    be (not TOML, ``hardware`` not a table of tables). The CLI calls it before measuring, with
+    a stand-in table, so that a file it could not write into fails first."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+    from tomlkit.items import InlineTable
+
+    try:
+        doc = tomlkit.parse(existing) if existing.strip() else tomlkit.document()
+    except TOMLKitError as exc:
+        raise GraphBudgetError(f"not valid TOML ({exc})") from None
+    found = doc.get("hardware")
+    if found is not None and (isinstance(found, InlineTable) or not isinstance(found, dict)):
+        lines = tomlkit.dumps({"hardware": found}).strip().splitlines()
+        shown = lines[0][:50] + (" ..." if len(lines) > 1 or len(lines[0]) > 50 else "")
+        raise GraphBudgetError(f"{shown} is not a table of [hardware.<name>] tables")
+    if found is None:
+        doc.add("hardware", tomlkit.table(is_super_table=True))
+    item = tomlkit.table()
+    for line in notes:
+        item.add(tomlkit.comment(line))
+    for key, value in table.items():
+        if key.startswith("kernels"):  # [hardware.NAME.kernels.KIND] tables
+            kinds = tomlkit.table(is_super_table=True)
+            for kind, figures in value.items():
+                rates = tomlkit.table()
+                rates.update(figures)
+                kinds.add(kind, rates)
+            item.add(key, kinds)
+        elif isinstance(value, dict):  # one line: peak_tflops = { float32 = 0.25 }
+            inline = tomlkit.inline_table()
+            inline.update(value)
+            item.add(key, inline)
+        else:
+            item.add(key, value)
+    doc["hardware"][name] = item
+    text = tomlkit.dumps(doc)
+    _check_merged(existing, text, name, table)
+    return text
+
+
+def _check_merged(existing: str, text: str, name: str, table: dict[str, Any]) -> None:
+    """Refuse ``text`` unless it reads back as ``existing`` with ``[hardware.<name>]`` set to
+    ``table``: tomlkit moves the keys of a dotted ``hardware.x.key = ...`` into the table
+    added after them."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    try:
+        expected = tomllib.loads(existing)
+    except tomllib.TOMLDecodeError as exc:  # what tomlkit lets through
+        raise GraphBudgetError(f"not valid TOML ({exc})") from None
+    expected["hardware"] = {**expected.get("hardware", {}), name: table}
+    if tomllib.loads(text) != expected:
+        raise GraphBudgetError(
+            f"cannot add [hardware.{name}] without changing its other tables; write them as "
+            "[hardware.<name>] tables, or give another file"
         )
 
 
@@ -204,11 +253,27 @@ def copy_bandwidth(copy_bytes: int, timing: Any) -> list[float]:
     return interleaved({0: one_round}, timing.rounds)[0]
 
 
+def settings(
+    device: str, rounds: int | None = None, threads: int | None = None, quick: bool = False
+) -> tuple[Any, int]:
+    """``device`` as a ``torch.device`` and the rounds to time (``ROUNDS``, ``QUICK_ROUNDS``
+    with ``quick``, unless ``rounds`` says), or a one-line error: what ``calibrate`` checks
+    before it measures anything, for the CLI to check before it says it calibrates."""
+    from pytest_graphbudget.modes.device import check_device
+
+    if threads is not None and threads < 1:
+        raise GraphBudgetError(f"--threads must be at least 1, got {threads}")
+    if rounds is not None and rounds < 1:
+        raise GraphBudgetError(f"--rounds must be at least 1, got {rounds}")
+    target = check_device(device, f"cannot calibrate on device {device!r}")
+    return target, (QUICK_ROUNDS if quick else ROUNDS) if rounds is None else rounds
+
+
 def calibrate(
     name: str = "calibrated",
     device: str = "cpu",
     *,
-    rounds: int = ROUNDS,
+    rounds: int | None = None,
     max_n: int = 4096,
     copy_bytes: int = 256 * MIB,
     threads: int | None = None,
@@ -216,19 +281,13 @@ def calibrate(
 ) -> Calibration:
     """Measure this machine's achievable FLOP/s and memory bandwidth on ``device``, and each
     kernel kind's rates (``modes.kernels``; float32 and bfloat16, and float16 on a GPU), with
-    ``threads`` intra-op threads (default: torch's), in ``rounds`` rounds; ``quick``
-    measures small sizes in 3 rounds only."""
+    ``threads`` intra-op threads (default: torch's), in ``rounds`` rounds (default
+    ``ROUNDS``); ``quick`` measures small sizes, in ``QUICK_ROUNDS`` rounds by default."""
     import torch
 
-    from pytest_graphbudget.modes.device import check_device
-
-    if threads is not None and threads < 1:
-        raise GraphBudgetError(f"--threads must be at least 1, got {threads}")
-    if rounds < 1:
-        raise GraphBudgetError(f"rounds must be at least 1, got {rounds}")
+    target, rounds = settings(device, rounds, threads, quick)
     if quick:
-        rounds, max_n, copy_bytes = min(rounds, 3), 512, 4 * MIB
-    target = check_device(device, f"cannot calibrate on device {device!r}")
+        max_n, copy_bytes = 512, 4 * MIB
     before = torch.get_num_threads()
     torch.set_num_threads(threads or before)
     try:  # the caller's thread count comes back: calibrating is no setting of the process

@@ -134,11 +134,15 @@ def with_value(variant: Variant, key: str, value: Any, where: str) -> Variant:
 
 
 def overridden(budget: Any, how: dict[str, Any], where: str) -> Any:
-    """``budget`` (a ``budgets.Budget``) with the variant keys in ``how`` set (checked)."""
-    variant = budget.variant
+    """``budget`` (a ``budgets.Budget``) with the variant keys in ``how`` set (checked), and
+    its ``execution`` when ``how`` names one."""
+    variant, changes = budget.variant, {}
     for key, value in how.items():
-        variant = with_value(variant, key, value, where)
-    return replace(budget, variant=variant) if how else budget
+        if key == "execution":
+            changes[key] = check_execution(value, where)
+        else:
+            variant = with_value(variant, key, value, where)
+    return replace(budget, variant=variant, **changes) if how else budget
 
 
 def untagged(ident: str) -> str:

@@ -43,6 +43,17 @@ def noise_note(profile: Any, key: str) -> str:
     return f"; {which} on {measured['device']}"
 
 
+def eager_note(execution: str, flag: str = "measure") -> str:
+    """The note for a measured latency set against an estimate priced as ``execution``: the
+    timed forwards are eager (no ``torch.compile``); "" when the estimate is eager too."""
+    if execution == "eager":
+        return ""
+    return (
+        f"{flag} times eager forwards (no torch.compile): the measured latency and roofline / "
+        f"measured set an eager run against the estimate priced {execution}"
+    )
+
+
 def check_runs(runs: Any, where: str = "measure_runs") -> int:
     """``runs`` as a positive integer, or a one-line error naming ``where``."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
@@ -71,15 +82,18 @@ def runs_asked(
     return runs
 
 
-def check_where(device: Any, runs: int, label: str | None = None) -> None:
+def check_where(
+    device: Any, runs: int, label: str | None = None, measure: str = "measure=True"
+) -> None:
     """A ``device`` only says where ``measure`` runs the model: refused without it, checked
-    (``device.check_device``) before anything is profiled."""
+    (``device.check_device``) before anything is profiled. ``label`` and ``measure`` name the
+    device and the measuring as the caller spells them (``--device cuda``, ``--measure``)."""
     if device is None:
         return
     if not runs:
         raise GraphBudgetError(
             f"{label or f'device={device!r}'} says where measure runs the model: "
-            "add measure=True (--measure), or drop it"
+            f"add {measure}, or drop it"
         )
     from pytest_graphbudget.modes.device import check_device
 
@@ -264,8 +278,9 @@ def _device(model: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     return next(iter(sorted(devices, key=lambda d: d.type != "cuda")), torch.device("cpu"))
 
 
-def rows(runtime: Runtime, hardware: str) -> list[tuple[str, str]]:
-    """The measured runtime as (label, value) rows for the profile table."""
+def rows(runtime: Runtime, hardware: str, execution: str = "eager") -> list[tuple[str, str]]:
+    """The measured runtime as (label, value) rows for the profile table; ``execution`` is
+    what the estimate was priced as, which the timed forwards (always eager) may not be."""
     from pytest_graphbudget.units import format_bytes, format_seconds
 
     def sec(value: float) -> str:
@@ -278,6 +293,7 @@ def rows(runtime: Runtime, hardware: str) -> list[tuple[str, str]]:
         else format_bytes(runtime.rss_bytes)
     )
     ratio = runtime.roofline_ratio
+    timed = "min latency" if execution == "eager" else "min latency of eager runs, not compiled"
     return [
         ("measured on", f"{runtime.device}, {runtime.threads} threads, batch {runtime.batch}"),
         ("load", load),
@@ -292,7 +308,7 @@ def rows(runtime: Runtime, hardware: str) -> list[tuple[str, str]]:
         ("throughput", f"{runtime.throughput:.4g} samples/s (batch / mean latency)"),
         (
             "roofline / measured",
-            f"{ratio:.3g} (est. latency on {hardware} / min latency; "
+            f"{ratio:.3g} (est. latency on {hardware}, {execution} / {timed}; "
             "1 means this machine reached that roofline)",
         ),
     ]

@@ -166,11 +166,12 @@ def unchecked_hint(count: int) -> str:
 
 @pytest.fixture
 def graph_profile(request: pytest.FixtureRequest):
-    """``graph_profile(model, inputs, kwargs=None, name=None, hardware=None, mode=None,
-    optimizer=None, dtype=None)`` -> Profile.
+    """``graph_profile(model, inputs, kwargs=None, name=None, hardware=None, execution=None,
+    mode=None, optimizer=None, dtype=None)`` -> Profile.
 
-    With ``--graph-budget`` the profile is also checked against the test's markers (``mode``,
-    ``optimizer`` and ``dtype`` given here win over the ``graph_budget`` marker's).
+    With ``--graph-budget`` the profile is also checked against the test's markers
+    (``hardware``, ``execution``, ``mode``, ``optimizer`` and ``dtype`` given here win over the
+    ``graph_budget`` marker's).
     """
     manager = request.config.stash.get(STATE, None)
 
@@ -181,11 +182,12 @@ def graph_profile(request: pytest.FixtureRequest):
         *,
         name: str | None = None,
         hardware: str | None = None,
+        execution: str | None = None,
         mode: str | None = None,
         optimizer: str | None = None,
         dtype: str | None = None,
     ):
-        given = {"mode": mode, "optimizer": optimizer, "dtype": dtype}
+        given = {"mode": mode, "optimizer": optimizer, "dtype": dtype, "execution": execution}
         how = {key: value for key, value in given.items() if value is not None}
         if manager is None:
             from pytest_graphbudget.modes.dispatch import profile_model

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.gate import figures
-from pytest_graphbudget.gate.budgets import LIMITS, priced_on
+from pytest_graphbudget.gate.budgets import LIMITS, measured_as, priced_on
 from pytest_graphbudget.gate.check import UNCHECKED_KEY
 from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
@@ -104,13 +104,16 @@ def format_change(result: Any, key: str) -> str:
 
 def figure_with_limit(result: Any, key: str, separator: str = "/") -> str:
     """``3.79G/3.70G``: the figure and, when budgeted, its limit; an estimated latency
-    with the hardware and execution it was priced for (``70.0us/1ms on maxq, compiled``)."""
+    with the hardware and execution it was priced for (``70.0us/1ms on maxq, compiled``), a
+    measured one beside a compiled estimate with how it ran (``(eager runs, not compiled)``)."""
     figure = FIGURES[key]
     shown = figure.format(value(result, key))
     bound = limit(result, key)
     shown = shown if bound is None else f"{shown}{separator}{figure.format(bound)}"
     if key == "est_latency_s" and result.profile and (on := priced_on(result.profile)):
         shown += f" on {on}"
+    if key == "latency_measured_s" and result.profile and (how := measured_as(result.profile)):
+        shown += f" ({how})"
     return shown
 
 

@@ -88,6 +88,7 @@ def runtime_facts(profile: Mapping[str, Any]) -> list[tuple[str, str]]:
     if not measured:
         return []
     runs = measured["runs"]
+    timed = "run" if profile.get("execution", "eager") == "eager" else "eager run, not compiled"
     return [
         (
             "measured",
@@ -96,5 +97,5 @@ def runtime_facts(profile: Mapping[str, Any]) -> list[tuple[str, str]]:
             f"({measured['threads']} threads)",
         ),
         ("throughput", f"{measured['throughput']:.4g} samples/s (batch {measured['batch']})"),
-        ("roofline ratio", f"{measured['roofline_ratio']:.3g} (estimate / fastest run)"),
+        ("roofline ratio", f"{measured['roofline_ratio']:.3g} (estimate / fastest {timed})"),
     ]

@@ -28,6 +28,8 @@ else:  # pragma: no cover
 
 THREADS = torch.get_num_threads()
 OTHER = "[hardware.other]\npeak_tflops = { float32 = 1 }\nbandwidth_gbs = 10\n"
+DOTTED = "hardware.x.peak_tflops = { float32 = 1 }\nhardware.x.bandwidth_gbs = 10\n"
+"""Dotted keys that tomlkit, adding a table after them, would move into that table."""
 
 
 def matmul_flops(n: int = 1024, repeats: int = 3) -> float:
@@ -51,7 +53,8 @@ def calibrated(tmp_path_factory):
     path = tmp_path_factory.mktemp("calibrate") / "hardware.toml"
     path.write_text(OTHER)
     before = matmul_flops()
-    argv = ["hardware", "--calibrate", "--quick", "--threads", "1", "--name", "ci-box"]
+    argv = ["hardware", "--calibrate", "--quick", "--rounds", "4", "--threads", "1"]
+    argv += ["--name", "ci-box"]
     code = cli.main([*argv, "-o", str(path), "-q"])
     size = re.search(r"float32 matmul n=(\d+)", path.read_text())
     assert size, path.read_text()
@@ -69,6 +72,12 @@ def test_the_profile_loads_back_with_this_machines_figures(calibrated):
     assert low <= profile.peak("float32") <= high, (profile.peak("float32"), before, after)
     assert 1e8 <= profile.bandwidth <= 1e13
     assert tables["other"] == {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 10}  # kept
+
+
+def test_quick_takes_the_rounds_it_is_given(calibrated):
+    """--quick's 3 rounds are a default: --rounds 4 is not cut to 3."""
+    _, path, _ = calibrated
+    assert "median of 4 rounds" in path.read_text()
 
 
 def test_hardware_name_uses_the_calibrated_profile(calibrated, tmp_path, capsys):
@@ -131,18 +140,64 @@ def test_profile_prices_with_the_calibrated_kernels(calibrated, tmp_path, capsys
         (["--max-spread", "5"], "go with --calibrate"),
         (["--calibrate", "--quick", "--rounds", "0"], "rounds must be at least 1"),
         (["--calibrate", "--quick", "--max-spread", "-1"], "a percentage from 0"),
+        (["--calibrate", "--quick", "--device", ""], "device '': not a device to measure on"),
+        (["--calibrate", "--quick", "--name", ""], "--name: give the profile a name, got ''"),
+        (["--calibrate", "--quick", "--rounds", "1", "--max-spread", "0"], "--rounds 2 or more"),
+        (["--calibrate", "--rounds", "1", "--max-spread", "5"], "or drop --max-spread"),
+        (["--calibrate", "--quick", "-o", "out.json"], "out.json: --calibrate writes a TOML"),
+        (["--calibrate", "--quick", "-o", "hardware"], "give a .toml file"),
     ],
 )
-def test_calibrate_usage_errors_are_one_line(argv, says, capsys):
-    assert cli.main(["hardware", *argv, "-q"]) == 2
+def test_calibrate_usage_errors_are_one_line(argv, says, tmp_path, monkeypatch, capsys):
+    """Refused before anything is measured: the error is the only line, no progress before
+    it (-q is not given), and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["hardware", *argv]) == 2
     err = capsys.readouterr().err
-    assert says in err and len(err.strip().splitlines()) == 1
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("not toml [\n", 'not valid TOML (Invalid key "not toml" at line 1 col 9)'),
+        ("hardware = 5\n", "hardware = 5 is not a table of [hardware.<name>] tables"),
+        ("[[hardware]]\nx = 1\n", "[[hardware]] ... is not a table of [hardware.<name>]"),
+        ('hardware = { a = "b" }\n', 'hardware = { a = "b" } is not a table of [hardware.'),
+        (DOTTED, "cannot add [hardware.calibrated] without changing its other tables"),
+        (b"\xff\xfe[hardware]\n", "not a TOML file (not UTF-8 text)"),
+    ],
+)
+def test_an_output_file_it_cannot_add_to_is_refused_before_measuring(text, says, tmp_path, capsys):
+    """An existing -o FILE that is no TOML, or whose ``hardware`` is no table of tables, is
+    one line naming it, exit 2, before the progress line, and is left as it was."""
+    path = tmp_path / "hw.toml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    before = path.read_bytes()
+    assert cli.main(["hardware", "--calibrate", "--quick", "-o", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"graph-budget: error: --output {path}: "), err
+    assert says in err and len(err.splitlines()) == 1, err
+    assert path.read_bytes() == before
+
+
+def test_one_round_says_it_measured_no_spread(tmp_path, capsys):
+    """One round strays from nothing: its comments say so rather than ±0.0% for each kind."""
+    path = tmp_path / "one.toml"
+    argv = ["hardware", "--calibrate", "--quick", "--rounds", "1", "--threads", "1"]
+    assert cli.main([*argv, "-q", "-o", str(path)]) == 0
+    text = path.read_text()
+    assert "(each the best of 2)" in text and "one round (each" in text
+    assert "# no spread between rounds: one round measures none" in text
+    assert "±" not in text and "median of 1 rounds" not in text
+    assert from_table("calibrated", tomllib.loads(text)["hardware"]["calibrated"])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_calibrating_cuda_without_a_gpu_is_one_line(capsys):
-    assert cli.main(["hardware", "--calibrate", "--device", "cuda", "-q"]) == 2
-    err = capsys.readouterr().err.strip()
+    assert cli.main(["hardware", "--calibrate", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()  # no progress line before it
     assert err.endswith(
         "cannot calibrate on device 'cuda': torch.cuda.is_available() is False on this machine"
     )

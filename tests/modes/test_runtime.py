@@ -255,3 +255,43 @@ def test_measure_runs_for_the_whole_project():
     assert settings.check({"measure_runs": 5}).defaults.measure_runs == 5
     with pytest.raises(settings.SettingsError, match="measure_runs in .tool.graph_budget."):
         settings.check({"measure_runs": 0})
+
+
+def test_a_compiled_estimate_says_the_measured_latency_ran_eager(tmp_path, capsys):
+    """``--execution compiled --measure`` timed eager forwards and set the compiled estimate
+    against them without a word (user trial 36): the CLI notes it, the roofline / measured
+    row names both, and so does a latency_measured_max verdict and its report line."""
+    from pytest_graphbudget import cli
+    from pytest_graphbudget.gate.check import ModelResult
+    from pytest_graphbudget.reports.common import figure_with_limit
+    from pytest_graphbudget.reports.html_graph import runtime_facts
+
+    path = tmp_path / "tiny.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(8, 4)), path)
+    common = [str(path), "--trust-pickle", "--input-shape", "3,8", "-q", "--measure-runs", "2"]
+    assert cli.main(["profile", *common, "--execution", "compiled"]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == (
+        "graph-budget: note: --measure times eager forwards (no torch.compile): the measured "
+        "latency and roofline / measured set an eager run against the estimate priced compiled"
+    )
+    assert "(est. latency on generic, compiled / min latency of eager runs, not compiled;" in out
+    assert cli.main(["profile", *common, "--format", "markdown"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "(est. latency on generic, eager / min latency; 1 means" in out
+
+    compiled = profile_model(Sleepy(), torch.randn(6, 8), measure=1, execution="compiled")
+    budget = build({"latency_measured_max": "5ms", "execution": "compiled"}, "test")
+    for prof in (compiled, compiled.to_dict()):
+        [failure] = check(prof, budget)
+        assert failure.message.startswith("measured latency ")
+        assert " (eager runs, not compiled) exceeds latency_measured_max 5ms" in failure.message
+    result = ModelResult("t::s", "s", "t::s", "t.py", 1, {"limits": {}}, profile=compiled.to_dict())
+    assert figure_with_limit(result, "latency_measured_s").endswith(" (eager runs, not compiled)")
+    ratio = dict(runtime_facts(compiled.to_dict()))["roofline ratio"]
+    assert ratio.endswith("(estimate / fastest eager run, not compiled)")
+    eager = profile_model(Sleepy(), torch.randn(6, 8), measure=1)
+    [failure] = check(eager, budget)
+    assert "not compiled" not in failure.message
+    result = ModelResult("t::s", "s", "t::s", "t.py", 1, {"limits": {}}, profile=eager.to_dict())
+    assert "not compiled" not in figure_with_limit(result, "latency_measured_s")

@@ -590,3 +590,43 @@ def test_strict_fails_on_ops_without_a_formula(project):
     result = run(project, "--graph-budget-strict")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ops without a cost formula: aten.special_bessel_j0 x1*"])
+
+
+GRAPH_PROFILE_EXECUTION = """
+import pytest, torch
+
+def conv_relu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+    return model, (torch.randn(1, 3, 16, 16),)
+
+def test_compiled(graph_profile):
+    eager = graph_profile(*conv_relu(), hardware="h100", name="eager")
+    fused = graph_profile(*conv_relu(), hardware="h100", execution="compiled", name="fused")
+    assert (eager.execution, fused.execution) == ("eager", "compiled")
+    assert fused.to_dict()["execution"] == "compiled"
+    assert fused.est_latency_s < eager.est_latency_s  # one fused kernel, not two launches
+
+@pytest.mark.graph_budget(execution="compiled")
+def test_over_the_marker(graph_profile):
+    assert graph_profile(*conv_relu()).execution == "compiled"
+    assert graph_profile(*conv_relu(), execution="eager").execution == "eager"
+
+def test_misspelt(graph_profile):
+    graph_profile(*conv_relu(), execution="compield")
+"""
+
+
+@pytest.mark.parametrize("gate", [True, False], ids=["gate", "no-gate"])
+def test_graph_profile_takes_execution(project, gate):
+    """``graph_profile(..., execution=...)`` prices the estimate as the keyword says, over
+    the marker's, with or without ``--graph-budget``; a misspelt value is one line."""
+    project.makepyfile(test_execution=GRAPH_PROFILE_EXECUTION)
+    args = ("-p", "no:cacheprovider", "test_execution.py")
+    if gate:
+        result = run(project, "test_execution.py")
+    else:
+        result = project.runpytest(*args, "-k", "not marker")
+    result.assert_outcomes(passed=2 if gate else 1, failed=1)
+    result.stdout.fnmatch_lines(["*execution* must be 'eager' or 'compiled', got 'compield'*"])
+    assert "unexpected keyword" not in result.stdout.str()

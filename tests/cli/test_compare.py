@@ -1,0 +1,115 @@
+"""``graph-budget compare``: what each side's estimated latency was priced for, and the flags
+a saved profile cannot take (user trial 36: an eager profile against a compiled one read as a
+-42.8% latency regression, and ``--hardware`` on two saved profiles changed nothing silently).
+
+The model is a convolution and its ReLU, two kernels eager and one fused group compiled, so
+its estimated latency depends on ``execution``; its JSON profiles are written by
+``profile_model(...).to_dict()``, as ``graph-budget profile --format json`` writes them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from pytest_graphbudget import cli
+from pytest_graphbudget.api import profile_model
+
+
+def conv_relu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+    return model, (torch.randn(1, 3, 16, 16),)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """``e.json`` eager and ``c.json`` compiled on h100, ``a.json`` eager on a100, and
+    ``old.json``, an eager profile saved before ``execution`` was recorded."""
+    folder = tmp_path_factory.mktemp("compare")
+    for name, hardware, execution in [
+        ("e", "h100", "eager"),
+        ("c", "h100", "compiled"),
+        ("a", "a100", "eager"),
+    ]:
+        prof = profile_model(*conv_relu(), hardware=hardware, execution=execution)
+        (folder / f"{name}.json").write_text(json.dumps(prof.to_dict()))
+    old = json.loads((folder / "e.json").read_text())
+    del old["execution"]
+    (folder / "old.json").write_text(json.dumps(old))
+    return folder
+
+
+def compare(folder, monkeypatch, capsys, *argv):
+    monkeypatch.chdir(folder)
+    assert cli.main(["compare", *argv]) == 0
+    return capsys.readouterr()
+
+
+def test_each_side_says_its_hardware_and_execution(saved, monkeypatch, capsys):
+    out, err = compare(saved, monkeypatch, capsys, "e.json", "c.json")
+    lines = out.splitlines()
+    assert lines[0] == "A: Sequential on h100, eager (input 1x3x16x16 float32)"
+    assert lines[1] == "B: Sequential on h100, compiled (input 1x3x16x16 float32)"
+    assert err.strip() == (
+        "graph-budget: note: A's estimated latency is priced on h100, eager; B's on h100, "
+        "compiled: they are not comparable as a regression (profile both with one --hardware "
+        "and one --execution)"
+    )
+    markdown, _ = compare(saved, monkeypatch, capsys, "e.json", "c.json", "--format", "markdown")
+    assert "- A: Sequential on h100, eager (input 1x3x16x16 float32)" in markdown.splitlines()
+    assert "- B: Sequential on h100, compiled (input 1x3x16x16 float32)" in markdown.splitlines()
+    data = json.loads(
+        compare(saved, monkeypatch, capsys, "e.json", "c.json", "--format", "json")[0]
+    )
+    assert (data["a"]["hardware"], data["a"]["execution"]) == ("h100", "eager")
+    assert (data["b"]["hardware"], data["b"]["execution"]) == ("h100", "compiled")
+    latency = data["totals"]["est_latency_s"]
+    assert latency["b"] < latency["a"]  # the change the note says is no regression
+
+
+def test_other_hardware_is_noted_and_one_pricing_is_not(saved, monkeypatch, capsys):
+    out, err = compare(saved, monkeypatch, capsys, "e.json", "a.json")
+    assert out.splitlines()[1].startswith("B: Sequential on a100, eager (")
+    assert "A's estimated latency is priced on h100, eager; B's on a100, eager" in err
+    assert compare(saved, monkeypatch, capsys, "e.json", "e.json").err == ""
+
+
+def test_a_profile_saved_before_execution_says_it_is_not_recorded(saved, monkeypatch, capsys):
+    out, err = compare(saved, monkeypatch, capsys, "old.json", "e.json")
+    assert out.splitlines()[0].startswith("A: Sequential on h100, execution not recorded (")
+    assert "priced on h100, execution not recorded; B's on h100, eager" in err
+    data = json.loads(
+        compare(saved, monkeypatch, capsys, "old.json", "e.json", "--format", "json")[0]
+    )
+    assert data["a"]["execution"] is None
+
+
+def test_flags_a_saved_profile_cannot_take_are_noted(saved, monkeypatch, capsys):
+    _, err = compare(saved, monkeypatch, capsys, "e.json", "c.json", "--hardware", "a100")
+    for name in ("e.json", "c.json"):
+        assert (
+            f"graph-budget: note: {name} is a saved profile (eval, float32): --hardware a100 "
+            "applies to models profiled now"
+        ) in err.splitlines()
+    _, err = compare(
+        saved, monkeypatch, capsys, "e.json", "e.json", "--execution", "compiled", "--batch", "4"
+    )
+    assert "--execution compiled, --batch 4 apply to models profiled now" in err
+
+
+def test_the_projects_execution_is_no_flag_given(saved, monkeypatch, capsys):
+    """``execution = "compiled"`` in pyproject.toml is no ``--execution`` on the command line:
+    nothing to note for two saved profiles."""
+    (saved / "pyproject.toml").write_text('[tool.graph_budget]\nexecution = "compiled"\n')
+    try:
+        assert compare(saved, monkeypatch, capsys, "e.json", "e.json").err == ""
+        _, err = compare(saved, monkeypatch, capsys, "e.json", "e.json", "--execution", "eager")
+        assert err == (
+            "graph-budget: note: e.json is a saved profile (eval, float32): --execution eager "
+            "applies to models profiled now\n"
+        )
+    finally:
+        (saved / "pyproject.toml").unlink()
