@@ -102,7 +102,7 @@ try:
 except (OSError, ValueError) as exc:
     sys.exit(f"no profile: {exc}")
 rt, totals = data["runtime"], data["totals"]
-print({k: rt[k] for k in ("device", "runs", "min_s", "median_s", "peak_measured_bytes")})
+print({k: rt[k] for k in ("device", "runs", "min_s", "median_s", "peak_measured_bytes", "cublas_workspace_bytes", "conv_workspace_bytes")})
 ratio = rt["peak_measured_bytes"] / totals["activation_peak_bytes"]
 print("activation_peak_bytes", totals["activation_peak_bytes"], f"measured/estimated {ratio:.3f}")
 PYCODE

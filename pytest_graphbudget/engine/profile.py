@@ -381,6 +381,10 @@ class Runtime:
     rss_bytes: int | None = None  # resident memory after load; None where it cannot be read
     # CUDA only: max_memory_allocated over the timed runs less memory_allocated before them
     peak_measured_bytes: int | None = None
+    # CUDA only: the workspaces inside the allocator's estimated ``peak_memory_bytes``,
+    # cuBLAS's and cuBLASLt's (held once allocated) and the largest cuDNN convolution's
+    cublas_workspace_bytes: int | None = None
+    conv_workspace_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -241,6 +241,9 @@ def with_allocator(prof: Any, model: Any, args: tuple, kwargs: dict[str, Any]) -
     found = allocator_peak(model, args, kwargs, memory)
     held = prof.weights_bytes + prof.optimizer_state_bytes + prof.input_bytes
     prof.activation_peak_bytes = max(0, found.peak_bytes - held)
+    # what of that is no tensor of the model's: a small model's peak can be mostly workspace
+    prof.runtime.cublas_workspace_bytes = found.cublas_bytes
+    prof.runtime.conv_workspace_bytes = found.conv_workspace_bytes
 
 
 def peak_row(runtime: Runtime) -> list[tuple[str, str]]:
@@ -249,13 +252,23 @@ def peak_row(runtime: Runtime) -> list[tuple[str, str]]:
 
     if runtime.peak_measured_bytes is None:
         return []
-    return [
+    rows = [
         (
             "peak measured",
             f"{format_bytes(runtime.peak_measured_bytes)} (max_memory_allocated during the "
             "timed runs, less what was allocated before them)",
         )
     ]
+    if runtime.cublas_workspace_bytes is not None:
+        cublas, conv = runtime.cublas_workspace_bytes, runtime.conv_workspace_bytes or 0
+        rows.append(
+            (
+                "workspaces",
+                f"cuBLAS {format_bytes(cublas)}, cuDNN {format_bytes(conv)} (in the estimated "
+                "peak, as the allocator holds them)",
+            )
+        )
+    return rows
 
 
 def _is_program(model: Any) -> bool:

@@ -116,6 +116,9 @@ def test_measured_on_cuda(case):
     # the timed runs' peak less what was allocated before them (weights, inputs, cuBLAS's
     # workspace from the warm-up): at most the allocator's whole estimate
     assert 0 < rt.peak_measured_bytes <= prof.peak_memory_bytes
+    # the workspaces the estimate counts: cuBLAS's for every case's matmul, none beyond it
+    assert 0 < rt.cublas_workspace_bytes < prof.peak_memory_bytes
+    assert 0 <= rt.conv_workspace_bytes < prof.peak_memory_bytes
     print(f"{case}: measured peak {rt.peak_measured_bytes / MIB:.2f} MiB, min {rt.min_s:.4f} s")
 
 

@@ -131,12 +131,20 @@ def test_the_measured_peak_reads_back_and_shows_only_where_measured():
     seconds = ("mean_s", "min_s", "median_s", "max_s", "throughput", "roofline_ratio")
     fields = {"device": "cuda:0", "threads": 1, "batch": 1, "runs": 1, "warmup": 3, "std_s": 0.0}
     fields.update(dict.fromkeys(seconds, 1.0))
-    gpu = Runtime(**fields, peak_measured_bytes=3 * 2**20)
+    gpu = Runtime(
+        **fields,
+        peak_measured_bytes=3 * 2**20,
+        cublas_workspace_bytes=33 * 2**20,
+        conv_workspace_bytes=2**20,
+    )
     assert Runtime.from_dict(json.loads(json.dumps(gpu.to_dict()))) == gpu
-    assert dict(rows(gpu, "generic"))["peak measured"].startswith("3")
+    shown = dict(rows(gpu, "generic"))
+    assert shown["peak measured"].startswith("3")
+    assert shown["workspaces"].startswith("cuBLAS 34.6MB, cuDNN 1.05MB (in the estimated peak")
     cpu = Runtime(**fields)
     assert "peak measured" not in dict(rows(cpu, "generic"))
-    old = {k: v for k, v in cpu.to_dict().items() if k != "peak_measured_bytes"}
+    assert "workspaces" not in dict(rows(cpu, "generic"))
+    old = {k: v for k, v in cpu.to_dict().items() if not k.endswith("_bytes")}
     assert Runtime.from_dict(old) == cpu  # JSON written before the field reads back
 
 
