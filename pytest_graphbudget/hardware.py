@@ -123,6 +123,9 @@ class Family:
     matmul_share: float | None = None
     """The share of its float16 datasheet peak that a large matmul was measured to reach on
     the card the fractions were fitted on (``fitted_on``); None where none was measured."""
+    bfloat16: bool = True
+    """Whether its tensor cores run bfloat16 at the float16 rate (every family since ampere;
+    not turing): a profile of the family without a bfloat16 peak takes its float16 one."""
 
 
 def _toml() -> Any:
@@ -153,7 +156,8 @@ def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, F
             source = f"{table['borrowed']}'s figures, borrowed (no measured table of its own): "
             source += own["source"]
         launch = float(own["launch_us"]) * 1e-6
-        found[name] = Family(name, efficiency, launch, source, compiled, share)
+        bf16 = bool(table.get("bfloat16", True))
+        found[name] = Family(name, efficiency, launch, source, compiled, share, bf16)
     return found
 
 
@@ -272,6 +276,9 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
         raise GraphBudgetError(
             f"hardware {name!r}: aliases must be a list of names, got {aliases!r}"
         )
+    figures = _family_figures(name, table, peaks)
+    if figures.get("family") and FAMILIES[figures["family"]].bfloat16:
+        peaks.setdefault("bfloat16", peaks["float16"])  # not the float32 peak, 2-16x slower
     return Hardware(
         name=name,
         description=texts.get("description", name),
@@ -280,7 +287,7 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
         source=texts.get("source", "user profile"),
         aliases=tuple(aliases),
         kernels=kernel_tables(name, table),
-        **_family_figures(name, table, peaks),
+        **figures,
     )
 
 

@@ -149,6 +149,24 @@ def test_from_table_in_python_refuses_what_toml_cannot_write(name, table, says):
         from_table(name, table)
 
 
+def test_a_family_card_without_a_bfloat16_peak_runs_bfloat16_at_its_float16_one():
+    """Tensor cores since ampere run bfloat16 at the float16 rate: a user card of such a
+    family that gives only float16 priced bfloat16 models at the float32 peak (4x slower here)
+    under the family's tensor-core shares. Turing has no bfloat16 tensor cores."""
+    from pytest_graphbudget.hardware import from_table
+
+    figures = {"peak_tflops": {"float32": 10, "float16": 40}, "bandwidth_gbs": 100}
+    for family, bf16 in (("ada", 40e12), ("cdna3", 40e12), ("turing", 10e12)):
+        card = from_table("card", {**figures, "family": family})
+        assert card.peak("bfloat16") == bf16, family
+    own = from_table(
+        "card",
+        {**figures, "family": "ada", "peak_tflops": {"float32": 10, "float16": 40, "bfloat16": 20}},
+    )
+    assert own.peak("bfloat16") == 20e12  # the card's own figure, where it gives one
+    assert from_table("plain", figures).peak("bfloat16") == 10e12  # no family: no guess
+
+
 def test_a_matmul_figure_in_the_wrong_unit_is_refused():
     """235,130 where 235.13 TFLOP/s goes (GFLOP/s) would scale every compute share 490x."""
     from pytest_graphbudget.hardware import from_table
