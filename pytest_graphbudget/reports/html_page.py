@@ -157,10 +157,13 @@ def _summary(view: ModelView) -> str:
         ("pass", f"{profile.get('mode', 'eval')}, {profile.get('dtype', 'float32')}"),
         ("trace", f"{profile['trace']['method']}, {profile['trace']['nodes']} nodes"),
         ("subgraphs", str(len(profile["subgraphs"]))),
-        (
+        (  # what the estimated latency was priced for: the profile, and how the model runs
             "hardware",
-            f"{profile['hardware']['name']}, ridge {profile['hardware']['ridge_point']:.3g}"
-            " FLOPs/B",
+            ", ".join(
+                [profile["hardware"]["name"]]
+                + ([profile["execution"]] if profile.get("execution") else [])
+                + [f"ridge {profile['hardware']['ridge_point']:.3g} FLOPs/B"]
+            ),
         ),
         (
             "compute-bound",

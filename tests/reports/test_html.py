@@ -114,7 +114,7 @@ def test_roofline_points_sit_on_or_under_the_generic_roof(execution):
     roofline: every point sits on the roof's line at its intensity. Eager, each op is its own
     launch, reading and writing what a fused kernel keeps inside: at or under the roof."""
     from pytest_graphbudget.api import profile_model
-    from pytest_graphbudget.reports import html_charts
+    from pytest_graphbudget.reports import html, html_charts
 
     profile = profile_model(*tiny(), name="tiny", execution=execution).to_dict()
     assert html_charts.roof_of(profile) == html_charts.Roof(1e12, 1e11)
@@ -137,6 +137,9 @@ def test_roofline_points_sit_on_or_under_the_generic_roof(execution):
         assert under == 0
     else:  # a linear and its ReLU: the ReLU's own launch reads and writes what fusion keeps
         assert under > 0
+    # the page says what its latency was priced for, as every other report does
+    page = html.profile_page(profile_model(*tiny(), name="tiny", execution=execution))
+    assert f"<th>hardware</th><td>generic, {execution}, ridge 10 FLOPs/B</td>" in page
 
 
 def test_icicle_sizes_modules_by_flops_params_and_memory(profiles):
