@@ -109,18 +109,22 @@ def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | Non
             limit = limit_of(marker, where.format(key))
             budget = build({key: limit}, where.format(key), budget)
     for name, allowed in KEYWORDS.items():
-        marker = item.get_closest_marker(name)
-        if marker is None:
+        # the module's, then the class's, then the test's: a closer one overrides the keys it
+        # gives and keeps the others (a test's execution= must not drop its module's hardware=)
+        given: dict[str, object] = {}
+        for marker in reversed(list(item.iter_markers(name))):
+            if marker.args:
+                raise GraphBudgetError(f"{where.format(name)}: takes keywords {', '.join(allowed)}")
+            for key in marker.kwargs:
+                if key not in allowed:
+                    raise GraphBudgetError(
+                        f"{where.format(name)}: unknown keyword {key!r}{closest(key, allowed)}"
+                    )
+            given.update(marker.kwargs)
+        if not given:
             continue
-        if marker.args:
-            raise GraphBudgetError(f"{where.format(name)}: takes keywords {', '.join(allowed)}")
-        for key in marker.kwargs:
-            if key not in allowed:
-                raise GraphBudgetError(
-                    f"{where.format(name)}: unknown keyword {key!r}{closest(key, allowed)}"
-                )
-        budget = build(marker.kwargs, where.format(name), budget)
-        refuse_idle_runs(marker.kwargs, budget, where.format(name))
+        budget = build(given, where.format(name), budget)
+        refuse_idle_runs(given, budget, where.format(name))
         refuse_idle_optimizer(budget, where.format(name), 'mode="train"')
     if hardware:
         budget.hardware = hardware

@@ -630,3 +630,45 @@ def test_graph_profile_takes_execution(project, gate):
     result.assert_outcomes(passed=2 if gate else 1, failed=1)
     result.stdout.fnmatch_lines(["*execution* must be 'eager' or 'compiled', got 'compield'*"])
     assert "unexpected keyword" not in result.stdout.str()
+
+
+def test_a_graph_budget_marker_keeps_the_keys_its_module_and_class_give(project):
+    """A test's ``graph_budget(execution="compiled")`` dropped its module's
+    ``graph_budget(hardware="h100")`` and its class's ``tolerance``: it was priced on the
+    project's hardware, silently. A closer marker overrides the keys it gives, no others."""
+    import json
+
+    project.makepyfile(
+        test_levels="""
+        import pytest
+        from models import linear
+
+        pytestmark = pytest.mark.graph_budget(hardware="h100")
+
+        @pytest.fixture
+        def net():
+            return linear()
+
+        @pytest.mark.graph_budget(tolerance="5%")
+        class TestC:
+            @pytest.mark.latency_max("1s")
+            @pytest.mark.graph_budget(execution="compiled")
+            def test_in_class(self, net): ...
+
+            @pytest.mark.latency_max("1s")
+            @pytest.mark.graph_budget(hardware="a100", tolerance="2%")
+            def test_own(self, net): ...
+        """
+    )
+    result = run(project, "--graph-budget-json=out.json")
+    result.assert_outcomes(passed=2)
+    models = json.loads((project.path / "out.json").read_text())["models"]
+    got = {
+        m["nodeid"].split("::")[-1]: (
+            m["budget"]["hardware"],
+            m["budget"]["execution"],
+            m["budget"]["tolerance"],
+        )
+        for m in models
+    }
+    assert got == {"test_in_class": ("h100", "compiled", 0.05), "test_own": ("a100", "eager", 0.02)}
