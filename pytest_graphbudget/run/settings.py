@@ -44,6 +44,8 @@ KEYS = {
 
 INI = {
     "hardware": "string",
+    "execution": "string",
+    "measure_device": "string",
     "tolerance": "string",
     "baseline": "string",
     "budgets": "linelist",
@@ -276,7 +278,10 @@ def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Setti
             if key in table or value is None or value == "" or value == []:
                 continue
             try:
-                check({key: value}, f"{ini_where} (ini option {ini_name(key)})")
+                check(
+                    {key: value, **_profiles_for(key, table, where)},
+                    f"{ini_where} (ini option {ini_name(key)})",
+                )
             except SettingsError as exc:
                 problems += exc.problems
             else:
@@ -290,6 +295,19 @@ def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Setti
     if "baseline" in fallback:
         settings.baseline_from = f"{ini_where} (ini option {ini_name('baseline')})"
     return settings
+
+
+def _profiles_for(key: str, table: dict[str, Any], where: str) -> dict[str, Any]:
+    """The table's own hardware profiles, for an ini ``graph_budget_hardware`` to name one of
+    them (``{}`` for any other key, or when they are wrong: the table's check says so)."""
+    profiles = table.get("hardware_profiles")
+    if key != "hardware" or not isinstance(profiles, dict):
+        return {}
+    try:
+        check({"hardware_profiles": profiles}, where)
+    except SettingsError:
+        return {}
+    return {"hardware_profiles": profiles}
 
 
 def _ini_from_toml(options: dict[str, Any]) -> dict[str, Any]:

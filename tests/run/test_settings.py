@@ -52,7 +52,7 @@ def budget_of(report: Path) -> dict:
 
 def test_pytest_help_lists_the_flat_settings(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "--help")
-    flat = ("hardware", "tolerance", "baseline", "cache_dir")
+    flat = ("hardware", "execution", "measure_device", "tolerance", "baseline", "cache_dir")
     for key, kind in [
         *((key, "string") for key in flat),
         ("budgets", "linelist"),
@@ -69,6 +69,24 @@ def test_an_ini_option_applies_where_the_table_is_silent(project):
     assert result.ret == 0, result.stdout.str()
     budget = budget_of(project.path / "r.json")
     assert (budget["hardware"], budget["tolerance"]) == ("a100", 0.05)
+
+
+def test_an_ini_option_names_the_table_s_own_profile_and_sets_execution(project, capsys):
+    """``graph_budget_hardware = "my-npu"`` was refused as an unknown hardware though the
+    table defines it, and ``graph_budget_execution`` was no option at all (pytest warned of
+    an unknown key, and every estimate stayed eager)."""
+    project.makepyprojecttoml(
+        "[tool.pytest.ini_options]\ngraph_budget_hardware = 'my-npu'\n"
+        "graph_budget_execution = 'compiled'\n" + NPU.split("\n", 1)[1]
+    )
+    result = project.runpytest(
+        "-p", "no:cacheprovider", "--graph-budget", "--graph-budget-json=r.json"
+    )
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    budget = budget_of(project.path / "r.json")
+    assert (budget["hardware"], budget["execution"]) == ("my-npu", "compiled")
+    assert cli.main(["check", "--json", "c.json"]) == 0, capsys.readouterr()
+    assert budget_of(project.path / "c.json") == budget
 
 
 def test_the_table_wins_over_the_ini_option(project, capsys):
