@@ -18,7 +18,6 @@ from pytest_graphbudget.errors import GraphBudgetError, one_line
 from pytest_graphbudget.gate.budget_files import key_line
 from pytest_graphbudget.gate.budgets import Budget, how_run
 from pytest_graphbudget.gate.check import ModelResult, budget_dict, relative
-from pytest_graphbudget.modes.request import overridden
 from pytest_graphbudget.pytest_plugin.base import baseline_of
 from pytest_graphbudget.pytest_plugin.collect import (
     BrokenBudget,
@@ -48,6 +47,7 @@ from pytest_graphbudget.pytest_plugin.state import (
     _is_worker,
     check_marker_names,
     given_hardware,
+    profile_budget,
     project_settings,
 )
 
@@ -302,9 +302,9 @@ class GraphBudget:
         how: dict[str, Any] | None = None,
     ):
         """``graph_profile``: profile now (through the cache), and check the test's markers
-        after its body; ``how`` (mode, optimizer, dtype) overrides the markers' for it."""
+        after its body; ``how`` (mode, optimizer, dtype, execution) overrides the markers'."""
         budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
-        budget = overridden(budget, how or {}, f"graph_profile in {item.nodeid}")
+        budget = profile_budget(budget, how or {}, hardware, self.hardware, item.nodeid)
         label = name or budget.name or getattr(model, "name", None) or type(model).__name__
         result, prof = self._evaluate(
             item,
@@ -316,7 +316,6 @@ class GraphBudget:
                     model, inputs, kwargs, label, hw, budget.variant, *how_run(budget)
                 )
             ),
-            hardware,
         )
         item.stash.setdefault(ITEM_MODELS, []).append(result)
         if prof is None:

@@ -53,6 +53,25 @@ def given_hardware(config: pytest.Config, profiles: dict[str, Any]) -> str | Non
         raise pytest.UsageError(f"--graph-budget-hardware: {exc}") from None
 
 
+def profile_budget(
+    budget: Budget, how: dict[str, Any], hardware: str | None, given: str | None, nodeid: str
+) -> Budget:
+    """``graph_profile``'s budget: the test's, with the keywords the call gives (``how``,
+    ``hardware``) over its markers', and ``--graph-budget-hardware`` (``given``) over them all,
+    as everywhere; the budget the reports show is the one the model was priced on. A bad
+    keyword fails the test in one line, not with a traceback from inside the fixture."""
+    from dataclasses import replace
+
+    from pytest_graphbudget.modes.request import overridden
+
+    try:
+        budget = overridden(budget, how, f"graph_profile in {nodeid}")
+    except GraphBudgetError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    chosen = given or hardware
+    return replace(budget, hardware=chosen) if chosen else budget
+
+
 def check_marker_names(item: pytest.Item) -> None:
     """Raise the marker typos found when the test was collected."""
     typos = item.stash.get(ITEM_TYPOS, [])

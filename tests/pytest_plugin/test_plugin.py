@@ -672,3 +672,42 @@ def test_a_graph_budget_marker_keeps_the_keys_its_module_and_class_give(project)
         for m in models
     }
     assert got == {"test_in_class": ("h100", "compiled", 0.05), "test_own": ("a100", "eager", 0.02)}
+
+
+def test_graph_profile_s_hardware_is_the_budget_s_and_the_command_line_s_is_over_it(project):
+    """``graph_profile(..., hardware="a100")`` under ``graph_budget(hardware="h100")`` priced
+    on a100 while the JSON's budget said h100; and it beat ``--graph-budget-hardware``, which
+    the docs say overrides them all. A misspelt keyword is one line, no traceback."""
+    import json
+
+    project.makepyfile(
+        test_body="""
+        import pytest
+        from models import linear
+
+        @pytest.mark.latency_max("1s")
+        @pytest.mark.graph_budget(hardware="h100")
+        def test_keyword(graph_profile):
+            case = linear()
+            graph_profile(case.model, case.inputs, name="b", hardware="a100")
+
+        @pytest.mark.latency_max("1s")
+        def test_typo(graph_profile):
+            case = linear()
+            graph_profile(case.model, case.inputs, name="c", execution="compild")
+        """
+    )
+
+    def priced(*args: str) -> dict[str, str]:
+        result = run(project, "--graph-budget-json=out.json", *args)
+        result.assert_outcomes(passed=1, failed=1)
+        assert "Traceback" not in result.stdout.str()
+        result.stdout.fnmatch_lines(["execution in graph_profile in *test_typo must be*'compild'*"])
+        models = json.loads((project.path / "out.json").read_text())["models"]
+        priced = [m for m in models if m["profile"]]  # test_typo: an error, never priced
+        return {
+            m["label"]: (m["budget"]["hardware"], m["profile"]["hardware"]["name"]) for m in priced
+        }
+
+    assert priced() == {"b": ("a100", "a100")}
+    assert priced("--graph-budget-hardware", "t4") == {"b": ("t4", "t4")}
