@@ -82,6 +82,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"{_priced_on(result['b'])}: they are not comparable as a regression (profile both "
             "with one --hardware and one --execution)"
         )
+    elif changed := _changed_figures(_as_dict(a)["hardware"], _as_dict(b)["hardware"]):
+        console.note(
+            f"A and B are priced on {result['a']['hardware']}, but its figures differ between "
+            f"them ({changed}): the profile changed, so their estimated latencies are not "
+            "comparable as a regression"
+        )
     if args.html:
         from pytest_graphbudget.reports import html
 
@@ -264,6 +270,20 @@ def _side(prof: Mapping[str, Any]) -> dict[str, Any]:
 def _priced_on(side: Mapping[str, Any]) -> str:
     """``h100, compiled``: what a side's estimated latency was priced for."""
     return f"{side['hardware']}, {side.get('execution') or 'execution not recorded'}"
+
+
+def _changed_figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """``bandwidth 50 -> 5 GB/s``: the roofline figures two profiles of one hardware name
+    were priced with, where they differ (a project profile edited between them)."""
+    found = []
+    for key, label, unit, scale in (
+        ("peak_flops_per_s", "peak", "TFLOP/s", 1e12),
+        ("bandwidth_bytes_per_s", "bandwidth", "GB/s", 1e9),
+    ):
+        x, y = a.get(key), b.get(key)
+        if x is not None and y is not None and x != y:
+            found.append(f"{label} {x / scale:g} -> {y / scale:g} {unit}")
+    return ", ".join(found)
 
 
 def _label(side: Mapping[str, Any]) -> str:

@@ -77,6 +77,23 @@ def test_other_hardware_is_noted_and_one_pricing_is_not(saved, monkeypatch, caps
     assert compare(saved, monkeypatch, capsys, "e.json", "e.json").err == ""
 
 
+def test_one_name_priced_with_other_figures_is_noted(saved, monkeypatch, capsys, tmp_path):
+    """A project profile edited between two runs (bandwidth 50 -> 5 GB/s) kept its name, and
+    compare showed a 10x latency change on "edge" against "edge" with nothing said."""
+    from pytest_graphbudget.hardware import from_table
+
+    for name, gbs in (("before", 50), ("after", 5)):
+        edge = from_table("edge", {"peak_tflops": {"float32": 2}, "bandwidth_gbs": gbs})
+        prof = profile_model(*conv_relu(), hardware=edge)
+        (tmp_path / f"{name}.json").write_text(json.dumps(prof.to_dict()))
+    err = compare(tmp_path, monkeypatch, capsys, "before.json", "after.json").err
+    assert err.strip() == (
+        "graph-budget: note: A and B are priced on edge, but its figures differ between them "
+        "(bandwidth 50 -> 5 GB/s): the profile changed, so their estimated latencies are not "
+        "comparable as a regression"
+    )
+
+
 def test_a_profile_saved_before_execution_says_it_is_not_recorded(saved, monkeypatch, capsys):
     out, err = compare(saved, monkeypatch, capsys, "old.json", "e.json")
     assert out.splitlines()[0].startswith("A: Sequential on h100, execution not recorded (")
