@@ -385,6 +385,9 @@ class Runtime:
     # cuBLAS's and cuBLASLt's (held once allocated) and the largest cuDNN convolution's
     cublas_workspace_bytes: int | None = None
     conv_workspace_bytes: int | None = None
+    # how the timed forwards ran: always "eager" (torch.compile is not run), whatever the
+    # profile's ``execution`` prices, so a JSON reader sees it beside the timings
+    execution: str = "eager"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -281,6 +281,8 @@ def test_a_compiled_estimate_says_the_measured_latency_ran_eager(tmp_path, capsy
     assert err == "" and "(est. latency on generic, eager / min latency; 1 means" in out
 
     compiled = profile_model(Sleepy(), torch.randn(6, 8), measure=1, execution="compiled")
+    data = compiled.to_dict()
+    assert (data["execution"], data["runtime"]["execution"]) == ("compiled", "eager")
     budget = build({"latency_measured_max": "5ms", "execution": "compiled"}, "test")
     for prof in (compiled, compiled.to_dict()):
         [failure] = check(prof, budget)
