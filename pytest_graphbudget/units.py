@@ -122,24 +122,29 @@ def parse(value: object, kind: str, where: str = "", hint: bool = True) -> float
 def share(value: object, key: str, where: str = "", option: bool = False) -> float:
     """A share (a tolerance, a headroom, a growth, a bottleneck share) as a fraction.
 
-    Every share the user writes goes through here. A bare number above 1 is refused with its
-    fix, as is ``"2"``: ``tolerance = 2`` reads as 200%, so a model that grew by half would
-    pass. ``key`` names the setting as written (``tolerance``, ``--max-growth`` with
-    ``option``), so that the message shows the user's own line and its two right spellings.
+    Every share the user writes goes through here. A bare number of 1 or more is refused with
+    its fix, as is ``"2"``: ``tolerance = 2`` reads as 200%, so a model that grew by half would
+    pass, and ``tolerance = 1`` (1%, as the default, or 100%?) let +53% by. ``key`` names the
+    setting as written (``tolerance``, ``--max-growth`` with ``option``), so that the message
+    shows the user's own line and its right spellings.
     """
     number = parse(value, "ratio", f"{key} in {where}" if where and not option else where)
     percent = isinstance(value, str) and value.strip().endswith("%")
-    if percent or number <= 1:
+    if percent or number < 1:
         return number
     digits, fraction = f"{number:g}", f"{number / 100:g}"
     if option:
         written = f"{key} {value}"
         fixes = f"{key} {digits}% or {key} {fraction}"
+        whole = f" Write {key} 100% for 100%." if number == 1 else ""
     else:
         shown = f'"{value}"' if isinstance(value, str) else f"{value}"
         written, fixes = f"{key} = {shown}", f'"{digits}%" or {fraction}'
+        whole = ' Write "100%" for 100%.' if number == 1 else ""
     place = f"{key} in {where}: " if where and not option else ""
-    raise GraphBudgetError(f"{place}{written} would be {number * 100:g}%: did you mean {fixes}?")
+    raise GraphBudgetError(
+        f"{place}{written} would be {number * 100:g}%: did you mean {fixes}?{whole}"
+    )
 
 
 def format_as(value: float, kind: str) -> str:

@@ -11,6 +11,8 @@ weights in Python. ``PathTracer`` makes the table once per trace; the graph is t
 
 from __future__ import annotations
 
+import dis
+import operator
 import sys
 from typing import Any
 
@@ -42,7 +44,11 @@ class PathTracer(fx.Tracer):
         # id -> (name, the table that holds it, its key there): each tensor's first name, a
         # parameter's before a buffer's, as ``named_parameters()`` and ``named_buffers()`` give
         self._names: dict[int, tuple[str, dict, str]] = {}
+        self._opcodes: dict[tuple[Any, int], bool] = {}  # (code, offset): an augmented op?
+        self._paths: dict[int, list[str]] = {}  # a module held under several names: them all
         if isinstance(root, nn.Module):
+            for path, module in root.named_modules(remove_duplicate=False):
+                self._paths.setdefault(id(module), []).append(path)
             modules = list(root.named_modules())
             for kind in ("_parameters", "_buffers"):
                 for path, module in modules:
@@ -66,6 +72,38 @@ class PathTracer(fx.Tracer):
         name, table, key = found
         return name if table.get(key) is value else None
 
+    def path_of_module(self, mod: nn.Module) -> str:
+        """A module held by several parents (ultralytics' one ``nn.SiLU``) is named where it is
+        called, under the parent running now, as the tape and export name it; FX's own name
+        is its first, which charged every call to the first parent."""
+        paths = self._paths.get(id(mod), ())
+        if len(paths) > 1:
+            parent = self.scope.module_path
+            for path in paths:
+                if path.rpartition(".")[0] == parent:
+                    return path
+        return super().path_of_module(mod)
+
+    def _augmented(self, frame: Any) -> bool:
+        """Whether the code that made this operator's node wrote ``y += z``: a proxy has no
+        ``__iadd__``, so Python falls back to ``__add__`` and FX records a new tensor where
+        eager PyTorch adds in place (an activation more at the peak)."""
+        while frame is not None and frame.f_code.co_filename in MACHINERY:
+            frame = frame.f_back
+        if frame is None:
+            return False
+        key = (frame.f_code, frame.f_lasti)
+        if key not in self._opcodes:
+            found = next(
+                (i for i in dis.get_instructions(frame.f_code) if i.offset == frame.f_lasti),
+                None,
+            )
+            self._opcodes[key] = found is not None and (
+                found.opname.startswith("INPLACE_")  # Python 3.10
+                or (found.opname == "BINARY_OP" and found.argrepr.endswith("="))
+            )
+        return self._opcodes[key]
+
     def create_arg(self, a: Any) -> Any:
         # A tensor passed as it is (``F.batch_norm(x, self.running_mean, ...)``): FX's own
         # search walks every buffer for each one.
@@ -87,6 +125,14 @@ class PathTracer(fx.Tracer):
         return parameter_proxy_cache[name]
 
     def create_proxy(self, kind: str, target: Any, args: tuple, kwargs: dict, *rest, **more):
+        if (
+            kind == "call_function"
+            and target in AUGMENTED
+            and args
+            and isinstance(args[0], fx.Proxy)
+            and self._augmented(sys._getframe(1))
+        ):
+            target = AUGMENTED[target]
         proxy = super().create_proxy(kind, target, args, kwargs, *rest, **more)
         if kind.startswith("call_"):
             proxy.node.meta[HELD] = self._stack.held(sys._getframe(1))
@@ -99,6 +145,24 @@ MACHINERY = frozenset(
 )
 """Files of the frames between a traced op and the code that called it (FX's proxies and
 module calls, torch's function overrides): they hold only the op's arguments."""
+
+AUGMENTED = {
+    operator.add: operator.iadd,
+    operator.sub: operator.isub,
+    operator.mul: operator.imul,
+    operator.truediv: operator.itruediv,
+    operator.floordiv: operator.ifloordiv,
+    operator.mod: operator.imod,
+    operator.pow: operator.ipow,
+    operator.matmul: operator.imatmul,
+    operator.and_: operator.iand,
+    operator.or_: operator.ior,
+    operator.xor: operator.ixor,
+    operator.lshift: operator.ilshift,
+    operator.rshift: operator.irshift,
+}
+"""The operator FX records for ``y op= z`` (Python's fallback to ``op``), and the in-place
+operator eager PyTorch runs for it."""
 
 HELD = "graph_budget_held"
 """A call node's meta: the nodes whose values the forward's frames held when it ran."""

@@ -73,6 +73,7 @@ class _Recorder(TorchDispatchMode):
                 return out
         if self.split is not None:
             return self.split.op(func, args, kwargs)
+        check_dtypes(func, args)
         out = self.call(func, args, kwargs)
         if self.node is not None:
             # An out= argument is the op's output, not an input: the formula sees it as ``out``.
@@ -148,6 +149,23 @@ def _workspace(name: str, out: Any, shapes: tuple) -> int:
 
 def _call(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
+
+
+ONE_DTYPE = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "convolution"})
+"""Ops whose CPU and CUDA kernels refuse tensors of two dtypes, and whose meta kernels do not
+check: a float32 Linear fed int64 or float64 inputs raises when run, and priced on meta or
+fake tensors it would give figures of a model that cannot run."""
+
+
+def check_dtypes(func: Any, args: tuple) -> None:
+    """Raise, as the model's kernel would, when an op of ``ONE_DTYPE`` mixes dtypes."""
+    name = func.__name__.partition(".")[0]
+    if name not in ONE_DTYPE or func._overloadname != "default":
+        return
+    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+    if len(set(dtypes)) > 1:
+        shown = " and ".join(str(d).removeprefix("torch.") for d in dict.fromkeys(dtypes))
+        raise RuntimeError(f"{name} got tensors of two dtypes ({shown}), which its kernel refuses")
 
 
 ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})

@@ -225,6 +225,7 @@ def profile(request: Request) -> Profile:
         inputs = model.inputs if inputs is None else inputs
         kwargs = model.kwargs if kwargs is None else kwargs
         model = model.model
+    model = eager_module(model)
     if is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
     name = name or type(model).__name__
@@ -244,6 +245,24 @@ def profile(request: Request) -> Profile:
         if not request.runs:
             return prof
         return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)
+
+
+def eager_module(model: Any) -> Any:
+    """The module a ``torch.compile``'d one wraps, profiled in its place: Inductor's kernels
+    hide every op but the library calls from the capture (a compiled MLP lost its GELU,
+    norm and softmax FLOPs), its modules would be named ``_orig_mod.*``, and the graph is
+    the original's (``execution="compiled"`` prices it as torch.compile runs it). TorchScript
+    is refused in one line: its methods have no Python signature to read inputs by."""
+    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
+        return eager_module(model._orig_mod)
+    import torch
+
+    if isinstance(model, torch.jit.ScriptModule):
+        raise GraphBudgetError(
+            f"{type(model).__name__} is TorchScript (torch.jit.trace or torch.jit.script), "
+            "which graph-budget cannot trace; profile the eager model instead"
+        )
+    return model
 
 
 def _autocast(dtype: str | None) -> Any:

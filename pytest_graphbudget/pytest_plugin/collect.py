@@ -166,3 +166,32 @@ class BudgetItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, self.lines.get("", 1) - 1, f"budget {self.name}"
+
+
+# -- failures, as the reports tell them -------------------------------------------------
+
+
+def error_line(report: pytest.CollectReport) -> str:
+    """The exception line of a failed collection (``ValueError: bad``), without its traceback."""
+    lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors or lines or ["could not be collected"])[-1].strip()
+
+
+def ours(excinfo: Any) -> bool:
+    """Whether a failure is one of this plugin's errors (a GraphBudgetError, or a message
+    that starts with ``graph-budget``), not the test's own."""
+    return excinfo is not None and (
+        isinstance(excinfo.value, (GraphBudgetError, BudgetFailure))
+        or failure_text(excinfo).startswith("graph-budget")
+    )
+
+
+def failure_text(excinfo: Any) -> str:
+    """A failure's message as pytest would print it, without the traceback."""
+    exc = excinfo.value
+    if isinstance(exc, (GraphBudgetError, BudgetFailure)):
+        return str(exc)
+    if isinstance(exc, pytest.fail.Exception):
+        return str(exc.msg)
+    return excinfo.exconly()

@@ -21,12 +21,14 @@ from pytest_graphbudget.gate.check import ModelResult, budget_dict, relative
 from pytest_graphbudget.pytest_plugin.base import baseline_of
 from pytest_graphbudget.pytest_plugin.collect import (
     BrokenBudget,
-    BudgetFailure,
     BudgetFile,
     BudgetItem,
     add_budget_paths,
     collects,
+    error_line,
+    failure_text,
     named_paths,
+    ours,
 )
 from pytest_graphbudget.pytest_plugin.markers import (
     bare_module_error,
@@ -223,6 +225,8 @@ class GraphBudget:
         if failed and report.passed:
             report.outcome = "failed"
             report.longrepr = "\n".join(r.message() for r in failed)
+            if hasattr(report, "wasxfail"):  # pytest counts no xpass as failed: the exit was 0
+                del report.wasxfail  # an xfail marker is no verdict on the budget (docs)
         return report
 
     def unchecked(self, item: pytest.Item, call: pytest.CallInfo) -> ModelResult:
@@ -306,10 +310,21 @@ class GraphBudget:
         budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
         budget = profile_budget(budget, how or {}, hardware, self.hardware, item.nodeid)
         label = name or budget.name or getattr(model, "name", None) or type(model).__name__
+        model_id = f"{item.nodeid}::{label}"
+        same = (budget.variant.tag(model_id), f"{model_id}[")  # ids carry the variant (@train)
+        done = [r for r in item.stash.get(ITEM_MODELS, []) if r.id.startswith(same)]
+        if any(r.id == same[0] for r in done):  # one id for two models: each would be compared with the other's entry
+            message = (
+                f"graph_profile: a second model labelled {label!r} in this test; give each "
+                f"call its own name= (name='{label}-2'), so each has its own baseline entry"
+            )
+            again = self.error_result(item, f"{label}[{len(done)}]", message)
+            item.stash[ITEM_MODELS].append(again)
+            pytest.fail(message, pytrace=False)
         result, prof = self._evaluate(
             item,
             label,
-            f"{item.nodeid}::{label}",
+            model_id,
             budget,
             lambda hw: self.profiler.profile(
                 self.profiler.request(
@@ -421,29 +436,3 @@ def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
     if call.when != "setup":
         return False
     return bool(budget_markers(item)) or ours(call.excinfo)
-
-
-def error_line(report: pytest.CollectReport) -> str:
-    """The exception line of a failed collection (``ValueError: bad``), without its traceback."""
-    lines = [line for line in report.longreprtext.splitlines() if line.strip()]
-    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
-    return (errors or lines or ["could not be collected"])[-1].strip()
-
-
-def ours(excinfo: Any) -> bool:
-    """Whether a failure is one of this plugin's errors (a GraphBudgetError, or a message
-    that starts with ``graph-budget``), not the test's own."""
-    return excinfo is not None and (
-        isinstance(excinfo.value, (GraphBudgetError, BudgetFailure))
-        or failure_text(excinfo).startswith("graph-budget")
-    )
-
-
-def failure_text(excinfo: Any) -> str:
-    """A failure's message as pytest would print it, without the traceback."""
-    exc = excinfo.value
-    if isinstance(exc, (GraphBudgetError, BudgetFailure)):
-        return str(exc)
-    if isinstance(exc, pytest.fail.Exception):
-        return str(exc.msg)
-    return excinfo.exconly()

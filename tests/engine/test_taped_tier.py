@@ -103,14 +103,45 @@ class TwoBlocks(nn.Module):
         return self.two(self.one(x))
 
 
-def test_each_parent_of_a_shared_module_gets_its_own_call():
+class Traceable(TwoBlocks):
+    """The same blocks without the shape branch, which FX traces: FX names a module by its
+    first path, which charged both SiLU calls to ``one.act`` (and no ``two.act`` row)."""
+
+    def forward(self, x):
+        return self.two(self.one(x))
+
+
+class SharedBlock(nn.Module):
+    """One whole block (a conv and its activation) held by two parents."""
+
+    def __init__(self):
+        super().__init__()
+        block = Shared(nn.SiLU())
+        self.first, self.second = nn.Sequential(block), nn.Sequential(block)
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+
+@pytest.mark.parametrize("model", [TwoBlocks, Traceable], ids=["taped", "fx"])
+def test_each_parent_of_a_shared_module_gets_its_own_call(model):
     x = torch.randn(1, 4, 4, 4)
-    taped = profile_model(TwoBlocks().eval(), (x,))
-    assert taped.trace.method == "eager"
+    prof = profile_model(model().eval(), (x,))
+    assert prof.trace.method == ("eager" if model is TwoBlocks else "fx")
     # Each block: conv 4 out x 16 pixels x 4 in = 256 MACs, SiLU 5 x 64 elements = 320 FLOPs.
     for block in ("one", "two"):
-        assert taped.modules[f"{block}.conv"].macs == 4 * 16 * 4
-        assert taped.modules[f"{block}.act"].flops == 5 * 64
+        assert prof.modules[f"{block}.conv"].macs == 4 * 16 * 4
+        assert prof.modules[f"{block}.act"].flops == 5 * 64
+        assert prof.modules[block].flops == 2 * 4 * 16 * 4 + 5 * 64
+
+
+def test_a_shared_block_is_charged_under_each_parent_in_both_tiers():
+    x = torch.randn(1, 4, 4, 4)
+    for tier in ("fx", "eager"):
+        prof = profile_model(SharedBlock().eval(), (x,), tier=tier)
+        for parent in ("first", "second"):
+            assert prof.modules[f"{parent}.0.conv"].macs == 4 * 16 * 4, tier
+            assert prof.modules[f"{parent}.0.act"].flops == 5 * 64, tier
 
 
 @pytest.fixture(scope="module")

@@ -104,7 +104,42 @@ class NormMlp(nn.Module):
         return attn @ h
 
 
+class Augmented(nn.Module):
+    """``y += z`` and ``y *= 2``: FX records ``operator.add`` (a proxy has no ``__iadd__``),
+    a new tensor where eager adds in place; the shape's own ``n += 1`` stays an int."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(256, 256), nn.Linear(256, 256)
+
+    def forward(self, x):
+        y, z = self.a(x), self.b(x)
+        y += z
+        y *= 2
+        n = x.shape[0]
+        n -= 1
+        return y[:n]
+
+
+class SharedAct(nn.Module):
+    """One activation held by two blocks (ultralytics' ``Conv.default_act``): each block's
+    call is charged to that block, in both tiers."""
+
+    def __init__(self):
+        super().__init__()
+        act = nn.GELU()
+        self.one, self.two = (
+            nn.Sequential(nn.Linear(8, 8), act),
+            nn.Sequential(nn.Linear(8, 8), act),
+        )
+
+    def forward(self, x):
+        return self.two(self.one(x))
+
+
 HAND = {
+    "augmented": (Augmented, lambda: (torch.rand(64, 256),)),
+    "shared_act": (SharedAct, lambda: (torch.rand(2, 8),)),
     "out_variants": (OutVariants, lambda: (torch.rand(10, 10),)),
     "in_place_and_views": (InPlaceAndViews, lambda: (torch.rand(16, 16),)),
     "conv_pool": (ConvPool, lambda: (torch.rand(2, 3, 16, 16),)),
@@ -118,6 +153,20 @@ def test_hand_modules_agree(name):
     torch.manual_seed(0)
     fx, eager = both_tiers(build().eval(), inputs())
     assert eager == fx
+
+
+def test_augmented_assignment_adds_in_place():
+    """By hand: two 64 x 256 float32 outputs live at once, 2 x 65,536 B; ``y += z`` and
+    ``y *= 2`` write into ``y`` (FX's out-of-place add held a third: 196,608 B)."""
+    prof = profile_model(Augmented().eval(), (torch.rand(64, 256),), tier="fx")
+    assert prof.activation_peak_bytes == 2 * 64 * 256 * 4
+
+
+def test_a_shared_module_is_charged_to_each_caller():
+    for tier in ("fx", "eager"):
+        prof = profile_model(SharedAct().eval(), (torch.rand(2, 8),), tier=tier)
+        # GELU: 5 FLOPs per element (docs/metrics.md), 16 elements per call
+        assert prof.modules["one.1"].flops == prof.modules["two.1"].flops == 5 * 16, tier
 
 
 TORCHVISION = (
@@ -252,3 +301,23 @@ def test_golden_cases_agree(name, monkeypatch):
     monkeypatch.setattr(GOLDEN, "_profile", profile_both)
     fx, eager = GOLDEN.CASES[name]()
     assert eager == fx
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+def test_inputs_the_model_cannot_run_fail_in_every_tier(dtype):
+    """Meta kernels do not check dtypes: FX priced a float32 Linear fed int64 (or numpy's
+    float64) at 64 MACs, where the model's forward raises."""
+    from pytest_graphbudget.errors import ModelRunError
+
+    x = torch.ones(2, 8, dtype=dtype)
+    with pytest.raises(RuntimeError):
+        nn.Linear(8, 4)(x)
+    for tier in (None, "fx", "eager"):
+        with pytest.raises(ModelRunError, match="must have the same dtype"):
+            profile_model(nn.Linear(8, 4), (x,), tier=tier)
+    conv = nn.Conv2d(3, 4, 3)
+    with pytest.raises(ModelRunError, match="should be the same"):
+        profile_model(conv, (torch.ones(1, 3, 8, 8, dtype=dtype),), tier="fx")
+    assert profile_model(conv.double(), (torch.ones(1, 3, 8, 8, dtype=torch.float64),)).macs == (
+        4 * 36 * 27  # 4 out channels x 6 x 6 pixels x 3 x 3 x 3
+    )

@@ -131,6 +131,19 @@ def test_a_bare_tolerance_above_one_is_an_error_that_gives_the_fix(project, writ
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.parametrize("written", ["1", "1.0", '"1"'])
+def test_a_bare_tolerance_of_one_is_an_error_too(project, written, capsys):
+    """1 was read as 100%: a user who meant the default's 1% let a +53% regression by."""
+    configure(project, f"tolerance = {written}")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f'ERROR: *tolerance = {written} would be 100%: did you mean "1%" or 0.01? Write "100%"*']
+    )
+    assert cli.main(["compare", "a.json", "b.json", "--max-growth", "1"]) == 2
+    assert "--max-growth 1 would be 100%" in capsys.readouterr().err
+
+
 def test_shares_are_checked_alike_in_budget_files_markers_and_the_command_line(project, capsys):
     write(
         project,

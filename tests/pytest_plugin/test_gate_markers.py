@@ -406,3 +406,66 @@ def test_execution_is_a_marker_keyword_and_a_toml_key_and_a_bad_one_is_one_line(
         if m.get("profile")
     }
     assert ran == {"test_compiled": "compiled", "test_eager": "eager", "linear": "compiled"}
+
+
+def test_an_xfail_marker_does_not_excuse_a_budget(project, tmp_path):
+    """Non-strict xfail: the body passed (an xpass), the budget failed. The table and JSON
+    said FAIL while pytest exited 0 and its JUnit said "skipped": pytest counts no report
+    carrying ``wasxfail`` as failed. linear(16): 8,256 FLOPs by hand, over a 1k limit."""
+    project.makepyfile(
+        test_xfail="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear(16, name="lin16")
+
+        @pytest.mark.xfail(reason="known")
+        @pytest.mark.flops_max("1k")
+        def test_over(model):
+            pass
+
+        @pytest.mark.xfail(reason="known")
+        @pytest.mark.flops_max("1G")
+        def test_within(model):
+            pass
+        """
+    )
+    result, report = run(project, f"--junitxml={tmp_path / 'junit.xml'}")
+    result.assert_outcomes(failed=1, xpassed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    models = by_id(report)
+    assert models["test_xfail.py::test_over::model"]["verdict"] == "fail"
+    assert models["test_xfail.py::test_within::model"]["verdict"] == "pass"
+    junit = (tmp_path / "junit.xml").read_text()
+    assert 'failures="1"' in junit and "exceeds flops_max 1k" in junit
+
+
+def test_two_graph_profile_calls_under_one_label_are_an_error(project):
+    """A loop over widths labelled every model ``Linear``: one id, so after an update the
+    baseline held one of them, and the other was compared with it (+242% reported as a
+    drop). The second call fails in one line; the first model is still checked."""
+    project.makepyfile(
+        test_loop="""
+        import pytest, torch
+
+        @pytest.mark.flops_max("1G")
+        def test_loop(graph_profile):
+            for width in (8, 16):
+                graph_profile(torch.nn.Linear(width, width), (torch.randn(1, width),))
+
+        @pytest.mark.flops_max("1G")
+        def test_named(graph_profile):
+            for w in (8, 16):
+                graph_profile(torch.nn.Linear(w, w), (torch.randn(1, w),), name=f"w{w}")
+        """
+    )
+    result, report = run(project)
+    result.assert_outcomes(passed=1, failed=1)
+    models = by_id(report)
+    assert models["test_loop.py::test_loop::Linear"]["verdict"] == "pass"
+    second = models["test_loop.py::test_loop::Linear[1]"]
+    assert second["verdict"] == "error" and "a second model labelled 'Linear'" in second["error"]
+    assert {"test_loop.py::test_named::w8", "test_loop.py::test_named::w16"} <= set(models)
+    result.stdout.fnmatch_lines(["*give each call its own name=*"])
