@@ -6,10 +6,13 @@ cost pass reads from the tensors themselves. The FLOPs around it are counted per
 
 - quantize (``x / scale + zero_point``, rounded and clamped): 2 FLOPs per element;
 - dequantize (``(q - zero_point) * scale``): 2 FLOPs per element;
-- dynamic quantization (the min and max of the input found first, then quantize): 4.
+- dynamic quantization (the min and max of the input found first, then quantize): 4;
+- a static int8 product's int32 sums requantized to the output's scale and zero point: 2.
 """
 
 from __future__ import annotations
+
+from math import prod
 
 from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
 
@@ -79,3 +82,44 @@ def weight_int4pack_mm(x: Shape, w, group_size, scales_zeros, *_, out: Shape, **
     # on the fly ((q - zero) * scale: 2 FLOPs per weight element read, k*n of them).
     k = x[-1]
     return OpCost(macs=numel(x) * out[-1], other=2 * k * out[-1])
+
+
+def _unpacked(packed: object) -> tuple:
+    """A static quantized op's packed weight and bias (``torch.ao``'s packed params)."""
+    weight, bias = packed.unpack()  # type: ignore[attr-defined]
+    return tuple(weight.shape), bias is not None
+
+
+@register("quantized.conv1d", "quantized.conv2d", "quantized.conv3d", role="anchor", kind="conv")
+def conv_static(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
+    # The float convolution's MACs: weight [C_out, C_in/groups, *kernel], C_in/groups * k per
+    # output element. Per output element: the int32 sum requantized (its scale and zero
+    # point: 2) and the bias added (1).
+    weight, bias = _unpacked(packed)
+    return OpCost(macs=numel(out) * prod(weight[1:]), other=numel(out) * (2 + int(bias)))
+
+
+@register(
+    "quantized.conv1d_relu",
+    "quantized.conv2d_relu",
+    "quantized.conv3d_relu",
+    role="anchor",
+    kind="conv",
+)
+def conv_relu_static(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
+    # conv_static, then the fused ReLU: one more FLOP per output element.
+    return conv_static(x, packed, out=out) + OpCost(other=numel(out))
+
+
+@register("quantized.linear", role="anchor", kind="linear")
+def linear_static(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
+    # (..., k) @ (k, n): numel(x) * n MACs; per output element requantized (2) and the bias
+    # added (1).
+    _, bias = _unpacked(packed)
+    return OpCost(macs=numel(x) * out[-1], other=numel(out) * (2 + int(bias)))
+
+
+@register("quantized.linear_relu", role="anchor", kind="linear")
+def linear_relu_static(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
+    # linear_static, then the fused ReLU.
+    return linear_static(x, packed, out=out) + OpCost(other=numel(out))

@@ -41,6 +41,14 @@ def rms_norm(x: Shape, normalized_shape, weight=None, *_, out, **__) -> OpCost:
     return OpCost(other=(3 + int(weight is not None)) * numel(x))  # square, mean, scale (+ weight)
 
 
+@register("_weight_norm_interface", role="reduction", kind="weight_norm")
+def weight_norm(v: Shape, g: Shape, *_, out, **__) -> OpCost:
+    # w = g * v / ||v||, the norm over every dim of v but one: a square and an add per
+    # element of v, a square root and a divide per norm (one per element of g), then a
+    # multiply per element of v (the weight_norm parametrization's one kernel).
+    return OpCost(other=3 * numel(v) + 2 * numel(g))
+
+
 # Batch norm with running statistics fuses as a pointwise op; updating them is a reduction.
 @register("native_batch_norm", "_native_batch_norm_legit", kind="bn")
 def batch_norm(

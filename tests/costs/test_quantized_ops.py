@@ -97,3 +97,39 @@ def test_dynamic_int8_linear_flops_around_its_macs():
     relu = 4 * 128
     second = 4 * (4 * 128) + 2 * (4 * 32)  # 2,304
     assert prof.macs == macs and prof.flops == 2 * macs + first + relu + second
+
+
+def test_static_int8_conv_and_linear_have_their_float_macs():
+    """``torch.ao``'s eager static quantization (fused conv + ReLU, then a linear) priced
+    MACs 0 and both ops unsupported. By hand at batch 2, 3x8x8 in: the conv's 2 x 8 x 6 x 6
+    outputs take 3 x 3 x 3 MACs each = 15,552; the linear's 2 x 10 outputs 288 each = 5,760.
+    Around them, per output element: requantized (2), the bias added (1), the ReLU (1)."""
+    import torch.ao.quantization as tq
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+            self.conv, self.relu = nn.Conv2d(3, 8, 3), nn.ReLU()
+            self.fc = nn.Linear(8 * 6 * 6, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.relu(self.conv(self.quant(x)))
+            return self.dequant(self.fc(x.flatten(1)))
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    net.qconfig = tq.get_default_qconfig("fbgemm")
+    tq.fuse_modules(net, [["conv", "relu"]], inplace=True)
+    x = torch.randn(2, 3, 8, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's eager-mode API warns of its deprecation
+        tq.prepare(net, inplace=True)
+        net(x)
+        tq.convert(net, inplace=True)
+    prof = profile_model(net, (x,))
+    assert prof.coverage.unsupported_ops == {}
+    conv, fc = 2 * 8 * 6 * 6, 2 * 10  # output elements
+    assert prof.modules["conv"].macs == conv * 27 and prof.modules["fc"].macs == fc * 288
+    assert prof.modules["conv"].flops == 2 * conv * 27 + conv * (2 + 1 + 1)
+    assert prof.modules["fc"].flops == 2 * fc * 288 + fc * (2 + 1)

@@ -462,3 +462,17 @@ def test_cdist_counts_its_pairs(rows, p, macs, flops):
     prof = profile_model(Dist(), (torch.rand(2, rows[0], 8), torch.rand(2, rows[1], 8)))
     assert prof.coverage.unsupported_ops == {}
     assert (prof.macs, prof.flops) == (macs, flops)
+
+
+def test_weight_norm_parametrization_is_priced():
+    """``parametrizations.weight_norm`` (audio models' convolutions) runs one
+    ``_weight_norm_interface`` kernel, which was unsupported. Linear(16, 8) at batch 4: the
+    product 4 x 16 x 8 MACs and 4 x 8 bias adds; the weight w = g * v / ||v||: a square and an
+    add per element of v (128), a square root and a divide per row norm (8), a multiply per
+    element of v."""
+    from torch.nn.utils import parametrizations
+
+    prof = profile_model(parametrizations.weight_norm(nn.Linear(16, 8)), (torch.randn(4, 16),))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.macs == 4 * 16 * 8
+    assert prof.flops == 2 * 4 * 16 * 8 + 4 * 8 + (2 * 128 + 2 * 8 + 128)
