@@ -202,9 +202,26 @@ sum of the two products), 3 sigmoids x 4, 2 tanh x 1, c = f*c + i*g (3), h = o*t
 
 @register("mkldnn_rnn_layer", role="anchor", kind="lstm")
 def mkldnn_rnn_layer(
-    x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode, hidden_size, *_, out, **__
+    x,
+    w_ih,
+    w_hh,
+    b_ih,
+    b_hh,
+    hx,
+    cx,
+    reverse,
+    batch_sizes,
+    mode,
+    hidden_size,
+    num_layers=1,
+    has_biases=True,
+    *_,
+    out,
+    **__,
 ) -> OpCost:
     # One LSTM layer in one direction (the CPU path): per step and sample, the input product
-    # (I x 4H) and the recurrent product (H x 4H).
+    # (I x 4H) and the recurrent product (H x 4H). ``bias=False`` passes the weights again
+    # where the biases go, and ``has_biases`` False: the 4 gates' 2 bias adds each are not done.
     steps = numel(x) // x[-1]
-    return OpCost(macs=steps * (numel(w_ih) + numel(w_hh)), other=steps * hidden_size * LSTM_CELL)
+    cell = LSTM_CELL if has_biases else LSTM_CELL - 8
+    return OpCost(macs=steps * (numel(w_ih) + numel(w_hh)), other=steps * hidden_size * cell)

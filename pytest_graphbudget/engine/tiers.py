@@ -91,7 +91,7 @@ def _trace_and_measure(
         taped = _taped(model, example, failures, failed_in)
         if taped is not None:
             return taped
-    return _after_warm_up(model, example, tier)
+    return _after_warm_up(model, example, tier, failures.get("eager"))
 
 
 def _eager_alone(model: Any, example: Any) -> tuple[Any, Any, dict[str, str]]:
@@ -189,7 +189,8 @@ def _taped(
             captured = capture_eager(model, example, memo=not _settled(model), hollow=hollow)
     except FormulaError:
         raise
-    except Exception:  # the model's own failure is reported by the warm-up that follows
+    except Exception as exc:  # the model's own failure is reported by the warm-up that follows
+        failures["eager"] = one_line(exc)  # and a tape the forward outran, by the profile
         return None
     memo, captured.memo = captured.memo, None  # used here or never: no profile carries it
     _settle(model, not watch.changed)
@@ -323,9 +324,13 @@ def _passes(model: Any, seconds: float) -> list[bool]:
     return passes
 
 
-def _after_warm_up(model: Any, example: Any, tier: str | None) -> tuple[Any, Any, dict[str, str]]:
+def _after_warm_up(
+    model: Any, example: Any, tier: str | None, taped: str | None = None
+) -> tuple[Any, Any, dict[str, str]]:
     """Warm up, then the tiers; when no whole graph can be had, the path one real forward
-    takes (graphs between breaks, or eager). ``tier="dynamo-breaks"`` skips the export."""
+    takes (graphs between breaks, or eager). ``tier="dynamo-breaks"`` skips the export.
+    ``taped``: why the taped forward failed (nested tensors), said in the profile's failures
+    when a whole graph prices the model instead."""
     from pytest_graphbudget.engine.trace import analysis, is_meta, warm_up
 
     meta = is_meta(model)  # asked outside ``analysis``, which swaps meta weights for fakes
@@ -339,7 +344,7 @@ def _after_warm_up(model: Any, example: Any, tier: str | None) -> tuple[Any, Any
                 f"{exc}; the forward branches on tensor values, which a model on the meta "
                 "device has none of: build it with real weights (meta=False) to profile it"
             ) from exc
-    return _whole_graph(model, example, tier, seconds, {})
+    return _whole_graph(model, example, tier, seconds, {"eager": taped} if taped else {})
 
 
 def _whole_graph(

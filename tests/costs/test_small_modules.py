@@ -242,6 +242,15 @@ def test_lstm(layers, bidirectional, eager_aten_ops):
     assert_counts(prof, macs, 2 * macs + extra)
 
 
+def test_lstm_without_bias_adds_no_bias():
+    """``bias=False``: each of the 4 gates adds its two products, and no bias (8 adds fewer
+    per hidden unit and step: 22 FLOPs besides the products, not 30)."""
+    T, B, I, H = 6, 3, 4, 8  # noqa: E741
+    prof = profile(nn.LSTM(I, H, bias=False), torch.randn(T, B, I))
+    macs = lstm_macs(T, B, I, H)
+    assert_counts(prof, macs, 2 * macs + T * B * H * (30 - 8))
+
+
 @pytest.mark.parametrize("case", ["sdpa", "mha-fast-path", "lstm"])
 def test_counts_where_flop_counter_is_blind(case, flop_counter):
     """On CPU, FlopCounterMode has no formula for ``_scaled_dot_product_flash_attention_for_cpu``,

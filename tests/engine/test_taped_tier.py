@@ -591,3 +591,20 @@ def test_a_model_of_many_layers_on_the_meta_device_is_taped_on_fakes_first():
     assert taped.flops == traced.flops and taped.traffic_bytes == traced.traffic_bytes
     assert taped.activation_peak_bytes == traced.activation_peak_bytes
     assert profile_model(few, (x,)).trace.method == "fx"
+
+
+def test_a_tape_the_forward_outruns_is_said_and_the_export_prices_it_dense():
+    """``nn.TransformerEncoder`` with a padding mask takes its nested-tensor fast path, which
+    the tape cannot follow: the export prices it, dense, and the profile says why the tape
+    failed (it said only FX's reason, as if Dynamo had run unasked). By hand, per layer at
+    batch 2, 10 tokens, d 32, 4 heads of 8, feed-forward 64: in_proj 20 x 32 x 96, scores and
+    values 2 x (2 x 4 x 10 x 10 x 8), out_proj 20 x 32 x 32, feed-forward 2 x (20 x 32 x 64)."""
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+    x, mask = torch.randn(2, 10, 32), torch.zeros(2, 10, dtype=torch.bool)
+    mask[:, 7:] = True
+    prof = profile_model(encoder, (x,), {"src_key_padding_mask": mask})
+    assert prof.trace.method == "dynamo"
+    assert "NestedTensor" in prof.trace.failures["eager"]
+    per_layer = 20 * 32 * 96 + 2 * (2 * 4 * 10 * 10 * 8) + 20 * 32 * 32 + 2 * (20 * 32 * 64)
+    assert prof.macs == 2 * per_layer
