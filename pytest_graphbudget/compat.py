@@ -234,6 +234,34 @@ def fake_view(mode: Any, source: Any, shape: Any, stride: Any, offset: int, grad
     return FakeTensor(mode, meta, source.device)
 
 
+@cache
+def grouped_mm_op() -> Any:
+    """``aten._grouped_mm`` where this torch has it (a mixture of experts' products in
+    transformers 5), else None."""
+    import torch
+
+    try:
+        return torch.ops.aten._grouped_mm.default
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def grouped_mm(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``_grouped_mm`` on meta or fake float32 operands: its meta kernel accepts only bfloat16
+    and float16, where the CPU kernel runs float32 (a Mixtral built on the meta device could
+    not be profiled). Run in bfloat16 on the fakes, and give the float32 result's layout."""
+    import torch
+
+    first = args[0]
+    if first.dtype != torch.float32 or not (first.is_meta or is_fake(first)):
+        return func(*args, **kwargs)
+    low = [
+        a.to(torch.bfloat16) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a
+        for a in args
+    ]
+    return func(*low, **kwargs).to(torch.float32)
+
+
 def is_fake(tensor: Any) -> bool:
     from torch._subclasses.fake_tensor import is_fake as _is_fake
 
@@ -336,3 +364,10 @@ def pytest_inifile(**given: Any) -> Any:
 
     accepted = inspect.signature(determine_setup).parameters
     return determine_setup(**{key: value for key, value in given.items() if key in accepted})
+
+
+def ini_keys(config: Any) -> list[str]:
+    """The ini options a pytest ``config``'s file gives (and ``-o``'s, on pytest 9): pytest has
+    no public list of them. pytest 9 keeps them in ``_inicfg``, pytest 8 in ``inicfg``."""
+    found = getattr(config, "_inicfg", None)
+    return list(getattr(config, "inicfg", {}) if found is None else found)

@@ -75,6 +75,16 @@ def bmm(a: Shape, b: Shape, *, out: Shape, **_) -> OpCost:
     return OpCost(macs=numel(a) * b[-1])
 
 
+@register("_grouped_mm", role="anchor", kind="matmul")
+def grouped_mm(a: Shape, b: Shape, offs=None, bias=None, *_, out: Shape, **__) -> OpCost:
+    # One product per group (a mixture of experts' experts, transformers 5): each row of a
+    # (m, k) meets its group's (k, n), so 2-d x 3-d is m*k*n; 3-d x 3-d is bmm's g*m*k*n;
+    # with ``offs`` splitting k (2-d x 2-d) or n (3-d x 2-d), the groups' parts add up to
+    # one m*k*n. Plus the bias add, when there is one.
+    macs = prod(a[-2:]) * b[-1] * (a[0] if len(a) == 3 and len(b) == 3 else 1)
+    return OpCost(macs=macs, other=numel(out) if bias is not None else 0)
+
+
 @register("baddbmm", role="anchor", kind="bmm")
 def baddbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
     return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha))

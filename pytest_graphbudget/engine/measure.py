@@ -18,7 +18,7 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.compat import fake_mode
+from pytest_graphbudget.compat import fake_mode, grouped_mm, grouped_mm_op
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import tree
@@ -53,6 +53,7 @@ class _Recorder(TorchDispatchMode):
         self.kernels = 0  # ops of the current node that launch a kernel (``_launches``)
         self.fresh: dict[Any, int] = {}  # storages the node's multi-output ops made -> bytes
         self.split: Split | None = None  # a node being recorded one node per op
+        self.grouped = grouped_mm_op()  # run apart on fakes (``compat.grouped_mm``)
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -74,7 +75,8 @@ class _Recorder(TorchDispatchMode):
         if self.split is not None:
             return self.split.op(func, args, kwargs)
         check_dtypes(func, args)
-        out = self.call(func, args, kwargs)
+        call = grouped_mm if func is self.grouped else self.call
+        out = call(func, args, kwargs)
         if self.node is not None:
             # An out= argument is the op's output, not an input: the formula sees it as ``out``.
             outs = _out_arguments(func)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from pytest_graphbudget.compat import grouped_mm
 from pytest_graphbudget.engine import first, tree, walk
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
@@ -114,7 +115,12 @@ class Tape(_Recorder):
         call = None if self.memo is None else self.memo.key_of(func, args, kwargs)
         try:
             hollow = self.hollow
-            out = func(*args, **kwargs) if hollow is None else hollow.run(func, args, kwargs, node)
+            if func is self.grouped:
+                out = grouped_mm(func, args, kwargs)
+            elif hollow is None:
+                out = func(*args, **kwargs)
+            else:
+                out = hollow.run(func, args, kwargs, node)
             # An out= argument is the op's output, not an input (as in the cost pass).
             inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
             if outs:  # written through, not read (nor a new storage): as in the cost pass
