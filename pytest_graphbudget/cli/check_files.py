@@ -320,8 +320,10 @@ def budget_paths(
             raise UsageError(f"{path}: no such file or directory")
         if path.is_file():
             if path.name not in budget_files.SKIPPED:
-                files.append(path)
+                files.append(not_a_budget_file(path, baseline))
             continue
+        if not path.is_dir():
+            raise UsageError(f"{path}: not a budget file (*.toml) nor a directory")
         for found in sorted(path.rglob("*.toml")):
             parts = found.relative_to(path).parts[:-1]
             if any(p.startswith(".") or p in PRUNED for p in parts):
@@ -338,6 +340,19 @@ def budget_paths(
         shown = ", ".join(relative(str(p), root) for p in given)
         raise UsageError(f"no budget files (*.toml) in {shown}: nothing would be checked")
     return unique
+
+
+def not_a_budget_file(path: Path, baseline: Path) -> Path:
+    """``path``, a budget file named on the command line; a Python module or the baseline
+    read as budget TOML was an exit 1 on a parse error, a check that should not have run."""
+    if path.suffix != ".toml":  # as pytest --graph-budget collects them
+        raise UsageError(
+            f"{path}: not a budget file (*.toml); check reads TOML budget files and "
+            "directories of them (tests with budget markers run under pytest --graph-budget)"
+        )
+    if path.resolve() == baseline.resolve():
+        raise UsageError(f"{path} is the baseline file, not a budget file")
+    return path
 
 
 def known_hardware(name: str | None, profiles: dict[str, Any]) -> str | None:

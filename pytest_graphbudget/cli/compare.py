@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -97,12 +98,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return EXIT_OK
     failed = False
     for figure in GROWTH_CHECKED:
-        t = result["totals"][figure.key]
-        if t["a"] and t["b"] > t["a"] * (1 + args.max_growth):
-            growth = t["b"] / t["a"] - 1
+        old, new = result["totals"][figure.key]["a"], result["totals"][figure.key]["b"]
+        # From 0 any growth is beyond every ratio: the baseline gate's "regressed from 0".
+        if new > old * (1 + args.max_growth):
+            growth = f"{new / old - 1:+.1%}" if old else "from 0"
             console.failure(
-                f"{figure.label} grew {growth:+.1%} "
-                f"({figure.format(t['a'])} -> {figure.format(t['b'])}), "
+                f"{figure.label} grew {growth} ({figure.format(old)} -> {figure.format(new)}), "
                 f"more than --max-growth {args.max_growth:.1%}"
             )
             failed = True
@@ -198,7 +199,51 @@ def read_profile_json(source: str) -> dict[str, Any]:
     missing = [k for k in ("model", "inputs", "totals", "bottleneck", "modules") if k not in data]
     if missing:
         raise GraphBudgetError(f"{source}: profile lacks {', '.join(missing)}")
+    _check_figures(source, data)
     return data
+
+
+def _check_figures(source: str, data: dict[str, Any]) -> None:
+    """Every figure ``compare`` reads is a number, and those ``--max-growth`` bounds are there:
+    a hand-edited ``"flops": "20M"`` or ``null`` is a one-line error naming the key, never a
+    traceback, nor a figure left out of the check."""
+    totals = _table(source, data, "totals")
+    for figure in COMPARED:
+        if figure.key in totals or figure in GROWTH_CHECKED:
+            _number(source, totals, "totals", figure.key)
+    for label in ("compute_bound", "memory_bound"):
+        shares = _table(source, _table(source, data, "bottleneck"), label, "bottleneck.")
+        _number(source, shares, f"bottleneck.{label}", "share")
+    name = _table(source, data, "hardware").get("name")
+    if not isinstance(name, str):
+        raise GraphBudgetError(f"{source}: profile's hardware.name is {json.dumps(name)}")
+    modules = _table(source, data, "modules")
+    for path in modules:
+        module = _table(source, modules, path, "modules.")
+        for key in ("flops", "macs", "params"):
+            _number(source, module, f"modules.{path}", key)
+
+
+def _table(source: str, parent: Mapping[str, Any], key: str, within: str = "") -> Mapping[str, Any]:
+    """``parent[key]`` when it is an object, else the one-line error naming it."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        shown = "missing" if key not in parent else f"{json.dumps(value)}, not an object"
+        raise GraphBudgetError(f"{source}: profile's {within}{key} is {shown}")
+    return value
+
+
+def _number(source: str, table: Mapping[str, Any], name: str, key: str) -> None:
+    """``table[key]`` is a finite number (not a string, null, a boolean or NaN, which every
+    comparison would pass)."""
+    value = table.get(key)
+    if key not in table:
+        raise GraphBudgetError(f"{source}: profile lacks {name}.{key}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise GraphBudgetError(
+            f"{source}: profile's {name}.{key} is {json.dumps(value)}, not a number (a saved "
+            f"profile holds plain numbers: write it with `{PROG} profile MODEL --format json`)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------

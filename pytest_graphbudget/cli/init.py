@@ -41,9 +41,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "-o",
         "--output",
-        default=DEFAULT_BUDGET_FILE,
         metavar="FILE",
-        help=f"budget file (default {DEFAULT_BUDGET_FILE}; - for stdout)",
+        help=f"budget file under the budget paths (default {DEFAULT_BUDGET_FILE}, or "
+        "models.toml in the first of [tool.graph_budget] budgets; - for stdout)",
     )
     p.add_argument(
         "--headroom",
@@ -59,7 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    output = args.output
+    output = args.output if args.output == "-" else _checked_output(args.output)
     to_stdout = output == "-"
     document = _existing(output, args.models, args.force) if not to_stdout else None
     hardware = loading.hardware(args)
@@ -102,6 +102,47 @@ def _refuse_file_hardware(name: str, path: str | None) -> None:
             f"not read: define it in pyproject.toml as [tool.graph_budget.hardware_profiles."
             f"{name}] instead (init, check and pytest all read that)"
         )
+
+
+def _checked_output(given: str | None) -> str:
+    """The budget file to write (``given``, else the default under the budget paths); one
+    that no run reads is refused, as a budget never checked: the baseline (whose tables
+    ``check --update`` rewrites), a file named as one, or a file outside what ``check`` and
+    ``pytest --graph-budget`` collect (``[tool.graph_budget] budgets``, else ``budgets/``)."""
+    from pytest_graphbudget.gate.budget_files import SKIPPED, covered
+    from pytest_graphbudget.run import settings
+
+    project, conf = settings.for_directory(Path.cwd())
+    first = conf.budgets[0] if conf.budgets else ""
+    default = first if first.endswith(".toml") else f"{first.rstrip('/')}/models.toml"
+    default = default if first else DEFAULT_BUDGET_FILE
+    elsewhere = project.root.resolve() != Path.cwd().resolve()
+    if elsewhere:  # the settings' paths are the root's
+        default = str(project.root / default)
+    output = given or default
+    path, shown = Path(output), f"-o {output}" if given else output
+    if path.resolve() == (project.root / conf.baseline).resolve():
+        where = f", set in {conf.baseline_from}" if conf.baseline_from else ""
+        raise GraphBudgetError(
+            f"{shown} is the baseline file{where}, which holds the measured figures, not "
+            f"budgets: write the budgets to another file, e.g. -o {default}"
+        )
+    if path.suffix != ".toml" or path.name in SKIPPED:
+        raise GraphBudgetError(
+            f"{shown}: a budget file is a *.toml file not named {' or '.join(SKIPPED)}; "
+            f"no run would check this one (e.g. -o {default})"
+        )
+    roots = [project.root / p for p in conf.budgets] or [project.root / "budgets"]
+    if not covered(path, roots):
+        paths = f"[tool.graph_budget] budgets ({', '.join(conf.budgets)})"
+        collected = paths if conf.budgets else "budgets/"
+        collected += f" of {project.root}" if elsewhere else ""
+        raise GraphBudgetError(
+            f"{shown} is outside {collected}, where check and pytest --graph-budget "
+            "collect budget files, so no run would check it: write it there (e.g. -o "
+            f"{default}), or add its folder to [tool.graph_budget] budgets in pyproject.toml"
+        )
+    return output
 
 
 def _existing(output: str, models: list[str], force: bool) -> Any:

@@ -148,6 +148,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     seen = {r.id for r in results}
     collection = merge_expect.collection_of(documents)
     left = merge_expect.never_ran(collection, {r.nodeid for r in results}, seen)
+    stopped = merge_expect.halted(documents, seen)  # a shard whose run stopped before its tests
+    for path, ids in stopped.items():
+        console.error(merge_expect.halted_line(path, ids))
     if args.expect:  # what must run, named: the shards' own lists are not needed
         wanted = merge_expect.expected(args.expect)
         lost = [i for i in wanted if not merge_expect.reported(i, seen)]
@@ -155,9 +158,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
         lost = left
         if lost:
             console.error(merge_expect.never_ran_line(lost, list(documents)))
+    halted = frozenset().union(*stopped.values())  # kept by a shard, so never in ``left``
+    lost = sorted(halted.union(lost))
     results = sorted(results + [not_run(i) for i in lost], key=lambda r: r.id)
     if collection is not None:  # the merged run's: what the shards collected, and left unrun
-        collection = json_report.Collection(collection.collected, frozenset(left))
+        collection = json_report.Collection(
+            collection.collected, halted.union(left), collection.skipped
+        )
     here = Path.cwd()
     done = write_files(
         results,

@@ -9,6 +9,11 @@ the budget files' items and the tests with a budget marker. Nothing is profiled 
 Without it, the shards' own reports: a shard split by pytest-split (``--splits``/``--group``)
 or ``-k`` collects every test before it deselects the other shards', and its JSON lists them
 (``collected_budget_nodeids``, ``deselected_budget_nodeids``): each must have run somewhere.
+
+Either way, a model a shard kept, and neither reported nor skipped (``skipped_budget_nodeids``),
+never ran there: its run stopped first (pytest interrupts a run whose collection failed, after
+listing what it collected; ``-x``; a crashed worker). Unless another shard reported it, it is
+``not run``, whatever that shard's ``passed`` says.
 """
 
 from __future__ import annotations
@@ -78,7 +83,8 @@ def collection_of(documents: dict[str, dict[str, Any]]) -> Collection | None:
         return None
     collected = frozenset().union(*(c.collected for c in found))
     ran = frozenset().union(*(c.collected - c.deselected for c in found))
-    return Collection(collected, collected - ran)
+    known = [c.skipped for c in found if c.skipped is not None]
+    return Collection(collected, collected - ran, frozenset().union(*known) if known else None)
 
 
 def never_ran(collection: Collection | None, nodeids: set[str], seen: set[str]) -> list[str]:
@@ -90,15 +96,41 @@ def never_ran(collection: Collection | None, nodeids: set[str], seen: set[str]) 
     return sorted(i for i in lost if not reported(i, seen))
 
 
+def halted(documents: dict[str, dict[str, Any]], seen: set[str]) -> dict[str, list[str]]:
+    """Per report, the budgeted node ids it kept (not deselected) and neither reported nor
+    skipped, that no report has: its run stopped before them. A report that does not list
+    its skipped ones (an earlier version's) says nothing here."""
+    found = {}
+    for path, document in documents.items():
+        collection = Collection.read(document)
+        if collection is None or collection.skipped is None:
+            continue
+        kept = collection.collected - collection.deselected - collection.skipped
+        if lost := sorted(i for i in kept if not reported(i, seen)):
+            found[path] = lost
+    return found
+
+
+def _shown(ids: list[str]) -> str:
+    return ", ".join(ids[:SHOWN]) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
+
+
+def halted_line(path: str, lost: list[str]) -> str:
+    """The one line that says a report kept budgeted models it never ran."""
+    many = "models" if len(lost) > 1 else "model"
+    return (
+        f"{path} kept {len(lost)} budgeted {many} it neither ran nor skipped: "
+        f"{_shown(lost)} (not run); its run stopped before them (a collection error, -x, "
+        "a crashed worker?): fix it and run that shard again"
+    )
+
+
 def never_ran_line(lost: list[str], paths: list[str]) -> str:
     """The one line that says which models no given report ran, and what to do."""
-    shown = ", ".join(lost[:SHOWN]) + (
-        f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
-    )
     many = "models" if len(lost) > 1 else "model"
     return (
         f"{len(lost)} budgeted {many} collected by the shards ran in none of "
-        f"{', '.join(paths)}: {shown} (not run); pass every shard's --graph-budget-json "
+        f"{', '.join(paths)}: {_shown(lost)} (not run); pass every shard's --graph-budget-json "
         "report (a shard that failed or was not uploaded?), or --expect PATH to name what "
         "must run"
     )

@@ -3,8 +3,10 @@
 Each shard's session collects every test of its paths before pytest-split (or ``-k``, ``-m``,
 ``--deselect``) deselects the others' shards' tests, so its JSON report can name the budgeted
 models the other shards must run (``collected_budget_nodeids`` and
-``deselected_budget_nodeids``); ``merge`` fails a model that some shard collected and no report
-ran. ``GraphBudget`` registers these books as a plugin of their own and reads them at the end.
+``deselected_budget_nodeids``), and those it kept that skipped (``skipped_budget_nodeids``);
+``merge`` fails a model that some shard collected and no report ran, or that a shard kept and
+neither ran nor skipped (its run stopped first). ``GraphBudget`` registers these books as a
+plugin of their own and reads them at the end.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class ShardBooks:
         self.config = config
         self.collected: set[str] = set()
         self.kept: set[str] = set()
+        self.skipped: set[str] = set()  # skipped or xfailed: no verdict, and no model
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]):
@@ -45,6 +48,12 @@ class ShardBooks:
             self.config.workeroutput[WORKER_COLLECTION] = [sorted(budgeted), sorted(kept)]
         return result
 
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # On the controller under xdist too: the workers' reports arrive here.
+        if report.skipped:
+            self.skipped.add(report.nodeid)
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         budgeted, kept = getattr(node, "workeroutput", {}).get(WORKER_COLLECTION, ([], []))
@@ -55,7 +64,7 @@ class ShardBooks:
         """What the JSON report says of the run's collection."""
         from pytest_graphbudget.reports.json_report import Collection
 
-        return Collection.of(self.collected, self.kept)
+        return Collection.of(self.collected, self.kept, self.skipped)
 
 
 def is_budgeted(item: pytest.Item) -> bool:

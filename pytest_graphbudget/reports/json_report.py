@@ -38,6 +38,7 @@ SCHEMA = "graphbudget.report/1"
 GRAPH_KEYS = ("graph_svg", "graph_note", "layer_order")
 """A ``ModelResult``'s drawn graph: in the JSON only when the run drew it."""
 COLLECTED, DESELECTED = "collected_budget_nodeids", "deselected_budget_nodeids"
+SKIPPED = "skipped_budget_nodeids"
 
 
 @dataclass(frozen=True)
@@ -45,19 +46,28 @@ class Collection:
     """The budgeted items (budget files' tables, tests with budget markers) of a pytest run,
     by node id: every one it collected, before any deselection, and those of them it then
     deselected (pytest-split's ``--group``, ``-k``, ``-m``, ``--deselect``). A shard collects
-    every test of its paths, so its report names the models the other shards must run."""
+    every test of its paths, so its report names the models the other shards must run.
+    ``skipped``: those it kept that skipped or xfailed (no verdict, so no model); any other
+    kept one without a model never ran (a collection error stopped the run, ``-x``, a crashed
+    worker). None in a report that does not say (an earlier version's)."""
 
     collected: frozenset[str] = frozenset()
     deselected: frozenset[str] = frozenset()
+    skipped: frozenset[str] | None = None
 
     @classmethod
-    def of(cls, collected: Iterable[str], kept: Iterable[str]) -> Collection:
-        """The node ids ``collected`` of which only ``kept`` ran."""
-        every = frozenset(collected)
-        return cls(every, every - frozenset(kept))
+    def of(
+        cls, collected: Iterable[str], kept: Iterable[str], skipped: Iterable[str] = ()
+    ) -> Collection:
+        """The node ids ``collected`` of which only ``kept`` ran, ``skipped`` skipping."""
+        every, kept = frozenset(collected), frozenset(kept)
+        return cls(every, every - kept, kept & frozenset(skipped))
 
     def to_dict(self) -> dict[str, list[str]]:
-        return {COLLECTED: sorted(self.collected), DESELECTED: sorted(self.deselected)}
+        found = {COLLECTED: sorted(self.collected), DESELECTED: sorted(self.deselected)}
+        if self.skipped is not None:
+            found[SKIPPED] = sorted(self.skipped)
+        return found
 
     @classmethod
     def read(cls, document: dict[str, Any]) -> Collection | None:
@@ -65,7 +75,8 @@ class Collection:
         an earlier version's)."""
         if COLLECTED not in document:
             return None
-        return cls(frozenset(document[COLLECTED]), frozenset(document.get(DESELECTED, ())))
+        skipped = frozenset(document[SKIPPED]) if SKIPPED in document else None
+        return cls(frozenset(document[COLLECTED]), frozenset(document.get(DESELECTED, ())), skipped)
 
 
 def tool_version() -> str:

@@ -173,6 +173,31 @@ def test_usage_errors_exit_2_in_one_line(project, capsys):
     assert "did you mean 'tolerance'" in capsys.readouterr().err
 
 
+def test_a_path_that_is_no_budget_file_is_a_usage_error(project, capsys):
+    """User trial: ``check models.py`` read the Python module as TOML, reported a parse
+    error as a model that could not be checked, and exited 1, as if a budget had failed."""
+    for given in ("checkmod_models.py", "notes.json"):
+        (project / "notes.json").write_text("{}")
+        assert cli.main(["check", given]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""  # no table: nothing was checked
+        assert captured.err == (
+            f"graph-budget check: error: {project / given}: not a budget file (*.toml); check "
+            "reads TOML budget files and directories of them (tests with budget markers run "
+            "under pytest --graph-budget)\n"
+        )
+    # a baseline configured under another name is no budget file either
+    (project / "pyproject.toml").write_text(
+        "[tool.graph_budget]\ncache_dir = '.cache'\nbaseline = 'budgets/figures.toml'\n"
+    )
+    write(project / "budgets/figures.toml", "")
+    assert cli.main(["check", "budgets/figures.toml"]) == 2
+    assert capsys.readouterr().err == (
+        f"graph-budget check: error: {project / 'budgets/figures.toml'} is the baseline file, "
+        "not a budget file\n"
+    )
+
+
 def test_a_report_that_cannot_be_written_is_exit_2_after_a_pass(project, capsys):
     write(project / "budgets/nets.toml", BUDGETS.split("[models.over]")[0])
     (project / "taken").write_text("a file, not a directory")

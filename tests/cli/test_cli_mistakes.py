@@ -183,7 +183,7 @@ def test_init_refuses_a_profile_only_its_hardware_file_defines(project, capsys):
     )
     assert not (project / "budgets").exists()
     # a built-in profile beside the file is fine: the budget names what check can read
-    beside = ["--hardware", "t4", "--hardware-file", "hw.toml", "-o", "t4.toml"]
+    beside = ["--hardware", "t4", "--hardware-file", "hw.toml", "-o", "budgets/t4.toml"]
     assert cli.main(["init", f"{MODULE}:linear", *beside]) == 0
     (project / "pyproject.toml").write_text(
         f"[tool.graph_budget]\n[tool.graph_budget.hardware_profiles.edge]\n{profile}"
@@ -201,3 +201,53 @@ def test_an_error_in_a_hardware_file_names_the_file(project, capsys):
         assert cli.main([*command, "--hardware-file", "hw.toml"]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line == "graph-budget: error: hw.toml: hardware 'x': must be a table, got 5"
+
+
+def test_init_refuses_the_baseline_file(project, capsys):
+    """User trial: ``init -o budgets/baseline.toml`` wrote budget tables into the baseline,
+    which no run reads as budgets and ``check --update`` rewrites."""
+    assert cli.main(["init", f"{MODULE}:linear", "-o", "budgets/baseline.toml"]) == 2
+    assert capsys.readouterr().err == (
+        "graph-budget: error: -o budgets/baseline.toml is the baseline file, which holds the "
+        "measured figures, not budgets: write the budgets to another file, e.g. -o "
+        "budgets/models.toml\n"
+    )
+    assert not (project / "budgets").exists()
+    # a baseline configured under another name, the same
+    (project / "pyproject.toml").write_text(
+        "[tool.graph_budget]\ncache_dir = '.cache'\nbaseline = 'budgets/figures.toml'\n"
+    )
+    assert cli.main(["init", f"{MODULE}:linear", "-o", "budgets/figures.toml"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "graph-budget: error: -o budgets/figures.toml is the baseline file, set in "
+        f"[tool.graph_budget] of {project / 'pyproject.toml'}, "
+    )
+    assert not (project / "budgets").exists()
+
+
+def test_init_refuses_a_file_no_run_collects(project, capsys):
+    """User trial: ``init -o budget/new.toml`` (a typo of budgets/) wrote a budget that
+    neither check nor pytest --graph-budget ever reads. Configured budget paths are where
+    it may go, and where the default goes."""
+    assert cli.main(["init", f"{MODULE}:linear", "-o", "budget/new.toml"]) == 2
+    assert capsys.readouterr().err == (
+        "graph-budget: error: -o budget/new.toml is outside budgets/, where check and pytest "
+        "--graph-budget collect budget files, so no run would check it: write it there (e.g. "
+        "-o budgets/models.toml), or add its folder to [tool.graph_budget] budgets in "
+        "pyproject.toml\n"
+    )
+    assert cli.main(["init", f"{MODULE}:linear", "-o", "budgets/new.txt"]) == 2
+    assert "-o budgets/new.txt: a budget file is a *.toml file" in capsys.readouterr().err
+    assert not (project / "budget").exists() and not (project / "budgets").exists()
+    (project / "pyproject.toml").write_text(
+        "[tool.graph_budget]\ncache_dir = '.cache'\nbudgets = ['budget']\n"
+    )
+    assert cli.main(["init", f"{MODULE}:linear", "-q", "-o", "budget/new.toml"]) == 0
+    assert cli.main(["init", f"{MODULE}:linear", "-q", "-o", "budgets/models.toml"]) == 2
+    assert "outside [tool.graph_budget] budgets (budget)," in capsys.readouterr().err
+    (project / "budget/new.toml").unlink()
+    assert cli.main(["init", f"{MODULE}:linear", "-q"]) == 0  # the default: budget/models.toml
+    assert cli.main(["check", "-q", "--no-cache", "--json", "r.json"]) == 0
+    (model,) = json.loads((project / "r.json").read_text())["models"]
+    assert model["id"] == f"budget/models.toml::{MODULE}:linear"

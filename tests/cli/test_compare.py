@@ -130,3 +130,62 @@ def test_the_projects_execution_is_no_flag_given(saved, monkeypatch, capsys):
         )
     finally:
         (saved / "pyproject.toml").unlink()
+
+
+@pytest.fixture
+def linear_json(tmp_path, monkeypatch):
+    """``b.json``: ``nn.Linear(64, 32)`` on a ``(4, 64)`` input, 2*4*64*32 + 4*32 = 16,512
+    FLOPs; the current directory holds it. ``edited(name, key, value)`` writes a copy whose
+    ``totals[key]`` is ``value`` (or, for ``...``, has no ``key``)."""
+    torch.manual_seed(0)
+    saved = profile_model(torch.nn.Linear(64, 32), (torch.randn(4, 64),)).to_dict()
+    assert saved["totals"]["flops"] == 2 * 4 * 64 * 32 + 4 * 32
+    (tmp_path / "b.json").write_text(json.dumps(saved))
+    monkeypatch.chdir(tmp_path)
+
+    def edited(name, key, value):
+        copy = json.loads(json.dumps(saved))
+        if value is ...:
+            del copy["totals"][key]
+        else:
+            copy["totals"][key] = value
+        (tmp_path / name).write_text(json.dumps(copy))
+
+    return edited
+
+
+def test_max_growth_from_zero_fails(linear_json, capsys):
+    """User trial: A's FLOPs 0 and B's 16,512 passed ``--max-growth 2%``: any growth from 0
+    is beyond every ratio (the baseline gate's "regressed from 0")."""
+    linear_json("a.json", "flops", 0)
+    assert cli.main(["compare", "a.json", "b.json", "--max-growth", "2%"]) == 1
+    assert capsys.readouterr().err == (
+        "graph-budget: FAILED: FLOPs grew from 0 (0 -> 16.5k), more than --max-growth 2.0%\n"
+    )
+    assert cli.main(["compare", "b.json", "a.json", "--max-growth", "2%"]) == 0  # a drop
+    assert cli.main(["compare", "a.json", "a.json", "--max-growth", "2%"]) == 0  # 0 -> 0
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(..., None), ("20M", '"20M"'), (None, "null"), (True, "true"), (float("nan"), "NaN")],
+)
+def test_a_total_that_is_not_a_number_is_one_line_naming_file_and_key(
+    linear_json, capsys, value, shown
+):
+    """User trial: ``totals.flops`` missing, ``"20M"`` or null was a KeyError or TypeError
+    traceback (exit 1); NaN would pass every growth check. On either side, with or without
+    ``--max-growth``: one line, exit 2."""
+    linear_json("x.json", "flops", value)
+    if shown is None:
+        expected = "graph-budget: error: x.json: profile lacks totals.flops\n"
+    else:
+        expected = (
+            f"graph-budget: error: x.json: profile's totals.flops is {shown}, not a number (a "
+            "saved profile holds plain numbers: write it with `graph-budget profile MODEL "
+            "--format json`)\n"
+        )
+    for argv in (["x.json", "b.json", "--max-growth", "2%"], ["b.json", "x.json"]):
+        assert cli.main(["compare", *argv]) == 2
+        captured = capsys.readouterr()
+        assert (captured.out, captured.err) == ("", expected)

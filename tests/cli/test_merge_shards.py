@@ -408,3 +408,88 @@ def test_an_xdist_shard_lists_what_its_workers_collected(split: pytest.Pytester)
     assert shard["collected_budget_nodeids"] == BUDGETED
     assert shard["deselected_budget_nodeids"] == [MID, NARROW, FITS, SKIPPED]
     assert [m["id"] for m in shard["models"]] == [WIDE]
+
+
+FITS_MARKED = "tests/test_merge_marked.py::test_fits"
+
+
+def test_a_shard_whose_collection_was_interrupted_is_not_a_pass(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture
+) -> None:
+    """User trial: a shard whose collection failed (one test module's import error) lists the
+    marked test it collected, runs nothing (pytest stops a run whose collection failed), and
+    its report says ``passed: true``; merged alone or beside a green shard, without --expect,
+    that was a pass with the test never run. Its model is ``not run``, and one line says why."""
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_merge_marked.py").write_text(MARKED)
+    (project.path / "tests" / "test_merge_import.py").write_text("import no_such_module_here\n")
+    run_shard(project, "s1.json", "tests").assert_outcomes(errors=1)
+    shard = load(project.path / "s1.json")
+    assert (shard["models"], shard["passed"]) == ([], True)  # what merge had to go on
+    assert (shard["collected_budget_nodeids"], shard["deselected_budget_nodeids"]) == (
+        [FITS_MARKED],
+        [],
+    )
+    assert shard["skipped_budget_nodeids"] == []
+    run_shard(project, "s2.json", "budgets/narrow.toml").assert_outcomes(passed=1)
+    capsys.readouterr()
+    for reports in (["s1.json"], ["s1.json", "s2.json"]):
+        assert cli.main(["merge", *reports, "--json", "m.json"]) == 1
+        err = capsys.readouterr().err.splitlines()
+        assert err[0] == (
+            f"graph-budget: error: s1.json kept 1 budgeted model it neither ran nor skipped: "
+            f"{FITS_MARKED} (not run); its run stopped before them (a collection error, -x, "
+            "a crashed worker?): fix it and run that shard again"
+        )
+        merged = load(project.path / "m.json")
+        rows = {m["id"]: m for m in merged["models"]}
+        assert rows[FITS_MARKED]["verdict"] == "error" and merged["passed"] is False
+        assert rows[FITS_MARKED]["error"].startswith("not run")
+        assert merged["deselected_budget_nodeids"] == [FITS_MARKED]  # no shard ran it
+    # The shard run again without the broken module: the merge is green.
+    (project.path / "tests" / "test_merge_import.py").unlink()
+    run_shard(project, "s1.json", "tests").assert_outcomes(passed=2)
+    assert cli.main(["merge", "s1.json", "s2.json"]) == 0
+
+
+def test_a_shard_stopped_by_x_fails_its_unrun_models_and_a_skip_stays_green(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture
+) -> None:
+    """A shard whose run stopped part-way (``-x`` after a plain test failed) merged green:
+    its kept, unrun model was nowhere. A model whose test skipped (a GPU-only test on a CPU
+    shard) is listed as skipped, and is no error."""
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_stops.py").write_text(
+        """
+import pytest
+from models import narrow
+
+@pytest.fixture
+def model():
+    return narrow()
+
+@pytest.mark.flops_max("20k")
+def test_a_skips(model):
+    pytest.skip("needs a GPU")
+
+def test_b_fails():
+    assert False
+
+@pytest.mark.flops_max("20k")
+def test_c_never_runs(model):
+    pass
+"""
+    )
+    run_shard(project, "x.json", "tests", "-x").assert_outcomes(failed=1, skipped=1)
+    shard = load(project.path / "x.json")
+    skipped, unrun = "tests/test_stops.py::test_a_skips", "tests/test_stops.py::test_c_never_runs"
+    assert shard["skipped_budget_nodeids"] == [skipped]
+    capsys.readouterr()
+    assert cli.main(["merge", "x.json", "--json", "m.json"]) == 1
+    assert f"x.json kept 1 budgeted model it neither ran nor skipped: {unrun}" in (
+        capsys.readouterr().err
+    )
+    rows = {m["id"]: m for m in load(project.path / "m.json")["models"]}
+    assert rows[unrun]["error"].startswith("not run") and skipped not in rows
+    run_shard(project, "all.json", "tests").assert_outcomes(passed=1, failed=1, skipped=1)
+    assert cli.main(["merge", "all.json"]) == 0  # the skip alone is no error
