@@ -119,18 +119,21 @@ def parse(value: object, kind: str, where: str = "", hint: bool = True) -> float
     return number
 
 
-def share(value: object, key: str, where: str = "", option: bool = False) -> float:
+def share(
+    value: object, key: str, where: str = "", option: bool = False, growth: bool = True
+) -> float:
     """A share (a tolerance, a headroom, a growth, a bottleneck share) as a fraction.
 
-    Every share the user writes goes through here. A bare number of 1 or more is refused with
-    its fix, as is ``"2"``: ``tolerance = 2`` reads as 200%, so a model that grew by half would
-    pass, and ``tolerance = 1`` (1%, as the default, or 100%?) let +53% by. ``key`` names the
-    setting as written (``tolerance``, ``--max-growth`` with ``option``), so that the message
-    shows the user's own line and its right spellings.
+    Every share the user writes goes through here. A bare number above 1 is refused with its
+    fix, as is ``"2"``: ``tolerance = 2`` reads as 200%, so a model that grew by half would
+    pass. So is a bare 1 for a ``growth`` (1%, as the default tolerance, or 100%? it let +53%
+    by); a bottleneck share of 1 is the whole, as its other values are fractions. ``key``
+    names the setting as written (``tolerance``, ``--max-growth`` with ``option``), so that
+    the message shows the user's own line and its right spellings.
     """
     number = parse(value, "ratio", f"{key} in {where}" if where and not option else where)
     percent = isinstance(value, str) and value.strip().endswith("%")
-    if percent or number < 1:
+    if percent or number < 1 or (number == 1 and not growth):
         return number
     digits, fraction = f"{number:g}", f"{number / 100:g}"
     if option:

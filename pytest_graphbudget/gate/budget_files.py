@@ -50,6 +50,7 @@ class Table:
         """The table's budget; raises ``GraphBudgetError`` listing every bad key, its own and
         those it inherits from ``[defaults]``."""
         budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
+        problems += factory_problems(self.table, where, self.lines)
         problems += [f"inherits a broken [defaults] setting: {p}" for p in self.inherited]
         if problems:
             raise GraphBudgetError("\n".join(problems))
@@ -237,6 +238,50 @@ def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:
         from pytest_graphbudget.case import ModelCase
 
         case = ModelCase(built, (torch.randn(*options["input_shape"]),), name=name)
+    return case
+
+
+ZOO_ONLY = ("seq_len", "batch", "meta", "trust_pickle")
+"""Options of a model the zoo builds (or loads from a file), which a factory's model never sees."""
+
+
+def factory_problems(table: dict[str, Any], where: str, lines: dict[str, int]) -> list[str]:
+    """A problem for each key of a ``factory`` table that its model cannot take: the factory
+    builds its own model and inputs, so a ``batch`` or a second ``model`` would be dropped
+    and the budget would check the factory's figures under a label that says otherwise.
+    ``batch`` stays for ``decode = true``, where it is the decode step's."""
+    if "factory" not in table:
+        return []
+    spec = table["factory"]
+    problems = []
+    if "model" in table:
+        problems.append(
+            f"model in {where}: give model or factory, not both; factory = {spec!r} builds "
+            f"the model, so model = {table['model']!r} would never be checked"
+        )
+    for key in ZOO_ONLY:
+        if key in table and not (key == "batch" and table.get("decode") is True):
+            inherited = "" if key in lines else " (set in [defaults])"
+            problems.append(
+                f"{key} in {where}{inherited} ignored: factory = {spec!r} builds its own model "
+                f"and inputs, and {key} is for a model the zoo builds or loads; remove {key} "
+                "from the table, or build it into the factory"
+            )
+    return problems
+
+
+def table_factory(spec: str, name: str, options: dict[str, Any]) -> Any:
+    """``load_factory`` for budget table ``name``, with an ``input_shape`` that the factory's
+    own inputs would override refused (it is for a factory that returns a bare module)."""
+    case = load_factory(spec, name, options)
+    shape = options.get("input_shape")
+    first = next((t for t in case.inputs if hasattr(t, "shape")), None)
+    if shape is not None and (first is None or list(first.shape) != list(shape)):
+        own = list(first.shape) if first is not None else "no tensor"
+        raise GraphBudgetError(
+            f"input_shape in budget table {name} ignored: factory {spec!r} returned its own "
+            f"inputs ({own}), not a bare module; remove input_shape from the table"
+        )
     return case
 
 

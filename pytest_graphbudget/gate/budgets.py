@@ -139,7 +139,7 @@ def build(
         if key in LIMITS:
             budget.limits[key] = parse(value, LIMITS[key].unit, f"{key} in {where}")
         elif key in BOTTLENECK_KEYS:
-            share = shares(value, key, where)
+            share = shares(value, key, where, growth=False)
             if share > 1:
                 raise GraphBudgetError(f"{key} in {where}: a share between 0 and 1, got {value!r}")
             budget.bottleneck[key] = share

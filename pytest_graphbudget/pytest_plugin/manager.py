@@ -310,21 +310,10 @@ class GraphBudget:
         budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
         budget = profile_budget(budget, how or {}, hardware, self.hardware, item.nodeid)
         label = name or budget.name or getattr(model, "name", None) or type(model).__name__
-        model_id = f"{item.nodeid}::{label}"
-        same = (budget.variant.tag(model_id), f"{model_id}[")  # ids carry the variant (@train)
-        done = [r for r in item.stash.get(ITEM_MODELS, []) if r.id.startswith(same)]
-        if any(r.id == same[0] for r in done):  # one id for two models: each would be compared with the other's entry
-            message = (
-                f"graph_profile: a second model labelled {label!r} in this test; give each "
-                f"call its own name= (name='{label}-2'), so each has its own baseline entry"
-            )
-            again = self.error_result(item, f"{label}[{len(done)}]", message)
-            item.stash[ITEM_MODELS].append(again)
-            pytest.fail(message, pytrace=False)
         result, prof = self._evaluate(
             item,
             label,
-            model_id,
+            f"{item.nodeid}::{label}",
             budget,
             lambda hw: self.profiler.profile(
                 self.profiler.request(
@@ -332,7 +321,17 @@ class GraphBudget:
                 )
             ),
         )
-        item.stash.setdefault(ITEM_MODELS, []).append(result)
+        earlier = item.stash.setdefault(ITEM_MODELS, [])
+        same = [r for r in earlier if r.id == result.id and r.profile and prof]
+        if any(_figures(r) != _figures(result) for r in same):
+            # one id, other figures: each model would be compared with the other's entry
+            message = (
+                f"graph_profile: a second model labelled {label!r} in this test, with other "
+                f"figures; give each call its own name= (name='{label}-2'), so that each "
+                "has its own baseline entry"
+            )
+            result, prof = self.error_result(item, f"{label}[{len(earlier)}]", message), None
+        earlier.append(result)
         if prof is None:
             pytest.fail(result.message(), pytrace=False)
         return prof
@@ -425,6 +424,14 @@ class GraphBudget:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _figures(result: ModelResult) -> dict[str, Any] | None:
+    """The figures a result's baseline entry would hold (None without a profile)."""
+    from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES
+
+    totals = (result.profile or {}).get("totals")
+    return totals and {key: totals.get(key) for key in REGRESSION_FIGURES}
 
 
 def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:

@@ -112,6 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Registered always, so that --strict-markers never breaks a run without --graph-budget.
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
+    refuse_bad_ini(config)
     if config.getoption("graph_budget") or gate_enabled(config):
         from pytest_graphbudget.compat import TorchTooOld, check_torch
         from pytest_graphbudget.pytest_plugin.manager import GraphBudget
@@ -200,6 +201,28 @@ def graph_profile(request: pytest.FixtureRequest):
 
 
 # -- settings ----------------------------------------------------------------------------
+
+
+def refuse_bad_ini(config: pytest.Config) -> None:
+    """A ``graph_budget_*`` ini option that is none of ours (``graph_budget_baselin``), in the
+    configuration file or ``-o``, is a usage error with the closest one, gate on or off: pytest
+    only warns, and the run would go on without the setting (or without the gate). So is a
+    boolean one pytest cannot read, named (pytest's own error names no option)."""
+    from pytest_graphbudget.compat import ini_keys
+    from pytest_graphbudget.run import settings
+
+    where = f"{config.inipath}" if config.inipath else "pytest's configuration"
+    given = dict.fromkeys(ini_keys(config), where)
+    for option in config.getoption("override_ini", None) or ():
+        given[str(option).split("=", 1)[0].strip()] = "-o"
+    problems = settings.unknown_ini(given)
+    for key in (key for key, kind in settings.INI.items() if kind == "bool"):
+        try:
+            config.getini(settings.ini_name(key))
+        except (ValueError, pytest.UsageError) as exc:  # "invalid truth value 'maybe'"
+            problems.append(f"{where}: {settings.ini_name(key)}: {exc}")
+    if problems:
+        raise pytest.UsageError(*problems)
 
 
 def gate_enabled(config: pytest.Config) -> bool:

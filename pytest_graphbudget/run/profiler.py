@@ -154,7 +154,7 @@ class Profiler:
         """The request of a budget table: its ``factory``'s case or its zoo ``model`` (default:
         its name) with the table's options, or its decode step (``decode = true``), run as
         ``execution`` says."""
-        from pytest_graphbudget.gate.budget_files import load_factory
+        from pytest_graphbudget.gate.budget_files import table_factory
         from pytest_graphbudget.modes import decode, dispatch
 
         how = variant.options() if variant else {}
@@ -164,7 +164,7 @@ class Profiler:
         options = {k: table[k] for k in OPTIONS if k in table}
         model: Any = str(table.get("model", name))
         if "factory" in table:
-            model, options = load_factory(str(table["factory"]), name, options), {}
+            model, options = table_factory(str(table["factory"]), name, options), {}
         return dispatch.request(
             model,
             hardware=target,

@@ -63,6 +63,22 @@ def ini_name(key: str) -> str:
     return f"graph_budget_{key}"
 
 
+def unknown_ini(keys: dict[str, str]) -> list[str]:
+    """A problem for each ini option named like ours (``graph_budget_baselin``) that is none
+    of them, ``keys`` mapping each option given to where it was: pytest only warns of it, and
+    the run would go on without the setting (no baseline, the default tolerance)."""
+    known, problems = [ini_name(key) for key in INI], []
+    for key, where in keys.items():
+        folded = str(key).lower().replace("-", "_")
+        if folded.startswith("graph_budget") and key not in known:
+            table_only = folded.removeprefix("graph_budget_")
+            why = closest(str(key), known) or f"; the ini options are {', '.join(known)}"
+            if table_only in set(KEYS) - set(INI):  # measure_runs, hardware_profiles
+                why = f": {table_only} is a key of {TABLE} only, not an ini option"
+            problems.append(f"{where}: unknown ini option {key!r}{why}")
+    return problems
+
+
 class SettingsError(GraphBudgetError):
     """``[tool.graph_budget]`` has problems: ``problems`` holds one line for each."""
 
@@ -151,7 +167,13 @@ def for_directory(start: Path, args: Sequence[str] = ()) -> tuple[Project, Setti
     """The project (``discover``) and its checked settings, for the command line."""
     project = discover(start, args)
     where = f"{project.config}" if project.config else "pytest's configuration"
-    settings = load(project.root, _ini_from_toml(project.ini), where, project.config)
+    unknown = unknown_ini(dict.fromkeys(project.ini, where))
+    try:
+        settings = load(project.root, _ini_from_toml(project.ini), where, project.config)
+    except SettingsError as exc:
+        raise SettingsError(unknown + exc.problems) from None
+    if unknown:
+        raise SettingsError(unknown)
     return project, settings
 
 
@@ -186,6 +208,7 @@ def load(
         options = subtable(data, ("tool", "pytest", "ini_options"), path)
         ini = _ini_from_toml(options)
         ini_where = ini_where or f"[tool.pytest.ini_options] of {path}"
+        misspelt += unknown_ini(dict.fromkeys(options, ini_where))
     try:
         settings = merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
     except SettingsError as exc:
@@ -270,12 +293,13 @@ def subtable(data: dict[str, Any], keys: tuple[str, ...], path: Path) -> dict[st
 
 def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Settings:
     """``check`` of ``[tool.graph_budget]`` over the ini options it does not give; a bad ini
-    option is one problem naming it, as a bad key of the table is."""
+    option is one problem naming it, as a bad key of the table is, also where the table gives
+    the key and wins (``-o graph_budget_tolerance=banana`` is never dropped unread)."""
     problems: list[str] = []
     fallback = {}
     if isinstance(table, dict):
         for key, value in ini.items():
-            if key in table or value is None or value == "" or value == []:
+            if value is None or value == "" or value == []:
                 continue
             try:
                 check(
@@ -285,7 +309,8 @@ def merged(table: Any, ini: dict[str, Any], where: str, ini_where: str) -> Setti
             except SettingsError as exc:
                 problems += exc.problems
             else:
-                fallback[key] = value
+                if key not in table:
+                    fallback[key] = value
     try:
         settings = check({**fallback, **table} if isinstance(table, dict) else table, where)
     except SettingsError as exc:

@@ -445,7 +445,8 @@ def test_an_xfail_marker_does_not_excuse_a_budget(project, tmp_path):
 def test_two_graph_profile_calls_under_one_label_are_an_error(project):
     """A loop over widths labelled every model ``Linear``: one id, so after an update the
     baseline held one of them, and the other was compared with it (+242% reported as a
-    drop). The second call fails in one line; the first model is still checked."""
+    drop). The second call fails in one line; the first model is still checked. The same
+    model profiled again (on other hardware, say) has the same entry: no error."""
     project.makepyfile(
         test_loop="""
         import pytest, torch
@@ -456,16 +457,22 @@ def test_two_graph_profile_calls_under_one_label_are_an_error(project):
                 graph_profile(torch.nn.Linear(width, width), (torch.randn(1, width),))
 
         @pytest.mark.flops_max("1G")
+        def test_again(graph_profile):
+            for hardware in ("generic", "h100"):
+                graph_profile(torch.nn.Linear(8, 8), (torch.randn(1, 8),), hardware=hardware)
+
+        @pytest.mark.flops_max("1G")
         def test_named(graph_profile):
             for w in (8, 16):
                 graph_profile(torch.nn.Linear(w, w), (torch.randn(1, w),), name=f"w{w}")
         """
     )
     result, report = run(project)
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
     models = by_id(report)
     assert models["test_loop.py::test_loop::Linear"]["verdict"] == "pass"
     second = models["test_loop.py::test_loop::Linear[1]"]
     assert second["verdict"] == "error" and "a second model labelled 'Linear'" in second["error"]
+    assert "test_loop.py::test_again::Linear[1]" not in models
     assert {"test_loop.py::test_named::w8", "test_loop.py::test_named::w16"} <= set(models)
     result.stdout.fnmatch_lines(["*give each call its own name=*"])
