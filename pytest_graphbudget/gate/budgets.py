@@ -32,7 +32,6 @@ MODEL_KEYS = (
     "batch",
     "factory",
     "model",
-    "kwargs",
     "meta",
     "trust_pickle",
     *variants.KEYS,

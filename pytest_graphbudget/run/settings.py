@@ -249,6 +249,15 @@ def gate_enabled(root: Path, config: Path | None, ini_value: Any, ini_where: str
     if misspelt:
         raise SettingsError(misspelt)
     table = tool.get("graph_budget", {})
+    if isinstance(table, dict):  # enable = true, misspelt: the gate would stay off unsaid
+        hints = {k: closest(k, list(KEYS)) for k in table if k not in KEYS}
+        near = [
+            f"unknown key {k!r} in {TABLE} of {path}{h}"
+            for k, h in hints.items()
+            if "'enabled'" in h
+        ]
+        if near:
+            raise SettingsError(near)
     if isinstance(table, dict) and "enabled" in table:
         value, where = table["enabled"], f"{TABLE} of {path}"
     else:

@@ -60,6 +60,11 @@ flops_max = "1M"
 factory = "{MODULE}:pair"
 input_shape = [2, 8]
 flops_max = "1M"
+
+[models.kwargs]
+factory = "{MODULE}:pair"
+kwargs = {{x = 1}}
+flops_max = "1M"
 """
 ERRORS = {
     "batch": "batch in budgets/nets.toml::batch ignored: factory = "
@@ -70,6 +75,9 @@ ERRORS = {
     "own inputs ([2, 8]), not a bare module; remove input_shape from the table",
     "both": "model in budgets/nets.toml::both: give model or factory, not both; factory = "
     f"'{MODULE}:pair' builds the model, so model = 'resnet18' would never be checked",
+    # a key every table accepted and nothing read: a forward's keyword arguments come from a
+    # factory's ModelCase
+    "kwargs": "unknown budget key 'kwargs' in budgets/nets.toml::kwargs",
 }
 
 
@@ -94,7 +102,7 @@ def test_options_a_factory_cannot_take_are_errors_in_pytest_and_the_cli(
     result = project.runpytest(
         "-p", "no:cacheprovider", "--graph-budget", "--graph-budget-json=p.json", "budgets"
     )
-    result.assert_outcomes(passed=2, failed=4)
+    result.assert_outcomes(passed=2, failed=5)
     assert "Traceback" not in result.stdout.str()
     models = by_label(json.loads((project.path / "p.json").read_text()))
     for label, message in ERRORS.items():

@@ -180,6 +180,11 @@ def test_enabled_false_or_a_word_that_is_not_a_boolean(project):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.startswith("ERROR: ")]
     assert len(errors) == 1 and "enabled must be true or false, got 'yes'" in errors[0], errors
+    # misspelt, it left the gate off and every budget unchecked, without a word
+    pyproject(project, "enable = true")
+    result = project.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: unknown key 'enable' in *(did you mean 'enabled'?)"])
 
 
 UNGATED = """
