@@ -29,7 +29,7 @@ from pytest_graphbudget.gate.check import (
     internal_error,
     relative,
 )
-from pytest_graphbudget.run.settings import import_paths, importable
+from pytest_graphbudget.run.import_paths import import_paths, importable
 from pytest_graphbudget.run.table_check import check_table
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # the command line's: 2 for every usage error

@@ -120,7 +120,8 @@ def project_code() -> Iterator[None]:
     """The current directory, the project's root and its ``pythonpath`` entries first on
     ``sys.path`` while a model is loaded, as ``graph-budget check`` imports factories: the
     user's package imports, and a pickled model of the user's classes unpickles."""
-    from pytest_graphbudget.run.settings import discover, import_paths, importable
+    from pytest_graphbudget.run.import_paths import import_paths, importable
+    from pytest_graphbudget.run.settings import discover
 
     here = Path.cwd()
     project = discover(here)

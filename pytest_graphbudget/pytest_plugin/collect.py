@@ -139,7 +139,7 @@ class BudgetItem(pytest.Item):
 
     def runtest(self) -> None:
         from pytest_graphbudget.pytest_plugin.state import ITEM_MODELS
-        from pytest_graphbudget.run.settings import import_paths, importable
+        from pytest_graphbudget.run.import_paths import import_paths, importable
         from pytest_graphbudget.run.table_check import check_table
 
         manager = manager_of(self.config)

@@ -266,13 +266,18 @@ class GraphBudget:
 
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        # A budget file that cannot be collected is a result too, so the reports count it.
+        # A budget file or test module that cannot be collected is a result too, so that the
+        # reports count it: its budgets were not checked (an import error may hide marked
+        # tests; the reports said "within budget" while pytest exited 1 or 2).
         file = report.nodeid.split("::", 1)[0]
-        if not report.failed or not file.endswith(".toml"):
+        toml = file.endswith(".toml")
+        if not report.failed or not (toml or file.endswith(".py")):
             return
         if any(r.id == report.nodeid for r in self.results):
             return
         message = error_line(report)
+        if not toml:
+            message = f"not checked: the test file could not be collected ({message})"
         self.results.append(
             ModelResult(
                 report.nodeid,
@@ -282,7 +287,7 @@ class GraphBudget:
                 1,
                 budget_dict(self.defaults),
                 error=message,
-                source="toml",
+                source="toml" if toml else "marker",
             )
         )
 

@@ -8,7 +8,6 @@ none of them is ever ignored, since a setting that is silently dropped (a misspe
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import sys
@@ -435,24 +434,3 @@ def _tomllib() -> Any:
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
     return tomllib
-
-
-def import_paths(root: Path, ini: dict[str, Any]) -> list[str]:
-    """Where ``factory = "package.module:function"`` is imported from, by ``graph-budget
-    check`` and under pytest alike: the project's root and the ``pythonpath`` entries of its
-    pytest configuration (``ini``)."""
-    entries = ini.get("pythonpath", [])
-    entries = entries.split() if isinstance(entries, str) else entries
-    extra = [root / e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
-    return [str(p.resolve()) for p in [*extra, root]]
-
-
-@contextlib.contextmanager
-def importable(paths: list[str]):
-    """``paths`` first on ``sys.path`` while budgets are checked, then ``sys.path`` as it was."""
-    saved = list(sys.path)
-    sys.path[:0] = [p for p in paths if p not in sys.path]
-    try:
-        yield
-    finally:
-        sys.path[:] = saved

@@ -476,3 +476,39 @@ def test_two_graph_profile_calls_under_one_label_are_an_error(project):
     assert "test_loop.py::test_again::Linear[1]" not in models
     assert {"test_loop.py::test_named::w8", "test_loop.py::test_named::w16"} <= set(models)
     result.stdout.fnmatch_lines(["*give each call its own name=*"])
+
+
+def test_a_test_module_that_cannot_be_collected_is_no_pass(project, tmp_path):
+    """An import error hides whatever budgets the module held: pytest exits 2 (1 with
+    --continue-on-collection-errors), and the JSON said ``passed: true`` and "within budget".
+    The module is an error row in every report."""
+    project.makepyfile(
+        test_fine="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def model():
+            return linear(16, name="lin16")
+
+        @pytest.mark.flops_max("1G")
+        def test_fits(model):
+            pass
+        """,
+        test_broken="import no_such_module_here\n",
+    )
+    result, report = run(project)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert report["passed"] is False
+    broken = by_id(report)["test_broken.py"]
+    assert broken["verdict"] == "error"
+    assert broken["error"] == (
+        "not checked: the test file could not be collected "
+        "(ModuleNotFoundError: No module named 'no_such_module_here')"
+    )
+    junit = tmp_path / "junit.xml"
+    args = ("--continue-on-collection-errors", f"--graph-budget-junit={junit}")
+    result, report = run(project, *args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert report["passed"] is False and by_id(report)["test_fine.py::test_fits::model"]["passed"]
+    assert 'errors="1"' in junit.read_text()
