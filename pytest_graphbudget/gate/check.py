@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 UNCHECKED_KEY = "unchecked"
 """The key of the finding that says a model's budget checks nothing (``reports.common``)."""
 STRICT_NEW = "strict: a model without a baseline entry is an error"
+NEW_KEY = "baseline.new"
+"""The key of the notice of a model the baseline file has no entry for: its limits are
+checked, its growth is not (a new model, or a deleted line: the title counts them)."""
 
 
 @dataclass
@@ -244,6 +247,13 @@ def settle(result: ModelResult, checker: Checker) -> None:
         result.error = f"{gap} ({STRICT_NEW})"
     elif gap:
         result.findings.append(asdict(Finding("notice", UNCHECKED_KEY, gap)))
+    elif not (checker.update or checker.compared_with or checker.baseline.missing):
+        name = checker.baseline_name
+        new = (
+            f"not in {name}: its growth is not checked (a new model, or a deleted line?); "
+            f"record it with {checker.update_command} and commit {name}"
+        )
+        result.findings.append(asdict(Finding("notice", NEW_KEY, new)))
 
 
 def unbaselined(budget: dict[str, Any], checker: Checker) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_graphbudget.gate import figures
 from pytest_graphbudget.gate.budgets import LIMITS, measured_as, priced_on
-from pytest_graphbudget.gate.check import UNCHECKED_KEY
+from pytest_graphbudget.gate.check import NEW_KEY, UNCHECKED_KEY
 from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
 from pytest_graphbudget.gate.renames import UNMATCHED
@@ -287,7 +287,7 @@ def title(results: list[Any], stale: Collection[str] = ()) -> str:
         text = f"{len(results)} {noun} {parts[0][1]}"
     else:
         text = f"{len(results)} {noun}: " + ", ".join(f"{n} {words}" for n, words in parts)
-    return "; ".join(filter(None, [text, renamed(results, stale)]))
+    return "; ".join(filter(None, [text, renamed(results, stale), unrecorded(results)]))
 
 
 def title_icon(results: list[Any], stale: Collection[str] = ()) -> str:
@@ -298,13 +298,27 @@ def title_icon(results: list[Any], stale: Collection[str] = ()) -> str:
     kinds = {status(r) for r in results}
     if kinds & {ERROR, FAIL}:
         return "❌"
-    if kinds & {WARN, UNPRICED} or renamed(results, stale):
+    if kinds & {WARN, UNPRICED} or renamed(results, stale) or unrecorded(results):
         return "⚠️"
     return "ℹ️" if UNCHECKED in kinds else "✅"
 
 
 def _count(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def unrecorded(results: list[Any]) -> str:
+    """The title's clause for models the baseline file has no entry for, and no rename
+    explains: ``1 model not in the baseline (new?): its growth not checked``; ``""`` when
+    none. A deleted line would otherwise read as a green run."""
+    new = [
+        r
+        for r in results
+        if findings_of(r, NEW_KEY) and not findings_of(r, UNMATCHED) and r.baseline is None
+    ]
+    if not new:
+        return ""
+    return f"{_count(len(new), 'model')} not in the baseline (new?): growth not checked"
 
 
 def renamed(results: list[Any], stale: Collection[str] = ()) -> str:

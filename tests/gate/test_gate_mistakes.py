@@ -290,3 +290,27 @@ def test_a_nested_project_is_read_alike_by_pytest_and_check(project, monkeypatch
         assert (model["budget"]["hardware"], model["budget"]["tolerance"]) == ("a100", 0.05)
         assert model["baseline"]["flops"] == 2 * 4 * 64 * 32 + 4 * 32  # the root's baseline
     assert (project.path / "budgets" / "baseline.toml").is_file()
+
+
+def test_a_deleted_baseline_entry_shows_in_the_title(project, capsys, monkeypatch):
+    """User trial: a model's whole entry deleted, and the model doubled (+100%): "2 models
+    within budget", the only trace a ``new`` in one cell. The title says what is unchecked,
+    and the icon is no longer a plain green."""
+    assert run(project, "--graph-budget-update").ret == 0
+    import tomlkit
+
+    baseline = project.path / "budgets" / "baseline.toml"
+    document = tomlkit.parse(baseline.read_text())
+    del document["models"]["budgets/nets.toml::grows"]  # the entry and its layers' tables
+    baseline.write_text(tomlkit.dumps(document))
+    write(project, "budgets/nets.toml", TABLES.format(grows="doubled"))
+    result = run(project, "--graph-budget-json=r.json", "--graph-budget-markdown=r.md")
+    assert result.ret == 0  # within its limit: only its growth went unchecked
+    title = "2 models within budget; 1 model not in the baseline (new?): growth not checked"
+    assert report(project)["title"] == title
+    assert f"### ⚠️ Graph budget: {title}\n" in (project.path / "r.md").read_text()
+    grows = {m["id"]: m for m in report(project)["models"]}["budgets/nets.toml::grows"]
+    assert "not in budgets/baseline.toml: its growth is not checked" in str(grows["findings"])
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check"]) == 0
+    assert title in capsys.readouterr().out
