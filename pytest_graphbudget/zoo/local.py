@@ -205,8 +205,8 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
                 f"{name} is a full pickle ({shown}); loading it runs code from the file. "
                 "Pass trust_pickle=True (--trust-pickle) if you trust it"
             ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as exc:
-        first = one_line(exc)
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, KeyError, ValueError) as exc:
+        first = one_line(exc, typed=isinstance(exc, (KeyError, ValueError)))  # a text file
         raise GraphBudgetError(f"{name} is not a readable PyTorch file ({first})") from None
 
     model = _module_in(loaded)

@@ -370,6 +370,10 @@ def test_garbage_pt_file_is_not_called_a_pickle_to_trust(tmp_path, capsys):
     line = one_error_line(capsys.readouterr().err)
     assert "junk.pt is not a readable PyTorch file (Unsupported operand" in line
     assert "trust" not in line
+    junk.write_text("hello world, not a model\n")  # was "could not load the model (KeyError"
+    assert cli.main(["profile", str(junk), "--input-shape", "2,8"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "junk.pt is not a readable PyTorch file (KeyError:" in line and "trust" not in line
 
 
 @pytest.mark.parametrize(
