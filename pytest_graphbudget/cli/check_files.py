@@ -313,6 +313,11 @@ def budget_paths(
             "nothing to check: give budget files or directories, or set "
             "[tool.graph_budget] budgets in pyproject.toml"
         )
+    if not paths:  # a budget/ folder, misspelt: its budgets would never be checked
+        from pytest_graphbudget.gate.stray import stray_folders
+
+        if stray := stray_folders(root, given):
+            raise UsageError(stray[0])
     files: list[Path] = []
     roots = [root / p for p in configured]
     for path in given:

@@ -44,6 +44,11 @@ def add_budget_paths(config: pytest.Config, roots: list[Path]) -> None:
             f"[tool.graph_budget] budgets: {', '.join(missing)} does not exist; "
             "fix the path in pyproject.toml or remove it"
         )
+    if not explicit:  # a budget/ folder, misspelt: its budgets would never be checked
+        from pytest_graphbudget.gate.stray import stray_folders
+
+        if stray := stray_folders(config.rootpath, roots or [default]):
+            raise pytest.UsageError(*stray)
     here = config.invocation_params.dir
     ignored = [here / path for path in config.getoption("ignore") or ()]
     given = [here / arg for arg in config.args]

@@ -314,3 +314,26 @@ def test_a_deleted_baseline_entry_shows_in_the_title(project, capsys, monkeypatc
     monkeypatch.chdir(project.path)
     assert cli.main(["check"]) == 0
     assert title in capsys.readouterr().out
+
+
+def test_a_budget_folder_no_run_collects_is_a_usage_error(project, capsys, monkeypatch):
+    """User trial: budget/heavy.toml (the singular) was never collected, by pytest or by
+    check, without a word: its model over budget, the run green."""
+    write(project, "budget/heavy.toml", TABLES.format(grows="doubled").replace("1M", "1k"))
+    write(project, "budget/notes.txt", "not TOML\n")
+    result = project.runpytest("--graph-budget")  # what CI runs: no path named
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    problem = (
+        "budget/nets.toml looks like a budget file, but no run collects budget/: budget files "
+        "are read from budgets/ or the paths of [tool.graph_budget] budgets; move it to "
+        "budgets/, or add 'budget' to budgets in pyproject.toml"
+    ).replace("nets.toml", "heavy.toml")
+    result.stderr.fnmatch_lines([f"ERROR: {problem}"])
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check"]) == 2
+    assert problem in capsys.readouterr().err
+    configure(project, 'budgets = ["budgets", "budget"]')  # the fix it names
+    assert project.runpytest("--graph-budget").ret == pytest.ExitCode.TESTS_FAILED
+    write(project, "budget/heavy.toml", "[tool.other]\nx = 1\n")  # another tool's file: left alone
+    configure(project, "")
+    assert project.runpytest("--graph-budget").ret == pytest.ExitCode.OK
