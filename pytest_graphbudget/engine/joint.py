@@ -220,6 +220,7 @@ def capture(
     tags = Tags()
     loss = loss or default_loss
     counts = (len(params), len(frozen), len(slots))
+    used: list[bool] = []  # which parameters got a gradient: torch.optim makes their state only
 
     def step(*flat: Any) -> Any:
         graph = proxy_mode().tracer.graph
@@ -237,6 +238,7 @@ def capture(
             tags.tag(graph)
             tags.phase = "backward"
             grads = torch.autograd.grad(value, p, allow_unused=True)
+            used[:] = [g is not None for g in grads]
             tags.tag(graph)
             tags.phase = "optimizer"
             if optimizer is not None:
@@ -258,7 +260,11 @@ def capture(
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
     placeholders += [Binding("input", i) for i in range(len(where))]
     traced = Traced(gm, "joint-real" if real else "joint", placeholders, state_in_module=False)
-    state_bytes = sum(t.numel() * t.element_size() for t in slots.values())
+    # A parameter the loss never reached (an unused head) gets no gradient, and Adam or SGD
+    # makes no state for it (state is made at its first step with a gradient).
+    per = len(optimizer_slots(optimizer))
+    kept = [t for i, t in enumerate(slots.values()) if used[i // per]] if per else []
+    state_bytes = sum(t.numel() * t.element_size() for t in kept)
     return Joint(traced, _holder(model, slots, real), tags, state_bytes)
 
 

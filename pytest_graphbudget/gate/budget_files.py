@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.case import as_case
-from pytest_graphbudget.errors import GraphBudgetError, toml_error
+from pytest_graphbudget.errors import GraphBudgetError, one_line, toml_error
 from pytest_graphbudget.gate.budgets import BOTTLENECK_KEYS, LIMITS, MODEL_KEYS, Budget, build
 from pytest_graphbudget.gate.ignored import refuse_idle_optimizer, refuse_idle_runs
 from pytest_graphbudget.modes.fit import growth_degree
@@ -48,7 +48,9 @@ class Table:
 
     def budget(self, where: str, hardware: str | None = None) -> Budget:
         """The table's budget; raises ``GraphBudgetError`` listing every bad key, its own and
-        those it inherits from ``[defaults]``."""
+        those it inherits from ``[defaults]``. A name's line breaks are escaped in ``where``,
+        so that each problem stays one line (``[models."a\\nb"]``)."""
+        where = where.replace("\r", "\\r").replace("\n", "\\n")
         budget, problems = build_all(self.table, where, self.defaults, MODEL_KEYS)
         problems += factory_problems(self.table, where, self.lines)
         problems += [f"inherits a broken [defaults] setting: {p}" for p in self.inherited]
@@ -215,9 +217,15 @@ def call_factory(spec: str, name: str) -> Any:
         raise GraphBudgetError(f"factory {spec!r} for {name}: expected 'package.module:function'")
     try:
         function = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise GraphBudgetError(f"factory {spec!r} for {name}: {exc}") from None
-    return function()
+    except Exception as exc:  # not found, or the user's module raised as it was imported
+        found = isinstance(exc, (ImportError, AttributeError))
+        why = str(exc) if found else f"importing it raised {one_line(exc, typed=True)}"
+        raise GraphBudgetError(f"factory {spec!r} for {name}: {why}") from None
+    try:
+        return function()
+    except Exception as exc:  # the user's function raised: theirs, never "our bug"
+        raised = one_line(exc, typed=True)
+        raise GraphBudgetError(f"factory {spec!r} for {name} raised {raised}") from exc
 
 
 def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate.budget_files import GROWTH_KEY
-from pytest_graphbudget.gate.budgets import Budget, Finding, check, coverage_findings
+from pytest_graphbudget.gate.budgets import (
+    REGRESSION_FIGURES,
+    Budget,
+    Finding,
+    check,
+    coverage_findings,
+)
 from pytest_graphbudget.modes.fit import GROWTH
 
 if TYPE_CHECKING:
@@ -58,6 +64,12 @@ class ModelResult:
     @property
     def failed(self) -> bool:
         return self.error is not None or any(f["severity"] == "fail" for f in self.findings)
+
+    def recorded(self) -> dict[str, Any] | None:
+        """The figures its baseline entry would hold (``REGRESSION_FIGURES``), None without
+        a profile: two models under one id with other figures would share one entry."""
+        totals = (self.profile or {}).get("totals")
+        return totals and {key: totals.get(key) for key in REGRESSION_FIGURES}
 
     def to_json(self) -> str:
         """The one serialised form that crosses xdist (a report property): every field, the

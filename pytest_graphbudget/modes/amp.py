@@ -70,10 +70,19 @@ def cuda_autocast(dtype: str) -> Iterator[None]:
 
     low = getattr(torch, AMP[dtype])
     lib = _cuda_policies(low)
+    # Under CUDA's autocast nn.MultiheadAttention and TransformerEncoderLayer leave their
+    # fused fast path (``torch.is_autocast_enabled()``, CUDA's, says so); under CPU autocast
+    # they take it, in float32, uncast: off, as CUDA runs them.
+    mha = getattr(torch.backends, "mha", None)  # torch 2.2 on
+    fastpath = mha.get_fastpath_enabled() if mha else None
+    if mha:
+        mha.set_fastpath_enabled(False)
     try:
         with torch.autocast("cpu", dtype=low, cache_enabled=False), _native(low):
             yield
     finally:
+        if mha:
+            mha.set_fastpath_enabled(fastpath)
         lib._destroy()
 
 

@@ -267,6 +267,8 @@ def _causal_lm(
     if isinstance(model, ModelCase):
         name = name or model.name
         model = model.model
+    elif isinstance(model, tuple) and model and hasattr(model[0], "config"):
+        model = model[0]  # a factory's (module, inputs): decode makes its own token inputs
     if isinstance(model, (str, os.PathLike)):
         config, label = _named_config(os.fspath(model))
         module = None

@@ -32,6 +32,9 @@ COLWISE = frozenset(
 ROWWISE = frozenset("o o_proj out_proj c_proj wo down down_proj fc2 w2".split())
 """Linear layers it splits by input features (row-parallel): their outputs are all-reduced."""
 HEADS = ("heads", "num_heads", "n_heads", "n_head", "num_attention_heads")
+KV_HEADS = ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "n_kv_head")
+"""Grouped-query attention's key and value heads, on a module or its ``config``: each rank
+holds whole ones too."""
 MASTER = 4
 """Bytes of an fp32 element: a master weight, an fp32 gradient shard, an optimizer slot."""
 MIXED = ("bfloat16", "float16")
@@ -84,13 +87,20 @@ def check_model(model: Any, parallel: Parallel) -> None:
     if parallel.tp == 1 or not isinstance(model, torch.nn.Module):
         return
     for name, module in model.named_modules():
-        for attr in HEADS:
-            heads = getattr(module, attr, None)
-            if isinstance(heads, int) and heads % parallel.tp:
-                raise GraphBudgetError(
-                    f"parallel: tp={parallel.tp} does not divide {attr}={heads} of "
-                    f"{name or 'the model'}: each rank holds whole attention heads"
-                )
+        if isinstance(module, torch.nn.MultiheadAttention):
+            raise GraphBudgetError(
+                f"parallel: tp={parallel.tp} cannot split {name or 'the model'}, an "
+                "nn.MultiheadAttention: its q, k and v are one packed in_proj_weight; "
+                "profile it with fsdp or zero instead"
+            )
+        for owner in (module, getattr(module, "config", None)):
+            for attr in (*HEADS, *KV_HEADS):
+                heads = getattr(owner, attr, None)
+                if isinstance(heads, int) and heads % parallel.tp:
+                    raise GraphBudgetError(
+                        f"parallel: tp={parallel.tp} does not divide {attr}={heads} of "
+                        f"{name or 'the model'}: each rank holds whole attention heads"
+                    )
     plan = tp_plan(model)
     if not plan:
         raise GraphBudgetError(
@@ -134,6 +144,8 @@ def local_model(model: Any, tp: int) -> Any:
         ins, outs = (ins, outs // tp) if style == "colwise" else (ins // tp, outs)
         new = torch.nn.Linear(ins, outs, bias=old.bias is not None)
         new.to(dtype=old.weight.dtype, device=old.weight.device)
+        for shard, whole in zip(new.parameters(), old.parameters(), strict=True):
+            shard.requires_grad_(whole.requires_grad)  # a frozen layer's shard stays frozen
         parent, _, child = name.rpartition(".")
         setattr(local.get_submodule(parent) if parent else local, child, new)
     for module in local.modules():
@@ -168,7 +180,8 @@ def per_rank(
     ranks = []
     for rank in range(n):
         if parallel.fsdp > 1:
-            params_b, grads_b, state_b = _fsdp_share(params, rank, n, slots, mixed)
+            every = list(model.parameters())  # FSDP shards frozen parameters too
+            params_b, grads_b, state_b = _fsdp_share(every, params, rank, n, slots, mixed)
         else:
             params_b = _flat_share(weights, rank, n) if stage == 3 else weights
             grads_b = _flat_share(grads_full, rank, n) if stage >= 2 else grads_full
@@ -190,13 +203,15 @@ def per_rank(
     return ranks
 
 
-def _fsdp_share(params: list, rank: int, n: int, slots: float, mixed: bool) -> tuple:
+def _fsdp_share(every: list, params: list, rank: int, n: int, slots: float, mixed: bool) -> tuple:
     """FSDP2's parameters, gradients and optimizer state on ``rank``: each parameter's dim-0
     chunk, the parameters padded to the same rows on every rank (rank 0's chunk, the ceil).
-    Mixed (``MixedPrecisionPolicy(param_dtype=bf16)``): the sharded parameters are the fp32
-    master weights, the gradients are reduced into fp32 shards, the slots are fp32."""
-    size = {id(p): MASTER if mixed else p.element_size() for p in params}
-    held = sum(_shard_numel(p, 0, n) * size[id(p)] for p in params)
+    ``every`` parameter is sharded, frozen ones too; only the trainable ``params`` have
+    gradients and slots. Mixed (``MixedPrecisionPolicy(param_dtype=bf16)``): the sharded
+    parameters are the fp32 master weights, the gradients are reduced into fp32 shards, the
+    slots are fp32."""
+    size = {id(p): MASTER if mixed else p.element_size() for p in every}
+    held = sum(_shard_numel(p, 0, n) * size[id(p)] for p in every)
     mine = sum(_shard_numel(p, rank, n) * size[id(p)] for p in params)
     return held, mine, round(mine * slots)
 

@@ -144,7 +144,8 @@ class GraphBudget:
         try:
             outcome = yield
         except (Exception, pytest.fail.Exception) as exc:
-            self.not_checked(item, exc)
+            self.not_checked(item, exc)  # and the models it profiled said as unchecked, new
+            self.checker.rematch(item.stash.get(ITEM_MODELS, []), item.nodeid)
             raise
         self.check_models(item)
         return outcome
@@ -328,7 +329,7 @@ class GraphBudget:
         )
         earlier = item.stash.setdefault(ITEM_MODELS, [])
         same = [r for r in earlier if r.id == result.id and r.profile and prof]
-        if any(_figures(r) != _figures(result) for r in same):
+        if any(r.recorded() != result.recorded() for r in same):
             # one id, other figures: each model would be compared with the other's entry
             message = (
                 f"graph_profile: a second model labelled {label!r} in this test, with other "
@@ -429,14 +430,6 @@ class GraphBudget:
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def _figures(result: ModelResult) -> dict[str, Any] | None:
-    """The figures a result's baseline entry would hold (None without a profile)."""
-    from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES
-
-    totals = (result.profile or {}).get("totals")
-    return totals and {key: totals.get(key) for key in REGRESSION_FIGURES}
 
 
 def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:

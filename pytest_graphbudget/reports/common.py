@@ -370,7 +370,8 @@ def rename_notes(
 
 def drops(result: Any) -> list[dict[str, Any]]:
     """The notices of figures below the baseline beyond the tolerance: a lighter model."""
-    return [f for f in findings(result, "notice") if f["key"] not in (*RENAME_KEYS, UNCHECKED_KEY)]
+    others = (*RENAME_KEYS, UNCHECKED_KEY, NEW_KEY)  # notices of what was not compared
+    return [f for f in findings(result, "notice") if f["key"] not in others]
 
 
 def findings_of(result: Any, key: str) -> list[dict[str, Any]]:

@@ -50,6 +50,16 @@ def code(text: str) -> str:
     return "`" + text.replace("`", "'") + "`"
 
 
+def fenced(text: str) -> list[str]:
+    """``text`` in a code block whose fence is longer than any run of backticks in it: an
+    error holding a fence of its own (a model's message, a test id) would otherwise close
+    the block, and the rest of it would be read as markdown (a heading, an open
+    ``<details>`` folding away the comment)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, text, fence]
+
+
 def table(results: list[Any], names: dict[str, str]) -> list[str]:
     header = ["model"]
     for key in COLUMNS:
@@ -69,7 +79,10 @@ def table(results: list[Any], names: dict[str, str]) -> list[str]:
                 ]
         kind = common.verdict(result)
         cells.append(f"{ICONS[kind]} {WORDS[kind]}")
-        lines.append(tables.markdown_row(cells, cell))
+        # the name is a code span, where GitHub reads no HTML: no ``&lt;`` there, which
+        # would show as written, only its pipes and line breaks escaped
+        name = cells[0].replace("|", "\\|").replace("\n", " ")
+        lines.append(tables.markdown_row([name, *map(cell, cells[1:])], str))
         extra = common.extra_limits(result, COLUMNS)
         if extra:
             blank = [""] * (len(header) - 2)
@@ -93,9 +106,9 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
     lines = [f"#### {ICONS[kind]} {code(name)} · {where(result, root)}", ""]
     if result.error is not None:
         if result.profile is None:
-            lines += ["Could not be checked:", "", "```", result.error.strip(), "```", ""]
+            lines += ["Could not be checked:", "", *fenced(result.error.strip()), ""]
             return lines
-        lines += ["```", result.error.strip(), "```", ""]  # e.g. a bad baseline entry
+        lines += [*fenced(result.error.strip()), ""]  # e.g. a bad baseline entry
     grown = grown_by_figure(result)
     commit = update = ""
     for finding in common.findings(result, "fail"):

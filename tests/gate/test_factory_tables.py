@@ -139,3 +139,23 @@ def test_factory_problems(table, lines, expected):
     assert len(problems) == len(expected), problems
     for problem, start in zip(problems, expected, strict=True):
         assert problem.startswith(start) and "\n" not in problem, problem
+
+
+def test_a_factory_that_raises_is_the_users_error_not_ours(project, monkeypatch, capsys):
+    """User trial: every report called a factory's own exception "internal error in
+    pytest-graphbudget ...; this is a bug, please report it"."""
+    (project.path / f"{MODULE}.py").write_text(
+        MODELS + "\ndef broken():\n    raise RuntimeError('no weights here')\n"
+    )
+    (project.path / "budgets/nets.toml").write_text(
+        f'[models.broken]\nfactory = "{MODULE}:broken"\nflops_max = "1M"\n'
+    )
+    said = f"factory '{MODULE}:broken' for broken raised RuntimeError: no weights here"
+    result = project.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{said}*"])
+    assert "internal error" not in result.stdout.str()
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check", "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert said in out and "internal error" not in out

@@ -161,6 +161,39 @@ def test_the_profile_casts_as_torch_cuda_autocast_does(dtype):
     assert ("convolution", str(low)) in expected
 
 
+@pytest.mark.skipif(
+    not torch_at_least(2, 14),
+    reason="held on the pinned torch: 2.4's fake CUDA tensors call the CUDA runtime (bfloat16)",
+)
+def test_attention_leaves_its_fast_path_as_under_cuda_autocast():
+    """User trial: under CUDA's autocast a TransformerEncoderLayer leaves its fused fast path
+    (it asks ``torch.is_autocast_enabled()``), and its products run in float16; under CPU
+    autocast it took the fast path, in float32, uncast: vit_b_16's traffic 17% low."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def layer():
+        torch.manual_seed(0)
+        return torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0).eval()
+
+    ops, model, x = _Ops(), layer(), torch.randn(2, 8, 32)
+    with amp.cuda_autocast("amp_float16"), torch.no_grad(), ops:
+        model(x)
+    expected = _Ops()
+    with torch.device("meta"):
+        model = layer()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model, x = model.to_empty(device="cuda"), torch.empty(2, 8, 32, device="cuda")
+        with _torch_cuda_autocast(torch.float16), torch.no_grad(), expected:
+            model(x)
+    fused = {"_transformer_encoder_layer_fwd", "_native_multi_head_attention"}
+    assert not fused & {name for name, _ in ops.ops + expected.ops}
+    # the feed-forward and output products in float16, the norms in float32, as on CUDA
+    # (the attention kernel itself differs by device: CPU's flash, the fake CUDA math path)
+    kept = ("addmm", "native_layer_norm", "relu")
+    assert [op for op in ops.ops if op[0] in kept] == [op for op in expected.ops if op[0] in kept]
+    assert torch.backends.mha.get_fastpath_enabled()  # put back after the profile
+
+
 def test_every_op_cuda_autocasts_and_cpu_does_not_has_a_policy():
     registered = torch._C._dispatch_get_registrations_for_dispatch_key
     cpu, cuda = ({n for n in registered(key) if n.startswith("aten::")} for key in amp.KEYS)

@@ -191,13 +191,17 @@ def test_cli_decodes_a_model_of_the_users_code(tmp_path, monkeypatch, capsys):
         "def mlp():\n"
         "    import torch\n"
         "    return torch.nn.Linear(4, 4)\n"
+        "def pair():\n"  # the (module, inputs) a factory returns for profile
+        "    import torch\n"
+        "    return small(), (torch.zeros(1, 4, dtype=torch.long),)\n"
     )
     monkeypatch.chdir(tmp_path)
-    argv = ["profile", "lms:small", "--decode", "--context", "8", "--batch", "2", "--format"]
-    assert cli.main([*argv, "json", "-q"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["batch"] == 2
-    assert data["decode"]["totals"]["macs"] == 2 * closed_form_macs(8)
+    for factory in ("lms:small", "lms:pair"):  # a pair was "tuple is not a causal LM"
+        argv = ["profile", factory, "--decode", "--context", "8", "--batch", "2", "--format"]
+        assert cli.main([*argv, "json", "-q"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["batch"] == 2
+        assert data["decode"]["totals"]["macs"] == 2 * closed_form_macs(8)
     assert cli.main(["profile", "lms:mlp", "--decode", "--context", "8", "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a causal language model" in err[0], err

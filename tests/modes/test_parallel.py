@@ -181,6 +181,15 @@ def test_a_per_rank_limit_reads_back():
     assert bound == pytest.approx(value / 2, rel=5e-3)
 
 
+def kv_feed() -> torch.nn.Module:
+    """``Feed``, with 2 key-value heads in its config, as a grouped-query LLM keeps them."""
+    from types import SimpleNamespace
+
+    model = Feed()
+    model.config = SimpleNamespace(num_key_value_heads=2)
+    return model
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -194,6 +203,12 @@ def test_a_per_rank_limit_reads_back():
         ({"parallel": {}}, "a table of dp, fsdp, zero, tp"),
         ({"parallel": {"tp": 3}, "model": Feed()}, "tp=3 does not divide num_heads=4"),
         ({"parallel": {"tp": 2}, "model": mlp()}, "tp=2 splits no Linear layer"),
+        # a user's trial: each failed deep in the trace (mat1 and mat2 shapes, a bad view)
+        (
+            {"parallel": {"tp": 2}, "model": torch.nn.MultiheadAttention(8, 2)},
+            "cannot split the model, an nn.MultiheadAttention: its q, k and v are one packed",
+        ),
+        ({"parallel": {"tp": 4}, "model": kv_feed()}, "tp=4 does not divide num_key_value_heads=2"),
         ({"parallel": {"fsdp": 2}, "mode": "eval"}, "pass mode='train' too"),
     ],
 )
@@ -338,3 +353,36 @@ def test_the_views_say_the_state_is_mixed():
     assert rank_table(prof.parallel)[0] == "Per rank, `fsdp=4` (4 ranks, mixed bfloat16):"
     fp32, _ = ranks({"fsdp": 4})
     assert "mixed" not in dict(rank_rows(fp32.parallel))["parallel"]
+
+
+class Frozen(torch.nn.Module):
+    """Three Linear layers, the first two frozen (a fine-tuned head on a fixed trunk)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.q, self.o = (
+            torch.nn.Linear(32, 64),
+            torch.nn.Linear(64, 64),
+            torch.nn.Linear(64, 64),
+        )
+        self.emb.requires_grad_(False)
+        self.q.requires_grad_(False)
+
+    def forward(self, x):
+        return self.o(torch.relu(self.q(torch.relu(self.emb(x)))))
+
+
+def test_frozen_parameters_are_sharded_and_stay_frozen():
+    """User trial against FSDP2 on gloo: ``fully_shard`` shards frozen parameters too, so
+    each of 2 ranks holds (32*64+64 + 64*64+64 frozen + 64*64+64 trainable) * 4 / 2 =
+    20,864 B, gradients 16,640 / 2 = 8,320 B and Adam's two slots 16,640 B; fsdp left the
+    frozen ones out of the parameters (8,320). tp=2 rebuilt the frozen q as trainable:
+    only o's row shard (64*32 + 64 = 2,112 parameters) has gradients, 8,448 B."""
+    step = {"mode": "train", "optimizer": "adam"}
+    fsdp = profile_model(Frozen(), torch.randn(4, 32), **step, parallel={"fsdp": 2})
+    rank = fsdp.parallel["ranks"][0]
+    assert (rank["params_bytes"], rank["grads_bytes"]) == (20_864, 8_320)
+    assert rank["optimizer_state_bytes"] == 16_640
+    tp = profile_model(Frozen(), torch.randn(4, 32), **step, parallel={"tp": 2})
+    rank = tp.parallel["ranks"][0]
+    assert (rank["grads_bytes"], rank["optimizer_state_bytes"]) == (8_448, 16_896)

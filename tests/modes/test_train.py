@@ -518,3 +518,26 @@ def test_a_real_step_prices_a_graph_as_the_fake_step_does():
 
     assert figures(real) == figures(fake)
     assert sum(live_at_peak(real).values()) == sum(live_at_peak(fake).values())
+
+
+def test_a_parameter_without_a_gradient_gets_no_optimizer_state():
+    """A head the loss never reaches: torch.optim makes state at a parameter's first step
+    with a gradient, so Adam holds 2 x (64*64 + 64) x 4 = 33,280 B, as a real step leaves
+    it; the profile counted the unused head's 2 x 266,240 x 4 too (2.16 MB, the peak +182%)."""
+
+    class Unused(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.head = torch.nn.Linear(64, 64), torch.nn.Linear(64, 4096)
+
+        def forward(self, x):
+            return self.used(x)
+
+    prof = profile_model(Unused(), torch.randn(8, 64), mode="train", optimizer="adam")
+    assert prof.optimizer_state_bytes == 2 * (64 * 64 + 64) * 4
+    model = Unused()
+    adam = torch.optim.Adam(model.parameters())
+    model(torch.randn(8, 64)).sum().backward()
+    adam.step()
+    made = sum(t.numel() * t.element_size() for s in adam.state.values() for t in s.values())
+    assert made - 4 * len(adam.state) == prof.optimizer_state_bytes  # less the step counters

@@ -512,3 +512,26 @@ def test_a_test_module_that_cannot_be_collected_is_no_pass(project, tmp_path):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert report["passed"] is False and by_id(report)["test_fine.py::test_fits::model"]["passed"]
     assert 'errors="1"' in junit.read_text()
+
+
+def test_a_body_that_fails_after_graph_profile_leaves_no_green_of_nothing_checked(project):
+    """The model profiled, then ``assert False``: a budget with no limit and no baseline
+    entry read "1 model within budget" (even under strict), as the failing body skipped the
+    end of the test where an unchecked model is said."""
+    project.makepyfile(
+        test_after="""
+        import pytest, torch
+
+        @pytest.mark.graph_budget(name="nolimit")
+        def test_then_fails(graph_profile):
+            graph_profile(torch.nn.Linear(8, 8), (torch.randn(1, 8),))
+            assert False
+        """
+    )
+    result, report = run(project)
+    result.assert_outcomes(failed=1)
+    model = by_id(report)["test_after.py::test_then_fails::nolimit"]
+    assert model["verdict"] == "unchecked" and "nothing checked yet" in str(model["findings"])
+    assert "within budget" not in report["title"]
+    result, report = run(project, "--graph-budget-strict")
+    assert by_id(report)["test_after.py::test_then_fails::nolimit"]["verdict"] == "error"

@@ -124,3 +124,25 @@ def test_the_html_layer_table_runs_in_execution_order(project):
     rows = re.findall(r'<tr class="layer[^"]*" data-module="([^"]+)"', page)
     # The forward: zeta (its Linear, then its ReLU), then alpha; parents before children.
     assert rows == ["zeta", "zeta.0", "zeta.1", "alpha"]  # today: alpha, zeta, zeta.0, zeta.1
+
+
+def test_markdown_keeps_an_error_in_its_block_and_a_name_as_written():
+    """User trial: an error holding a fence of its own closed the block, and what followed
+    (a heading, an open ``<details>``) was read as markdown, folding away the rest of the
+    comment; a name holding ``<b>`` showed ``&lt;b>`` in the table's code span."""
+    from markdown_it import MarkdownIt
+
+    from pytest_graphbudget.gate.check import ModelResult
+    from pytest_graphbudget.reports import markdown
+
+    error = "RuntimeError: bad\n```\n## INJECTED\n<details><summary>x"
+    broken = ModelResult("t.py::test_a", "a", "t.py::test_a", "t.py", 1, {"limits": {}})
+    broken.error = error
+    text = markdown.render([broken])
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert "<h2>INJECTED</h2>" not in html and "<details>" not in html
+    assert "## INJECTED" in html  # shown, as text in the block
+    named = ModelResult("t.py::test_b[<b>&amp;</b>]", "m", "t.py::test_b", "t.py", 1, {})
+    named.budget = {"limits": {}, "bottleneck": {}}
+    row = markdown.table([named], {named.id: "t.py::test_b[<b>&amp;</b>]"})[2]
+    assert row.startswith("| `t.py::test_b[<b>&amp;</b>]` |")
