@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_graphbudget.case import as_case
 from pytest_graphbudget.errors import GraphBudgetError, one_line, toml_error
+from pytest_graphbudget.gate import toml_lines
 from pytest_graphbudget.gate.budgets import BOTTLENECK_KEYS, LIMITS, MODEL_KEYS, Budget, build
 from pytest_graphbudget.gate.ignored import refuse_idle_optimizer, refuse_idle_runs
 from pytest_graphbudget.modes.fit import growth_degree
@@ -105,6 +106,7 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
         message = f'{shown}: no [models."<name>"] table, so it checks nothing'
         found.append(Broken("<models>", message))
     shared = {k: v for k, v in defaults_table.items() if k in MODEL_KEYS}
+    positions = toml_lines.key_lines(text)  # every key's line, read as TOML reads the key
     for name, table in models.items():
         if not isinstance(table, dict):
             found.append(Broken(name, f"{shown}: models.{name} must be a table, got {table!r}"))
@@ -112,7 +114,7 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
         # a table left on a value [defaults] got wrong is an error, never judged without it
         # (on generic, eager, without that limit); a model key of [defaults] it checks itself
         inherited = [p for key, p in broken.items() if key not in table and key not in shared]
-        entry = Table(name, {**shared, **table}, defaults, key_lines(text, name), inherited)
+        entry = Table(name, {**shared, **table}, defaults, key_lines(positions, name), inherited)
         found += expand(entry, shown)  # seq_len = [...]: a table a point
     return found
 
@@ -166,22 +168,15 @@ def table_line(text: str, key: str) -> int:
     return 0
 
 
-def key_lines(text: str, model: str) -> dict[str, int]:
-    """Line numbers of the ``[models.<model>]`` header (key ``""``) and of its keys."""
-    lines: dict[str, int] = {}
-    header = re.compile(r'^\s*\[\s*models\s*\.\s*(?:"([^"]+)"|\'([^\']+)\'|([\w.-]+))\s*\]')
-    inside = False
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = header.match(line)
-        if match:
-            inside = model in match.groups()
-            if inside:
-                lines[""] = number
-            continue
-        if line.lstrip().startswith("["):
-            inside = False
-        elif inside and "=" in line:
-            lines.setdefault(line.split("=", 1)[0].strip().strip('"'), number)
+def key_lines(positions: dict[tuple[str, ...], int], model: str) -> dict[str, int]:
+    """Line numbers of the ``[models.<model>]`` header (key ``""``) and of its keys, from the
+    file's ``toml_lines.key_lines``: a name with an escape (``"a\\"b"``), a unicode escape or
+    a dotted key under ``[models]`` is the name TOML reads, not the text (a regular expression
+    over the text lost their lines, and every problem pointed at line 1)."""
+    lines = {"": positions[("models", model)]} if ("models", model) in positions else {}
+    for path, number in positions.items():
+        if len(path) == 3 and path[:2] == ("models", model):
+            lines.setdefault(path[2], number)
     return lines
 
 

@@ -46,10 +46,20 @@ def module_names(entry: Entry, params: bool = True) -> frozenset[str]:
     return frozenset(names)
 
 
+ROOTS = frozenset({"", "<root>"})
+"""How an entry names the model itself: a model of no submodule (a bare Linear or Conv2d)
+names only that, which tells one such model from another by nothing."""
+
+
 def same_modules(current: Entry, base: Entry) -> bool:
-    """Whether two entries name the same modules, as far as ``base`` records them."""
+    """Whether two entries name the same modules, as far as ``base`` records them. Models of
+    no submodule also need the same parameter count: a Conv2d's new test was matched with a
+    Linear's old entry by their one name, and judged against it ("params dropped -94.6%")."""
     params = "params" in base.by_module
-    return module_names(current, params) == module_names(base, params)
+    names = module_names(current, params)
+    if names != module_names(base, params):
+        return False
+    return bool(names - ROOTS) or current.figures.get("params") == base.figures.get("params")
 
 
 def variant(key: str) -> str:

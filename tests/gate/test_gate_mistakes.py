@@ -339,3 +339,30 @@ def test_a_budget_folder_no_run_collects_is_a_usage_error(project, capsys, monke
     write(project, "budget/heavy.toml", "[tool.other]\nx = 1\n")  # another tool's file: left alone
     configure(project, "")
     assert project.runpytest("--graph-budget").ret == pytest.ExitCode.OK
+
+
+def test_a_table_named_with_an_escape_keeps_its_lines(tmp_path):
+    """User trial: ``[models."a\\"b"]``, a unicode escape and dotted keys under ``[models]``
+    lost their key lines (a regular expression read the text, not the name), so every
+    problem and annotation pointed at line 1, another table's header."""
+    from pytest_graphbudget.gate import budget_files
+    from pytest_graphbudget.gate.budgets import Budget
+
+    path = tmp_path / "x.toml"
+    path.write_text(
+        '[models."a\\"b"]\n'  # 1
+        'model = "resnet18"\n'  # 2
+        'flops_max = "1k"\n'  # 3
+        "\n"
+        '[models."\\u00e9t\\u00e9"]\n'  # 5
+        'flops_max = "2k"\n'  # 6
+        "\n"
+        "[models]\n"  # 8
+        'dotted.model = "resnet18"\n'  # 9
+        'dotted.flops_max = "3k"\n',  # 10
+        encoding="utf-8",
+    )
+    tables = {t.name: t.lines for t in budget_files.read(path, "x.toml", Budget())}
+    assert tables['a"b'] == {"": 1, "model": 2, "flops_max": 3}
+    assert tables["été"] == {"": 5, "flops_max": 6}
+    assert tables["dotted"]["flops_max"] == 10

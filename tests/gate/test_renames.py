@@ -327,3 +327,20 @@ def test_one_entry_compared_with_two_models_says_so_in_each(project):
         "2 models within budget; 2 models compared with the baseline entry of another id: renamed?"
     )
     assert json.loads(texts["report.json"])["title"] == title
+
+
+def test_models_of_no_submodule_are_never_matched_by_their_modules():
+    """User trial: a new test of a bare Conv2d was compared with a deleted test's Linear
+    entry (each names only the model itself), and judged "params dropped -94.6%". Such
+    models are matched only with the same parameter count as well."""
+    from pytest_graphbudget.gate.baseline import Entry
+    from pytest_graphbudget.gate.renames import same_modules
+
+    def entry(modules: dict[str, int], params: dict[str, int]) -> Entry:
+        return Entry({"params": sum(params.values())}, modules, {"params": params})
+
+    linear, conv = entry({"<root>": 136}, {"<root>": 36}), entry({"<root>": 9000}, {"<root>": 2})
+    assert not same_modules(conv, linear)
+    assert same_modules(entry({"<root>": 200}, {"<root>": 36}), linear)  # a renamed Linear
+    mlp = entry({"0": 10, "2": 20}, {"0": 4, "2": 5})
+    assert same_modules(entry({"0": 99, "2": 1}, {"0": 1, "2": 1}), mlp)  # wider, same names
