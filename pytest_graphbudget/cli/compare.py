@@ -93,21 +93,28 @@ def run(args: argparse.Namespace, console: Console) -> int:
         from pytest_graphbudget.reports import html
 
         console.emit(html.compare_page(a, b, result), args.html)
+    failures = _over_growth(result, args.max_growth)
+    if args.max_growth is not None:  # the file says the verdict the exit status gives
+        result = {**result, "max_growth": args.max_growth, "failures": failures}
     console.emit(render_compare(result, fmt), args.output)
-    if args.max_growth is None:
-        return EXIT_OK
-    failed = False
-    for figure in GROWTH_CHECKED:
+    for failure in failures:
+        console.failure(failure)
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+def _over_growth(result: Mapping[str, Any], limit: float | None) -> list[str]:
+    """Each figure that grew more than ``--max-growth`` from A to B, said in one line."""
+    found = []
+    for figure in GROWTH_CHECKED if limit is not None else ():
         old, new = result["totals"][figure.key]["a"], result["totals"][figure.key]["b"]
         # From 0 any growth is beyond every ratio: the baseline gate's "regressed from 0".
-        if new > old * (1 + args.max_growth):
+        if new > old * (1 + limit):
             growth = f"{new / old - 1:+.1%}" if old else "from 0"
-            console.failure(
+            found.append(
                 f"{figure.label} grew {growth} ({figure.format(old)} -> {figure.format(new)}), "
-                f"more than --max-growth {args.max_growth:.1%}"
+                f"more than --max-growth {limit:.1%}"
             )
-            failed = True
-    return EXIT_FAILED if failed else EXIT_OK
+    return found
 
 
 def _load_side(source: str, args: argparse.Namespace, console: Console) -> Any:
@@ -410,6 +417,9 @@ def compare_markdown(result: Mapping[str, Any]) -> str:
         "",
     ]
     lines += markdown_table(TOTAL_HEADERS, _total_rows(result))
+    if "failures" in result:  # --max-growth: its verdict, in the file a PR comment posts
+        said = [f"- ❌ {f}" for f in result["failures"]] or ["- ✅ within --max-growth"]
+        lines += ["", *said]
     lines += ["", f"### Modules that differ: {result['modules_changed']}", ""]
     if result["modules"]:
         lines += markdown_table(MODULE_HEADERS, _module_rows(result, code=True), "llrrrrrr")

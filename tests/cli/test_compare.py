@@ -166,6 +166,37 @@ def test_max_growth_from_zero_fails(linear_json, capsys):
     assert cli.main(["compare", "a.json", "a.json", "--max-growth", "2%"]) == 0  # 0 -> 0
 
 
+def test_the_written_comparison_carries_its_verdict(linear_json, tmp_path, capsys):
+    """User trial: ``--max-growth`` failed with exit 1, but the file written with ``-o`` (a
+    PR comment's markdown, a JSON a later step reads) held no verdict, and looked clean."""
+    linear_json("a.json", "flops", 0)
+    common = ["compare", "a.json", "b.json", "--max-growth", "2%"]
+    assert cli.main([*common, "--format", "markdown", "-o", "c.md"]) == 1
+    failure = "FLOPs grew from 0 (0 -> 16.5k), more than --max-growth 2.0%"
+    assert f"- ❌ {failure}" in (tmp_path / "c.md").read_text()
+    assert cli.main([*common, "--format", "json", "-o", "c.json"]) == 1
+    written = json.loads((tmp_path / "c.json").read_text())
+    assert (written["max_growth"], written["failures"]) == (0.02, [failure])
+    assert (
+        cli.main(
+            [
+                "compare",
+                "b.json",
+                "b.json",
+                "--max-growth",
+                "2%",
+                "-o",
+                "d.md",
+                "--format",
+                "markdown",
+            ]
+        )
+        == 0
+    )
+    assert "- ✅ within --max-growth" in (tmp_path / "d.md").read_text()
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(
     ("value", "shown"),
     [(..., None), ("20M", '"20M"'), (None, "null"), (True, "true"), (float("nan"), "NaN")],
