@@ -268,9 +268,13 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
         if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
             kwargs["decoder_input_ids"] = token_ids(batch, seq_len, vocab, low=3)
 
-    if vision and not text:
-        channels = getattr(config, "num_channels", 3) or 3
-        height, width = _image_size(config)
+    # A text-and-image model (CLIP, SigLIP: a text_config beside a vision_config) needs both;
+    # only its vision config knows the image's size and channels.
+    paired = getattr(config, "vision_config", None) if text else None
+    if vision and (not text or paired is not None):
+        seen = paired if paired is not None else config
+        channels = getattr(seen, "num_channels", 3) or 3
+        height, width = _image_size(seen)
         shape = options.image_shape((batch, channels, height, width))
         kwargs["pixel_values"] = image(shape)
         if "pixel_mask" in params:

@@ -146,6 +146,31 @@ def test_hf_overrides_seq_len_batch_and_input_shape(no_network):
     assert shapes(case) == {"pixel_values": (1, 3, 640, 480), "pixel_mask": (1, 640, 480)}
 
 
+def test_a_text_and_image_model_gets_both_inputs(tmp_path, no_network):
+    """User trial: a CLIP configuration folder got ``input_ids`` alone, and its forward
+    raised "'NoneType' object has no attribute 'shape'". Its image is its vision config's:
+    3 x 32 x 32 here, 16 tokens of text."""
+    transformers = pytest.importorskip("transformers")
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
+    config = transformers.CLIPConfig(
+        text_config={**tower, "num_attention_heads": 2, "vocab_size": 100},
+        vision_config={**tower, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+        projection_dim=16,
+    )
+    config.save_pretrained(tmp_path)
+    case = resolve(str(tmp_path), seq_len=16, meta=True)
+    found = shapes(case)
+    assert found["pixel_values"] == (1, 3, 32, 32) and found["input_ids"] == (1, 16)
+    from pytest_graphbudget import profile_model
+
+    towers = profile_model(case).modules
+    # each tower's one layer, per token: q, k, v, o (4 x 32 x 32) and the MLP (2 x 32 x 64);
+    # scores and values 2 x (L x L x 32) over its 16 text tokens, or 16 patches + 1 class token
+    for tower, tokens in (("text_model", 16), ("vision_model", 17)):
+        expected = tokens * (4 * 32 * 32 + 2 * 32 * 64) + 2 * tokens * tokens * 32
+        assert towers[f"{tower}.encoder"].macs == expected, tower
+
+
 def test_hf_seq_len_beyond_the_model_is_a_clear_error():
     with pytest.raises(GraphBudgetError, match="seq_len 1024 is longer than roberta-base"):
         resolve("roberta-base", seq_len=1024, meta=True)
