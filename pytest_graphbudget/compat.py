@@ -54,6 +54,7 @@ NEWER_OPS: dict[str, tuple[int, int]] = {
     "_scaled_dot_product_fused_attention_overrideable": (2, 5),
     "_weight_int4pack_mm_for_cpu": (2, 6),
     "_fused_rms_norm": (2, 8),
+    "_grouped_mm": (2, 8),
     "_flash_attention_forward_no_dropout_inplace": (2, 12),
 }
 """ATen op -> the first torch release that has it (checked against every release of the
