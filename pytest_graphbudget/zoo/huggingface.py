@@ -268,11 +268,9 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
         if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
             kwargs["decoder_input_ids"] = token_ids(batch, seq_len, vocab, low=3)
 
-    # A text-and-image model (CLIP, SigLIP: a text_config beside a vision_config) needs both;
-    # only its vision config knows the image's size and channels.
-    paired = getattr(config, "vision_config", None) if text else None
-    if vision and (not text or paired is not None):
-        seen = paired if paired is not None else config
+    # text and image (CLIP, SigLIP): both inputs, the image's size its vision_config's
+    seen = getattr(config, "vision_config", None) if text else config
+    if vision and seen is not None:
         channels = getattr(seen, "num_channels", 3) or 3
         height, width = _image_size(seen)
         shape = options.image_shape((batch, channels, height, width))
@@ -280,13 +278,11 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
         if "pixel_mask" in params:
             kwargs["pixel_mask"] = torch.ones(shape[0], *shape[2:], dtype=torch.long)
 
-    missing = [
-        p.name
-        for p in params.values()
-        if p.default is inspect.Parameter.empty
-        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        and p.name not in kwargs
-    ]
+    named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    kinds = (*named, inspect.Parameter.KEYWORD_ONLY)
+    empty = inspect.Parameter.empty
+    missing = [p.name for p in params.values() if p.default is empty and p.kind in kinds]
+    missing = [name for name in missing if name not in kwargs]
     if missing:
         raise GraphBudgetError(
             f"cannot make example inputs for {name}: its forward requires {', '.join(missing)}; "
