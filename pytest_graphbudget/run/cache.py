@@ -20,6 +20,7 @@ rebuilt by the caller).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -197,11 +198,15 @@ class ProfileCache:
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # corrupt: ignore it, the caller rebuilds it
+            with contextlib.suppress(OSError):  # a read-only cache keeps it, unused
+                path.unlink(missing_ok=True)  # corrupt: ignore it, the caller rebuilds it
             return None
         return data if isinstance(data, dict) and "totals" in data else None
 
     def put(self, key: str, data: dict[str, Any]) -> None:
+        """Store ``data`` under ``key``; raises ``OSError`` when the cache cannot be written
+        (read-only, a file where a directory goes), which the caller says and goes on past:
+        the profile itself is good."""
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         (self.root / ".gitignore").write_text("*\n")

@@ -322,7 +322,12 @@ class _Walker:
         code = fn.__code__
         qualname = f"{fn.__module__}.{fn.__qualname__}"
         if is_library_file(code.co_filename):
-            return ["library function", qualname]
+            # A library wrapper (``@torch.no_grad()``, ``functools.singledispatch``,
+            # ``contextlib.contextmanager``) holds the project's function: in ``__wrapped__``
+            # or a cell. Keyed by name alone, an edit of that function was never seen.
+            cells = [c.cell_contents for c in fn.__closure__ or () if _filled(c)]
+            held = [f for f in (vars(fn).get("__wrapped__"), *cells) if _project_function(f)]
+            return ["library function", qualname, *(self.value(f) for f in held)]
         used = frozenset(codewalk.names(code))
         namespace = fn.__globals__
         return [
@@ -398,3 +403,17 @@ class _Walker:
 
 def _as_tuple(slots: Any) -> tuple[str, ...]:
     return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+def _filled(cell: Any) -> bool:
+    """Whether a closure cell holds a value (one not yet assigned raises on reading)."""
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _project_function(value: Any) -> bool:
+    """A plain function defined in the project's own files, not a library's."""
+    return isinstance(value, types.FunctionType) and not is_library_file(value.__code__.co_filename)

@@ -101,7 +101,14 @@ class Profiler:
                 if values is None:
                     return prof  # no way to tell its values apart: never reused
                 data["values"] = values()
-            self.cache.put(stored, data)
+            try:
+                self.cache.put(stored, data)
+            except OSError as exc:  # not our bug, nor the model's: its profile is good
+                self.counts["not stored"] += 1
+                if self.counts["not stored"] == 1:
+                    why = f"{type(exc).__name__}: {exc.strerror or exc}"
+                    self.notes.append(f"the profile cache cannot be written ({why}): not stored")
+                return prof
             self.counts["profiled and stored"] += 1
         return prof
 

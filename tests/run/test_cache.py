@@ -372,3 +372,63 @@ def test_a_cache_entry_gives_back_the_profile_it_was_made_from(tmp_path):
     assert json.dumps(back.to_dict()) == json.dumps(prof.to_dict())
     assert back.node_info == prof.node_info
     assert from_entry(entry_of(prof, nodes=False)).node_info == []
+
+
+def _doubled(x):
+    return x * 2
+
+
+def _quadrupled(x):
+    return x * 2 * 2
+
+
+@pytest.mark.parametrize("wrap", ["no_grad", "inference_mode", "singledispatch", "contextmanager"])
+def test_a_project_function_inside_a_library_wrapper_is_part_of_the_key(wrap):
+    """User trial: a helper decorated with ``@torch.no_grad()`` (or singledispatch, or a
+    contextmanager) was keyed by the library wrapper's name alone, so an edit of its body
+    kept serving the old figures from the cache."""
+    import contextlib
+    import functools
+
+    import torch
+
+    from pytest_graphbudget.run.fingerprint import fingerprint
+
+    def wrapped(body):
+        if wrap == "no_grad":
+            return torch.no_grad()(body)
+        if wrap == "inference_mode":
+            return torch.inference_mode()(body)
+        if wrap == "singledispatch":
+            return functools.singledispatch(body)
+        return contextlib.contextmanager(lambda x: (yield body(x)))
+
+    class Helper(torch.nn.Module):
+        def __init__(self, helper):
+            super().__init__()
+            self.fc, self.helper = torch.nn.Linear(4, 4), helper
+
+        def forward(self, x):
+            if wrap == "contextmanager":
+                with self.helper(x) as y:
+                    return self.fc(y)
+            return self.fc(self.helper(x))
+
+    assert fingerprint(Helper(wrapped(_doubled))) != fingerprint(Helper(wrapped(_quadrupled)))
+
+
+def test_a_cache_that_cannot_be_written_costs_no_model_its_verdict(project):
+    """User trial: a cache directory that is a file (or read-only) made every model an
+    "internal error ... this is a bug" though each profiled fine; only storing it failed.
+    The model is judged, and the cache says in one note that nothing was stored."""
+    write_models(project, "local(x)")
+    (project.path / "not-a-dir").write_text("a file where the cache goes\n")
+    result = run(project, "--graph-budget-cache-dir=not-a-dir")
+    result.assert_outcomes(passed=1)
+    assert "internal error" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "graph budget cache: 1 not stored",
+            "  the profile cache cannot be written (NotADirectoryError: *): not stored",
+        ]
+    )
