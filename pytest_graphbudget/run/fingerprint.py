@@ -120,7 +120,7 @@ class _Walker:
             raise Unfingerprintable(f"{type(exc).__name__}: {exc}") from None
 
     def model(self, model: Any) -> Any:
-        hooks = None
+        hooks, patches = None, None
         torch = sys.modules.get("torch")
         if torch is not None:
             module = torch.nn.modules.module
@@ -128,7 +128,8 @@ class _Walker:
                 list(getattr(module, name, {}).values())
                 for name in ("_global_forward_pre_hooks", "_global_forward_hooks")
             ]
-        return self.run(["model", model, hooks])
+            patches = patched_torch(torch)
+        return self.run(["model", model, hooks, patches])
 
     def value(self, obj: Any, names: frozenset[str] = frozenset()) -> Any:
         self.steps += 1
@@ -417,3 +418,25 @@ def _filled(cell: Any) -> bool:
 def _project_function(value: Any) -> bool:
     """A plain function defined in the project's own files, not a library's."""
     return isinstance(value, types.FunctionType) and not is_library_file(value.__code__.co_filename)
+
+
+def patched_torch(torch: Any) -> list[Any]:
+    """What replaced torch's own functions and Tensor methods that library code calls too
+    (``F.linear``, reached through ``nn.Linear``; ``torch.Tensor.relu``): a function of the
+    project's, a ``functools.partial``, or another function under the name (``F.gelu =
+    F.softsign``), each said, so that a patch no code of the project names still keys the
+    cache. Read per model: a test may patch between models."""
+    import functools
+
+    found = []
+    for where, namespace in (
+        ("F", vars(torch.nn.functional)),
+        ("torch", vars(torch)),
+        ("Tensor", vars(torch.Tensor)),
+    ):
+        for name, value in namespace.items():
+            if _project_function(value) or isinstance(value, functools.partial):
+                found.append([where, name, value])  # described in full by the walk
+            elif callable(value) and getattr(value, "__name__", name) not in (name, f"_{name}"):
+                found.append([where, name, str(getattr(value, "__name__", ""))])
+    return sorted(found, key=lambda entry: entry[:2])

@@ -432,3 +432,43 @@ def test_a_cache_that_cannot_be_written_costs_no_model_its_verdict(project):
             "  the profile cache cannot be written (NotADirectoryError: *): not stored",
         ]
     )
+
+
+def _linear_doubled(x, weight, bias=None):
+    return _F_LINEAR(x, weight, bias) * 2
+
+
+def _linear_quadrupled(x, weight, bias=None):
+    return _F_LINEAR(x, weight, bias) * 2 * 2
+
+
+_F_LINEAR = __import__("torch").nn.functional.linear
+
+
+@pytest.mark.parametrize("patch", ["project function", "partial", "another function"])
+def test_a_patch_only_library_code_calls_changes_the_fingerprint(patch, monkeypatch):
+    """User trial: ``F.linear`` replaced in a conftest, reached only through ``nn.Linear``
+    (library code), or ``F.gelu = F.softsign``, or a ``functools.partial`` with another
+    argument: the model's own code names none of them, and the cache served the old figures."""
+    import functools
+
+    import torch
+    from torch.nn import functional as F
+
+    from pytest_graphbudget.run.fingerprint import fingerprint
+
+    def key() -> str:
+        return fingerprint(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU()))
+
+    if patch == "project function":
+        monkeypatch.setattr(F, "linear", _linear_doubled)
+        before = key()
+        monkeypatch.setattr(F, "linear", _linear_quadrupled)
+    elif patch == "partial":
+        monkeypatch.setattr(F, "gelu", functools.partial(F.gelu, approximate="none"))
+        before = key()
+        monkeypatch.setattr(F, "gelu", functools.partial(F.gelu, approximate="tanh"))
+    else:
+        before = key()
+        monkeypatch.setattr(F, "gelu", F.softsign)
+    assert key() != before
