@@ -423,9 +423,11 @@ def _project_function(value: Any) -> bool:
 def patched_torch(torch: Any) -> list[Any]:
     """What replaced torch's own functions and Tensor methods that library code calls too
     (``F.linear``, reached through ``nn.Linear``; ``torch.Tensor.relu``): a function of the
-    project's, a ``functools.partial``, or another function under the name (``F.gelu =
-    F.softsign``), each said, so that a patch no code of the project names still keys the
-    cache. Read per model: a test may patch between models."""
+    project's, a ``functools.partial``, or, in ``F`` and ``Tensor``, another function under
+    the name (``F.gelu = F.softsign``), each said, so that a patch no code of the project
+    names still keys the cache. Read per model: a test may patch between models. Libraries
+    that swap torch's top-level functions for their own (ultralytics' ``torch.save``) are
+    left out: an import of them would change every key."""
     import functools
 
     found = []
@@ -437,6 +439,8 @@ def patched_torch(torch: Any) -> list[Any]:
         for name, value in namespace.items():
             if _project_function(value) or isinstance(value, functools.partial):
                 found.append([where, name, value])  # described in full by the walk
-            elif callable(value) and getattr(value, "__name__", name) not in (name, f"_{name}"):
-                found.append([where, name, str(getattr(value, "__name__", ""))])
+            elif where != "torch" and callable(value):  # not torch.save: ultralytics' own
+                called = getattr(value, "__name__", name)
+                if called not in (name, f"_{name}"):
+                    found.append([where, name, str(called)])
     return sorted(found, key=lambda entry: entry[:2])
