@@ -297,3 +297,20 @@ def test_factories_import_alike_under_pytest_and_graph_budget_check(pytester, mo
     for node in ("budgets/nets.toml::package", "budgets/nets.toml::src"):
         assert under_pytest[node]["flops"] == under_check[node]["flops"] == FLOPS
     assert "gbparity_nowhere" in result.stdout.str()
+
+
+def test_check_names_the_marker_tests_it_does_not_run(project, capsys):
+    """User trial: ``check`` read "within budget" in a project whose marked tests it never
+    ran, without a word. It names them, on stderr, and says what runs them."""
+    write(project / "budgets/nets.toml", BUDGETS.split("[models.typo]")[0])
+    write(project / "tests/test_marked.py", 'import pytest\n\n@pytest.mark.flops_max("1G")\n')
+    write(project / "tests/test_plain.py", "def test_plain():\n    pass\n")
+    write(project / "tests/.hidden/test_x.py", '@pytest.mark.flops_max("1G")\n')
+    cli.main(["check"])
+    err = capsys.readouterr().err
+    assert (
+        "graph-budget: note: 1 test file holds budget markers, which check does not run "
+        "(tests/test_marked.py): run pytest --graph-budget for them"
+    ) in err
+    cli.main(["check", "budgets/nets.toml"])  # a path named: the user chose what to check
+    assert "budget markers" not in capsys.readouterr().err
