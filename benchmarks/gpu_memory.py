@@ -28,17 +28,21 @@ CHILD = """
 import json, sys, torch
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {bench!r})
-from gpu_memory import build
+from gpu_memory import build, recording, trace
 model, x = build({name!r})
 torch.cuda.reset_peak_memory_stats()
+traced = recording()
 with torch.inference_mode():
     model = model.cuda()
     x = x.cuda()
     with torch.autocast("cuda", dtype=torch.float16, enabled={amp!r}):
         model(x)
 torch.cuda.synchronize()
+stats = torch.cuda.memory_stats()
 print(json.dumps({{"max_allocated": torch.cuda.max_memory_allocated(),
-                  "max_reserved": torch.cuda.max_memory_reserved()}}))
+                  "max_reserved": torch.cuda.max_memory_reserved(),
+                  "max_requested": stats.get("requested_bytes.all.peak"),
+                  "trace": trace() if traced else None}}))
 """
 
 
@@ -108,9 +112,42 @@ def block():
     return _block_class()()
 
 
+def recording() -> bool:
+    """Record the allocator's events (no device memory of its own), for reading a miss later;
+    ``False`` where this torch cannot."""
+    import torch
+
+    try:
+        torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="python")
+    except Exception:  # a private API: the figures must not depend on it
+        return False
+    return True
+
+
+def trace() -> list[list]:
+    """The allocator's events as ``[action, size, frames]``, frames the innermost few lines of
+    Python (torch.nn's modules or the model's code) that asked."""
+    import torch
+
+    try:
+        events = torch.cuda.memory._snapshot()["device_traces"][0]
+    except Exception:
+        return []
+    rows = []
+    for event in events:
+        frames = [
+            f"{f['filename'].rsplit('/', 2)[-1]}:{f['line']} {f['name']}"
+            for f in event.get("frames", [])[:4]
+        ]
+        rows.append([event["action"], event["size"], frames])
+    return rows
+
+
 def fresh(name: str, amp: bool = False) -> dict:
     code = CHILD.format(root=str(ROOT), bench=str(ROOT / "benchmarks"), name=name, amp=amp)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"the measuring process failed: {out.stderr[-1500:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -121,19 +158,30 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "GPU_MEMORY_RESULTS.md"))
+    parser.add_argument("--trace", help="a JSON file for the allocator's events of each case")
     args = parser.parse_args()
-    rows = []
+    rows, traces = [], {}
     # (model, dtype): the last two as served under CUDA's autocast, float32 weights
     for name, dtype in CASES:
-        model, x = build(name)
         label = name if dtype is None else f"{name}, {dtype}"
-        host = profile_model(model, x, dtype=dtype).peak_memory_bytes
-        estimate = profile_model(model, x, measure=1, device="cuda", dtype=dtype)
-        estimate = estimate.peak_memory_bytes
-        measured = fresh(name, amp=dtype is not None)
+        try:
+            model, x = build(name)
+            host = profile_model(model, x, dtype=dtype).peak_memory_bytes
+            prof = profile_model(model, x, measure=1, device="cuda", dtype=dtype)
+            measured = fresh(name, amp=dtype is not None)
+        except Exception as exc:  # one case's failure is a line, not the end of the run
+            print(f"{label}: failed: {type(exc).__name__}: {exc}"[:2000], flush=True)
+            continue
+        estimate = prof.peak_memory_bytes
+        traces[label] = {
+            "measured": measured.pop("trace"),
+            "estimate": prof.to_dict(),
+        }
         ratio = estimate / measured["max_allocated"]
         rows.append((label, tuple(x.shape), measured, estimate, host, ratio))
         print(label, measured, estimate, host, f"{ratio:.3f}", flush=True)
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(traces, default=str))
     gpu = torch.cuda.get_device_name()
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [

@@ -78,9 +78,13 @@ def datasheet_only(hw):
     )
 
 
-def estimate_s(name: str, batch: int, hardware: str, execution: str) -> dict[str, float]:
+def estimate_s(
+    name: str, batch: int, hardware: str, execution: str, calibrated=None
+) -> dict[str, float]:
     """The profile's estimate, and (for a profile with ``matmul_tflops``) the estimate from its
-    datasheet alone, so the check says what the measured matmul is worth on this card."""
+    datasheet alone, so the check says what the measured matmul is worth on this card; with
+    ``calibrated`` (``graph-budget hardware --calibrate --device cuda`` of this GPU), that
+    profile's estimate too."""
     import timm
     import torch
 
@@ -91,14 +95,29 @@ def estimate_s(name: str, batch: int, hardware: str, execution: str) -> dict[str
         model = timm.create_model(name, pretrained=False).eval()
     x = torch.empty(batch, 3, SIZE, SIZE, device="meta")
     hw = get(hardware)
+    cards = [("estimate_s", hw)]
+    if hw.compute_scale != 1.0:
+        cards.append(("estimate_datasheet_s", datasheet_only(hw)))
+    if calibrated is not None:
+        cards.append(("estimate_calibrated_s", calibrated))
     found = {}
-    for key, card in (("estimate_s", hw), ("estimate_datasheet_s", datasheet_only(hw))):
-        if key == "estimate_s" or hw.compute_scale != 1.0:
-            prof = profile_model(
-                model, (x,), dtype="amp_float16", hardware=card, execution=execution
-            )
-            found[key] = prof.est_latency_s
+    for key, card in cards:
+        prof = profile_model(model, (x,), dtype="amp_float16", hardware=card, execution=execution)
+        found[key] = prof.est_latency_s
     return found
+
+
+def calibrated_profile(path: str | None):
+    """The one profile of a ``hardware --calibrate -o FILE`` (None without one, or when the
+    calibration wrote nothing)."""
+    if not path or not Path(path).exists():
+        return None
+    import tomllib
+
+    from pytest_graphbudget.hardware import from_tables
+
+    found = from_tables(tomllib.loads(Path(path).read_text()).get("hardware", {}))
+    return next(iter(found.values()), None)
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -113,8 +132,13 @@ def measure(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     names = models(args.models)
     plan = [(n, "eager") for n in names] + [(n, "compiled") for n in names[: args.compiled]]
+    calibrated = calibrated_profile(args.hardware_file)
+    stop = time.monotonic() + args.budget_s
     with out.open("a") as handle:
         for name, execution in plan:
+            if time.monotonic() > stop:
+                print(f"--budget-s {args.budget_s:g} spent: the rest is not measured")
+                break
             row = {"model": name, "size": SIZE, "batch": args.batch, "execution": execution}
             row.update(gpu=gpu, torch=torch.__version__, hardware=args.hardware)
             try:
@@ -123,7 +147,7 @@ def measure(args: argparse.Namespace) -> int:
                 row["measured_s"] = step_s(model, x, execution == "compiled")
                 del model, x
                 torch.cuda.empty_cache() if args.device == "cuda" else None
-                row.update(estimate_s(name, args.batch, args.hardware, execution))
+                row.update(estimate_s(name, args.batch, args.hardware, execution, calibrated))
             except Exception as exc:  # one model's failure is a row, not the end of the run
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             handle.write(json.dumps(row) + "\n")
@@ -149,6 +173,8 @@ def report(args: argparse.Namespace) -> int:
         ("compiled", "estimate_s", ""),
         ("eager", "estimate_datasheet_s", ", datasheet only"),
         ("compiled", "estimate_datasheet_s", ", datasheet only"),
+        ("eager", "estimate_calibrated_s", ", calibrated here"),
+        ("compiled", "estimate_calibrated_s", ", calibrated here"),
     ):
         done = [r for r in rows if r["execution"] == execution and key in r]
         if not done:
@@ -177,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--batch", type=int, default=256)
     run.add_argument("--output", default=str(OUT))
     run.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
+    run.add_argument("--hardware-file", help="a --calibrate profile of this GPU: estimated too")
+    run.add_argument(
+        "--budget-s", type=float, default=float("inf"), help="start no model after this long"
+    )
     shown = sub.add_parser("report", help="the hit rates of a measured file")
     shown.add_argument("file")
     args = parser.parse_args(argv)
