@@ -190,6 +190,16 @@ def main() -> None:
         f"Written by `benchmarks/gpu_memory.py` on {when}: {gpu}, capability "
         f"{'.'.join(map(str, torch.cuda.get_device_capability()))}, torch {torch.__version__}.",
         "",
+        "For a transformer block, resnet18 (batch 8) and a conv net (batch 16, 128x128), and the",
+        'first two again as served under CUDA\'s autocast (`dtype="amp_float16"`, float32',
+        'weights, one forward under `torch.autocast("cuda")` in inference mode, where autocast',
+        "caches no cast): the `peak_memory_bytes` of `profile_model(..., measure=1,",
+        'device="cuda")` (the caching allocator\'s rules of',
+        "`pytest_graphbudget/engine/allocator.py`: block rounding, cuBLAS's and cuBLASLt's",
+        "workspaces, cuDNN's layout workspace) against",
+        "`torch.cuda.max_memory_allocated()` of a fresh process running one forward. The bar is",
+        '±5%. "CPU rules" is the same profile without a GPU (exact bytes, no workspace).',
+        "",
         "| model | input | max_memory_allocated | estimate (CUDA rules) | estimate / measured "
         "| CPU rules | max_memory_reserved |",
         "|:--|:--|--:|--:|--:|--:|--:|",

@@ -166,9 +166,15 @@ def collector_paused() -> Iterator[None]:
 
 def evaluating(model: nn.Module) -> None:
     """``model.eval()``, only where a module is training: ``eval`` sets every module's flag
-    through a Python call each, and a profile asks for it in each tier it tries."""
+    through a Python call each, and a profile asks for it in each tier it tries. A module
+    ``torch.export`` unlifted (``ExportedProgram.module()``) refuses ``eval()``: its graph
+    keeps the mode it was exported in, so it is left as it is."""
     if any(module.training for module in walk.modules(model)):
-        model.eval()
+        try:
+            model.eval()
+        except NotImplementedError:
+            if not isinstance(model, torch.fx.GraphModule):
+                raise
 
 
 def warm_up(model: nn.Module, example: Example) -> float:

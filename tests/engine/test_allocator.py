@@ -78,6 +78,17 @@ def test_two_linear_layers_add_the_cublas_workspace_once():
     )
 
 
+def test_a_saved_program_is_counted_as_the_module_it_was_exported_from():
+    # `graph-budget profile model.pt2 --measure --device cuda` failed on an H200: the module
+    # ExportedProgram.module() unlifts refuses eval()
+    model = torch.nn.Sequential(torch.nn.Linear(16, 4), torch.nn.Linear(4, 4)).eval()
+    x = torch.randn(2, 16)
+    unlifted = torch.export.export(model, (x,)).module()
+    found = allocator_peak(unlifted, (x,), {}, HOPPER)
+    # as the eager module above: 2,048 of weights, 512 input, two outputs, both workspaces
+    assert found.peak_bytes == 2_048 + 512 + 512 + 512 + 32 * MIB + MIB
+
+
 def test_a_convolution_holds_cudnns_layout_workspace_while_it_runs():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1)).eval()
     x = torch.randn(1, 3, 16, 16)
