@@ -34,7 +34,8 @@ from gpu_tables import TABLES, read_table  # noqa: E402
 
 OUT = HERE / "out" / "gpu_timm_check.jsonl"
 SIZE = 224
-WARM, STEPS = 5, 20
+WARM, STEPS, MIN_STEPS = 10, 40, 5  # timm's benchmark.py: 10 warm-up steps, 40 timed
+STEP_BUDGET_S = 3.0  # the timed steps of one model take about this long at most
 
 
 def models(count: int) -> list[str]:
@@ -46,21 +47,26 @@ def models(count: int) -> list[str]:
 
 
 def step_s(model, x, compiled: bool) -> float:
-    """The mean seconds of a forward under CUDA's autocast, after warm-up (timm's way); on a
-    CPU (``--device cpu``, a dry run of this script) under CPU autocast."""
+    """The mean seconds of a forward under CUDA's autocast, timed as timm's ``benchmark.py``
+    times its tables: ``cudnn.benchmark`` on, warm-up steps, then each step timed from its
+    launch to a synchronize at its end. On a CPU (``--device cpu``, a dry run of this script)
+    under CPU autocast. A slow model takes fewer timed steps (at least ``MIN_STEPS``)."""
     import torch
 
+    torch.backends.cudnn.benchmark = True
     run = torch.compile(model) if compiled else model
     low = torch.float16 if x.is_cuda else torch.bfloat16
-    with torch.no_grad(), torch.autocast(x.device.type, dtype=low):
-        for _ in range(WARM):
-            run(x)
-        torch.cuda.synchronize() if x.is_cuda else None
+
+    def step() -> float:
         start = time.perf_counter()
-        for _ in range(STEPS):
-            run(x)
+        run(x)
         torch.cuda.synchronize() if x.is_cuda else None
-    return (time.perf_counter() - start) / STEPS
+        return time.perf_counter() - start
+
+    with torch.no_grad(), torch.autocast(x.device.type, dtype=low):
+        warm = [step() for _ in range(WARM)]
+        steps = max(MIN_STEPS, min(STEPS, int(STEP_BUDGET_S / warm[-1])))
+        return sum(step() for _ in range(steps)) / steps
 
 
 def datasheet_only(hw):
@@ -132,6 +138,7 @@ def measure(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     names = models(args.models)
     plan = [(n, "eager") for n in names] + [(n, "compiled") for n in names[: args.compiled]]
+    plan = plan[args.skip :]
     calibrated = calibrated_profile(args.hardware_file)
     stop = time.monotonic() + args.budget_s
     with out.open("a") as handle:
@@ -140,6 +147,7 @@ def measure(args: argparse.Namespace) -> int:
                 print(f"--budget-s {args.budget_s:g} spent: the rest is not measured")
                 break
             row = {"model": name, "size": SIZE, "batch": args.batch, "execution": execution}
+            row["timing"] = "timm benchmark.py: cudnn.benchmark, a synchronize per step"
             row.update(gpu=gpu, torch=torch.__version__, hardware=args.hardware)
             try:
                 model = timm.create_model(name, pretrained=False).eval().to(args.device)
@@ -147,13 +155,30 @@ def measure(args: argparse.Namespace) -> int:
                 row["measured_s"] = step_s(model, x, execution == "compiled")
                 del model, x
                 torch.cuda.empty_cache() if args.device == "cuda" else None
-                row.update(estimate_s(name, args.batch, args.hardware, execution, calibrated))
+                if args.estimate:
+                    row.update(estimate_s(name, args.batch, args.hardware, execution, calibrated))
             except Exception as exc:  # one model's failure is a row, not the end of the run
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             handle.write(json.dumps(row) + "\n")
             handle.flush()
             shown = {k: row.get(k) for k in ("measured_s", "estimate_s", "error") if k in row}
             print(name, execution, shown, flush=True)
+    return 0
+
+
+def estimate(args: argparse.Namespace) -> int:
+    """Fill in the estimates of a file measured with ``--no-estimate`` (they need no GPU: a
+    lease's minutes go to the timings)."""
+    path = Path(args.file)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    calibrated = calibrated_profile(args.hardware_file)
+    for row in rows:
+        if "measured_s" in row and "estimate_s" not in row:
+            row["hardware"] = args.hardware
+            row.update(
+                estimate_s(row["model"], row["batch"], args.hardware, row["execution"], calibrated)
+            )
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return 0
 
 
@@ -204,13 +229,21 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--output", default=str(OUT))
     run.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
     run.add_argument("--hardware-file", help="a --calibrate profile of this GPU: estimated too")
+    run.add_argument("--skip", type=int, default=0, help="start this far into the plan")
     run.add_argument(
         "--budget-s", type=float, default=float("inf"), help="start no model after this long"
     )
+    run.add_argument(
+        "--no-estimate", dest="estimate", action="store_false", help="time only (see estimate)"
+    )
+    later = sub.add_parser("estimate", help="the estimates of a file measured --no-estimate")
+    later.add_argument("file")
+    later.add_argument("--hardware", default="h200")
+    later.add_argument("--hardware-file")
     shown = sub.add_parser("report", help="the hit rates of a measured file")
     shown.add_argument("file")
     args = parser.parse_args(argv)
-    return measure(args) if args.command == "measure" else report(args)
+    return {"measure": measure, "estimate": estimate, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":
