@@ -137,32 +137,34 @@ def measure(args: argparse.Namespace) -> int:
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     names = models(args.models)
-    plan = [(n, "eager") for n in names] + [(n, "compiled") for n in names[: args.compiled]]
+    first = args.batch[0]
+    plan = [(n, "eager", b) for n in names for b in args.batch]
+    plan += [(n, "compiled", first) for n in names[: args.compiled]]
     plan = plan[args.skip :]
     calibrated = calibrated_profile(args.hardware_file)
     stop = time.monotonic() + args.budget_s
     with out.open("a") as handle:
-        for name, execution in plan:
+        for name, execution, batch in plan:
             if time.monotonic() > stop:
                 print(f"--budget-s {args.budget_s:g} spent: the rest is not measured")
                 break
-            row = {"model": name, "size": SIZE, "batch": args.batch, "execution": execution}
+            row = {"model": name, "size": SIZE, "batch": batch, "execution": execution}
             row["timing"] = "timm benchmark.py: cudnn.benchmark, a synchronize per step"
             row.update(gpu=gpu, torch=torch.__version__, hardware=args.hardware)
             try:
                 model = timm.create_model(name, pretrained=False).eval().to(args.device)
-                x = torch.randn(args.batch, 3, SIZE, SIZE, device=args.device)
+                x = torch.randn(batch, 3, SIZE, SIZE, device=args.device)
                 row["measured_s"] = step_s(model, x, execution == "compiled")
                 del model, x
                 torch.cuda.empty_cache() if args.device == "cuda" else None
                 if args.estimate:
-                    row.update(estimate_s(name, args.batch, args.hardware, execution, calibrated))
+                    row.update(estimate_s(name, batch, args.hardware, execution, calibrated))
             except Exception as exc:  # one model's failure is a row, not the end of the run
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             handle.write(json.dumps(row) + "\n")
             handle.flush()
             shown = {k: row.get(k) for k in ("measured_s", "estimate_s", "error") if k in row}
-            print(name, execution, shown, flush=True)
+            print(name, execution, batch, shown, flush=True)
     return 0
 
 
@@ -201,18 +203,21 @@ def report(args: argparse.Namespace) -> int:
         ("eager", "estimate_calibrated_s", ", calibrated here"),
         ("compiled", "estimate_calibrated_s", ", calibrated here"),
     ):
-        done = [r for r in rows if r["execution"] == execution and key in r]
-        if not done:
-            continue
-        ratios = sorted(r[key] / r["measured_s"] for r in done)
-        n = len(ratios)
-        rank = spearman([r[key] for r in done], [r["measured_s"] for r in done])
-        print(
-            f"| {done[0]['gpu']} ({done[0]['hardware']}{how}), {execution} | {n} "
-            f"| {sum(abs(r - 1) <= 0.25 for r in ratios) / n:.0%} "
-            f"| {sum(abs(r - 1) <= 0.10 for r in ratios) / n:.0%} | {ratios[n // 2]:.2f} "
-            f"| {rank:.3f} |"
-        )
+        for batch in sorted({r["batch"] for r in rows}):
+            done = [
+                r for r in rows if (r["execution"], r["batch"]) == (execution, batch) and key in r
+            ]
+            if not done:
+                continue
+            ratios = sorted(r[key] / r["measured_s"] for r in done)
+            n = len(ratios)
+            rank = spearman([r[key] for r in done], [r["measured_s"] for r in done])
+            print(
+                f"| {done[0]['gpu']} ({done[0]['hardware']}{how}), {execution}, batch {batch} "
+                f"| {n} | {sum(abs(r - 1) <= 0.25 for r in ratios) / n:.0%} "
+                f"| {sum(abs(r - 1) <= 0.10 for r in ratios) / n:.0%} | {ratios[n // 2]:.2f} "
+                f"| {rank:.3f} |"
+            )
     for r in failed:
         print(f"failed: {r['model']} {r['execution']}: {r['error']}")
     return 0
@@ -225,7 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--hardware", default="h200", help="the profile to estimate with")
     run.add_argument("--models", type=int, default=24, help="held-out models, eager")
     run.add_argument("--compiled", type=int, default=3, help="of those, also compiled")
-    run.add_argument("--batch", type=int, default=256)
+    run.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[256],
+        help="each model at each (compiled: the first)",
+    )
     run.add_argument("--output", default=str(OUT))
     run.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
     run.add_argument("--hardware-file", help="a --calibrate profile of this GPU: estimated too")
