@@ -155,6 +155,8 @@ def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, F
         if "borrowed" in table:
             source = f"{table['borrowed']}'s figures, borrowed (no measured table of its own): "
             source += own["source"]
+            if "checked" in table:  # what the borrowed figures were found to be worth
+                source += f"; {table['checked']}"
         launch = float(own["launch_us"]) * 1e-6
         bf16 = bool(table.get("bfloat16", True))
         found[name] = Family(name, efficiency, launch, source, compiled, share, bf16)

@@ -181,6 +181,8 @@ def existing_toml(output: str | None, name: str) -> str:
 
 
 def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:
+    from pytest_graphbudget.hardware import FAMILIES
+
     rows = []
     for hw in profiles:
         half = hw.peak_flops.get("bfloat16") or hw.peak_flops.get("float16")
@@ -197,6 +199,8 @@ def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:
                 "launch_us": round(hw.launch_s * 1e6, 6),  # launch_s held in seconds
                 "compute_scale": hw.compute_scale,
                 "source": hw.source,
+                # where the family's shares come from, and what they were found to be worth
+                "family_source": FAMILIES[hw.family].source if hw.family else None,
             }
         )
     return rows
