@@ -36,7 +36,6 @@ PER_ELEMENT: dict[str, int] = {
     "hardsigmoid": 3,  # relu6(x + 3) / 6
     "softplus": 3,  # log(1 + exp(x))
     "mish": 5,  # x * tanh(softplus(x))
-    "elu": 4,
     "celu": 4,
     "selu": 5,  # exp, sub, mul, select (+ scale for selu)
     "glu": 5,  # a * sigmoid(b), per output element
@@ -54,6 +53,13 @@ def _pointwise(cost: int):
 
 for _name, _cost in PER_ELEMENT.items():
     register(_name, kind="relu6" if _name == "hardtanh" else None)(_pointwise(_cost))
+
+
+@register("elu")
+def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, *, out, **_) -> OpCost:
+    """exp, sub, mul, select, and a multiply for each scale that is not 1: ``nn.SELU`` runs
+    as ``elu`` with a scale (5, as the ``selu`` entry that inference tensors would reach)."""
+    return OpCost(other=(4 + (scale != 1) + (input_scale != 1)) * out_numel(out))
 
 
 @register("gelu")

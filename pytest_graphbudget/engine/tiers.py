@@ -57,7 +57,9 @@ def trace_and_measure(
     if tier is not None and tier not in ASKED:
         raise GraphBudgetError(f"tier must be one of {', '.join(ASKED)}, got {tier!r}")
     with heap_frozen():
-        return _trace_and_measure(model, example, program, tier)
+        # every tier sees ordinary tensors: FX's cost pass too would price a composite op
+        # (selu, SDPA) whole on inference tensors, and the tape would not
+        return _trace_and_measure(model, _outside_inference(example), program, tier)
 
 
 def _trace_and_measure(

@@ -144,6 +144,13 @@ def test_sdpa_no_mask_cross_attention(Ev):
     scores = B * H * L * S  # 4,096
     scale = scores if Ev == 8 else B * H * (L + S) * E  # flash: every score; math: q and k
     assert_counts(prof, macs, 2 * macs + scale + scores * 5)
+    # inputs made in the caller's inference_mode: autograd no longer splits SDPA before it
+    # is priced, and FX priced it whole (every score scaled once): both tiers copy them out
+    with torch.inference_mode():
+        q, k, v = q.clone(), k.clone(), v.clone()
+        for tier in ("fx", "eager"):
+            found = profile_model(Fn(F.scaled_dot_product_attention), (q, k, v), tier=tier)
+            assert found.flops == 2 * macs + scale + scores * 5
 
 
 @pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
@@ -294,6 +301,8 @@ NUMEL = 2 * 10 * 64  # 1,280
         (nn.SiLU(), 5),
         (nn.Sigmoid(), 4),
         (nn.ReLU(), 1),
+        (nn.ELU(), 4),  # exp, sub, mul, select
+        (nn.SELU(), 5),  # the same, and its scale (torch runs it as elu with scale=1.0507)
     ],
     ids=[
         "layernorm",
@@ -305,12 +314,20 @@ NUMEL = 2 * 10 * 64  # 1,280
         "silu",
         "sigmoid",
         "relu",
+        "elu",
+        "selu",
     ],
 )
 def test_elementwise_costs(module, per_element):
     prof = profile(module, torch.randn(SHAPE))
     assert (prof.macs, prof.flops) == (0, NUMEL * per_element)
     assert prof.coverage.unsupported_ops == {}
+    # the same inside the caller's inference_mode, where autograd no longer splits a
+    # composite op (selu) before it is priced: FX and the tape both see ordinary tensors
+    with torch.inference_mode():
+        x = torch.randn(SHAPE)
+        for tier in ("fx", "eager"):
+            assert profile_model(module, (x,), tier=tier).flops == NUMEL * per_element
 
 
 def test_eval_batchnorm_then_relu():
