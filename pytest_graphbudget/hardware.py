@@ -164,30 +164,38 @@ def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, F
 
 
 def profiles(extra: Mapping[str, Hardware] | None = None) -> dict[str, Hardware]:
-    """Every known profile by name (built-ins, then the user's, which may override)."""
-    table = {hw.name: hw for hw in BUILTIN}
-    table.update(extra or {})
+    """Every known profile by name: the built-ins, less those a user's profile is named like
+    (in any case), then the user's."""
+    user = dict(extra or {})
+    mine = {name.lower() for name in user}
+    table = {hw.name: hw for hw in BUILTIN if hw.name.lower() not in mine}
+    table.update(user)
     return table
 
 
 def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Hardware:
-    """Look a profile up by name or alias; an unknown name lists the known ones. Without
-    ``extra``, the profiles of the project around the working directory count too
-    (``project_profiles``), as they do for ``graph-budget`` and ``pytest --graph-budget``."""
+    """Look a profile up by name or alias, in any case; an unknown name lists the known ones.
+    Without ``extra``, the profiles of the project around the working directory count too
+    (``project_profiles``), as they do for ``graph-budget`` and ``pytest --graph-budget``.
+
+    A name before any alias: a user's profile named like a shipped card (or its alias) is the
+    user's. Then aliases, the user's first. A shipped card the user shadowed by name keeps its
+    other aliases, and is returned under the alias asked for, so that looking its ``name`` up
+    again (a budget keeps only the name) finds that card, not the user's."""
     if isinstance(name, Hardware):
         return name
     if not isinstance(name, str):
         raise GraphBudgetError(f"hardware must be a profile name (a string), got {name!r}")
-    table = profiles(project_profiles() if extra is None else extra)
+    user = project_profiles() if extra is None else extra
+    table = profiles(user)
     key = name.lower()
-    # a name before any alias: a user's profile named like a shipped alias is the user's;
-    # then aliases, the user's first, so a shipped card shadowed by name keeps its aliases
     for hw in table.values():
         if key == hw.name.lower():
             return hw
-    for hw in (*table.values(), *BUILTIN):
-        if key in (alias.lower() for alias in hw.aliases):
-            return hw
+    for hw in (*user.values(), *BUILTIN):
+        for alias in hw.aliases:
+            if key == alias.lower():
+                return hw if table.get(hw.name) is hw else replace(hw, name=alias, aliases=())
     known = ", ".join(sorted(table))
     hint = closest(name, list(table)) if name else ""
     raise GraphBudgetError(f"unknown hardware {name!r}{hint}; known profiles: {known}")
@@ -364,12 +372,36 @@ def _compute_scale(
 
 def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:
     """User profiles from a table of tables (``[<prefix>.<name>]`` sections)."""
-    found = {}
+    found: dict[str, Hardware] = {}
     for name, table in tables.items():
         if not isinstance(table, Mapping):
             raise GraphBudgetError(f"hardware {name!r}: must be a table, got {table!r}")
         found[str(name)] = from_table(str(name), table)
+    _check_names(found)
     return found
+
+
+def _check_names(found: Mapping[str, Hardware]) -> None:
+    """Names are matched in any case: two profiles named alike, or an alias that is another
+    profile's name, would leave one of them unreachable without a word."""
+    names: dict[str, str] = {}
+    for name in found:
+        if name.lower() in names:
+            raise GraphBudgetError(
+                f"hardware {names[name.lower()]!r} and {name!r}: names are matched in any "
+                "case, so one of them could never be used; rename one"
+            )
+        names[name.lower()] = name
+    shipped = {hw.name.lower() for hw in BUILTIN}
+    for name, hw in found.items():
+        for alias in hw.aliases:
+            taken = names.get(alias.lower()) or (alias.lower() in shipped and alias)
+            if taken and taken != name:
+                raise GraphBudgetError(
+                    f"hardware {name!r}: alias {alias!r} is the name of the profile "
+                    f"{taken!r}, which a name always reaches first; drop the alias, or name "
+                    f"this profile {alias!r} to stand in for it"
+                )
 
 
 _DATA = _read_data()

@@ -210,13 +210,37 @@ def test_a_user_profile_is_found_before_a_shipped_alias_and_a_shadowed_card_keep
     assert get("a100-80gb", mine) is mine["a100-80gb"]
     assert get("h100", mine) is mine["h100"]
     shipped = next(hw for hw in BUILTIN if hw.name == "h100")
-    assert "h100-sxm" in shipped.aliases and get("h100-sxm", mine) is shipped
+    found = get("h100-sxm", mine)
+    assert "h100-sxm" in shipped.aliases
+    assert (found.peak_flops, found.bandwidth) == (shipped.peak_flops, shipped.bandwidth)
+    # named by the alias asked for: a budget keeps the name, and looks it up again
+    assert found.name == "h100-sxm" and get(found.name, mine) == found
     with pytest.raises(
         GraphBudgetError, match=r"unknown hardware 'h1000' \(did you mean 'h100'\?\)"
     ):
         get("h1000", mine)
     with pytest.raises(GraphBudgetError, match="hardware must be a profile name .*got None"):
         get(None, {})  # type: ignore[arg-type]
+
+
+def test_names_in_any_case_reach_the_users_profile_or_are_refused():
+    """Names are matched in any case: a user's ``H100`` is the user's wherever ``h100`` is
+    written, a user's alias comes before a shipped card's, and two user profiles named alike
+    (or an alias that is a profile's name) are refused, not resolved to one of them."""
+    from pytest_graphbudget.hardware import from_table, from_tables, get, profiles
+
+    figures = {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 10}
+    mine = from_tables({"H100": figures, "mycard": {**figures, "aliases": ["4090"]}})
+    for name in ("h100", "H100"):
+        assert get(name, mine) is mine["H100"]
+    assert get("4090", mine) is mine["mycard"]  # the shipped rtx4090's alias too
+    assert "h100" not in profiles(mine) and profiles(mine)["H100"] is mine["H100"]
+    with pytest.raises(GraphBudgetError, match="'Edge' and 'edge': names are matched in any"):
+        from_tables({"Edge": figures, "edge": figures})
+    with pytest.raises(GraphBudgetError, match="alias 'H100' is the name of the profile 'H100'"):
+        from_tables({"mine": {**figures, "aliases": ["H100"]}})
+    with pytest.raises(GraphBudgetError, match="alias 'edge' is the name of the profile 'Edge'"):
+        from_tables({"Edge": figures, "mine": {**figures, "aliases": ["edge"]}})
 
 
 def test_a_card_that_sustains_half_what_the_fit_card_did_computes_at_half_the_rate():
