@@ -77,6 +77,27 @@ def packed(model: nn.Module) -> Iterator[tuple[str, Any, list[torch.Tensor]]]:
             weight, bias = module._weight_bias()
             tensors = [t for t in (weight, bias) if isinstance(t, torch.Tensor)]
             yield (f"{name}._packed_params" if name else "_packed_params"), obj, tensors
+        # a dynamic LSTM/GRU layer's cell (``_all_weight_values[i].param``), a dynamic cell's
+        # two packed products: their quantized weights and float biases
+        for attr in ("param", "_packed_weight_ih", "_packed_weight_hh"):
+            cell = vars(module).get(attr)
+            if isinstance(cell, torch.ScriptObject):
+                tensors = _cell_tensors(cell)
+                if tensors:
+                    yield (f"{name}.{attr}" if name else attr), cell, tensors
+
+
+def _cell_tensors(obj: Any) -> list[torch.Tensor]:
+    """The tensors a ``torch.ao`` dynamic RNN's packed cell holds: its packed linear products'
+    weights and biases (one product's for a dynamic cell's ``_packed_weight_ih``), or none
+    for a layout this torch does not use."""
+    try:
+        state = obj.__getstate__()[0]
+        products = state[4] if isinstance(state[0], str) else [obj]
+        pairs = [product.__getstate__()[0] for product in products]
+    except Exception:  # another torch's private layout: counted as nothing, as before
+        return []
+    return [t for pair in pairs for t in pair[:2] if isinstance(t, torch.Tensor)]
 
 
 def _packed_params(module: nn.Module) -> Any:

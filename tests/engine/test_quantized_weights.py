@@ -56,6 +56,25 @@ def test_quantize_dynamic_per_channel_counts_a_scale_and_zero_point_per_row():
     assert prof.weights_bytes == first + second and prof.macs == MACS
 
 
+@pytest.mark.parametrize("cell", [False, True], ids=["lstm", "lstm-cell"])
+def test_a_dynamic_lstms_packed_cells_are_its_parameters(cell):
+    """``quantize_dynamic``'s LSTM keeps its weights in packed cells, not ``_packed_params``:
+    they had been left out of ``params`` and ``weights_bytes`` (93% of this model's)."""
+    from torch.ao.quantization import quantize_dynamic
+
+    torch.manual_seed(0)
+    layer = nn.LSTMCell(4, 6) if cell else nn.LSTM(4, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = quantize_dynamic(nn.Sequential(layer).eval(), {type(layer)}, dtype=torch.qint8)
+    x = torch.randn(2, 4) if cell else torch.randn(5, 2, 4)
+    prof = profile_model(model, x)
+    # weight_ih 24x4 and weight_hh 24x6 (4 gates x 6), each int8 with a scale and a zero
+    # point (8 bytes each); bias_ih and bias_hh 24 each, float32
+    assert prof.params == 24 * 4 + 24 * 6 + 2 * 24  # 288, as the float LSTM's
+    assert prof.weights_bytes == (24 * 4 + 16) + (24 * 6 + 16) + 2 * 24 * 4  # 464
+
+
 def test_the_float_model_is_priced_at_four_bytes_an_element():
     """The control: the same model before quantization."""
     prof = profile_model(mlp(), torch.randn(4, 64))
