@@ -59,6 +59,11 @@ KERNEL_DTYPES = ("float32", "bfloat16", "float16", "float64")
 """The dtypes of ``[kernels_<dtype>]`` tables, besides those the profile has a peak for."""
 
 
+PRICED_BY_KERNELS = ("family", "efficiency", "launch_us", "matmul_tflops")
+"""A profile's keys that price kernels without calibrated rates: beside ``kernels`` tables,
+whose measured rates price every kernel, they would change nothing, and are refused."""
+
+
 def kernel_tables(name: str, table: Mapping[str, object]) -> dict[str, dict[str, KernelRate]]:
     """``[kernels.<kind>]`` (float32) and ``[kernels_<dtype>.<kind>]`` tables: each kind's
     ``flops_per_s``, ``bytes_per_s`` and ``overhead_s``; a profile without them has none."""
@@ -80,19 +85,52 @@ def kernel_tables(name: str, table: Mapping[str, object]) -> dict[str, dict[str,
         found[dtype] = {
             str(kind): _kernel_rate(name, f"{key}.{kind}", v) for kind, v in kinds.items()
         }
+    others = [key for key in PRICED_BY_KERNELS if key in table]
+    if others and any(found.values()):
+        raise GraphBudgetError(
+            f"hardware {name!r}: {', '.join(others)} would change nothing: the calibrated "
+            "kernel rates of its kernels tables price every kernel; drop "
+            f"{'it' if len(others) == 1 else 'them'}, or the kernels tables"
+        )
     return found
 
 
 def _kernel_rate(name: str, where: str, value: object) -> KernelRate:
-    try:
-        figures = [float(value[k]) for k in KERNEL_KEYS]  # type: ignore[index]
-    except (KeyError, TypeError, ValueError, OverflowError):
+    """One kind's measured rate: two rates above 0 and an overhead of 0 or more, each a TOML
+    number (``true`` or a number in quotes is refused, as for every figure of a profile);
+    a key besides ``KERNEL_KEYS`` is refused with its nearest (``overhead_us``)."""
+    if not isinstance(value, Mapping):
         raise GraphBudgetError(
-            f"hardware {name!r}: {where} needs numbers {', '.join(KERNEL_KEYS)}"
-        ) from None
-    rate, bandwidth, overhead = figures
-    if not (0 < rate < math.inf and 0 < bandwidth < math.inf and 0 <= overhead < math.inf):
-        raise GraphBudgetError(
-            f"hardware {name!r}: {where}: rates must be finite positive, overhead_s >= 0"
+            f"hardware {name!r}: {where} must be a table of {', '.join(KERNEL_KEYS)}, got {value!r}"
         )
+    for key in value:
+        if key not in KERNEL_KEYS:
+            hint = closest(str(key), KERNEL_KEYS) or f"; keys: {', '.join(KERNEL_KEYS)}"
+            raise GraphBudgetError(f"hardware {name!r}: {where}: unknown key {key!r}{hint}")
+    missing = [key for key in KERNEL_KEYS if key not in value]
+    if missing:
+        raise GraphBudgetError(
+            f"hardware {name!r}: {where} needs numbers {', '.join(KERNEL_KEYS)}; "
+            f"missing {', '.join(missing)}"
+        )
+    rate, bandwidth, overhead = (
+        _figure(name, f"{where}.{key}", value[key], positive=key != "overhead_s")
+        for key in KERNEL_KEYS
+    )
     return KernelRate(rate, bandwidth, overhead)
+
+
+def _figure(name: str, where: str, value: object, positive: bool) -> float:
+    """A finite number, as ``hardware_table.number`` checks the profile's other figures and
+    words its error (a sibling layer: neither imports the other)."""
+    figure = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            figure = float(value)
+        except OverflowError:  # an integer beyond any float (legal TOML)
+            figure = math.inf
+    if not (math.isfinite(figure) and (figure > 0 if positive else figure >= 0)):
+        bound = "> 0" if positive else ">= 0"
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... (too large)"
+        raise GraphBudgetError(f"hardware {name!r}: {where} must be a number {bound}, got {shown}")
+    return figure

@@ -142,6 +142,13 @@ def checked(args: argparse.Namespace) -> tuple[str, str, int]:
             "(or - for stdout)"
         )
     name = "calibrated" if args.name is None else args.name
+    if args.output and Path(args.output).name.lower() == "pyproject.toml":
+        raise GraphBudgetError(
+            f"--output {args.output}: nothing reads a top-level [hardware.{name}] in "
+            "pyproject.toml; write the profile to a file of its own (-o hardware.toml) for "
+            "--hardware-file (the documented way), or copy its keys under "
+            f"[tool.graph_budget.hardware_profiles.{name}]"
+        )
     device = "cpu" if args.device is None else args.device
     _, rounds = settings(device, args.rounds, args.threads, args.quick)
     if args.max_spread is not None and rounds < 2:

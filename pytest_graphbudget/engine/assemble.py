@@ -47,9 +47,9 @@ def assemble(
     dtype = _dtype([p for _, p in named], packs, (args, kwargs))
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
     # Each subgraph holds the plain roofline of its fused kernel (``_subgraphs``): compiled
-    # execution on a profile with neither calibrated kernels nor a GPU family. Otherwise each
+    # execution on a profile with no calibrated kernels, GPU family or launch cost. Otherwise each
     # kernel (each op when eager, each group when compiled) is priced by its kind.
-    if execution == "eager" or target.kernels or target.efficiency:
+    if execution == "eager" or target.kernels or target.efficiency or target.launch_s:
         from pytest_graphbudget.engine import latency
 
         sizes = latency.tensor_sizes(measured)

@@ -21,8 +21,9 @@ forward timed beside its price); ``FALLBACK`` prices a split kind an older calib
 
 A GPU profile (``hardware.FAMILIES``) prices each kernel at its efficiency kind's fractions of
 the datasheet's peaks plus a launch (``efficiency_kind``, ``kernel_seconds``); a profile with
-neither calibration nor family, on the plain roofline. ``execution`` says what a kernel is:
-each op (``eager``, ``group_seconds``) or each fused group (``compiled``, ``fused_seconds``).
+neither calibration nor family, on the plain roofline plus its own ``launch_us`` where it gives
+one. ``execution`` says what a kernel is: each op (``eager``, ``group_seconds``) or each fused
+group (``compiled``, ``fused_seconds``).
 """
 
 from __future__ import annotations
@@ -187,10 +188,11 @@ def efficiency_kind(kind: str, flops: float) -> str:
 def kernel_seconds(
     kind: str, flops: float, moved: float, target: Any, dtype: str, compiled: bool = False
 ) -> float:
-    """One kernel of ``kind`` on ``target``: at its calibrated rate (a CPU calibration), at
-    its family's efficiencies and launch cost (a GPU profile; a ``compiled`` model's fused
-    kernel at the family's compiled fractions), else on the plain roofline. A view launches
-    no kernel on a GPU and costs nothing on the roofline."""
+    """One kernel of ``kind`` on ``target``: at its calibrated rate (a calibration), at its
+    family's efficiencies and launch cost (a GPU profile; a ``compiled`` model's fused kernel
+    at the family's compiled fractions), else its launch (``launch_us``; none on ``generic``
+    and a profile of peaks and bandwidth alone) plus the plain roofline. A view launches no
+    kernel on a GPU and costs nothing on the roofline."""
     rate = target.kernel(kind, dtype) or target.kernel(FALLBACK.get(kind, kind), dtype)
     if rate is not None:
         return rate.time(flops, moved)
@@ -198,7 +200,7 @@ def kernel_seconds(
         return 0.0
     if target.efficiency:
         return target.kind_time(efficiency_kind(kind, flops), flops, moved, dtype, compiled)
-    return target.time(flops, moved, dtype)
+    return target.launch_s + target.time(flops, moved, dtype)
 
 
 def group_seconds(

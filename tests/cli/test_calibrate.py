@@ -182,6 +182,29 @@ def test_an_output_file_it_cannot_add_to_is_refused_before_measuring(text, says,
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("existing", [None, "[tool.graph_budget]\nhardware = 'generic'\n"])
+def test_calibrating_into_pyproject_toml_is_refused_with_the_ways_that_are_read(
+    existing, tmp_path, monkeypatch, capsys
+):
+    """``-o pyproject.toml`` appended a top-level ``[hardware.calibrated]`` that nothing reads
+    (then ``--hardware calibrated`` was unknown hardware). Refused before measuring, the file
+    left as it was, with the two places a profile is read."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "pyproject.toml"
+    if existing is not None:
+        path.write_text(existing)
+    assert cli.main(["hardware", "--calibrate", "--quick", "-o", "pyproject.toml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "graph-budget: error: --output pyproject.toml: nothing reads a top-level "
+        "[hardware.calibrated] in pyproject.toml; write the profile to a file of its own "
+        "(-o hardware.toml) for --hardware-file (the documented way), or copy its keys under "
+        "[tool.graph_budget.hardware_profiles.calibrated]"
+    )
+    assert (path.read_text() if path.exists() else None) == existing
+    assert [p.name for p in tmp_path.iterdir()] == (["pyproject.toml"] if existing else [])
+
+
 def test_one_round_says_it_measured_no_spread(tmp_path, capsys):
     """One round strays from nothing: its comments say so rather than ±0.0% for each kind."""
     path = tmp_path / "one.toml"

@@ -127,19 +127,78 @@ def test_kernel_tables_read_per_dtype_and_fall_back_to_float32():
     assert hardware.kernel("conv_dense") is None  # not calibrated: the op keeps the roofline
 
 
+def matmul(**figures: object) -> dict:
+    """A ``kernels`` table whose matmul rate is a good one but for ``figures``."""
+    return {"matmul": {"flops_per_s": 1e9, "bytes_per_s": 1e9, "overhead_s": 0, **figures}}
+
+
 @pytest.mark.parametrize(
     ("kernels", "says"),
     [
-        ({"matmul": {"flops_per_s": 1e9, "bytes_per_s": 1e9}}, "needs numbers"),
-        ({"matmul": {"flops_per_s": 0, "bytes_per_s": 1e9, "overhead_s": 0}}, "finite positive"),
-        ({"matmul": {"flops_per_s": 1, "bytes_per_s": 1, "overhead_s": -1}}, "overhead_s >= 0"),
-        ("fast", "must be a table"),
+        (
+            {"matmul": {"flops_per_s": 1e9, "bytes_per_s": 1e9}},
+            "kernels.matmul needs numbers flops_per_s, bytes_per_s, overhead_s; missing overhead_s",
+        ),
+        (matmul(flops_per_s=0), "kernels.matmul.flops_per_s must be a number > 0, got 0"),
+        (matmul(bytes_per_s=-1e9), "kernels.matmul.bytes_per_s must be a number > 0, got -1"),
+        (matmul(overhead_s=-1), "kernels.matmul.overhead_s must be a number >= 0, got -1"),
+        # as every other figure of a profile: true is no rate, nor a number in quotes
+        (matmul(flops_per_s=True), "kernels.matmul.flops_per_s must be a number > 0, got True"),
+        (
+            matmul(flops_per_s="2.2e10"),
+            "kernels.matmul.flops_per_s must be a number > 0, got '2.2e10'",
+        ),
+        (matmul(overhead_s=float("inf")), "kernels.matmul.overhead_s must be a number >= 0"),
+        (
+            matmul(flops_per_s=10**400),
+            "kernels.matmul.flops_per_s must be a number > 0, got 10000000000000000000... (too "
+            "large)",
+        ),
+        # a key it does not know would be left out of every estimate, silently
+        (
+            matmul(overhead_us=9999),
+            "kernels.matmul: unknown key 'overhead_us' (did you mean 'overhead_s'?)",
+        ),
+        (matmul(notes=1), "kernels.matmul: unknown key 'notes'; keys: flops_per_s, bytes_per_s"),
+        ({"matmul": 5}, "kernels.matmul must be a table of flops_per_s, bytes_per_s, overhead_s"),
+        ("fast", "kernels must be a table of kernel kinds"),
     ],
 )
 def test_a_bad_kernel_table_is_a_one_line_error(kernels, says):
-    with pytest.raises(GraphBudgetError, match=says) as info:
+    with pytest.raises(GraphBudgetError) as info:
         from_table("box", {**TABLE, "kernels": kernels})
+    assert str(info.value).startswith(f"hardware 'box': {says}"), str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"launch_us": 4}, "launch_us"),
+        ({"efficiency": {"conv": [0.5, 0.8]}}, "efficiency"),
+        ({"peak_tflops": {"float32": 1, "float16": 4}, "family": "ada"}, "family"),
+        (
+            {"peak_tflops": {"float32": 1, "float16": 4}, "family": "ada", "launch_us": 4},
+            "family, launch_us",
+        ),
+    ],
+)
+def test_a_calibrated_profile_refuses_what_its_kernel_rates_would_override(extra, named):
+    """A calibration's kernel rates price every kernel: a ``launch_us``, ``efficiency`` or
+    ``family`` beside them changed nothing, without a word."""
+    with pytest.raises(GraphBudgetError) as info:
+        from_table("box", {**TABLE, **extra})
+    assert str(info.value) == (
+        f"hardware 'box': {named} would change nothing: the calibrated kernel rates of its "
+        f"kernels tables price every kernel; drop {'them' if ', ' in named else 'it'}, or the "
+        "kernels tables"
+    )
+    bfloat16 = {"kernels_bfloat16": TABLE["kernels"]}  # any dtype's tables
+    with pytest.raises(GraphBudgetError, match="would change nothing"):
+        from_table(
+            "box", {**{k: v for k, v in TABLE.items() if k != "kernels"}, **bfloat16, **extra}
+        )
+    assert from_table("card", {k: v for k, v in {**TABLE, **extra}.items() if k != "kernels"})
 
 
 def rates(**kinds: tuple[float, float]) -> dict:
@@ -317,6 +376,39 @@ def test_on_the_plain_roofline_compiled_is_the_fused_roofline_and_eager_sums_the
     eager = profile_model(model, x)
     assert compiled.est_latency_s == pytest.approx(240 / 100e9)
     assert eager.est_latency_s == pytest.approx((240 + 64) / 100e9)
+
+
+NPU = {"peak_tflops": {"float32": 2.0}, "bandwidth_gbs": 50, "launch_us": 1000}
+"""A profile of peaks and bandwidth, no family or efficiency, whose kernels launch in 1 ms."""
+FLAT = nn.Sequential(nn.Flatten(), nn.Linear(256, 128), nn.ReLU()).eval()
+"""On (32, 16, 16): a view, then the linear (2*32*256*128 MAC FLOPs + 32*128 bias adds =
+2,101,248; x 32,768 B, weight 131,072 B, bias 512 B, out 16,384 B = 180,736 B), then the
+relu (4,096 FLOPs; 16,384 B read, 16,384 B written). At 2 TFLOP/s and 50 GB/s the bytes take
+longer in both: 180,736 / 50e9 = 3.61472 us and 32,768 / 50e9 = 0.65536 us."""
+
+
+def test_a_launch_of_its_own_is_added_to_every_kernel_of_a_profile_without_family():
+    """``launch_us`` on a profile without family or efficiency priced nothing (3.61 us for a
+    linear on the user's trial, not 1 ms more). Eager: the linear and the relu launch, 1 ms
+    each; the flatten is a view and launches nothing. Without ``launch_us`` (or at 0) the
+    figures are the plain roofline's, exactly."""
+    x = torch.randn(32, 16, 16)
+    eager = profile_model(FLAT, x, hardware=from_table("npu", NPU))
+    assert eager.est_latency_s == pytest.approx(2e-3 + 180_736 / 50e9 + 32_768 / 50e9)
+    plain = {k: v for k, v in NPU.items() if k != "launch_us"}
+    roof = profile_model(FLAT, x, hardware=from_table("npu", plain)).est_latency_s
+    assert roof == pytest.approx((180_736 + 32_768) / 50e9)
+    zero = profile_model(FLAT, x, hardware=from_table("npu", {**NPU, "launch_us": 0}))
+    assert zero.est_latency_s == roof
+
+
+def test_compiled_adds_one_launch_per_fused_group_on_a_profile_without_family():
+    """Compiled, the view, linear and relu are one fused kernel (traffic 180,736 B: x, the
+    weights, the relu's output): one 1 ms launch."""
+    prof = profile_model(
+        FLAT, torch.randn(32, 16, 16), hardware=from_table("npu", NPU), execution="compiled"
+    )
+    assert prof.est_latency_s == pytest.approx(1e-3 + 180_736 / 50e9)
 
 
 @pytest.mark.parametrize(
