@@ -167,7 +167,14 @@ def names(results: Iterable[Any]) -> dict[str, str]:
                 shown[r.id] = attempt(r)
     for r in results:
         shown.setdefault(r.id, whole(r))
-    return shown
+    return {key: one_line(name) for key, name in shown.items()}
+
+
+def one_line(text: str) -> str:
+    """A name on one line, its breaks written ``\\n`` (a TOML table may be named
+    ``"a\\nb"``): a break would end a heading or a table row, and the rest of the name
+    would be read as markdown (a heading, a closing ``</details>``)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def findings(result: Any, *severities: str) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ def cell(text: str) -> str:
 
 
 def code(text: str) -> str:
-    return "`" + text.replace("`", "'") + "`"
+    return "`" + common.one_line(text).replace("`", "'") + "`"
 
 
 def fenced(text: str) -> list[str]:
@@ -258,7 +258,11 @@ def render(
             "the comment would be too long for GitHub. The JSON report has them all._\n"
         )
     if len(body) > MAX_CHARS:
-        body = body[:MAX_CHARS] + "\n\n_… cut: the JSON report has every failure._\n"
+        # at the last section's heading: a cut inside a code block would leave it open, and
+        # the note and footer after it would read as code
+        cut = body[:MAX_CHARS]
+        cut = cut[: cut.rfind("\n#### ")] if "\n#### " in cut else cut
+        body = cut + "\n\n_… cut: the JSON report has every failure._\n"
     footer = (
         "<sub>vs base: change from the recorded baseline (`new`: none recorded yet); "
         "limits follow the figure after the slash. By pytest-graphbudget.</sub>"

@@ -99,7 +99,7 @@ def render(
         for finding in common.findings(result, "warn", "notice"):
             lines.append(f"{finding['severity']}: {name}: {finding['message']}")
     for key in sorted(stale):
-        lines.append(f"stale baseline entry (its model is gone): {key}")
+        lines.append(f"stale baseline entry (its model is gone): {common.one_line(key)}")
     if updated:
         lines.append(f"baseline written: {updated}")
     lines += title_lines(common.title(ordered, stale), width)

@@ -146,3 +146,33 @@ def test_markdown_keeps_an_error_in_its_block_and_a_name_as_written():
     named.budget = {"limits": {}, "bottleneck": {}}
     row = markdown.table([named], {named.id: "t.py::test_b[<b>&amp;</b>]"})[2]
     assert row.startswith("| `t.py::test_b[<b>&amp;</b>]` |")
+
+
+def test_a_name_with_a_line_break_and_a_cut_comment_stay_in_their_blocks():
+    """User trial: a TOML table named ``"nl\\n### injected\\n</details>"`` made a heading and
+    a closing ``</details>`` of its own in the comment, and split its terminal row; a comment
+    cut at GitHub's limit inside an error's code block left the block open, so the cut's note
+    and the footer read as code."""
+    from markdown_it import MarkdownIt
+
+    from pytest_graphbudget.gate.check import ModelResult
+    from pytest_graphbudget.reports import markdown
+    from pytest_graphbudget.reports.terminal import render
+
+    label = "nl\n### injected heading\n</details>"
+    named = ModelResult(f"b.toml::{label}", label, f"b.toml::{label}", "b.toml", 3, {})
+    named.budget, named.error = {"limits": {}, "bottleneck": {}}, "RuntimeError: boom"
+    parse = MarkdownIt("commonmark").enable("table").render
+    html = parse(markdown.render([named]))
+    assert "<h3>injected heading</h3>" not in html and "\n</details>" not in html
+    assert "<code>nl\\n### injected heading\\n&lt;/details&gt;</code>" in html
+    assert not any(line.startswith("### injected") for line in render([named]))
+    many = []
+    for i in range(300):  # 300 errors of ~230 characters: well past the 60,000 of a comment
+        broken = ModelResult(f"t.py::test[{i}]", "m", f"t.py::test[{i}]", "t.py", 1, {})
+        broken.budget, broken.error = {"limits": {}}, "RuntimeError: boom " + "x" * 150
+        many.append(broken)
+    text = markdown.render(many)
+    fences = [line for line in text.splitlines() if line.startswith("```")]
+    assert len(text) < 65_536 and len(fences) % 2 == 0
+    assert "<em>… cut: the JSON report has every failure.</em>" in parse(text)
