@@ -31,8 +31,9 @@ class ModelCase:
         self.kwargs = dict(self.kwargs or {})
 
 
-def as_case(value: Any, name: str) -> ModelCase | None:
-    """A fixture value as a ModelCase, when it is one or a ``(module, inputs)`` pair."""
+def as_case(value: Any, name: str | None) -> ModelCase | None:
+    """A fixture value as a ModelCase, when it is one or a ``(module, inputs)`` pair (named
+    ``name``: None leaves the label to ``graph_budget(name=...)``, then the fixture's name)."""
     if isinstance(value, ModelCase):
         return value
     if isinstance(value, tuple) and len(value) == 2 and is_module(value[0]):
@@ -63,7 +64,7 @@ def find_models(values: dict[str, Any]) -> Found:
     those inside a list, tuple or dict that a fixture returned."""
     found = Found()
     for argname, value in values.items():
-        case = as_case(value, argname)
+        case = as_case(value, None)  # a pair has no name of its own: the marker's, else argname
         if case is not None:
             found.cases.append((argname, case))
         elif is_module(value):

@@ -478,6 +478,34 @@ def test_two_graph_profile_calls_under_one_label_are_an_error(project):
     result.stdout.fnmatch_lines(["*give each call its own name=*"])
 
 
+def test_the_markers_name_labels_a_pair_fixture_as_it_does_a_model_case(project):
+    """User trial: ``graph_budget(name="bar")`` on a fixture returning ``(module, inputs)``
+    was labelled with the fixture's name (``pair``), unlike a ``ModelCase`` fixture."""
+    project.makepyfile(
+        test_pairs="""
+        import pytest, torch
+
+        @pytest.fixture
+        def pair():
+            return torch.nn.Linear(16, 16), (torch.randn(4, 16),)
+
+        @pytest.mark.graph_budget(name="bar")
+        @pytest.mark.flops_max("1G")
+        def test_named(pair):
+            pass
+
+        @pytest.mark.flops_max("1G")
+        def test_unnamed(pair):
+            pass
+        """
+    )
+    result, report = run(project)
+    result.assert_outcomes(passed=2)
+    models = by_id(report)
+    assert models["test_pairs.py::test_named::pair"]["label"] == "bar"
+    assert models["test_pairs.py::test_unnamed::pair"]["label"] == "pair"
+
+
 def test_a_test_module_that_cannot_be_collected_is_no_pass(project, tmp_path):
     """An import error hides whatever budgets the module held: pytest exits 2 (1 with
     --continue-on-collection-errors), and the JSON said ``passed: true`` and "within budget".
