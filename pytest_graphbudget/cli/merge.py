@@ -20,6 +20,7 @@ from typing import Any
 from pytest_graphbudget.cli import merge_expect, options
 from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, Console
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.gate import renames
 from pytest_graphbudget.gate.check import ModelResult
 from pytest_graphbudget.reports import json_report, write_files
 
@@ -144,6 +145,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise GraphBudgetError("--github: $GITHUB_STEP_SUMMARY is not set (not in Actions?)")
     documents = {path: read_report(path) for path in args.reports}
     results, stale = merge(documents)
+    # a model one shard ran as new, whose entry another shard found stale (a renamed test)
+    records = [d["stale_entries"] for d in documents.values() if d.get("stale_entries")]
+    orphans = renames.rematch_merged(results, records, stale)
     environment = environment_of(documents)
     seen = {r.id for r in results}
     collection = merge_expect.collection_of(documents)
@@ -178,6 +182,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         github=args.github,
         environment=environment,
         collection=collection,
+        orphans=orphans,
     )
     for problem in done.problems:
         console.error(problem)

@@ -203,3 +203,49 @@ def stale_entries(
         if not ids <= baseline_keys:
             stale |= orphans_of_test(baseline_keys, nodeid, ids)
     return stale
+
+
+SETTLED = ("baseline.new", "unchecked")
+"""The notices of a model compared with no entry (``check.settle``), which a match undoes."""
+
+
+def orphans_record(checker: Any, stale: set[str]) -> dict[str, Any] | None:
+    """The stale entries' figures, for a shard's JSON report: another shard may have run
+    their model under its new id (``rematch_merged``). None when no entry is stale."""
+    entries = {k: asdict(checker.baseline.entries[k]) for k in sorted(stale)}
+    if not entries or checker.baseline.error:
+        return None
+    return {"file": checker.baseline_name, "update": checker.fix_command, "entries": entries}
+
+
+def rematch_merged(
+    results: list[Any], records: list[dict[str, Any]], stale: set[str]
+) -> dict[str, Any] | None:
+    """``graph-budget merge``: each model a shard ran with no entry of its own is compared
+    with the one entry another shard found stale that has its modules (``rematch``), as one
+    unsharded run compares it; then the notices of ``note_unmatched``. ``records``: the
+    shards' ``stale_entries``; ``stale``: the entries no shard ran. Returns the merged run's
+    ``stale_entries``, as one run writes them."""
+    from types import SimpleNamespace
+
+    from pytest_graphbudget.gate.baseline import Entry
+
+    orphans: dict[str, Entry] = {}
+    checker = SimpleNamespace(fix_command="", baseline_name="the baseline")
+    for record in records:
+        checker = SimpleNamespace(fix_command=record["update"], baseline_name=record["file"])
+        for key, entry in record["entries"].items():
+            if key in stale:
+                orphans.setdefault(key, Entry(**entry))
+    for result in results:
+        before = list(result.findings)
+        rematch(result, orphans, checker)
+        if result.baseline is not None and len(result.findings) > len(before):
+            # compared now: what its shard said of a model with no entry no longer holds
+            kept = [f for f in before if f["key"] not in (*SETTLED, UNMATCHED)]
+            result.findings = kept + result.findings[len(before) :]
+    note_unmatched(results, stale, checker.fix_command)
+    if not orphans:
+        return None
+    entries = {key: asdict(orphans[key]) for key in sorted(orphans)}
+    return {"file": checker.baseline_name, "update": checker.fix_command, "entries": entries}

@@ -72,12 +72,14 @@ def write_files(
     github: bool = False,
     environment: Mapping[str, str] | None = None,
     collection: Collection | None = None,
+    orphans: Mapping[str, Any] | None = None,
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
     job summary (in GitHub Actions, or asked by ``github``). A file that cannot be written
     does not stop the others: it becomes one line in ``problems``. ``environment``: what the
     figures were measured in (default: this process; ``merge`` gives the shards');
-    ``collection``: a pytest run's budgeted items, for the JSON."""
+    ``collection``: a pytest run's budgeted items, and ``orphans`` the stale entries' figures
+    (``renames.orphans_record``), for the JSON."""
     from pytest_graphbudget.reports import github as github_report
     from pytest_graphbudget.reports import json_report
     from pytest_graphbudget.reports import junit as junit_report
@@ -103,7 +105,9 @@ def write_files(
     if json:
         write_json = json_report.write
         attempt(
-            "JSON", json, lambda: write_json(here / json, results, stale, environment, collection)
+            "JSON",
+            json,
+            lambda: write_json(here / json, results, stale, environment, collection, orphans),
         )
     text = markdown_report.render(results, stale, root, environment)
     if markdown:

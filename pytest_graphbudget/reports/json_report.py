@@ -14,11 +14,15 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
                  "graph_svg", "graph_note", "layer_order"}],
      "stale_baseline": ["budgets/old.toml::gone"],
      "collected_budget_nodeids": ["budgets/a.toml::a", "tests/test_b.py::test_b"],
-     "deselected_budget_nodeids": ["tests/test_b.py::test_b"]}
+     "deselected_budget_nodeids": ["tests/test_b.py::test_b"],
+     "stale_entries": {"file": "budgets/baseline.toml", "update": "pytest ... --update",
+         "entries": {"budgets/old.toml::gone": {"figures", "modules", "by_module"}}}}
 
-Models are sorted by id, so two runs of the same code give the same file. The last two keys
-are a pytest run's (``Collection``): ``graph-budget merge`` checks that its shards together
-ran every budgeted test that each of them collected.
+Models are sorted by id, so two runs of the same code give the same file. The two ``*_nodeids``
+keys are a pytest run's (``Collection``): ``graph-budget merge`` checks that its shards together
+ran every budgeted test that each of them collected. ``stale_entries``, when entries matched
+nothing, holds their figures: ``merge`` compares a model one shard ran as new with the entry
+another shard found stale (a renamed model split across shards), as one run would.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ def document(
     stale: set[str],
     environment: Any = None,
     collection: Collection | None = None,
+    orphans: Any = None,
 ) -> dict[str, Any]:
     """The report; ``environment`` is what the figures were measured in (default: this
     process's, without the project's version); ``collection``: a pytest run's budgeted items."""
@@ -127,16 +132,20 @@ def document(
     summary = {"models": len(results)} | dict.fromkeys(verdicts, 0)
     for result in results:
         summary[common.verdict(result)] += 1
-    return {
-        "schema": SCHEMA,
-        "tool": {"name": "pytest-graphbudget", "version": tool_version()},
-        "environment": dict(environment) if environment else current(),
-        "passed": not any(r.failed for r in results),
-        "title": common.title(results, stale),
-        "summary": summary,
-        "models": [model(r) for r in sorted(results, key=lambda r: r.id)],
-        "stale_baseline": sorted(stale),
-    } | (collection.to_dict() if collection is not None else {})
+    return (
+        {
+            "schema": SCHEMA,
+            "tool": {"name": "pytest-graphbudget", "version": tool_version()},
+            "environment": dict(environment) if environment else current(),
+            "passed": not any(r.failed for r in results),
+            "title": common.title(results, stale),
+            "summary": summary,
+            "models": [model(r) for r in sorted(results, key=lambda r: r.id)],
+            "stale_baseline": sorted(stale),
+        }
+        | (collection.to_dict() if collection is not None else {})
+        | ({"stale_entries": orphans} if orphans else {})
+    )
 
 
 def write(
@@ -145,9 +154,10 @@ def write(
     stale: set[str],
     environment: Any = None,
     collection: Collection | None = None,
+    orphans: Any = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    found = document(results, stale, environment, collection)
+    found = document(results, stale, environment, collection, orphans)
     text = json.dumps(finite(found), indent=2, allow_nan=False, default=str)
     path.write_text(text + "\n", "utf-8")
 

@@ -91,7 +91,7 @@ def finish(
     from pytest_graphbudget import reports
     from pytest_graphbudget.gate import baseline as baseline_file
     from pytest_graphbudget.gate.environment import current
-    from pytest_graphbudget.gate.renames import note_unmatched
+    from pytest_graphbudget.gate.renames import note_unmatched, orphans_record
 
     if not checker.update:
         note_unmatched(results, stale, checker.fix_command)
@@ -117,6 +117,7 @@ def finish(
         markdown=outputs.markdown,
         html=outputs.html,
         collection=collection,
+        orphans=None if checker.update else orphans_record(checker, stale),
     )
     written.problems[:0] = problems
     if outputs.history:

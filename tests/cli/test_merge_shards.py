@@ -495,3 +495,59 @@ def test_c_never_runs(model):
     assert rows[unrun]["error"].startswith("not run") and skipped not in rows
     run_shard(project, "all.json", "tests").assert_outcomes(passed=1, failed=1, skipped=1)
     assert cli.main(["merge", "all.json"]) == 0  # the skip alone is no error
+
+
+OLD_TEST = """
+import pytest
+from models import narrow
+
+@pytest.fixture
+def model():
+    return narrow()
+
+@pytest.mark.flops_max("20k")
+def test_old(model):
+    pass
+
+def test_plain():
+    pass
+"""
+
+
+def test_a_model_renamed_across_shards_is_compared_as_one_run_compares_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """User trial: a test's model moved to a budget table, its copy in the baseline found
+    stale by the ``tests`` shard and the model run as new by the ``budgets`` shard. One run
+    matches the two (same modules, same parameters) and fails the growth; the merged shards
+    read "new" and exited 0. The table's model is ``Linear(64, 16)`` on ``(8, 64)``:
+    2*8*64*16 + 8*16 = 16,512 FLOPs (within its 20k limit), against the old entry's 8,256 on
+    ``(4, 64)``: +100%."""
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(project.path)
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_old.py").write_text(OLD_TEST)
+    update = ("--graph-budget-update", "-p", "no:cacheprovider", "--graph-budget")
+    project.runpytest(*update, "budgets", "tests").assert_outcomes(passed=4, failed=1)
+    # the branch: test_old's model moves to a table, where it runs on a bigger batch
+    (project.path / "tests" / "test_old.py").write_text("def test_plain():\n    pass\n")
+    (project.path / "models.py").write_text(
+        MODELS + "\ndef moved():\n    m = linear(16)\n    return type(m)(m.model, "
+        "(torch.randn(8, 64),), name='linear16')\n"
+    )
+    moved = '[models.moved]\nfactory = "models:moved"\nflops_max = "20k"\n'
+    (project.path / "budgets" / "moved.toml").write_text(moved)
+    run_shard(project, "all.json", "budgets", "tests", "--graph-budget-markdown=all.md")
+    run_shard(project, "s1.json", "budgets")
+    run_shard(project, "s2.json", "tests")
+    expect = ["--expect", "budgets", "--expect", "tests"]
+    merged = ["--json", "m.json", "--markdown", "m.md"]
+    assert cli.main(["merge", "s1.json", "s2.json", *expect, *merged]) == 1
+    doc, unsharded = load(project.path / "m.json"), load(project.path / "all.json")
+    row = {m["id"]: m for m in doc["models"]}["budgets/moved.toml::moved"]
+    assert row["verdict"] == "fail" and row["changes"]["flops"] == pytest.approx(1.0)
+    assert row["baseline_entry"] == "tests/test_old.py::test_old::model"
+    assert doc == unsharded  # every figure, finding, title and summary
+    text = {p: (project.path / p).read_text("utf-8") for p in ("m.md", "all.md")}
+    assert text["m.md"] == text["all.md"] and "renamed?" in text["m.md"]
