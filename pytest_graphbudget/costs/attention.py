@@ -35,21 +35,43 @@ def sdpa_flash_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, o
     return _sdpa(q, k, v, masked=attn_mask is not None or is_causal)
 
 
+def _tensor_slot(args: tuple) -> bool:
+    """Whether the argument after q, k and v is a tensor's slot (a ``Shape``, or None for an
+    optional tensor left out) rather than ``dropout_p``, a float: the two layouts that share
+    an op's name below."""
+    return bool(args) and (args[0] is None or isinstance(args[0], Shape))
+
+
 @register("_scaled_dot_product_flash_attention", role="anchor", kind="attention")
-def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, *_, out, **__) -> OpCost:
-    return _sdpa(q, k, v, masked=is_causal)
+def sdpa_flash(q, k, v, *args, out, **__) -> OpCost:
+    # (dropout_p, is_causal, ...); the float8 overload ``.quantized`` puts q_descale,
+    # k_descale and v_descale (tensors or None) before them.
+    if _tensor_slot(args):
+        args = args[3:]
+    return _sdpa(q, k, v, masked=len(args) > 1 and bool(args[1]))
 
 
-@register(
-    "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_fused_attention_overrideable",
-    role="anchor",
-    kind="attention",
-)
+@register("_scaled_dot_product_efficient_attention", role="anchor", kind="attention")
 def sdpa_efficient(
     q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0, is_causal=False, *_, out, **__
 ) -> OpCost:
+    return _sdpa(q, k, v, masked=attn_bias is not None or is_causal)
+
+
+@register("_scaled_dot_product_cudnn_attention", role="anchor", kind="attention")
+def sdpa_cudnn(q, k, v, *args, out, **__) -> OpCost:
+    # (attn_bias, compute_log_sumexp, dropout_p, is_causal, ...) from torch 2.5, as the
+    # efficient kernel; torch 2.4's has the flash kernel's (dropout_p, is_causal, ...).
+    if _tensor_slot(args):
+        return sdpa_efficient(q, k, v, *args, out=out)
+    return _sdpa(q, k, v, masked=len(args) > 1 and bool(args[1]))
+
+
+@register("_scaled_dot_product_fused_attention_overrideable", role="anchor", kind="attention")
+def sdpa_overrideable(
+    q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, *_, out, **__
+) -> OpCost:
+    # The efficient kernel's arguments without compute_log_sumexp: is_causal is the sixth.
     return _sdpa(q, k, v, masked=attn_bias is not None or is_causal)
 
 

@@ -11,14 +11,7 @@ from math import prod
 from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
 
 
-@register(
-    "convolution",
-    "_convolution",
-    "convolution_overrideable",
-    "_slow_conv2d_forward",
-    role="anchor",
-    kind="conv",
-)
+@register("convolution", "_convolution", "convolution_overrideable", role="anchor", kind="conv")
 def convolution(
     x: Shape,
     w: Shape,
@@ -36,6 +29,32 @@ def convolution(
     # C_out/groups*k outputs.
     macs = numel(x) * prod(w[1:]) if transposed else numel(out) * prod(w[1:])
     return OpCost(macs=macs, other=numel(out) if bias is not None else 0)
+
+
+@register(
+    "_slow_conv2d_forward",
+    "slow_conv3d_forward",
+    "slow_conv_dilated2d",
+    "slow_conv_dilated3d",
+    "_conv_depthwise2d",
+    "conv_depthwise3d",
+    role="anchor",
+    kind="conv",
+)
+def slow_convolution(x: Shape, w: Shape, kernel_size, bias=None, *_, out: Shape, **__) -> OpCost:
+    # The kernels behind ``convolution``, when called by name (``thnn_conv2d`` and
+    # ``slow_conv3d`` decompose into the first two): their arguments are (input, weight,
+    # kernel_size, bias, stride, padding[, dilation]), with no groups. Weight [C_out, C_in,
+    # *kernel] ([C_out, 1, *kernel] depthwise; [C_out, C_in * k] for the 2-d slow kernel):
+    # C_in*k MACs per output element, as ``convolution``.
+    return OpCost(macs=numel(out) * prod(w[1:]), other=numel(out) if bias is not None else 0)
+
+
+@register("slow_conv_transpose2d", "slow_conv_transpose3d", role="anchor", kind="conv")
+def slow_conv_transpose(x: Shape, w: Shape, kernel_size, bias=None, *_, out: Shape, **__) -> OpCost:
+    # The same arguments, weight [C_in, C_out, *kernel]: each input element scatters to
+    # C_out*k outputs, as a transposed ``convolution``.
+    return OpCost(macs=numel(x) * prod(w[1:]), other=numel(out) if bias is not None else 0)
 
 
 @register("mm", role="anchor", kind="matmul")

@@ -1,6 +1,8 @@
 """Ops that move, view, create or describe data: costed at zero FLOPs, never 'unsupported'.
 
 Their bytes still count: the partitioner charges every tensor that crosses a subgraph boundary.
+The writes that can also add (``scatter``, ``index_put``) and ``col2im`` are priced in
+``reduction.py``, next to the scatter-adds.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ zero_cost(
     "alias_copy as_strided_copy diagonal "
     # copies and layout
     "clone copy _to_copy to contiguous cat stack hstack vstack concat concatenate "
-    "scatter index_put _unsafe_index_put index_fill "
+    "index_fill "
     "masked_scatter masked_select constant_pad_nd pad "
     "reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d "
     "replication_pad3d roll flip repeat repeat_interleave tile pixel_shuffle pixel_unshuffle "
-    "channel_shuffle native_channel_shuffle im2col col2im triu tril one_hot nonzero "
+    "channel_shuffle native_channel_shuffle im2col triu tril one_hot nonzero "
     "_pack_padded_sequence _pad_packed_sequence set resize as_strided_scatter slice_scatter "
     "select_scatter diagonal_scatter "
     # factories and randomness

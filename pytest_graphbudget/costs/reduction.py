@@ -222,3 +222,41 @@ def index_add(x: Shape, dim, index: Shape, source: Shape, alpha=1, *_, out, **__
 @register("scatter_add", role="reduction", kind="scatter_add")
 def scatter_add(x: Shape, dim, index: Shape, src: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=numel(index))  # one add per index, from the src element it names
+
+
+@register("scatter_reduce", role="reduction", kind="scatter_reduce")
+def scatter_reduce(x: Shape, dim, index: Shape, src: Shape, reduce: str, *_, out, **__) -> OpCost:
+    # sum, prod, amax, amin: one add, multiply or comparison per index; mean then divides each
+    # output element by its count.
+    return OpCost(other=numel(index) + (out_numel(out) if reduce == "mean" else 0))
+
+
+# Writes that add only when asked to: a copy otherwise, at zero FLOPs, so their role stays
+# ``view`` (an accumulating call still makes its node elementwise, by its FLOPs). ``scatter``
+# with ``reduce`` ('add' or 'multiply', a src tensor or one value): one FLOP per index, as
+# ``scatter_add``. ``index_put`` with ``accumulate`` (indexing's backward): one add per
+# element of the values (a broadcast value counts its own elements only).
+@register("scatter", role="view")
+def scatter(x: Shape, dim, index: Shape, src=None, *_, out, reduce=None, **__) -> OpCost:
+    return OpCost(other=numel(index) if reduce is not None else 0)
+
+
+@register("index_put", "_unsafe_index_put", role="view")
+def index_put(x: Shape, indices, values: Shape, accumulate=False, *_, out, **__) -> OpCost:
+    return OpCost(other=numel(values) if accumulate else 0)
+
+
+@register("col2im", role="reduction")
+def col2im(
+    cols: Shape, output_size, kernel_size, dilation, padding, stride, *_, out, **__
+) -> OpCost:
+    # nn.Fold: each column element is added into the image where its block and kernel offset
+    # put it; those the padding puts outside are dropped. Per spatial dim, the (offset, block)
+    # pairs that land inside; cols [N, C * prod(kernel), blocks] holds N*C planes of them.
+    # (im2col, nn.Unfold, only copies: movement.py.)
+    landed = 1
+    for size, k, d, p, s in zip(output_size, kernel_size, dilation, padding, stride, strict=True):
+        blocks = (size + 2 * p - d * (k - 1) - 1) // s + 1
+        landed *= sum(0 <= j * s + i * d - p < size for i in range(k) for j in range(blocks))
+    planes = numel(cols) // (prod(kernel_size) * cols[-1])
+    return OpCost(other=planes * landed)

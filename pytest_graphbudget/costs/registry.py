@@ -11,7 +11,9 @@ runs in, for ``engine/partition.py`` to fuse):
 - ``pointwise``: one output element from one input element; fuses into its producer.
 - ``gather``: a lookup (embedding, index); zero FLOPs unless it also reduces what it looks up
   (EmbeddingBag), and it reads only the weight rows it returns.
-- ``view``: moves, copies, creates or describes data; zero FLOPs (its bytes still count).
+- ``view``: moves, copies, creates or describes data; zero FLOPs (its bytes still count)
+  unless it also combines what it writes with what is there (``scatter``'s ``reduce``,
+  ``index_put``'s ``accumulate``).
 - ``free``: bookkeeping (``sym_size``, ``device``); zero FLOPs and it never names a node.
 
 The kind label names the op in reports (``conv``, ``bn``, ``max_pool``); it defaults to the name.

@@ -226,6 +226,56 @@ def test_flash_attention_forward_in_a_model():
     assert prof.flops == 2 * (ATTENTION_MACS + proj_macs) + ATTENTION_OTHER + SCORES
 
 
+# The SDPA kernels' ops each read is_causal from their own argument list: q = k = v of
+# [1, 2, 4, 8] on the meta device, 1*2*4*4 = 32 scores, 32*(8 + 8) = 512 MACs (QK^T and AV);
+# per score 1 scale + 5 softmax: 2*512 + 32*6 = 1216 FLOPs; causal, the mask counted dense
+# as for the other backends: + 32 = 1248.
+SDPA_OPS = {
+    "efficient": ("_scaled_dot_product_efficient_attention", (None, False, 0.0)),
+    "flash": ("_scaled_dot_product_flash_attention", (0.0,)),
+    # no compute_log_sumexp: (attn_bias, dropout_p, is_causal)
+    "fused-overrideable": ("_scaled_dot_product_fused_attention_overrideable", (None, 0.0)),
+    # from torch 2.5 the efficient kernel's arguments; the float8 overload puts three descales
+    # before the flash kernel's
+    "cudnn": ("_scaled_dot_product_cudnn_attention", (None, False, 0.0)),
+    "flash-float8": ("_scaled_dot_product_flash_attention.quantized", (None, None, None, 0.0)),
+}
+
+
+class SdpaCall(nn.Module):
+    def __init__(self, op, before, causal):
+        super().__init__()
+        self.op, self.before, self.causal = op, before, causal
+
+    def forward(self, q, k, v):
+        return self.op(q, k, v, *self.before, self.causal)[0]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", sorted(SDPA_OPS))
+def test_sdpa_kernels_read_is_causal_from_their_own_arguments(case, causal):
+    from pytest_graphbudget.compat import torch_version
+
+    name, before = SDPA_OPS[case]
+    packet, _, overload = name.partition(".")
+    op = getattr(getattr(torch.ops.aten, packet, None), overload or "default", None)
+    if op is None or (case == "cudnn" and torch_version() < (2, 5)):
+        pytest.skip(f"aten.{name} with these arguments is newer than this torch")
+    q = meta(1, 2, 4, 8)
+    prof = profile_model(SdpaCall(op, before, causal), (q, q, q))
+    assert prof.coverage.unsupported_ops == {}
+    assert (prof.macs, prof.flops) == (512, 1248 if causal else 1216)
+
+
+def test_the_cudnn_kernel_of_torch_2_4_is_read_as_the_flash_one():
+    """torch 2.4's cuDNN op takes (q, k, v, dropout_p, is_causal, ...): the dropout_p of 0.0
+    is no attention bias (a mask). The same 32 scores as above."""
+    q = Shape((1, 2, 4, 8))
+    for causal, other in ((False, 32 * 6), (True, 32 * 7)):
+        cost = price("_scaled_dot_product_cudnn_attention", (q, q, q, 0.0, causal), {}, None)
+        assert (cost.macs, cost.other) == (512, other)
+
+
 # --------------------------------------------------------------------------------------------
 # Item 4: alpha and beta other than 1 are multiplies too
 

@@ -110,6 +110,108 @@ def test_convolutions_agree_with_pytorch_flop_counter(conv, shape, flop_counter)
     assert prof.flops_contraction == counts["aten.convolution"]
 
 
+# The kernels behind convolution, called by name: (input, weight, kernel_size, bias, stride,
+# padding[, output_padding][, dilation]), the kernel size before the bias. Same count:
+# outputs * C_in * prod(kernel) (transposed: inputs * C_out * prod(kernel)), + 1 per output
+# element with a bias.
+
+aten = torch.ops.aten
+SLOW_CONVS = {
+    # x [1,3,6,6], w [4,3,3,3]: out [1,4,4,4], 64 outputs x 27 MACs = 1,728
+    "_slow_conv2d_forward": (
+        lambda x, w, b: aten._slow_conv2d_forward(x, w, [3, 3], b, [1, 1], [0, 0]),
+        (1, 3, 6, 6),
+        (4, 3, 3, 3),
+        (4 * 4 * 4) * (3 * 3 * 3),
+    ),
+    # the public op, which decomposes into _slow_conv2d_forward
+    "thnn_conv2d": (
+        lambda x, w, b: aten.thnn_conv2d(x, w, [3, 3], b),
+        (1, 3, 6, 6),
+        (4, 3, 3, 3),
+        (4 * 4 * 4) * (3 * 3 * 3),
+    ),
+    # x [1,3,4,6,6], w [4,3,3,3,3]: out [1,4,2,4,4], 128 outputs x 81 MACs (through
+    # slow_conv3d_forward)
+    "slow_conv3d": (
+        lambda x, w, b: aten.slow_conv3d(x, w, [3, 3, 3], b),
+        (1, 3, 4, 6, 6),
+        (4, 3, 3, 3, 3),
+        (4 * 2 * 4 * 4) * (3 * 3 * 3 * 3),
+    ),
+    # dilation 2 spans 5: out [1,4,2,2], 16 outputs x 27 MACs
+    "slow_conv_dilated2d": (
+        lambda x, w, b: aten.slow_conv_dilated2d(x, w, [3, 3], b, [1, 1], [0, 0], [2, 2]),
+        (1, 3, 6, 6),
+        (4, 3, 3, 3),
+        (4 * 2 * 2) * (3 * 3 * 3),
+    ),
+    # padding 1: out [1,4,4,6,6], 576 outputs x 81 MACs
+    "slow_conv_dilated3d": (
+        lambda x, w, b: aten.slow_conv_dilated3d(x, w, [3, 3, 3], b, [1, 1, 1], [1, 1, 1]),
+        (1, 3, 4, 6, 6),
+        (4, 3, 3, 3, 3),
+        (4 * 4 * 6 * 6) * (3 * 3 * 3 * 3),
+    ),
+    # weight [C_in, C_out, k]: 108 inputs x 4 * 9 = 3,888 MACs; out [1,4,8,8]
+    "slow_conv_transpose2d": (
+        lambda x, w, b: aten.slow_conv_transpose2d(x, w, [3, 3], b),
+        (1, 3, 6, 6),
+        (3, 4, 3, 3),
+        (3 * 6 * 6) * (4 * 3 * 3),
+    ),
+    # 54 inputs x 4 * 27 MACs; out [1,4,4,5,5]
+    "slow_conv_transpose3d": (
+        lambda x, w, b: aten.slow_conv_transpose3d(x, w, [3, 3, 3], b),
+        (1, 3, 2, 3, 3),
+        (3, 4, 3, 3, 3),
+        (3 * 2 * 3 * 3) * (4 * 3 * 3 * 3),
+    ),
+}
+
+
+class SlowConv(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, w, b=None):
+        return self.fn(x, w, b)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("name", sorted(SLOW_CONVS))
+def test_convolution_kernels_called_by_name(name, bias):
+    """``_slow_conv2d_forward`` was priced with the ``convolution`` formula, which read its
+    kernel_size as a bias: 64 bias adds charged with no bias (3,520 FLOPs for 3,456)."""
+    fn, x_shape, w_shape, macs = SLOW_CONVS[name]
+    x, w = torch.randn(x_shape), torch.randn(w_shape)
+    b = torch.randn(4) if bias else None  # C_out = 4 throughout
+    out = fn(x, w, b)
+    prof = profile(SlowConv(fn), x, w, *([b] if bias else []))
+    assert_counts(prof, macs, 2 * macs + (out.numel() if bias else 0))
+
+
+def test_the_slow_kernel_counts_what_conv2d_counts():
+    x, w = torch.randn(1, 3, 6, 6), torch.randn(4, 3, 3, 3)
+    slow = profile(SlowConv(SLOW_CONVS["_slow_conv2d_forward"][0]), x, w)
+    assert slow.flops == profile(Fn(F.conv2d), x, w).flops == 2 * 64 * 27  # 3,456
+
+
+def test_depthwise_kernels_called_by_name():
+    """CUDA's depthwise kernels, priced from their arguments as the other kernels: weight
+    [C_out, 1, *kernel], one input channel per output channel."""
+    from pytest_graphbudget.costs import Shape, price
+
+    x, w, out = Shape((1, 3, 6, 6)), Shape((6, 1, 3, 3)), Shape((1, 6, 4, 4))
+    cost = price("_conv_depthwise2d", (x, w, [3, 3], None, [1, 1], [0, 0], [1, 1]), {}, out)
+    assert (cost.macs, cost.other) == (96 * 9, 0)  # 96 outputs x 9 MACs
+    x, w, out = Shape((1, 3, 4, 6, 6)), Shape((6, 1, 3, 3, 3)), Shape((1, 6, 2, 4, 4))
+    args = (x, w, [3, 3, 3], Shape((6,)), [1, 1, 1], [0, 0, 0], [1, 1, 1])
+    cost = price("conv_depthwise3d", args, {}, out)
+    assert (cost.macs, cost.other) == (192 * 27, 192)  # 192 outputs x 27 MACs, + the bias
+
+
 # --------------------------------------------------------------------------------------------
 # einsum decomposes into bmm
 
@@ -464,6 +566,153 @@ def test_scatter_adds_count_one_add_per_element_they_add():
     prof = profile_model(ScatterAdds(), (torch.zeros(5, 3), idx, torch.ones(4, 3), where))
     assert prof.coverage.unsupported_ops == {}
     assert prof.flops == 4 * 3 + 2 * 4 * 3 + 5 * 2
+
+
+# Writes that add when asked to, and copy (0 FLOPs) otherwise. x [5, 3]; idx names 4 rows,
+# values [4, 3]; where [5, 2] indexes dim 1, src [5, 2] (or [5, 3], of which scatter reads the
+# 5 x 2 that where covers).
+WRITES = {
+    "index_put": (lambda x, idx, v, where: x.index_put((idx,), v), 0),
+    # accumulate: one add per element of the values, 4 x 3 (as index_add's 12 above)
+    "index_put-accumulate": (lambda x, idx, v, where: x.index_put((idx,), v, True), 4 * 3),
+    "index_put_-accumulate": (
+        lambda x, idx, v, where: x.clone().index_put_((idx,), v, accumulate=True),
+        4 * 3,
+    ),
+    "_unsafe_index_put-accumulate": (
+        lambda x, idx, v, where: torch.ops.aten._unsafe_index_put(x, [idx], v, True),
+        4 * 3,
+    ),
+    "scatter": (lambda x, idx, v, where: x.scatter(1, where, torch.ones(5, 2)), 0),
+    "scatter-value": (lambda x, idx, v, where: x.scatter(1, where, 2.0), 0),
+    # scatter.reduce: one add (or multiply) per index, 5 x 2, into the element it lands on
+    "scatter-add": (
+        lambda x, idx, v, where: x.scatter(1, where, torch.ones(5, 3), reduce="add"),
+        5 * 2,
+    ),
+    "scatter-multiply": (
+        lambda x, idx, v, where: x.scatter(1, where, torch.ones(5, 2), reduce="multiply"),
+        5 * 2,
+    ),
+    # scatter.value_reduce: the one value, once per index
+    "scatter-value-multiply": (
+        lambda x, idx, v, where: x.scatter(1, where, 2.0, reduce="multiply"),
+        5 * 2,
+    ),
+    "scatter_reduce-sum": (
+        lambda x, idx, v, where: x.scatter_reduce(1, where, torch.ones(5, 2), "sum"),
+        5 * 2,
+    ),
+    "scatter_reduce-amax": (
+        lambda x, idx, v, where: x.scatter_reduce(1, where, torch.ones(5, 2), "amax"),
+        5 * 2,
+    ),
+    # mean: the 10 adds, then a divide per output element, 5 x 3
+    "scatter_reduce-mean": (
+        lambda x, idx, v, where: x.scatter_reduce(1, where, torch.ones(5, 2), "mean"),
+        5 * 2 + 5 * 3,
+    ),
+}
+
+
+class Write(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, idx, v, where):
+        return self.fn(x, idx, v, where)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("case", sorted(WRITES))
+def test_writes_count_the_adds_they_make(case, device):
+    fn, flops = WRITES[case]
+    inputs = (torch.zeros(5, 3), torch.tensor([0, 2, 2, 4]), torch.ones(4, 3))
+    where = torch.tensor([[0, 1], [1, 1], [2, 0], [0, 0], [2, 2]])
+    with torch.device(device):  # the scatters' own src tensors too
+        prof = profile_model(Write(fn), tuple(t.to(device) for t in (*inputs, where)))
+    assert prof.coverage.unsupported_ops == {}
+    assert (prof.macs, prof.flops) == (0, flops)
+
+
+class Rows(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, idx):
+        return self.w[idx]
+
+
+def test_indexing_backward_adds_each_row_into_the_gradient():
+    """A training step of w[idx] with 4 indices into w [10, 4]: the lookup is free, the
+    default loss sums the 16 elements looked up (16, 1 per input element); backward, the
+    sum's gradient is an expand (free) and index_put with accumulate adds each of the 4 rows
+    of 4 into w's gradient (16)."""
+    prof = profile_model(Rows(), (torch.tensor([1, 3, 3, 7]),), mode="train")
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == 16 + 16
+
+
+@pytest.mark.parametrize(
+    ("fold", "shape", "adds"),
+    [
+        # out 6, kernel 3, padding 1, stride 1: 6 blocks a dim; kernel offsets 0, 1, 2 land
+        # inside 5, 6 and 5 times (offset 0 of the first block and offset 2 of the last fall
+        # in the padding): 16 a dim, 16 * 16 = 256 a channel, 2 channels (18 = 2 * 9)
+        (nn.Fold((6, 6), 3, padding=1), (1, 18, 36), 2 * 16 * 16),
+        # out 5, kernel 3, padding 1, stride 2: (5 + 2 - 2 - 1) // 2 + 1 = 3 blocks a dim at
+        # -1, 1, 3; offset 0 lands at -1, 1, 3 (2 inside), offset 1 at 0, 2, 4 (3), offset 2
+        # at 1, 3, 5 (2): 7 a dim, 49 a channel; 2 images of 1 channel
+        (nn.Fold((5, 5), 3, padding=1, stride=2), (2, 9, 9), 2 * 7 * 7),
+        # out (5, 4), kernel 2, dilation 2, no padding: (5 - 3) + 1 = 3 and (4 - 3) + 1 = 2
+        # blocks, every element lands: 2 * 3 and 2 * 2 a dim, 24 a channel, 3 channels
+        (nn.Fold((5, 4), 2, dilation=2), (1, 12, 6), 3 * (2 * 3) * (2 * 2)),
+    ],
+    ids=["padded", "strided", "dilated"],
+)
+def test_fold_adds_each_column_element_that_lands_in_the_image(fold, shape, adds):
+    """nn.Fold (col2im) adds the columns into the image; nn.Unfold (im2col) only copies."""
+    prof = profile(fold, torch.randn(shape))
+    assert prof.coverage.unsupported_ops == {}
+    assert (prof.macs, prof.flops) == (0, adds)
+    assert profile(nn.Unfold(3, padding=1), torch.randn(1, 2, 6, 6)).flops == 0
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape", "flops"),
+    [
+        # max(1, ceil(log2 k)) per input element: k = 1 still compares each element once
+        (lambda x: torch.topk(x, 1).values, (4, 6), 4 * 6 * 1),
+        (lambda x: torch.topk(x, 5).values, (4, 6), 4 * 6 * 3),  # ceil(log2 5) = 3
+        # max(1, ceil(log2 n)) per element, n the sorted length: n = 1 still costs 1
+        (lambda x: torch.sort(x, dim=1).values, (4, 1), 4 * 1 * 1),
+        (lambda x: torch.sort(x, dim=1).values, (4, 6), 4 * 6 * 3),  # ceil(log2 6) = 3
+    ],
+    ids=["topk-k1", "topk-k5", "sort-n1", "sort-n6"],
+)
+def test_sort_and_topk_count_at_least_one_comparison_an_element(fn, shape, flops):
+    class Sorted(nn.Module):
+        def forward(self, x):
+            return fn(x)
+
+    prof = profile(Sorted(), torch.randn(shape))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == flops
+
+
+def test_the_other_sorts_log2_is_at_least_one_too():
+    """nms, unique and searchsorted take the same max(1, ceil(log2 n)) as sort."""
+    from pytest_graphbudget.costs import Shape, price
+
+    one = Shape((1,))
+    # one box: 3 (its area) + 1 * 1 (the sort) + no pair
+    assert price("torchvision.nms", (Shape((1, 4)), one, 0.5), {}, one).other == 3 + 1
+    # one element: 1 * 1 (the sort) + 1 (the neighbour comparison)
+    assert price("_unique2", (one,), {}, (one, one, one)).other == 1 + 1
+    # 5 queries into a sorted length of 1: 1 each
+    assert price("searchsorted", (one, Shape((5,))), {}, Shape((5,))).other == 5
 
 
 @pytest.mark.parametrize(
