@@ -37,6 +37,14 @@ SHORT_DTYPES = {
 letter by letter, and a hint to the wrong one would send the user round twice."""
 
 
+MAX_PEAK = 1e17
+"""FLOP/s no chip reaches (100 PFLOP/s; a B200 runs FP4, dense, at 9): a figure
+above it is one written in the wrong unit (40e12 as TFLOP/s), which would price every kernel
+at nothing and pass every latency budget."""
+MAX_BANDWIDTH = 1e15
+"""Bytes/s no memory reaches (1 PB/s; a B200's is 8 TB/s), for the same slip."""
+
+
 def one_of(name: str, table: Mapping[str, object], scaled: str, plain: str) -> str | None:
     """Which of a figure's two forms the table gives (``bandwidth_gbs`` or ``bandwidth``):
     both at once are refused (one would be dropped); None when neither is given."""
@@ -50,7 +58,13 @@ def bandwidth_of(name: str, table: Mapping[str, object]) -> float:
     key = one_of(name, table, "bandwidth_gbs", "bandwidth")
     if key is None:
         raise GraphBudgetError(f"hardware {name!r}: needs bandwidth_gbs (or bandwidth in bytes/s)")
-    return number(name, key, table[key], positive=True) * (GIGA if key == "bandwidth_gbs" else 1)
+    found = number(name, key, table[key], positive=True) * (GIGA if key == "bandwidth_gbs" else 1)
+    if found > MAX_BANDWIDTH:
+        raise GraphBudgetError(
+            f"hardware {name!r}: {key} = {table[key]!r} is {found / TERA:.3g} TB/s, beyond any "
+            f"memory (the B200's is 8): bandwidth_gbs is in GB/s (bandwidth in bytes/s)"
+        )
+    return found
 
 
 def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
@@ -71,6 +85,12 @@ def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
             raise GraphBudgetError(f"hardware {name!r}: {key}: unknown dtype {dtype!r}{hint}")
         unit = TERA if key == "peak_tflops" else 1.0
         peaks[str(dtype)] = number(name, f"{key}.{dtype}", value, positive=True) * unit
+        if peaks[str(dtype)] > MAX_PEAK:
+            raise GraphBudgetError(
+                f"hardware {name!r}: {key}.{dtype} = {value!r} is {peaks[str(dtype)] / 1e15:.3g} "
+                "PFLOP/s, beyond any chip (a B200 runs FP4 at 9): peak_tflops is in TFLOP/s "
+                "(peak_flops in FLOP/s)"
+            )
     if "float32" not in peaks:
         raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
     return peaks

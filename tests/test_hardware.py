@@ -176,6 +176,28 @@ def test_a_matmul_figure_in_the_wrong_unit_is_refused():
         from_table("maxq", {**table, "family": "blackwell", "matmul_tflops": 235130})
 
 
+@pytest.mark.parametrize(
+    ("figures", "says"),
+    [
+        ({"peak_tflops": {"float32": 40e12}}, "peak_tflops.float32 = 40000000000000.0 is 4e+10 PF"),
+        ({"peak_flops": {"float32": 1e18}}, "peak_flops.float32 = 1e+18 is 1e+03 PFLOP/s"),
+        ({"bandwidth_gbs": 500e9}, "bandwidth_gbs = 500000000000.0 is 5e+08 TB/s"),
+    ],
+)
+def test_a_peak_or_bandwidth_in_the_wrong_unit_is_refused(figures, says):
+    """User trial: 40e12 written where TFLOP/s goes (or GB/s where bandwidth_gbs goes) was
+    taken as written: every kernel priced at nothing, every latency budget passed."""
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"bandwidth_gbs": 500} | figures
+    if "peak_flops" not in table:
+        table = {"peak_tflops": {"float32": 40}} | table
+    with pytest.raises(GraphBudgetError, match=re.escape(says)):
+        from_table("slip", table)
+    # the fastest shipped card's figures are well inside (B200: 4,500 TFLOP/s, 8,000 GB/s)
+    from_table("fast", {"peak_tflops": {"float32": 75, "int8": 4500}, "bandwidth_gbs": 8000})
+
+
 def test_a_profile_s_own_words_are_kept_and_a_share_may_be_a_percentage():
     from pytest_graphbudget.hardware import from_table, get
 
@@ -227,7 +249,7 @@ def test_names_in_any_case_reach_the_users_profile_or_are_refused():
     """Names are matched in any case: a user's ``H100`` is the user's wherever ``h100`` is
     written, a user's alias comes before a shipped card's, and two user profiles named alike
     (or an alias that is a profile's name) are refused, not resolved to one of them."""
-    from pytest_graphbudget.hardware import from_table, from_tables, get, profiles
+    from pytest_graphbudget.hardware import from_tables, get, profiles
 
     figures = {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 10}
     mine = from_tables({"H100": figures, "mycard": {**figures, "aliases": ["4090"]}})
