@@ -118,7 +118,10 @@ def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
     argv += ["--hardware", "calibrated", "-q", "--format", "json"]
     assert cli.main([*argv, "--dtype", "bfloat16"]) == 0
     err = capsys.readouterr().err
-    assert "hardware calibrated has no bfloat16 peak: the roofline uses its float32 peak" in err
+    assert (
+        "hardware calibrated has no bfloat16 peak: latency and bottleneck are judged on its "
+        "float32 peak (give it bfloat16 in peak_tflops)" in err
+    )
     assert cli.main(argv) == 0
     assert "peak" not in capsys.readouterr().err
     # A sweep's points share the hardware: the note is said once, not once per point.
@@ -130,8 +133,8 @@ def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
     hw.write_text(f"{hw.read_text()}[hardware.calibrated.kernels_bfloat16]\nconv_dense = {rates}\n")
     assert cli.main([*argv, "--dtype", "bfloat16"]) == 0
     err = capsys.readouterr().err
-    assert "its calibrated bfloat16 kernel rates price the latency, its float32 peak the " in err
-    assert "roofline uses" not in err
+    assert "bottleneck is judged on its float32 peak, latency on its calibrated bfloat16" in err
+    assert "latency and bottleneck" not in err
 
 
 def test_measure_runs_without_a_latency_limit_is_an_error(tmp_path, monkeypatch, capsys):
@@ -263,6 +266,43 @@ def test_a_latency_priced_on_calibrated_kernels_of_its_dtype_is_not_called_peak_
         "notice: test_bottleneck::net@bfloat16: hardware calib has no bfloat16 peak: bottleneck "
         "is judged on its float32 peak, latency on its calibrated bfloat16 kernels (give it "
         "bfloat16 in peak_tflops)"
+    ]
+
+
+@pytest.mark.parametrize("peak", ["", ", bfloat16 = 0.3"], ids=["no-peak", "with-peak"])
+def test_a_calibration_without_kernels_of_the_dtype_says_its_latency_uses_float32s(
+    pytester, peak
+):
+    """User trial: a calibration of float32 kernels alone, used in bfloat16, was said to judge
+    the latency on its float32 peak, and a bfloat16 peak silenced that while the latency
+    still came from the float32 kernel rates."""
+    rates = "{flops_per_s = 5e10, bytes_per_s = 1e10, overhead_s = 1e-6}"
+    (pytester.path / "pyproject.toml").write_text(
+        "[tool.graph_budget]\nhardware = 'calib'\n\n"
+        "[tool.graph_budget.hardware_profiles.calib]\n"
+        f"peak_tflops = {{float32 = 0.16{peak}}}\nbandwidth_gbs = 12\n"
+        f"kernels = {{matmul = {rates}}}\n"
+    )
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+
+        @pytest.fixture
+        def net():
+            return ModelCase(torch.nn.Linear(2, 2), (torch.randn(1, 2),), name="net")
+
+        @pytest.mark.latency_max("1s")
+        @pytest.mark.graph_budget(dtype="bfloat16")
+        def test_latency(net): ...
+        """
+    )
+    run = pytester.runpytest("-p", "no:cacheprovider", "--graph-budget")
+    run.assert_outcomes(passed=1)
+    notes = [line for line in run.outlines if line.startswith("notice: net@bfloat16")]
+    assert notes == [
+        "notice: net@bfloat16: hardware calib has no kernels_bfloat16 table: latency is priced "
+        "with its float32 kernel rates (calibrate in bfloat16, or give that table)"
     ]
 
 

@@ -231,19 +231,10 @@ def profile_case(
     if unsupported:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
         console.note(f"{prof.model}: no cost formula for {ops}; their FLOPs are not counted")
-    peaks = getattr(prof.hardware, "peak_flops", None) or {}
-    if peaks and prof.dtype not in peaks:  # hardware.peak() falls back without a word
-        calibrated = prof.dtype in (getattr(prof.hardware, "kernels", None) or {})
-        uses = (
-            f"its calibrated {prof.dtype} kernel rates price the latency, its float32 peak the "
-            "ridge point (compute- or memory-bound)"
-            if calibrated
-            else "the roofline uses its float32 peak"
-        )
-        console.note(
-            f"hardware {prof.hardware.name} has no {prof.dtype} peak: {uses} "
-            f"(give it {prof.dtype} in peak_tflops)"
-        )
+    from pytest_graphbudget.gate.ignored import PEAK_KEYS, missing_peak
+
+    if note := missing_peak(prof, PEAK_KEYS):  # hardware.peak() and .kernel() fall back quietly
+        console.note(note)
     return prof
 
 

@@ -63,23 +63,31 @@ PEAK_KEYS = ("latency_max", "intensity_min", "compute_bound_min", "memory_bound_
 
 
 def missing_peak(profile: Any, limits: Any) -> str | None:
-    """Why a peak-based limit of a profile in a dtype its hardware has no peak for is judged
-    on the float32 peak (``Hardware.peak`` falls back without a word), else None."""
+    """Why a limit of a profile in a dtype its hardware has no figure for is judged on
+    float32's (``Hardware.peak`` and ``Hardware.kernel`` fall back without a word), else
+    None. A calibrated profile prices the latency with its kernel rates, not its peaks: what
+    it lacks for the latency is a ``kernels_<dtype>`` table, which no peak stands in for."""
     hardware = getattr(profile, "hardware", None)
     peaks = getattr(hardware, "peak_flops", None) or {}
+    kernels = getattr(hardware, "kernels", None) or {}
     dtype = getattr(profile, "dtype", None)
-    # a calibration's own rates in that dtype price the latency without the peak
-    calibrated = dtype in (getattr(hardware, "kernels", None) or {})
-    on_peak = [
-        key for key in PEAK_KEYS if key in limits and not (calibrated and key == "latency_max")
-    ]
-    if not peaks or dtype in peaks or not on_peak:
+    if not peaks or dtype is None:
         return None
-    judged = (
-        f"bottleneck is judged on its float32 peak, latency on its calibrated {dtype} kernels"
-        if calibrated
-        else "latency and bottleneck are judged on its float32 peak"
-    )
-    return (
-        f"hardware {hardware.name} has no {dtype} peak: {judged} (give it {dtype} in peak_tflops)"
-    )
+    said = []
+    if kernels and "latency_max" in limits and dtype not in kernels:
+        said.append(
+            f"hardware {hardware.name} has no kernels_{dtype} table: latency is priced with its "
+            f"float32 kernel rates (calibrate in {dtype}, or give that table)"
+        )
+    on_peak = [key for key in PEAK_KEYS if key in limits and not (kernels and key == "latency_max")]
+    if dtype not in peaks and on_peak:
+        judged = "latency and bottleneck are judged on its float32 peak"
+        if kernels:
+            judged = "bottleneck is judged on its float32 peak"
+            if dtype in kernels:
+                judged += f", latency on its calibrated {dtype} kernels"
+        said.append(
+            f"hardware {hardware.name} has no {dtype} peak: {judged} (give it {dtype} in "
+            "peak_tflops)"
+        )
+    return "; ".join(said) or None
