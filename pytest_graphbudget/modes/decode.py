@@ -281,7 +281,7 @@ def _causal_lm(
     if why is not None:
         raise _not_causal(label, why)
     _check_positions(config, context, label)
-    lm = build_lm(config, meta) if module is None else module.eval()
+    lm = build_lm(config, meta) if module is None else module  # profiled in eval, left as it was
     return lm, config, name or label
 
 

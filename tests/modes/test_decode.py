@@ -112,6 +112,19 @@ def test_the_decode_step_is_the_models_generate_path():
     assert counter.get_total_flops() == 2 * (closed_form_macs(CONTEXT) - unseen)
 
 
+def test_a_model_in_training_mode_is_decoded_in_eval_and_left_training(result):
+    """User trial: ``profile_decode`` of a model in train mode left it in eval mode, unlike
+    ``profile_model``; its figures are the eval ones (no dropout), as the zoo's model's."""
+    torch.manual_seed(0)
+    lm = decode_step.build_lm(small_config(), meta=False).train()
+    found = decode.profile_decode(lm, context=CONTEXT)
+    assert lm.training and all(m.training for m in lm.modules())
+    assert found.decode.macs == closed_form_macs(CONTEXT) == result.decode.macs
+    assert found.decode.flops == result.decode.flops  # no dropout priced
+    profile_model(lm, decode=True, context=CONTEXT)
+    assert lm.training
+
+
 def test_decode_is_memory_bound_on_every_builtin_hardware(result):
     steps = {r.hardware: r for r in result.by_hardware()}
     assert set(steps) == {hw.name for hw in hardware.BUILTIN}
