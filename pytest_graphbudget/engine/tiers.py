@@ -340,11 +340,14 @@ def _after_warm_up(
         try:
             seconds = warm_up(model, live)
         except ModelRunError as exc:
-            if not meta or "DataDependent" not in str(exc):
+            # a branch on a value, or an output sized by values (nonzero: a detector's boxes)
+            valued = ("DataDependent", "DynamicOutputShape")
+            if not meta or not any(word in str(exc) for word in valued):
                 raise
             raise ModelRunError(
-                f"{exc}; the forward branches on tensor values, which a model on the meta "
-                "device has none of: build it with real weights (meta=False) to profile it"
+                f"{exc}; the forward depends on tensor values (a branch, or an output sized by "
+                "them), which a model on the meta device has none of: build it with real "
+                "weights (meta=False) to profile it"
             ) from exc
     return _whole_graph(model, example, tier, seconds, {"eager": taped} if taped else {})
 

@@ -173,6 +173,28 @@ def test_model_on_meta_device_is_refused_in_one_line():
     assert "\n" not in str(info.value)
 
 
+class Picks(torch.nn.Module):
+    """An output sized by values (a detector's kept boxes): ``nonzero`` on the meta device
+    raises DynamicOutputShapeException, not a data-dependent branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        return x[self.score(x).squeeze(-1) > 0]
+
+
+def test_an_output_sized_by_values_on_meta_says_to_build_with_weights():
+    from pytest_graphbudget.errors import ModelRunError
+
+    with torch.device("meta"):
+        model = Picks()
+    with pytest.raises(ModelRunError, match=r"build it with real weights \(meta=False\)") as info:
+        profile_model(model, (torch.ones(2, 8, device="meta"),))
+    assert "\n" not in str(info.value) and "DynamicOutputShape" in str(info.value)
+
+
 # --------------------------------------------------------------------------------------------
 # Detectors: the smallest two, against FlopCounterMode over the same real forward
 
