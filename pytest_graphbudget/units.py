@@ -79,9 +79,13 @@ def recased(value: object, kind: str) -> str | None:
     return None
 
 
-def parse(value: object, kind: str, where: str = "", hint: bool = True) -> float:
+def parse(
+    value: object, kind: str, where: str = "", hint: bool = True, words: tuple[str, ...] = ()
+) -> float:
     """Parse ``value`` as a ``kind`` ("count", "bytes", "seconds", "ratio") into a float;
-    ``hint``: the error suggests the value with its unit re-cased, when that reads."""
+    ``hint``: the error suggests the value with its unit re-cased, when that reads. ``words``:
+    the count's unit words that fit (``FLOPs``, ``ops``), the first the one to write; another
+    (``"70k FLOPs"`` for MACs: half of what it says) is refused."""
     if isinstance(value, bool):
         raise UnitError(value, kind, where)
     if isinstance(value, (int, float)):
@@ -113,6 +117,15 @@ def parse(value: object, kind: str, where: str = "", hint: bool = True) -> float
         raise ValueError(f"unknown unit kind {kind!r}")
     if not match:
         raise UnitError(value, kind, where, hint)
+    if kind == "count" and words and match["unit"]:
+        written = match["unit"]
+        if written.lower() not in {w.lower() for w in words}:
+            place = f"{where}: " if where else ""
+            pair = {written.lower().rstrip("s"), words[0].lower().rstrip("s")} == {"flop", "mac"}
+            raise GraphBudgetError(
+                f"{place}{shown(value)} is in {written}, and this limit counts {words[0]}: "
+                f"write it in {words[0]}" + (" (1 MAC is 2 FLOPs)" if pair else "")
+            )
     number = float(match["number"]) * scale
     if not math.isfinite(number) or number < 0:
         raise UnitError(value, kind, where, hint)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pytest_graphbudget.units import (
@@ -119,3 +121,36 @@ def test_closest_folds_case_and_dashes_before_matching():
     assert closest("flops-max", keys) == " (did you mean 'flops_max'?)"
     assert closest("flops_mx", keys) == " (did you mean 'flops_max'?)"
     assert closest("latency", keys) == ""
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        (
+            "macs_max",
+            "70k FLOPs",
+            "is in FLOPs, and this limit counts MACs: write it in MACs (1 MAC",
+        ),
+        (
+            "flops_max",
+            "1 GMACs",
+            "is in MACs, and this limit counts FLOPs: write it in FLOPs (1 MAC",
+        ),
+        ("params_max", "10k MACs", "is in MACs, and this limit counts params: write it in params"),
+        ("flops_max", "200k FLOPs/B", "is in FLOPs/B, and this limit counts FLOPs"),
+        ("intensity_min", "20 FLOPs", "is in FLOPs, and this limit counts FLOPs/B"),
+    ],
+)
+def test_a_unit_word_of_another_figure_is_refused(key, value, says):
+    """User trial: ``macs_max("70k FLOPs")`` passed a model of 65.5k MACs (131k FLOPs): the
+    word was read as decoration, so a limit pasted from the other figure was 2x off."""
+    from pytest_graphbudget.errors import GraphBudgetError
+    from pytest_graphbudget.gate.budgets import build
+
+    with pytest.raises(GraphBudgetError, match=re.escape(f"{key} in m: {value!r} {says}")):
+        build({key: value}, "m")
+    # its own words, and none, read as before
+    for fits in ("22 GFLOPs", "22G", "22 Gops") if key == "flops_max" else ():
+        assert build({key: fits}, "m").limits[key] == 22e9
+    if key == "macs_max":
+        assert build({key: "5 GMACs"}, "m").limits[key] == 5e9

@@ -136,7 +136,8 @@ def build(
         budget.hardware_profiles = hardware_profiles
     for key, value in values.items():
         if key in LIMITS:
-            budget.limits[key] = parse(value, LIMITS[key].unit, f"{key} in {where}")
+            figure = LIMITS[key]
+            budget.limits[key] = parse(value, figure.unit, f"{key} in {where}", words=figure.words)
         elif key in BOTTLENECK_KEYS:
             share = shares(value, key, where, growth=False)
             if share > 1:

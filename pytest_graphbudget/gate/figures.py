@@ -53,6 +53,12 @@ class Figure:
         return self.sample or EXAMPLES[self.unit]
 
     @property
+    def words(self) -> tuple[str, ...]:
+        """The unit words a limit of this count may be written in (``"22 GFLOPs"``), the
+        first the one to write: another figure's (``"70k FLOPs"`` for MACs) is refused."""
+        return COUNT_WORDS.get(self.key, ())
+
+    @property
     def heading(self) -> str:
         return self.short or self.label
 
@@ -62,6 +68,15 @@ class Figure:
         if value is None:
             return "-"
         return units.format_as(value, self.unit) + self.suffix
+
+
+COUNT_WORDS = {
+    "flops": ("FLOPs", "FLOP", "ops", "op"),
+    "macs": ("MACs", "MAC", "ops", "op"),
+    "params": ("params", "param"),
+    "arithmetic_intensity": ("FLOPs/B", "FLOP/B"),
+}
+"""The unit words of the counts (``units.parse``'s ``words``)."""
 
 
 TABLE: tuple[Figure, ...] = (
