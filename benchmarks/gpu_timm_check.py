@@ -118,11 +118,10 @@ def calibrated_profile(path: str | None):
     calibration wrote nothing)."""
     if not path or not Path(path).exists():
         return None
-    import tomllib
-
+    from pytest_graphbudget.cli.loading import read_toml
     from pytest_graphbudget.hardware import from_tables
 
-    found = from_tables(tomllib.loads(Path(path).read_text()).get("hardware", {}))
+    found = from_tables(read_toml(path).get("hardware", {}))
     return next(iter(found.values()), None)
 
 
