@@ -12,6 +12,9 @@ from typing import Any
 class ModelCase:
     """What to profile: a module, its positional inputs and keyword inputs.
 
+    ``inputs``: a tuple of positional inputs (a list is made one; anything else is the one
+    input); ``None`` means none, as ``kwargs=None`` means no keyword inputs, so
+    ``ModelCase(model, None, {"x": x})`` calls ``model(x=x)``.
     ``name`` labels the model in reports; ``note`` carries a remark from whoever built the
     case (for example a zoo loader that fell back from a missing ``.pt`` file to its YAML).
     ``zoo.resolve`` records how long loading took and the memory after it, for ``measure``.
@@ -26,7 +29,9 @@ class ModelCase:
     load_rss_bytes: int | None = None  # the process's resident memory right after loading
 
     def __post_init__(self) -> None:
-        if not isinstance(self.inputs, tuple):
+        if self.inputs is None:
+            self.inputs = ()
+        elif not isinstance(self.inputs, tuple):
             self.inputs = tuple(self.inputs) if isinstance(self.inputs, list) else (self.inputs,)
         self.kwargs = dict(self.kwargs or {})
 

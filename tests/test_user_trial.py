@@ -270,9 +270,7 @@ def test_a_latency_priced_on_calibrated_kernels_of_its_dtype_is_not_called_peak_
 
 
 @pytest.mark.parametrize("peak", ["", ", bfloat16 = 0.3"], ids=["no-peak", "with-peak"])
-def test_a_calibration_without_kernels_of_the_dtype_says_its_latency_uses_float32s(
-    pytester, peak
-):
+def test_a_calibration_without_kernels_of_the_dtype_says_its_latency_uses_float32s(pytester, peak):
     """User trial: a calibration of float32 kernels alone, used in bfloat16, was said to judge
     the latency on its float32 peak, and a bfloat16 peak silenced that while the latency
     still came from the float32 kernel rates."""
@@ -319,3 +317,74 @@ def test_html_summary_of_a_training_step_splits_its_phases(adam_step):
         facts["FLOPs by phase"].startswith("forward ") and "optimizer " in facts["FLOPs by phase"]
     )
     assert facts["optimizer state"] == "184B"
+
+
+def test_batch_or_seq_len_beside_an_input_shape_that_disagrees_is_an_error_row(
+    tmp_path, monkeypatch, capsys
+):
+    """``input_shape = [1, 3, 64, 64]`` with ``batch = [1, 2, 4]`` profiled 1x3x64x64 at every
+    point and passed all three at the batch-1 figure; ``seq_len = [32, 64]`` beside a text
+    shape of ``[1, 16]`` reported every point at 16 tokens. Only the point that agrees runs."""
+    code, out = _check(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        '[models.r]\nmodel = "resnet18"\ninput_shape = [1, 3, 64, 64]\nbatch = [1, 2, 4]\n'
+        'flops_max = "400M"\n\n'
+        '[models.t]\nmodel = "bert-base-uncased"\nmeta = true\ninput_shape = [1, 16]\n'
+        'seq_len = [32, 64]\nflops_max = "400G"\n',
+    )
+    assert code == 1
+    assert "5 models: 4 could not be checked, 1 within budget" in out
+    ok = [line.split() for line in out.splitlines() if line.startswith("r[batch=1] ")]
+    assert ok and ok[0][-1] == "ok"
+    for batch in (2, 4):
+        assert (
+            f"error: r[batch={batch}]: batch {batch} disagrees with input_shape 1,3,64,64, whose "
+            f"first dimension is the batch: give one or the other (input_shape "
+            f"{batch},3,64,64 alone, or batch without input_shape)"
+        ) in out
+    for seq in (32, 64):
+        assert (
+            f"error: t[seq_len={seq}]: seq_len {seq} disagrees with input_shape 1,16, which is "
+            f"(batch, seq_len)"
+        ) in out
+
+
+def test_meta_that_is_not_true_or_false_is_an_error_row(tmp_path, monkeypatch, capsys):
+    """``meta = "false"`` built on the meta device; ``meta = 0`` left it to the zoo."""
+    code, out = _check(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        '[models.s]\nmodel = "resnet18"\nmeta = "false"\nflops_max = "10G"\n\n'
+        '[models.z]\nmodel = "resnet18"\nmeta = 0\nflops_max = "10G"\n',
+    )
+    assert code == 1
+    assert "2 models could not be checked" in out
+    assert (
+        "error: s: meta must be true or false (or left out: the zoo decides by size), got 'false'"
+    ) in out
+    assert (
+        "error: z: meta must be true or false (or left out: the zoo decides by size), got 0" in out
+    )
+
+
+def test_cli_and_python_refuse_a_batch_that_input_shape_contradicts(capsys):
+    """``--batch 4 --input-shape 1,3,64,64`` profiled 1x3x64x64 without a word."""
+    from pytest_graphbudget import profile_model
+    from pytest_graphbudget.errors import GraphBudgetError
+
+    assert cli.main(["profile", "resnet18", "--batch", "4", "--input-shape", "1,3,64,64"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert line == (
+        "graph-budget: error: batch 4 disagrees with input_shape 1,3,64,64, whose first "
+        "dimension is the batch: give one or the other (input_shape 4,3,64,64 alone, or batch "
+        "without input_shape)"
+    )
+    with pytest.raises(GraphBudgetError, match="batch 4 disagrees with input_shape 1,3,64,64"):
+        profile_model("resnet18", batch=4, input_shape=(1, 3, 64, 64))
+    with pytest.raises(GraphBudgetError, match="meta must be true or false"):
+        profile_model("yolov8n", meta="false")
+    agreed = profile_model("resnet18", batch=2, input_shape=(2, 3, 64, 64))
+    assert [list(i.shape) for i in agreed.inputs] == [[2, 3, 64, 64]]

@@ -54,6 +54,11 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
         raise GraphBudgetError("--decode profiles one --context; sweep without --decode")
     hardware = loading.hardware(args)
     how = loading.variant(args)  # --mode, --optimizer, --dtype: every point alike
+    if getattr(args, "input_shape", None):  # a point it contradicts: refused before any runs
+        from pytest_graphbudget.zoo.base import LoadOptions
+
+        for values in points_of(axes):
+            LoadOptions(input_shape=tuple(args.input_shape), **values)
     points, shapes = [], {}
     for values in points_of(axes):
         at = copy.copy(args)

@@ -263,7 +263,9 @@ def _causal_lm(
     anything that is not a decoder-only causal LM with a position for token ``context + 1``
     (checked before a named model is built)."""
     from pytest_graphbudget.modes.decode_step import build_lm, refusal
+    from pytest_graphbudget.zoo.base import check_meta
 
+    check_meta(meta)
     if isinstance(model, ModelCase):
         name = name or model.name
         model = model.model

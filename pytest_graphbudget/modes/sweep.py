@@ -212,6 +212,11 @@ def _builder(
         taken = [key for key in axes if key in zoo_options]
         if taken:
             raise GraphBudgetError(f"{', '.join(taken)} given twice: as a sweep and as an option")
+        if zoo_options.get("input_shape") is not None:  # a point it disagrees with: before any
+            from pytest_graphbudget.zoo.base import LoadOptions
+
+            for point in points_of(axes):
+                LoadOptions(input_shape=zoo_options["input_shape"], **point)
         return lambda point: zoo.resolve(model, **zoo_options, **point)
     if zoo_options:
         unknown = ", ".join(sorted(zoo_options))

@@ -40,10 +40,12 @@ class LoadOptions:
     """How to build a named model and its example inputs.
 
     ``seq_len`` and ``batch`` override a loader's defaults; ``input_shape`` replaces the shape of
-    the model's main input (an image or video tensor, or ``(batch, seq_len)`` for text).
-    ``meta``: ``True`` builds on the meta device, ``False`` allocates real weights, ``None`` lets
-    the zoo decide by size (above ``META_PARAMS_THRESHOLD`` parameters). ``trust_pickle`` allows
-    full pickles (which run code from the file) to be loaded.
+    the model's main input (an image or video tensor, or ``(batch, seq_len)`` for text). Given
+    together, they must agree: a ``batch`` other than ``input_shape``'s first dimension, or a
+    ``seq_len`` other than the second of a ``(batch, seq_len)`` shape, is an error (one of them
+    would be dropped). ``meta``: ``True`` builds on the meta device, ``False`` allocates real
+    weights, ``None`` lets the zoo decide by size (above ``META_PARAMS_THRESHOLD`` parameters).
+    ``trust_pickle`` allows full pickles (which run code from the file) to be loaded.
     """
 
     seq_len: int | None = None
@@ -55,6 +57,7 @@ class LoadOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.trust_pickle, bool):  # "no" in a TOML file must not mean yes
             raise GraphBudgetError(f"trust_pickle must be true or false, got {self.trust_pickle!r}")
+        check_meta(self.meta)
         for key in ("seq_len", "batch"):
             value = getattr(self, key)
             if value is not None and (not _is_int(value) or value < 1):
@@ -76,13 +79,32 @@ class LoadOptions:
                     f"got {self.input_shape!r}"
                 )
             object.__setattr__(self, "input_shape", shape)
+            self._refuse_disagreement(shape)
+
+    def _refuse_disagreement(self, shape: tuple[int, ...]) -> None:
+        """``batch`` or ``seq_len`` beside an ``input_shape`` that says otherwise: one of the two
+        would be dropped without a word (a sweep's points all profiled at one shape)."""
+        if self.batch is not None and shape[0] != self.batch:
+            wanted = written_shape((self.batch, *shape[1:]))
+            raise GraphBudgetError(
+                f"batch {self.batch} disagrees with input_shape {written_shape(shape)}, whose "
+                f"first dimension is the batch: give one or the other (input_shape {wanted} "
+                f"alone, or batch without input_shape)"
+            )
+        if self.seq_len is not None and len(shape) == 2 and shape[1] != self.seq_len:
+            wanted = written_shape((shape[0], self.seq_len))
+            raise GraphBudgetError(
+                f"seq_len {self.seq_len} disagrees with input_shape {written_shape(shape)}, "
+                f"which is (batch, seq_len): give one or the other (input_shape {wanted} "
+                f"alone, or seq_len without input_shape)"
+            )
 
     def image_shape(self, default: Sequence[int]) -> tuple[int, ...]:
-        """The shape of an image-like input: ``input_shape`` if given, else ``default`` with
-        its first (batch) dimension replaced by ``batch`` when that is given. An
-        ``input_shape`` of another rank than ``default`` is refused, echoed as written
-        (``1,3,224``): torch would read it as an unbatched input and blame a shape the user
-        never wrote."""
+        """The shape of an image-like input: ``input_shape`` if given (a ``batch`` beside it
+        agrees with it), else ``default`` with its first (batch) dimension replaced by
+        ``batch`` when that is given. An ``input_shape`` of another rank than ``default`` is
+        refused, echoed as written (``1,3,224``): torch would read it as an unbatched input
+        and blame a shape the user never wrote."""
         if self.input_shape is not None:
             if len(self.input_shape) != len(default):
                 raise GraphBudgetError(
@@ -95,6 +117,15 @@ class LoadOptions:
         if self.batch is not None:
             shape = (self.batch, *shape[1:])
         return shape
+
+
+def check_meta(meta: object) -> None:
+    """Refuse a ``meta`` other than ``True``, ``False`` or ``None`` (the zoo decides): the
+    string ``"false"`` would build on the meta device, ``0`` would leave it to the zoo."""
+    if meta is not None and not isinstance(meta, bool):
+        raise GraphBudgetError(
+            f"meta must be true or false (or left out: the zoo decides by size), got {meta!r}"
+        )
 
 
 def written_shape(shape: Sequence[int]) -> str:

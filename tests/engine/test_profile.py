@@ -145,6 +145,15 @@ def test_model_case_and_keyword_inputs():
     assert [i.name for i in prof.inputs] == ["x", "factor"]
 
 
+def test_model_case_with_inputs_none_has_no_positional_inputs():
+    # None was passed as the one positional input: "got multiple values for argument 'input'"
+    case = ModelCase(nn.Linear(4, 2), None, {"input": torch.randn(3, 4)})
+    assert case.inputs == ()
+    prof = profile_model(case)
+    assert prof.macs == 3 * 4 * 2  # 3 rows of 4 inputs, each into 2 outputs
+    assert [(i.name, list(i.shape)) for i in prof.inputs] == [("input", [3, 4])]
+
+
 def test_a_forward_that_raises_is_reported_as_the_models_error():
     class Broken(nn.Module):
         def forward(self, x):

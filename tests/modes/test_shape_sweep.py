@@ -263,3 +263,13 @@ def test_symbolic_is_not_tried_at_a_size_export_fixes():
     assert sweep.fits["macs"].note == (
         "symbolic derivation not used: batch=1: export fixes sizes 0 and 1, sweep from 2"
     )
+
+
+def test_a_zoo_sweep_point_that_input_shape_contradicts_is_refused():
+    """``batch=[1, 2, 4]`` beside ``input_shape=(1, 3, 64, 64)`` profiled 1x3x64x64 three times."""
+    from pytest_graphbudget import profile_sweep
+
+    with pytest.raises(GraphBudgetError, match="batch 2 disagrees with input_shape 1,3,64,64"):
+        profile_sweep("resnet18", batch=[1, 2, 4], input_shape=(1, 3, 64, 64))
+    with pytest.raises(GraphBudgetError, match="seq_len 32 disagrees with input_shape 1,16"):
+        profile_sweep("bert-base-uncased", seq_len=[16, 32], input_shape=[1, 16], meta=True)

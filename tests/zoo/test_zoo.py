@@ -68,6 +68,20 @@ def test_every_built_in_family_has_its_test_file():
         ({"seq_len": -5}, "seq_len must be a positive integer"),
         ({"input_shape": "1,3,x"}, "input_shape must be a list of positive integers"),
         ({"input_shape": (1, 0, 4)}, "input_shape must be a list of positive integers"),
+        # "false" built on the meta device, 0 left it to the zoo: only True, False or None
+        ({"meta": "false"}, r"meta must be true or false \(or left out.*got 'false'"),
+        ({"meta": 0}, "meta must be true or false .*got 0"),
+        # one of the two was dropped without a word: 1x3x64x64 profiled for batch 4
+        (
+            {"batch": 4, "input_shape": (1, 3, 64, 64)},
+            r"batch 4 disagrees with input_shape 1,3,64,64, whose first dimension is the batch: "
+            r"give one or the other \(input_shape 4,3,64,64 alone, or batch without input_shape\)",
+        ),
+        (
+            {"seq_len": 32, "input_shape": "1,16"},
+            r"seq_len 32 disagrees with input_shape 1,16, which is \(batch, seq_len\): give one "
+            r"or the other \(input_shape 1,32 alone, or seq_len without input_shape\)",
+        ),
     ],
 )
 def test_bad_options_are_one_line_errors(kwargs, message):
@@ -80,6 +94,27 @@ def test_input_shape_accepts_the_cli_forms():
     assert LoadOptions(input_shape="1,3,224,224").input_shape == (1, 3, 224, 224)
     assert LoadOptions(input_shape="1x3x64x64").input_shape == (1, 3, 64, 64)
     assert LoadOptions(input_shape=[2, 3, 32, 32]).input_shape == (2, 3, 32, 32)
+
+
+def test_batch_and_seq_len_that_agree_with_input_shape_are_taken():
+    both = LoadOptions(batch=2, input_shape=[2, 3, 64, 64], meta=False)
+    assert both.image_shape((1, 3, 224, 224)) == (2, 3, 64, 64)
+    assert LoadOptions(batch=3, seq_len=16, input_shape="3,16").input_shape == (3, 16)
+    # A diffusers model's seq_len is its text, beside the latent image that input_shape shapes.
+    latent = LoadOptions(seq_len=77, input_shape=(1, 4, 64, 64), meta=True)
+    assert latent.image_shape((1, 4, 64, 64)) == (1, 4, 64, 64)
+
+
+def test_batch_beside_an_input_shape_that_disagrees_is_refused_by_name(no_network):
+    with pytest.raises(GraphBudgetError, match="batch 4 disagrees with input_shape 1,3,64,64"):
+        resolve("resnet18", batch=4, input_shape=[1, 3, 64, 64])
+    with pytest.raises(GraphBudgetError, match="seq_len 32 disagrees with input_shape 1,16"):
+        resolve("bert-base-uncased", seq_len=32, input_shape=(1, 16), meta=True)
+    with pytest.raises(GraphBudgetError, match="meta must be true or false"):
+        resolve("yolov8n", meta="false")
+    (image,) = resolve("resnet18", batch=2, input_shape="2,3,64,64").inputs
+    assert tuple(image.shape) == (2, 3, 64, 64)
+    assert no_network == []
 
 
 # ---------------------------------------------------------------------------------------------
