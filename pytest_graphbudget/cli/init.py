@@ -61,7 +61,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     output = args.output if args.output == "-" else _checked_output(args.output)
     to_stdout = output == "-"
-    document = _existing(output, args.models, args.force) if not to_stdout else None
+    named = _budget_names(args.models)
+    document = _existing(output, list(named.values()), args.force) if not to_stdout else None
     hardware = loading.hardware(args)
     _refuse_file_hardware(hardware.name, args.hardware_file)
     how = loading.variant(args)  # a bad --optimizer fails before any model is built
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     entries = []
     for name in args.models:
         case = loading.load_case(name, args, console)
-        entries.append((name, loading.profile_case(case, hardware, console, how)))
+        entries.append((named[name], loading.profile_case(case, hardware, console, how)))
     text = _budget_document(document, entries, hardware, args)
     if to_stdout:
         console.emit(text, None)
@@ -90,6 +91,30 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"{args.headroom:.0%} headroom)"
     )
     return EXIT_OK
+
+
+def _budget_names(models: list[str]) -> dict[str, str]:
+    """Each model as its budget table names it: a file or folder relative to the project's
+    root, which check and pytest resolve a budget file's paths against (``zoo.at_root``),
+    wherever init runs (``../cfg_gpt2`` from ``tests/`` is ``cfg_gpt2``); one outside the
+    root by its absolute path; a zoo name or a factory as given."""
+    from pytest_graphbudget.run import settings
+    from pytest_graphbudget.zoo.local import LocalLoader
+
+    try:
+        root = settings.for_directory(Path.cwd())[0].root.resolve()
+    except settings.SettingsError:  # -o - with broken settings: check refuses them anyway
+        root = Path.cwd().resolve()
+    named = {}
+    for name in models:
+        path = Path(name).expanduser()
+        if loading.is_factory(name) or not LocalLoader().can_load(name):
+            named[name] = name
+        elif path.resolve().is_relative_to(root):
+            named[name] = path.resolve().relative_to(root).as_posix()
+        else:
+            named[name] = str(path.resolve())
+    return named
 
 
 def _refuse_file_hardware(name: str, path: str | None) -> None:

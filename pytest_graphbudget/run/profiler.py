@@ -157,19 +157,23 @@ class Profiler:
         runs: int | None = None,
         device: str | None = None,
         execution: str = "eager",
+        root: Path | None = None,
     ) -> Request:
         """The request of a budget table: its ``factory``'s case or its zoo ``model`` (default:
         its name) with the table's options, or its decode step (``decode = true``), run as
-        ``execution`` says."""
+        ``execution`` says. A ``model`` path is relative to the project's ``root`` (the
+        directory a ``factory`` imports from), wherever the run started; ``None``: the
+        current directory."""
         from pytest_graphbudget.gate.budget_files import table_factory
         from pytest_graphbudget.modes import decode, dispatch
 
         how = variant.options() if variant else {}
         target = self.target(hardware)
         if decode.wanted(table, name):  # decode = true: one generated token's profile
-            return replace(_step_request(table, name, target, how, runs), execution=execution)
+            step = _step_request(table, name, target, how, runs, root)
+            return replace(step, execution=execution)
         options = {k: table[k] for k in OPTIONS if k in table}
-        model: Any = str(table.get("model", name))
+        model: Any = model_name(table, name, root)
         if "factory" in table:
             model, options = table_factory(str(table["factory"]), name, options), {}
         return dispatch.request(
@@ -267,8 +271,24 @@ def from_entry(data: dict[str, Any], hardware_profiles: Any = None) -> Profile:
     return prof
 
 
+def model_name(table: Mapping[str, Any], name: str, root: Path | None) -> str:
+    """The zoo name or path a table's model is resolved by: its ``model`` (default: the
+    table's name), a path taken relative to the project's ``root`` (``zoo.at_root``)."""
+    model = str(table.get("model", name))
+    if root is None or "factory" in table:
+        return model
+    from pytest_graphbudget.zoo import at_root
+
+    return at_root(model, root)
+
+
 def _step_request(
-    table: Mapping[str, Any], name: str, target: Any, how: dict[str, Any], runs: int | None
+    table: Mapping[str, Any],
+    name: str,
+    target: Any,
+    how: dict[str, Any],
+    runs: int | None,
+    root: Path | None = None,
 ) -> Request:
     """The request of a ``decode = true`` budget table's decode step. Timed runs, a train
     mode or another dtype (``how``) are refused: the step is eval mode, the model's dtype."""
@@ -284,7 +304,7 @@ def _step_request(
             f"own dtype; drop {given}"
         )
     options = {k: table[k] for k in ("context", "batch", "meta") if k in table}
-    model: Any = str(table.get("model", name))
+    model: Any = model_name(table, name, root)
     if "factory" in table:  # a module the project builds: profiled every run
         # Only the factory's module is used (a bare one gets a placeholder input it never sees).
         model = load_factory(str(table["factory"]), name, {"input_shape": (1, 1)})

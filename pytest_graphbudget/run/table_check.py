@@ -52,7 +52,9 @@ def check_table(
         result,
         budget,
         lambda hw: profiler.profile(
-            profiler.table_request(entry.table, entry.name, hw, budget.variant, *how_run(budget))
+            profiler.table_request(
+                entry.table, entry.name, hw, budget.variant, *how_run(budget), root=checker.root
+            )
         ),
     )
     checker.rematch([result])
@@ -90,7 +92,12 @@ def check_growth(
         profiles = [
             profiler.profile(
                 profiler.table_request(
-                    t.table, t.name, target, budget.variant, execution=budget.execution
+                    t.table,
+                    t.name,
+                    target,
+                    budget.variant,
+                    execution=budget.execution,
+                    root=checker.root,
                 )
             )
             for t in entry.points

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_graphbudget import hookspecs
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LoadOptions",
     "ModelLoader",
+    "at_root",
     "list_models",
     "loaders",
     "make_plugin_manager",
@@ -39,7 +41,7 @@ __all__ = [
     "resolve",
 ]
 
-_FILE_SUFFIXES = (".pt", ".pth", ".pt2", ".yaml", ".yml", ".json")
+_FILE_SUFFIXES = (".pt", ".pth", ".pt2", ".yaml", ".yml", ".json", ".safetensors")
 
 
 def resolve(
@@ -86,6 +88,45 @@ def resolve(
     if case.name is None:
         case.name = canonical
     return case
+
+
+def at_root(name: str, root: str | os.PathLike[str]) -> str:
+    """``name`` as a budget file of the project at ``root`` means it, for ``resolve`` from
+    the current directory: a file or folder relative to ``root`` (``cfg_llama``,
+    ``weights/best.pt``), whichever directory the run started in; a zoo name as written.
+
+    A name written as a path (a folder in it, ``./``) that ``root`` does not hold, or a file
+    found only beside the current directory, is a one-line ``UnknownModelError`` naming it:
+    never a zoo model of a similar name (``weights/yolov8n.pt`` is not ``yolov8n``), never
+    another directory's file.
+    """
+    from pytest_graphbudget.zoo.local import LocalLoader
+
+    written = name.strip()
+    path = Path(written).expanduser()
+    if not written or path.is_absolute():
+        return written
+    target = Path(root) / path
+    if LocalLoader().can_load(str(target)) or (target.exists() and _written_as_path(written)):
+        try:
+            return os.path.relpath(target)  # as the loaders open it, and their messages say
+        except ValueError:  # another drive
+            return str(target)
+    if _written_as_path(written) or LocalLoader().can_load(written):
+        raise UnknownModelError(
+            f"{written}: no such file or directory in the project's root {root} (a model "
+            "path in a budget file is relative to the root, wherever the run starts)"
+        )
+    return written
+
+
+def _written_as_path(name: str) -> bool:
+    """``./x``, ``../x``, or a folder and a file suffix (``weights/best.pt``); an ``org/name``
+    hub id is a name."""
+    slashed = name.replace("\\", "/")
+    if slashed.startswith(("./", "../")):
+        return True
+    return "/" in slashed and slashed.casefold().endswith(_FILE_SUFFIXES)
 
 
 def find_loader(name: str) -> tuple[ModelLoader, str] | None:

@@ -217,7 +217,7 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
             "build the model in a fixture and load the weights there"
         )
     model = model.float().eval()
-    shape = _input_shape(model, name, options)
+    shape = _input_shape(model, name, options, loaded)
     from pytest_graphbudget.zoo._build import image
 
     return ModelCase(model, (image(shape),), {}, name=name, note=note)
@@ -278,14 +278,11 @@ def _module_in(loaded: Any) -> Any:
     return None
 
 
-def _input_shape(model: Any, name: str, options: LoadOptions) -> tuple[int, ...]:
+def _input_shape(model: Any, name: str, options: LoadOptions, loaded: Any) -> tuple[int, ...]:
     if options.input_shape is not None:
         return options.image_shape(options.input_shape)
     if hasattr(model, "yaml") and hasattr(model, "stride"):  # an ultralytics model
-        from pytest_graphbudget.zoo.ultralytics import DEFAULT_IMGSZ
-
-        args = getattr(model, "args", None)
-        imgsz = args.get("imgsz", DEFAULT_IMGSZ) if isinstance(args, dict) else DEFAULT_IMGSZ
+        imgsz = _trained_imgsz(model, loaded)
         if isinstance(imgsz, (list, tuple)):
             height, width = int(imgsz[0]), int(imgsz[-1])
         else:
@@ -295,6 +292,21 @@ def _input_shape(model: Any, name: str, options: LoadOptions) -> tuple[int, ...]
     raise GraphBudgetError(
         f"{name}: cannot tell the model's input shape; pass input_shape (--input-shape 1,3,224,224)"
     )
+
+
+def _trained_imgsz(model: Any, loaded: Any) -> Any:
+    """The ``imgsz`` an ultralytics checkpoint was trained at: its ``train_args`` (what
+    ultralytics' own loader reads), else the model's ``args`` (a dict, or the namespace the
+    trainer attaches), else ultralytics' default, 640."""
+    from pytest_graphbudget.zoo.ultralytics import DEFAULT_IMGSZ
+
+    train_args = loaded.get("train_args") if isinstance(loaded, dict) else None
+    for args in (train_args, getattr(model, "args", None)):
+        imgsz = args.get("imgsz") if isinstance(args, dict) else getattr(args, "imgsz", None)
+        sides = list(imgsz) if isinstance(imgsz, (list, tuple)) else [imgsz]
+        if sides and all(type(side) is int and side > 0 for side in sides):
+            return imgsz
+    return DEFAULT_IMGSZ
 
 
 def _unpickler_reason(exc: BaseException) -> str:

@@ -6,7 +6,9 @@ Names: ``yolov5{n,s,m,l,x}u``, ``yolov8{n..x}``, ``yolo11{n..x}``, ``yolo12{n..x
 ``yolov5nu`` (ultralytics renames it the same way), and ``.yaml``/``.pt`` suffixes are accepted.
 
 A ``.pt`` name that is not on disk (``yolov8n.pt``) is built from its YAML, with a note: FLOPs do
-not depend on weights. A ``.pt`` file that exists is loaded by ``local.py``.
+not depend on weights. A ``.pt`` file that exists is loaded by ``local.py``. A path with a folder
+(``weights/yolov8n.pt``, ``./yolov8n.yaml``) names a file, never this zoo's model: when it is not
+there, no loader takes it, and the zoo says the file does not exist.
 
 Nothing here touches the network: ``YOLO_OFFLINE`` is set (unless the user set it) before
 ultralytics is imported, so its import-time connectivity check and asset downloads are off,
@@ -59,13 +61,13 @@ class UltralyticsLoader(ModelLoader):
         return [f"{fam}{scale}{tail}" for fam, (_, tail) in FAMILIES.items() for scale in SCALES]
 
     def can_load(self, name: str) -> bool:
-        return parse(name) is not None
+        return not _has_folder(name) and parse(name) is not None
 
     def load(self, name: str, options: LoadOptions) -> ModelCase:
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.zoo._build import build_module, image
 
-        parsed = parse(name)
+        parsed = None if _has_folder(name) else parse(name)
         if parsed is None:
             raise GraphBudgetError(f"{name} is not an ultralytics YOLO detection model name")
         canonical, family, scale = parsed
@@ -89,6 +91,12 @@ class UltralyticsLoader(ModelLoader):
         model = build_module(factory, options.meta)
         shape = options.image_shape((1, 3, DEFAULT_IMGSZ, DEFAULT_IMGSZ))
         return ModelCase(model, (image(shape),), {}, name=canonical, note="; ".join(notes) or None)
+
+
+def _has_folder(name: str) -> bool:
+    """Whether ``name`` is written as a path (``weights/yolov8n.pt``, ``./yolov8n.pt``,
+    ``~/yolov8n.pt``): a file the user points at, which a zoo model must not stand in for."""
+    return "/" in name or "\\" in name or name.startswith("~")
 
 
 def yaml_file(family: str) -> Path:

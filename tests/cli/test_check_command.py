@@ -314,3 +314,62 @@ def test_check_names_the_marker_tests_it_does_not_run(project, capsys):
     ) in err
     cli.main(["check", "budgets/nets.toml"])  # a path named: the user chose what to check
     assert "budget markers" not in capsys.readouterr().err
+
+
+def test_model_paths_are_the_roots_under_pytest_and_check_from_any_directory(pytester, monkeypatch):
+    """User trial: a budget file's ``model`` path was looked for in the shell's directory.
+    From ``tests/``, a folder at the root was an unknown model and ``yolov8n.pt`` silently
+    became ultralytics' yolov8n (another model). Both read the root's files, as a ``factory``
+    imports from the root, and a path that is not there is one line naming it."""
+    import torch
+
+    from pytest_graphbudget.zoo.ultralytics import import_ultralytics
+
+    (pytester.path / "models").mkdir()
+    torch.save(torch.nn.Linear(64, 32), pytester.path / "models/linear.pt")
+    yolo = import_ultralytics().nn.tasks.DetectionModel(cfg="yolov8n.yaml", nc=3, verbose=False)
+    torch.save({"ema": yolo}, pytester.path / "yolov8n.pt")
+    yolo_params = sum(p.numel() for p in yolo.parameters())
+    assert yolo_params != 3_157_200  # the zoo's yolov8n (80 classes), which it must not become
+    write(
+        pytester.path / "budgets/local.toml",
+        """
+        [models.linear]
+        model = "models/linear.pt"
+        trust_pickle = true
+        input_shape = [4, 64]
+        flops_max = "1M"
+
+        [models.yolo]
+        model = "yolov8n.pt"
+        input_shape = [1, 3, 64, 64]
+        params_max = "10M"
+
+        [models.gone]
+        model = "weights/yolov8n.pt"
+        params_max = "10M"
+        """,
+    )
+    (pytester.path / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\n[tool.graph_budget]\ncache_dir = '.cache'\n"
+    )
+    (pytester.path / "tests").mkdir()
+    monkeypatch.chdir(pytester.path / "tests")
+    result = pytester.runpytest(
+        "--graph-budget", "../budgets/local.toml", "--graph-budget-json", "p.json"
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    assert cli.main(["check", "../budgets/local.toml", "--json", "c.json"]) == 1
+    for report in ("p.json", "c.json"):
+        found = {
+            entry["id"]: entry
+            for entry in json.loads((pytester.path / "tests" / report).read_text())["models"]
+        }
+        linear = found["budgets/local.toml::linear"]["profile"]["totals"]
+        assert (linear["flops"], linear["params"]) == (FLOPS, PARAMS), report
+        assert found["budgets/local.toml::yolo"]["profile"]["totals"]["params"] == yolo_params
+        assert found["budgets/local.toml::gone"]["error"] == (
+            f"weights/yolov8n.pt: no such file or directory in the project's root "
+            f"{pytester.path} (a model path in a budget file is relative to the root, wherever "
+            "the run starts)"
+        )

@@ -154,6 +154,22 @@ def test_init_on_pt2_writes_a_budget_that_passes(pytester, capsys):
     result.assert_outcomes(passed=1)
 
 
+def test_init_from_a_subdirectory_names_the_model_path_from_the_root(pytester, monkeypatch, capsys):
+    # User trial: `graph-budget init ../tiny.pt2` from tests/ wrote "../tiny.pt2", which
+    # check and pytest read against the project's root, where it is "tiny.pt2".
+    save_exported(pytester.path / "tiny.pt2")
+    (pytester.path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (pytester.path / "tests").mkdir()
+    monkeypatch.chdir(pytester.path / "tests")
+    assert cli.main(["init", "../tiny.pt2", "-q"]) == 0, capsys.readouterr().err
+    written = (pytester.path / "budgets" / "models.toml").read_text()
+    assert '[models."tiny.pt2"]' in written and "../" not in written
+    result = pytester.runpytest("--graph-budget", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["check", "-q"]) == 0, capsys.readouterr()
+
+
 # ---------------------------------------------------------------------------------------------
 # A model no tier can trace: a handful of lines and the one-line error; -v shows torch's output
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,25 @@ def test_a_decode_table_asks_for_the_decode_step_as_the_keywords_do(tmp_path):
     )
     assert from_toml == from_keywords
     assert from_toml.decode and from_toml.options == (("context", 64),)
+
+
+def test_a_tables_model_path_is_the_projects_wherever_the_run_starts(tmp_path, monkeypatch):
+    # User trial: `cd tests && pytest --graph-budget ../budgets` looked for the table's
+    # model path in tests/. It is the root's, as a factory is, for a decode step too.
+    folder = tmp_path / "cfg_gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "gpt2"}')
+    (tmp_path / "tests").mkdir()
+    monkeypatch.chdir(tmp_path / "tests")
+    profiler = Profiler()
+    for table in ({"model": "cfg_gpt2"}, {"model": "cfg_gpt2", "decode": True, "context": 8}):
+        request = profiler.table_request(table, "gpt", "generic", root=tmp_path)
+        assert request.model == os.path.join("..", "cfg_gpt2")
+    named = profiler.table_request({}, "cfg_gpt2", "generic", root=tmp_path)  # the table's name
+    assert named.model == os.path.join("..", "cfg_gpt2")
+    assert profiler.table_request({}, "resnet18", "generic", root=tmp_path).model == "resnet18"
+    with pytest.raises(GraphBudgetError, match=r"^weights/best\.pt: no such file or directory"):
+        profiler.table_request({"model": "weights/best.pt"}, "best", "generic", root=tmp_path)
 
 
 def test_a_tests_markers_ask_for_what_the_same_keywords_ask_for(pytester):

@@ -167,3 +167,67 @@ def test_exported_program_carries_its_inputs(tmp_path):
     torch.export.save(program, path)
     case = resolve(str(path))
     assert [tuple(x.shape) for x in case.inputs] == [(1, 3, 16, 16)]
+
+
+def save_trained(path, imgsz, train_args: bool = True):
+    """A checkpoint as ultralytics' trainer writes it: the EMA model with the namespace of its
+    arguments attached (``model.args``), and those arguments again as ``train_args``."""
+    from pytest_graphbudget.zoo.ultralytics import import_ultralytics
+
+    ultralytics = import_ultralytics()
+    model = ultralytics.nn.tasks.DetectionModel(cfg="yolov8n.yaml", nc=3, verbose=False)
+    model.args = ultralytics.utils.IterableSimpleNamespace(imgsz=imgsz, task="detect")
+    checkpoint = {"ema": model, "model": None, "epoch": 3}
+    if train_args:
+        checkpoint["train_args"] = {"imgsz": imgsz, "task": "detect", "epochs": 3}
+    torch.save(checkpoint, path)
+    return path
+
+
+def test_ultralytics_checkpoint_is_profiled_at_the_imgsz_it_was_trained_at(
+    tmp_path, monkeypatch, no_network
+):
+    # User trial: a checkpoint trained at 320 was profiled at 640, with or without trust.
+    from pytest_graphbudget.zoo.ultralytics import import_ultralytics
+
+    path = save_trained(tmp_path / "trained320.pt", 320)
+    monkeypatch.chdir(tmp_path)  # ultralytics' loader may write next to the file: keep it here
+    model, _ = import_ultralytics().nn.tasks.load_checkpoint(str(path))
+    assert model.args["imgsz"] == 320  # ultralytics' own reading of the checkpoint
+    for trust in (False, True):
+        case = resolve(str(path), trust_pickle=trust)
+        assert [tuple(x.shape) for x in case.inputs] == [(1, 3, 320, 320)], trust
+    # without train_args, the namespace the trainer attaches to the model says it
+    bare = save_trained(tmp_path / "trained256.pt", [256, 320], train_args=False)
+    assert [tuple(x.shape) for x in resolve(str(bare)).inputs] == [(1, 3, 256, 320)]
+    # input_shape still wins
+    shaped = resolve(str(path), input_shape=(1, 3, 64, 64))
+    assert [tuple(x.shape) for x in shaped.inputs] == [(1, 3, 64, 64)]
+    assert no_network == []
+
+
+def test_a_budget_files_model_path_is_relative_to_the_project_root(tmp_path, monkeypatch):
+    # User trial: `cd tests && pytest --graph-budget ../budgets` read "cfg_llama" from tests/.
+    from pytest_graphbudget.errors import UnknownModelError
+    from pytest_graphbudget.zoo import at_root
+
+    write_bert_folder(tmp_path / "cfg_llama")
+    (tmp_path / "weights").mkdir()
+    torch.save(torch.nn.Linear(4, 4).state_dict(), tmp_path / "weights" / "best.pt")
+    (tmp_path / "tests").mkdir()
+    torch.save(torch.nn.Linear(4, 4).state_dict(), tmp_path / "tests" / "only_here.pt")
+    monkeypatch.chdir(tmp_path / "tests")
+    assert at_root("cfg_llama", tmp_path) == os.path.join("..", "cfg_llama")
+    assert at_root("weights/best.pt", tmp_path) == os.path.join("..", "weights", "best.pt")
+    for name in ("resnet18", "yolov8n.pt", "EleutherAI/gpt-neo-125m", "timm:resnet50"):
+        assert at_root(name, tmp_path) == name  # zoo names, as written
+    assert at_root(str(tmp_path / "cfg_llama"), tmp_path) == str(tmp_path / "cfg_llama")
+    for missing in ("weights/yolov8n.pt", "./cfg_gpt2", "only_here.pt"):
+        with pytest.raises(UnknownModelError) as info:
+            at_root(missing, tmp_path)
+        assert str(info.value) == (
+            f"{missing}: no such file or directory in the project's root {tmp_path} (a model "
+            "path in a budget file is relative to the root, wherever the run starts)"
+        )
+    monkeypatch.chdir(tmp_path)  # from the root, paths are as written
+    assert at_root("cfg_llama", tmp_path) == "cfg_llama"

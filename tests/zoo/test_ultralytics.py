@@ -60,3 +60,17 @@ def test_missing_pt_name_falls_back_to_its_yaml(tmp_path, monkeypatch, no_networ
     assert n_params(case.model) == 3_157_200
     assert list(tmp_path.iterdir()) == []  # nothing downloaded or written
     assert no_network == []
+
+
+@pytest.mark.parametrize("path", ["weights/yolov8n.pt", "./yolov8n.pt", "cfg/yolo11s.yaml"])
+def test_a_missing_file_path_is_an_error_never_the_zoo_model(path, tmp_path, monkeypatch):
+    # User trial: a path to a checkpoint that is not there read as the zoo's yolov8n, with only
+    # a note; a path names a file, and a missing file is a one-line error naming it.
+    from pytest_graphbudget.errors import UnknownModelError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnknownModelError) as info:
+        resolve(path, meta=True)
+    assert (
+        str(info.value) == f"{path}: no such file or directory, and not a model name the zoo knows"
+    )
