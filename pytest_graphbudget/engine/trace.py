@@ -203,7 +203,15 @@ def has_lazy_modules(model: nn.Module) -> bool:
 
 
 def trace_fx(model: nn.Module, example: Example) -> Traced:
-    """Tier 1: ``torch.fx.symbolic_trace``. Fast, and keeps module names as node targets."""
+    """Tier 1: ``torch.fx.symbolic_trace``. Fast, and keeps module names as node targets.
+    A model with hooks of its own is refused: FX traces its ``forward``, which its hooks wrap
+    (a submodule's run, as the graph calls it), so their ops would be left out."""
+    hooks = [h for h in ("_forward_pre_hooks", "_forward_hooks") if getattr(model, h, None)]
+    if hooks:
+        raise TypeError(
+            f"the model has {' and '.join(h.strip('_').replace('_', ' ') for h in hooks)} of its "
+            "own, which FX's trace of its forward leaves out"
+        )
     signature = inspect.signature(model.forward)
     bound = signature.bind(*example.args, **example.kwargs)
     concrete = {

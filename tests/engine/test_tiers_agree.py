@@ -196,6 +196,27 @@ def agreeing_and_apart(agree: tuple[str, ...], apart: dict[str, str]) -> list:
     return [*agree, *marked]
 
 
+def test_the_models_own_hooks_are_priced_and_fx_says_it_cannot_see_them():
+    """User trial: a forward hook on the model itself (``out @ W``) was left out by FX's trace
+    of its ``forward``, which the hook wraps: 262,144 MACs for 393,216, without a word.
+    Three 32x64 @ 64x64 products: 3 * 32 * 64 * 64 = 393,216 MACs."""
+    from pytest_graphbudget.errors import TraceError
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64)).eval()
+    model.register_forward_hook(lambda module, args, out: out @ module[2].weight)
+    x = torch.randn(32, 64)
+    found = profile_model(model, (x,))
+    assert found.macs == 3 * 32 * 64 * 64 == profile_model(model, (x,), tier="eager").macs
+    assert "forward hooks of its own" in found.trace.failures["fx"]
+    with pytest.raises(TraceError, match="forward hooks of its own"):
+        profile_model(model, (x,), tier="fx")
+    scaled = nn.Sequential(nn.Linear(64, 64)).eval()
+    scaled.register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+    # the pre-hook's multiply (32 * 64), the product (2 * 32 * 64 * 64) and its bias add
+    assert profile_model(scaled, (x,)).flops == 32 * 64 + 2 * 32 * 64 * 64 + 32 * 64
+
+
 @pytest.mark.parametrize("name", agreeing_and_apart(TORCHVISION, TORCHVISION_APART))
 def test_torchvision_models_agree(name):
     torchvision = pytest.importorskip("torchvision")
