@@ -198,6 +198,7 @@ def capture(
 
     from pytest_graphbudget.compat import fake_mode, make_fx_keywords, proxy_mode
     from pytest_graphbudget.engine.trace import Binding, Traced, fake_like, fake_state
+    from pytest_graphbudget.engine.watch import restored
 
     mode = None if real else fake_mode()
     # Fake twins allocate nothing (meta models too); real copies leave the model as it was.
@@ -255,7 +256,10 @@ def capture(
         if real
         else {}
     )
-    gm = make_fx(step, **(tracing or {"tracing_mode": "fake"}))(*flat)
+    # a forward that keeps a tensor (Transformer-XL's memory, spectral_norm's weight) would
+    # leave the trace's fake or real twin on the model: every attribute is put back
+    with restored(model):
+        gm = make_fx(step, **(tracing or {"tracing_mode": "fake"}))(*flat)
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
     placeholders += [Binding("input", i) for i in range(len(where))]

@@ -61,6 +61,33 @@ def test_lazy_modules_get_their_weights_before_the_step():
     assert profile_model(lazy, torch.randn(3, 4), mode="train").flops == 348 + 438
 
 
+def test_a_forward_that_keeps_a_tensor_leaves_the_model_as_it_was():
+    """User trial: a module keeping ``self.mem = y.detach()`` (Transformer-XL's memory), and
+    the old ``spectral_norm``'s ``weight``, were left holding the trace's fake tensor after a
+    train profile: the next real forward returned a FakeTensor, and ``.item()`` raised."""
+    from torch import nn
+
+    class Memory(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj, self.mem = nn.Linear(8, 8), None
+
+        def forward(self, x):
+            y = self.proj(x)
+            self.mem = y.detach()
+            return y
+
+    x = torch.randn(4, 8)
+    model = Memory()
+    profile_model(model, (x,), mode="train", optimizer="sgd")
+    assert model.mem is None
+    assert type(model(x)) is torch.Tensor and type(model.mem) is torch.Tensor
+    normed = nn.utils.spectral_norm(nn.Linear(8, 8))
+    weight = normed.weight
+    profile_model(normed, (x,), mode="train")
+    assert normed.weight is weight and type(normed(x)) is torch.Tensor
+
+
 def test_eval_profile_says_its_mode_and_old_json_reads_back_as_eval():
     data = json.loads(json.dumps(profile_model(MLP(), torch.randn(2, 4)).to_dict()))
     assert data["mode"] == "eval"
