@@ -22,7 +22,7 @@ from pytest_graphbudget.cli.console import (
 from pytest_graphbudget.cli.views import inputs_text
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import figures
-from pytest_graphbudget.gate.figures import Figure
+from pytest_graphbudget.gate.figures import Figure, grew_beyond
 from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
 from pytest_graphbudget.units import format_ratio
 
@@ -108,7 +108,7 @@ def _over_growth(result: Mapping[str, Any], limit: float | None) -> list[str]:
     for figure in GROWTH_CHECKED if limit is not None else ():
         old, new = result["totals"][figure.key]["a"], result["totals"][figure.key]["b"]
         # From 0 any growth is beyond every ratio: the baseline gate's "regressed from 0".
-        if new > old * (1 + limit):
+        if grew_beyond(old, new, limit):
             growth = f"{new / old - 1:+.1%}" if old else "from 0"
             found.append(
                 f"{figure.label} grew {growth} ({figure.format(old)} -> {figure.format(new)}), "

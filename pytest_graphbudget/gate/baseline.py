@@ -422,7 +422,7 @@ def compare(
         )
         if entry and not findings:  # said once, in the first finding
             shown += f" against baseline entry {entry!r} (renamed?)"
-        if new > old * (1 + tolerance):
+        if figures.grew_beyond(old, new, tolerance):
             growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"
             # Without the baseline's own split, every module would look grown by its whole value.

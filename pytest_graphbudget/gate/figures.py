@@ -70,6 +70,15 @@ class Figure:
         return units.format_as(value, self.unit) + self.suffix
 
 
+def grew_beyond(old: float, new: float, tolerance: float) -> bool:
+    """``new > old * (1 + tolerance)``, exactly: 113 params against 100 at 13% is at the
+    limit, not over it, though in floats 100 * 1.13 is 112.99999999999999. The tolerance is
+    taken as its decimal (``13%`` is 13/100)."""
+    from fractions import Fraction
+
+    return Fraction(new) > Fraction(old) * (1 + Fraction(repr(float(tolerance))))
+
+
 COUNT_WORDS = {
     "flops": ("FLOPs", "FLOP", "ops", "op"),
     "macs": ("MACs", "MAC", "ops", "op"),

@@ -166,6 +166,26 @@ def test_max_growth_from_zero_fails(linear_json, capsys):
     assert cli.main(["compare", "a.json", "a.json", "--max-growth", "2%"]) == 0  # 0 -> 0
 
 
+def test_growth_exactly_at_the_limit_passes(linear_json, capsys):
+    """User trial: params 100 -> 113 failed ``--max-growth 13%`` ("+13.0%, more than 13.0%"):
+    in floats 100 * 1.13 is 112.99999999999999. b.json's params: 64*32 + 32 = 2,080; at 13%
+    exactly 2,350.4 is the limit, so 2,350 passes and 2,351 fails."""
+    from pytest_graphbudget.gate.figures import grew_beyond
+
+    assert not grew_beyond(100, 113, 0.13) and grew_beyond(100, 114, 0.13)
+    assert not grew_beyond(100, 104, 0.04) and grew_beyond(0, 1, 0.13)
+    linear_json("a.json", "params", 2_080)
+    linear_json("c.json", "params", 2_080 + 270)  # +12.98%
+    linear_json("d.json", "params", 2_080 + 271)  # +13.03%
+    assert cli.main(["compare", "a.json", "c.json", "--max-growth", "13%"]) == 0
+    assert cli.main(["compare", "a.json", "d.json", "--max-growth", "13%"]) == 1
+    capsys.readouterr()
+    # the exact edge, as the trial hit it: 100 params -> 113
+    linear_json("p100.json", "params", 100)
+    linear_json("p113.json", "params", 113)
+    assert cli.main(["compare", "p100.json", "p113.json", "--max-growth", "13%"]) == 0
+
+
 def test_the_written_comparison_carries_its_verdict(linear_json, tmp_path, capsys):
     """User trial: ``--max-growth`` failed with exit 1, but the file written with ``-o`` (a
     PR comment's markdown, a JSON a later step reads) held no verdict, and looked clean."""
