@@ -235,12 +235,18 @@ def _layer_paths(modules: Iterable[str], order: Sequence[str]) -> list[str]:
     return first + sorted(known - set(first), key=_natural)
 
 
-def _layers(view: ModelView, title: str = "Per-layer profile", tools: bool = True) -> str:
+def _layers(
+    view: ModelView,
+    title: str = "Per-layer profile",
+    tools: bool = True,
+    own: dict[str, float] | None = None,
+) -> str:
     """The per-layer table: every module (FLOPs of it and below, and of its own ops), with
     the change of its own FLOPs when there is a baseline. ``tools``: the filter box, which
-    needs the page's script (a notebook cell goes without it)."""
+    needs the page's script (a notebook cell goes without it). ``own``: each module's own
+    FLOPs, when the view holds only some modules (their children's FLOPs are not all there)."""
     profile = view.profile or {}
-    own = _own_flops(profile)
+    own = _own_flops(profile) if own is None else own
     total = profile["totals"]["flops"] or 1
     columns = list(LAYER_COLUMNS) + ([("delta", "change")] if view.base_own is not None else [])
     head = '<th data-sort="module">module</th>' + "".join(

@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_graphbudget.reports.html import profile_view
 from pytest_graphbudget.reports.html_charts import roofline_figure
-from pytest_graphbudget.reports.html_page import _asset, _layers, _summary
+from pytest_graphbudget.reports.html_page import _asset, _layers, _own_flops, _summary
 
 TOP_LAYERS = 10
 SCOPE = "graph-budget-notebook"
@@ -35,9 +35,10 @@ def profile_html(prof: Any) -> str:
     profile = view.profile or {}
     modules = profile.get("modules", {})
     top = sorted(modules, key=lambda path: -modules[path]["flops"])[:TOP_LAYERS]
+    own = _own_flops(profile)  # of every module: the top ones' children are not all kept
     view.profile = {**profile, "modules": {path: modules[path] for path in top}}
     view.order = top
-    layers = _layers(view, title=f"Top {len(top)} layers by FLOPs", tools=False)
+    layers = _layers(view, title=f"Top {len(top)} layers by FLOPs", tools=False, own=own)
     return (
         f'<div class="{SCOPE}"><style>{_scoped_css()}</style>'
         f"<h2>{escape(prof.model)}</h2>"

@@ -110,3 +110,21 @@ def test_the_cell_is_self_contained_html(cell_html):
     parser.feed(html)
     parser.close()
     assert not parser.errors and not parser.open
+
+
+def test_the_cells_own_flops_are_the_modules_own_when_its_children_are_cut():
+    """User trial: the cell keeps the top 10 layers, and a kept parent's own FLOPs were its
+    FLOPs less its kept children's only (resnet18's layer3: 29.4M own, for 0). ``block``
+    holds twelve ``Linear(8, 8)`` on a ``(1, 8)`` input (2*8*8 + 8 = 136 FLOPs each): the
+    cell keeps it and nine of them, and its own FLOPs are 0."""
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget import profile_model
+    from pytest_graphbudget.reports.notebook import profile_html
+
+    block = nn.Sequential(*[nn.Linear(8, 8) for _ in range(12)])
+    html = profile_html(profile_model(nn.Sequential(block), (torch.randn(1, 8),)))
+    rows = dict(re.findall(r'data-module="([^"]+)" data-flops="\d+" data-own="(\d+)"', html))
+    assert len(rows) == 10 and rows["0"] == "0"
+    assert {rows[k] for k in rows if k != "0"} == {str(2 * 8 * 8 + 8)}
