@@ -44,11 +44,11 @@ from pytest_graphbudget.cli import (
 # cli/list.py is the `list` command. Once imported, the name `list` in this module is that
 # submodule, not the builtin: nothing here calls `list(...)`.
 from pytest_graphbudget.cli import list as list_
-from pytest_graphbudget.cli.compare import GROWTH_CHECKED, read_profile_json
 from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Console
 from pytest_graphbudget.cli.init import budget_table, budget_value, readable_ceiling
 from pytest_graphbudget.cli.loading import load_case, module_types, profile_case
 from pytest_graphbudget.cli.options import join_shape_tokens, seed_spellings
+from pytest_graphbudget.cli.saved import GROWTH_CHECKED, read_profile_json
 from pytest_graphbudget.errors import GraphBudgetError, TraceError
 
 # The commands, in the order ``--help`` lists them. A new command is a module with

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_graphbudget.engine.watch import restored
 from pytest_graphbudget.errors import GraphBudgetError
 
 ADAM = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
@@ -198,7 +199,6 @@ def capture(
 
     from pytest_graphbudget.compat import fake_mode, make_fx_keywords, proxy_mode
     from pytest_graphbudget.engine.trace import Binding, Traced, fake_like, fake_state
-    from pytest_graphbudget.engine.watch import restored
 
     mode = None if real else fake_mode()
     # Fake twins allocate nothing (meta models too); real copies leave the model as it was.
@@ -256,9 +256,7 @@ def capture(
         if real
         else {}
     )
-    # a forward that keeps a tensor (Transformer-XL's memory, spectral_norm's weight) would
-    # leave the trace's fake or real twin on the model: every attribute is put back
-    with restored(model):
+    with restored(model):  # a forward keeping a tensor (a memory) must not keep the twin
         gm = make_fx(step, **(tracing or {"tracing_mode": "fake"}))(*flat)
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]

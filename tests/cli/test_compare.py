@@ -166,6 +166,26 @@ def test_max_growth_from_zero_fails(linear_json, capsys):
     assert cli.main(["compare", "a.json", "a.json", "--max-growth", "2%"]) == 0  # 0 -> 0
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("inputs", "x", "profile's inputs is \"x\", not a list"),
+        ("inputs", [{"name": "x"}], "profile's inputs[0].shape is null"),
+        ("inputs", None, "profile's inputs is null, not a list"),
+        ("subgraphs", [{"id": 0}], "profile's subgraphs[0] lacks its module or bottleneck"),
+    ],
+)
+def test_a_hand_edited_inputs_or_subgraph_is_one_line(linear_json, capsys, key, value, says):
+    """User trial: a saved profile with ``"inputs": "x"`` (or a subgraph without its module,
+    read by ``--html``'s roofline) gave a Python traceback and exit 1."""
+    saved = json.loads(open("b.json").read())
+    saved[key] = value
+    with open("e.json", "w") as handle:
+        json.dump(saved, handle)
+    assert cli.main(["compare", "b.json", "e.json", "--html", "c.html"]) == 2
+    assert capsys.readouterr().err.strip() == f"graph-budget: error: e.json: {says}"
+
+
 def test_growth_exactly_at_the_limit_passes(linear_json, capsys):
     """User trial: params 100 -> 113 failed ``--max-growth 13%`` ("+13.0%, more than 13.0%"):
     in floats 100 * 1.13 is 112.99999999999999. b.json's params: 64*32 + 32 = 2,080; at 13%
