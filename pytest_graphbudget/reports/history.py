@@ -121,10 +121,32 @@ def read(path: Path) -> list[dict[str, Any]]:
         for key, kind in REQUIRED.items():
             if not isinstance(record.get(key), kind):
                 raise GraphBudgetError(f"{path}:{number}: {key} missing or not a {kind.__name__}")
+        _check_values(path, number, record)
         found.append(record)
     if not found:
         raise GraphBudgetError(f"{path}: the history has no lines")
     return found
+
+
+def _check_values(path: Path, number: int, record: Mapping[str, Any]) -> None:
+    """What the moves and the chart read: figures and layers are numbers, the environment a
+    table of strings (a hand-edited ``"flops": "big"`` or ``"environment": "x"`` had been a
+    traceback)."""
+    where = f"{path}:{number}:"
+    for key, value in record["figures"].items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise GraphBudgetError(f"{where} figures.{key} is {json.dumps(value)}, not a number")
+    layers = record.get("layers", {})
+    if not isinstance(layers, dict) or not all(
+        isinstance(v, dict)
+        and all(isinstance(n, int | float) and not isinstance(n, bool) for n in v.values())
+        for v in layers.values()
+    ):
+        raise GraphBudgetError(f"{where} layers is not a table of numbers by figure and module")
+    environment = record.get("environment", {})
+    versions = environment.values() if isinstance(environment, dict) else [environment]
+    if not isinstance(environment, dict) or not all(isinstance(v, str | None) for v in versions):
+        raise GraphBudgetError(f"{where} environment is not a table of versions")
 
 
 @dataclass

@@ -218,6 +218,15 @@ def test_bad_history_files_are_one_line_and_exit_2(tmp_path, capsys):
     assert (
         capsys.readouterr().err == f"graph-budget: error: {bad}:1: figures missing or not a dict\n"
     )
+    # User trial: hand-edited values were a traceback (exit 1), in the moves or the chart
+    for edit, says in [
+        ({"figures": {"flops": "big"}}, 'figures.flops is "big", not a number'),
+        ({"environment": "x"}, "environment is not a table of versions"),
+        ({"layers": {"flops": {"fc": "lots"}}}, "layers is not a table of numbers"),
+    ]:
+        bad.write_text(json.dumps(good) + "\n" + json.dumps(good | edit) + "\n")
+        assert cli.main(["history", str(bad), "--html", str(tmp_path / "x.html")]) == 2
+        assert capsys.readouterr().err == f"graph-budget: error: {bad}:2: {says}\n"
 
 
 def test_history_page_in_headless_chromium(browser, three):
