@@ -77,7 +77,7 @@ def _profile(
             # summary of what worked and why the rest failed, and the rest only when they ask.
             # Under the caller's inference_mode, export would keep composite ops (aten.linear)
             # whole: the graph and its subgraphs would differ from the same model's outside it.
-            with torch.inference_mode(False), _fresh_casts():
+            with torch.inference_mode(False), _fresh_casts(), _values_kept(model, example):
                 traced, measured, failures = trace_and_measure(model, example, program, tier)
     finally:
         for module, training in modes.items():
@@ -103,3 +103,43 @@ def _fresh_casts() -> Iterator[None]:
         yield
     finally:
         torch.set_autocast_cache_enabled(cached)
+
+
+KEEP_BYTES = 2**28
+"""The most bytes of weights, buffers and inputs copied to be put back after profiling
+(``_values_kept``): beyond it the copy would cost what the profile does."""
+
+
+@contextlib.contextmanager
+def _values_kept(model: Any, example: Any) -> Iterator[None]:
+    """The model's weights and buffers, its inputs and the CPU's random state as they were:
+    profiling runs a forward to price it, and a forward that writes its own state in place
+    (an EMA buffer, a cache, a weight clamped under ``no_grad``, an input) would keep what
+    that run wrote. A tensor is put back only when its version counter moved."""
+    import torch
+
+    from pytest_graphbudget.engine import walk
+
+    tensors = [t for _, t in walk.named_tensors(model, "_parameters", unique=True)]
+    tensors += [t for _, t in walk.named_tensors(model, "_buffers", unique=True)]
+    tensors += list(example.tensors)
+    # plain CPU tensors: not the meta device's, a fake's or a quantized subclass's
+    real = [
+        t
+        for t in tensors
+        if type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type == "cpu"
+    ]
+    if sum(t.numel() * t.element_size() for t in real) > KEEP_BYTES:
+        with torch.random.fork_rng(devices=[]):
+            yield
+        return
+    saved = [(t, t._version, t.detach().clone()) for t in real]
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            for tensor, version, copy in saved:
+                if tensor._version != version:
+                    back = torch.inference_mode if tensor.is_inference() else torch.no_grad
+                    with back():
+                        tensor.copy_(copy)

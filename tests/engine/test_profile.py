@@ -173,3 +173,38 @@ def test_an_embedding_lookup_reads_the_rows_it_returns_not_the_table():
     assert kernel.bytes_weights == 5 * 16 * 4
     assert kernel.bytes_in == 5 * 8 and kernel.bytes_out == 5 * 16 * 4
     assert prof.weights_bytes == 10_000 * 16 * 4
+
+
+def test_profiling_leaves_the_models_state_its_inputs_and_the_random_state_as_they_were():
+    """User trial: an eval profile ran the forward, and kept what it wrote in place: an EMA
+    buffer moved (twice: warm-up and tape), a weight clamped under no_grad stayed clamped, an
+    input the model adds to in place changed, and the global random state advanced."""
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget import profile_model
+
+    class Stateful(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(16, 16)
+            self.register_buffer("ema", torch.zeros(16))
+
+        def forward(self, x):
+            with torch.no_grad():
+                self.proj.weight.clamp_(-0.01, 0.01)
+            x.add_(1)
+            y = nn.functional.dropout(self.proj(x), 0.1, training=True)
+            self.ema.mul_(0.9).add_(y.detach().mean(0), alpha=0.1)
+            return y
+
+    torch.manual_seed(0)
+    model, x = Stateful().eval(), torch.randn(4, 16)
+    weight, given = model.proj.weight.detach().clone(), x.clone()
+    state = torch.random.get_rng_state()
+    found = profile_model(model, (x,))
+    # the Linear (2*4*16*16 + 4*16) is priced as it runs
+    assert found.macs == 4 * 16 * 16
+    assert torch.equal(model.ema, torch.zeros(16)) and torch.equal(model.proj.weight, weight)
+    assert torch.equal(x, given) and torch.equal(torch.random.get_rng_state(), state)
+    assert model.proj.weight.requires_grad and not model.training
