@@ -20,9 +20,9 @@ from pytest_graphbudget.cli.console import (
 from pytest_graphbudget.cli.saved import COMPARED, GROWTH_CHECKED, read_profile_json
 from pytest_graphbudget.cli.views import inputs_text
 from pytest_graphbudget.gate import figures
-from pytest_graphbudget.gate.figures import Figure, grew_beyond
+from pytest_graphbudget.gate.figures import grew_beyond
+from pytest_graphbudget.reports.compare_rows import delta, total_rows
 from pytest_graphbudget.reports.tables import csv_text, json_text, markdown_table, text_table
-from pytest_graphbudget.units import format_ratio
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -214,17 +214,6 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) ->
     }
 
 
-def _delta(a: float, b: float, figure: Figure) -> str:
-    diff = b - a
-    if not diff:
-        return "="
-    sign = "+" if diff > 0 else "-"
-    text = sign + figure.format(abs(diff))
-    if a:
-        text += f" ({diff / a:+.1%})"
-    return text
-
-
 def _side(prof: Mapping[str, Any]) -> dict[str, Any]:
     """Who a side is: a training step's figures are ~3x its forward's, so its mode too; and
     the hardware and execution its estimated latency was priced for (``execution`` is None in
@@ -263,18 +252,7 @@ def _label(side: Mapping[str, Any]) -> str:
 
 
 def _total_rows(result: Mapping[str, Any]) -> list[list[str]]:
-    rows = []
-    for f in COMPARED:
-        if f.key not in result["totals"]:
-            continue
-        t = result["totals"][f.key]
-        rows.append([f.label, f.format(t["a"]), f.format(t["b"]), _delta(t["a"], t["b"], f)])
-    for label in ("compute_bound", "memory_bound"):
-        t = result["totals"][f"{label}_share"]
-        diff = t["b"] - t["a"]
-        change = "=" if abs(diff) < 5e-4 else f"{diff * 100:+.1f} points"
-        rows.append([f"{label} share", format_ratio(t["a"]), format_ratio(t["b"]), change])
-    return rows
+    return [row for _, row in total_rows(result)]  # as the HTML page's (``compare_rows``)
 
 
 FLOPS, PARAMS = figures.get("flops"), figures.get("params")
@@ -291,10 +269,10 @@ def _module_rows(result: Mapping[str, Any], code: bool = False) -> list[list[str
                 m["status"],
                 FLOPS.format(x["flops"]) if x else "-",
                 FLOPS.format(y["flops"]) if y else "-",
-                _delta(x.get("flops", 0), y.get("flops", 0), FLOPS),
+                delta(x.get("flops", 0), y.get("flops", 0), FLOPS),
                 PARAMS.format(x["params"]) if x else "-",
                 PARAMS.format(y["params"]) if y else "-",
-                _delta(x.get("params", 0), y.get("params", 0), PARAMS),
+                delta(x.get("params", 0), y.get("params", 0), PARAMS),
             ]
         )
     return rows

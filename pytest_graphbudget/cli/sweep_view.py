@@ -151,11 +151,8 @@ def fit_lines(sweep: Sweep) -> list[tuple[str, str]]:
             lines.append((fitted.formula(), str(fitted.to_dict()["reason"])))
         elif fitted.method == "symbolic":
             lines.append((fitted.formula(), f"symbolic, reproduces all {fitted.points} points"))
-        elif fitted.held_out:
-            more = f"{fitted.held_out} more point{'s' * (fitted.held_out != 1)}"
-            lines.append((fitted.formula(), f"verified on {more}"))
-        else:
-            lines.append((fitted.formula(), "every point used; add one to verify it"))
+        else:  # which points beyond those it needed checked it, axis by axis
+            lines.append((fitted.formula(), fitted.check()))
         if fitted.note:
             lines.append(("", fitted.note))
     return lines

@@ -350,7 +350,8 @@ def _judge(fits: dict[str, Any], axis: str, word: str) -> list[dict[str, Any]]:
         degree = fitted.degree(axis)
         if degree > allowed:
             grows = next(w for w, d in GROWTH.items() if d == degree)
-            spare = "" if fitted.held_out else "; no point to spare verified the degree"
+            checked = fitted.held_out and axis not in fitted.unverified
+            spare = "" if checked else "; no point to spare verified the degree"
             message = (
                 f"{label} grows with {axis} to degree {degree} ({grows}: {fitted.formula()}"
                 f"{spare}), faster than {GROWTH_KEY} {axis} = {word!r}"

@@ -5,8 +5,13 @@ the batch with integer coefficients (``12*s*h^2 + 2*s^2*h`` per BERT layer). ``f
 lowest-degree polynomial with rational coefficients that reproduces every measured point, by
 exact rational arithmetic (``fractions.Fraction``): never a least-squares guess. Points beyond
 the coefficients it needs verify it (``held_out``); a fit that needs every point is exact on
-them but unverified. No polynomial of degree ``MAX_DEGREE`` or less per axis: the figure is
-not called polynomial (peak memory may be piecewise) rather than given an invented formula.
+them but unverified. On a grid, spare points can leave an axis unchecked: at ``s`` = 16 and 32,
+any batches beside them, a line in ``s`` fits whatever the figure does between them. So a fit
+is verified only when, along every axis, the points would also fix a fit one degree higher
+in that axis (on a grid: more distinct values than the degree needs); the axes where they
+would not are ``unverified``. No polynomial of degree ``MAX_DEGREE`` or less per axis: the
+figure is not called polynomial (peak memory may be piecewise) rather than given an invented
+formula.
 """
 
 from __future__ import annotations
@@ -39,9 +44,19 @@ class Fit:
     coefficients: dict[Powers, Fraction] = field(default_factory=dict)
     points: int = 0
     held_out: int = 0  # points it reproduces beyond those that determined it
+    unverified: tuple[str, ...] = ()  # axes along which no point beyond those checks it
     polynomial: bool = True
     method: str = "interpolated"  # or "symbolic": from one trace at symbolic shapes
     note: str = ""  # why a symbolic derivation was not used, when one was tried
+
+    @property
+    def verified(self) -> bool:
+        """Whether points beyond those that fixed it check it along every axis."""
+        return self.held_out > 0 and not self.unverified
+
+    def check(self) -> str:
+        """What verified the fit, in words, axis by axis (``check_text``)."""
+        return check_text(self.held_out, self.unverified, self.axes)
 
     def degree(self, axis: str) -> int:
         """The highest power of ``axis`` with a nonzero coefficient (0 for a constant)."""
@@ -83,7 +98,7 @@ class Fit:
 
     def to_dict(self) -> dict[str, object]:
         """JSON: the formula, coefficients by monomial (integers, or ``"p/q"`` strings), the
-        degree in each axis, and how many points verified it."""
+        degree in each axis, how many points verified it and along which axes none did."""
         extra = {"method": self.method, **({"note": self.note} if self.note else {})}
         if not self.polynomial:
             return {
@@ -105,8 +120,23 @@ class Fit:
             "degree": {axis: self.degree(axis) for axis in self.axes},
             "points": self.points,
             "held_out": self.held_out,
-            "verified": self.held_out > 0,
+            "verified": self.verified,
+            "unverified": list(self.unverified),
         }
+
+
+def check_text(held_out: int, unverified: Sequence[str], axes: Sequence[str]) -> str:
+    """``verified on 2 more points``, ``every point used; add one to verify it``, or, where
+    the spare points vary only some axes, ``verified in batch on 2 more points; every seq_len
+    used, add one to verify it``."""
+    more = f"{held_out} more point{'s' * (held_out != 1)}"
+    if not held_out:
+        return "every point used; add one to verify it"
+    if not unverified:
+        return f"verified on {more}"
+    checked = " and ".join(a for a in axes if a not in unverified)
+    where = f"verified in {checked} on {more}" if checked else f"{more} verify no axis"
+    return f"{where}; every {' and '.join(unverified)} used, add one to verify it"
 
 
 def _monomial(axes: Sequence[str], powers: Powers) -> str:
@@ -150,8 +180,25 @@ def fit(
         if solution is not None:
             coefficients = dict(zip(monomials, solution, strict=True))
             held_out = len(rows) - len(monomials)
-            return Fit(figure, axes, coefficients, len(rows), held_out)
+            unverified = tuple(
+                axis
+                for i, axis in enumerate(axes)
+                if not _determined(rows, tuple(d + (j == i) for j, d in enumerate(degrees)))
+            )
+            return Fit(figure, axes, coefficients, len(rows), held_out, unverified)
     return Fit(figure, axes, points=len(rows), polynomial=False)
+
+
+def _determined(rows: list[Powers], degrees: Powers) -> bool:
+    """Whether the points fix every coefficient of a polynomial of ``degrees`` per axis. A fit
+    one degree short of it along an axis is then checked there: any term it lacks in that axis
+    shows at some point. On a grid: the axis has more distinct values than the fit's degree
+    in it needs (``s`` at 16 and 32 fixes a line in ``s`` and checks nothing in ``s``)."""
+    monomials = list(itertools.product(*(range(d + 1) for d in degrees)))
+    if len(monomials) > len(rows):
+        return False
+    matrix = [[_power(row, m) for m in monomials] for row in rows]
+    return _solve(matrix, [Fraction(0)] * len(rows), len(monomials)) is not None
 
 
 def _power(row: Powers, powers: Powers) -> Fraction:

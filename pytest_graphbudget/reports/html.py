@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.gate import figures
-from pytest_graphbudget.reports import common, markdown
+from pytest_graphbudget.reports import common, compare_rows, markdown
 from pytest_graphbudget.reports.html_graph import NO_DOT as NO_DOT
 from pytest_graphbudget.reports.html_graph import (
     NO_NODES,
@@ -131,7 +131,8 @@ def run_page(
 
 def compare_page(a: Any, b: Any, result: Mapping[str, Any]) -> str:
     """``compare A B``: the totals side by side, then A, then B with the layers that grew
-    since A highlighted. ``a``/``b`` are ``Profile``s (graph drawn) or saved JSON."""
+    since A highlighted. ``a``/``b`` are ``Profile``s (graph drawn) or saved JSON. The totals'
+    labels and changes are the text view's (``compare_rows``)."""
     view_a = profile_view(a) if not isinstance(a, Mapping) else ModelView(a["model"], dict(a))
     view_b = profile_view(b) if not isinstance(b, Mapping) else ModelView(b["model"], dict(b))
     for view in (view_a, view_b):
@@ -139,17 +140,12 @@ def compare_page(a: Any, b: Any, result: Mapping[str, Any]) -> str:
     view_a.name, view_b.name = f"A: {view_a.name}", f"B: {view_b.name}"
     view_b.base_own, view_b.base_label = _own_flops(view_a.profile or {}), "A"
     rows = []
-    for key, t in result["totals"].items():
-        fig = figures.BY_KEY.get(key)
-        show = fig.format if fig else (lambda v: f"{v:.1%}")
-        change = "=" if t["a"] == t["b"] else f"{'+' if t['delta'] > 0 else ''}{t['delta']:.4g}"
-        if t["ratio"] is not None and t["a"] != t["b"]:
-            change = f"{(t['ratio'] - 1):+.1%}"
-        view_b.changes[key] = change if fig else ""
+    for key, (label, shown_a, shown_b, change) in compare_rows.total_rows(result):
+        if key in figures.BY_KEY:  # B's summary: a figure's change, as the table writes it
+            view_b.changes[key] = change
         rows.append(
-            f'<tr data-figure="{key}"><th>{escape(fig.label if fig else key)}</th>'
-            f"<td>{escape(show(t['a']))}</td><td>{escape(show(t['b']))}</td>"
-            f"<td>{escape(change)}</td></tr>"
+            f'<tr data-figure="{key}"><th>{escape(label)}</th><td>{escape(shown_a)}</td>'
+            f"<td>{escape(shown_b)}</td><td>{escape(change)}</td></tr>"
         )
     body = (
         '<table class="compare"><tr><th>figure</th><th>A</th><th>B</th><th>change</th></tr>'

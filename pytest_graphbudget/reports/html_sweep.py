@@ -94,10 +94,12 @@ def _formula(sweep: Mapping[str, Any], key: str) -> str:
         return "not fitted"
     if not fitted.get("polynomial"):
         return fitted.get("reason", "no polynomial fits the points")
-    names = ", ".join(f"{s} = {a}" for s, a in sweep["fit"].get("variables", {}).items())
-    held = fitted.get("held_out", 0)
-    check = f"verified on {held} held-out point{'s' * (held != 1)}" if held else "not verified"
-    return f"{fitted['formula']} ({names}; {check})"
+    from pytest_graphbudget.modes.fit import check_text
+
+    variables = sweep["fit"].get("variables", {})
+    names = ", ".join(f"{s} = {a}" for s, a in variables.items())
+    held, unverified = fitted.get("held_out", 0), fitted.get("unverified", [])
+    return f"{fitted['formula']} ({names}; {check_text(held, unverified, [*variables.values()])})"
 
 
 def sweep_section(

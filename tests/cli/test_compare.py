@@ -260,3 +260,36 @@ def test_a_total_that_is_not_a_number_is_one_line_naming_file_and_key(
         assert cli.main(["compare", *argv]) == 2
         captured = capsys.readouterr()
         assert (captured.out, captured.err) == ("", expected)
+
+
+def test_the_html_page_writes_each_change_as_the_text_does(tmp_path, monkeypatch, capsys):
+    """User trial: ``compare --html`` wrote a change column of its own: a share's relative
+    change (39.1% -> 38.5%: ``-1.7%`` where the text said ``-0.7 points``), raw floats from 0
+    (``+1.486e+08``, ``+0.3913`` where it said ``+149M``, ``+39.1 points``) and the raw key
+    ``compute_bound_share``. A is a ReLU alone: no MACs, one memory-bound subgraph. B is a
+    Linear(64, 64) and its ReLU, then a softmax, on 64 rows: 64 * 64 * 64 = 262,144 MACs; the
+    Linear and ReLU are one subgraph of 532,480 FLOPs over 49,408 bytes (input, weight, bias,
+    output: 10.8 FLOPs/B, over the generic ridge point of 10), compute-bound; the softmax's,
+    memory-bound. The bottleneck shares are of subgraphs: compute 0 -> 1/2, memory 1 -> 1/2."""
+    import html
+    import re
+
+    x = torch.randn(64, 64)
+    linear = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Softmax(-1))
+    for name, model in (("a", torch.nn.ReLU()), ("b", linear)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(profile_model(model, (x,)).to_dict()))
+    out, _ = compare(tmp_path, monkeypatch, capsys, "a.json", "b.json", "--html", "c.html")
+    page = (tmp_path / "c.html").read_text()
+    table = page[page.index('<table class="compare">') :]
+    table = table[: table.index("</table>")]
+    cells = r"<th>(.*?)</th><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>"
+    shown = {
+        key: [html.unescape(cell) for cell in row]
+        for key, *row in re.findall(rf'<tr data-figure="(\w+)">{cells}</tr>', table)
+    }
+    assert shown["macs"] == ["MACs", "0", "262k", "+262k"]  # from 0: no ratio, no raw float
+    assert shown["compute_bound_share"] == ["compute_bound share", "0.0%", "50.0%", "+50.0 points"]
+    assert shown["memory_bound_share"] == ["memory_bound share", "100.0%", "50.0%", "-50.0 points"]
+    # Every row as the text view writes it: label, A, B and the change.
+    text = out[out.index("metric") : out.index("Modules that differ")].splitlines()[2:]
+    assert list(shown.values()) == [re.split(r"\s{2,}", line.strip()) for line in text if line]

@@ -86,6 +86,22 @@ def test_table_has_one_row_per_point_and_the_formulas(bert_dir, capsys, tmp_path
     assert "b = batch" in out
 
 
+def test_a_grid_says_which_axis_no_spare_point_checked(bert_dir, capsys, tmp_path):
+    """User trial: ``--seq-len 16,32 --batch 1,2,3`` printed a line in ``s`` as "verified on 2
+    more points" (JSON and HTML ``verified: true``), though the spare points only vary the
+    batch and the MACs are quadratic in ``s``. Two seq_lens fix the chord of it."""
+    slope = (closed_form_macs(16) - closed_form_macs(8)) // 8
+    start = closed_form_macs(8) - 8 * slope
+    assert (start, slope) == (-28672, 104448)  # not the closed form's 4096 + 98304*s + 256*s^2
+    page = tmp_path / "grid.html"
+    args = (str(bert_dir), "--seq-len", "8,16", "--batch", "1,2,3", "--html", str(page))
+    code, out, err = profile(capsys, *args)
+    assert code == 0, err
+    check = "verified in batch on 2 more points; every seq_len used, add one to verify it"
+    assert f"macs = {start}*b + {slope}*s*b  ({check})" in out
+    assert f"macs = {start}*b + {slope}*s*b (s = seq_len, b = batch; {check})" in page.read_text()
+
+
 def test_a_single_value_keeps_the_single_profile(bert_dir, capsys):
     code, out, err = profile(capsys, str(bert_dir), "--seq-len", "16", "--format", "json")
     assert code == 0, err

@@ -78,3 +78,50 @@ def test_bad_input_and_growth_words():
     assert growth_degree("quadratic", "growth_max") == 2
     with pytest.raises(GraphBudgetError, match="'linear'"):
         growth_degree("exponential", "growth_max")
+
+
+def tiny_bert_macs(seq_len, batch):
+    """A BERT of hidden 32, intermediate 64, 2 layers, per sequence: Q, K, V and output
+    projections 4*s*32^2 and the MLP 2*s*32*64 (8192*s a layer), attention 2*s^2*32 (64*s^2
+    a layer), the pooler 32^2."""
+    return batch * (1024 + 16384 * seq_len + 128 * seq_len**2)
+
+
+def grid_fit(seq_lens, batches):
+    points = [{"seq_len": s, "batch": b} for s in seq_lens for b in batches]
+    return fit("macs", ["seq_len", "batch"], points, [tiny_bert_macs(**p) for p in points])
+
+
+def test_spare_points_along_one_axis_do_not_verify_the_other():
+    # seq_len 16 and 32 fix a line in s at every batch: the chord of the quadratic,
+    # (656384 - 295936) / 16 = 22528 per token from 295936 at 16. The two spare points of the
+    # 2 x 3 grid (6 points, 4 coefficients) only vary the batch.
+    result = grid_fit((16, 32), (1, 2, 3))
+    assert result.formula() == "macs = -64512*b + 22528*s*b"
+    assert result.held_out == 2
+    assert result.unverified == ("seq_len",)
+    assert result.to_dict()["verified"] is False
+    assert result.to_dict()["unverified"] == ["seq_len"]
+    assert result.check() == (
+        "verified in batch on 2 more points; every seq_len used, add one to verify it"
+    )
+    # A third seq_len finds the quadratic, yet its three values are all it needs.
+    assert grid_fit((16, 32, 64), (1, 2, 3)).unverified == ("seq_len",)
+    # A fourth verifies it, and the third batch the linear batch.
+    full = grid_fit((16, 32, 64, 128), (1, 2, 3))
+    assert full.formula() == "macs = 1024*b + 16384*s*b + 128*s^2*b"
+    assert (full.held_out, full.unverified, full.verified) == (6, (), True)
+    assert full.check() == "verified on 6 more points"
+    assert full.to_dict()["unverified"] == []
+    # Two batches: linear in b through both, so the batch axis is the unverified one.
+    assert grid_fit((16, 32, 64, 128), (1, 2)).check() == (
+        "verified in seq_len on 2 more points; every batch used, add one to verify it"
+    )
+
+
+def test_one_axis_says_when_every_point_was_used():
+    exact = one_axis([16, 32, 64], lambda s: tiny_bert_macs(s, 1))
+    assert exact.check() == "every point used; add one to verify it"
+    assert (exact.unverified, exact.verified) == (("seq_len",), False)
+    spare = one_axis([16, 32, 64, 128], lambda s: tiny_bert_macs(s, 1))
+    assert (spare.unverified, spare.check()) == ((), "verified on 1 more point")

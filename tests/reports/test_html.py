@@ -586,7 +586,7 @@ def test_sweep_page_draws_one_growth_curve_per_fitted_figure():
     # A power law is a straight line on log-log axes: seq_len doubles, equal steps both ways.
     assert x2 - x1 == pytest.approx(x3 - x2, abs=0.2) and y1 - y2 == pytest.approx(y2 - y3, abs=0.2)
     assert y3 < y2 < y1  # it grows (SVG y points down)
-    assert "flops = 1000*s^2 (s = seq_len; verified on 1 held-out point)" in text
+    assert "flops = 1000*s^2 (s = seq_len; verified on 1 more point)" in text
     assert "no polynomial of degree &lt;= 3" in text
     assert text.count("<tr><td") == 3  # one table row per point
 
@@ -630,7 +630,7 @@ def test_run_page_gathers_a_swept_tables_points_into_growth_curves(profiles):
     text = html.run_page(results, set())
     assert '<section id="sweep-0"><h2>How cost grows: tiny</h2>' in text
     # Four points, a quadratic: three find it, the fourth verifies it.
-    assert "<code>flops = 1000*s^2 (s = seq_len; verified on 1 held-out point)</code>" in text
+    assert "<code>flops = 1000*s^2 (s = seq_len; verified on 1 more point)</code>" in text
     curve = re.findall(r'data-figure="flops".*?</svg>', text[text.index("sweep-0") :], re.S)[0]
     assert re.findall(r'data-point="(\d+)"', curve) == ["4", "8", "16", "32"]
 
