@@ -69,6 +69,9 @@ def _check_figures(source: str, data: dict[str, Any]) -> None:
         module = _table(source, modules, path, "modules.")
         for key in ("flops", "macs", "params"):
             _number(source, module, f"modules.{path}", key)
+    # a profile written by hand may leave out what only the HTML's roofline reads: none drawn
+    data["hardware"].setdefault("ridge_point", 0.0)
+    data.setdefault("subgraphs", [])
     _number(source, data["hardware"], "hardware", "ridge_point")
     for i, given in enumerate(_list(source, data, "inputs")):
         where = f"inputs[{i}]"

@@ -45,6 +45,7 @@ def assemble(
     buffers = walk.named_tensors(model, "_buffers", unique=True)
     packs = list(packed(model))
     dtype = _dtype([p for _, p in named], packs, (args, kwargs))
+    held = _weights_by_module(named, buffers, packs)
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
     # Each subgraph holds the plain roofline of its fused kernel (``_subgraphs``): compiled
     # execution on a profile with no calibrated kernels, GPU family or launch cost. Otherwise each
@@ -85,14 +86,14 @@ def assemble(
         flops=sum(n.flops for n in measured.nodes),
         macs=sum(n.macs for n in measured.nodes),
         params=_params(named, packs),
-        weights_bytes=_weights_bytes(named, buffers, packs),
+        weights_bytes=sum(held.values()),
         traffic_bytes=sum(f.total for f in flows),
         activation_peak_bytes=sum(at_peak.values()),
         input_bytes=measured.input_bytes,
         est_latency_s=sum(s.est_latency_s for s in subgraphs),
         coverage=_coverage(measured.nodes),
         subgraphs=subgraphs,
-        modules=_modules(named, measured.nodes),
+        modules=_modules(named, measured.nodes, held),
         node_info=_node_info(measured.nodes, subgraphs),
     )
 
@@ -195,16 +196,20 @@ def _params(named: list, packs: list) -> int:
     return found + sum(t.numel() for _, _, tensors in packs for t in tensors)
 
 
-def _weights_bytes(named: list, buffers: list, packs: list) -> int:
-    """Parameter and buffer bytes as stored (``quantized.stored_bytes``), packed weights too."""
+def _weights_by_module(named: list, buffers: list, packs: list) -> dict[str, int]:
+    """Parameter and buffer bytes as stored (``quantized.stored_bytes``), packed weights too,
+    by the module that registers each (a tied weight once, under its first name, as params)."""
     from pytest_graphbudget.engine.quantized import stored_bytes
 
-    seen: dict[int, int] = {}
-    for _, tensor in named + buffers:
-        seen[id(tensor)] = stored_bytes(tensor)
-    for _, obj, tensors in packs:
-        seen[id(obj)] = sum(map(stored_bytes, tensors))
-    return sum(seen.values())
+    seen: dict[int, tuple[str, int]] = {}
+    for fqn, tensor in named + buffers:
+        seen.setdefault(id(tensor), (fqn.rpartition(".")[0], stored_bytes(tensor)))
+    for fqn, obj, tensors in packs:
+        seen.setdefault(id(obj), (fqn.rpartition(".")[0], sum(map(stored_bytes, tensors))))
+    held: dict[str, int] = {}
+    for module, size in seen.values():
+        held[module] = held.get(module, 0) + size
+    return held
 
 
 def _ancestors(path: str) -> list[str]:
@@ -212,9 +217,10 @@ def _ancestors(path: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _modules(named: list, nodes: list) -> dict[str, ModuleCost]:
+def _modules(named: list, nodes: list, held: dict[str, int]) -> dict[str, ModuleCost]:
     """FLOPs and MACs per module path, every level (a parent includes its children); the
-    paths in the order the nodes first reach them. ``named``: the model's named parameters."""
+    paths in the order the nodes first reach them. ``named``: the model's named parameters;
+    ``held``: each module's own weight bytes."""
     own: dict[str, list[int]] = {}  # each module's own nodes' figures, summed first
     for node in nodes:
         flops = node.flops
@@ -235,6 +241,10 @@ def _modules(named: list, nodes: list) -> dict[str, ModuleCost]:
     for module, params in owned.items():
         for path in _ancestors(module):
             table.setdefault(path, ModuleCost()).params += params
+    for module, size in held.items():
+        for path in _ancestors(module):
+            entry = table.setdefault(path, ModuleCost())
+            entry.weights_bytes = (entry.weights_bytes or 0) + size
     return table
 
 

@@ -37,10 +37,11 @@ SGD = {"lr": 1e-2, "momentum": 0.9}
 
 
 def default_loss(outputs: Any) -> Any:
-    """The sum of every floating-point output that needs a gradient."""
-    from torch.utils import _pytree as pytree
+    """The sum of every floating-point output that needs a gradient (in tuples, dicts, a
+    ``ModelOutput`` or a dataclass of the model's own)."""
+    from pytest_graphbudget.engine.tree import tensors
 
-    leaves = [t for t in pytree.tree_leaves(outputs) if _differentiable(t)]
+    leaves = [t for t in tensors(outputs) if _differentiable(t)]
     if not leaves:
         raise GraphBudgetError(
             "mode='train': no output of the model needs a gradient; give loss= a callable "

@@ -67,6 +67,7 @@ class ModuleCost:
     flops: int = 0
     macs: int = 0
     params: int = 0
+    weights_bytes: int | None = None  # its tensors' bytes (``Profile.weights_bytes``'s)
     forward_flops: int | None = None  # the split of a training step (mode "train") only
     backward_flops: int | None = None
     optimizer_flops: int | None = None

@@ -8,6 +8,7 @@ they were a third of its time on resnet50. Any other container is left to pytree
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,6 +55,10 @@ def tensors(value: Any) -> Iterator[torch.Tensor]:
             yield from tensors(item)
     elif isinstance(value, torch.Tensor):
         yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # a model's own output class (not a pytree node, so one opaque leaf to pytree)
+        for field in dataclasses.fields(value):
+            yield from tensors(getattr(value, field.name))
     elif kind not in LEAVES:
         yield from (t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
 

@@ -29,6 +29,7 @@ from pytest_graphbudget.gate.budgets import (
     ROOT,
     Finding,
     own_values,
+    owned_weights,
     subgraph_value,
 )
 from pytest_graphbudget.gate.toml_lines import key_lines
@@ -62,15 +63,15 @@ class Entry:
         return self.modules if figure == "flops" else self.by_module.get(figure, {})
 
 
-def by_subgraph_module(subgraphs: list[Mapping[str, Any]], figure: str, total: float) -> dict:
-    """A figure summed by the module each subgraph is named after (its anchor's); what no
-    subgraph accounts for (graph inputs, weights no kernel reads) is ``<root>``'s."""
-    found: dict[str, int] = {}
-    for s in subgraphs:
-        module = s["module"] or ROOT
-        found[module] = found.get(module, 0) + int(subgraph_value(s, figure))
+def by_subgraph_module(data: Mapping[str, Any], figure: str) -> dict:
+    """A figure of a profile by the module each subgraph is named after (its anchor's), peak
+    memory's weights once by owner (``owned_weights``); the rest is ``<root>``'s (inputs)."""
+    found = owned_weights(data) if figure == "peak_memory_bytes" else {}
+    for s in data["subgraphs"]:
+        value = subgraph_value(s, figure, weights=figure != "peak_memory_bytes")
+        found[s["module"] or ROOT] = found.get(s["module"] or ROOT, 0) + int(value)
     found = {m: v for m, v in found.items() if v > 0}
-    unattributed = int(total) - sum(found.values())
+    unattributed = int(data["totals"][figure]) - sum(found.values())
     if unattributed > 0:
         found[ROOT] = found.get(ROOT, 0) + unattributed
     return found
@@ -85,7 +86,7 @@ def entry_from(profile: Any) -> Entry:
     by_module = {
         key: own_values(data["modules"], key, totals[key])
         if figures.get(key).by_module == figures.MODULES
-        else by_subgraph_module(data["subgraphs"], key, totals[key])
+        else by_subgraph_module(data, key)
         for key in BY_MODULE
     }
     return Entry(

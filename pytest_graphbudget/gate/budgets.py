@@ -255,15 +255,31 @@ def own_values(modules: Mapping[str, Any], key: str, total: float = 0) -> dict[s
     return found
 
 
-def subgraph_value(subgraph: Mapping[str, Any], figure: str) -> float:
-    """What one subgraph (as in ``Profile.to_dict()``) contributes to a figure."""
-    weights = subgraph["bytes_weights"]
-    if figure == "traffic_bytes":
-        return subgraph["bytes_in"] + subgraph["bytes_out"] + weights
+def owned_weights(data: Mapping[str, Any]) -> dict[str, int]:
+    """Each module's own weight bytes (``Profile.to_dict()``'s), each weight once, under the
+    module that registers it (a tied weight: its first name, where ``params`` counts it):
+    the modules' ``weights_bytes``; a profile without them shares the model's
+    ``weights_bytes`` out by each module's own params. The model's own weights are left out."""
+    modules, totals = data["modules"], data["totals"]
+    if any("weights_bytes" in m for m in modules.values()):
+        held = {path: {"bytes": m.get("weights_bytes") or 0} for path, m in modules.items()}
+        return {path: int(v) for path, v in own_values(held, "bytes").items()}
+    held, params = int(totals["weights_bytes"]), int(totals["params"]) or 1
+    return {path: int(v) * held // params for path, v in own_values(modules, "params").items()}
+
+
+def subgraph_value(subgraph: Mapping[str, Any], figure: str, weights: bool = True) -> float:
+    """What one subgraph (as in ``Profile.to_dict()``) contributes to a figure. Its peak
+    memory: the activations it allocated that are live at the peak, and (``weights``) the
+    weights its kernel reads, live then too; a split by module leaves those to the modules
+    that hold them (``owned_weights``), or a weight two kernels read would count twice."""
+    read = subgraph["bytes_weights"]
+    if figure == "traffic_bytes":  # a weight two kernels read is moved twice: counted twice
+        return subgraph["bytes_in"] + subgraph["bytes_out"] + read
     if figure == "weights_bytes":
-        return weights
-    if figure == "peak_memory_bytes":  # weights are live throughout, so at the peak too
-        return subgraph.get("peak_bytes", 0) + weights
+        return read
+    if figure == "peak_memory_bytes":
+        return subgraph.get("peak_bytes", 0) + (read if weights else 0)
     if figure == "est_latency_s":
         return subgraph.get("est_latency_s", 0.0)
     return subgraph["macs" if figure == "macs" else "flops"]

@@ -84,6 +84,7 @@ def test_json_has_every_key_of_the_spec(mlp):
         "flops": 2 * 8 * 64 * 256 + 8 * 256,
         "macs": 8 * 64 * 256,
         "params": 64 * 256 + 256,
+        "weights_bytes": (64 * 256 + 256) * 4,  # its weight and bias, float32
     }
 
 

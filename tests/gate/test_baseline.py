@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from pytest_graphbudget.api import profile_model
-from pytest_graphbudget.gate import baseline
+from pytest_graphbudget.gate import baseline, budgets
 from pytest_graphbudget.gate.budgets import Budget, check
 from pytest_graphbudget.pytest_plugin.plugin import budget_dict
 from pytest_graphbudget.reports import markdown
@@ -396,6 +396,122 @@ def test_params_memory_and_traffic_growth_name_the_layers_that_grew():
         f"grew most: encoder +{format_bytes(16 * (65 + 4) * F32)}, "
         f"head +{format_bytes(16 * (4 + 8) * F32)}" in messages["baseline.traffic_bytes"]
     )
+
+
+class SharedThenHead(nn.Module):
+    """One linear layer called twice, then a head: its weights are read by two kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(16, 16)  # 16*16 + 16 = 272 params
+        self.head = nn.Linear(16, 4)  # 16*4 + 4 = 68 params
+
+    def forward(self, x):
+        return self.head(self.shared(self.shared(x)))
+
+
+def test_a_weight_two_kernels_read_is_counted_once_in_the_memory_split():
+    prof = profile_model(SharedThenHead(), (torch.randn(2, 16),))
+    shared, head, rows = 272 * F32, 68 * F32, 2 * 16 * F32  # 1,088, 272 and 128 bytes
+    # At the peak (shared's second call) its input and its output are live: 2 rows of 16.
+    assert prof.activation_peak_bytes == 2 * rows
+    assert prof.peak_memory_bytes == shared + head + rows + 2 * rows == 1_744
+    entry = baseline.entry_from(prof)
+    assert entry.by_module["params"] == {"shared": 272, "head": 68}
+    # shared's weights once, not once per call (2,704 bytes in all, over a peak of 1,744),
+    # with the two activations its calls left live; the input is the model's own.
+    assert entry.by_module["peak_memory_bytes"] == {
+        "<root>": rows,
+        "shared": shared + 2 * rows,
+        "head": head,
+    }
+    assert sum(entry.by_module["peak_memory_bytes"].values()) == prof.peak_memory_bytes
+    # Traffic is per kernel: each call of shared reads 2 rows and its weights and writes 2
+    # rows; head reads 2 rows and its weights and writes 2 rows of 4. A weight read twice is
+    # moved twice, in traffic_bytes as here.
+    assert entry.by_module["traffic_bytes"] == {
+        "shared": 2 * (rows + shared + rows),
+        "head": rows + head + 2 * 4 * F32,
+    }
+    assert sum(entry.by_module["traffic_bytes"].values()) == prof.traffic_bytes == 3_120
+
+
+class Tied(nn.Module):
+    """An embedding whose table is the output layer's weight: either registers it first."""
+
+    def __init__(self, embed_first: bool):
+        super().__init__()
+        if embed_first:
+            self.embed = nn.Embedding(10, 8)
+            self.out = nn.Linear(8, 10, bias=False)
+            self.out.weight = self.embed.weight
+        else:
+            self.out = nn.Linear(8, 10, bias=False)
+            self.embed = nn.Embedding(10, 8)
+            self.embed.weight = self.out.weight
+
+    def forward(self, tokens):
+        return self.out(self.embed(tokens))
+
+
+@pytest.mark.parametrize("owner", ["embed", "out"])
+def test_a_tied_weight_is_charged_to_the_module_its_params_are(owner):
+    prof = profile_model(Tied(owner == "embed"), (torch.tensor([[1, 2, 3]]),))
+    table, tokens = 10 * 8 * F32, 3 * 8  # 320 bytes of weights; 3 int64 tokens, 24 bytes
+    # One kernel (the lookup fused into the matmul, anchored at out): 3 rows of 8, 3 of 10.
+    activations = 3 * 8 * F32 + 3 * 10 * F32
+    assert prof.peak_memory_bytes == table + tokens + activations == 560
+    entry = baseline.entry_from(prof)
+    # The table is registered twice; it is charged once, where params count it: the module
+    # that registers it first.
+    assert entry.by_module["params"] == {owner: 80}
+    memory = {"<root>": tokens, owner: table}
+    memory["out"] = memory.get("out", 0) + activations
+    assert entry.by_module["peak_memory_bytes"] == memory
+    assert sum(memory.values()) == prof.peak_memory_bytes
+
+
+def saved_profile(weights_by_module: bool) -> dict:
+    """A saved profile (``Profile.to_dict()``'s keys that the split reads), written by hand:
+    ``block.conv`` = Conv2d(3, 8, 3), 224 params; ``block.bn`` = BatchNorm2d(8), 16 params
+    and 2*8 floats and one int64 of buffers (136 bytes); a 1-float parameter of the model's
+    own. Input 3x8x8 floats; conv's and bn's outputs, 8x6x6 floats each, live at the peak."""
+    modules = {
+        "block": {"flops": 0, "macs": 0, "params": 240, "weights_bytes": 1_032},
+        "block.conv": {"flops": 0, "macs": 0, "params": 224, "weights_bytes": 896},
+        "block.bn": {"flops": 0, "macs": 0, "params": 16, "weights_bytes": 136},
+    }
+    if not weights_by_module:  # written before the modules recorded their weights
+        modules = {
+            path: {k: v for k, v in m.items() if k != "weights_bytes"}
+            for path, m in modules.items()
+        }
+    out = 8 * 6 * 6 * F32
+    subgraphs = [
+        {"module": "block.conv", "bytes_in": 768, "bytes_out": out, "bytes_weights": 896,
+         "peak_bytes": out},
+        {"module": "block.bn", "bytes_in": out, "bytes_out": out, "bytes_weights": 136,
+         "peak_bytes": out},
+    ]  # fmt: skip
+    totals = {"params": 241, "weights_bytes": 1_036, "peak_memory_bytes": 1_036 + 768 + 2 * out}
+    return {"totals": totals, "modules": modules, "subgraphs": subgraphs}
+
+
+def test_the_memory_split_charges_each_module_the_weights_it_registers():
+    data = saved_profile(weights_by_module=True)
+    # Children excluded (block registers none itself); the model's own float is left out.
+    assert budgets.owned_weights(data) == {"block.conv": 896, "block.bn": 136}
+    out = 8 * 6 * 6 * F32  # 1,152 bytes
+    split = baseline.by_subgraph_module(data, "peak_memory_bytes")
+    assert split == {"block.conv": 896 + out, "block.bn": 136 + out, "<root>": 768 + 4}
+    assert sum(split.values()) == data["totals"]["peak_memory_bytes"] == 4_108
+    # A profile saved without them shares the weights out by params, 1,036 bytes over 241:
+    # bn's buffers are not known to be bn's.
+    data = saved_profile(weights_by_module=False)
+    owned = budgets.owned_weights(data)
+    assert owned == {"block.conv": 224 * 1_036 // 241, "block.bn": 16 * 1_036 // 241}
+    split = baseline.by_subgraph_module(data, "peak_memory_bytes")
+    assert sum(split.values()) == data["totals"]["peak_memory_bytes"]
 
 
 def test_a_regression_ends_with_how_to_accept_it():

@@ -88,6 +88,33 @@ def test_a_forward_that_keeps_a_tensor_leaves_the_model_as_it_was():
     assert normed.weight is weight and type(normed(x)) is torch.Tensor
 
 
+def test_a_dataclass_output_is_summed_by_the_default_loss():
+    """User trial: a model returning its own dataclass was refused ("no output of the model
+    needs a gradient"): pytree saw one opaque leaf. ``Linear(8, 8) -> Linear(8, 4)`` on
+    ``(2, 8)``, both outputs summed: forward 2*8*8 + 2*8*4 = 192 MACs; backward the second's
+    weight and input gradients (64 + 64) and the first's weight gradient (128): 448."""
+    from dataclasses import dataclass
+
+    from torch import nn
+
+    @dataclass
+    class Out:
+        logits: torch.Tensor
+        feats: torch.Tensor
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 4)
+
+        def forward(self, x):
+            feats = self.a(x)
+            return Out(self.b(feats), feats)
+
+    found = profile_model(TwoHeads(), (torch.randn(2, 8),), mode="train", optimizer="sgd")
+    assert found.macs == 192 + 64 + 64 + 128
+
+
 def test_eval_profile_says_its_mode_and_old_json_reads_back_as_eval():
     data = json.loads(json.dumps(profile_model(MLP(), torch.randn(2, 4)).to_dict()))
     assert data["mode"] == "eval"
@@ -128,6 +155,7 @@ def test_mlp_with_adam_matches_hand_counts(mlp_adam):
         "flops": 216 + 216 + 480,
         "macs": 96 + 96,
         "params": 40,
+        "weights_bytes": 40 * 4,
         "forward_flops": 216,
         "backward_flops": 216,
         "optimizer_flops": 480,

@@ -222,7 +222,10 @@ def test_bad_history_files_are_one_line_and_exit_2(tmp_path, capsys):
     for edit, says in [
         ({"figures": {"flops": "big"}}, 'figures.flops is "big", not a number'),
         ({"environment": "x"}, "environment is not a table of versions"),
-        ({"layers": {"flops": {"fc": "lots"}}}, "layers is not a table of numbers"),
+        (
+            {"layers": {"flops": {"fc": "lots"}}},
+            "layers is not a table of numbers by figure and module",
+        ),
     ]:
         bad.write_text(json.dumps(good) + "\n" + json.dumps(good | edit) + "\n")
         assert cli.main(["history", str(bad), "--html", str(tmp_path / "x.html")]) == 2
