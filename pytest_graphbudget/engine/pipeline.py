@@ -127,7 +127,9 @@ def _values_kept(model: Any, example: Any) -> Iterator[None]:
     real = [
         t
         for t in tensors
-        if type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type == "cpu"
+        if type(t) in (torch.Tensor, torch.nn.Parameter)
+        and t.device.type == "cpu"
+        and not t.is_inference()  # no version counter; nothing outside inference_mode writes it
     ]
     if sum(t.numel() * t.element_size() for t in real) > KEEP_BYTES:
         with torch.random.fork_rng(devices=[]):
@@ -140,6 +142,5 @@ def _values_kept(model: Any, example: Any) -> Iterator[None]:
         finally:
             for tensor, version, copy in saved:
                 if tensor._version != version:
-                    back = torch.inference_mode if tensor.is_inference() else torch.no_grad
-                    with back():
+                    with torch.no_grad():
                         tensor.copy_(copy)

@@ -169,7 +169,7 @@ def test_max_growth_from_zero_fails(linear_json, capsys):
 @pytest.mark.parametrize(
     ("key", "value", "says"),
     [
-        ("inputs", "x", "profile's inputs is \"x\", not a list"),
+        ("inputs", "x", 'profile\'s inputs is "x", not a list'),
         ("inputs", [{"name": "x"}], "profile's inputs[0].shape is null"),
         ("inputs", None, "profile's inputs is null, not a list"),
         ("subgraphs", [{"id": 0}], "profile's subgraphs[0] lacks its module or bottleneck"),
