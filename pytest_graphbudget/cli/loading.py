@@ -231,7 +231,11 @@ def profile_case(
     if unsupported:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
         console.note(f"{prof.model}: no cost formula for {ops}; their FLOPs are not counted")
+    from pytest_graphbudget.gate.budgets import UNREGISTERED
     from pytest_graphbudget.gate.ignored import PEAK_KEYS, missing_peak
+
+    for where, size in prof.coverage.unregistered.items():
+        console.note(f"{prof.model}: {where}: {size} params in {UNREGISTERED}")
 
     if note := missing_peak(prof, PEAK_KEYS):  # hardware.peak() and .kernel() fall back quietly
         console.note(note)

@@ -91,7 +91,7 @@ def assemble(
         activation_peak_bytes=sum(at_peak.values()),
         input_bytes=measured.input_bytes,
         est_latency_s=sum(s.est_latency_s for s in subgraphs),
-        coverage=_coverage(measured.nodes),
+        coverage=_coverage(measured.nodes, unregistered(model)),
         subgraphs=subgraphs,
         modules=_modules(named, measured.nodes, held),
         node_info=_node_info(measured.nodes, subgraphs),
@@ -128,7 +128,30 @@ def _subgraphs(
     return subgraphs
 
 
-def _coverage(nodes: list) -> Coverage:
+def unregistered(model: Any) -> dict[str, int]:
+    """Weights ``nn.Module`` does not see, by attribute path, with their elements: modules kept
+    in a plain list, tuple or dict (``self.layers = [nn.Linear(...)]``: ``nn.ModuleList``
+    registers them) and registered nowhere else in the model. The forward still runs them, so
+    FLOPs count them; params, weights and memory do not."""
+    import torch
+
+    from pytest_graphbudget.engine import walk
+
+    registered = {id(m) for m in walk.modules(model)}
+    found: dict[str, int] = {}
+    for path, module in walk.named_modules(model):
+        for name, value in vars(module).items():
+            if name.startswith("_") or not isinstance(value, (list, tuple, dict)):
+                continue
+            items = value.values() if isinstance(value, dict) else value
+            held = [v for v in items if isinstance(v, torch.nn.Module) and id(v) not in registered]
+            size = sum(p.numel() for v in held for p in v.parameters())
+            if size:
+                found[f"{path}.{name}" if path else name] = size
+    return found
+
+
+def _coverage(nodes: list, unregistered: dict[str, int] | None = None) -> Coverage:
     unsupported: Counter = Counter()
     contractions: Counter = Counter()
     for node in nodes:
@@ -141,6 +164,7 @@ def _coverage(nodes: list) -> Coverage:
         costed=sum(1 for n in nodes if not n.unsupported),
         unsupported_ops=dict(unsupported),
         unsupported_contractions=dict(contractions),
+        unregistered=unregistered or {},
     )
 
 

@@ -60,6 +60,9 @@ class Coverage:
     unsupported_contractions: dict[str, int] | None = None
     """The unsupported calls that may be contractions (``costs.registry.may_contract``), by op; None
     when not known (a profile saved before it was recorded): then every unsupported op may be."""
+    unregistered: dict[str, int] = field(default_factory=dict)
+    """Parameters no figure counts, by attribute: modules kept in a plain list or dict, which
+    ``nn.Module`` does not register (``assemble.unregistered``); their elements."""
 
 
 @dataclass
@@ -273,6 +276,11 @@ class Profile:
                 "costed": self.coverage.costed,
                 "unsupported_ops": dict(sorted(self.coverage.unsupported_ops.items())),
                 "unsupported_contractions": _sorted_or_none(self.coverage.unsupported_contractions),
+                **(
+                    {"unregistered": dict(self.coverage.unregistered)}
+                    if self.coverage.unregistered
+                    else {}
+                ),
             },
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "modules": {path: m.to_dict() for path, m in sorted(self.modules.items())},

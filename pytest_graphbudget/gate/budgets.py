@@ -380,6 +380,10 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     return None
 
 
+UNREGISTERED = "modules in a plain list or dict, unregistered: params, weights and memory leave \
+them out (nn.ModuleList or nn.ModuleDict registers them)"
+
+
 def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> list[Finding]:
     """What the profile could not count, judged against the budget.
 
@@ -388,8 +392,8 @@ def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> lis
       more, or a name such as ``matmul``/``conv``/``attention``: ``costs.registry.may_contract``)
       fails, one finding per op: its uncounted FLOPs could be most of the model's. Listing
       it in ``allow_unsupported`` (or ``allow_unsupported = true``) accepts the undercount.
-    - Any other op without a formula warns (fails under ``--graph-budget-strict``).
-    - Allowed ops are a notice, so the undercount stays visible.
+    - Any other op without a formula, or a module no figure but FLOPs counts (``UNREGISTERED``),
+      warns (fails under ``--graph-budget-strict``); allowed ops are a notice.
     """
     data = profile if isinstance(profile, Mapping) else profile.to_dict()
     coverage = data["coverage"]
@@ -427,11 +431,13 @@ def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> lis
             )
         else:
             other.append(f"{op} x{count}")
+    severity = "fail" if strict else "warn"
     if other:
-        severity = "fail" if strict else "warn"
         findings.append(
             Finding(severity, "coverage", f"ops without a cost formula: {', '.join(other)}")
         )
+    for where, size in coverage.get("unregistered", {}).items():
+        findings.append(Finding(severity, "coverage", f"{where}: {size} params in {UNREGISTERED}"))
     if accepted:
         findings.append(
             Finding(

@@ -209,3 +209,47 @@ def test_profiling_leaves_the_models_state_its_inputs_and_the_random_state_as_th
     assert torch.equal(model.ema, torch.zeros(16)) and torch.equal(model.proj.weight, weight)
     assert torch.equal(x, given) and torch.equal(torch.random.get_rng_state(), state)
     assert model.proj.weight.requires_grad and not model.training
+
+
+def test_modules_in_a_plain_list_are_said_not_counted():
+    """User trial: ``self.layers = [nn.Linear(64, 64), nn.Linear(64, 32)]`` (not a ModuleList)
+    gave params 0 and no weights, without a word: nn.Module registers neither. The forward
+    still runs them (FLOPs count them); the profile names them, and a budget warns.
+    Their parameters: 64*64 + 64 + 64*32 + 32 = 6,240."""
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget import profile_model
+    from pytest_graphbudget.gate.budgets import Budget, coverage_findings
+
+    class Listed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = [nn.Linear(64, 64), nn.Linear(64, 32)]
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    class Aliased(nn.Module):  # a plain list of registered modules counts them already
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(64, 64)])
+            self.order = list(self.blocks)
+
+        def forward(self, x):
+            return self.order[0](x)
+
+    x = torch.randn(8, 64)
+    found = profile_model(Listed(), (x,))
+    assert found.params == 0 and found.macs == 8 * 64 * 64 + 8 * 64 * 32
+    assert found.coverage.unregistered == {"layers": 6_240}
+    assert found.to_dict()["coverage"]["unregistered"] == {"layers": 6_240}
+    (warned,) = [f for f in coverage_findings(found, Budget()) if "plain list" in f.message]
+    assert warned.severity == "warn" and warned.message.startswith("layers: 6240 params in ")
+    strict = coverage_findings(found, Budget(), strict=True)
+    assert any(f.severity == "fail" and "plain list" in f.message for f in strict)
+    aliased = profile_model(Aliased(), (x,))
+    assert aliased.coverage.unregistered == {} and aliased.params == 64 * 64 + 64
+    assert "unregistered" not in aliased.to_dict()["coverage"]
