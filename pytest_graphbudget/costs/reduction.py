@@ -49,6 +49,14 @@ def weight_norm(v: Shape, g: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=3 * numel(v) + 2 * numel(g))
 
 
+@register("_weight_norm_interface_backward", role="reduction", kind="weight_norm_backward")
+def weight_norm_backward(grad_w: Shape, v: Shape, g: Shape, norms: Shape, *_, out, **__) -> OpCost:
+    # Per norm, a = sum(grad_w * v): a multiply and an add per element of v. grad_g = a / norm
+    # (a divide per norm); grad_v = (g / norm) * (grad_w - v * a / norm^2): per norm g / norm,
+    # norm^2 and a / norm^2 (three), per element of v a multiply, a subtract and a multiply.
+    return OpCost(other=5 * numel(v) + 4 * numel(g))
+
+
 # Batch norm with running statistics fuses as a pointwise op; updating them is a reduction.
 @register("native_batch_norm", "_native_batch_norm_legit", kind="bn")
 def batch_norm(

@@ -753,6 +753,24 @@ def test_weight_norm_parametrization_is_priced():
     assert prof.flops == 2 * 4 * 16 * 8 + 4 * 8 + (2 * 128 + 2 * 8 + 128)
 
 
+def test_weight_norm_backward_is_priced():
+    """User trial: a training budget of a model with ``parametrizations.weight_norm`` (vocoders,
+    wav2vec2's positional conv) failed: ``_weight_norm_interface_backward`` had no formula and
+    may hide a contraction. Linear(16, 8), v 8 x 16, g 8 x 1: per row a = sum(grad_w * v)
+    (2 per element of v), grad_g = a / norm, and g / norm, norm^2, a / norm^2 (4 per row),
+    grad_v = (g / norm) * (grad_w - v * a / norm^2) (3 per element): 5 * 128 + 4 * 8."""
+    from torch.nn.utils import parametrizations
+
+    model = parametrizations.weight_norm(nn.Linear(16, 8))
+    plain = nn.Linear(16, 8)
+    x = torch.randn(4, 16)
+    prof = profile_model(model, (x,), mode="train")
+    assert prof.coverage.unsupported_ops == {}
+    # the plain Linear's step, the weight's forward kernel, and its backward kernel
+    extra = (2 * 128 + 2 * 8 + 128) + (5 * 128 + 4 * 8)
+    assert prof.flops == profile_model(plain, (x,), mode="train").flops + extra
+
+
 class Grouped(nn.Module):
     """``torch._grouped_mm``: rows of x split by ``offs`` among 3 expert matrices."""
 
