@@ -73,10 +73,18 @@ def check_writable(output: str | None, option: str = "--output") -> None:
 
 
 def format_of(args: argparse.Namespace) -> str:
-    """``--format``, else the output file's suffix, else ``table``."""
-    if args.format:
-        return args.format
+    """``--format``, else the output file's suffix, else ``table``. A ``--format`` the suffix
+    contradicts (``--format csv -o out.json``) is refused: the file would read as the other
+    format, and a later ``compare`` of it fails far from the mistake."""
     output = getattr(args, "output", None)
+    if args.format:
+        implied = SUFFIX_FORMATS.get(Path(output).suffix.lower()) if output else None
+        if implied and implied != args.format:
+            raise GraphBudgetError(
+                f"--format {args.format} with -o {output}, whose name says {implied}: give "
+                f"the file a name for {args.format}, or leave --format out"
+            )
+        return args.format
     if output and output != "-":
         return SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
     return "table"

@@ -406,6 +406,14 @@ def test_profile_csv_from_the_output_suffix(work):
     assert (int(relu["flops"]), relu["output_shape"]) == (32, "2x16")
     assert int(last["params"]) == 68 and last["output_shape"] == "2x4"
     assert float(first["flops_share"]) == pytest.approx(544 / 840, abs=1e-6)
+    # User trial: --format csv -o out.json wrote CSV into a .json file, which a later compare
+    # refused as "not valid JSON"
+    clash = run_cli("profile", "tiny.pt", *TINY_ARGS, "--format", "csv", "-o", "out.json", cwd=work)
+    assert clash.returncode == 2 and not (work / "out.json").exists()
+    assert clash.stderr.strip().splitlines()[-1] == (
+        "graph-budget: error: --format csv with -o out.json, whose name says json: give the "
+        "file a name for csv, or leave --format out"
+    )
 
 
 def test_profile_markdown(work):
