@@ -219,6 +219,10 @@ def test_bad_history_files_are_one_line_and_exit_2(tmp_path, capsys):
         capsys.readouterr().err == f"graph-budget: error: {bad}:1: figures missing or not a dict\n"
     )
     # User trial: hand-edited values were a traceback (exit 1), in the moves or the chart
+    # User trial: --html into a missing folder made it (profile and compare refuse a typo)
+    bad.write_text(json.dumps(good) + "\n")
+    assert cli.main(["history", str(bad), "--html", str(tmp_path / "typo" / "x.html")]) == 2
+    assert "--html" in capsys.readouterr().err and not (tmp_path / "typo").exists()
     for edit, says in [
         ({"figures": {"flops": "big"}}, 'figures.flops is "big", not a number'),
         ({"environment": "x"}, "environment is not a table of versions"),
