@@ -196,6 +196,34 @@ def agreeing_and_apart(agree: tuple[str, ...], apart: dict[str, str]) -> list:
     return [*agree, *marked]
 
 
+def test_a_dataclass_output_is_written_by_its_kernels_in_every_tier():
+    """User trial: a model returning its own dataclass had the last Linear's output (32 x 8
+    float32: 1,024 bytes) written by no kernel under FX (the graph returned the constructor's
+    node); the tape counted it."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Out:
+        logits: torch.Tensor
+        feats: torch.Tensor
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(64, 256), nn.Linear(256, 8)
+
+        def forward(self, x):
+            feats = torch.relu(self.a(x))
+            return Out(self.b(feats), feats)
+
+    x = torch.randn(32, 64)
+    found = {tier: profile_model(TwoHeads(), (x,), tier=tier) for tier in ("fx", "eager")}
+    assert found["fx"].trace.method == "fx"
+    for prof in found.values():
+        assert [s.bytes_out for s in prof.subgraphs] == [32 * 256 * 4, 32 * 8 * 4]
+    assert found["fx"].traffic_bytes == found["eager"].traffic_bytes
+
+
 def test_the_models_own_hooks_are_priced_and_fx_says_it_cannot_see_them():
     """User trial: a forward hook on the model itself (``out @ W``) was left out by FX's trace
     of its ``forward``, which the hook wraps: 262,144 MACs for 393,216, without a word.
