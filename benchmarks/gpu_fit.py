@@ -416,7 +416,34 @@ def report(recs, train, held) -> tuple[list[str], dict]:
             out.append(line(f"{card}, {execution}", s))
     rule, table = board_power_rule()
     out += table + scale_window(recs, held, families["blackwell (5090)"], rule)
+    out += other_4090_tables(recs, held, ada)
     return out + matrix(recs, held, families) + matrix(recs, held, families, True), scores
+
+
+EARLIER = "timm-benchmark-infer-amp-nchw-pt240-cu124-rtx4090"
+OTHER_4090 = {
+    # timm's earlier tables of the 4090 (torch 2.4): compiled at batch 256, eager at 1024
+    "compiled, batch 256, torch 2.4": (f"{EARLIER}-dynamo.csv", True),
+    "eager, batch 1024, torch 2.4": (f"{EARLIER}.csv", False),
+}
+
+
+def other_4090_tables(recs, held, ada: dict) -> list[str]:
+    """ada's fit (torch 2.9.1, batch 1024) on timm's earlier 4090 tables, held-out models: what
+    a quarter of the batch (and another torch) does to shares fitted at one batch."""
+    out = [
+        "\n**RTX 4090, ada's fit on timm's earlier tables of the same card (torch 2.4), "
+        "held-out models**\n",
+        HEADER,
+    ]
+    for label, (filename, compiled) in OTHER_4090.items():
+        rows = [
+            (recs[key], "rtx4090", compiled, row["step_s"], row["batch"])
+            for key, row in read_table(filename).items()
+            if key in recs and key[0] in held
+        ]
+        out.append(line(f"rtx4090, {label}", score(Set(rows, ["rtx4090"]), plain(ada))))
+    return out
 
 
 def matrix(recs, held, families: dict, measured: bool = False) -> list[str]:

@@ -5,6 +5,8 @@ family no public per-model table measured, whose fractions are borrowed from ada
 
     python benchmarks/gpu_timm_check.py measure --hardware h200 [--models 24] [--compiled 3]
     python benchmarks/gpu_timm_check.py report benchmarks/out/gpu_timm_check.jsonl
+    python benchmarks/gpu_timm_check.py fit benchmarks/data/h200_timm_check_cudnn_benchmark.jsonl \
+        benchmarks/data/h200_timm_check.jsonl
 
 ``measure`` takes models held out of every fit (``gpu_fit.held_out``) at 224 px from timm's
 4090 table, in a fixed order, and for each writes one JSON line as soon as it is done (a run
@@ -14,6 +16,10 @@ NCHW, ``torch.no_grad``; warm-up steps, then the mean of timed steps, as timm's
 profiled at the same batch with ``dtype="amp_float16"`` on ``--hardware``. Eager for every
 model first, then ``torch.compile`` for the first ``--compiled`` (each compile takes a while).
 ``report`` prints the hit rates (within ±25%, within ±10%, rank correlation) per execution.
+``fit`` fits the one figure hopper's profile carries beyond ada's borrowed shares (its
+``memory_scale``) to the first file's eager rows, scores it on both halves of the models (each
+half from a fit on the other) and on every file's rows, and needs no GPU: it prices the
+models' ops recorded by ``gpu_tables.py --amp`` (``benchmarks/out/gpu_ops_amp.jsonl``).
 """
 
 from __future__ import annotations
@@ -222,6 +228,104 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def priced(rows: list[dict], hardware: str) -> list[dict]:
+    """Each measured row with its kernels' compute and memory seconds on ``hardware`` at the
+    lender's memory shares (the family's ``memory_scale`` divided out): what ``fit`` scales."""
+    import torch
+    from gpu_fit import KINDS, kernels, records
+    from gpu_tables import OUT_AMP
+
+    from pytest_graphbudget.hardware import FAMILIES, get
+
+    hw = get(hardware)
+    undo = FAMILIES[hw.family].memory_scale
+    recs, kind_of = records(OUT_AMP), {i: k for k, i in KINDS.items()}
+    found = []
+    for row in rows:
+        record = recs.get((row["model"], row["size"]))
+        if record is None:
+            raise SystemExit(
+                f"gpu_timm_check fit: {row['model']} is not in {OUT_AMP}: run "
+                f"benchmarks/gpu_tables.py --amp --only {row['model']}"
+            )
+        compiled = row["execution"] == "compiled"
+        shares = hw.compiled_efficiency if compiled else hw.efficiency
+        compute, memory, count = [], [], []
+        for k, flops, moved, n in kernels(record, row["batch"], compiled):
+            c, m = shares[kind_of[k]]
+            compute.append(flops / (c * hw.peak("float16")))
+            memory.append(moved / (m / undo * hw.bandwidth))
+            count.append(n)
+        as_tensor = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+        found.append(
+            {**row, "compute": as_tensor(compute), "memory": as_tensor(memory),
+             "count": as_tensor(count), "launch": hw.launch_s}
+        )  # fmt: skip
+    return found
+
+
+def seconds(row: dict, memory_scale: float) -> float:
+    """The package's eager or compiled estimate of a priced row at ``memory_scale``."""
+    import torch
+
+    roof = torch.maximum(row["compute"], row["memory"] / memory_scale)
+    return float(((row["launch"] + roof) * row["count"]).sum())
+
+
+def best_scale(rows: list[dict]) -> float:
+    """The memory scale (0.33 to 1, by 0.001 of its inverse) minimising the Huber loss (0.1)
+    on log(estimate / measured), as ``gpu_fit.py`` fits the families."""
+    import math
+
+    def loss(scale: float) -> float:
+        total = 0.0
+        for row in rows:
+            e = abs(math.log(seconds(row, scale) / row["measured_s"]))
+            total += e * e if e < 0.1 else 0.1 * (2 * e - 0.1)
+        return total
+
+    return min((1000 / i for i in range(1000, 3001)), key=loss)
+
+
+def scored(rows: list[dict], scale: float) -> str:
+    ratios = sorted(seconds(r, scale) / r["measured_s"] for r in rows)
+    n = len(ratios)
+    rank = spearman([seconds(r, scale) for r in rows], [r["measured_s"] for r in rows])
+    return (
+        f"| {n} | {sum(abs(r - 1) <= 0.25 for r in ratios) / n:.0%} "
+        f"| {sum(abs(r - 1) <= 0.10 for r in ratios) / n:.0%} | {ratios[n // 2]:.2f} "
+        f"| {rank:.3f} |"
+    )
+
+
+def fit(args: argparse.Namespace) -> int:
+    """The memory scale from the first file's eager rows, and how well it holds: on each half
+    of the models (split by a hash of the name) from a fit on the other half, on all of them,
+    and on every file's rows, eager and compiled."""
+    files = [[json.loads(line) for line in Path(f).read_text().splitlines() if line]
+             for f in args.files]  # fmt: skip
+    done = [[r for r in rows if "measured_s" in r] for rows in files]
+    first = priced([r for r in done[0] if r["execution"] == "eager"], args.hardware)
+    scale = best_scale(first)
+    print(f"memory_scale = {scale:.3f} ({args.hardware}'s family, over the lender's shares)\n")
+    print(
+        "| rows (memory scale) | rows | within ±25% | within ±10% | estimate / measured, "
+        "median | rank correlation |\n| --- | --- | --- | --- | --- | --- |"
+    )
+    for half in (0, 1):
+        train = [r for r in first if zlib.crc32(r["model"].encode()) % 2 == half]
+        test = [r for r in first if zlib.crc32(r["model"].encode()) % 2 != half]
+        own = best_scale(train)
+        print(f"| {args.files[0]}, eager, held-out half {half + 1} ({own:.3f}) {scored(test, own)}")
+    for path, rows in zip(args.files, done, strict=True):
+        for execution in ("eager", "compiled"):
+            mine = priced([r for r in rows if r["execution"] == execution], args.hardware)
+            if mine:
+                print(f"| {path}, {execution} ({scale:.3f}) {scored(mine, scale)}")
+                print(f"| {path}, {execution}, unscaled (1.000) {scored(mine, 1.0)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -252,8 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     later.add_argument("--hardware-file")
     shown = sub.add_parser("report", help="the hit rates of a measured file")
     shown.add_argument("file")
+    fitting = sub.add_parser("fit", help="the family's memory scale from measured files")
+    fitting.add_argument("files", nargs="+", help="fitted on the first's eager rows")
+    fitting.add_argument("--hardware", default="h200")
     args = parser.parse_args(argv)
-    return {"measure": measure, "estimate": estimate, "report": report}[args.command](args)
+    commands = {"measure": measure, "estimate": estimate, "report": report, "fit": fit}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -126,6 +126,9 @@ class Family:
     bfloat16: bool = True
     """Whether its tensor cores run bfloat16 at the float16 rate (every family since ampere;
     not turing): a profile of the family without a bfloat16 peak takes its float16 one."""
+    memory_scale: float = 1.0
+    """What a borrowing family's memory shares are of the lender's (hopper's were measured
+    at about half ada's); already applied to ``efficiency`` and ``compiled``."""
 
 
 def _toml() -> Any:
@@ -141,7 +144,8 @@ def _read_data() -> dict[str, Any]:
 
 
 def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, Family]:
-    """Each family of the data file; a ``borrowed`` one takes another's figures."""
+    """Each family of the data file; a ``borrowed`` one takes another's figures, its memory
+    shares times its ``memory_scale`` where a card of it was timed (``fitted`` says how)."""
     found = {}
     for name, table in tables.items():
         own = tables[table.get("borrowed", name)]
@@ -149,17 +153,20 @@ def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, F
         if "matmul_tflops" in card:  # in ``_compute_scale``'s units and order: the fit card's 1.0
             measured, peak = float(card["matmul_tflops"]), float(card["peak_tflops"]["float16"])
             share = measured * TERA / (peak * TERA)
-        efficiency = {k: (float(c), float(m)) for k, (c, m) in own["efficiency"].items()}
-        compiled = {k: (float(c), float(m)) for k, (c, m) in own.get("compiled", {}).items()}
+        memory = float(table.get("memory_scale", 1.0))
+        efficiency = {k: (float(c), float(m) * memory) for k, (c, m) in own["efficiency"].items()}
+        compiled = {
+            k: (float(c), float(m) * memory) for k, (c, m) in own.get("compiled", {}).items()
+        }
         source = own["source"]
         if "borrowed" in table:
-            source = f"{table['borrowed']}'s figures, borrowed (no measured table of its own): "
-            source += own["source"]
-            if "checked" in table:  # what the borrowed figures were found to be worth
-                source += f"; {table['checked']}"
+            source = f"{table['borrowed']}'s figures, borrowed (no public measured table of its "
+            source += f"own): {own['source']}"
+            if "fitted" in table:  # what a card of it, timed, changed of them
+                source += f"; {table['fitted']}"
         launch = float(own["launch_us"]) * 1e-6
         bf16 = bool(table.get("bfloat16", True))
-        found[name] = Family(name, efficiency, launch, source, compiled, share, bf16)
+        found[name] = Family(name, efficiency, launch, source, compiled, share, bf16, memory)
     return found
 
 

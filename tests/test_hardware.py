@@ -76,6 +76,27 @@ def test_a_card_given_only_its_datasheet_and_family_takes_the_familys_fit():
     assert (plain.family, dict(plain.efficiency), plain.launch_s) == ("", {}, 0.0)
 
 
+def test_a_hopper_card_moves_bytes_at_its_measured_share_of_adas_and_computes_at_adas():
+    """hopper borrows ada's shares, its memory shares scaled by what an H200 was timed at
+    (``memory_scale``): a user's hopper card, given its datasheet, prices a memory-bound
+    kernel that much slower than ada's shares say and a compute-bound one as ada's."""
+    from pytest_graphbudget.hardware import FAMILIES, from_table
+
+    hopper, ada = FAMILIES["hopper"], FAMILIES["ada"]
+    assert 0.3 < hopper.memory_scale < 0.7 and ada.memory_scale == 1.0
+    card = from_table(
+        "gh200", {"peak_tflops": {"float32": 67, "float16": 989.4}, "bandwidth_gbs": 4000,
+                  "family": "hopper"}
+    )  # fmt: skip
+    for compiled, shares in ((False, ada.efficiency), (True, ada.compiled)):
+        compute, memory = shares["elementwise"]
+        moved = card.kind_time("elementwise", 0, 8e9, "float16", compiled) - card.launch_s
+        assert moved == pytest.approx(8e9 / (memory * hopper.memory_scale * 4000e9))
+        compute, memory = shares["matmul"]
+        done = card.kind_time("matmul", 1e15, 0, "float16", compiled) - card.launch_s
+        assert done == pytest.approx(1e15 / (compute * 989.4e12))
+
+
 @pytest.mark.parametrize(
     ("extra", "says"),
     [

@@ -251,7 +251,7 @@ def test_hardware_lists_every_profile_with_its_ridge_point(tmp_path):
     # a borrowed family says so, and what it was worth where a card of it was timed
     assert "RTX 4090" in rows["l4"]["family_source"] and rows["generic"]["family_source"] is None
     assert rows["h200"]["family_source"].startswith("ada's figures, borrowed")
-    assert "1.7x slower than estimated" in rows["h100"]["family_source"]
+    assert "timed by this project on one H200" in rows["h100"]["family_source"]
 
     table = run_cli("hardware", cwd=tmp_path)
     assert_ok(table)
