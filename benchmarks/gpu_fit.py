@@ -35,7 +35,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from gpu_tables import OUT, OUT_AMP, TABLES, read_table  # noqa: E402
+from gpu_tables import OUT, OUT_AMP, TABLES, UNFUSED, read_table  # noqa: E402
 
 from pytest_graphbudget.engine.latency import efficiency_kind  # noqa: E402
 from pytest_graphbudget.hardware import _DATA, EFFICIENCY_KINDS, get  # noqa: E402
@@ -161,15 +161,38 @@ def scale_window(recs, held, family: dict, rule: float) -> list[str]:
 
 
 KINDS = {kind: i for i, kind in enumerate(EFFICIENCY_KINDS)}
+TIED = torch.tensor([KINDS["matmul" if k == "matmul_small" else k] for k in KINDS])
+"""The fractions each kind is priced at: ``matmul_small`` at ``matmul``'s. Products under a
+gigaFLOP are rare at these batches, and fitted apart their shares went to extremes (ampere's
+compute share 0.009, ada's 1.5): a batch-1 ViT on the A100 came out five times slower than on
+the 4090, and a ``Linear(4096, 4096)`` nine times slower at batch 31 than at batch 32. A small
+product's cost below its roofline is its launch."""
 EXECUTIONS = ("eager", "compiled")
 
 
-def records(path: Path = OUT) -> dict[tuple[str, int], dict]:
-    found = {}
+class Records(dict):
+    """``(model, image size) -> record`` of the model as the newer tables ran it (its branches
+    fused, ``gpu_tables.deployed``), with ``unfused``: the records of the models that fuse,
+    as built, which the tables of ``gpu_tables.UNFUSED`` ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.unfused: dict[tuple[str, int], dict] = {}
+
+    def of(self, key: tuple[str, int], filename: str) -> dict | None:
+        """The record of ``key`` as the table ``filename`` ran it."""
+        if filename in UNFUSED and key in self.unfused:
+            return self.unfused[key]
+        return self.get(key)
+
+
+def records(path: Path = OUT) -> Records:
+    found = Records()
     for line in path.read_text().splitlines():
         data = json.loads(line)
         if "error" not in data:
-            found[(data["model"], data["size"])] = data
+            key = (data["model"], data["size"])
+            (found.unfused if data.get("fused") is False else found)[key] = data
     return found
 
 
@@ -241,8 +264,9 @@ class Set:
     def estimate(self, params: dict) -> torch.Tensor:
         """Seconds per row: each kernel's launch plus the slower of compute and memory, at
         its execution's fractions (and its card's compute scale, 1 for a family's first)."""
-        compute = params["compute"][self.execution, self.kind] * params["scale"][self.card]
-        memory = params["memory"][self.execution, self.kind]
+        kind = TIED[self.kind]
+        compute = params["compute"][self.execution, kind] * params["scale"][self.card]
+        memory = params["memory"][self.execution, kind]
         roof = torch.maximum(self.flops / (compute * self.peaks), self.moved / (memory * self.bws))
         per = (params["launch"] + roof) * self.count
         return torch.zeros(len(self.measured), dtype=torch.float64).index_add(0, self.row, per)
@@ -271,6 +295,8 @@ def fit(data: Set, cards: int = 1, steps: int = 600) -> dict:
             log_m.clamp_(max=math.log(1.5))
     with torch.no_grad():
         found = {k: v.detach().clone() for k, v in params().items() if k != "launch"}
+        for key in ("compute", "memory"):  # the tied kinds' figures, as they were priced
+            found[key] = found[key][:, TIED]
     found["launch"] = LAUNCH_S
     # an execution no row of the fit measured keeps the start value; the caller fills it
     found["measured"] = {
@@ -287,7 +313,7 @@ def rows_for(recs, names, cards, executions) -> list:
             if filename is None or ("compiled" if compiled else "eager") not in executions:
                 continue
             for (model, size), row in read_table(filename).items():
-                record = recs.get((model, size))
+                record = recs.of((model, size), filename)
                 if record is not None and model in names:
                     rows.append((record, card, compiled, row["step_s"], row["batch"]))
     return rows
@@ -438,7 +464,7 @@ def other_4090_tables(recs, held, ada: dict) -> list[str]:
     ]
     for label, (filename, compiled) in OTHER_4090.items():
         rows = [
-            (recs[key], "rtx4090", compiled, row["step_s"], row["batch"])
+            (recs.of(key, filename), "rtx4090", compiled, row["step_s"], row["batch"])
             for key, row in read_table(filename).items()
             if key in recs and key[0] in held
         ]

@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from gpu_fit import held_out, spearman  # noqa: E402
-from gpu_tables import TABLES, read_table  # noqa: E402
+from gpu_tables import TABLES, deployed, fusable, read_table  # noqa: E402
 
 OUT = HERE / "out" / "gpu_timm_check.jsonl"
 SIZE = 224
@@ -91,7 +91,7 @@ def datasheet_only(hw):
 
 
 def estimate_s(
-    name: str, batch: int, hardware: str, execution: str, calibrated=None
+    name: str, batch: int, hardware: str, execution: str, calibrated=None, fused: bool = False
 ) -> dict[str, float]:
     """The profile's estimate, and (for a profile with ``matmul_tflops``) the estimate from its
     datasheet alone, so the check says what the measured matmul is worth on this card; with
@@ -105,6 +105,7 @@ def estimate_s(
 
     with torch.device("meta"):
         model = timm.create_model(name, pretrained=False).eval()
+    model = deployed(model) if fused else model
     x = torch.empty(batch, 3, SIZE, SIZE, device="meta")
     hw = get(hardware)
     cards = [("estimate_s", hw)]
@@ -157,13 +158,17 @@ def measure(args: argparse.Namespace) -> int:
             row["timing"] = "timm benchmark.py: cudnn.benchmark, a synchronize per step"
             row.update(gpu=gpu, torch=torch.__version__, hardware=args.hardware)
             try:
-                model = timm.create_model(name, pretrained=False).eval().to(args.device)
+                model = timm.create_model(name, pretrained=False).eval()
+                row["fused"] = fusable(model)  # as timm's tables ran it: branches fused
+                model = deployed(model).to(args.device)
                 x = torch.randn(batch, 3, SIZE, SIZE, device=args.device)
                 row["measured_s"] = step_s(model, x, execution == "compiled")
                 del model, x
                 torch.cuda.empty_cache() if args.device == "cuda" else None
                 if args.estimate:
-                    row.update(estimate_s(name, batch, args.hardware, execution, calibrated))
+                    row.update(
+                        estimate_s(name, batch, args.hardware, execution, calibrated, row["fused"])
+                    )
             except Exception as exc:  # one model's failure is a row, not the end of the run
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             handle.write(json.dumps(row) + "\n")
@@ -183,8 +188,11 @@ def estimate(args: argparse.Namespace) -> int:
         if "measured_s" in row and "estimate_s" not in row:
             row["hardware"] = args.hardware
             row.update(
-                estimate_s(row["model"], row["batch"], args.hardware, row["execution"], calibrated)
-            )
+                estimate_s(
+                    row["model"], row["batch"], args.hardware, row["execution"], calibrated,
+                    row.get("fused", False),
+                )
+            )  # fmt: skip
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return 0
 
@@ -242,7 +250,8 @@ def priced(rows: list[dict], hardware: str) -> list[dict]:
     recs, kind_of = records(OUT_AMP), {i: k for k, i in KINDS.items()}
     found = []
     for row in rows:
-        record = recs.get((row["model"], row["size"]))
+        key = (row["model"], row["size"])  # measured as built unless the row says fused
+        record = recs.get(key) if row.get("fused") else recs.unfused.get(key, recs.get(key))
         if record is None:
             raise SystemExit(
                 f"gpu_timm_check fit: {row['model']} is not in {OUT_AMP}: run "
