@@ -10,7 +10,7 @@ runs in, for ``engine/partition.py`` to fuse):
   unless it can end the one before it.
 - ``pointwise``: one output element from one input element; fuses into its producer.
 - ``gather``: a lookup (embedding, index); zero FLOPs unless it also reduces what it looks up
-  (EmbeddingBag), and it reads only the weight rows it returns.
+  (EmbeddingBag), and it reads only the weight rows it looks up.
 - ``view``: moves, copies, creates or describes data; zero FLOPs (its bytes still count)
   unless it also combines what it writes with what is there (``scatter``'s ``reduce``,
   ``index_put``'s ``accumulate``).

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from torch import fx, nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_graphbudget.compat import lazy_graph_modules, make_graph_module
 
@@ -25,11 +26,40 @@ from pytest_graphbudget.compat import lazy_graph_modules, make_graph_module
 def symbolic_trace(model: nn.Module, concrete_args: dict[str, Any] | None) -> fx.GraphModule:
     """``fx.symbolic_trace(model, concrete_args)``, through ``PathTracer``. Lazy: the graph's
     Python code is generated only if something calls it (the cost pass interprets the graph
-    node by node, and code generation is a third of the trace)."""
-    with lazy_graph_modules():
+    node by node, and code generation is a third of the trace). A forward that computes on
+    tensors it makes itself is refused (``ComputedAtTrace``)."""
+    with lazy_graph_modules(), ComputedAtTrace() as eager:
         tracer = PathTracer()
         graph = tracer.trace(model, concrete_args=concrete_args)
+    if eager.ops:
+        raise TypeError(
+            f"the forward computes on tensors it makes itself ({', '.join(sorted(eager.ops))}), "
+            "which FX runs once while tracing and keeps as a constant: their cost would be "
+            "left out"
+        )
+    with lazy_graph_modules():
         return make_graph_module(tracer.root, graph, type(model).__name__)
+
+
+class ComputedAtTrace(TorchDispatchMode):
+    """The ATen ops that run on real tensors while FX traces. The forward's inputs, weights and
+    buffers are proxies, so such an op works on a tensor the forward made (``torch.ones(64,
+    64) @ torch.ones(64, 64)``) or a plain tensor attribute; FX keeps its result as a constant
+    and the op is priced at nothing, where the tape prices it on every forward. Ops that only
+    make, copy or view a tensor (a constant mask, ``torch.tensor([...])``) are let be."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from pytest_graphbudget.costs.registry import ZERO_ROLES, lookup, op_key
+
+        key = op_key(func)
+        entry = lookup(key)
+        if entry is None or entry.role not in ZERO_ROLES:
+            self.ops.add(key)
+        return func(*args, **(kwargs or {}))
 
 
 class PathTracer(fx.Tracer):

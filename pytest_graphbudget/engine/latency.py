@@ -93,7 +93,7 @@ def kernel_kind(
         found = [param_shapes[w] for w in (*node.weights, *node.inputs) if w in param_shapes]
         weight = max(found, key=len, default=())
         if len(weight) >= 3:
-            per_group, window = weight[1], weight[2:]
+            per_group, window = _per_group(weight, node.shapes), weight[2:]
             if per_group == 1 and any(k > 1 for k in window):
                 largest = max((sizes.get(p, 0) for p in node.inputs), default=0)
                 return "conv_depthwise_large" if largest > LARGE_BYTES else "conv_depthwise"
@@ -126,6 +126,17 @@ def kernel_kind(
     if node.category in ("anchor", "reduction"):
         return "matmul" if node.category == "anchor" else "reduction"
     return CATEGORY_KINDS.get(node.category, "pointwise")
+
+
+def _per_group(weight: tuple[int, ...], shapes: list[tuple[int, ...]]) -> int:
+    """A convolution's input channels per group: its weight's dim 1, ``(out, in / groups,
+    *kernel)``, but a transposed one's weight is ``(in, out / groups, *kernel)``: told apart by
+    its batched output, whose channels are not the weight's dim 0 (``ConvTranspose2d(256, 1,
+    4)`` had read as depthwise)."""
+    out = shapes[0] if shapes else ()
+    if len(out) == len(weight) and out[1] != weight[0] and out[1] % weight[1] == 0:
+        return weight[0] // (out[1] // weight[1])
+    return weight[1]
 
 
 def _pixels(shape: tuple[int, ...]) -> int:

@@ -250,6 +250,15 @@ def test_embedding_bag_prices_its_reduction(mode, weighted, forward):
         assert profile_model(Bag(mode, weighted).eval(), (INDICES, OFFSETS)).flops == forward
 
 
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_embedding_bag_reads_a_row_per_index_not_per_bag(tier):
+    """Its output holds one row per bag, but it reads one row of the table per index: 7 rows
+    of 3 float32 here, 84 bytes (it had read as its output's 2 rows and bookkeeping)."""
+    prof = profile_model(Bag("sum").eval(), (INDICES, OFFSETS), tier=tier)
+    (subgraph,) = prof.subgraphs
+    assert subgraph.bytes_weights == 7 * 3 * 4
+
+
 @pytest.mark.parametrize(
     "mode, weighted, backward",
     [

@@ -69,6 +69,31 @@ def test_each_op_falls_in_its_kernel_kind(op, expected):
     assert expected in KINDS
 
 
+@pytest.mark.parametrize(
+    ("layer", "expected"),
+    [
+        (nn.ConvTranspose2d(256, 1, 4), "conv_dense"),  # weight (256, 1, 4, 4): not depthwise
+        (nn.ConvTranspose2d(256, 128, 4), "conv_dense"),  # weight (256, 128, ...): not grouped
+        (nn.ConvTranspose2d(64, 64, 3, groups=64), "conv_depthwise"),  # depthwise, transposed
+        (nn.Conv2d(64, 64, 3, groups=64), "conv_depthwise"),
+    ],
+)
+def test_a_transposed_convolution_is_classed_by_its_own_weight_layout(layer, expected):
+    """A transposed convolution's weight is ``(in, out / groups, *kernel)``: its dim 1 is not
+    input channels per group (two dense decoders' upsampling convs read as depthwise and
+    grouped, priced 2.8x and 1.3x slow on a GPU profile)."""
+    from pytest_graphbudget.engine import latency
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+
+    model = nn.Sequential(nn.Conv2d(3, layer.in_channels, 1), layer).eval()
+    _, measured, _ = trace_and_measure(model, Example((torch.ones(1, 3, 16, 16),), {}))
+    convs = [n for n in measured.nodes if n.kind == "conv"]
+    shapes = latency.param_shapes(model)
+    sizes, channels = latency.tensor_sizes(measured), latency.tensor_channels(measured)
+    assert kernel_kind(convs[-1], shapes, sizes, channels) == expected
+
+
 def test_a_kernel_rate_prices_overhead_plus_the_slower_of_compute_and_memory():
     rate = KernelRate(flops_per_s=1e9, bytes_per_s=1e10, overhead_s=5e-6)
     # compute-bound: 2e6 FLOPs / 1e9 = 2 ms against 1e5 bytes / 1e10 = 10 us -> 5 us + 2 ms

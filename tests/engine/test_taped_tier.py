@@ -379,6 +379,26 @@ def test_a_tensor_constant_fx_stores_is_no_lazy_state():
     assert not hasattr(model, "_tensor_constant0")  # the user's model is left as it was
 
 
+class ComputesOnItsOwn(nn.Module):
+    """A product of two tensors the forward makes itself, and a sinusoid-style table built
+    from one: ``symbolic_trace`` runs both once and keeps the results as constants."""
+
+    def forward(self, x):
+        table = torch.ones(64, 64) @ torch.ones(64, 64)
+        position = torch.arange(4.0).unsqueeze(1).sin()
+        return x @ table + position
+
+
+def test_a_forward_that_computes_on_tensors_it_makes_is_priced_by_the_tape():
+    """By hand for a (4, 64) input: the 64x64x64 product of the constants, 262,144 MACs, and
+    the input's 4x64x64, 16,384 (FX kept the first as a constant and priced 16,384 alone); the
+    4 sines and the 256 adds of the broadcast sum."""
+    prof = profile_model(ComputesOnItsOwn(), torch.ones(4, 64))
+    assert prof.trace.method != "fx" and "makes itself (mm, sin)" in prof.trace.failures["fx"]
+    assert prof.macs == 64**3 + 4 * 64 * 64
+    assert prof.flops == 2 * prof.macs + 4 + 4 * 64
+
+
 TRACED: list[bool] = []
 """Whether each forward ran on FX proxies (outside the modules: what a trace assigns to a
 module is put back)."""
