@@ -89,16 +89,8 @@ class Hardware:
         return rates.get(kind)
 
 
-EFFICIENCY_KINDS = (
-    "conv",
-    "conv_grouped",
-    "depthwise",
-    "matmul",
-    "matmul_small",
-    "attention",
-    "norm",
-    "pool",
-    "elementwise",
+EFFICIENCY_KINDS = tuple(
+    "conv conv_grouped depthwise matmul matmul_small attention norm pool elementwise".split()
 )
 """The kinds a GPU profile's efficiencies are given for (``engine/latency.py`` maps every
 op's kernel kind to one): dense and pointwise convolutions, grouped and depthwise ones,
@@ -182,8 +174,9 @@ def profiles(extra: Mapping[str, Hardware] | None = None) -> dict[str, Hardware]
 
 def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Hardware:
     """Look a profile up by name or alias, in any case; an unknown name lists the known ones.
-    Without ``extra``, the profiles of the project around the working directory count too
-    (``project_profiles``), as they do for ``graph-budget`` and ``pytest --graph-budget``.
+    Without ``extra``, the profiles of the nearest ``pyproject.toml`` with a
+    ``[tool.graph_budget]`` table from the working directory up count too
+    (``project_profiles``); pytest and ``graph-budget`` pass their project's.
 
     A name before any alias: a user's profile named like a shipped card (or its alias) is the
     user's. Then aliases, the user's first. A shipped card the user shadowed by name keeps its
@@ -384,13 +377,14 @@ def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:
         if not isinstance(table, Mapping):
             raise GraphBudgetError(f"hardware {name!r}: must be a table, got {table!r}")
         found[str(name)] = from_table(str(name), table)
-    _check_names(found)
+    check_names(found)
     return found
 
 
-def _check_names(found: Mapping[str, Hardware]) -> None:
-    """Names are matched in any case: two profiles named alike, or an alias that is another
-    profile's name, would leave one of them unreachable without a word."""
+def check_names(found: Mapping[str, Hardware]) -> None:
+    """Names are matched in any case: two profiles named alike, an alias that is another
+    profile's name, or one alias of two profiles would leave one of them unreachable without
+    a word."""
     names: dict[str, str] = {}
     for name in found:
         if name.lower() in names:
@@ -400,6 +394,7 @@ def _check_names(found: Mapping[str, Hardware]) -> None:
             )
         names[name.lower()] = name
     shipped = {hw.name.lower() for hw in BUILTIN}
+    aliases: dict[str, str] = {}
     for name, hw in found.items():
         for alias in hw.aliases:
             taken = names.get(alias.lower()) or (alias.lower() in shipped and alias)
@@ -408,6 +403,12 @@ def _check_names(found: Mapping[str, Hardware]) -> None:
                     f"hardware {name!r}: alias {alias!r} is the name of the profile "
                     f"{taken!r}, which a name always reaches first; drop the alias, or name "
                     f"this profile {alias!r} to stand in for it"
+                )
+            other = aliases.setdefault(alias.lower(), name)
+            if other != name:
+                raise GraphBudgetError(
+                    f"hardware {other!r} and {name!r}: both give the alias {alias!r}, which "
+                    "would reach only one of them; drop it from one"
                 )
 
 

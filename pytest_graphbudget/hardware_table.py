@@ -123,6 +123,11 @@ def fractions(name: str, kind: str, pair: object) -> tuple[float, float]:
                 raise GraphBudgetError(
                     f"hardware {name!r}: {where} must be a share above 0, got {value!r}"
                 )
+            if found[-1] > SHARE_MAX:  # "500%": five times the peak, as a bare 5 would be
+                raise GraphBudgetError(
+                    f"hardware {name!r}: {where}: {value!r} is above {SHARE_MAX * 100:g}% of "
+                    "the peak, which no kernel reaches"
+                )
             continue
         share = number(name, where, value, positive=True)
         if share > SHARE_MAX:

@@ -115,6 +115,7 @@ def test_a_hopper_card_moves_bytes_at_its_measured_share_of_adas_and_computes_at
             'efficiency.conv: 50 would be 5000% of the peak: did you mean 0.5 or "50%"?',
         ),
         ({"efficiency": {"conv": ["0%", 1]}}, "efficiency.conv must be a share above 0"),
+        ({"efficiency": {"conv": ["500%", 1]}}, "'500%' is above 200% of the peak"),
         ({"launch_us": "fast"}, "launch_us must be a number >= 0, got 'fast'"),
         ({"launch_us": "4"}, "launch_us must be a number >= 0, got '4'"),
         ({"familly": "ada"}, "unknown key 'familly' (did you mean 'family'?)"),

@@ -43,7 +43,9 @@ def user_hardware(path: str | None) -> dict[str, Any]:
     from pytest_graphbudget.run import settings
 
     profiles = settings.for_directory(Path.cwd())[1].hardware_profiles
-    return {**profiles, **file_hardware(path)} if path else profiles
+    given = file_hardware(path)  # names match in any case: the file's ``MyHop`` wins ``myhop``
+    mine = {name.lower() for name in given}
+    return {**{n: hw for n, hw in profiles.items() if n.lower() not in mine}, **given}
 
 
 def file_hardware(path: str | None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pytest_graphbudget.cli.console import FORMATS, PROG
 from pytest_graphbudget.errors import GraphBudgetError
@@ -134,7 +134,13 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (the usage block is in ``--help``), like every
-    other bad input of the command line. Sub-parsers inherit the class."""
+    other bad input of the command line, and an option is never read from a prefix of its
+    name (``hardware --hardware h100`` had read as ``--hardware-file h100``). Sub-parsers
+    inherit the class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -408,7 +408,7 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
 
 def _hardware_profiles(tables: Any, where: str, problems: list[str]) -> dict[str, Any]:
     """The user's hardware profiles that are well formed; a problem for each other one."""
-    from pytest_graphbudget.hardware import from_table
+    from pytest_graphbudget.hardware import check_names, from_table
 
     if not isinstance(tables, dict):
         problems.append(f"{where}: hardware_profiles must be {KEYS['hardware_profiles']}")
@@ -424,6 +424,10 @@ def _hardware_profiles(tables: Any, where: str, problems: list[str]) -> dict[str
             found[str(name)] = from_table(str(name), table)
         except GraphBudgetError as exc:
             problems.append(f"{where}: hardware_profiles.{key}: {exc}")
+    try:  # two names alike in case, an alias taken twice: one profile unreachable
+        check_names(found)
+    except GraphBudgetError as exc:
+        problems.append(f"{where}: hardware_profiles: {exc}")
     return found
 
 

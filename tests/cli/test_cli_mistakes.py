@@ -251,3 +251,32 @@ def test_init_refuses_a_file_no_run_collects(project, capsys):
     assert cli.main(["check", "-q", "--no-cache", "--json", "r.json"]) == 0
     (model,) = json.loads((project / "r.json").read_text())["models"]
     assert model["id"] == f"budget/models.toml::{MODULE}:linear"
+
+
+def test_profiles_one_name_could_not_reach_are_refused_and_a_files_profile_wins_in_any_case(
+    project, capsys
+):
+    """Names match in any case: ``edge`` and ``Edge``, or one alias of two profiles, left one
+    profile unreachable (only Python refused them); a ``--hardware-file`` profile ``MyHop``
+    lost to the project's ``myhop``. And ``--hardware`` is no prefix of ``--hardware-file``."""
+    card = "peak_tflops = {{ float32 = {} }}\nbandwidth_gbs = {}\n"
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        "[tool.graph_budget.hardware_profiles.edge]\n" + card.format(4, 100)
+        + "[tool.graph_budget.hardware_profiles.Edge]\n" + card.format(1, 30)
+    )  # fmt: skip
+    assert cli.main(["hardware"]) == 2
+    assert "names are matched in any case" in capsys.readouterr().err
+    pyproject.write_text(
+        "[tool.graph_budget.hardware_profiles.fast]\naliases = ['prod']\n" + card.format(4, 100)
+        + "[tool.graph_budget.hardware_profiles.slow]\naliases = ['PROD']\n" + card.format(1, 30)
+    )  # fmt: skip
+    assert cli.main(["hardware"]) == 2
+    assert "both give the alias 'PROD'" in capsys.readouterr().err
+    pyproject.write_text("[tool.graph_budget.hardware_profiles.myhop]\n" + card.format(60, 800))
+    (project / "case.toml").write_text("[hardware.MyHop]\n" + card.format(6, 80))
+    assert cli.main(["hardware", "--hardware-file", "case.toml", "--format", "json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert "myhop" not in rows and rows["MyHop"]["ridge_point"] == pytest.approx(6e12 / 80e9)
+    assert cli.main(["hardware", "--hardware", "h100"]) == 2
+    assert "unrecognized arguments: --hardware h100" in capsys.readouterr().err
