@@ -254,6 +254,9 @@ def check_files(
             results += check_file(
                 path, tables[path], root, conf.defaults, checker, profiler, hardware
             )
+    from pytest_graphbudget.run.base_ref import report_stray_imports
+
+    report_stray_imports()  # a --base run: the project's modules it read from elsewhere
     return results
 
 

@@ -103,6 +103,7 @@ class Checker:
     """An HTML report is asked: draws each profile's graph where it is made
     (``reports.html_graph.draw``, given by the plugin or ``graph-budget check``)."""
     collected: set[str] | None = None  # the run's node ids once collected (None: no renames)
+    partly: set[str] | None = field(default_factory=set)  # files run in part (renames.py)
     root: Path | None = None  # the project's root, that baseline ids are relative to
     baseline_from: str = ""  # where the baseline's path was configured; "" for the default
     compared_with: str = ""  # --graph-budget-base: the base the baseline holds, for the title
@@ -139,7 +140,8 @@ class Checker:
 
         if self._orphans is None:
             keys = self.baseline.keys()
-            self._orphans = stale_entries(keys, self.collected or set(), self.root)
+            collected = self.collected or set()
+            self._orphans = stale_entries(keys, collected, self.root, partly=self.partly)
         return self._orphans
 
     def rematch(self, results: list[ModelResult], nodeid: str = "") -> None:

@@ -181,14 +181,17 @@ def stale_entries(
     collected: set[str],
     root: Path | None = None,
     checked: dict[str, set[str]] | None = None,
+    partly: set[str] | None = set(),  # noqa: B006 - never changed
 ) -> set[str]:
     """Baseline entries whose model is gone: of budget files or test files run now, whose
     test or table was not collected; of a file that no longer exists under ``root`` (renamed
     or deleted); and under a test whose models were all checked (``checked``: its node id ->
     its models' ids) and one of which has no entry of its own, the ones none of them has
-    (a renamed fixture)."""
+    (a renamed fixture). Files the run selected only part of (``partly``; None: any file)
+    have no entries stale for not being collected."""
 
-    files = {nodeid.split("::", 1)[0] for nodeid in collected}
+    files = {nodeid.split("::", 1)[0] for nodeid in collected} if partly is not None else set()
+    files -= partly or set()
     stale = set()
     for key in baseline_keys:
         file = key.split("::", 1)[0]

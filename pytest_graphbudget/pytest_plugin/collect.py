@@ -70,6 +70,25 @@ def named_paths(config: pytest.Config) -> list[Path]:
     return [here / arg.split("::", 1)[0] for arg in config.args]
 
 
+def partly_run(config: pytest.Config) -> set[str] | None:
+    """The files (node-id paths) whose tests or tables this run selects only some of: those a
+    ``path::name`` argument names. A model of theirs that was not collected was not selected,
+    not removed, so its baseline entry is not stale (``--graph-budget-update`` had dropped the
+    other tests' entries of ``pytest --graph-budget tests/test_nets.py::test_a``). None under
+    ``--lf`` or ``--sw``, which leave out what passed before: any file may be partly run."""
+    if config.getoption("lf", False) or config.getoption("stepwise", False):
+        return None
+    here, found = config.invocation_params.dir, set()
+    for arg in config.args:
+        if "::" in arg:
+            path = (here / arg.split("::", 1)[0]).resolve()
+            try:
+                found.add(path.relative_to(config.rootpath.resolve()).as_posix())
+            except ValueError:  # outside the root: no baseline entry is keyed by it
+                continue
+    return found
+
+
 def collects(
     path: Path, session: pytest.Session, baseline: Path, roots: list[Path], named: list[Path]
 ) -> bool:

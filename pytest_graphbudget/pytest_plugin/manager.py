@@ -29,6 +29,7 @@ from pytest_graphbudget.pytest_plugin.collect import (
     failure_text,
     named_paths,
     ours,
+    partly_run,
 )
 from pytest_graphbudget.pytest_plugin.markers import (
     bare_module_error,
@@ -73,6 +74,7 @@ class GraphBudget:
             update=config.getoption("graph_budget_update"),
             draw=html_graph.draw if config.getoption("graph_budget_html") else None,  # on workers
             collected=self.collected,  # complete before any test runs: renames.py
+            partly=partly_run(config),
             root=root,
         )
         clear = config.getoption("graph_budget_cache_clear") and not _is_worker(config)
@@ -405,8 +407,8 @@ class GraphBudget:
         from pytest_graphbudget.gate.renames import stale_entries
         from pytest_graphbudget.run.session import checked_tests
 
-        keys, root = self.checker.baseline.keys(), self.config.rootpath
-        return stale_entries(keys, self.collected, root, checked_tests(self.results))
+        keys, root, tests = self.checker.baseline.keys(), self.config.rootpath, self.results
+        return stale_entries(keys, self.collected, root, checked_tests(tests), self.checker.partly)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any):

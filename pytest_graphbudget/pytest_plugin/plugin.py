@@ -16,6 +16,7 @@ rendering ``reports/``.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -125,8 +126,23 @@ def pytest_configure(config: pytest.Config) -> None:
         manager = GraphBudget(config)
         config.stash[STATE] = manager
         config.pluginmanager.register(manager, "graph-budget")
+        from pytest_graphbudget.run.base_ref import IMPORTS_ENV
+
+        if os.environ.get(IMPORTS_ENV):  # a --graph-budget-base run: base_ref.stray_imports
+            config.pluginmanager.register(BaseImports(), "graph-budget-base-imports")
     else:
         config.pluginmanager.register(Dormant(), "graph-budget-dormant")
+
+
+class BaseImports:
+    """In the base's run (``--graph-budget-base``): writes the project's modules it imported
+    from outside its own checkout, which the run that asked refuses."""
+
+    @pytest.hookimpl
+    def pytest_sessionfinish(self) -> None:
+        from pytest_graphbudget.run.base_ref import report_stray_imports
+
+        report_stray_imports()
 
 
 class Dormant:
@@ -190,11 +206,14 @@ def graph_profile(request: pytest.FixtureRequest):
     ):
         given = {"mode": mode, "optimizer": optimizer, "dtype": dtype, "execution": execution}
         how = {key: value for key, value in given.items() if value is not None}
-        if manager is None:
+        if manager is None:  # the gate off: the profiles of pytest's project, as with it on
+            from pytest_graphbudget.hardware import get
             from pytest_graphbudget.modes.dispatch import profile_model
+            from pytest_graphbudget.pytest_plugin.state import project_settings
 
-            hardware = hardware or "generic"
-            return profile_model(model, inputs, kwargs, hardware=hardware, name=name, **how)
+            profiles = project_settings(request.config).hardware_profiles
+            card = get(hardware or "generic", profiles)
+            return profile_model(model, inputs, kwargs, hardware=card, name=name, **how)
         return manager.profile_for_item(request.node, model, inputs, kwargs, name, hardware, how)
 
     return run

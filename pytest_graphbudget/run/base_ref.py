@@ -14,6 +14,7 @@ profiled once. A base that cannot be profiled is one line (``BaseError``), never
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -28,6 +29,9 @@ from typing import Any
 from pytest_graphbudget.errors import GraphBudgetError
 
 QUIET = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT")
+IMPORTS_ENV = "GRAPH_BUDGET_BASE_IMPORTS"
+"""Set in the base run: ``<its checkout's project root>`` and ``<a file>``, where it writes
+the project's modules it imported from elsewhere (``stray_imports``)."""
 SHALLOW_HINT = "shallow clone? use actions/checkout with fetch-depth: 0"
 
 
@@ -124,6 +128,9 @@ def profile_base(
         written.unlink(missing_ok=True)  # the base's own figures only, never a stale file's
         # the base run reports nothing: no job summary, no annotations of its own
         env = {k: v for k, v in os.environ.items() if k not in QUIET}
+        env["PYTHONPATH"] = base_pythonpath(top.resolve(), tree)
+        strays = out.parent / "strays.json"
+        env[IMPORTS_ENV] = os.pathsep.join([str(base_root), str(strays)])
         ran = subprocess.run(
             [sys.executable, *command],
             cwd=base_here,
@@ -135,12 +142,64 @@ def profile_base(
         if ran.returncode not in ok:
             why = f"exit code {ran.returncode}: {last(ran)}"
             raise BaseError(f"{flag} {ref}: the run at {label} failed ({why})")
+        stray = json.loads(strays.read_text()) if strays.is_file() else []
+        if stray:  # its figures would be this checkout's: compared with itself, all green
+            raise BaseError(
+                f"{flag} {ref}: the run at {label} imported {stray[0]}, not the copy in its "
+                "own checkout (an installed package?): make the project importable from where "
+                "pytest runs (pytest's pythonpath setting, or PYTHONPATH=src) instead"
+            )
         out.parent.mkdir(parents=True, exist_ok=True)
         if written.is_file():
             shutil.copyfile(written, out)
         else:  # nothing profiled at the base: every model of HEAD is new
             out.write_text("", encoding="utf-8")
     return Base(label, out)
+
+
+def base_pythonpath(top: Path, tree: Path) -> str:
+    """``PYTHONPATH`` for the base run: each entry of this process's path inside the
+    repository (``src`` of an editable install, an absolute ``PYTHONPATH``), moved to the
+    base's checkout and put first, then the inherited ``PYTHONPATH``. Without it the base
+    imported this checkout's code and compared it with itself. Environments inside the
+    repository (``.venv``) stay as they are."""
+    skip = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
+    moved: list[str] = []
+    for entry in sys.path:
+        path = Path(entry or ".").resolve()
+        if not path.is_relative_to(top) or any(path.is_relative_to(p) for p in skip):
+            continue
+        there = tree / path.relative_to(top)
+        if there.is_dir() and str(there) not in moved:
+            moved.append(str(there))
+    rest = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join([*moved, *([rest] if rest else [])])
+
+
+def stray_imports(root: Path) -> list[str]:
+    """The project's modules (a package or module at ``root`` or in ``root/src``) that this
+    process imported from outside ``root``'s checkout, each ``"name from path"``."""
+    names = set()
+    for folder in (root, root / "src"):
+        for path in folder.iterdir() if folder.is_dir() else ():
+            if path.suffix == ".py" and path.stem != "conftest":
+                names.add(path.stem)
+            elif (path / "__init__.py").is_file():
+                names.add(path.name)
+    found = []
+    for name in sorted(names):
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file and not Path(file).resolve().is_relative_to(root.resolve()):
+            found.append(f"{name} from {file}")
+    return found
+
+
+def report_stray_imports() -> None:
+    """In a base run (``IMPORTS_ENV`` set), once its models are imported: write
+    ``stray_imports`` to the file the run that asked reads."""
+    if os.environ.get(IMPORTS_ENV):
+        root, out = os.environ[IMPORTS_ENV].split(os.pathsep)
+        Path(out).write_text(json.dumps(stray_imports(Path(root))), encoding="utf-8")
 
 
 def last(ran: subprocess.CompletedProcess) -> str:

@@ -447,6 +447,27 @@ def test_project_defaults_and_hardware_profiles_from_pyproject(project):
     )
 
 
+def test_graph_profile_without_the_gate_prices_on_its_projects_profiles(project):
+    """Run from a folder whose own pyproject.toml has a profile of the same name, the fixture
+    (gate off) priced on that one, where the gate priced on the project pytest runs."""
+    card = "peak_tflops = {{ float32 = {} }}\nbandwidth_gbs = 100\n"
+    project.makepyprojecttoml("[tool.graph_budget.hardware_profiles.plain]\n" + card.format(2))
+    inner = project.mkdir("inner")
+    (inner / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\n[tool.graph_budget.hardware_profiles.plain]\n" + card.format(20)
+    )
+    (inner / "test_gp.py").write_text(
+        "import torch\n\n"
+        "def test_gp(graph_profile):\n"
+        "    prof = graph_profile(torch.nn.Linear(4, 4), (torch.ones(1, 4),), hardware='plain')\n"
+        "    assert prof.hardware.peak('float32') == 20e12\n"
+    )
+    for gate in ((), ("--graph-budget",)):
+        project.runpytest("-p", "no:cacheprovider", *gate, "inner/test_gp.py").assert_outcomes(
+            passed=1
+        )
+
+
 def test_baseline_update_regression_notice_and_stale_entries(project):
     project.mkdir("budgets")
     budget = project.path / "budgets" / "tiny.toml"
@@ -484,6 +505,57 @@ def test_baseline_update_regression_notice_and_stale_entries(project):
     result.stdout.fnmatch_lines(["*stale baseline entry*budgets/tiny.toml::net*"])
     run(project, "budgets/", "--graph-budget-update")
     assert "tiny.toml::net" not in (project.path / "budgets" / "baseline.toml").read_text()
+
+
+def test_a_run_of_some_tests_by_node_id_or_lf_keeps_the_other_tests_entries(project):
+    """A model a ``path::name`` argument or ``--lf`` left out was not removed: its baseline
+    entry is not stale, and an update keeps it (``--graph-budget-update --lf``, accepting
+    the one failing model, had deleted every other entry of its file)."""
+    project.mkdir("budgets")
+    budget = project.path / "budgets" / "tiny.toml"
+    budget.write_text(
+        '[models.net]\nfactory = "models:linear"\nflops_max = "1M"\n'
+        '[models.other]\nfactory = "models:linear"\nflops_max = "1M"\n'
+    )
+    project.makepyfile(
+        test_two="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def small():
+            return linear()
+
+        @pytest.fixture
+        def wide():
+            return linear(48)
+
+        @pytest.mark.flops_max("1M")
+        def test_a(small):
+            pass
+
+        @pytest.mark.flops_max("100k")
+        def test_b(wide):
+            pass
+        """
+    )
+    baseline = project.path / "budgets" / "baseline.toml"
+    gate = ("--graph-budget", "--graph-budget-update")
+    project.runpytest(*gate, "budgets/", "test_two.py").assert_outcomes(passed=4)
+    entries = baseline.read_text()
+    for one in ("budgets/tiny.toml::net", "budgets/tiny.toml::other", "test_two.py::test_b"):
+        assert one in entries
+    for only in ("budgets/tiny.toml::net", "test_two.py::test_a"):
+        result = project.runpytest("--graph-budget", only)
+        result.assert_outcomes(passed=1)
+        assert "stale" not in result.stdout.str()
+        project.runpytest(*gate, only).assert_outcomes(passed=1)
+        assert baseline.read_text() == entries
+    # test_b fails its limit; --lf runs it alone, and its update keeps test_a's entry
+    project.makepyfile(test_two=(project.path / "test_two.py").read_text().replace("(48)", "(480)"))
+    project.runpytest("--graph-budget", "test_two.py").assert_outcomes(passed=1, failed=1)
+    project.runpytest(*gate, "--lf", "test_two.py").assert_outcomes(failed=1, deselected=1)
+    assert "test_two.py::test_a" in baseline.read_text()
 
 
 def test_a_malformed_baseline_is_reported_and_rewritten_by_update(project):
