@@ -222,12 +222,24 @@ def _params(named: list, packs: list) -> int:
 
 def _weights_by_module(named: list, buffers: list, packs: list) -> dict[str, int]:
     """Parameter and buffer bytes as stored (``quantized.stored_bytes``), packed weights too,
-    by the module that registers each (a tied weight once, under its first name, as params)."""
+    by the module that registers each (a tied weight once, under its first name, as params;
+    a buffer that views a weight's storage adds none of it: at most the storage's bytes)."""
     from pytest_graphbudget.engine.quantized import stored_bytes
 
     seen: dict[int, tuple[str, int]] = {}
+    room: dict[int, int] = {}  # a storage's bytes not yet charged: a view of a weight is in it
     for fqn, tensor in named + buffers:
-        seen.setdefault(id(tensor), (fqn.rpartition(".")[0], stored_bytes(tensor)))
+        if id(tensor) in seen:
+            continue
+        size = stored_bytes(tensor)
+        if not tensor.is_quantized and str(tensor.layout) == "torch.strided":
+            storage = tensor.untyped_storage()
+            key = int(storage._weak_ref())
+            left = room.setdefault(key, storage.nbytes())
+            size = min(size, left)
+            room[key] = left - size
+            storage._free_weak_ref(key)
+        seen[id(tensor)] = (fqn.rpartition(".")[0], size)
     for fqn, obj, tensors in packs:
         seen.setdefault(id(obj), (fqn.rpartition(".")[0], sum(map(stored_bytes, tensors))))
     held: dict[str, int] = {}

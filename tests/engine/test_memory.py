@@ -165,6 +165,30 @@ def test_buffers_count_in_weights_bytes_with_their_own_dtype():
     assert prof.activation_peak_bytes == 2 * H1
 
 
+class ViewsItsWeight(nn.Module):
+    """A buffer that views half of a weight, and two parameters cut from one tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(1000, 1)
+        self.register_buffer("part", self.fc.weight.data[:, :500])
+        whole = torch.ones(10, 4)
+        self.a, self.b = nn.Parameter(whole[:5]), nn.Parameter(whole[5:])
+
+    def forward(self, x):
+        return self.fc(x) + self.part.sum() + (self.a @ self.b.T).sum()
+
+
+@pytest.mark.parametrize("meta", [False, True])
+def test_a_buffer_viewing_a_weight_adds_no_bytes_and_cut_parameters_add_theirs(meta):
+    """The weights hold 1,000 + 1 floats of the Linear and 40 of the two halves: 4,164 bytes.
+    The buffer is a view of the Linear's weight (it had added its 2,000 bytes again)."""
+    with torch.device("meta" if meta else "cpu"):
+        model = ViewsItsWeight().eval()
+        x = torch.ones(2, 1000)
+    assert profile_model(model, (x,)).weights_bytes == (1000 + 1 + 40) * F32
+
+
 # --------------------------------------------------------------------------------------------
 # meta device
 
