@@ -209,9 +209,27 @@ def kernel_seconds(
         return rate.time(flops, moved)
     if kind == "view":
         return 0.0
+    peak = tensor_core_dtype(kind, dtype)
     if target.efficiency:
-        return target.kind_time(efficiency_kind(kind, flops), flops, moved, dtype, compiled)
-    return target.launch_s + target.time(flops, moved, dtype)
+        return target.kind_time(efficiency_kind(kind, flops), flops, moved, peak, compiled)
+    return target.launch_s + target.time(flops, moved, peak)
+
+
+def tensor_core_dtype(kind: str, dtype: str) -> str:
+    """The peak a float32 kernel runs at: ``tf32`` for a convolution while cuDNN may use
+    TF32 (``torch.backends.cudnn.allow_tf32``, PyTorch's default) and for a product while
+    cuBLAS may (``torch.backends.cuda.matmul.allow_tf32``: off by default, on after
+    ``torch.set_float32_matmul_precision("high")``); a profile without a ``tf32`` peak
+    prices it at float32's. Depthwise convolutions run off the tensor cores."""
+    if dtype != "float32":
+        return dtype
+    import torch
+
+    if kind.startswith("conv") and "depthwise" not in kind:
+        return "tf32" if torch.backends.cudnn.allow_tf32 else dtype
+    if kind == "matmul":
+        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else dtype
+    return dtype
 
 
 def group_seconds(

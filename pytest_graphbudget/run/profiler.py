@@ -249,7 +249,18 @@ def _keyed(request: Request) -> dict[str, Any]:
     how = request.variant.options()
     if request.execution != "eager":  # another time estimate; eager keys as before it existed
         how = {**how, "execution": request.execution}
+    tf32 = _tf32()
+    if tf32 != (True, False):  # float32 priced at another peak (latency.tensor_core_dtype)
+        how = {**how, "tf32": list(tf32)}
     return {**how, "tier": request.tier} if request.tier else how
+
+
+def _tf32() -> tuple[bool, bool]:
+    """PyTorch's TF32 switches for convolutions and products, which a float32 estimate
+    follows; PyTorch's defaults are ``(True, False)``."""
+    import torch
+
+    return bool(torch.backends.cudnn.allow_tf32), bool(torch.backends.cuda.matmul.allow_tf32)
 
 
 def entry_of(prof: Profile, nodes: bool) -> dict[str, Any]:

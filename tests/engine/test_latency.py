@@ -467,3 +467,29 @@ def test_a_bad_execution_is_one_line_naming_the_two(bad):
     assert "\n" not in str(info.value)
     if bad == "eagre":
         assert "did you mean 'eager'?" in str(info.value)
+
+
+def test_a_float32_model_runs_its_convolutions_at_tf32_as_pytorch_does_by_default():
+    """A compute-bound 3x3 convolution (38.7 GFLOPs against 70 MB) in float32 on ``a100``:
+    at the TF32 peak (156 TFLOP/s) while cuDNN may use TF32, PyTorch's default, and at the
+    FP32 peak (19.5) without; a product at FP32's until cuBLAS is allowed TF32
+    (``torch.set_float32_matmul_precision("high")``), then at TF32's. The rest of the kernel
+    model is the same, so the times above the launch differ by the peaks' ratio, 8."""
+    conv = nn.Conv2d(256, 256, 3, padding=1).eval()
+    linear = nn.Linear(4096, 4096).eval()
+    cases = ((conv, torch.ones(8, 256, 64, 64)), (linear, torch.ones(4096, 4096)))
+
+    def above_launch(model, x):
+        prof = profile_model(model, (x,), hardware="a100")
+        return prof.est_latency_s - prof.hardware.launch_s
+
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    try:
+        conv_tf32, linear_fp32 = (above_launch(*case) for case in cases)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            conv_fp32, linear_tf32 = (above_launch(*case) for case in cases)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+    assert conv_fp32 / conv_tf32 == pytest.approx(156 / 19.5)
+    assert linear_fp32 / linear_tf32 == pytest.approx(156 / 19.5)
