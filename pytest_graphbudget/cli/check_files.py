@@ -275,7 +275,7 @@ def compared(
     (profiled by this command with ``--update`` in a worktree of the merge base, sharing
     ``cache`` and this run's ``flags``), the title naming the base and whether a baseline
     file was ignored."""
-    from pytest_graphbudget.run.base_ref import checker_baseline, profile_base
+    from pytest_graphbudget.run.base_ref import REPORT, checker_baseline, profile_base
 
     committed = root / conf.baseline
     if base is None:
@@ -287,6 +287,7 @@ def compared(
     command = ["-m", "pytest_graphbudget.cli", "check", "--update", "-q"]
     command += ["--cache-dir", str(cache.resolve()), *flags]
     out = Path(scratch.enter_context(tempfile.TemporaryDirectory())) / "baseline.toml"
+    command += ["--json", str(out.parent / REPORT)]  # what the base could not profile
     found = profile_base(base, root, here, [*command, *paths], out, flag="--base")
     return checker_baseline(committed, root, conf.baseline_from, found, "--base")
 

@@ -45,7 +45,15 @@ def user_hardware(path: str | None) -> dict[str, Any]:
     profiles = settings.for_directory(Path.cwd())[1].hardware_profiles
     given = file_hardware(path)  # names match in any case: the file's ``MyHop`` wins ``myhop``
     mine = {name.lower() for name in given}
-    return {**{n: hw for n, hw in profiles.items() if n.lower() not in mine}, **given}
+    found = {**{n: hw for n, hw in profiles.items() if n.lower() not in mine}, **given}
+    if given:  # an alias of the file's that a project profile has (or is named) too
+        from pytest_graphbudget.hardware import check_names
+
+        try:
+            check_names(found)
+        except GraphBudgetError as exc:
+            raise GraphBudgetError(f"{path} and the project's profiles: {exc}") from None
+    return found
 
 
 def file_hardware(path: str | None) -> dict[str, Any]:

@@ -195,6 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_graphbudget.cli.zoo_sweep",
         description="Profile the models of the zoo and write a Markdown table.",
+        allow_abbrev=False,  # as graph-budget's commands: --fam is no --family
     )
     parser.add_argument(
         "names", nargs="*", help="models to sweep (default: every name of the default families)"

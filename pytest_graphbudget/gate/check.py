@@ -107,6 +107,7 @@ class Checker:
     root: Path | None = None  # the project's root, that baseline ids are relative to
     baseline_from: str = ""  # where the baseline's path was configured; "" for the default
     compared_with: str = ""  # --graph-budget-base: the base the baseline holds, for the title
+    base_errors: dict[str, str] = field(default_factory=dict)  # what the base could not profile
     _baseline: Baseline | None = field(default=None, repr=False)
     _orphans: set[str] | None = field(default=None, repr=False)
 
@@ -257,6 +258,14 @@ def settle(result: ModelResult, checker: Checker) -> None:
     if result.profile is None or result.error is not None or result.baseline is not None:
         return
     gap = None if checker.update else unbaselined(result.budget, checker)
+    errors = checker.base_errors  # a table's id, or the test's whose fixture raised
+    failed = errors.get(result.id, errors.get(result.id.rsplit("::", 1)[0]))
+    if failed is not None:  # not new: the base's run could not profile it
+        why = failed or "an error"
+        gap = f"not compared: {checker.baseline_name} could not profile it ({why})"
+        if not checker.strict:
+            result.findings.append(asdict(Finding("warn", NEW_KEY, gap)))
+            return
     if gap and checker.strict:  # a closed gate: every model compared with its baseline
         result.error = f"{gap} ({STRICT_NEW})"
     elif gap:

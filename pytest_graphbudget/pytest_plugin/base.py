@@ -32,7 +32,7 @@ class BaseRun(Base):
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[WORKER_KEY] = [self.label, str(self.baseline)]
+        node.workerinput[WORKER_KEY] = [self.label, str(self.baseline), self.errors]
 
     @pytest.hookimpl
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -56,14 +56,14 @@ def baseline_of(config: pytest.Config, settings: Any) -> dict[str, Any]:
 def base_run(config: pytest.Config, settings: Any) -> BaseRun | None:
     """The base profiled (on the controller) or handed over (on a worker); None without
     ``--graph-budget-base``."""
-    from pytest_graphbudget.run.base_ref import BaseError, profile_base
+    from pytest_graphbudget.run.base_ref import REPORT, BaseError, profile_base
 
     ref = config.getoption("graph_budget_base")
     if not ref:
         return None
     if _is_worker(config):
-        label, path = config.workerinput[WORKER_KEY]
-        return BaseRun(label, Path(path))
+        label, path, errors = config.workerinput[WORKER_KEY]
+        return BaseRun(label, Path(path), errors)
     if config.getoption("graph_budget_update"):
         raise pytest.UsageError(
             "--graph-budget-base compares with the base and --graph-budget-update rewrites "
@@ -73,12 +73,12 @@ def base_run(config: pytest.Config, settings: Any) -> BaseRun | None:
     here = config.invocation_params.dir
     try:
         # 5: nothing collected at the base, so every model of HEAD is new
-        run = command(config, settings)
+        run = [*command(config, settings), f"--graph-budget-json={scratch / REPORT}"]
         base = profile_base(ref, config.rootpath, here, run, scratch / "b", ok=(0, 1, 5))
     except BaseError as exc:
         shutil.rmtree(scratch, ignore_errors=True)
         raise pytest.UsageError(str(exc)) from None
-    return BaseRun(base.label, base.baseline, scratch)
+    return BaseRun(base.label, base.baseline, base.errors, scratch)
 
 
 def command(config: pytest.Config, settings: Any) -> list[str]:

@@ -75,9 +75,10 @@ def partly_run(config: pytest.Config) -> set[str] | None:
     ``path::name`` argument names. A model of theirs that was not collected was not selected,
     not removed, so its baseline entry is not stale (``--graph-budget-update`` had dropped the
     other tests' entries of ``pytest --graph-budget tests/test_nets.py::test_a``). None under
-    ``--lf`` or ``--sw``, which leave out what passed before: any file may be partly run."""
-    if config.getoption("lf", False) or config.getoption("stepwise", False):
-        return None
+    ``--lf`` or ``--sw``, which leave out what passed before, and ``--pyargs``: any file may
+    be partly run."""
+    if any(config.getoption(flag, False) for flag in ("lf", "stepwise", "pyargs")):
+        return None  # --pyargs: a node id names a module, not the file the entries name
     here, found = config.invocation_params.dir, set()
     for arg in config.args:
         if "::" in arg:

@@ -408,7 +408,8 @@ class GraphBudget:
         from pytest_graphbudget.run.session import checked_tests
 
         keys, root, tests = self.checker.baseline.keys(), self.config.rootpath, self.results
-        return stale_entries(keys, self.collected, root, checked_tests(tests), self.checker.partly)
+        seen = self.collected | self.shards.present  # xdist: what the workers deselected too
+        return stale_entries(keys, seen, root, checked_tests(tests), self.checker.partly)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any):

@@ -211,7 +211,10 @@ def graph_profile(request: pytest.FixtureRequest):
             from pytest_graphbudget.modes.dispatch import profile_model
             from pytest_graphbudget.pytest_plugin.state import project_settings
 
-            profiles = project_settings(request.config).hardware_profiles
+            try:
+                profiles = project_settings(request.config).hardware_profiles
+            except pytest.UsageError as exc:  # one line, as with the gate on
+                pytest.fail("; ".join(map(str, exc.args)), pytrace=False)
             card = get(hardware or "generic", profiles)
             return profile_model(model, inputs, kwargs, hardware=card, name=name, **how)
         return manager.profile_for_item(request.node, model, inputs, kwargs, name, hardware, how)

@@ -32,6 +32,7 @@ class ShardBooks:
         self.collected: set[str] = set()
         self.kept: set[str] = set()
         self.skipped: set[str] = set()  # skipped or xfailed: no verdict, and no model
+        self.present: set[str] = set()  # every item before deselection: what is not stale
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]):
@@ -44,8 +45,10 @@ class ShardBooks:
         kept = budgeted & {item.nodeid for item in items}
         self.collected |= budgeted
         self.kept |= kept
+        self.present |= {item.nodeid for item in every}
         if _is_worker(self.config):
-            self.config.workeroutput[WORKER_COLLECTION] = [sorted(budgeted), sorted(kept)]
+            found = [sorted(budgeted), sorted(kept), sorted(self.present)]
+            self.config.workeroutput[WORKER_COLLECTION] = found
         return result
 
     @pytest.hookimpl
@@ -56,9 +59,13 @@ class ShardBooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        budgeted, kept = getattr(node, "workeroutput", {}).get(WORKER_COLLECTION, ([], []))
+        found = getattr(node, "workeroutput", {}).get(WORKER_COLLECTION, ([], [], []))
+        budgeted, kept, present = found
         self.collected.update(budgeted)
         self.kept.update(kept)
+        # under xdist the controller collects nothing: a test -k or --deselect left out is
+        # still the workers' (its baseline entry is not stale)
+        self.present.update(present)
 
     def collection(self) -> Collection:
         """What the JSON report says of the run's collection."""

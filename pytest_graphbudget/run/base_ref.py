@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,9 @@ from pytest_graphbudget.errors import GraphBudgetError
 
 QUIET = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT")
 IMPORTS_ENV = "GRAPH_BUDGET_BASE_IMPORTS"
-"""Set in the base run: ``<its checkout's project root>`` and ``<a file>``, where it writes
-the project's modules it imported from elsewhere (``stray_imports``)."""
+"""Set in the base run: its checkout's project root, the checkout, the checkout that asked,
+and the file where it writes the project's modules it imported from elsewhere
+(``stray_imports``)."""
 SHALLOW_HINT = "shallow clone? use actions/checkout with fetch-depth: 0"
 
 
@@ -45,6 +46,8 @@ class Base:
 
     label: str
     baseline: Path
+    errors: dict[str, str] = field(default_factory=dict)
+    """Models the base run could not profile, by id, with why: ``REPORT`` beside ``out``."""
 
 
 def git(top: Path, *args: str) -> subprocess.CompletedProcess:
@@ -130,7 +133,7 @@ def profile_base(
         env = {k: v for k, v in os.environ.items() if k not in QUIET}
         env["PYTHONPATH"] = base_pythonpath(top.resolve(), tree)
         strays = out.parent / "strays.json"
-        env[IMPORTS_ENV] = os.pathsep.join([str(base_root), str(strays)])
+        env[IMPORTS_ENV] = os.pathsep.join(map(str, (base_root, tree, top, strays)))
         ran = subprocess.run(
             [sys.executable, *command],
             cwd=base_here,
@@ -152,9 +155,24 @@ def profile_base(
         out.parent.mkdir(parents=True, exist_ok=True)
         if written.is_file():
             shutil.copyfile(written, out)
+        elif ran.returncode == 1:  # it failed before writing anything: a crash, not figures
+            raise BaseError(f"{flag} {ref}: the run at {label} failed ({last(ran)})")
         else:  # nothing profiled at the base: every model of HEAD is new
             out.write_text("", encoding="utf-8")
-    return Base(label, out)
+    return Base(label, out, base_errors(out.parent / REPORT))
+
+
+REPORT = "base.json"
+"""The base run's JSON report, beside its baseline: the callers ask for it there."""
+
+
+def base_errors(path: Path) -> dict[str, str]:
+    """The models of the base run's JSON report (``REPORT``) that could not be profiled."""
+    try:
+        models = json.loads(path.read_text(encoding="utf-8"))["models"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {m["id"]: m.get("error") or "" for m in models if m.get("verdict") == "error"}
 
 
 def base_pythonpath(top: Path, tree: Path) -> str:
@@ -176,20 +194,31 @@ def base_pythonpath(top: Path, tree: Path) -> str:
     return os.pathsep.join([*moved, *([rest] if rest else [])])
 
 
-def stray_imports(root: Path) -> list[str]:
-    """The project's modules (a package or module at ``root`` or in ``root/src``) that this
-    process imported from outside ``root``'s checkout, each ``"name from path"``."""
+def stray_imports(root: Path, tree: Path, head: Path) -> list[str]:
+    """The project's modules that this base run imported from elsewhere, each ``"name from
+    path"``: any module read from ``head`` (the checkout that asked: an editable install's
+    finder maps it there), and a package or module at ``root`` or in ``root/src``
+    (namespace packages too) read from outside ``tree`` (the base's checkout: an installed
+    copy). Environments inside the repository (``.venv``) are not the project's."""
+    skip = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
     names = set()
     for folder in (root, root / "src"):
         for path in folder.iterdir() if folder.is_dir() else ():
-            if path.suffix == ".py" and path.stem != "conftest":
+            if path.suffix == ".py" and path.stem not in ("conftest", "__main__", "setup"):
                 names.add(path.stem)
-            elif (path / "__init__.py").is_file():
-                names.add(path.name)
+            elif (path / "__init__.py").is_file() or (
+                folder.name == "src" and path.is_dir() and any(path.rglob("*.py"))
+            ):
+                names.add(path.name)  # a package; under src/, a namespace package's part too
     found = []
-    for name in sorted(names):
-        file = getattr(sys.modules.get(name), "__file__", None)
-        if file and not Path(file).resolve().is_relative_to(root.resolve()):
+    for name, module in sorted(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or name == "__main__":
+            continue
+        where = Path(file).resolve()
+        if any(where.is_relative_to(p) for p in skip) or where.is_relative_to(tree):
+            continue
+        if where.is_relative_to(head) or name.partition(".")[0] in names:
             found.append(f"{name} from {file}")
     return found
 
@@ -198,8 +227,9 @@ def report_stray_imports() -> None:
     """In a base run (``IMPORTS_ENV`` set), once its models are imported: write
     ``stray_imports`` to the file the run that asked reads."""
     if os.environ.get(IMPORTS_ENV):
-        root, out = os.environ[IMPORTS_ENV].split(os.pathsep)
-        Path(out).write_text(json.dumps(stray_imports(Path(root))), encoding="utf-8")
+        root, tree, head, out = os.environ[IMPORTS_ENV].split(os.pathsep)
+        found = stray_imports(Path(root), Path(tree).resolve(), Path(head).resolve())
+        Path(out).write_text(json.dumps(found), encoding="utf-8")
 
 
 def last(ran: subprocess.CompletedProcess) -> str:
@@ -228,4 +258,5 @@ def checker_baseline(
         "baseline_name": base.label,
         "baseline_from": flag,
         "compared_with": f"{base.label}{ignored}",
+        "base_errors": base.errors,
     }

@@ -278,5 +278,9 @@ def test_profiles_one_name_could_not_reach_are_refused_and_a_files_profile_wins_
     assert cli.main(["hardware", "--hardware-file", "case.toml", "--format", "json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert "myhop" not in rows and rows["MyHop"]["ridge_point"] == pytest.approx(6e12 / 80e9)
+    aliased = "[hardware.other]\naliases = ['MYHOP']\n" + card.format(1, 9)
+    (project / "alias.toml").write_text(aliased)
+    assert cli.main(["hardware", "--hardware-file", "alias.toml"]) == 2
+    assert "alias 'MYHOP' is the name of the profile 'myhop'" in capsys.readouterr().err
     assert cli.main(["hardware", "--hardware", "h100"]) == 2
     assert "unrecognized arguments: --hardware h100" in capsys.readouterr().err

@@ -201,6 +201,30 @@ def test_the_base_runs_its_own_code_or_says_it_cannot(pytester, repo, tmp_path, 
     result.stderr.fnmatch_lines([f"ERROR: *main@* imported nets from {site}*, not the copy in*"])
 
 
+def test_a_model_the_base_could_not_profile_is_a_warning_not_new(pytester, repo, monkeypatch):
+    """At the base the factory raises (a module its checkout lacks, say a build output git
+    ignores): HEAD's model had no base figures and read "new", green, with its growth never
+    compared. It warns, naming why, and under strict is an error; ``check --base`` too."""
+    broken = "\ndef mlp():\n    raise RuntimeError('needs a build step')\n"
+    (repo / "nets.py").write_text((repo / "nets.py").read_text() + broken)
+    commit(repo, "the base cannot build its model")
+    git(repo, "branch", "-f", "main")
+    write(repo, width=32)
+    commit(repo, "widen, and build it")
+    result = pytester.runpytest(
+        "--graph-budget", "--graph-budget-base", "main", "--graph-budget-json=out.json"
+    )
+    assert result.ret == 0, result.stdout.str()
+    for model in models(repo / "out.json").values():
+        assert model["verdict"] == "warn", model
+        (warning,) = [f["message"] for f in model["findings"] if f["severity"] == "warn"]
+        assert "could not profile it" in warning and "needs a build step" in warning
+    monkeypatch.chdir(repo)
+    assert cli.main(["check", "--base", "main", "--strict", "--json", "c.json"]) == 1
+    (model,) = models(repo / "c.json").values()
+    assert model["verdict"] == "error" and "needs a build step" in model["error"]
+
+
 @pytest.mark.parametrize(
     ("ref", "why"),
     [

@@ -466,6 +466,13 @@ def test_graph_profile_without_the_gate_prices_on_its_projects_profiles(project)
         project.runpytest("-p", "no:cacheprovider", *gate, "inner/test_gp.py").assert_outcomes(
             passed=1
         )
+    # the project's profiles cannot be read: the test fails in one line, no traceback
+    with (inner / "pyproject.toml").open("a") as pyproject:
+        pyproject.write("[tool.graph_budget.hardware_profiles.PLAIN]\n" + card.format(3))
+    result = project.runpytest("-p", "no:cacheprovider", "inner/test_gp.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*'plain' and 'PLAIN': names are matched in any case*"])
+    assert "Traceback" not in result.stdout.str() and "state.py" not in result.stdout.str()
 
 
 def test_baseline_update_regression_notice_and_stale_entries(project):
@@ -551,6 +558,9 @@ def test_a_run_of_some_tests_by_node_id_or_lf_keeps_the_other_tests_entries(proj
         assert "stale" not in result.stdout.str()
         project.runpytest(*gate, only).assert_outcomes(passed=1)
         assert baseline.read_text() == entries
+    # -k under xdist: the controller collects nothing, the workers deselected test_b
+    project.runpytest(*gate, "-n", "2", "-k", "test_a", "test_two.py").assert_outcomes(passed=1)
+    assert baseline.read_text() == entries
     # test_b fails its limit; --lf runs it alone, and its update keeps test_a's entry
     project.makepyfile(test_two=(project.path / "test_two.py").read_text().replace("(48)", "(480)"))
     project.runpytest("--graph-budget", "test_two.py").assert_outcomes(passed=1, failed=1)
