@@ -475,9 +475,10 @@ def test_a_float32_model_runs_its_convolutions_at_tf32_as_pytorch_does_by_defaul
     FP32 peak (19.5) without; a product at FP32's until cuBLAS is allowed TF32
     (``torch.set_float32_matmul_precision("high")``), then at TF32's. The rest of the kernel
     model is the same, so the times above the launch differ by the peaks' ratio, 8."""
-    conv = nn.Conv2d(256, 256, 3, padding=1).eval()
-    linear = nn.Linear(4096, 4096).eval()
-    cases = ((conv, torch.ones(8, 256, 64, 64)), (linear, torch.ones(4096, 4096)))
+    with torch.device("meta"):  # nothing to compute: the figures are the shapes'
+        conv = nn.Conv2d(256, 256, 3, padding=1).eval()
+        linear = nn.Linear(4096, 4096).eval()
+        cases = ((conv, torch.ones(8, 256, 64, 64)), (linear, torch.ones(4096, 4096)))
 
     def above_launch(model, x):
         prof = profile_model(model, (x,), hardware="a100")

@@ -1,0 +1,70 @@
+"""``--graph-budget-base`` reads the base's own code (issue 24, item 1, and the user trials
+after it): a project on an absolute path, an installed copy, and a model the base could not
+profile. The repository and its model are ``test_base_ref``'s (its module docstring has the
+figures by hand); a file of its own so that the two halves run on two workers.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+from test_base_ref import NARROW_FLOPS, NETS, PYPROJECT, commit, git, models, repo, write
+
+from pytest_graphbudget import cli
+
+__all__ = ["repo"]  # the fixture, shared
+
+
+def test_the_base_runs_its_own_code_or_says_it_cannot(pytester, repo, tmp_path, monkeypatch):
+    """The models live in ``src/``, on an absolute ``PYTHONPATH`` (what an editable install's
+    path entry is): the base run imported HEAD's ``nets`` and compared it with itself, green.
+    It now reads its own checkout's. A copy installed outside the repository, which the base's
+    checkout cannot replace, is an error naming it, never a comparison of HEAD with HEAD."""
+    (repo / "src").mkdir()
+    git(repo, "mv", "nets.py", "src/nets.py")
+    (repo / "pyproject.toml").write_text(PYPROJECT.replace('pythonpath = ["."]\n', ""))
+    commit(repo, "src layout")
+    git(repo, "branch", "-f", "main")
+    (repo / "src" / "nets.py").write_text(textwrap.dedent(NETS.format(width=32)))
+    commit(repo, "widen")
+    monkeypatch.setenv("PYTHONPATH", str(repo / "src"))
+    monkeypatch.syspath_prepend(str(repo / "src"))
+    gate = ("--graph-budget", "--graph-budget-base", "main", "--graph-budget-json=out.json")
+    result = pytester.runpytest(*gate)
+    assert result.ret == 1, result.stdout.str()
+    for model in models(repo / "out.json").values():
+        assert model["baseline"]["flops"] == NARROW_FLOPS
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "nets.py").write_text(textwrap.dedent(NETS.format(width=32)))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr("sys.path", [str(site), *(p for p in sys.path if p != str(repo / "src"))])
+    result = pytester.runpytest(*gate)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: *main@* imported nets from {site}*, not the copy in*"])
+
+
+def test_a_model_the_base_could_not_profile_is_a_warning_not_new(pytester, repo, monkeypatch):
+    """At the base the factory raises (a module its checkout lacks, say a build output git
+    ignores): HEAD's model had no base figures and read "new", green, with its growth never
+    compared. It warns, naming why, and under strict is an error; ``check --base`` too."""
+    broken = "\ndef mlp():\n    raise RuntimeError('needs a build step')\n"
+    (repo / "nets.py").write_text((repo / "nets.py").read_text() + broken)
+    commit(repo, "the base cannot build its model")
+    git(repo, "branch", "-f", "main")
+    write(repo, width=32)
+    commit(repo, "widen, and build it")
+    result = pytester.runpytest(
+        "--graph-budget", "--graph-budget-base", "main", "--graph-budget-json=out.json"
+    )
+    assert result.ret == 0, result.stdout.str()
+    for model in models(repo / "out.json").values():
+        assert model["verdict"] == "warn", model
+        (warning,) = [f["message"] for f in model["findings"] if f["severity"] == "warn"]
+        assert "could not profile it" in warning and "needs a build step" in warning
+    monkeypatch.chdir(repo)
+    assert cli.main(["check", "--base", "main", "--strict", "--json", "c.json"]) == 1
+    (model,) = models(repo / "c.json").values()
+    assert model["verdict"] == "error" and "needs a build step" in model["error"]
