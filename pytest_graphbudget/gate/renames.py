@@ -20,6 +20,7 @@ or torch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,7 +182,7 @@ def stale_entries(
     collected: set[str],
     root: Path | None = None,
     checked: dict[str, set[str]] | None = None,
-    partly: set[str] | None = set(),  # noqa: B006 - never changed
+    partly: AbstractSet[str] | None = frozenset(),
 ) -> set[str]:
     """Baseline entries whose model is gone: of budget files or test files run now, whose
     test or table was not collected; of a file that no longer exists under ``root`` (renamed

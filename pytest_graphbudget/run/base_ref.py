@@ -149,8 +149,9 @@ def profile_base(
         if stray:  # its figures would be this checkout's: compared with itself, all green
             raise BaseError(
                 f"{flag} {ref}: the run at {label} imported {stray[0]}, not the copy in its "
-                "own checkout (an installed package?): make the project importable from where "
-                "pytest runs (pytest's pythonpath setting, or PYTHONPATH=src) instead"
+                "own checkout (an installed package, or an editable install's own finder?): "
+                "make the project importable from its checkout instead (pytest's pythonpath "
+                "setting, or PYTHONPATH=src for a src layout)"
             )
         out.parent.mkdir(parents=True, exist_ok=True)
         if written.is_file():

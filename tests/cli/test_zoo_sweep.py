@@ -76,18 +76,18 @@ def test_a_hang_or_a_crash_is_a_row_and_the_sweep_goes_on(odd_plugin, tmp_path, 
     data = tmp_path / "zoo.json"
     code = sweep.main(
         ["odd-mlp", "odd-hang", "odd-crash", "odd-broken", "odd-mlp"]
-        + ["--timeout", "8", "--output", str(out), "--json", str(data)]
+        + ["--timeout", "5", "--output", str(out), "--json", str(data)]
     )
     assert code == 0
     rows = {r["name"]: r for r in json.loads(data.read_text())}
     assert rows["odd-mlp"]["ok"] and rows["odd-mlp"]["tier"] == "fx"
     assert rows["odd-mlp"]["macs"] == 2 * 16 * 32
-    assert rows["odd-hang"]["error"] == "timed out after 8 s"
+    assert rows["odd-hang"]["error"] == "timed out after 5 s"
     assert "worker process died (exit code 3)" in rows["odd-crash"]["error"]
     assert rows["odd-broken"]["error"] == "RuntimeError: the forward needs a GPU"
     text = out.read_text()
     assert "| odd | 5 | 2 | 0 | 0 | 0 | 3 | 0 |" in text  # fx, dynamo, dynamo-breaks, eager
-    assert "- `odd-hang` (odd): timed out after 8 s" in text
+    assert "- `odd-hang` (odd): timed out after 5 s" in text
     progress = capsys.readouterr().err
     assert "[5/5] odd-mlp: fx" in progress
 
