@@ -291,3 +291,33 @@ def skip_before_transformers_5(reason: str) -> None:
         pytest.skip("transformers is not installed")
     if major < 5:
         pytest.skip(f"transformers {metadata.version('transformers')}: {reason}")
+
+
+# --------------------------------------------------------------------------------------------
+# The order xdist hands files out in
+
+LONGEST_FIRST = (
+    "tests/modes/test_parallel.py",  # a gloo run of two ranks
+    "tests/test_examples.py",  # the example project's suite, in a subprocess
+    "tests/cli/test_zoo_sweep.py",  # worker processes, one waits out a hang
+    "tests/pytest_plugin/test_base_ref.py",  # each test profiles a git base in a subprocess
+    "tests/pytest_plugin/test_base_imports.py",
+    "tests/engine/test_breaks.py",  # a detector through Dynamo's graph breaks
+    "tests/pytest_plugin/test_plugin.py",
+    "tests/test_workflows.py",
+)
+"""Files that take longest, collected first: ``make test`` hands whole files to its workers
+(``--dist loadfile``) in collection order, so one of these collected last kept one worker busy
+alone for its whole length (the suite's wall time moved by 20 s from run to run). The order
+within each file, and of the rest, is kept."""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+
+    def first(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return rank.get(path, len(rank))
+
+    items.sort(key=first)  # stable: each file's items stay together, in their order
