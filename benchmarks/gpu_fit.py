@@ -88,7 +88,8 @@ BOARD_WATTS = {
     # cards, one GPU of an HGX B200), the one datasheet figure that could say how far below
     # its peak a power-limited card runs
     "t4": 70, "l4": 72, "rtx-pro-6000-maxq": 300, "rtx3090": 350, "l40s": 350, "a100": 400,
-    "rtx4090": 450, "rtx5090": 575, "rtx-pro-6000": 600, "h100": 700, "h200": 700, "b200": 1000,
+    "rtx4090": 450, "rtx5090": 575, "rtx-pro-6000": 600, "h100": 700, "h200": 700, "mi300x": 750,
+    "b200": 1000,
 }  # fmt: skip
 
 
