@@ -234,7 +234,8 @@ def _priced_on(side: Mapping[str, Any]) -> str:
 
 def _changed_figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     """``bandwidth 50 -> 5 GB/s``: the roofline figures two profiles of one hardware name
-    were priced with, where they differ (a project profile edited between them)."""
+    were priced with, where they differ (a project profile edited between them); else
+    whether anything else they were priced from differs (``pricing``, a digest of it)."""
     found = []
     for key, label, unit, scale in (
         ("peak_flops_per_s", "peak", "TFLOP/s", 1e12),
@@ -243,6 +244,9 @@ def _changed_figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
         x, y = a.get(key), b.get(key)
         if x is not None and y is not None and x != y:
             found.append(f"{label} {x / scale:g} -> {y / scale:g} {unit}")
+    x, y = a.get("pricing"), b.get("pricing")  # absent in profiles saved before it was written
+    if not found and x and y and x != y:
+        found.append("its family, fitted shares, launch cost or calibrated rates")
     return ", ".join(found)
 
 

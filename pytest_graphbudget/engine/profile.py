@@ -6,6 +6,8 @@ The result is a tree of plain dataclasses; ``Profile.to_dict()`` is the profile 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -269,6 +271,7 @@ class Profile:
                 "ridge_point": self.ridge_point,
                 "peak_flops_per_s": self.hardware.peak(self.dtype),
                 "bandwidth_bytes_per_s": self.hardware.bandwidth,
+                "pricing": pricing_digest(self.hardware),
             },
             "bottleneck": self.bottleneck,
             "coverage": {
@@ -287,6 +290,23 @@ class Profile:
             **({"runtime": self.runtime.to_dict()} if self.runtime else {}),
             **({"parallel": self.parallel} if self.parallel else {}),
         }
+
+
+def pricing_digest(hw: Any) -> str:
+    """A short digest of everything a latency is priced from on ``hw`` (its peaks, family,
+    fitted shares, launch cost, compute scale, calibrated kernel rates), so that ``compare``
+    can tell two profiles of one hardware name priced on an edited profile."""
+    figures = {
+        "peaks": dict(hw.peak_flops),
+        "bandwidth": hw.bandwidth,
+        "family": hw.family,
+        "efficiency": dict(hw.efficiency),
+        "compiled": dict(hw.compiled_efficiency),
+        "launch_s": hw.launch_s,
+        "compute_scale": hw.compute_scale,
+        "kernels": {d: {k: asdict(r) for k, r in rates.items()} for d, rates in hw.kernels.items()},
+    }
+    return hashlib.sha256(json.dumps(figures, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _sorted_or_none(counts: dict[str, int] | None) -> dict[str, int] | None:

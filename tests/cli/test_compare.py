@@ -94,6 +94,30 @@ def test_one_name_priced_with_other_figures_is_noted(saved, monkeypatch, capsys,
     )
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [{"family": "hopper"}, {"launch_us": 50}, {"efficiency": {"conv": [0.2, 0.3]}}],
+)
+def test_one_name_priced_with_another_family_or_shares_is_noted(
+    edit, monkeypatch, capsys, tmp_path
+):
+    """The same peaks and bandwidth, but the card's family, launch cost or shares edited
+    between two runs: the latency moves with nothing in the roofline figures to say why."""
+    from pytest_graphbudget.hardware import from_table
+
+    card = {"peak_tflops": {"float32": 20, "float16": 80}, "bandwidth_gbs": 900, "family": "ada"}
+    for name, table in (("before", card), ("after", {**card, **edit})):
+        prof = profile_model(*conv_relu(), hardware=from_table("card", table), dtype="float16")
+        (tmp_path / f"{name}.json").write_text(json.dumps(prof.to_dict()))
+    err = compare(tmp_path, monkeypatch, capsys, "before.json", "after.json").err
+    assert err.strip() == (
+        "graph-budget: note: A and B are priced on card, but its figures differ between them "
+        "(its family, fitted shares, launch cost or calibrated rates): the profile changed, so "
+        "their estimated latencies are not comparable as a regression"
+    )
+    assert compare(tmp_path, monkeypatch, capsys, "after.json", "after.json").err == ""
+
+
 def test_a_profile_saved_before_execution_says_it_is_not_recorded(saved, monkeypatch, capsys):
     out, err = compare(saved, monkeypatch, capsys, "old.json", "e.json")
     assert out.splitlines()[0].startswith("A: Sequential on h100, execution not recorded (")
