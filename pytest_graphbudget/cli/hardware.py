@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -75,16 +76,38 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from pytest_graphbudget import hardware as hw
 
     check_writable(args.output)
     asked = (args.name, args.device, args.quick, args.force)
     numbers = (args.threads, args.rounds, args.max_spread)
     if args.calibrate or any(asked) or any(value is not None for value in numbers):
         return calibrate(args, console)
-    profiles = hw.profiles(loading.user_hardware(args.hardware_file)).values()
+    profiles = reachable(loading.user_hardware(args.hardware_file))
     console.emit(render_hardware(profiles, format_of(args)), args.output)
     return EXIT_OK
+
+
+def reachable(user: Mapping[str, Any]) -> list[Any]:
+    """Every profile a name reaches, with the aliases that reach it (``hardware.get``'s
+    rules): a shipped card's alias that a user's profile took is not listed under the card,
+    and a shipped card a user's profile shadowed by name is listed under an alias still
+    reaching it."""
+    from pytest_graphbudget import hardware as hw
+
+    table = hw.profiles(user)
+    listed = []
+    for card in (*hw.BUILTIN, *user.values()):
+        reach = [a for a in card.aliases if hw.get(a, user) in (card, _under(card, a))]
+        if table.get(card.name) is card:
+            listed.append(replace(card, aliases=tuple(reach)))
+        elif reach:  # shadowed by name, still reached by an alias
+            listed.append(replace(card, name=reach[0], aliases=tuple(reach[1:])))
+    return listed
+
+
+def _under(card: Any, alias: str) -> Any:
+    """A shadowed shipped card as ``hardware.get`` returns it when asked by ``alias``."""
+    return replace(card, name=alias, aliases=())
 
 
 def calibrate(args: argparse.Namespace, console: Console) -> int:

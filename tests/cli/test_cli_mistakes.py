@@ -284,3 +284,28 @@ def test_profiles_one_name_could_not_reach_are_refused_and_a_files_profile_wins_
     assert "alias 'MYHOP' is the name of the profile 'myhop'" in capsys.readouterr().err
     assert cli.main(["hardware", "--hardware", "h100"]) == 2
     assert "unrecognized arguments: --hardware h100" in capsys.readouterr().err
+
+
+def test_the_hardware_listing_names_each_profile_by_what_reaches_it(tmp_path, monkeypatch, capsys):
+    """A user's ``4090`` takes the shipped rtx4090's alias, and a user's ``H100`` shadows the
+    shipped h100 by name: the listing had still shown ``rtx4090 (4090)`` and dropped the
+    shipped H100, which ``h100-sxm`` still reaches."""
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.graph_budget.hardware_profiles.4090]\n"
+        "peak_tflops = { float32 = 80 }\nbandwidth_gbs = 1000\n"
+        "[tool.graph_budget.hardware_profiles.H100]\n"
+        "peak_tflops = { float32 = 60 }\nbandwidth_gbs = 3000\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["hardware", "--format", "json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["rtx4090"]["aliases"] == [] and rows["4090"]["bandwidth"] == 1000e9
+    assert rows["H100"]["bandwidth"] == 3000e9 and "h100" not in rows
+    # NVIDIA's H100 SXM5 datasheet: 3,350 GB/s, under the alias that still reaches it
+    assert rows["h100-sxm"]["bandwidth"] == 3350e9 and rows["h100-sxm"]["aliases"] == []
+    from pytest_graphbudget.hardware import get, project_profiles
+
+    for name, row in rows.items():  # every listed name and alias reaches that profile
+        for alias in (name, *row["aliases"]):
+            found = get(alias, project_profiles(tmp_path))
+            assert (found.description, found.bandwidth) == (row["description"], row["bandwidth"])
