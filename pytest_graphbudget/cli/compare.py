@@ -84,8 +84,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         console.emit(html.compare_page(a, b, result), args.html)
     failures = _over_growth(result, args.max_growth)
+    unpriced = _unpriced(_as_dict(a), _as_dict(b))
     if args.max_growth is not None:  # the file says the verdict the exit status gives
+        failures += _uncounted(_as_dict(a), _as_dict(b))
         result = {**result, "max_growth": args.max_growth, "failures": failures}
+        result["warnings"] = unpriced
     console.emit(render_compare(result, fmt), args.output)
     for failure in failures:
         console.failure(failure)
@@ -107,6 +110,31 @@ def _over_growth(result: Mapping[str, Any], limit: float | None) -> list[str]:
     return found
 
 
+def _uncounted(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """A side with no FLOPs and no parameter counted: ``--max-growth`` has nothing to check
+    there, so it fails rather than pass two empty sides (the gate fails such a model too)."""
+    return [
+        f"{label} ({side['model']}) counted no FLOPs and no parameter: nothing for "
+        "--max-growth to check (ops without a cost formula?)"
+        for label, side in (("A", a), ("B", b))
+        if not side["totals"]["flops"] and not side["totals"]["params"]
+    ]
+
+
+def _unpriced(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Each side's ops without a cost formula: their growth is not counted (the gate's
+    "with unpriced ops" warning), said in the written comparison, not only on stderr."""
+    found = []
+    for label, side in (("A", a), ("B", b)):
+        if ops := (side.get("coverage") or {}).get("unsupported_ops"):
+            named = ", ".join(f"{op} x{n}" for op, n in sorted(ops.items()))
+            found.append(
+                f"{label} ({side['model']}) has ops without a cost formula ({named}): their "
+                "FLOPs, and any growth in them, are not counted"
+            )
+    return found
+
+
 def _load_side(source: str, args: argparse.Namespace, console: Console) -> Any:
     """A saved profile (a ``.json`` file, as its dictionary) or a model profiled now (a
     ``Profile``, whose graph the HTML report draws)."""
@@ -121,6 +149,9 @@ def _load_side(source: str, args: argparse.Namespace, console: Console) -> Any:
                 f"{saved.get('dtype', 'its own dtype')}): {', '.join(given)} {verb} to models "
                 "profiled now"
             )
+        if ops := (saved.get("coverage") or {}).get("unsupported_ops"):  # as profiled now
+            named = ", ".join(f"{op} x{n}" for op, n in sorted(ops.items()))
+            console.note(f"{source}: no cost formula for {named}; their FLOPs are not counted")
         return saved
     case = loading.load_case(source, args, console)
     return loading.profile_case(case, loading.hardware(args), console, how)
@@ -320,6 +351,7 @@ def compare_markdown(result: Mapping[str, Any]) -> str:
     lines += markdown_table(TOTAL_HEADERS, _total_rows(result))
     if "failures" in result:  # --max-growth: its verdict, in the file a PR comment posts
         said = [f"- ❌ {f}" for f in result["failures"]] or ["- ✅ within --max-growth"]
+        said += [f"- ⚠️ {w}" for w in result.get("warnings", ())]
         lines += ["", *said]
     lines += ["", f"### Modules that differ: {result['modules_changed']}", ""]
     if result["modules"]:

@@ -190,6 +190,48 @@ def test_max_growth_from_zero_fails(linear_json, capsys):
     assert cli.main(["compare", "a.json", "a.json", "--max-growth", "2%"]) == 0  # 0 -> 0
 
 
+class Unpriced(torch.nn.Module):
+    """A ``Linear(8, 4)`` and a ``kthvalue``, which has no cost formula (docs/metrics.md)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(x) + torch.kthvalue(x, 2, dim=1, keepdim=True).values
+
+
+def test_max_growth_fails_a_side_with_nothing_counted_and_shows_unpriced_ops(
+    tmp_path, monkeypatch, capsys
+):
+    """User trial: two sides of 0 FLOPs and 0 params (every op unpriced, or none) were
+    "within --max-growth", and the written verdict never named the ops left uncounted."""
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    for name, model, x in (
+        ("empty.json", torch.nn.Identity(), torch.randn(2, 8)),
+        ("unpriced.json", Unpriced(), torch.randn(2, 8)),
+    ):
+        (tmp_path / name).write_text(json.dumps(profile_model(model, (x,)).to_dict()))
+    argv = ["compare", "empty.json", "empty.json", "--max-growth", "1%", "--format", "json"]
+    assert cli.main(argv) == 1
+    failures = json.loads(capsys.readouterr().out)["failures"]
+    assert failures == [
+        f"{side} (Identity) counted no FLOPs and no parameter: nothing for --max-growth to check "
+        "(ops without a cost formula?)"
+        for side in "AB"
+    ]
+    # counted ops (the Linear's 2*2*8*4 + 2*4 FLOPs, the add's 2*4) and one without a formula
+    argv = ["compare", "unpriced.json", "unpriced.json", "--max-growth", "1%"]
+    assert cli.main([*argv, "--format", "markdown"]) == 0
+    out, err = capsys.readouterr()
+    assert "- ✅ within --max-growth" in out
+    assert "- ⚠️ B (Unpriced) has ops without a cost formula (aten.kthvalue x1)" in out
+    assert "unpriced.json: no cost formula for aten.kthvalue x1" in err
+    flops = json.loads(open("unpriced.json").read())["totals"]["flops"]
+    assert flops == 2 * 2 * 8 * 4 + 2 * 4 + 2 * 4
+
+
 @pytest.mark.parametrize(
     ("key", "value", "says"),
     [
