@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.cli import merge_expect, options
-from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, Console
+from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Console
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import renames
 from pytest_graphbudget.gate.check import ModelResult
@@ -74,6 +75,11 @@ def read_report(path: str) -> dict[str, Any]:
         raise GraphBudgetError(
             f"{path} has schema {document['schema']!r}, expected {json_report.SCHEMA!r}"
         )
+    models = document.get("models")
+    if not isinstance(models, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("id"), str) for m in models
+    ):
+        raise GraphBudgetError(f"{path} is not a whole graph-budget JSON report: no models list")
     return document
 
 
@@ -83,6 +89,17 @@ def result_of(entry: dict[str, Any]) -> ModelResult:
     kept = {k: v for k, v in entry.items() if k in names and k not in _DERIVED}
     kept["findings"] = [{k: v for k, v in f.items() if k != "line"} for f in entry["findings"]]
     return ModelResult(**kept)
+
+
+def _result_of(path: str, entry: dict[str, Any]) -> ModelResult:
+    """``result_of``, or a one-line error naming the report whose entry is not one."""
+    try:
+        return result_of(entry)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise GraphBudgetError(
+            f"{path}: model {entry['id']!r} is not a whole report entry ({type(exc).__name__}: "
+            f"{exc})"
+        ) from None
 
 
 def not_run(model_id: str) -> ModelResult:
@@ -116,7 +133,7 @@ def merge(documents: dict[str, dict[str, Any]]) -> tuple[list[ModelResult], set[
                 raise GraphBudgetError(f"{entry['id']} differs between {seen[0]} and {path}")
             if not seen or "graph_svg" in entry and "graph_svg" not in seen[1]:
                 entries[entry["id"]] = (path, entry)  # the copy with its graph drawn, if any
-    results = [result_of(entry) for _, entry in entries.values()]
+    results = [_result_of(path, entry) for path, entry in entries.values()]
     return sorted(results, key=lambda r: r.id), stale - set(entries)
 
 
@@ -157,7 +174,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.error(merge_expect.halted_line(path, ids))
     if args.expect:  # what must run, named: the shards' own lists are not needed
         wanted = merge_expect.expected(args.expect)
-        lost = [i for i in wanted if not merge_expect.reported(i, seen)]
+        skipped = collection.skipped if collection and collection.skipped else frozenset()
+        lost = [i for i in wanted if not merge_expect.reported(i, seen) and i not in skipped]
+        if lost:
+            console.error(merge_expect.expected_line(lost, args.expect, list(documents)))
     else:
         lost = left
         if lost:
@@ -184,12 +204,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
         collection=collection,
         orphans=orphans,
     )
-    for problem in done.problems:
-        console.error(problem)
+    for problem in done.problems:  # already "graph-budget: cannot write ...", one line
+        print(problem, file=sys.stderr, flush=True)
     from pytest_graphbudget.reports import common, github
 
     if args.github or os.environ.get("GITHUB_ACTIONS") == "true":  # as the terminal reporter
         for command in github.annotations(results, here):
             print(command, flush=True)
     console.note(common.title(results, stale))
-    return EXIT_FAILED if done.problems or any(r.failed for r in results) else EXIT_OK
+    if not results and not stale:  # every shard's run checked nothing: a gate that gated nothing
+        console.error(
+            f"no model was checked in {', '.join(documents)}: no shard ran a budgeted test or "
+            "a budget file (are the budget paths and markers where the shards' pytest looks?)"
+        )
+        return EXIT_FAILED
+    if any(r.failed for r in results):
+        return EXIT_FAILED
+    return EXIT_USAGE if done.problems else EXIT_OK

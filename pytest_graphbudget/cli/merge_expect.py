@@ -61,8 +61,12 @@ def expected(paths: list[str]) -> list[str]:
     with contextlib.redirect_stdout(io.StringIO()) as out:
         code = pytest.main(args, plugins=[recorder])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-        lines = [line for line in out.getvalue().splitlines() if "rror" in line]
-        why = lines[-1].strip("= ") if lines else f"pytest exit code {int(code)}"
+        text = out.getvalue().splitlines()
+        named = [line[len("ERROR ") :] for line in text if line.startswith("ERROR ")]
+        reason = [line[1:].strip() for line in text if line.startswith("E ")][:1]
+        lines = [": ".join(named[:1] + reason)] if named else []
+        lines = lines or [line.strip("= ") for line in text if "rror" in line][-1:]
+        why = lines[0] if lines else f"pytest exit code {int(code)}"  # the module, and why
         raise GraphBudgetError(f"--expect {' '.join(paths)}: cannot collect: {why}")
     if not recorder.ids:
         raise GraphBudgetError(f"--expect {' '.join(paths)}: collects no budgeted model")
@@ -133,4 +137,14 @@ def never_ran_line(lost: list[str], paths: list[str]) -> str:
         f"{', '.join(paths)}: {_shown(lost)} (not run); pass every shard's --graph-budget-json "
         "report (a shard that failed or was not uploaded?), or --expect PATH to name what "
         "must run"
+    )
+
+
+def expected_line(lost: list[str], expect: list[str], paths: list[str]) -> str:
+    """The one line that says which models ``--expect`` collects and no report ran."""
+    many = "models" if len(lost) > 1 else "model"
+    return (
+        f"{len(lost)} budgeted {many} that --expect {' '.join(expect)} collects ran in none "
+        f"of {', '.join(paths)}: {_shown(lost)} (not run); pass every shard's "
+        "--graph-budget-json report (a shard that failed or was not uploaded?)"
     )

@@ -49,6 +49,7 @@ from pytest_graphbudget.pytest_plugin.state import (
     PROPERTY,
     _is_worker,
     check_marker_names,
+    check_report_paths,
     given_hardware,
     profile_budget,
     project_settings,
@@ -65,6 +66,7 @@ class GraphBudget:
 
         self.config = config
         self.settings = project_settings(config)
+        check_report_paths(config)
         self.hardware = given_hardware(config, self.settings.hardware_profiles)
         root = config.rootpath
         self.collected: set[str] = set()
@@ -217,13 +219,13 @@ class GraphBudget:
         for result in results[sent:]:  # each result once, in the report of its phase
             report.user_properties.append((PROPERTY, result.to_json()))
         item.stash[ITEM_SENT] = len(results)
-        if call.when != "call":
-            return report
-        if results:
+        if results and (call.when == "call" or call.when == "setup" and report.failed):
             from pytest_graphbudget.reports.junit import pytest_properties
 
             # Read by pytest's --junitxml from the teardown report, which copies these.
             item.user_properties.extend(pytest_properties(results))
+        if call.when != "call":
+            return report
         failed = [r for r in results if r.failed]
         if failed and report.passed:
             report.outcome = "failed"
@@ -394,7 +396,8 @@ class GraphBudget:
         self.written, self.baseline_unwritten = finish(
             self.results, self.stale_entries(), self.checker, outputs, self.shards.collection()
         )
-        if stale and session.exitstatus == pytest.ExitCode.OK:
+        nothing = not self.results and self.checker.strict  # strict: an empty run fails
+        if (stale or nothing) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # no test failed for them
         if self.written.problems:
             if session.exitstatus == pytest.ExitCode.OK:

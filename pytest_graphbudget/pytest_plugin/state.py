@@ -53,6 +53,19 @@ def given_hardware(config: pytest.Config, profiles: dict[str, Any]) -> str | Non
         raise pytest.UsageError(f"--graph-budget-hardware: {exc}") from None
 
 
+REPORT_OPTIONS = ("junit", "json", "markdown", "html", "history")
+
+
+def check_report_paths(config: pytest.Config) -> None:
+    """A report option given an empty path (``--graph-budget-json="$OUT"`` with ``OUT``
+    unset) is a usage error: the run had written no report and said nothing."""
+    for name in REPORT_OPTIONS:
+        if config.getoption(f"graph_budget_{name}") == "":
+            raise pytest.UsageError(
+                f"--graph-budget-{name}: the path is empty (a variable that is not set?)"
+            )
+
+
 def profile_budget(
     budget: Budget, how: dict[str, Any], hardware: str | None, given: str | None, nodeid: str
 ) -> Budget:

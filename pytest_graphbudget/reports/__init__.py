@@ -117,10 +117,9 @@ def write_files(
 
         page = html_report.run_page(results, stale, environment)
         attempt("HTML", html, lambda: html_report.write(here / html, page))
-    if results or stale:
-        try:
-            github_report.append_summary(text, force=github)
-        except OSError as exc:
-            shown = github_report.summary_path(force=github) or "the job summary"
-            done.problems.append(cannot_write(shown, exc))
+    try:  # an empty run's too: its title says no model was checked
+        github_report.append_summary(text, force=github)
+    except OSError as exc:
+        shown = github_report.summary_path(force=github) or "the job summary"
+        done.problems.append(cannot_write(shown, exc))
     return done

@@ -253,6 +253,12 @@ def status(result: Any) -> str:
 
 
 NO_BASELINE = "no baseline: regressions not checked"
+NOTHING_CHECKED = (
+    "no model was checked: no test that ran has a budget marker or uses graph_profile, and no "
+    "budget file was collected; give pytest the paths that hold them (the budget paths, "
+    "testpaths), or check the markers' names"
+)
+"""Why a run with the gate on checked nothing, where every report of it says so."""
 
 
 def noting_no_baseline(title_of: Callable[..., str]) -> Callable[..., str]:

@@ -51,6 +51,8 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
     model that grew regresses several figures at once.
     """
     out = []
+    if not results:
+        out.append(command("warning", common.NOTHING_CHECKED, title="Graph budget: no model"))
     if any(getattr(r, "no_baseline", False) for r in results):  # growth went unchecked
         out.append(command("warning", common.title(results), title="Graph budget: no baseline"))
     names = common.names(results)

@@ -137,7 +137,8 @@ def document(
             "schema": SCHEMA,
             "tool": {"name": "pytest-graphbudget", "version": tool_version()},
             "environment": dict(environment) if environment else current(),
-            "passed": not any(r.failed for r in results),
+            # null, neither passed nor failed, when nothing was checked (a model's "unchecked")
+            "passed": not any(r.failed for r in results) if results or stale else None,
             "title": common.title(results, stale),
             "summary": summary,
             "models": [model(r) for r in sorted(results, key=lambda r: r.id)],

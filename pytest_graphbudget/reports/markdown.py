@@ -211,6 +211,8 @@ def render(
     icon, title = common.title_icon(ordered, stale), common.title(ordered, stale)
     lines = [MARKER, f"### {icon} Graph budget: {title}", ""]
     notes = common.rename_notes(ordered, stale, names, code)
+    if not ordered and not stale:
+        notes = [common.NOTHING_CHECKED.replace("graph_profile", code("graph_profile"))]
     if notes:  # a rename may have skipped a regression check: said before anything else
         lines += [*(f"- {note}" for note in notes), ""]
     if bad or near:

@@ -132,7 +132,8 @@ def terminal(
     not be: each of those is one ``graph-budget: cannot write ...`` line, never a traceback.
     """
     problems = list(written.problems) if written is not None else []
-    if not results and not stale and not updated and not problems:
+    empty = not results and not stale
+    if empty and not updated and not problems and written is None:
         return
     width = getattr(getattr(reporter, "_tw", None), "fullwidth", 80)
     reporter.write_sep("=", "graph budget")
@@ -144,6 +145,8 @@ def terminal(
         )
     for problem in problems:
         reporter.write_line(problem, red=True, bold=True)
+    if empty:  # the gate was on and gated nothing: never a quiet green
+        reporter.write_line(f"warning: {common.NOTHING_CHECKED}", yellow=True, bold=True)
     config = getattr(reporter, "config", None)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from pytest_graphbudget.reports import github

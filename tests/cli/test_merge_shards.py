@@ -208,6 +208,64 @@ def test_not_a_report_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.main(["merge", str(tmp_path / "missing.json")]) == 2
 
 
+@pytest.mark.parametrize(
+    ("document", "says"),
+    [
+        ({}, "no models list"),
+        ({"models": None}, "no models list"),
+        ({"models": [{}]}, "no models list"),
+        ({"models": [{"id": "a.toml::a"}]}, "model 'a.toml::a' is not a whole report entry"),
+    ],
+)
+def test_a_truncated_report_is_one_line(tmp_path, capsys, document, says) -> None:
+    """A report cut short (a shard killed while writing, a hand edit) had been a traceback
+    (KeyError: 'models') and exit 1, which reads as "over budget"."""
+    bad = tmp_path / "x.json"
+    bad.write_text(json.dumps({"schema": "graphbudget.report/1", **document}))
+    assert cli.main(["merge", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err and str(bad) in err, err
+
+
+def test_a_merge_that_cannot_write_says_so_once_and_exits_2(project, monkeypatch, capsys):
+    run_shard(project, "a.json", "budgets/narrow.toml")
+    monkeypatch.chdir(project.path)
+    (project.path / "taken").write_text("a file, not a folder")
+    capsys.readouterr()
+    assert cli.main(["merge", "a.json", "--json", "taken/m.json"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("graph-budget: cannot write taken/m.json: "), err
+
+
+def test_shards_that_checked_nothing_merge_to_a_failure(tmp_path, monkeypatch, capsys):
+    """Every shard ran without a budgeted test (budget files in a folder nobody passed):
+    the merge had said "no model was checked" in a note, and exited 0."""
+    monkeypatch.chdir(tmp_path)
+    empty = {"schema": "graphbudget.report/1", "models": [], "stale_baseline": []}
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(empty))
+    assert cli.main(["merge", "a.json", "b.json", "--json", "m.json"]) == 1
+    assert "error: no model was checked in a.json, b.json" in capsys.readouterr().err
+    merged = load(tmp_path / "m.json")
+    assert merged["passed"] is None and merged["title"] == "no model was checked"
+
+
+def test_expect_names_the_module_it_cannot_collect(project, monkeypatch, capsys) -> None:
+    """A test module that does not import: the line had been pytest's count ("12 tests
+    collected, 1 error in 3.73s"), naming neither the module nor why."""
+    (project.path / "tests").mkdir()
+    (project.path / "tests" / "test_broken.py").write_text("import no_such_module\n")
+    (project.path / "a.json").write_text(
+        json.dumps({"schema": "graphbudget.report/1", "models": [], "stale_baseline": []})
+    )
+    monkeypatch.chdir(project.path)
+    assert cli.main(["merge", "a.json", "--expect", "tests"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "graph-budget: error: --expect tests: cannot collect: tests/test_broken.py: "
+        "ModuleNotFoundError: No module named 'no_such_module'"
+    )
+
+
 def test_a_missing_shard_is_an_error(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -382,9 +440,15 @@ def test_each_shard_lists_what_it_collected_and_merge_needs_every_shard(
     # --expect as before: what it collects must be reported (the skipped test is not).
     expect = ["--expect", "budgets", "--expect", "tests", "--json", "m.json"]
     assert cli.main(["merge", "s1.json", "s2.json", *expect]) == 1
-    assert "ran in none of" not in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith(  # one line names it, as without --expect
+        "graph-budget: error: 1 budgeted model that --expect budgets tests collects ran in "
+        f"none of s1.json, s2.json: {WIDE} (not run)"
+    )
     rows = {m["id"]: m for m in load(split.path / "m.json")["models"]}
-    assert {i for i, m in rows.items() if m["verdict"] == "error"} == {WIDE, SKIPPED}
+    # the test shard 2 skipped is no model lost: it had been "not run", red
+    assert {i for i, m in rows.items() if m["verdict"] == "error"} == {WIDE}
+    assert cli.main(["merge", "s1.json", "s2.json", "s3.json", *expect]) == 0
+    assert "error" not in capsys.readouterr().err
 
 
 def test_a_run_without_shards_merges_alone(split: pytest.Pytester) -> None:

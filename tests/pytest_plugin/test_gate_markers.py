@@ -563,3 +563,27 @@ def test_a_body_that_fails_after_graph_profile_leaves_no_green_of_nothing_checke
     assert "within budget" not in report["title"]
     result, report = run(project, "--graph-budget-strict")
     assert by_id(report)["test_after.py::test_then_fails::nolimit"]["verdict"] == "error"
+
+
+def test_a_run_that_checks_no_model_says_so_everywhere(project, monkeypatch):
+    """Tests ran with --graph-budget, none with a budget (the budget files in a folder pytest
+    was not given): the run had printed nothing of ours, written no job summary and said
+    "passed": true, a green gate that gated nothing."""
+    project.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    summary = project.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result, report = run(project)
+    assert result.ret == 0  # a shard may hold no budgeted test: said, not failed
+    result.stdout.fnmatch_lines(
+        [
+            "*= graph budget =*",
+            "warning: no model was checked: no test that ran has a budget marker or uses "
+            "graph_profile, and no budget file was collected*",
+            "::warning title=Graph budget%3A no model::no model was checked*",
+        ]
+    )
+    assert report["passed"] is None and report["title"] == "no model was checked"
+    assert "### ℹ️ Graph budget: no model was checked" in summary.read_text()
+    strict, _ = run(project, "--graph-budget-strict")
+    assert strict.ret == 1

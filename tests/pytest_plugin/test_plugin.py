@@ -325,6 +325,17 @@ def test_an_unknown_or_empty_graph_budget_hardware_is_a_usage_error(project, nam
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.parametrize("report", ["json", "junit", "markdown", "html", "history"])
+def test_an_empty_report_path_is_a_usage_error(project, report):
+    """``--graph-budget-json="$OUT"`` with ``OUT`` unset: the run wrote no report and exited
+    0 without a word, and CI's later step read a stale or missing file."""
+    project.mkdir("budgets")
+    project.path.joinpath("budgets", "tiny.toml").write_text(BUDGET)
+    result = run(project, "budgets/", f"--graph-budget-{report}=")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --graph-budget-{report}: the path is empty (*"])
+
+
 def test_a_model_whose_forward_raises_fails_alone(project):
     project.makepyfile(
         test_raise="""

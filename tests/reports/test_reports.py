@@ -267,6 +267,29 @@ def test_junit_report_is_valid_and_complete(project):
     assert "graph_budget" not in props  # the plugin's transport stays out of the file
 
 
+def test_pytests_junit_gives_a_setup_error_its_verdict_too(pytester: pytest.Pytester) -> None:
+    """A budgeted test whose fixture raised: pytest's --junitxml had an <error> with no
+    graph_budget.verdict, where every other could-not-check case carries "error"."""
+    pytester.makepyfile(
+        test_setup="""
+        import pytest
+
+        @pytest.fixture
+        def model():
+            raise RuntimeError("no weights here")
+
+        @pytest.mark.flops_max("1G")
+        def test_model(model):
+            pass
+        """
+    )
+    run(pytester, "--junitxml=pytest.xml").assert_outcomes(errors=1)
+    case = next(ET.parse(pytester.path / "pytest.xml").getroot().iter("testcase"))
+    assert case.find("error") is not None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["graph_budget.verdict"] == "error"
+
+
 # -- JSON -------------------------------------------------------------------------------------
 
 
