@@ -92,7 +92,13 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
         found.append(Broken("<defaults>", broken[""]))
         defaults_table = {}
     where = f"[defaults] of {shown}"
-    defaults, broken_keys = build_each(defaults_table, where, base, MODEL_KEYS)
+    own = {"model", "factory"}  # which model a table checks: its own (else its name's)
+    kept = {k: v for k, v in defaults_table.items() if k not in own}
+    defaults, broken_keys = build_each(kept, where, base, MODEL_KEYS)
+    for key in sorted(own & defaults_table.keys()):
+        broken_keys[key] = f"{key} in {where}: [defaults] cannot say which model a table " + (
+            "checks (its own, else the zoo model it is named after): set it in each table"
+        )
     if broken_keys:  # reported once, and again by each table that inherits a broken key
         message = "\n".join(broken_keys.values())
         found.append(Broken("<defaults>", message, table_line(text, "defaults")))
@@ -105,7 +111,7 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
     elif not models and not unknown:
         message = f'{shown}: no [models."<name>"] table, so it checks nothing'
         found.append(Broken("<models>", message))
-    shared = {k: v for k, v in defaults_table.items() if k in MODEL_KEYS}
+    shared = {k: v for k, v in kept.items() if k in MODEL_KEYS}
     positions = toml_lines.key_lines(text)  # every key's line, read as TOML reads the key
     for name, table in models.items():
         if not isinstance(table, dict):
@@ -113,7 +119,8 @@ def read(path: Path, shown: str, base: Budget) -> list[Broken | Table]:
             continue
         # a table left on a value [defaults] got wrong is an error, never judged without it
         # (on generic, eager, without that limit); a model key of [defaults] it checks itself
-        inherited = [p for key, p in broken.items() if key not in table and key not in shared]
+        skip = {*table, *shared, *(own if own & table.keys() else ())}  # set here, or its own
+        inherited = [p for key, p in broken.items() if key not in skip]
         entry = Table(name, {**shared, **table}, defaults, key_lines(positions, name), inherited)
         found += expand(entry, shown)  # seq_len = [...]: a table a point
     return found

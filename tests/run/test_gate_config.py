@@ -180,6 +180,26 @@ def test_one_bad_table_neither_stops_the_valid_tables_nor_hides_other_problems(p
     assert "Traceback" not in out
 
 
+def test_defaults_cannot_say_which_model_a_table_checks(project):
+    """``[defaults] model = ...`` replaced the model of every table that named none, though a
+    table is the zoo model it is named after: ``[models.resnet50]`` passed on resnet18's
+    figures (3.64G FLOPs, 11.7M params, where resnet50 has 8.2G and 25.6M). A table that
+    names its own model or factory is checked as before."""
+    write(
+        project,
+        "budgets/nets.toml",
+        '[defaults]\nfactory = "models:linear"\n\n[models.resnet50]\nparams_max = "30M"\n\n'
+        '[models.own]\nfactory = "models:linear"\nflops_max = "1M"\n',
+    )
+    result = run(project, "budgets")
+    result.stdout.fnmatch_lines(["*budgets/nets.toml::own PASSED*"])
+    result.stdout.fnmatch_lines(["*budgets/nets.toml::resnet50 FAILED*"])
+    out = result.stdout.str()
+    said = "factory in [defaults] of budgets/nets.toml: [defaults] cannot say which model a table"
+    assert f"inherits a broken [defaults] setting: {said}" in out
+    assert "set it in each table" in out
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
