@@ -111,41 +111,12 @@ def command(args: argparse.Namespace, console: Any = None) -> int:
         base=args.base,
         cache_dir=args.cache_dir,
     )
-    marked = marker_test_files(Path.cwd()) if console is not None and not args.paths else []
-    if marked and code != EXIT_USAGE:
-        shown = ", ".join(marked[:3]) + (f" and {len(marked) - 3} more" if len(marked) > 3 else "")
-        files = "test file holds" if len(marked) == 1 else "test files hold"
-        console.note(
-            f"{len(marked)} {files} budget markers, which check does not run ({shown}): "
-            "run pytest --graph-budget for them"
-        )
+    if console is not None and not args.paths and code != EXIT_USAGE:
+        from pytest_graphbudget.cli.check_notes import unchecked_notes
+
+        for note in unchecked_notes(Path.cwd(), PRUNED):
+            console.note(note)
     return code
-
-
-def marker_test_files(here: Path) -> list[str]:
-    """The project's test files (under ``testpaths``, else ``tests/``) whose text uses one of
-    the plugin's budget markers (``@pytest.mark.flops_max(...)``), relative to its root."""
-    import re
-
-    from pytest_graphbudget.cli.merge_expect import budget_markers
-    from pytest_graphbudget.run import settings as project
-
-    try:
-        found = project.discover(here)
-    except Exception:  # no project to read: nothing to say
-        return []
-    paths = found.ini.get("testpaths") or ["tests"]
-    paths = paths.split() if isinstance(paths, str) else paths
-    pattern = re.compile(rf"\bmark\.({'|'.join(sorted(budget_markers()))})\b")
-    marked = []
-    for top in (found.root / str(p) for p in paths):
-        for file in sorted(top.rglob("*.py")) if top.is_dir() else []:
-            parts = file.relative_to(top).parts[:-1]
-            if any(p.startswith(".") or p in PRUNED for p in parts):
-                continue
-            if pattern.search(file.read_text(encoding="utf-8", errors="replace")):
-                marked.append(relative(str(file), found.root))
-    return marked
 
 
 def run(

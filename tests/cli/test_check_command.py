@@ -316,6 +316,22 @@ def test_check_names_the_marker_tests_it_does_not_run(project, capsys):
     assert "budget markers" not in capsys.readouterr().err
 
 
+def test_check_names_the_budget_files_pytest_collects_and_it_does_not(project, capsys):
+    """User trial: a budget file in ``tests/budgets/`` failed under ``pytest --graph-budget``
+    (testpaths walks it) while ``check`` read "1 model within budget" without a word."""
+    write(project / "budgets/nets.toml", BUDGETS.split("[models.typo]")[0])
+    write(project / "tests/budgets/extra.toml", BUDGETS.split("[models.typo]")[0])
+    write(project / "tests/data/other.toml", "[tool]\nname = 1\n")  # not under budgets/
+    cli.main(["check"])
+    assert (
+        "graph-budget: note: 1 budget file under testpaths, which pytest --graph-budget "
+        "checks, is outside check's budget paths (tests/budgets/extra.toml): name it, or add "
+        "its folder to [tool.graph_budget] budgets"
+    ) in capsys.readouterr().err
+    cli.main(["check", "budgets/nets.toml"])  # a path named: the user chose what to check
+    assert "outside check's budget paths" not in capsys.readouterr().err
+
+
 def test_model_paths_are_the_roots_under_pytest_and_check_from_any_directory(pytester, monkeypatch):
     """User trial: a budget file's ``model`` path was looked for in the shell's directory.
     From ``tests/``, a folder at the root was an unknown model and ``yolov8n.pt`` silently
