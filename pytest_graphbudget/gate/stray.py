@@ -1,5 +1,6 @@
 """Budget files no run collects: a folder at the project's root named nearly ``budgets``
-(``budget/``, ``Budgets/``) that holds budget tables. Neither ``pytest --graph-budget`` nor
+(``budget/``, ``Budgets/``) that holds budget tables, or a file in a budget folder named
+nearly ``*.toml`` (``x.tml``, ``x.TOML``). Neither ``pytest --graph-budget`` nor
 ``graph-budget check`` looks there, so its budgets would never be checked, and the run would
 be green without them: said as a usage error, with the fix.
 """
@@ -32,4 +33,22 @@ def stray_folders(root: Path, collected: list[Path]) -> list[str]:
                 f"files are read from {DEFAULT}/ or the paths of [tool.graph_budget] budgets; "
                 f"move it to {DEFAULT}/, or add '{folder.name}' to budgets in pyproject.toml"
             )
+    return problems + stray_files(root, collected)
+
+
+def stray_files(root: Path, collected: list[Path]) -> list[str]:
+    """A problem for each file in the budget folders with a suffix nearly ``.toml``
+    (``.tml``, ``.TOML``) that holds budget tables: only ``*.toml`` files are read."""
+    problems = []
+    for folder in (f for f in collected if f.is_dir()):
+        for file in sorted(folder.rglob("*")):
+            near = difflib.get_close_matches(file.suffix.lower(), [".toml"], 1, 0.8)
+            hidden = any(p.startswith(".") for p in file.relative_to(folder).parts)
+            if file.suffix == ".toml" or not near or hidden or not file.is_file():
+                continue
+            if looks_like_budget(file):
+                problems.append(
+                    f"{file.relative_to(root)} looks like a budget file, but only *.toml files "
+                    f"are read: rename it {file.with_suffix('.toml').name}"
+                )
     return problems

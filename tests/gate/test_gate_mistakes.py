@@ -341,6 +341,24 @@ def test_a_budget_folder_no_run_collects_is_a_usage_error(project, capsys, monke
     assert project.runpytest("--graph-budget").ret == pytest.ExitCode.OK
 
 
+@pytest.mark.parametrize("name", ["heavy.tml", "heavy.TOML"])
+def test_a_budget_file_named_nearly_toml_is_a_usage_error(project, capsys, monkeypatch, name):
+    """User trial: budgets/heavy.tml (or .TOML) was never read, by pytest or by check,
+    without a word: its model over budget, the run green."""
+    write(project, f"budgets/{name}", TABLES.format(grows="doubled").replace("1M", "1k"))
+    write(project, "budgets/notes.txt", "[models.x]\nflops_max = 1\n")  # .txt: not near
+    problem = (
+        f"budgets/{name} looks like a budget file, but only *.toml files are read: rename it "
+        "heavy.toml"
+    )
+    result = project.runpytest("--graph-budget")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {problem}"])
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check"]) == 2
+    assert problem in capsys.readouterr().err
+
+
 def test_a_table_named_with_an_escape_keeps_its_lines(tmp_path):
     """User trial: ``[models."a\\"b"]``, a unicode escape and dotted keys under ``[models]``
     lost their key lines (a regular expression read the text, not the name), so every
