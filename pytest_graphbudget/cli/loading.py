@@ -64,6 +64,14 @@ def file_hardware(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     data = read_toml(path)
+    from pytest_graphbudget.errors import closest
+
+    for key in sorted(data.keys() - {"hardware"}):  # a profile's key at the top, a misspelt table
+        where = "table" if isinstance(data[key], dict) else "key"
+        raise GraphBudgetError(
+            f"{path}: unknown top-level {where} {key!r}{closest(key, ['hardware'])}; a hardware "
+            "file holds [hardware.<name>] tables, each with all of its profile's keys"
+        )
     tables = data.get("hardware")
     if not isinstance(tables, dict) or not tables:
         raise GraphBudgetError(f"{path}: no [hardware.<name>] tables")

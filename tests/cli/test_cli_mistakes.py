@@ -309,3 +309,22 @@ def test_the_hardware_listing_names_each_profile_by_what_reaches_it(tmp_path, mo
         for alias in (name, *row["aliases"]):
             found = get(alias, project_profiles(tmp_path))
             assert (found.description, found.bandwidth) == (row["description"], row["bandwidth"])
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('family = "ada"\n', "unknown top-level key 'family'; a hardware file holds"),
+        ("[hardwre.x2]\nbandwidth_gbs = 1\n", "unknown top-level table 'hardwre' (did you mean"),
+    ],
+)
+def test_a_hardware_file_key_outside_its_profile_is_refused(text, says, tmp_path, capsys):
+    """User trial: ``family = "ada"`` above ``[hardware.x1]`` was dropped, and x1 priced as a
+    bare roofline (126 us where the family gives 876 us); a misspelt ``[hardwre.x2]`` was
+    dropped too, and ``--hardware x2`` was "unknown" with no word of the table."""
+    good = "[hardware.x1]\npeak_tflops = { float32 = 80, float16 = 160 }\nbandwidth_gbs = 1000\n"
+    (tmp_path / "hw.toml").write_text(text + good)
+    argv = ["hardware", "--hardware-file", str(tmp_path / "hw.toml")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1, err
