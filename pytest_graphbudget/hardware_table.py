@@ -43,6 +43,11 @@ above it is one written in the wrong unit (40e12 as TFLOP/s), which would price 
 at nothing and pass every latency budget."""
 MAX_BANDWIDTH = 1e15
 """Bytes/s no memory reaches (1 PB/s; a B200's is 8 TB/s), for the same slip."""
+MIN_FIGURE = 1e6
+"""FLOP/s or bytes/s below any chip or memory a model runs on (a microcontroller computes
+at 100 MFLOP/s): a figure under it is one written in the wrong unit (``peak_flops = {float32
+= 2.0}`` meant as TFLOP/s), which would price every model as memory- or compute-bound at
+random and every latency in days."""
 
 
 def one_of(name: str, table: Mapping[str, object], scaled: str, plain: str) -> str | None:
@@ -59,6 +64,11 @@ def bandwidth_of(name: str, table: Mapping[str, object]) -> float:
     if key is None:
         raise GraphBudgetError(f"hardware {name!r}: needs bandwidth_gbs (or bandwidth in bytes/s)")
     found = number(name, key, table[key], positive=True) * (GIGA if key == "bandwidth_gbs" else 1)
+    if found < MIN_FIGURE:
+        raise GraphBudgetError(
+            f"hardware {name!r}: {key} = {table[key]!r} is {found:.3g} bytes/s, below any "
+            "memory: bandwidth_gbs is in GB/s, bandwidth in bytes/s"
+        )
     if found > MAX_BANDWIDTH:
         raise GraphBudgetError(
             f"hardware {name!r}: {key} = {table[key]!r} is {found / TERA:.3g} TB/s, beyond any "
@@ -85,6 +95,11 @@ def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
             raise GraphBudgetError(f"hardware {name!r}: {key}: unknown dtype {dtype!r}{hint}")
         unit = TERA if key == "peak_tflops" else 1.0
         peaks[str(dtype)] = number(name, f"{key}.{dtype}", value, positive=True) * unit
+        if peaks[str(dtype)] < MIN_FIGURE:
+            raise GraphBudgetError(
+                f"hardware {name!r}: {key}.{dtype} = {value!r} is {peaks[str(dtype)]:.3g} "
+                "FLOP/s, below any chip: peak_tflops is in TFLOP/s, peak_flops in FLOP/s"
+            )
         if peaks[str(dtype)] > MAX_PEAK:
             raise GraphBudgetError(
                 f"hardware {name!r}: {key}.{dtype} = {value!r} is {peaks[str(dtype)] / 1e15:.3g} "

@@ -204,14 +204,19 @@ def test_a_matmul_figure_in_the_wrong_unit_is_refused():
         ({"peak_tflops": {"float32": 40e12}}, "peak_tflops.float32 = 40000000000000.0 is 4e+10 PF"),
         ({"peak_flops": {"float32": 1e18}}, "peak_flops.float32 = 1e+18 is 1e+03 PFLOP/s"),
         ({"bandwidth_gbs": 500e9}, "bandwidth_gbs = 500000000000.0 is 5e+08 TB/s"),
+        # TFLOP/s and GB/s under the keys in FLOP/s and bytes/s: a ridge point of 0.04
+        ({"peak_flops": {"float32": 2.0}}, "peak_flops.float32 = 2.0 is 2 FLOP/s, below any"),
+        ({"bandwidth": 50}, "bandwidth = 50 is 50 bytes/s, below any memory: bandwidth_gbs is"),
     ],
 )
 def test_a_peak_or_bandwidth_in_the_wrong_unit_is_refused(figures, says):
     """User trial: 40e12 written where TFLOP/s goes (or GB/s where bandwidth_gbs goes) was
-    taken as written: every kernel priced at nothing, every latency budget passed."""
+    taken as written: every kernel priced at nothing, every latency budget passed. The other
+    way (``peak_flops = {float32 = 2.0}``, ``bandwidth = 50``), a linear layer read as 100%
+    compute-bound against a compute_bound_min, and its latency as 12 days."""
     from pytest_graphbudget.hardware import from_table
 
-    table = {"bandwidth_gbs": 500} | figures
+    table = ({"bandwidth_gbs": 500} if "bandwidth" not in figures else {}) | figures
     if "peak_flops" not in table:
         table = {"peak_tflops": {"float32": 40}} | table
     with pytest.raises(GraphBudgetError, match=re.escape(says)):
