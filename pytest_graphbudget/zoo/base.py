@@ -67,7 +67,7 @@ class LoadOptions:
             if isinstance(shape, str):
                 shape = tuple(part.strip() for part in shape.replace("x", ",").split(","))
             try:
-                shape = tuple(int(dim) for dim in shape)
+                shape = tuple(_dim(dim) for dim in shape)
             except (TypeError, ValueError):
                 raise GraphBudgetError(
                     f"input_shape must be a list of positive integers such as 1,3,224,224, "
@@ -135,6 +135,16 @@ def written_shape(shape: Sequence[int]) -> str:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dim(value: object) -> int:
+    """One dimension of an ``input_shape``: an integer, or its digits; a float is refused,
+    never truncated (TOML's ``32.9`` had been read as 32)."""
+    if isinstance(value, str):
+        return int(value)
+    if not _is_int(value):
+        raise TypeError(f"not an integer: {value!r}")
+    return value  # type: ignore[return-value]
 
 
 class ModelLoader(abc.ABC):

@@ -68,6 +68,9 @@ def test_every_built_in_family_has_its_test_file():
         ({"seq_len": -5}, "seq_len must be a positive integer"),
         ({"input_shape": "1,3,x"}, "input_shape must be a list of positive integers"),
         ({"input_shape": (1, 0, 4)}, "input_shape must be a list of positive integers"),
+        # TOML's [8, 3, 32.9, 224] had been truncated to 8x3x32x224 and profiled
+        ({"input_shape": [8, 3, 32.9, 224]}, "input_shape must be a list of positive integers"),
+        ({"input_shape": [1, True]}, "input_shape must be a list of positive integers"),
         # "false" built on the meta device, 0 left it to the zoo: only True, False or None
         ({"meta": "false"}, r"meta must be true or false \(or left out.*got 'false'"),
         ({"meta": 0}, "meta must be true or false .*got 0"),
