@@ -387,7 +387,7 @@ them out (nn.ModuleList or nn.ModuleDict registers them)"
 def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> list[Finding]:
     """What the profile could not count, judged against the budget.
 
-    - Nothing counted at all fails: a zero would pass every limit.
+    - Nothing counted at all fails: a zero would pass every limit (a lookup's bytes count).
     - An op without a formula that may be a contraction (a floating-point input of rank 2 or
       more, or a name such as ``matmul``/``conv``/``attention``: ``costs.registry.may_contract``)
       fails, one finding per op: its uncounted FLOPs could be most of the model's. Listing
@@ -398,7 +398,9 @@ def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> lis
     data = profile if isinstance(profile, Mapping) else profile.to_dict()
     coverage = data["coverage"]
     findings = []
-    if coverage["nodes"] == 0 or data["totals"]["flops"] == 0:
+    totals, unsupported = data["totals"], coverage["unsupported_ops"]
+    lookup = totals.get("traffic_bytes", 0) and not unsupported  # an Embedding: bytes, 0 FLOPs
+    if coverage["nodes"] == 0 or (totals["flops"] == 0 and not lookup):
         findings.append(
             Finding(
                 "fail",
@@ -406,7 +408,6 @@ def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> lis
                 "no operation was counted: the graph is empty or every op lacks a formula",
             )
         )
-    unsupported = coverage["unsupported_ops"]
     suspects = coverage.get("unsupported_contractions")
     if suspects is None:  # not recorded: any of them may be a contraction
         suspects = unsupported

@@ -627,3 +627,20 @@ def test_the_toml_key_allows_an_unsupported_contraction(project):
     result = project.runpytest("-p", "no:cacheprovider", "--graph-budget", "budgets/", "-v")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*budgets/custom.toml::counted FAILED*"])
+
+
+def test_a_lookup_of_no_flops_is_counted_and_an_empty_graph_is_not():
+    """User trial: an ``nn.Embedding(1000, 64)`` budget failed with "no operation was
+    counted: the graph is empty or every op lacks a formula", though its one op was priced:
+    a lookup computes nothing (0 FLOPs) and moves bytes. 4x16 indices read 64 rows of 64
+    floats: 64 * 256 B read and 64 * 256 B written, and the 4x16 int64 indices (512 B)."""
+    from pytest_graphbudget.api import profile_model
+    from pytest_graphbudget.gate.budgets import Budget, coverage_findings
+
+    table = profile_model(torch.nn.Embedding(1000, 64), (torch.randint(0, 1000, (4, 16)),))
+    assert table.flops == 0 and table.params == 64_000
+    assert table.traffic_bytes == 2 * 64 * 64 * 4 + 4 * 16 * 8
+    assert [f for f in coverage_findings(table, Budget()) if f.severity == "fail"] == []
+    empty = profile_model(torch.nn.Identity(), (torch.randn(4),))
+    (fail,) = [f.message for f in coverage_findings(empty, Budget()) if f.severity == "fail"]
+    assert fail.startswith("no operation was counted")
