@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError, closest, toml_position
-from pytest_graphbudget.gate import figures
+from pytest_graphbudget.gate import environment, figures
 from pytest_graphbudget.gate.budgets import (
     REGRESSION_FIGURES,
     ROOT,
@@ -171,8 +171,8 @@ def read(path: Path, name: str | None = None) -> Baseline:
     if unknown:
         key = unknown[0]
         found.error = f"{where(key)}: unknown table {key!r}{closest(key, ['models'])}; {FIX}"
-    recorded = data.get("environment") if isinstance(data.get("environment"), dict) else {}
-    found.environment = {k: v for k, v in recorded.items() if isinstance(v, str)}  # context
+    found.environment, bad = environment.recorded(data.get("environment", {}))  # context
+    found.error = f"{where('environment', *bad[0])}: {bad[1]}; {FIX}" if bad else found.error
     models = data.get("models", {})
     if not isinstance(models, dict):
         found.error = f"{where('models')}: models must be a table of models; {FIX}"

@@ -79,3 +79,25 @@ def counter_moved(then: Mapping[str, str], now: Mapping[str, str]) -> str:
         if then.get(name) and now.get(name) and then[name] != now[name]
     ]
     return f"counter may have changed: {', '.join(moved)}" if moved else ""
+
+
+RECORDED = ("python", "torch", *LIBRARIES, "pytest-graphbudget", "project")
+"""The keys ``current`` writes to a baseline's ``[environment]``."""
+
+
+def recorded(table: object) -> tuple[dict[str, str], tuple[tuple[str, ...], str] | None]:
+    """A baseline's ``[environment]`` as written, and its first problem (the key path and
+    what is wrong) when hand-edited: an unknown or misspelt key, a version that is not a
+    string. Either would drop the "counter may have changed" note from a regression."""
+    import difflib
+
+    if not isinstance(table, Mapping):
+        return {}, ((), f"environment must be a table of versions, got {table!r}")
+    for key, value in table.items():
+        if key not in RECORDED:  # a near miss only: "tolerance" is not a misspelt "torch"
+            near = difflib.get_close_matches(str(key), RECORDED, 1, 0.75)
+            hint = f" (did you mean {near[0]!r}?)" if near else f"; keys: {', '.join(RECORDED)}"
+            return {}, ((key,), f"unknown key {key!r} in [environment]{hint}")
+        if not isinstance(value, str):
+            return {}, ((key,), f"[environment] {key} must be a version string, got {value!r}")
+    return dict(table), None

@@ -139,6 +139,38 @@ def test_an_entry_that_is_not_a_table_and_an_unknown_table(tmp_path):
     assert found.entries["b::net"].figures["flops"] == 10
 
 
+@pytest.mark.parametrize(
+    ("environment", "line", "says"),
+    [
+        ('torc = "2.13.0"', 2, "unknown key 'torc' in [environment] (did you mean 'torch'?)"),
+        (
+            'tolerance = "50%"',
+            2,
+            "unknown key 'tolerance' in [environment]; keys: python, torch, torchvision, "
+            "transformers, timm, diffusers, ultralytics, pytest-graphbudget, project",
+        ),
+        ("torch = 2.13", 2, "[environment] torch must be a version string, got 2.13"),
+    ],
+)
+def test_a_hand_edited_environment_is_an_error(tmp_path, environment, line, says):
+    """User trial: ``torc = "2.13.0"`` or ``torch = 2.13`` in the baseline's [environment]
+    was taken without a word, and a regression then lost its "counter may have changed:
+    torch ..." note; a tolerance there was taken as if it set one."""
+    path = write(
+        tmp_path,
+        f"""
+        [environment]
+        {environment}
+
+        [models."b::net"]
+        flops = 10
+        """,
+    )
+    found = baseline.read(path, "baseline.toml")
+    assert found.error == f"baseline.toml:{line}: {says}; {FIX}"
+    assert found.environment == {}
+
+
 def test_a_malformed_file_names_its_line(tmp_path):
     path = write(tmp_path, '[models."x"]\nflops = 1\nflops = 2\n')
     found = baseline.read(path, "baseline.toml")
