@@ -14,7 +14,8 @@ from pytest_graphbudget.errors import GraphBudgetError
 
 DECIMAL = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
-SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}
+# micro: the micro sign (U+00B5) and the Greek mu (U+03BC), which keyboards give alike
+SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9, "min": 60.0}
 
 FORMS = {
     "count": 'a number or a string with a decimal prefix: 2.2e10, "22G", "22 GFLOPs", "110M"',
@@ -25,10 +26,10 @@ FORMS = {
 
 _NUMBER = r"(?P<number>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
 _COUNT = re.compile(
-    rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]?)\s*(?P<unit>FLOPs?(?:/B)?|MACs?|flops?(?:/B)?|macs?|params?|ops?)?$"
+    rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]?)\s*(?P<unit>FLOPs?(?:/B|/byte)?|MACs?|flops?(?:/B|/byte)?|macs?|params?|ops?)?$"
 )
 _BYTES = re.compile(rf"^{_NUMBER}\s*(?P<prefix>[kKMGTP]i?|)\s*(?P<unit>B|bytes?)?$")
-_SECONDS = re.compile(rf"^{_NUMBER}\s*(?P<unit>s|ms|us|µs|ns|min)?$")
+_SECONDS = re.compile(rf"^{_NUMBER}\s*(?P<unit>s|ms|us|µs|μs|ns|min)?$")
 _RATIO = re.compile(rf"^{_NUMBER}\s*(?P<unit>%)?$")
 
 

@@ -31,6 +31,8 @@ from pytest_graphbudget.units import (
         ("120 MiB", "bytes", 120 * 2**20),
         (1024, "bytes", 1024),
         ("3ms", "seconds", 0.003),
+        ("876 μs", "seconds", 876e-6),  # the Greek mu, beside the micro sign
+        ("10µs", "seconds", 10e-6),
         ("250us", "seconds", 250e-6),
         ("1.5s", "seconds", 1.5),
         ("2%", "ratio", 0.02),

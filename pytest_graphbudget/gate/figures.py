@@ -83,7 +83,7 @@ COUNT_WORDS = {
     "flops": ("FLOPs", "FLOP", "ops", "op"),
     "macs": ("MACs", "MAC", "ops", "op"),
     "params": ("params", "param"),
-    "arithmetic_intensity": ("FLOPs/B", "FLOP/B"),
+    "arithmetic_intensity": ("FLOPs/B", "FLOP/B", "FLOPs/byte", "FLOP/byte"),  # as printed
 }
 """The unit words of the counts (``units.parse``'s ``words``)."""
 

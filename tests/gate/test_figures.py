@@ -152,6 +152,8 @@ def test_intensity_is_written_with_its_unit_and_reads_back():
     assert intensity.format(1_000) == "1k FLOPs/B"
     assert units.parse("1k FLOPs/B", "count") == 1_000
     assert budgets.build({"intensity_min": "20 FLOPs/B"}, "test").limits == {"intensity_min": 20}
+    # as graph-budget profile and explore print it: "arithmetic intensity 3.0 FLOPs/byte"
+    assert budgets.build({"intensity_min": "3.0 FLOPs/byte"}, "t").limits == {"intensity_min": 3}
 
 
 def test_limit_messages_read_back(linear_profile):
