@@ -77,6 +77,11 @@ def parse(value: Any, where: str = "parallel") -> Parallel:
         raise GraphBudgetError(f"{where}: zero={found.zero} shards over the dp ranks: give dp >= 2")
     if found.fsdp > 1 and (found.zero or found.dp > 1):
         raise GraphBudgetError(f"{where}: fsdp shards like zero=3 over its own ranks: drop zero/dp")
+    if found.world == 1:  # it had been dropped, and the budget run as one unsharded rank
+        raise GraphBudgetError(
+            f"{where}: {value!r} is one rank, which shards nothing: give 2 or more ranks, or "
+            "drop parallel (memory_max bounds one unsharded rank)"
+        )
     return found
 
 

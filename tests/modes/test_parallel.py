@@ -201,6 +201,9 @@ def kv_feed() -> torch.nn.Module:
         ({"parallel": {"fsdp": 2, "dp": 2}}, "fsdp shards like zero=3"),
         ({"parallel": "fsdp8"}, "write KEY=N pairs"),
         ({"parallel": {}}, "a table of dp, fsdp, zero, tp"),
+        # dropped without a word: a memory_per_rank_max then said parallel was missing
+        ({"parallel": {"fsdp": 1}}, "{'fsdp': 1} is one rank, which shards nothing: give 2"),
+        ({"parallel": "dp=1,tp=1"}, "is one rank, which shards nothing"),
         ({"parallel": {"tp": 3}, "model": Feed()}, "tp=3 does not divide num_heads=4"),
         ({"parallel": {"tp": 2}, "model": mlp()}, "tp=2 splits no Linear layer"),
         # a user's trial: each failed deep in the trace (mat1 and mat2 shapes, a bad view)
