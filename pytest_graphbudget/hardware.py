@@ -197,7 +197,7 @@ def get(name: str | Hardware, extra: Mapping[str, Hardware] | None = None) -> Ha
             if key == alias.lower():
                 return hw if table.get(hw.name) is hw else replace(hw, name=alias, aliases=())
     known = ", ".join(sorted(table))
-    hint = closest(name, list(table)) if name else ""
+    hint = closest(name, [*table, *(a for h in table.values() for a in h.aliases)]) if name else ""
     raise GraphBudgetError(f"unknown hardware {name!r}{hint}; known profiles: {known}")
 
 

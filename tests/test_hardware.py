@@ -268,6 +268,10 @@ def test_a_user_profile_is_found_before_a_shipped_alias_and_a_shadowed_card_keep
         GraphBudgetError, match=r"unknown hardware 'h1000' \(did you mean 'h100'\?\)"
     ):
         get("h1000", mine)
+    # an alias's near miss names the alias: "a100-40gb" had been "did you mean 'a10g'?"
+    for typed, meant in (("a100-40gb", "a100-80gb"), ("h100-sxn", "h100-sxm")):
+        with pytest.raises(GraphBudgetError, match=rf"\(did you mean '{meant}'\?\)"):
+            get(typed, {})
     with pytest.raises(GraphBudgetError, match="hardware must be a profile name .*got None"):
         get(None, {})  # type: ignore[arg-type]
 
