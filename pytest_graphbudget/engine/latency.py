@@ -154,10 +154,22 @@ def node_bytes(node: Any, sizes: Mapping[str, int]) -> int:
 
 
 def tensor_sizes(measured: Any) -> dict[str, int]:
-    """Bytes of every node's output and every graph input, by name."""
+    """Bytes of every node's output and every graph input, by name: what a kernel reading
+    it moves. A broadcast view (an expanded weight, stride 0) moves at most the bytes of its
+    storage it covers: ``F.linear`` over a non-contiguous input is a ``bmm`` over the weight
+    expanded along the batch, which reads the weight from cache, not once per batch row."""
     sizes = {name: sum(storages.values()) for name, storages in measured.inputs.items()}
-    sizes.update({n.name: sum(n.views.values()) for n in measured.nodes})
+    sizes.update({n.name: _read_bytes(n) for n in measured.nodes})
     return sizes
+
+
+def _read_bytes(node: Any) -> int:
+    extents = getattr(node, "view_extents", None) or {}
+    total = 0
+    for key, size in node.views.items():
+        extent = extents.get(key)  # no storage size (symbolic): the view's own bytes
+        total += min(size, extent.bytes) if extent is not None and extent.nbytes else size
+    return total
 
 
 def tensor_channels(measured: Any) -> dict[str, int]:

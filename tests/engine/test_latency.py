@@ -403,6 +403,30 @@ def test_on_the_plain_roofline_compiled_is_the_fused_roofline_and_eager_sums_the
     assert eager.est_latency_s == pytest.approx((240 + 64) / 100e9)
 
 
+class ExpandedWeight(nn.Module):
+    """``bmm`` over a weight expanded along the batch: what ``F.linear`` over a
+    non-contiguous 3-d input runs (pytorch/pytorch#126973)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(64, 64))
+
+    def forward(self, x):
+        return torch.bmm(x, self.w.expand(x.shape[0], 64, 64))
+
+
+def test_a_kernel_reading_a_broadcast_weight_moves_its_storage_once():
+    """On (100, 8, 64): the bmm's 2*100*8*64*64 = 6,553,600 FLOPs take 6.55 us at generic's
+    1 TFLOP/s; it moves x (204,800 B), the weight's storage once (16,384 B, not the 1,638,400
+    of its expanded view) and its output (204,800 B): 4.26 us at 100 GB/s. Eager had priced
+    the expanded view's bytes (20.5 us): a torchvision ViT under autocast read 4x slower at
+    batch 2 than at batch 1 on a 4090, and the total traffic, which counts storages, did not."""
+    prof = profile_model(ExpandedWeight(), torch.randn(100, 8, 64))
+    assert prof.flops == 2 * 100 * 8 * 64 * 64
+    assert prof.traffic_bytes == 204_800 + 16_384 + 204_800
+    assert prof.est_latency_s == pytest.approx(max(6_553_600 / 1e12, 425_984 / 100e9))
+
+
 NPU = {"peak_tflops": {"float32": 2.0}, "bandwidth_gbs": 50, "launch_us": 1000}
 """A profile of peaks and bandwidth, no family or efficiency, whose kernels launch in 1 ms."""
 FLAT = nn.Sequential(nn.Flatten(), nn.Linear(256, 128), nn.ReLU()).eval()
