@@ -195,6 +195,12 @@ def topk(x: Shape, k: int, *_, out, **__) -> OpCost:
     return OpCost(other=numel(x) * max(1, (k - 1).bit_length()))
 
 
+@register("kthvalue", "median", "nanmedian", role="reduction")
+def select(x: Shape, *_, out, **__) -> OpCost:
+    # A selection (quickselect, as topk's one pass): one comparison per element.
+    return OpCost(other=numel(x))
+
+
 EMBEDDING_BAG_SUM, EMBEDDING_BAG_MEAN, EMBEDDING_BAG_MAX = 0, 1, 2  # ATen's modes
 
 

@@ -191,14 +191,14 @@ def test_max_growth_from_zero_fails(linear_json, capsys):
 
 
 class Unpriced(torch.nn.Module):
-    """A ``Linear(8, 4)`` and a ``kthvalue``, which has no cost formula (docs/metrics.md)."""
+    """A ``Linear(8, 4)`` and a ``pdist``, which has no cost formula (docs/metrics.md)."""
 
     def __init__(self):
         super().__init__()
         self.fc = torch.nn.Linear(8, 4)
 
     def forward(self, x):
-        return self.fc(x) + torch.kthvalue(x, 2, dim=1, keepdim=True).values
+        return self.fc(x).sum() + torch.nn.functional.pdist(x).sum()
 
 
 def test_max_growth_fails_a_side_with_nothing_counted_and_shows_unpriced_ops(
@@ -221,15 +221,16 @@ def test_max_growth_fails_a_side_with_nothing_counted_and_shows_unpriced_ops(
         "(ops without a cost formula?)"
         for side in "AB"
     ]
-    # counted ops (the Linear's 2*2*8*4 + 2*4 FLOPs, the add's 2*4) and one without a formula
+    # counted ops (the Linear's 2*2*8*4 + 2*4 FLOPs, its sum's 8, pdist's sum's 1 and the
+    # add's 1) and one without a formula
     argv = ["compare", "unpriced.json", "unpriced.json", "--max-growth", "1%"]
     assert cli.main([*argv, "--format", "markdown"]) == 0
     out, err = capsys.readouterr()
     assert "- ✅ within --max-growth" in out
-    assert "- ⚠️ B (Unpriced) has ops without a cost formula (aten.kthvalue x1)" in out
-    assert "unpriced.json: no cost formula for aten.kthvalue x1" in err
+    assert "- ⚠️ B (Unpriced) has ops without a cost formula (aten._pdist_forward x1)" in out
+    assert "unpriced.json: no cost formula for aten._pdist_forward x1" in err
     flops = json.loads(open("unpriced.json").read())["totals"]["flops"]
-    assert flops == 2 * 2 * 8 * 4 + 2 * 4 + 2 * 4
+    assert flops == 2 * 2 * 8 * 4 + 2 * 4 + 8 + 1 + 1
 
 
 @pytest.mark.parametrize(

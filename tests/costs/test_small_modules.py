@@ -689,8 +689,13 @@ def test_fold_adds_each_column_element_that_lands_in_the_image(fold, shape, adds
         # max(1, ceil(log2 n)) per element, n the sorted length: n = 1 still costs 1
         (lambda x: torch.sort(x, dim=1).values, (4, 1), 4 * 1 * 1),
         (lambda x: torch.sort(x, dim=1).values, (4, 6), 4 * 6 * 3),  # ceil(log2 6) = 3
+        # a selection compares each element once, as topk's one pass: were unpriced
+        (lambda x: torch.kthvalue(x, 2, dim=1).values, (4, 6), 4 * 6),
+        (lambda x: torch.median(x, dim=0).values, (4, 6), 4 * 6),
+        (lambda x: x.median(), (4, 6), 4 * 6),
+        (lambda x: x.nanmedian(), (4, 6), 4 * 6),
     ],
-    ids=["topk-k1", "topk-k5", "sort-n1", "sort-n6"],
+    ids=["topk-k1", "topk-k5", "sort-n1", "sort-n6", "kthvalue", "median-dim", "median", "nan"],
 )
 def test_sort_and_topk_count_at_least_one_comparison_an_element(fn, shape, flops):
     class Sorted(nn.Module):
