@@ -231,7 +231,7 @@ class _CostInterpreter(fx.Interpreter):
             if n.op == "placeholder":
                 binding = self.traced.placeholders[self._placeholder]
                 self._placeholder += 1
-                if binding.kind == "input":
+                if binding.kind in ("input", "nested"):
                     self.inputs[n.name] = _views(value)
             return value
         node = NodeCost(

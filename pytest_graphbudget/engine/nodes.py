@@ -93,7 +93,13 @@ class Measured:
 
     @property
     def input_bytes(self) -> int:
-        return sum(sum(v.values()) for v in self.inputs.values())
+        """The inputs' storages, each once: one tensor passed as two arguments (``(q, q, q)``
+        to an attention) is one storage."""
+        found: dict[Any, int] = {}
+        for views in self.inputs.values():
+            for key, size in views.items():
+                found[key] = max(found.get(key, 0), size)
+        return sum(found.values())
 
 
 def _storage(t: torch.Tensor) -> Any:

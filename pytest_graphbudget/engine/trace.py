@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 class Binding:
     """Where a graph placeholder's value comes from: a user input or a model state tensor."""
 
-    kind: str  # "input" (index into the flat user tensors), "state" (FQN), "constant" (tensor)
+    kind: str  # "input" (index into the flat user tensors), "state" (FQN), "constant" (a value;
+    # "nested": a container, a dict or a tuple, holding user input tensors)
     ref: Any
 
 
@@ -233,9 +234,11 @@ def trace_fx(model: nn.Module, example: Example) -> Traced:
             value = bound.arguments.get(name, concrete.get(name))
         else:  # a concrete argument's leaf, ``is_causal_1``: FX keeps its value as the default
             value = node.args[0] if node.args else None
-        placeholders.append(
-            Binding("input", index[id(value)]) if id(value) in index else Binding("constant", value)
-        )
+        if id(value) in index:
+            placeholders.append(Binding("input", index[id(value)]))
+        else:  # a dict or tuple of inputs: its tensors are inputs too (their bytes, the peak)
+            nested = any(id(t) in index for t in pytree.tree_leaves(value))
+            placeholders.append(Binding("nested" if nested else "constant", value))
     return Traced(gm, "fx", placeholders, state_in_module=True)
 
 

@@ -224,6 +224,40 @@ def test_a_dataclass_output_is_written_by_its_kernels_in_every_tier():
     assert found["fx"].traffic_bytes == found["eager"].traffic_bytes
 
 
+class FromDict(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+
+    def forward(self, batch):
+        return self.a(batch["x"])
+
+
+class AddInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+
+    def forward(self, x, y):
+        return self.a(x) + y
+
+
+def test_inputs_in_a_container_or_passed_twice_are_counted_once_in_every_tier():
+    """User trial: under FX a tensor inside a dict input was left out of the input bytes,
+    the traffic and the peak (0, 2,688, 2,688), and one tensor passed as two arguments was
+    counted twice in the peak (2,112). By hand: a (4, 16) float32 input is 256 B; Linear(16,
+    32)'s weights 2,176 B and output 512 B: traffic and peak 2,944. Linear(16, 16)'s weights
+    1,088 B; x read by the linear and again by the add is one storage, inputs 256 B; at the
+    add the linear's output and the sum's (256 B each) are live: peak 1,088 + 256 + 512."""
+    x = torch.randn(4, 16)
+    for tier in ("fx", "eager"):
+        held = profile_model(FromDict(), ({"x": x},), tier=tier)
+        assert held.trace.method == tier
+        assert (held.input_bytes, held.traffic_bytes, held.peak_memory_bytes) == (256, 2944, 2944)
+        twice = profile_model(AddInput(), (x, x), tier=tier)
+        assert (twice.input_bytes, twice.peak_memory_bytes) == (256, 1088 + 256 + 512)
+
+
 def test_the_models_own_hooks_are_priced_and_fx_says_it_cannot_see_them():
     """User trial: a forward hook on the model itself (``out @ W``) was left out by FX's trace
     of its ``forward``, which the hook wraps: 262,144 MACs for 393,216, without a word.
