@@ -1,8 +1,9 @@
 """Estimated against measured peak memory, one real CPU step per model and step kind.
 
 For each model of the sample (the zoo's families, batch 1 and the inputs ``zoo.resolve`` gives,
-plus a Conv2d/GroupNorm/ConvTranspose2d decoder and a Conv2d/BatchNorm/ConvTranspose2d
-autoencoder at 4x3x128x128 built here), in a fresh subprocess per model:
+plus a Conv2d/GroupNorm/ConvTranspose2d decoder, a Conv2d/BatchNorm/ConvTranspose2d
+autoencoder at 4x3x128x128 and a 2-layer bidirectional LSTM (128 -> 256) at 16x50x128 built
+here), in a fresh subprocess per model:
 
 - ``eval``: one forward under ``torch.inference_mode()``, against ``profile_model(case)``;
 - ``train``, ``sgd``, ``adam``: one training step (the forward, the sum of the outputs as the
@@ -46,6 +47,7 @@ MODELS = (
     "facebook/detr-resnet-50",
     "conv-decoder",
     "tconv-autoencoder",
+    "lstm",
 )
 STEPS = ("eval", "train", "sgd", "adam")
 SGD = {"lr": 0.01, "momentum": 0.9}  # engine/joint.py's SGD: momentum, no dampening
@@ -104,6 +106,9 @@ def build(name: str):
         return decoder()
     if name == "tconv-autoencoder":
         return autoencoder()
+    if name == "lstm":  # oneDNN's RNN: reordered weights and every step's gates (workspace.py)
+        model = torch.nn.LSTM(128, 256, num_layers=2, batch_first=True, bidirectional=True)
+        return model.eval(), (torch.randn(16, 50, 128),), {}
     from pytest_graphbudget.zoo import resolve
 
     case = resolve(name, batch=1)

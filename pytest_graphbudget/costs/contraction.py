@@ -111,9 +111,10 @@ def baddbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **
 
 @register("addbmm", role="anchor", kind="bmm")
 def addbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
-    # Sum over the batch of (m, k) @ (k, n), added to bias: the batch sum is one add per product
-    # but the first, then the bias add and the alpha/beta scaling.
-    return OpCost(macs=numel(a) * b[-1], other=numel(out) * (a[0] - 1) + _scaled(out, beta, alpha))
+    # Sum over the batch of (m, k) @ (k, n), added to bias: each output element accumulates
+    # batch x k products, all of them MACs (the batch is contracted as k is), then the bias
+    # add and the alpha/beta scaling.
+    return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha))
 
 
 @register("mv", "dot", "vdot", role="anchor", kind="matmul")

@@ -2,8 +2,9 @@
 
 They count toward the peak (``engine/partition.live_at_peak``) during the op only. Each function
 gets the op's arguments as shapes, like its formula, and ``itemsize``; it returns bytes. The
-figures are those of float32 convolutions on CPU, read off ``torch.profiler(profile_memory=True)``
-(``benchmarks/peak.py --explain``); other dtypes and devices have none here (``docs/metrics.md``).
+figures are those of float32 convolutions and LSTM layers on CPU, read off
+``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``); other dtypes and
+devices have none here (``docs/metrics.md``).
 
 A CPU convolution takes one of two paths, chosen as ``ConvParams::use_mkldnn`` in ATen chooses:
 
@@ -106,6 +107,16 @@ def convolution(
     x_b = _padded(x, block) if x[1] >= FIRST_LAYER_CHANNELS else 0
     held = x_b + numel_w(w, block, transposed) + out_b
     return max(held - prod(out), out_b) * itemsize
+
+
+@workspace("mkldnn_rnn_layer")
+def rnn_layer(x: Shape, w_ih: Shape, w_hh: Shape, *_, out, itemsize: int, **__) -> int:
+    """oneDNN's LSTM layer (one direction): it reorders the layer's two weights into its own
+    layout and keeps every step's four gates, steps x batch x 4H, while it runs."""
+    if itemsize != 4:
+        return 0
+    steps = prod(x[:-1])  # (T, B, I): every step of every sample
+    return (prod(w_ih) + prod(w_hh) + steps * w_ih[0]) * itemsize
 
 
 def numel_w(w: Shape, block: int, transposed: bool) -> int:
