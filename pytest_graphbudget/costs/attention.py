@@ -173,12 +173,19 @@ def native_mha(
     proj_weight,
     proj_bias,
     mask=None,
+    need_weights=True,
+    average_attn_weights=True,
     *_,
     out,
     **__,
 ) -> OpCost:
-    # nn.MultiheadAttention's inference fast path: one kernel for the whole block.
-    return _mha(query, key, num_head, qkv_bias is not None, mask is not None)
+    # nn.MultiheadAttention's inference fast path: one kernel for the whole block; asked for
+    # its weights averaged over the heads, it sums the heads' scores and divides each sum.
+    cost = _mha(query, key, num_head, qkv_bias is not None, mask is not None)
+    if need_weights and average_attn_weights:
+        scores = (prod(query[:-2]) if len(query) > 2 else 1) * query[-2] * key[-2]
+        cost = cost + OpCost(other=scores * (num_head + 1))
+    return cost
 
 
 @register("_transformer_encoder_layer_fwd", role="anchor", kind="encoder_layer")

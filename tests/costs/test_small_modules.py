@@ -291,19 +291,21 @@ def test_sdpa_causal_does_not_halve(causal):
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, embed_dim, heads):
+    def __init__(self, embed_dim, heads, need_weights=False):
         super().__init__()
         self.mha = nn.MultiheadAttention(embed_dim, heads, batch_first=True)
+        self.need_weights = need_weights
 
     def forward(self, x):
-        return self.mha(x, x, x, need_weights=False)[0]
+        return self.mha(x, x, x, need_weights=self.need_weights)[0]
 
 
 @pytest.mark.parametrize("heads", [4, 8])
-def test_multihead_attention(heads, eager_aten_ops):
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention(heads, need_weights, eager_aten_ops):
     B, L, E = 2, 10, 32
     S = L
-    model, x = SelfAttention(E, heads), torch.randn(B, L, E)
+    model, x = SelfAttention(E, heads, need_weights), torch.randn(B, L, E)
     assert "aten._native_multi_head_attention.default" in eager_aten_ops(model, (x,))
     prof = profile(model, x)
     macs = (
@@ -316,7 +318,9 @@ def test_multihead_attention(heads, eager_aten_ops):
     # = 81,920 (projections) + 12,800 (attention) = 94,720 MACs whatever the number of heads
     bias = B * L * E + 2 * B * S * E + B * L * E  # 1 per projection output element: 2,560
     scores = B * heads * L * S * (1 + 5)  # scale + softmax, no mask
-    assert_counts(prof, macs, 2 * macs + bias + scores)
+    # the weights asked for, averaged over the heads: a sum of the heads' scores, a divide
+    averaged = (B * heads * L * S + B * L * S) if need_weights else 0
+    assert_counts(prof, macs, 2 * macs + bias + scores + averaged)
     assert prof.params == 4 * E * E + 4 * E  # in_proj (3E x E) + out_proj (E x E), biases
 
 
