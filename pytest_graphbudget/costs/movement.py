@@ -48,5 +48,11 @@ zero_cost(
     kinds={"_unsafe_index": "index"},
 )
 
-# Bookkeeping that never names the node it runs in.
+# Bookkeeping that never names the node it runs in; a profiler's annotations
+# (``record_function``, ``nn.DataParallel``'s) compute nothing either.
 zero_cost("device sym_size _assert_tensor_metadata", role="free")
+zero_cost(
+    "profiler._record_function_enter profiler._record_function_enter_new "
+    "profiler._record_function_exit",
+    role="free",
+)

@@ -829,3 +829,26 @@ def test_mixtral_experts_count_every_routed_token(device):
     attention = 2 * 64 * 64 * 64 + 2 * 64 * 64 * 32 + 2 * 4 * 64 * 64 * 16
     layer = attention + 64 * 64 * 4 + 64 * 2 * (64 * 256 + 128 * 64)
     assert prof.macs == 2 * layer + 64 * 64 * 128
+
+
+class Annotated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        with torch.profiler.record_function("block"):
+            return self.fc(x)
+
+
+@pytest.mark.parametrize(
+    "model", [Annotated(), nn.DataParallel(nn.Linear(8, 4))], ids=["record_function", "dp"]
+)
+def test_a_profilers_annotations_are_no_unpriced_ops(model):
+    """User trial: ``record_function`` (and ``nn.DataParallel``, which opens one) listed
+    ``profiler._record_function_enter_new`` and ``_exit`` as ops without a cost formula: a
+    warning, an error under --graph-budget-strict, for calls that compute nothing. The linear:
+    2*2*8*4 + 2*4 = 136 FLOPs."""
+    prof = profile(model, torch.randn(2, 8))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == 136
