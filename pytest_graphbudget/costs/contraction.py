@@ -157,3 +157,29 @@ def cdist_forward(x1: Shape, x2: Shape, p=2.0, *_, out: Shape, **__) -> OpCost:
     if p == 2:
         return OpCost(macs=pairs * m, other=pairs * m + root)
     return OpCost(other=3 * pairs * m + root)
+
+
+@register("_trilinear", role="anchor", kind="matmul")
+def trilinear(
+    i1: Shape, i2: Shape, i3: Shape, expand1, expand2, expand3, sumdim, unroll_dim=1, *_, out, **__
+) -> OpCost:
+    # (i1 * i2 * i3).sum(sumdim), each unsqueezed at its expand dims (nn.Bilinear: x1 [N, I],
+    # W [O, I, J], x2 [N, J]), as ATen runs it: one slice of unroll_dim at a time, i1 * i2
+    # contracted over the summed dims i3 lacks, then that with i3 over the rest, added in.
+    def shape(s: Shape, expand) -> list[int]:
+        full = list(s)
+        for dim in sorted(expand):
+            full.insert(dim, 1)
+        return full
+
+    s1, s2, s3 = shape(i1, expand1), shape(i2, expand2), shape(i3, expand3)
+    slices = max(s1[unroll_dim], s2[unroll_dim], s3[unroll_dim])
+    for s in (s1, s2, s3):
+        s[unroll_dim] = 1
+    both = [max(a, b) for a, b in zip(s1, s2, strict=True)]
+    kept = [
+        1 if d in sumdim and d in expand3 and d != unroll_dim else n for d, n in enumerate(both)
+    ]
+    last = [max(a, b) for a, b in zip(kept, s3, strict=True)]
+    added = prod(1 if d in sumdim else n for d, n in enumerate(last))
+    return OpCost(macs=slices * (prod(both) + prod(last)), other=slices * added)

@@ -852,3 +852,22 @@ def test_a_profilers_annotations_are_no_unpriced_ops(model):
     prof = profile(model, torch.randn(2, 8))
     assert prof.coverage.unsupported_ops == {}
     assert prof.flops == 136
+
+
+class TwoInputs(nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, a, b):
+        return self.layer(a, b)
+
+
+def test_a_bilinear_layer_is_priced_as_aten_runs_it():
+    """``nn.Bilinear(5, 6, 3)`` on (4, 5) and (4, 6) was an op without a formula (0 MACs, a
+    contraction flagged). ATen's ``_trilinear`` runs it one output feature at a time: x1 @
+    W[o] over I (N*I*J MACs), that times x2 summed over J (N*J), added into the output (N):
+    MACs 3 * (4*5*6 + 4*6) = 432 = N*O*J*(I+1); FLOPs 2*432 + 12 (adds) + 12 (bias) = 888."""
+    prof = profile(TwoInputs(nn.Bilinear(5, 6, 3)), torch.randn(4, 5), torch.randn(4, 6))
+    assert prof.coverage.unsupported_ops == {}
+    assert (prof.macs, prof.flops, prof.params) == (432, 888, 3 * 5 * 6 + 3)
