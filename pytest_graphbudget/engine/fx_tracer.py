@@ -166,7 +166,27 @@ class PathTracer(fx.Tracer):
         proxy = super().create_proxy(kind, target, args, kwargs, *rest, **more)
         if kind.startswith("call_"):
             proxy.node.meta[HELD] = self._stack.held(sys._getframe(1))
+        if kind in ("call_function", "call_method"):
+            self._own_module(proxy.node, sys._getframe(1))
         return proxy
+
+    def _own_module(self, node: fx.Node, frame: Any) -> None:
+        """A module's forward called directly (``self.a.forward(x)``) is no module call to
+        FX, and its ops were charged to the caller: the module whose code made the node, as
+        the tape finds it, goes on the node's ``nn_module_stack``."""
+        while frame is not None and frame.f_code.co_filename in MACHINERY:
+            frame = frame.f_back
+        if frame is None or "self" not in frame.f_code.co_varnames:
+            return
+        owner = frame.f_locals.get("self")
+        paths = self._paths.get(id(owner), ()) if isinstance(owner, nn.Module) else ()
+        path = self.path_of_module(owner) if paths else ""
+        if not path or path == self.scope.module_path:
+            return
+        stack = dict(node.meta.get("nn_module_stack") or {})
+        if path not in (entry[0] for entry in stack.values()):
+            stack[path] = (path, type(owner))
+            node.meta["nn_module_stack"] = stack
 
 
 MACHINERY = frozenset(

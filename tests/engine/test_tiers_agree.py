@@ -258,6 +258,25 @@ def test_inputs_in_a_container_or_passed_twice_are_counted_once_in_every_tier():
         assert (twice.input_bytes, twice.peak_memory_bytes) == (256, 1088 + 256 + 512)
 
 
+class DirectForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.b.forward(self.a.forward(x))
+
+
+def test_a_submodule_whose_forward_is_called_directly_is_charged_its_ops_in_every_tier():
+    """User trial: ``self.b.forward(self.a.forward(x))`` is no module call to FX, and both
+    linears' FLOPs went to the model (a: 0, b: 0); the tape charged each its own. A
+    Linear(16, 16) on (4, 16): 2*4*16*16 + 4*16 = 2,112 FLOPs."""
+    for tier in ("fx", "eager"):
+        prof = profile_model(DirectForward(), (torch.randn(4, 16),), tier=tier)
+        assert prof.trace.method == tier
+        assert {path: m.flops for path, m in prof.modules.items()} == {"a": 2112, "b": 2112}
+
+
 def test_the_models_own_hooks_are_priced_and_fx_says_it_cannot_see_them():
     """User trial: a forward hook on the model itself (``out @ W``) was left out by FX's trace
     of its ``forward``, which the hook wraps: 262,144 MACs for 393,216, without a word.
