@@ -116,8 +116,8 @@ class Family:
     """The share of its float16 datasheet peak that a large matmul was measured to reach on
     the card the fractions were fitted on (``fitted_on``); None where none was measured."""
     bfloat16: bool = True
-    """Whether its tensor cores run bfloat16 at the float16 rate (every family since ampere;
-    not turing): a profile of the family without a bfloat16 peak takes its float16 one."""
+    """Whether its tensor cores run bfloat16 at the float16 rate and TF32 at half of it (ampere
+    on; not turing): a card of the family without a bfloat16 or tf32 peak takes those."""
     memory_scale: float = 1.0
     """What a borrowing family's memory shares are of the lender's (hopper's were measured
     at about half ada's); already applied to ``efficiency`` and ``compiled``."""
@@ -287,8 +287,9 @@ def from_table(name: str, table: Mapping[str, object]) -> Hardware:
             f"hardware {name!r}: aliases must be a list of names, got {aliases!r}"
         )
     figures = _family_figures(name, table, peaks)
-    if figures.get("family") and FAMILIES[figures["family"]].bfloat16:
-        peaks.setdefault("bfloat16", peaks["float16"])  # not the float32 peak, 2-16x slower
+    if figures.get("family") and FAMILIES[figures["family"]].bfloat16:  # else float32's:
+        peaks.setdefault("bfloat16", peaks["float16"])  # 2-16x slower than the card runs it
+        peaks.setdefault("tf32", peaks["float16"] / 2)  # float32 convolutions, PyTorch's default
     return Hardware(
         name=name,
         description=texts.get("description", name),

@@ -189,6 +189,35 @@ def test_a_family_card_without_a_bfloat16_peak_runs_bfloat16_at_its_float16_one(
     assert from_table("plain", figures).peak("bfloat16") == 10e12  # no family: no guess
 
 
+def test_a_family_card_without_a_tf32_peak_runs_float32_convolutions_at_half_its_float16():
+    """User trial: an A100 written from its datasheet (float32 19.5, float16 312) without a
+    tf32 peak priced ResNet-50's float32 convolutions, which PyTorch runs on TF32, at the
+    float32 peak: 54.1 ms at batch 64 where the shipped a100 reads 19.3. Every datasheet
+    since ampere gives TF32 at half the dense float16 rate (A100 156 of 312, H100 494.7 of
+    989.4, RTX 4090 82.6 of 165.2); turing has no TF32."""
+    import torch
+    import torchvision
+
+    from pytest_graphbudget.api import profile_model
+    from pytest_graphbudget.hardware import from_table
+
+    figures = {"peak_tflops": {"float32": 10, "float16": 40}, "bandwidth_gbs": 100}
+    for family, tf32 in (("ampere", 20e12), ("hopper", 20e12), ("turing", 10e12)):
+        assert from_table("card", {**figures, "family": family}).peak("tf32") == tf32, family
+    assert from_table("plain", figures).peak("tf32") == 10e12  # no family: no guess
+    datasheet = {"float32": 19.5, "float16": 312, "bfloat16": 312}
+    mine = {"peak_tflops": datasheet, "bandwidth_gbs": 2039, "family": "ampere"}
+    mine["matmul_tflops"] = 258.74
+    with torch.device("meta"):
+        model = torchvision.models.resnet50().eval()
+    x = torch.empty(64, 3, 224, 224, device="meta")
+    shipped, written = (
+        profile_model(model, (x,), hardware=card).est_latency_s
+        for card in ("a100", from_table("my-a100", mine))
+    )
+    assert written == shipped  # the shipped card's datasheet gives tf32 = 156
+
+
 def test_a_matmul_figure_in_the_wrong_unit_is_refused():
     """235,130 where 235.13 TFLOP/s goes (GFLOP/s) would scale every compute share 490x."""
     from pytest_graphbudget.hardware import from_table
