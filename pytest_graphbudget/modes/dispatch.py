@@ -209,6 +209,7 @@ def profile(request: Request) -> Profile:
     """The profile ``request`` asks for, from exactly one mode: the decode step, the training
     step, or one forward (cast as asked, and timed when it asks for runs)."""
     from pytest_graphbudget.modes.dtype import cast
+    from pytest_graphbudget.modes.quantize import refuse_int8_on_a_gpu
 
     if request.decode:
         from pytest_graphbudget.modes.decode import step_profile
@@ -230,6 +231,7 @@ def profile(request: Request) -> Profile:
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
     name = name or type(model).__name__
     variant = request.variant
+    refuse_int8_on_a_gpu(variant.dtype, request.hardware)
     model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), variant.dtype)
     if variant.mode == "train":
         from pytest_graphbudget.modes.parallel import profile_sharded

@@ -41,6 +41,12 @@ def quantized_copy(model: Any, dtype: str) -> Any:
             f"dtype={dtype!r} quantizes nn.Linear layers and {type(model).__name__} has none: "
             "quantize it yourself and leave dtype unset"
         )
+    if any(p.is_meta for p in model.parameters()):  # int8's observers read them: a traceback
+        raise GraphBudgetError(  # float8's scales too: its dequantize went unpriced on meta
+            f"dtype={dtype!r} quantizes the weights from their values (their range, the scales), "
+            f"and {type(model).__name__} is on the meta device, which has none: build it with "
+            "real weights (meta = false in its table, or without --meta)"
+        )
     try:
         copied = copy.deepcopy(model)
     except Exception as exc:
@@ -70,3 +76,20 @@ def _float8(model: Any) -> None:
             "dtype='float8_e4m3fn' needs torchao: pip install 'pytest-graphbudget[quant]'"
         ) from None
     quantize_(model, Float8WeightOnlyConfig())
+
+
+def refuse_int8_on_a_gpu(dtype: str | None, hardware: Any) -> None:
+    """``int8`` runs ``quantized::linear_dynamic``, which has CPU kernels only (FBGEMM,
+    QNNPACK): priced on a GPU profile it was a figure for a kernel no GPU runs (slower than
+    float16 on every card, an H100 no faster than an A100)."""
+    if dtype != "int8":
+        return
+    from pytest_graphbudget import hardware as hw
+
+    target = hw.get(hardware)
+    if target.family:
+        raise GraphBudgetError(
+            f"dtype='int8' is torch.ao's dynamic quantization, whose quantized::linear_dynamic "
+            f"runs on CPU only: {target.name} ({target.family}) would price a kernel no GPU "
+            "runs; price int8 on a CPU profile, and float8_e4m3fn or float16 on a GPU"
+        )

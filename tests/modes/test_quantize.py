@@ -31,7 +31,7 @@ def mlp() -> nn.Module:
 def test_int8_profiles_a_dynamically_quantized_copy_and_leaves_the_model_alone():
     model = mlp()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    prof = profile_model(model, torch.randn(4, 64), dtype="int8", hardware="h100")
+    prof = profile_model(model, torch.randn(4, 64), dtype="int8", hardware="epyc-9654")
     assert (prof.dtype, prof.weights_bytes, prof.macs) == ("int8", 12_960, MACS)
     assert prof.coverage.unsupported_ops == {}
     assert [type(m) for m in model] == [nn.Linear, nn.ReLU, nn.Linear]
@@ -59,6 +59,26 @@ def test_what_cannot_be_quantized_is_one_line(model, options, message):
     shape = (1, 3, 8, 8) if isinstance(model, nn.Conv2d) else (4, 64)
     with pytest.raises(GraphBudgetError, match=message.replace("(", r"\(").replace(")", r"\)")):
         profile_model(model, torch.randn(shape), dtype="int8", **options)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float8_e4m3fn"])
+def test_a_model_on_the_meta_device_is_not_quantized_without_a_word(dtype):
+    """User trial: int8 on a meta-built BERT ended in torch's traceback ("Tensor.item() cannot
+    be called on meta tensors", from the observer); float8 priced the weights at one byte
+    and the products without the dequantize, 1.5x fast. Both read the weights' values."""
+    with torch.device("meta"):
+        model = mlp()
+    with pytest.raises(GraphBudgetError, match="Sequential is on the meta device, which has"):
+        profile_model(model, torch.empty(4, 64, device="meta"), dtype=dtype)
+
+
+def test_int8_on_a_gpu_profile_is_refused_its_kernel_runs_on_cpus_only():
+    """User trial: int8 (``quantized::linear_dynamic``, FBGEMM or QNNPACK) was priced on t4,
+    a100 and h100 at their int8 tensor-core peaks: a kernel no GPU runs, slower than float16
+    on every card. A CPU profile prices it."""
+    with pytest.raises(GraphBudgetError, match="runs on CPU only: t4 .turing. would price"):
+        profile_model(mlp(), torch.randn(4, 64), dtype="int8", hardware="t4")
+    assert profile_model(mlp(), torch.randn(4, 64), dtype="int8").macs == MACS  # generic
 
 
 def test_the_baseline_id_of_a_quantized_variant_ends_with_its_dtype():
