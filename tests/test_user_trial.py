@@ -109,6 +109,17 @@ def test_compare_says_when_one_side_is_a_training_step(adam_step, tmp_path, caps
     assert "A is eval mode, B is train mode" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_shipped_turing_card_says_why_it_has_no_bfloat16_peak(capsys):
+    """User trial: ``--hardware t4 --dtype bfloat16`` said "give it bfloat16 in peak_tflops"
+    of a shipped profile; the T4 runs bfloat16 without tensor cores, at its float32 peak."""
+    argv = ["profile", "squeezenet1_1", "--meta", "--hardware", "t4", "-q", "--format", "json"]
+    assert cli.main([*argv, "--dtype", "bfloat16"]) == 0
+    assert (
+        "hardware t4 has no bfloat16 peak: latency and bottleneck are judged on its float32 "
+        "peak (turing has no bfloat16 tensor cores: the card runs it at that peak)"
+    ) in capsys.readouterr().err
+
+
 def test_a_dtype_the_hardware_has_no_peak_for_is_noted(tmp_path, capsys):
     """``hardware --calibrate`` measures float32 only; ``profile --dtype bfloat16`` on that
     profile priced bf16 at the fp32 peak and said nothing."""

@@ -87,7 +87,20 @@ def missing_peak(profile: Any, limits: Any) -> str | None:
             if dtype in kernels:
                 judged += f", latency on its calibrated {dtype} kernels"
         said.append(
-            f"hardware {hardware.name} has no {dtype} peak: {judged} (give it {dtype} in "
-            "peak_tflops)"
+            f"hardware {hardware.name} has no {dtype} peak: {judged} ({_fix(hardware, dtype)})"
         )
     return "; ".join(said) or None
+
+
+def _fix(hardware: Any, dtype: str) -> str:
+    """What to do about a missing peak: a user's profile can give it; a turing card runs
+    bfloat16 without tensor cores (its float32 peak is right); a shipped card's datasheet
+    gives none."""
+    from pytest_graphbudget.hardware import BUILTIN, FAMILIES
+
+    family = FAMILIES.get(getattr(hardware, "family", "") or "")
+    if dtype == "bfloat16" and family is not None and not family.bfloat16:
+        return f"{family.name} has no bfloat16 tensor cores: the card runs it at that peak"
+    if any(hardware == shipped for shipped in BUILTIN):
+        return "its datasheet gives none"
+    return f"give it {dtype} in peak_tflops"
