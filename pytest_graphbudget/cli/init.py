@@ -166,6 +166,7 @@ def _checked_output(given: str | None) -> str:
             f"{shown} is outside {collected}, where check and pytest --graph-budget "
             "collect budget files, so no run would check it: write it there (e.g. -o "
             f"{default}), or add its folder to [tool.graph_budget] budgets in pyproject.toml"
+            + ("" if conf.budgets else " (with 'budgets': the paths there replace budgets/)")
         )
     return output
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from pytest_graphbudget.gate.budget_files import covered, looks_like_budget
+from pytest_graphbudget.gate.budget_files import SKIPPED, covered, looks_like_budget
 
 DEFAULT = "budgets"
 
@@ -21,19 +21,33 @@ def stray_folders(root: Path, collected: list[Path]) -> list[str]:
     and that holds a budget file."""
     problems = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if folder.name == DEFAULT or covered(folder, collected):
+        if covered(folder, collected):
             continue
         if not difflib.get_close_matches(folder.name.lower(), [DEFAULT], 1, 0.8):
             continue
-        found = next((f for f in sorted(folder.rglob("*.toml")) if looks_like_budget(f)), None)
-        if found is not None:
-            shown = found.relative_to(root)
+        files = (f for f in sorted(folder.rglob("*.toml")) if not covered(f, collected))
+        found = next((f for f in files if _budget(f)), None)
+        if found is None:
+            continue
+        shown = found.relative_to(root)
+        if folder.name == DEFAULT:  # configured budget paths replace it, and it was left out
             problems.append(
-                f"{shown} looks like a budget file, but no run collects {folder.name}/: budget "
-                f"files are read from {DEFAULT}/ or the paths of [tool.graph_budget] budgets; "
-                f"move it to {DEFAULT}/, or add '{folder.name}' to budgets in pyproject.toml"
+                f"{shown} is a budget file, but no run collects {DEFAULT}/: the paths of "
+                f"[tool.graph_budget] budgets replace it; add '{DEFAULT}' to them in "
+                "pyproject.toml, or move it into one of them"
             )
+            continue
+        problems.append(
+            f"{shown} looks like a budget file, but no run collects {folder.name}/: budget "
+            f"files are read from {DEFAULT}/ or the paths of [tool.graph_budget] budgets; "
+            f"move it to {DEFAULT}/, or add '{folder.name}' to budgets in pyproject.toml"
+        )
     return problems + stray_files(root, collected)
+
+
+def _budget(path: Path) -> bool:
+    """A budget file: not the baseline (which holds ``[models]`` tables too) nor pyproject."""
+    return path.name not in SKIPPED and looks_like_budget(path)
 
 
 def stray_files(root: Path, collected: list[Path]) -> list[str]:

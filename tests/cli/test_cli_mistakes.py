@@ -235,7 +235,7 @@ def test_init_refuses_a_file_no_run_collects(project, capsys):
         "graph-budget: error: -o budget/new.toml is outside budgets/, where check and pytest "
         "--graph-budget collect budget files, so no run would check it: write it there (e.g. "
         "-o budgets/models.toml), or add its folder to [tool.graph_budget] budgets in "
-        "pyproject.toml\n"
+        "pyproject.toml (with 'budgets': the paths there replace budgets/)\n"
     )
     assert cli.main(["init", f"{MODULE}:linear", "-o", "budgets/new.txt"]) == 2
     assert "-o budgets/new.txt: a budget file is a *.toml file" in capsys.readouterr().err

@@ -341,6 +341,28 @@ def test_a_budget_folder_no_run_collects_is_a_usage_error(project, capsys, monke
     assert project.runpytest("--graph-budget").ret == pytest.ExitCode.OK
 
 
+def test_budgets_left_out_of_the_configured_paths_is_a_usage_error(project, capsys, monkeypatch):
+    """User trial: init's own advice (add perf/ to [tool.graph_budget] budgets) left the root
+    budgets/ uncollected, since configured paths replace it: its models were no longer
+    checked, even under --graph-budget-strict, and their baseline entries never read stale.
+    A configured path inside budgets/ covers its own files only."""
+    write(project, "perf/extra.toml", TABLES.format(grows="linear"))
+    configure(project, 'budgets = ["perf"]')
+    problem = (
+        "budgets/nets.toml is a budget file, but no run collects budgets/: the paths of "
+        "[tool.graph_budget] budgets replace it; add 'budgets' to them in pyproject.toml, or "
+        "move it into one of them"
+    )
+    result = project.runpytest("--graph-budget")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {problem}"])
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check"]) == 2
+    assert problem in capsys.readouterr().err
+    configure(project, 'budgets = ["perf", "budgets"]')  # the fix it names
+    assert project.runpytest("--graph-budget").ret == pytest.ExitCode.OK
+
+
 @pytest.mark.parametrize("name", ["heavy.tml", "heavy.TOML"])
 def test_a_budget_file_named_nearly_toml_is_a_usage_error(project, capsys, monkeypatch, name):
     """User trial: budgets/heavy.tml (or .TOML) was never read, by pytest or by check,
