@@ -49,6 +49,12 @@ def registered_markers(config: pytest.Config) -> set[str]:
     return {re.split(r"[:(]", line, maxsplit=1)[0].strip() for line in config.getini("markers")}
 
 
+FIGURE_WORDS = {"flops", "macs", "params", "memory", "latency", "traffic", "weights", "intensity"}
+BOUND_WORDS = {"max", "min", "limit", "budget", "maximum", "minimum"}
+"""A marker naming a figure and a bound in other words (``max_flops``, ``flops_limit``) is a
+misspelt one of ours: pytest only warns of an unknown marker, and the test would check nothing."""
+
+
 def marker_typo(name: str, registered: set[str]) -> str | None:
     """The problem with a marker that looks like one of ours but is not (``flop_max``,
     ``bottlenek``), else None. Markers registered by the project or a plugin are theirs."""
@@ -56,14 +62,18 @@ def marker_typo(name: str, registered: set[str]) -> str | None:
         return None
     ours = list(MARKERS)
     lowered = name.lower()  # @pytest.mark.FLOPS_MAX: pytest's marker names are case-sensitive
+    words = set(lowered.split("_"))  # max_flops, flops_limit: a figure and a bound, reordered
+    figure = [m for m in ours if words & FIGURE_WORDS & set(m.split("_"))]
     if not (
         lowered in MARKERS
         or lowered.endswith(("_max", "_min"))
+        or (figure and words & BOUND_WORDS)
         or lowered.startswith(("graph_budget", "graphbudget"))
         or difflib.get_close_matches(lowered, ours, n=1, cutoff=0.75)
     ):
         return None
-    match = [lowered] if lowered in MARKERS else difflib.get_close_matches(lowered, ours, 1, 0.7)
+    match = [lowered] if lowered in MARKERS else figure[:1] if words & BOUND_WORDS else []
+    match = match or difflib.get_close_matches(lowered, ours, 1, 0.7)
     hint = f" (did you mean {match[0]!r}?)" if match else f" (budget markers: {', '.join(ours)})"
     return f"unknown marker @pytest.mark.{name}{hint}: it would check nothing"
 

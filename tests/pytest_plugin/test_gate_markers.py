@@ -285,6 +285,10 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
         def test_unknown_limit(model):
             pass
 
+        @pytest.mark.max_flops("1k")
+        def test_reordered(model):
+            pass
+
         @pytest.mark.slow_max(3)
         @pytest.mark.slow
         @pytest.mark.flops_max("1G")
@@ -297,7 +301,7 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
         """
     )
     result, report = run(project, "-v", "-W", "ignore::pytest.PytestUnknownMarkWarning")
-    result.assert_outcomes(passed=2, errors=3)
+    result.assert_outcomes(passed=2, errors=4)
     result.stdout.fnmatch_lines_random(
         [
             "*test_typos.py::test_flop ERROR*",
@@ -307,6 +311,8 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
             "(did you mean 'flops_max'?): it would check nothing (on test_typos.py::test_flop)",
             "*unknown marker @pytest.mark.bottlenek (did you mean 'bottleneck'?)*",
             "*unknown marker @pytest.mark.gpu_time_max (budget markers: flops_max, macs_max,*",
+            # a figure and a bound reordered: a green "ok" once a baseline held its figures
+            "*unknown marker @pytest.mark.max_flops (did you mean 'flops_max'?)*",
         ]
     )
     assert "Traceback" not in result.stdout.str()
