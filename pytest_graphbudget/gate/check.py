@@ -82,7 +82,9 @@ class ModelResult:
         return cls(**json.loads(text))
 
     def message(self) -> str:
-        lines = [f"graph budget failed for {self.label} ({self.id}):"]
+        failed = any(f["severity"] == "fail" for f in self.findings)  # else an error alone
+        said = "failed for" if failed or not self.error else "could not check"
+        lines = [f"graph budget {said} {self.label} ({self.id}):"]
         if self.error:
             lines += [f"  {line}" for line in self.error.splitlines()]
         lines += [f"  {f['message']}" for f in self.findings if f["severity"] == "fail"]
