@@ -78,9 +78,11 @@ def test_configured_budgets_run_from_a_subdirectory_and_beside_a_test_path(proje
 def test_a_configured_path_need_not_be_called_budgets(project):
     write(project, "perf/limits/edge.toml", TABLE.format(name="edge"))
     configure(project, 'budgets = ["perf"]')
+    # the budgets moved to perf/: a budgets/ that holds some and no path covers is refused
+    (project.path / "budgets" / "nets.toml").unlink()
     result = run(project)
     result.stdout.fnmatch_lines(["*perf/limits/edge.toml::edge PASSED*"])
-    result.assert_outcomes(passed=2)  # the plain test and edge; budgets/ is not configured
+    result.assert_outcomes(passed=2)  # the plain test and edge
 
 
 def test_a_budget_file_named_on_the_command_line_runs_wherever_it_is(project):
