@@ -341,11 +341,21 @@ def test_a_budget_folder_no_run_collects_is_a_usage_error(project, capsys, monke
     assert project.runpytest("--graph-budget").ret == pytest.ExitCode.OK
 
 
+def refused_by_pytest_and_check(project, capsys, monkeypatch, problem: str) -> None:
+    """``pytest --graph-budget`` (what CI runs: no path named) and ``check`` both stop on
+    ``problem``, a usage error, before any model is built."""
+    result = project.runpytest("--graph-budget")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {problem}"])
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check"]) == 2
+    assert problem in capsys.readouterr().err
+
+
 def test_budgets_left_out_of_the_configured_paths_is_a_usage_error(project, capsys, monkeypatch):
     """User trial: init's own advice (add perf/ to [tool.graph_budget] budgets) left the root
     budgets/ uncollected, since configured paths replace it: its models were no longer
-    checked, even under --graph-budget-strict, and their baseline entries never read stale.
-    A configured path inside budgets/ covers its own files only."""
+    checked, even under --graph-budget-strict, and their baseline entries never read stale."""
     write(project, "perf/extra.toml", TABLES.format(grows="linear"))
     configure(project, 'budgets = ["perf"]')
     problem = (
@@ -353,12 +363,7 @@ def test_budgets_left_out_of_the_configured_paths_is_a_usage_error(project, caps
         "[tool.graph_budget] budgets replace it; add 'budgets' to them in pyproject.toml, or "
         "move it into one of them"
     )
-    result = project.runpytest("--graph-budget")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: {problem}"])
-    monkeypatch.chdir(project.path)
-    assert cli.main(["check"]) == 2
-    assert problem in capsys.readouterr().err
+    refused_by_pytest_and_check(project, capsys, monkeypatch, problem)
     configure(project, 'budgets = ["perf", "budgets"]')  # the fix it names
     assert project.runpytest("--graph-budget").ret == pytest.ExitCode.OK
 
@@ -373,12 +378,7 @@ def test_a_budget_file_named_nearly_toml_is_a_usage_error(project, capsys, monke
         f"budgets/{name} looks like a budget file, but only *.toml files are read: rename it "
         "heavy.toml"
     )
-    result = project.runpytest("--graph-budget")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: {problem}"])
-    monkeypatch.chdir(project.path)
-    assert cli.main(["check"]) == 2
-    assert problem in capsys.readouterr().err
+    refused_by_pytest_and_check(project, capsys, monkeypatch, problem)
 
 
 def test_a_table_named_with_an_escape_keeps_its_lines(tmp_path):
