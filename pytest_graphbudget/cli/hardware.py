@@ -76,7 +76,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-
     check_writable(args.output)
     asked = (args.name, args.device, args.quick, args.force)
     numbers = (args.threads, args.rounds, args.max_spread)

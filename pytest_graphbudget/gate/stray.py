@@ -1,8 +1,9 @@
 """Budget files no run collects: a folder at the project's root named nearly ``budgets``
-(``budget/``, ``Budgets/``) that holds budget tables, or a file in a budget folder named
-nearly ``*.toml`` (``x.tml``, ``x.TOML``). Neither ``pytest --graph-budget`` nor
-``graph-budget check`` looks there, so its budgets would never be checked, and the run would
-be green without them: said as a usage error, with the fix.
+(``budget/``, ``Budgets/``) that holds budget tables, the root's ``budgets/`` itself when
+configured budget paths replace it, or a file in a budget folder named nearly ``*.toml``
+(``x.tml``, ``x.TOML``). Neither ``pytest --graph-budget`` nor ``graph-budget check`` looks
+there, so its budgets would never be checked, and the run would be green without them: said
+as a usage error, with the fix.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ DEFAULT = "budgets"
 
 
 def stray_folders(root: Path, collected: list[Path]) -> list[str]:
-    """A problem for each folder at ``root`` whose name is nearly ``budgets`` but is not a
-    folder budget runs collect (``collected``: the configured budget paths, or ``budgets/``),
-    and that holds a budget file."""
+    """A problem for each folder at ``root`` named ``budgets`` or nearly so that budget runs
+    do not collect (``collected``: the configured budget paths, or ``budgets/``) and that
+    holds a budget file no collected path covers; then each file named nearly ``*.toml``."""
     problems = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if covered(folder, collected):
