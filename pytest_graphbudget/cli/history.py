@@ -59,6 +59,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         for move in found:
             print(f"{move.model}: {move_text(move)}")
+        for record in records:  # a commit where the model could not be checked: no figures
+            if "error" in record:
+                where = (record.get("commit") or "no commit")[:7]
+                print(f"{record['model']}: {where}: could not be checked: {record['error']}")
         print(summary(records, len(found)))  # never silent: an empty list reads as "no file"
     return EXIT_OK
 

@@ -53,20 +53,23 @@ def top_level(own: Mapping[str, int]) -> dict[str, int]:
 
 
 def line_of(result: Any, commit: str | None, time: str, environment: Mapping[str, str]) -> dict:
-    """The history line of one profiled model of a run."""
-    entry = entry_from(result.profile)
-    layers = {"flops": top_level(entry.modules)}
-    layers |= {figure: top_level(own) for figure, own in sorted(entry.by_module.items())}
-    return {
+    """The history line of one model of a run: its figures, or, when it could not be checked,
+    none and its ``error`` (a commit that broke the model is a mark, not a gap)."""
+    line = {
         "schema": SCHEMA,
         "commit": commit,
         "time": time,
         "environment": dict(environment),
         "model": result.id,
         "tolerance": result.budget.get("tolerance"),
-        "figures": {k: entry.figures[k] for k in REGRESSION_FIGURES if k in entry.figures},
-        "layers": layers,
     }
+    if result.profile is None:
+        return line | {"figures": {}, "error": (result.error or "").splitlines()[0][:500]}
+    entry = entry_from(result.profile)
+    layers = {"flops": top_level(entry.modules)}
+    layers |= {figure: top_level(own) for figure, own in sorted(entry.by_module.items())}
+    figures = {k: entry.figures[k] for k in REGRESSION_FIGURES if k in entry.figures}
+    return line | {"figures": figures, "layers": layers}
 
 
 def now() -> str:
@@ -83,7 +86,7 @@ def append(path: Path, results: list[Any], root: Path, environment: Mapping[str,
     lines = [
         json.dumps(line_of(r, commit, time, environment), sort_keys=False, allow_nan=False)
         for r in sorted(results, key=lambda r: r.id)
-        if r.profile is not None
+        if r.profile is not None or r.error
     ]
     if not lines:
         return 0
@@ -143,6 +146,8 @@ def _check_values(path: Path, number: int, record: Mapping[str, Any]) -> None:
         for v in layers.values()
     ):
         raise GraphBudgetError(f"{where} layers is not a table of numbers by figure and module")
+    if not isinstance(record.get("error", ""), str):
+        raise GraphBudgetError(f"{where} error is {json.dumps(record['error'])}, not a string")
     environment = record.get("environment", {})
     versions = environment.values() if isinstance(environment, dict) else [environment]
     if not isinstance(environment, dict) or not all(isinstance(v, str | None) for v in versions):
@@ -171,8 +176,9 @@ def moves(records: list[dict[str, Any]], tolerance: float | None = None) -> list
 
     found = []
     for model, lines in by_model(records).items():
-        for index in range(1, len(lines)):
-            before, after = lines[index - 1], lines[index]
+        measured = [i for i, line in enumerate(lines) if line["figures"]]  # not the errors
+        for last, index in zip(measured, measured[1:], strict=False):
+            before, after = lines[last], lines[index]
             allowed = tolerance
             if allowed is None:
                 allowed = after.get("tolerance")

@@ -27,13 +27,18 @@ def short(commit: str | None) -> str:
 
 
 def chart(model: str, lines: Sequence[Mapping[str, Any]], moved: Sequence[Move]) -> str:
-    """The model's figures over its lines, as percentages of their first values."""
-    keys = [k for k in lines[0]["figures"] if k in figures.BY_KEY]
+    """The model's figures over its lines, as percentages of their first measured values; a
+    line whose model could not be checked is a cross on the axis, with its error."""
+    first = next((line["figures"] for line in lines if line["figures"]), {})
+    keys = [k for k in first if k in figures.BY_KEY]
     share = {
-        k: [100.0 * line["figures"].get(k, 0) / (lines[0]["figures"][k] or 1) for line in lines]
+        k: [
+            100.0 * line["figures"][k] / (first[k] or 1) if k in line["figures"] else None
+            for line in lines
+        ]
         for k in keys
     }
-    ys = [y for values in share.values() for y in values] or [100.0]
+    ys = [y for values in share.values() for y in values if y is not None] or [100.0]
     lo, hi = min(min(ys), 100.0) - 5, max(max(ys), 100.0) + 5
     marked = {(m.index, m.figure) for m in moved}
 
@@ -52,6 +57,12 @@ def chart(model: str, lines: Sequence[Mapping[str, Any]], moved: Sequence[Move])
             f'<text class="tick" x="{px(i):.1f}" y="{H - BOTTOM + 16}">'
             f"{escape(short(line.get('commit')))}</text>"
         )
+        if "error" in line:
+            tip = f"{short(line.get('commit'))}: could not be checked: {line['error']}"
+            parts.append(
+                f'<text class="error" x="{px(i):.1f}" y="{H - BOTTOM - 4}">\u2715'
+                f"<title>{escape(tip)}</title></text>"
+            )
     for y in sorted({round(lo), 100, round(hi)}):
         parts.append(
             f'<line class="grid" x1="{LEFT}" y1="{py(y):.1f}" x2="{W - RIGHT}" y2="{py(y):.1f}"/>'
@@ -59,13 +70,17 @@ def chart(model: str, lines: Sequence[Mapping[str, Any]], moved: Sequence[Move])
         )
     for n, (key, color) in enumerate(zip(keys, LINE_COLORS * 4, strict=False)):
         fig = figures.get(key)
-        path = " ".join(f"{px(i):.1f},{py(y):.1f}" for i, y in enumerate(share[key]))
+        path = " ".join(
+            f"{px(i):.1f},{py(y):.1f}" for i, y in enumerate(share[key]) if y is not None
+        )
         parts.append(f'<polyline class="series" points="{path}" style="stroke:{color}"/>')
         parts.append(
             f'<text class="series-name" x="{W - RIGHT + 8}" y="{TOP + 14 + 14 * n}" '
             f'style="fill:{color}">{escape(fig.label)}</text>'
         )
         for i, (line, y) in enumerate(zip(lines, share[key], strict=True)):
+            if y is None:
+                continue
             big = (i, key) in marked
             value = fig.format(line["figures"].get(key, 0))
             tip = f"{short(line.get('commit'))}: {value} {fig.label}"
@@ -95,8 +110,14 @@ def section(
     index: int, model: str, lines: Sequence[Mapping[str, Any]], moved: list[Move]
 ) -> Section:
     items = "".join(f"<li>{escape(move_text(m))}</li>" for m in moved)
+    items += "".join(
+        f"<li>{escape(short(line.get('commit')))}: could not be checked: "
+        f"{escape(line['error'])}</li>"
+        for line in lines
+        if "error" in line
+    )
     listed = (
-        f'<ul class="moves">{items}</ul>' if moved else "<p>No figure moved past the tolerance.</p>"
+        f'<ul class="moves">{items}</ul>' if items else "<p>No figure moved past the tolerance.</p>"
     )
     return Section(
         f"history-{index}",

@@ -165,6 +165,42 @@ def test_the_page_marks_the_widening_commit_and_names_the_encoder(three, capsys)
     assert capsys.readouterr().out == said
 
 
+def test_a_commit_whose_model_could_not_be_checked_is_a_mark_not_a_gap(three, capsys, tmp_path):
+    """A run whose model raised had no line: the broken commit vanished from the history.
+    Its line now has no figures and its error; the moves skip it (the widening is measured
+    from the first commit, across the broken one), the list and the page name it."""
+    from pytest_graphbudget import cli
+    from pytest_graphbudget.gate.check import ModelResult
+    from pytest_graphbudget.reports import history
+
+    path, commits, _ = three
+    broken = ModelResult(
+        "budgets/mlp.toml::mlp", "mlp", "budgets/mlp.toml::mlp", "budgets/mlp.toml", 1,
+        {"limits": {}, "tolerance": 0.01}, error="the model's forward raised: shape mismatch",
+    )  # fmt: skip
+    appended = tmp_path / "appended.jsonl"
+    assert history.append(appended, [broken], tmp_path, {"torch": "x"}) == 1
+    line = json.loads(appended.read_text())
+    assert (line["figures"], line["error"]) == ({}, "the model's forward raised: shape mismatch")
+    first, *rest = path.read_text().splitlines()
+    line["commit"] = "b" * 40
+    path.write_text("\n".join([first, json.dumps(line), *rest]) + "\n")
+    moved = history.moves(history.read(path))
+    assert {(m.commit, m.figure) for m in moved if m.figure == "flops"} == {(commits[1], "flops")}
+    capsys.readouterr()
+    assert cli.main(["history", str(path)]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    said = "budgets/mlp.toml::mlp: bbbbbbb: could not be checked: the model's forward raised"
+    assert any(text.startswith(said) for text in listed)
+    assert listed[-1] == "1 model over 4 commits (4 lines): 6 moves past the tolerance"
+    out = tmp_path / "history.html"
+    assert cli.main(["history", str(path), "--html", str(out)]) == 0
+    page = out.read_text()
+    assert "bbbbbbb: could not be checked: the model&#x27;s forward raised" in page
+    points = re.findall(r'data-figure="flops" data-commit="(\w+)"', page)
+    assert points == [commits[0], commits[1], commits[2]]  # no point for the broken commit
+
+
 def test_a_torch_that_moved_between_lines_is_named_as_the_counter(three, capsys):
     import torch
 
