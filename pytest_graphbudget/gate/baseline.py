@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -98,10 +99,7 @@ def entry_from(profile: Any) -> Entry:
 
 def load(path: Path) -> dict[str, Entry]:
     """Entries by model id; an absent file is an empty baseline, a malformed one an error.
-
-    The entries of a file with bad values are what could be read of them: ``read`` says
-    what is wrong.
-    """
+    A file with bad values gives what could be read of them (``read`` says what is wrong)."""
     found = read(path)
     if found.error:
         raise GraphBudgetError(found.error)
@@ -231,6 +229,10 @@ def _layers(value: Any, figure: str, problem: Any, *keys: str) -> dict[str, int]
     if not isinstance(value, dict):
         problem(f"must be a table of modules, got {_type_name(value)}", *keys)
         return {}
+    stray = [key for key in value if key in REGRESSION_FIGURES]
+    if len(stray) > 1:  # the next entry's figures, its [models."..."] line deleted above them
+        lost = 'are a model\'s figures, not modules: was the [models."..."] line above deleted?'
+        problem(f"{', '.join(stray)} {lost}", *keys, stray[0])
     found = {}
     for module, v in value.items():
         number = _figure(v, figures.get(figure).unit, lambda m, x=module: problem(m, *keys, x))
@@ -275,8 +277,6 @@ def _type_name(value: Any) -> str:
 
 def _toml_key(key: str) -> str:
     """A key as TOML writes it: bare when it can be, quoted otherwise."""
-    import re
-
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
 
 
@@ -321,12 +321,9 @@ def update(
 
 @contextmanager
 def locked(baseline: Path, timeout: float = 120.0) -> Iterator[None]:
-    """Hold the baseline's lock while the block runs.
-
-    The lock file lives in the system's temporary directory, named after the baseline's
-    resolved path, so every process writing this baseline shares it and nothing is left beside
-    the baseline for ``git status`` to show.
-    """
+    """Hold the baseline's lock while the block runs. The lock file lives in the temporary
+    directory, named after the baseline's resolved path: every process writing this baseline
+    shares it, and nothing is left beside the baseline for ``git status`` to show."""
     from filelock import FileLock, Timeout
 
     digest = hashlib.sha256(str(Path(baseline).resolve()).encode()).hexdigest()[:16]

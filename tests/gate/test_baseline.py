@@ -108,6 +108,18 @@ def test_figures_with_units_are_read_as_a_budget_reads_them(tmp_path):
     assert "flops = 635000000\n" in baseline.dumps(found.entries)
 
 
+def test_a_deleted_table_line_is_named_where_its_figures_landed(tmp_path):
+    # The [models.b] line is gone: b's figures now read as modules of a.
+    figures = "flops = 16512\n" + LINEAR_OTHERS
+    path = write(tmp_path, f"[models.a]\n{figures}\n[models.a.modules]\nfc = 16512\n\n{figures}")
+    found = baseline.read(path)
+    assert found.problems["a"] == [
+        "{}:12: [a] modules.flops: flops, macs, params, peak_memory_bytes, weights_bytes, "
+        "traffic_bytes are a model's figures, not modules: was the [models.\"...\"] line above "
+        f"deleted?; {FIX}".format(path)
+    ]
+
+
 def test_an_entry_that_is_not_a_table_and_an_unknown_table(tmp_path):
     path = write(
         tmp_path,
