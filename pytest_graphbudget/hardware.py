@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget import hardware_table
 from pytest_graphbudget.errors import GraphBudgetError, closest
 from pytest_graphbudget.hardware_table import (
     GIGA,
@@ -383,34 +384,9 @@ def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:
 
 
 def check_names(found: Mapping[str, Hardware]) -> None:
-    """Names are matched in any case: two profiles named alike, an alias that is another
-    profile's name, or one alias of two profiles would leave one of them unreachable without
-    a word."""
-    names: dict[str, str] = {}
-    for name in found:
-        if name.lower() in names:
-            raise GraphBudgetError(
-                f"hardware {names[name.lower()]!r} and {name!r}: names are matched in any "
-                "case, so one of them could never be used; rename one"
-            )
-        names[name.lower()] = name
-    shipped = {hw.name.lower() for hw in BUILTIN}
-    aliases: dict[str, str] = {}
-    for name, hw in found.items():
-        for alias in hw.aliases:
-            taken = names.get(alias.lower()) or (alias.lower() in shipped and alias)
-            if taken and taken != name:
-                raise GraphBudgetError(
-                    f"hardware {name!r}: alias {alias!r} is the name of the profile "
-                    f"{taken!r}, which a name always reaches first; drop the alias, or name "
-                    f"this profile {alias!r} to stand in for it"
-                )
-            other = aliases.setdefault(alias.lower(), name)
-            if other != name:
-                raise GraphBudgetError(
-                    f"hardware {other!r} and {name!r}: both give the alias {alias!r}, which "
-                    "would reach only one of them; drop it from one"
-                )
+    """User profiles whose names would leave a profile unreachable, or drop what a shipped
+    card of that name was priced with, are refused (``hardware_table.check_names``)."""
+    hardware_table.check_names(found, {hw.name.lower(): hw for hw in BUILTIN})
 
 
 _DATA = _read_data()

@@ -312,7 +312,9 @@ def test_names_in_any_case_reach_the_users_profile_or_are_refused():
     from pytest_graphbudget.hardware import from_tables, get, profiles
 
     figures = {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 10}
-    mine = from_tables({"H100": figures, "mycard": {**figures, "aliases": ["4090"]}})
+    mine = from_tables(
+        {"H100": {**figures, "launch_us": 4}, "mycard": {**figures, "aliases": ["4090"]}}
+    )
     for name in ("h100", "H100"):
         assert get(name, mine) is mine["H100"]
     assert get("4090", mine) is mine["mycard"]  # the shipped rtx4090's alias too
@@ -323,6 +325,25 @@ def test_names_in_any_case_reach_the_users_profile_or_are_refused():
         from_tables({"mine": {**figures, "aliases": ["H100"]}})
     with pytest.raises(GraphBudgetError, match="alias 'edge' is the name of the profile 'Edge'"):
         from_tables({"Edge": figures, "mine": {**figures, "aliases": ["edge"]}})
+
+
+def test_a_profile_named_like_a_shipped_gpu_keeps_its_family_or_says_how_it_prices():
+    """A user's ``h100`` of datasheet figures alone had replaced the shipped h100 as a bare
+    roofline: ResNet-50's float16 forward at batch 1 read 0.07 ms against the shipped card's
+    2.5 ms, with no word. It is refused with the family to give; with it, or with pricing of its own
+    (``efficiency``, ``launch_us``), or under a name of its own, it is the user's card."""
+    from pytest_graphbudget.hardware import from_tables
+
+    datasheet = {"peak_tflops": {"float32": 67, "float16": 989}, "bandwidth_gbs": 3350}
+    says = "hardware 'h100' replaces the shipped h100, .* give it family = \"hopper\" to keep"
+    for name in ("h100", "H100"):
+        with pytest.raises(GraphBudgetError, match=says.replace("'h100'", repr(name))):
+            from_tables({name: datasheet})
+    for own in ({"family": "hopper"}, {"efficiency": {"matmul": [0.5, 0.8]}}, {"launch_us": 5}):
+        assert from_tables({"h100": {**datasheet, **own}})["h100"].name == "h100"
+    assert from_tables({"my-h100": datasheet})["my-h100"].family == ""
+    with pytest.raises(GraphBudgetError, match='replaces the shipped t4, .*"turing"'):
+        from_tables({"T4": {"peak_tflops": {"float32": 8.1}, "bandwidth_gbs": 320}})
 
 
 def test_a_card_that_sustains_half_what_the_fit_card_did_computes_at_half_the_rate():

@@ -294,7 +294,7 @@ def test_the_hardware_listing_names_each_profile_by_what_reaches_it(tmp_path, mo
         "[tool.graph_budget.hardware_profiles.4090]\n"
         "peak_tflops = { float32 = 80 }\nbandwidth_gbs = 1000\n"
         "[tool.graph_budget.hardware_profiles.H100]\n"
-        "peak_tflops = { float32 = 60 }\nbandwidth_gbs = 3000\n"
+        "peak_tflops = { float32 = 60 }\nbandwidth_gbs = 3000\nlaunch_us = 4\n"
     )
     monkeypatch.chdir(tmp_path)
     assert cli.main(["hardware", "--format", "json"]) == 0
