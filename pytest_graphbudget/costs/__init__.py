@@ -28,6 +28,7 @@ from pytest_graphbudget.costs import (  # noqa: E402, F401
     movement,
     quantized,
     reduction,
+    spectral,
     workspace,
 )
 from pytest_graphbudget.costs.registry import (  # noqa: E402

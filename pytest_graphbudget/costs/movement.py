@@ -31,7 +31,8 @@ zero_cost(
     "zeros zeros_like ones ones_like empty empty_like empty_strided full full_like new_zeros "
     "new_ones new_empty new_full new_empty_strided arange linspace logspace fill zero "
     "scalar_tensor tensor rand rand_like randn randn_like randint randint_like randperm normal "
-    "uniform bernoulli eye "
+    "uniform bernoulli eye hann_window hamming_window blackman_window bartlett_window "
+    "kaiser_window "
     # scalars, asserts, dropout in eval
     "_local_scalar_dense item sym_stride sym_numel sym_storage_offset dim size "
     "stride is_nonzero _assert_async _assert_scalar _functional_assert_async "

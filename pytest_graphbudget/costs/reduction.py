@@ -94,6 +94,7 @@ for _name in (
 ).split():
     register(_name, role="reduction")(_per_input(1))
 register("histc", role="reduction")(_per_input(1))  # each element to its bin (MoE routing)
+register("equal", role="reduction")(_per_input(1))  # all(a == b): istft checks its window
 for _name in "var std var_mean std_mean".split():
     register(_name, role="reduction")(_per_input(3))  # subtract the mean, square, sum
 for _name in "norm linalg_vector_norm".split():

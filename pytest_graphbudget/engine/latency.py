@@ -111,6 +111,8 @@ def kernel_kind(
         return "conv_dense"
     if node.kind in MATMUL_KINDS:
         return "matmul"
+    if node.kind == "fft":  # log2 N passes over the signal, no product: not a matmul's rate
+        return "reduction"
     if node.kind == "attention":
         return "attention"
     if node.kind in BLOCK_KINDS:
