@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from math import ceil, prod
 
-from pytest_graphbudget.costs.registry import Shape, workspace
+from pytest_graphbudget.costs.registry import Shape, numel, workspace
 
 FIRST_LAYER_CHANNELS = 8
 """oneDNN reads a source with fewer input channels (an image's 3) in its plain layout."""
@@ -244,3 +244,65 @@ def _deconv_columns(x: Shape, w: Shape) -> int:
     """Elements of ``slow_conv_transpose2d``'s columns: C_out x kernel values per input
     position, for the whole batch (the input times the weight, before col2im)."""
     return x[0] * w[1] * prod(w[2:]) * prod(x[2:])
+
+
+def _attention_held(u: int, scores: int, masked: bool) -> int:
+    """Bytes ATen's fused attention (``native_multi_head_attention`` in ``attention.cpp``)
+    holds beside its input while it runs, as the profiler sees it: the packed q, k, v (``u``
+    each, the input's bytes) twice while they are split out, then once with the scores (a
+    masked softmax writes a second copy), then once with the context and the output."""
+    return max(6 * u, 3 * u + scores * (2 if masked else 1), 5 * u)
+
+
+def _outputs(out) -> int:
+    """Elements of every output of an op (``out`` a shape or a tuple of them)."""
+    if isinstance(out, Shape):
+        return numel(out)
+    return sum(numel(o) for o in out if isinstance(o, Shape))
+
+
+@workspace("_native_multi_head_attention")
+def native_mha(
+    query: Shape,
+    key: Shape,
+    value,
+    embed_dim,
+    num_head: int,
+    *args,
+    out,
+    itemsize: int,
+    **kwargs,
+) -> int:
+    """``nn.MultiheadAttention``'s inference fast path materializes every head's scores,
+    batch x heads x L x S: a 512-token self-attention of 8 heads holds 8x its input. Asked
+    for the weights, the context and the output are live with the scores, and the weights
+    averaged over the heads after them."""
+    mask, need_weights, average = (*args[4:], None, True, True)[:3]
+    mask = kwargs.get("mask", mask)
+    need_weights = kwargs.get("need_weights", need_weights)
+    average = kwargs.get("average_attn_weights", average)
+    u = numel(query) * itemsize
+    scores = prod(query[:-1]) * key[-2] * num_head * itemsize
+    held = _attention_held(u, scores, mask is not None)
+    if need_weights:
+        weights = scores // num_head if average else 0  # else the scores are the weights
+        held = max(held, 3 * u + scores + u + max(u, weights))
+    return held - _outputs(out) * itemsize
+
+
+@workspace("_transformer_encoder_layer_fwd")
+def encoder_layer(
+    src: Shape, embed_dim: int, num_heads: int, *args, out, itemsize: int, **kw
+) -> int:
+    """``nn.TransformerEncoderLayer``'s fast path: its attention as ``native_mha``'s without
+    the weights (beside the first norm's output when ``norm_first``), then the feed-forward
+    block's hidden layer with the attention block's output and the second linear's (and the
+    second norm's output when ``norm_first``)."""
+    norm_first = kw.get("norm_first", args[5] if len(args) > 5 else False)
+    mask = kw.get("mask", args[15] if len(args) > 15 else None)
+    hidden_features = (kw.get("ffn_weight_1") or args[12])[0]
+    u = numel(src) * itemsize
+    scores = prod(src[:-1]) * src[-2] * num_heads * itemsize
+    attention = _attention_held(u, scores, mask is not None) + (u if norm_first else 0)
+    feed_forward = (3 if norm_first else 2) * u + u * hidden_features // embed_dim
+    return max(attention, feed_forward) - numel(out) * itemsize
