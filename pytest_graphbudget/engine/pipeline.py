@@ -123,6 +123,8 @@ def _values_kept(model: Any, example: Any) -> Iterator[None]:
     tensors = [t for _, t in walk.named_tensors(model, "_parameters", unique=True)]
     tensors += [t for _, t in walk.named_tensors(model, "_buffers", unique=True)]
     tensors += list(example.tensors)
+    held: list = []  # objects among the inputs (a KV cache), their attributes as they were
+    tensors += _held_state((example.args, example.kwargs), held)
     # plain CPU tensors: not the meta device's, a fake's or a quantized subclass's
     real = [
         t
@@ -133,14 +135,55 @@ def _values_kept(model: Any, example: Any) -> Iterator[None]:
     ]
     if sum(t.numel() * t.element_size() for t in real) > KEEP_BYTES:
         with torch.random.fork_rng(devices=[]):
-            yield
+            try:
+                yield
+            finally:
+                _put_back(held)
         return
     saved = [(t, t._version, t.detach().clone()) for t in real]
     with torch.random.fork_rng(devices=[]):
         try:
             yield
         finally:
+            _put_back(held)
             for tensor, version, copy in saved:
                 if tensor._version != version:
                     with torch.no_grad():
                         tensor.copy_(copy)
+
+
+HELD_OBJECTS = 10_000
+"""The most containers and objects among the inputs whose contents are kept (``_held_state``)."""
+
+
+def _held_state(value: Any, held: list, depth: int = 0) -> list:
+    """The tensors inside the inputs' objects and containers, and each mutable one with a copy
+    of its contents in ``held``: a KV cache (transformers' ``DynamicCache``) grows by
+    rebinding its layers' tensors to longer ones, which no version counter sees, and a second
+    profile of the same step would price one token more."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth > 8 or len(held) > HELD_OBJECTS or isinstance(value, (torch.nn.Module, type)):
+        return []
+    if type(value) is list or type(value) is dict:  # a subclass (ModelOutput) may refuse clear()
+        held.append((value, value.copy()))
+    items = value.values() if isinstance(value, dict) else value
+    if not isinstance(value, (list, tuple, dict)):
+        state = getattr(value, "__dict__", None)
+        if not isinstance(state, dict) or callable(value):
+            return []
+        held.append((state, dict(state)))
+        items = state.values()
+    return [t for item in items for t in _held_state(item, held, depth + 1)]
+
+
+def _put_back(held: list) -> None:
+    """Each container and object of ``_held_state`` as it was."""
+    for container, contents in held:
+        if isinstance(container, list):
+            container[:] = contents
+        else:
+            container.clear()
+            container.update(contents)

@@ -214,6 +214,38 @@ def test_profiling_leaves_the_models_state_its_inputs_and_the_random_state_as_th
     assert model.proj.weight.requires_grad and not model.training
 
 
+def test_an_object_among_the_inputs_is_left_as_it_was():
+    """User trial: a transformers ``DynamicCache`` passed as ``past_key_values`` came back one
+    token longer from each profile (it rebinds its layers' tensors to longer ones, which no
+    version counter sees), so profiling the same decode step twice priced a longer cache.
+    Here a cache of 4 positions gains one: a Linear (16 x 16 = 256 MACs), then the scores of
+    the 5 cached positions against each other (5 x 5 x 16 = 400)."""
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget import profile_model
+
+    class Cache:
+        def __init__(self):
+            self.keys, self.seen = torch.zeros(1, 4, 16), []
+
+    class Step(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(16, 16)
+
+        def forward(self, x, cache):
+            cache.keys = torch.cat([cache.keys, self.proj(x)], dim=1)
+            cache.seen.append(x.shape[1])
+            return cache.keys @ cache.keys.transpose(1, 2)
+
+    cache, model = Cache(), Step().eval()
+    keys, x = cache.keys, torch.randn(1, 1, 16)
+    for _ in range(2):
+        assert profile_model(model, (x,), {"cache": cache}).macs == 256 + 400
+        assert cache.keys is keys and cache.seen == []
+
+
 def test_modules_in_a_plain_list_are_said_not_counted():
     """User trial: ``self.layers = [nn.Linear(64, 64), nn.Linear(64, 32)]`` (not a ModuleList)
     gave params 0 and no weights, without a word: nn.Module registers neither. The forward
