@@ -8,7 +8,7 @@ hands each of its points' requests to ``profile``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -208,9 +208,6 @@ def check_tier(tier: str | None, mode: str, decode: bool) -> None:
 def profile(request: Request) -> Profile:
     """The profile ``request`` asks for, from exactly one mode: the decode step, the training
     step, or one forward (cast as asked, and timed when it asks for runs)."""
-    from pytest_graphbudget.modes.dtype import cast
-    from pytest_graphbudget.modes.quantize import refuse_int8_on_a_gpu
-
     if request.decode:
         from pytest_graphbudget.modes.decode import step_profile
 
@@ -230,6 +227,17 @@ def profile(request: Request) -> Profile:
     if is_program(model):
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
     name = name or type(model).__name__
+    with eager_children(model):
+        return _one_forward(request, model, inputs, kwargs, name, load)
+
+
+def _one_forward(
+    request: Request, model: Any, inputs: Any, kwargs: Any, name: str, load: Any
+) -> Profile:
+    """The training step, or one forward of the resolved ``model``."""
+    from pytest_graphbudget.modes.dtype import cast
+    from pytest_graphbudget.modes.quantize import refuse_int8_on_a_gpu
+
     variant = request.variant
     refuse_int8_on_a_gpu(variant.dtype, request.hardware)
     model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), variant.dtype)
@@ -265,6 +273,41 @@ def eager_module(model: Any) -> Any:
             "which graph-budget cannot trace; profile the eager model instead"
         )
     return model
+
+
+@contextlib.contextmanager
+def eager_children(model: Any) -> Iterator[None]:
+    """Submodules compiled apart run as the modules they wrap while the block runs, then are
+    put back: ``torch.compile(child)`` held by an eager parent, or ``child.compile()``, had
+    been captured through Inductor's kernels (a compiled MLP lost its ReLU's FLOPs, and its
+    Linear's were charged to the wrapper, ``enc._orig_mod.0`` at 0), as ``eager_module``
+    says of a compiled model."""
+    import torch
+
+    swapped: list = []
+    called: list = []
+    if isinstance(model, torch.nn.Module):
+        _unwrap(model, swapped)
+        for module in model.modules():
+            if getattr(module, "_compiled_call_impl", None) is not None:
+                called.append((module, module._compiled_call_impl))
+                module._compiled_call_impl = None
+    try:
+        yield
+    finally:
+        for module, impl in called:
+            module._compiled_call_impl = impl
+        for parent, key, child in reversed(swapped):
+            parent._modules[key] = child
+
+
+def _unwrap(module: Any, swapped: list) -> None:
+    for key, child in list(module._modules.items()):
+        if type(child).__name__ == "OptimizedModule" and hasattr(child, "_orig_mod"):
+            swapped.append((module, key, child))
+            module._modules[key] = child = eager_module(child)
+        if child is not None:
+            _unwrap(child, swapped)
 
 
 def _autocast(dtype: str | None) -> Any:

@@ -35,6 +35,39 @@ def test_a_compiled_module_is_priced_as_the_module_it_wraps():
     assert step.macs == profile_model(model, x, mode="train").macs
 
 
+class Parent(nn.Module):
+    def __init__(self, in_place: bool):
+        super().__init__()
+        self.enc, self.head = nn.Sequential(nn.Linear(8, 16), nn.ReLU()), nn.Linear(16, 4)
+        if in_place:
+            self.enc.compile()
+        else:
+            self.enc = torch.compile(self.enc)
+
+    def forward(self, x):
+        return self.head(self.enc(x))
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["torch.compile(child)", "child.compile()"])
+def test_a_submodule_compiled_apart_is_priced_as_the_module_it_wraps(in_place):
+    """User trial: a compiled submodule of an eager parent was captured through Inductor's
+    kernels: its ReLU's FLOPs vanished and its Linear's went to the wrapper. By hand at batch
+    2: Linear(8, 16) 2 x 8 x 16 = 256 MACs, 512 FLOPs + 32 bias adds; ReLU 32; Linear(16, 4)
+    128 MACs, 256 + 8: 840 FLOPs. Each layer keeps its own name, and the child its wrapper."""
+    torch.manual_seed(0)
+    model, x = Parent(in_place).eval(), torch.randn(2, 8)
+    wrapped = model.enc
+    found = profile_model(model, x)
+    assert (found.macs, found.flops) == (256 + 128, 512 + 32 + 32 + 256 + 8)
+    assert {m: found.modules[m].flops for m in ("enc.0", "enc.1", "head")} == {
+        "enc.0": 512 + 32,
+        "enc.1": 32,
+        "head": 256 + 8,
+    }
+    assert model.enc is wrapped  # put back as it was
+    assert (getattr(model.enc, "_compiled_call_impl", None) is not None) == in_place
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
 def test_torchscript_is_refused_in_one_line(tmp_path: Path, monkeypatch, capsys):
     """A traced module from a factory ended in a traceback from ``inspect.signature`` (a
