@@ -31,6 +31,7 @@ from pytest_graphbudget.pytest_plugin.collect import (
     ours,
     partly_run,
 )
+from pytest_graphbudget.pytest_plugin.items import is_budget, marked, received
 from pytest_graphbudget.pytest_plugin.markers import (
     bare_module_error,
     budget_from_markers,
@@ -42,6 +43,7 @@ from pytest_graphbudget.pytest_plugin.markers import (
 from pytest_graphbudget.pytest_plugin.shards import ShardBooks
 from pytest_graphbudget.pytest_plugin.state import (
     ITEM_BUDGET,
+    ITEM_MARKED,
     ITEM_MODELS,
     ITEM_SENT,
     ITEM_TYPOS,
@@ -135,7 +137,7 @@ class GraphBudget:
         except GraphBudgetError as exc:
             problem = str(exc)
         else:
-            item.stash[ITEM_MODELS] = []
+            item.stash[ITEM_MODELS], item.stash[ITEM_MARKED] = [], marked(item)
             return
         # A result too, so that the table and every report count the test as not checked.
         item.stash[ITEM_MODELS] = [self.error_result(item, None, problem)]
@@ -145,6 +147,8 @@ class GraphBudget:
     def pytest_runtest_call(self, item: pytest.Item):
         if isinstance(item, BudgetItem) or ITEM_BUDGET not in item.stash:
             return (yield)
+        if marked(item) != item.stash.get(ITEM_MARKED, ()):  # a fixture added a budget marker
+            self.pytest_runtest_setup(item)
         try:
             outcome = yield
         except (Exception, pytest.fail.Exception) as exc:
@@ -159,7 +163,7 @@ class GraphBudget:
         model, or got a module it cannot profile, gets an error result instead of a pass."""
         from pytest_graphbudget.case import find_models
 
-        found = find_models(getattr(item, "funcargs", {}))
+        found = find_models(received(item))
         for label, case in found.cases:
             self.evaluate_case(item, case, label)
         results = item.stash[ITEM_MODELS]
@@ -180,7 +184,7 @@ class GraphBudget:
         a skip or an xfail is no verdict on the budget)."""
         from pytest_graphbudget.case import find_models
 
-        found = find_models(getattr(item, "funcargs", {}))
+        found = find_models(received(item))
         budget = item.stash[ITEM_BUDGET]
         labels = [(label, case.name or budget.name) for label, case in found.cases]
         labels += [(label, None) for label, _ in found.stray]
@@ -433,17 +437,3 @@ class GraphBudget:
             for line in self.profiler.summary():
                 terminalreporter.write_line(line)
         return result
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def is_budget(item: pytest.Item, call: pytest.CallInfo) -> bool:
-    """Whether a failure of this phase of the item is a budget that went unchecked: every
-    phase of a budget file's item; the set-up of a test with budget markers, or one that
-    failed with one of our errors (a marker that looks like ours, say)."""
-    if isinstance(item, (BudgetItem, BrokenBudget)):
-        return True
-    if call.when != "setup":
-        return False
-    return bool(budget_markers(item)) or ours(call.excinfo)

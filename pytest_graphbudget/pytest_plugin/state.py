@@ -19,6 +19,7 @@ ITEM_MODELS = pytest.StashKey[list]()
 ITEM_BUDGET = pytest.StashKey[Budget]()
 ITEM_UNCHECKED = pytest.StashKey[list]()
 ITEM_TYPOS = pytest.StashKey[list]()
+ITEM_MARKED = pytest.StashKey[tuple]()  # the budget markers read at set-up (items.marked)
 ITEM_SENT = pytest.StashKey[int]()  # how many of ITEM_MODELS went out in a report
 PROPERTY = "graph_budget"
 # An xdist worker's budgeted node ids, collected and kept, in its ``workeroutput``.

@@ -188,6 +188,69 @@ def test_fixture_forms_scopes_params_and_several_models(project):
     result.stdout.fnmatch_lines(["*graph budget*", "*linear32*", "*pair*"])
 
 
+def test_a_test_is_judged_on_the_models_it_receives_and_the_markers_it_ends_up_with(project):
+    """User trial: a model fetched with ``request.getfixturevalue`` went unchecked (silently
+    green), a marker a fixture added at set-up was never read, and a model another fixture
+    used (a backbone) or an autouse fixture loaded (a teacher) was judged against the test's
+    markers. linear16 does 8,256 FLOPs and linear64 33,024: only the fetched one and the one
+    under the fixture's marker are over 20,000."""
+    project.makepyfile(
+        test_received="""
+        import pytest
+        from models import linear
+
+        @pytest.fixture
+        def wide():
+            return linear(64)
+
+        @pytest.mark.flops_max(20_000)
+        def test_fetched(request):
+            request.getfixturevalue("wide")
+
+        @pytest.fixture
+        def backbone():
+            return linear(64)
+
+        @pytest.fixture
+        def head(backbone):
+            return linear(16)
+
+        @pytest.mark.flops_max(20_000)
+        def test_head(head):
+            pass
+
+        class TestStudent:
+            @pytest.fixture(autouse=True)
+            def teacher(self):
+                return linear(64)
+
+            @pytest.mark.flops_max(20_000)
+            def test_student(self, head):
+                pass
+
+        @pytest.fixture
+        def budgeted(request):
+            request.node.add_marker(pytest.mark.flops_max(20_000))
+            return linear(64)
+
+        def test_marked_by_its_fixture(budgeted):
+            pass
+        """
+    )
+    result = run(project, "-v")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_fetched FAILED*",
+            "*test_head PASSED*",
+            "*test_student PASSED*",
+            "*test_marked_by_its_fixture FAILED*",
+            "*graph budget failed for linear64 (test_received.py::test_fetched::wide)*",
+        ]
+    )
+    assert "backbone" not in result.stdout.str() and "teacher" not in result.stdout.str()
+
+
 def test_graph_profile_fixture_profiles_and_is_checked(project):
     project.makepyfile(
         test_explicit=f"""
