@@ -17,8 +17,10 @@ from pathlib import Path
 COUNTERS = ("torch", "pytest-graphbudget")
 """The versions that change how figures are counted; the others are context."""
 LIBRARIES = ("torchvision", "transformers", "timm", "diffusers", "ultralytics")
-"""Recorded only when imported: they build models (the zoo's families), and a new one may
-build another model."""
+"""Recorded when installed: they build models (the zoo's families), and a new one may build
+another model. Installed, not imported: a run whose models all came from the profile cache
+imports none of them, and the baseline's ``[environment]`` lost and regained ``timm`` with
+the cache's state."""
 
 
 def project_version(root: Path | None) -> str | None:
@@ -51,15 +53,16 @@ def _installed(name: str) -> str | None:
 
 
 def current(root: Path | None = None) -> dict[str, str]:
-    """This process's environment, as strings: python, torch, the model libraries it has
-    imported, pytest-graphbudget and (when its pyproject.toml says) the project."""
+    """This process's environment, as strings: python, torch, the model libraries installed,
+    pytest-graphbudget and (when its pyproject.toml says) the project."""
     import torch
 
     found = {"python": platform.python_version(), "torch": str(torch.__version__)}
     for name in LIBRARIES:
         module = sys.modules.get(name)
-        if module is not None and getattr(module, "__version__", None):
-            found[name] = str(module.__version__)
+        version = getattr(module, "__version__", None) or _installed(name)
+        if version:
+            found[name] = str(version)
     # Read, not imported: the root package is imported before this module, and sits above
     # every layer (``pytest_graphbudget.__version__``, the version's one source).
     found["pytest-graphbudget"] = sys.modules["pytest_graphbudget"].__version__

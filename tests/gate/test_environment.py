@@ -63,6 +63,19 @@ def test_every_library_the_zoo_builds_models_with_is_recorded_once_imported():
         assert current().get(name) == str(module.__version__), name
 
 
+def test_an_installed_library_is_recorded_whether_or_not_this_run_imported_it(monkeypatch):
+    """User trial: a run whose timm model came from the profile cache never imported timm,
+    and the committed baseline's ``[environment]`` lost its ``timm`` line, to regain it on the
+    next cold run. A library is recorded at its installed version."""
+    from importlib import metadata
+
+    from pytest_graphbudget.gate.environment import current
+
+    timm = pytest.importorskip("timm")
+    monkeypatch.delitem(sys.modules, "timm")  # as in a process that never imported it
+    assert current()["timm"] == metadata.version("timm") == timm.__version__
+
+
 def test_a_project_with_a_dynamic_version_is_recorded_at_its_installed_version(tmp_path):
     """setuptools-scm, hatch-vcs or an attribute: pyproject says only ``dynamic``; the version
     is the installed distribution's (this package is one such project, installed here)."""
