@@ -91,6 +91,8 @@ def read_toml(path: str) -> dict[str, Any]:
             return tomllib.load(handle)
     except OSError as exc:
         raise GraphBudgetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:  # TOML is UTF-8; tomllib decodes the bytes itself
+        raise GraphBudgetError(f"{path}: not valid TOML (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as exc:
         raise GraphBudgetError(f"{path}: not valid TOML ({exc})") from None
 

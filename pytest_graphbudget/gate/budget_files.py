@@ -219,13 +219,13 @@ def call_factory(spec: str, name: str) -> Any:
         raise GraphBudgetError(f"factory {spec!r} for {name}: expected 'package.module:function'")
     try:
         function = getattr(importlib.import_module(module_name), attr)
-    except Exception as exc:  # not found, or the user's module raised as it was imported
+    except (Exception, SystemExit) as exc:  # not found, or the module raised (or exited)
         found = isinstance(exc, (ImportError, AttributeError))
         why = str(exc) if found else f"importing it raised {one_line(exc, typed=True)}"
         raise GraphBudgetError(f"factory {spec!r} for {name}: {why}") from None
     try:
         return function()
-    except Exception as exc:  # the user's function raised: theirs, never "our bug"
+    except (Exception, SystemExit) as exc:  # theirs, never "our bug"; sys.exit(0) no pass
         raised = one_line(exc, typed=True)
         raise GraphBudgetError(f"factory {spec!r} for {name} raised {raised}") from exc
 

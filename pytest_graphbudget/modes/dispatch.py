@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_graphbudget.case import ModelCase
 from pytest_graphbudget.engine.pipeline import is_program, profile_graph
 from pytest_graphbudget.engine.profile import Profile
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError
 from pytest_graphbudget.modes import runtime
 
 if TYPE_CHECKING:
@@ -207,7 +207,16 @@ def check_tier(tier: str | None, mode: str, decode: bool) -> None:
 
 def profile(request: Request) -> Profile:
     """The profile ``request`` asks for, from exactly one mode: the decode step, the training
-    step, or one forward (cast as asked, and timed when it asks for runs)."""
+    step, or one forward (cast as asked, and timed when it asks for runs). A model whose code
+    calls ``sys.exit`` is an error of that model: ``sys.exit(0)`` in a forward had ended
+    ``graph-budget check`` with exit 0 and no report, the failures before it lost."""
+    try:
+        return _profile(request)
+    except SystemExit as exc:
+        raise ModelRunError(f"the model's code called sys.exit({exc.code!r})") from exc
+
+
+def _profile(request: Request) -> Profile:
     if request.decode:
         from pytest_graphbudget.modes.decode import step_profile
 

@@ -328,3 +328,37 @@ def test_a_hardware_file_key_outside_its_profile_is_refused(text, says, tmp_path
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1, err
+
+
+def test_a_hardware_file_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    """User trial: a byte 0xff in a hardware file ended in a UnicodeDecodeError traceback."""
+    (tmp_path / "hw.toml").write_bytes(b"[hardware.x1]\ndescription = '\xff'\n")
+    assert cli.main(["hardware", "--hardware-file", str(tmp_path / "hw.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not valid TOML (not UTF-8 text)" in err and len(err.splitlines()) == 1, err
+
+
+def test_a_model_that_calls_sys_exit_is_an_error_of_that_model(project, capsys):
+    """User trial: ``sys.exit(0)`` in a factory or a forward ended ``graph-budget check``
+    with exit 0, no report and no row: the model over its budget beside it was lost too."""
+    with (project / f"{MODULE}.py").open("a") as module:
+        module.write(
+            "\ndef exits():\n    raise SystemExit(0)\n"
+            "\nclass Quits(torch.nn.Module):\n    def forward(self, x):\n"
+            "        raise SystemExit(0)\n"
+            "\ndef quits():\n    return Quits(), (torch.randn(1, 4),)\n"
+        )
+    (project / "budgets").mkdir()
+    (project / "budgets" / "models.toml").write_text(
+        f'[models.linear]\nfactory = "{MODULE}:linear"\nflops_max = "1k"\n\n'
+        f'[models.exits]\nfactory = "{MODULE}:exits"\nflops_max = "1G"\n\n'
+        f'[models.quits]\nfactory = "{MODULE}:quits"\nflops_max = "1G"\n'
+    )
+    assert cli.main(["check", "--json", "r.json"]) == 1
+    verdicts = {m["label"]: m for m in json.loads((project / "r.json").read_text())["models"]}
+    assert verdicts["linear"]["verdict"] == "fail"  # 16,512 FLOPs over 1k
+    assert "raised SystemExit: 0" in verdicts["exits"]["error"]
+    assert "the model's code called sys.exit(0)" in verdicts["quits"]["error"]
+    capsys.readouterr()
+    assert cli.main(["profile", f"{MODULE}:quits"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("called sys.exit(0)")
