@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.cli.console import check_writable, refuse_reading_into
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import budget_files
 from pytest_graphbudget.gate.check import (
@@ -157,9 +158,13 @@ def run(
         root = found.root
         files = budget_paths(paths, here, root, conf.budgets, root / conf.baseline)
         hardware = known_hardware(hardware, conf.hardware_profiles)
+        reports = {"--junit": junit, "--json": json, "--markdown": markdown, "--html": html}
+        refuse_reading_into({**reports, "--history": history}, [*files, root / conf.baseline], here)
+        for option, path in reports.items():  # before any model is profiled
+            check_writable(path and str(here / path), option)
     except project.SettingsError as exc:
         return usage(*exc.problems)
-    except UsageError as exc:
+    except GraphBudgetError as exc:  # a UsageError too
         return usage(str(exc))
     cache_at = Path(cache_dir) if cache_dir else root / conf.cache_dir
     with contextlib.ExitStack() as scratch:  # the base's baseline file, removed at the end

@@ -16,6 +16,7 @@ from pytest_graphbudget.cli.console import (
     Console,
     check_writable,
     format_of,
+    refuse_reading_into,
 )
 from pytest_graphbudget.cli.saved import COMPARED, GROWTH_CHECKED, read_profile_json
 from pytest_graphbudget.cli.views import inputs_text
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     fmt = format_of(args)
     check_writable(args.output)
     check_writable(args.html, "--html")
+    refuse_reading_into({"--output": args.output, "--html": args.html}, [args.a, args.b])
     if any(not Path(s).suffix.lower() == ".json" for s in (args.a, args.b)):
         loading.hardware(args)  # an unknown --hardware fails before any model is built
     a = _load_side(args.a, args, console)

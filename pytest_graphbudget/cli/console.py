@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -70,6 +70,22 @@ def check_writable(output: str | None, option: str = "--output") -> None:
         raise GraphBudgetError(f"{option} {output}: directory {parent} does not exist")
     if Path(output).is_dir():
         raise GraphBudgetError(f"{option} {output} is a directory")
+
+
+def refuse_reading_into(
+    outputs: Mapping[str, str | None], inputs: Iterable[str | Path], here: Path | None = None
+) -> None:
+    """Fail before anything runs when an output is one of the files the command reads (a
+    budget file, a shard's report, the history): ``check --json budgets/a.toml`` had replaced
+    the budget with its own report, ``history h.jsonl --html h.jsonl`` the history."""
+    base = here or Path.cwd()
+    read = {(base / p).resolve() for p in inputs if p and (base / p).is_file()}
+    for option, path in outputs.items():
+        if path and path != "-" and (base / path).resolve() in read:
+            raise GraphBudgetError(
+                f"{option} {path} is a file this command reads: writing it would replace "
+                "it; give the report another name"
+            )
 
 
 def format_of(args: argparse.Namespace) -> str:

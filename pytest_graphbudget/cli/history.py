@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.cli import options
-from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable
+from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, refuse_reading_into
 from pytest_graphbudget.errors import GraphBudgetError
 
 
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         else share(args.tolerance, "--tolerance", "--tolerance", option=True)
     )
     check_writable(args.html, "--html")  # as profile and compare: a missing folder is a typo
+    refuse_reading_into({"--html": args.html}, [args.file])
     records = history.read(Path(args.file))
     found = history.moves(records, tolerance)
     if args.html:

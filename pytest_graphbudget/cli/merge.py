@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.cli import merge_expect, options
-from pytest_graphbudget.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Console
+from pytest_graphbudget.cli.console import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Console,
+    refuse_reading_into,
+)
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import renames
 from pytest_graphbudget.gate.check import ModelResult
@@ -160,6 +166,8 @@ def environment_of(documents: dict[str, dict[str, Any]]) -> dict[str, str] | Non
 def run(args: argparse.Namespace, console: Console) -> int:
     if args.github and not os.environ.get("GITHUB_STEP_SUMMARY"):
         raise GraphBudgetError("--github: $GITHUB_STEP_SUMMARY is not set (not in Actions?)")
+    outputs = {"--json": args.json, "--junit": args.junit, "--markdown": args.markdown}
+    refuse_reading_into({**outputs, "--html": args.html}, args.reports)
     documents = {path: read_report(path) for path in args.reports}
     results, stale = merge(documents)
     # a model one shard ran as new, whose entry another shard found stale (a renamed test)

@@ -7,7 +7,13 @@ import argparse
 from typing import Any
 
 from pytest_graphbudget.cli import decode, loading, options
-from pytest_graphbudget.cli.console import EXIT_OK, Console, check_writable, format_of
+from pytest_graphbudget.cli.console import (
+    EXIT_OK,
+    Console,
+    check_writable,
+    format_of,
+    refuse_reading_into,
+)
 from pytest_graphbudget.cli.profile_view import render_profile
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -83,6 +89,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     fmt = format_of(args)
     check_writable(args.output)
     check_writable(args.html, "--html")
+    shown = {"--output": args.output, "--html": args.html, "--visualize": args.visualize}
+    refuse_reading_into(shown, [args.model])
     if args.visualize:
         from pytest_graphbudget.reports import visualize
 

@@ -362,3 +362,32 @@ def test_a_model_that_calls_sys_exit_is_an_error_of_that_model(project, capsys):
     capsys.readouterr()
     assert cli.main(["profile", f"{MODULE}:quits"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("called sys.exit(0)")
+
+
+def test_a_report_never_replaces_a_file_the_command_reads(project, capsys):
+    """User trial: ``check --json budgets/models.toml`` replaced the budget with its report,
+    ``--history`` appended JSON lines to it, ``merge r.json --junit r.json`` overwrote the
+    shard's report, ``history h.jsonl --html h.jsonl`` the history: each exit 0. And a report
+    path that is a directory was said on stdout after every model had been profiled."""
+    budget = project / "budgets" / "models.toml"
+    budget.parent.mkdir()
+    budget.write_text(f'[models.linear]\nfactory = "{MODULE}:linear"\nflops_max = "20k"\n')
+    text = budget.read_text()
+    assert cli.main(["check", "--json", "r.json", "--history", "h.jsonl"]) == 0
+    (project / "folder").mkdir()
+    capsys.readouterr()
+    for argv, option in [
+        (["check", "--json", "budgets/models.toml"], "--json budgets/models.toml"),
+        (["check", "--history", "budgets/models.toml"], "--history budgets/models.toml"),
+        (["merge", "r.json", "--junit", "r.json"], "--junit r.json"),
+        (["history", "h.jsonl", "--html", "h.jsonl"], "--html h.jsonl"),
+        (["compare", "r.json", "r.json", "-o", "r.json"], "--output r.json"),
+    ]:
+        assert cli.main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert f"{option} is a file this command reads" in captured.err, argv
+        assert len(captured.err.strip().splitlines()) == 1 and not captured.out, argv
+    assert budget.read_text() == text
+    assert cli.main(["check", "--junit", "folder"]) == 2
+    captured = capsys.readouterr()
+    assert "is a directory" in captured.err and "building the linear" not in captured.err
