@@ -26,6 +26,7 @@ from pytest_graphbudget.cli.console import (
     Console,
     refuse_reading_into,
 )
+from pytest_graphbudget.cli.saved import check_figures
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import renames
 from pytest_graphbudget.gate.check import ModelResult
@@ -86,6 +87,9 @@ def read_report(path: str) -> dict[str, Any]:
         isinstance(m, dict) and isinstance(m.get("id"), str) for m in models
     ):
         raise GraphBudgetError(f"{path} is not a whole graph-budget JSON report: no models list")
+    for model in models:  # a hand-edited NaN or "x" had been a traceback
+        if isinstance(model.get("profile"), dict):
+            check_figures(f"{path}: model {model['id']!r}", model["profile"])
     return document
 
 

@@ -46,11 +46,11 @@ def read_profile_json(source: str) -> dict[str, Any]:
     missing = [k for k in ("model", "inputs", "totals", "bottleneck", "modules") if k not in data]
     if missing:
         raise GraphBudgetError(f"{source}: profile lacks {', '.join(missing)}")
-    _check_figures(source, data)
+    check_figures(source, data)
     return data
 
 
-def _check_figures(source: str, data: dict[str, Any]) -> None:
+def check_figures(source: str, data: dict[str, Any]) -> None:
     """Every figure ``compare`` reads is a number, and those ``--max-growth`` bounds are there:
     a hand-edited ``"flops": "20M"`` or ``null`` is a one-line error naming the key, never a
     traceback, nor a figure left out of the check."""
@@ -114,8 +114,10 @@ def _number(source: str, table: Mapping[str, Any], name: str, key: str) -> None:
     value = table.get(key)
     if key not in table:
         raise GraphBudgetError(f"{source}: profile lacks {name}.{key}")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    plain = isinstance(value, int | float) and not isinstance(value, bool)
+    if not plain or not math.isfinite(value) or value < 0:  # -5 FLOPs had read as a drop
         raise GraphBudgetError(
-            f"{source}: profile's {name}.{key} is {json.dumps(value)}, not a number (a saved "
-            f"profile holds plain numbers: write it with `{PROG} profile MODEL --format json`)"
+            f"{source}: profile's {name}.{key} is {json.dumps(value)}, not a number >= 0 (a "
+            f"saved profile holds plain numbers: write it with `{PROG} profile MODEL --format "
+            "json`)"
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -136,14 +137,15 @@ def _check_values(path: Path, number: int, record: Mapping[str, Any]) -> None:
     table of strings (a hand-edited ``"flops": "big"`` or ``"environment": "x"`` had been a
     traceback)."""
     where = f"{path}:{number}:"
-    for key, value in record["figures"].items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
+    for key, value in record["figures"].items():  # NaN, Infinity and -5 as any string
+        if not _figure(value):
             raise GraphBudgetError(f"{where} figures.{key} is {json.dumps(value)}, not a number")
+    tolerance = record.get("tolerance")
+    if tolerance is not None and not _figure(tolerance):  # "abc" had fallen back to 1%
+        raise GraphBudgetError(f"{where} tolerance is {json.dumps(tolerance)}, not a number")
     layers = record.get("layers", {})
     if not isinstance(layers, dict) or not all(
-        isinstance(v, dict)
-        and all(isinstance(n, int | float) and not isinstance(n, bool) for n in v.values())
-        for v in layers.values()
+        isinstance(v, dict) and all(_figure(n) for n in v.values()) for v in layers.values()
     ):
         raise GraphBudgetError(f"{where} layers is not a table of numbers by figure and module")
     if not isinstance(record.get("error", ""), str):
@@ -152,6 +154,12 @@ def _check_values(path: Path, number: int, record: Mapping[str, Any]) -> None:
     versions = environment.values() if isinstance(environment, dict) else [environment]
     if not isinstance(environment, dict) or not all(isinstance(v, str | None) for v in versions):
         raise GraphBudgetError(f"{where} environment is not a table of versions")
+
+
+def _figure(value: Any) -> bool:
+    """A finite number, not negative: what a figure is."""
+    plain = isinstance(value, int | float) and not isinstance(value, bool)
+    return plain and math.isfinite(value) and value >= 0
 
 
 @dataclass

@@ -305,7 +305,14 @@ def test_the_written_comparison_carries_its_verdict(linear_json, tmp_path, capsy
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [(..., None), ("20M", '"20M"'), (None, "null"), (True, "true"), (float("nan"), "NaN")],
+    [
+        (..., None),
+        ("20M", '"20M"'),
+        (None, "null"),
+        (True, "true"),
+        (float("nan"), "NaN"),
+        (-5, "-5"),  # user trial: read as a drop, and the gate passed
+    ],
 )
 def test_a_total_that_is_not_a_number_is_one_line_naming_file_and_key(
     linear_json, capsys, value, shown
@@ -318,8 +325,8 @@ def test_a_total_that_is_not_a_number_is_one_line_naming_file_and_key(
         expected = "graph-budget: error: x.json: profile lacks totals.flops\n"
     else:
         expected = (
-            f"graph-budget: error: x.json: profile's totals.flops is {shown}, not a number (a "
-            "saved profile holds plain numbers: write it with `graph-budget profile MODEL "
+            f"graph-budget: error: x.json: profile's totals.flops is {shown}, not a number >= 0 "
+            "(a saved profile holds plain numbers: write it with `graph-budget profile MODEL "
             "--format json`)\n"
         )
     for argv in (["x.json", "b.json", "--max-growth", "2%"], ["b.json", "x.json"]):

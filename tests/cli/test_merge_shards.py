@@ -215,6 +215,15 @@ def test_not_a_report_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
         ({"models": None}, "no models list"),
         ({"models": [{}]}, "no models list"),
         ({"models": [{"id": "a.toml::a"}]}, "model 'a.toml::a' is not a whole report entry"),
+        # user trial: a hand-edited figure was a ValueError or TypeError traceback
+        (
+            {"models": [{"id": "a.toml::a", "profile": {"totals": {"flops": float("nan")}}}]},
+            "model 'a.toml::a': profile's totals.flops is NaN, not a number",
+        ),
+        (
+            {"models": [{"id": "a.toml::a", "profile": {"totals": {"flops": "x"}}}]},
+            "model 'a.toml::a': profile's totals.flops is \"x\", not a number",
+        ),
     ],
 )
 def test_a_truncated_report_is_one_line(tmp_path, capsys, document, says) -> None:

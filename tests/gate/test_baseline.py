@@ -115,7 +115,7 @@ def test_a_deleted_table_line_is_named_where_its_figures_landed(tmp_path):
     found = baseline.read(path)
     assert found.problems["a"] == [
         "{}:12: [a] modules.flops: flops, macs, params, peak_memory_bytes, weights_bytes, "
-        "traffic_bytes are a model's figures, not modules: was the [models.\"...\"] line above "
+        'traffic_bytes are a model\'s figures, not modules: was the [models."..."] line above '
         f"deleted?; {FIX}".format(path)
     ]
 

@@ -261,6 +261,10 @@ def test_bad_history_files_are_one_line_and_exit_2(tmp_path, capsys):
     assert "--html" in capsys.readouterr().err and not (tmp_path / "typo").exists()
     for edit, says in [
         ({"figures": {"flops": "big"}}, 'figures.flops is "big", not a number'),
+        # user trial: NaN and Infinity were a traceback, a tolerance "abc" read as 1%
+        ({"figures": {"flops": float("nan")}}, "figures.flops is NaN, not a number"),
+        ({"figures": {"flops": float("inf")}}, "figures.flops is Infinity, not a number"),
+        ({"tolerance": "abc"}, 'tolerance is "abc", not a number'),
         ({"environment": "x"}, "environment is not a table of versions"),
         (
             {"layers": {"flops": {"fc": "lots"}}},
