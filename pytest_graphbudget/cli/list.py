@@ -16,6 +16,8 @@ from pytest_graphbudget.cli.console import (
     EXIT_OK,
     PROG,
     Console,
+    check_writable,
+    format_of,
     stdout_to_stderr,
 )
 from pytest_graphbudget.errors import GraphBudgetError
@@ -41,7 +43,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    fmt = args.format or "table"
+    fmt = format_of(args)  # as every command: -o list.json writes JSON; a contradiction fails
+    check_writable(args.output)
     families = _filtered(_families(args.family, console), args.patterns)
     if not args.check:
         text = json_text(families) if fmt == "json" else _list_text(families, fmt)

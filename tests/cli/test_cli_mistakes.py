@@ -391,3 +391,13 @@ def test_a_report_never_replaces_a_file_the_command_reads(project, capsys):
     assert cli.main(["check", "--junit", "folder"]) == 2
     captured = capsys.readouterr()
     assert "is a directory" in captured.err and "building the linear" not in captured.err
+
+
+def test_list_reads_its_format_from_the_output_like_every_command(project, capsys):
+    """User trial: ``list resnet18 --format csv -o l.json`` wrote CSV into l.json, exit 0,
+    where profile, compare and hardware refuse the contradiction; and ``-o l.json`` alone
+    wrote a table."""
+    assert cli.main(["list", "resnet18", "--format", "csv", "-o", "l.json"]) == 2
+    assert "--format csv with -o l.json" in capsys.readouterr().err
+    assert cli.main(["list", "resnet18", "-o", "l.json"]) == 0
+    assert json.loads((project / "l.json").read_text())["torchvision"] == ["resnet18"]
