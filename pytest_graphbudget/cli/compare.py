@@ -59,7 +59,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_writable(args.output)
     check_writable(args.html, "--html")
     refuse_reading_into({"--output": args.output, "--html": args.html}, [args.a, args.b])
-    if any(not Path(s).suffix.lower() == ".json" for s in (args.a, args.b)):
+    if args.hardware is not None or any(
+        Path(s).suffix.lower() != ".json" for s in (args.a, args.b)
+    ):
         loading.hardware(args)  # an unknown --hardware fails before any model is built
     a = _load_side(args.a, args, console)
     b = _load_side(args.b, args, console)

@@ -138,6 +138,10 @@ def test_flags_a_saved_profile_cannot_take_are_noted(saved, monkeypatch, capsys)
         saved, monkeypatch, capsys, "e.json", "e.json", "--execution", "compiled", "--batch", "4"
     )
     assert "--execution compiled, --batch 4 apply to models profiled now" in err
+    # user trial: a misspelt name was noted as applying, exit 0, where it is one line, exit 2
+    monkeypatch.chdir(saved)
+    assert cli.main(["compare", "e.json", "c.json", "--hardware", "h1000"]) == 2
+    assert "unknown hardware 'h1000' (did you mean 'h100'?)" in capsys.readouterr().err
 
 
 def test_the_projects_execution_is_no_flag_given(saved, monkeypatch, capsys):
