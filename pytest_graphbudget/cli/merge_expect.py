@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -56,6 +57,9 @@ def expected(paths: list[str]) -> list[str]:
         return []
     import pytest
 
+    missing = [p for p in paths if not Path(p.split("::")[0]).exists()]
+    if missing:  # pytest would say so on stderr, beside our own line
+        raise GraphBudgetError(f"--expect {missing[0]}: no such file or directory")
     recorder = _Recorder()
     args = ["--graph-budget", "--collect-only", "-q", "-p", "no:cacheprovider", *paths]
     with contextlib.redirect_stdout(io.StringIO()) as out:

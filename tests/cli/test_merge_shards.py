@@ -273,6 +273,11 @@ def test_expect_names_the_module_it_cannot_collect(project, monkeypatch, capsys)
         "graph-budget: error: --expect tests: cannot collect: tests/test_broken.py: "
         "ModuleNotFoundError: No module named 'no_such_module'"
     )
+    # user trial: a misspelt path was pytest's own ERROR line, a blank, then ours
+    assert cli.main(["merge", "a.json", "--expect", "tets/"]) == 2
+    assert capsys.readouterr().err == (
+        "graph-budget: error: --expect tets/: no such file or directory\n"
+    )
 
 
 def test_a_missing_shard_is_an_error(
