@@ -206,6 +206,7 @@ def existing_toml(output: str | None, name: str) -> str:
         merged(text, name, stand_in)
     except GraphBudgetError as exc:
         raise GraphBudgetError(f"--output {output}: {exc}") from None
+    loading.refuse_stray_keys(f"--output {output}", loading.read_toml(output))  # then refused
     return text
 
 

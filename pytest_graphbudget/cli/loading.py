@@ -64,14 +64,7 @@ def file_hardware(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     data = read_toml(path)
-    from pytest_graphbudget.errors import closest
-
-    for key in sorted(data.keys() - {"hardware"}):  # a profile's key at the top, a misspelt table
-        where = "table" if isinstance(data[key], dict) else "key"
-        raise GraphBudgetError(
-            f"{path}: unknown top-level {where} {key!r}{closest(key, ['hardware'])}; a hardware "
-            "file holds [hardware.<name>] tables, each with all of its profile's keys"
-        )
+    refuse_stray_keys(path, data)
     tables = data.get("hardware")
     if not isinstance(tables, dict) or not tables:
         raise GraphBudgetError(f"{path}: no [hardware.<name>] tables")
@@ -79,6 +72,19 @@ def file_hardware(path: str | None) -> dict[str, Any]:
         return hw.from_tables(tables)
     except GraphBudgetError as exc:
         raise GraphBudgetError(f"{path}: {exc}") from None
+
+
+def refuse_stray_keys(path: str, data: dict[str, Any]) -> None:
+    """A hardware file holds ``[hardware.<name>]`` tables alone: a profile's key at the top
+    or a misspelt table would be dropped without a word."""
+    from pytest_graphbudget.errors import closest
+
+    for key in sorted(data.keys() - {"hardware"}):
+        where = "table" if isinstance(data[key], dict) else "key"
+        raise GraphBudgetError(
+            f"{path}: unknown top-level {where} {key!r}{closest(key, ['hardware'])}; a hardware "
+            "file holds [hardware.<name>] tables, each with all of its profile's keys"
+        )
 
 
 def read_toml(path: str) -> dict[str, Any]:

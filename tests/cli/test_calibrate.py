@@ -167,6 +167,8 @@ def test_calibrate_usage_errors_are_one_line(argv, says, tmp_path, monkeypatch, 
         ('hardware = { a = "b" }\n', 'hardware = { a = "b" } is not a table of [hardware.'),
         (DOTTED, "cannot add [hardware.calibrated] without changing its other tables"),
         (b"\xff\xfe[hardware]\n", "not a TOML file (not UTF-8 text)"),
+        # user trial: written into, then refused by --hardware-file
+        ("[hardwre.x]\nbandwidth_gbs = 1\n", "unknown top-level table 'hardwre' (did you mean"),
     ],
 )
 def test_an_output_file_it_cannot_add_to_is_refused_before_measuring(text, says, tmp_path, capsys):
