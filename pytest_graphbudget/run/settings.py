@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +18,10 @@ from typing import Any
 from pytest_graphbudget.errors import GraphBudgetError, closest, toml_error
 from pytest_graphbudget.gate.budgets import DEFAULT_TOLERANCE, Budget, build
 from pytest_graphbudget.run.cache import DIRECTORY
+from pytest_graphbudget.run.config_files import TABLE, misspelt_tables, settings_above
+from pytest_graphbudget.run.config_files import tomllib as _tomllib
 from pytest_graphbudget.units import shown
 
-TABLE = "[tool.graph_budget]"
 DEFAULT_BASELINE = "budgets/baseline.toml"
 DEFAULT_CACHE_DIR = DIRECTORY
 
@@ -212,6 +212,8 @@ def load(
         settings = merged(table, ini, f"{TABLE} of {path}", ini_where or "pytest's configuration")
     except SettingsError as exc:
         raise SettingsError(misspelt + exc.problems) from None
+    if not table and not any(ini.values()):
+        misspelt += settings_above(Path(root), config)
     if misspelt:
         raise SettingsError(misspelt)
     return settings
@@ -265,25 +267,6 @@ def gate_enabled(root: Path, config: Path | None, ini_value: Any, ini_where: str
     if value is None or isinstance(value, bool):
         return bool(value)
     raise SettingsError([f"{where}: enabled must be {KEYS['enabled']}, got {value!r}"])
-
-
-def misspelt_tables(tool: dict[str, Any], path: Path) -> list[str]:
-    """A problem for each table under ``[tool]`` that looks like ``[tool.graph_budget]``
-    misspelt (``graph-budget``, ``graphbudget``, ``graph_budgets``): nothing reads it, so its
-    settings (a tolerance, a baseline) would be dropped without a word. The package's name
-    (``[tool.pytest-graphbudget]``) is a near-miss too."""
-    import difflib
-
-    problems = []
-    for key in tool:
-        squashed = re.sub(r"[^a-z0-9]", "", str(key).lower()).removeprefix("pytest")
-        near = difflib.SequenceMatcher(None, squashed, "graphbudget").ratio() >= 0.8
-        if key != "graph_budget" and near:
-            shown = key if re.fullmatch(r"[A-Za-z0-9_-]+", str(key)) else json.dumps(str(key))
-            problems.append(
-                f"{path}: [tool.{shown}] is not read by pytest-graphbudget: did you mean {TABLE}?"
-            )
-    return problems
 
 
 def subtable(data: dict[str, Any], keys: tuple[str, ...], path: Path) -> dict[str, Any]:
@@ -429,12 +412,3 @@ def _hardware_profiles(tables: Any, where: str, problems: list[str]) -> dict[str
     except GraphBudgetError as exc:
         problems.append(f"{where}: hardware_profiles: {exc}")
     return found
-
-
-def _tomllib() -> Any:
-    """tomllib, imported when settings are read (never on a run without --graph-budget)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    return tomllib

@@ -168,3 +168,29 @@ def test_unknown_ini_leaves_other_options_and_ours_alone():
         "f: unknown ini option 'Graph_Budget_Tolerance' (did you mean 'graph_budget_tolerance'?)",
         "-o: unknown ini option 'graph-budget-hardware' (did you mean 'graph_budget_hardware'?)",
     ]
+
+
+def test_a_pytest_ini_below_the_project_does_not_drop_its_settings(project, monkeypatch, capsys):
+    """User trial: ``tests/pytest.ini`` (empty) made ``tests/`` pytest's rootdir, so the
+    project's ``[tool.graph_budget]`` and its baseline were not read, and a run 17% over the
+    baseline passed with "no baseline" in its title. A usage error now, with the ways out;
+    with graph_budget_* options of its own, the folder is a project of its own."""
+    project.makepyprojecttoml('[tool.graph_budget]\nbaseline = "perf/base.toml"\n')
+    tests = project.path / "tests"
+    tests.mkdir()
+    (tests / "test_x.py").write_text("def test_x():\n    pass\n")
+    (tests / "pytest.ini").write_text("[pytest]\n")
+    result = project.runpytest("-p", "no:cacheprovider", "--graph-budget", "tests")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = errors(result)
+    assert (
+        f"{tests / 'pytest.ini'} makes {tests} pytest's rootdir, so [tool.graph_budget] of " in line
+    )
+    assert f"is not read: run pytest with --rootdir {project.path}, or configure" in line
+    monkeypatch.chdir(tests)
+    capsys.readouterr()
+    assert cli.main(["check", "--no-cache", "."]) == 2
+    assert "is not read: run pytest with --rootdir" in capsys.readouterr().err
+    (tests / "pytest.ini").write_text("[pytest]\ngraph_budget_tolerance = 5%\n")
+    result = project.runpytest("-p", "no:cacheprovider", "--graph-budget", str(tests))
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
