@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.cli.console import check_writable, refuse_reading_into
+from pytest_graphbudget.cli.console import refuse_reading_into
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import budget_files
 from pytest_graphbudget.gate.check import (
@@ -152,16 +152,13 @@ def run(
     from pytest_graphbudget.run.session import Outputs, finish, stale_errors
 
     here = Path(cwd or Path.cwd())
-    try:
-        # pytest's rootdir and configuration file for `pytest --graph-budget PATHS` here
+    try:  # pytest's rootdir and configuration file for `pytest --graph-budget PATHS` here
         found, conf = project.for_directory(here, paths)
         root = found.root
         files = budget_paths(paths, here, root, conf.budgets, root / conf.baseline)
         hardware = known_hardware(hardware, conf.hardware_profiles)
         reports = {"--junit": junit, "--json": json, "--markdown": markdown, "--html": html}
-        refuse_reading_into({**reports, "--history": history}, [*files, root / conf.baseline], here)
-        for option, path in reports.items():  # before any model is profiled
-            check_writable(path and str(here / path), option)
+        check_outputs(reports | {"--history": history}, [*files, root / conf.baseline], here)
     except project.SettingsError as exc:
         return usage(*exc.problems)
     except GraphBudgetError as exc:  # a UsageError too
@@ -203,6 +200,20 @@ def run(
     if any(r.failed for r in results):
         return EXIT_FAILED
     return EXIT_USAGE if written.problems else EXIT_OK
+
+
+def check_outputs(outputs: dict[str, str | None], read: list[Path], here: Path) -> None:
+    """Every report path, before any model is profiled: none may be a file the check reads
+    (``--json budgets/a.toml`` had replaced the budget) nor a directory, nor lie under a file
+    (which had been said on stdout once every model was profiled). A missing folder is made."""
+    refuse_reading_into(outputs, read, here)
+    for option, path in outputs.items():
+        target = here / path if path else None
+        if target is not None and target.is_dir():
+            raise UsageError(f"{option} {path} is a directory")
+        above = next((p for p in (target.parents if target else ()) if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise UsageError(f"{option} {path}: {above} is a file, not a folder")
 
 
 def check_files(

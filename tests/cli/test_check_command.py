@@ -198,11 +198,16 @@ def test_a_path_that_is_no_budget_file_is_a_usage_error(project, capsys):
     )
 
 
-def test_a_report_that_cannot_be_written_is_exit_2_after_a_pass(project, capsys):
+def test_a_report_that_cannot_be_written_is_exit_2_before_any_model(project, capsys):
+    """User trial: said on stdout, without "error", once every model had been profiled."""
     write(project / "budgets/nets.toml", BUDGETS.split("[models.over]")[0])
     (project / "taken").write_text("a file, not a directory")
     assert cli.main(["check", "--junit", "taken/junit.xml"]) == 2
-    assert "graph-budget: cannot write taken/junit.xml" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"graph-budget check: error: --junit taken/junit.xml: {project / 'taken'} is a file, "
+        "not a folder\n"
+    )
 
 
 def test_run_from_a_subdirectory_checks_the_projects_configured_budgets(
