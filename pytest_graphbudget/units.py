@@ -39,9 +39,19 @@ class UnitError(GraphBudgetError):
     def __init__(self, value: object, kind: str, where: str = "", hint: bool = True):
         self.value, self.kind = value, kind
         place = f"{where}: " if where else ""
+        if _negative(value):  # read, but no figure is below 0
+            super().__init__(f"{place}{shown(value)} is negative: a figure or limit is >= 0")
+            return
         fix = recased(value, kind) if hint else None
         hint_text = f" (did you mean {fix!r}?)" if fix else ""
         super().__init__(f"{place}cannot read {shown(value)}{hint_text}; expected {FORMS[kind]}")
+
+
+def _negative(value: object) -> bool:
+    """Whether ``value`` reads as a number below 0 (``-1``, ``"-5M"``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value < 0
+    return isinstance(value, str) and bool(re.match(r"\s*-\s*\.?\d", value))
 
 
 def shown(value: object, limit: int = 60) -> str:
@@ -62,12 +72,18 @@ def recased(value: object, kind: str) -> str | None:
         return None
     text = value.strip()
     prefix_up = re.sub(r"(?<=[\d\s.])([a-zA-Z])", lambda m: m.group(1).upper(), text, count=1)
+
+    def words(t: str) -> str:  # "GFLOPS", "gflops": FLOPs as written in the forms
+        return re.sub(r"(?i)(flop|mac)s$", lambda m: m.group(1).upper() + "s", t)
+
     candidates = (
         text.upper(),
         text.upper().replace("I", "i"),
         text.lower(),
         prefix_up.replace("K", "k", 1),
         prefix_up,
+        words(text),
+        words(prefix_up),
     )
     for candidate in candidates:
         if candidate == text:

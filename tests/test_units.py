@@ -50,7 +50,6 @@ def test_accepted_forms(value, kind, expected):
         ("22GB", "count"),
         ("500 MBs", "bytes"),
         ("fast", "seconds"),
-        (-1, "count"),
         (True, "count"),
         ([1], "bytes"),
         ("2 %%", "ratio"),
@@ -60,6 +59,29 @@ def test_rejected_forms_name_the_accepted_ones(value, kind):
     with pytest.raises(UnitError, match="expected") as info:
         parse(value, kind, where="flops_max in test_x")
     assert str(info.value).startswith("flops_max in test_x: cannot read")
+
+
+@pytest.mark.parametrize("value", [-1, -0.5, "-5M", " -2.5 GFLOPs"])
+def test_a_negative_figure_says_so(value):
+    """User trial: ``flops_max = -1`` read "cannot read -1", as if the form were wrong."""
+    with pytest.raises(UnitError) as info:
+        parse(value, "count", where="flops_max in test_x")
+    assert (
+        str(info.value) == f"flops_max in test_x: {value!r} is negative: a figure or limit is >= 0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "meant"), [("1.2 GFLOPS", "1.2 GFLOPs"), ("3 GMACS", "3 GMACs"), ("22 GFLOPs", None)]
+)
+def test_the_unit_word_in_capitals_is_told_how_it_is_written(value, meant):
+    """User trial: ``flops_max("1.2 GFLOPS")``, the common spelling, got no hint where "40m"
+    and "1 Mb" get one."""
+    if meant is None:
+        assert parse(value, "count") == 22e9
+        return
+    with pytest.raises(UnitError, match=rf"cannot read '{value}' \(did you mean '{meant}'\?\)"):
+        parse(value, "count")
 
 
 def test_formatting_uses_decimal_prefixes():
@@ -93,7 +115,8 @@ def test_an_integer_beyond_a_float_is_refused_in_one_short_line(value, kind):
         parse(value, kind, where="flops_max in budgets/x.toml")
     message = str(info.value)
     assert "\n" not in message and len(message) < 250, message
-    assert message.startswith(f"flops_max in budgets/x.toml: cannot read {str(value)[:6]}")
+    read = "" if value < 0 else "cannot read "  # a negative one says so
+    assert message.startswith(f"flops_max in budgets/x.toml: {read}{str(value)[:6]}")
     assert f"({len(str(abs(value)))} digits)" in message
 
 

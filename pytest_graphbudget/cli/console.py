@@ -63,8 +63,10 @@ def stdout_to_stderr() -> Iterator[None]:
 
 def check_writable(output: str | None, option: str = "--output") -> None:
     """Fail before any profiling when an output file cannot be created."""
-    if not output or output == "-":
+    if output is None or output == "-":
         return
+    if not output.strip():  # -o "": an unset variable in a script, not stdout
+        raise GraphBudgetError(f"{option}: the path is empty; give a file name, or - for stdout")
     parent = Path(output).expanduser().resolve().parent
     if not parent.is_dir():
         raise GraphBudgetError(f"{option} {output}: directory {parent} does not exist")

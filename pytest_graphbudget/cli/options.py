@@ -47,8 +47,8 @@ def positive_ints(text: str) -> list[int]:
 
 def shape_part(text: str) -> list[int]:
     """One piece of ``--input-shape``: ``1,3,224,224``, ``1x3x224x224`` or a single ``224``."""
-    pieces = [p for p in text.replace("x", ",").replace("X", ",").split(",") if p.strip()]
-    try:
+    pieces = text.replace("x", ",").replace("X", ",").split(",")
+    try:  # every piece: "1,,3" is a typo, not the shape 1,3
         dims = [int(p) for p in pieces]
     except ValueError:
         dims = []

@@ -102,6 +102,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     how = {**loading.variant(args), **({"measure": runs} if runs else {})}
     if args.device:
         how["device"] = args.device
+    if args.breaks and how.get("mode", "eval") != "eval":  # the API's "drop tier" is no flag
+        raise GraphBudgetError("--breaks captures one eval forward, not a training step")
     if args.breaks:
         how["tier"] = "dynamo-breaks"
     case = loading.load_case(args.model, args, console)

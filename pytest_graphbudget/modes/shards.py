@@ -56,6 +56,10 @@ def parse(value: Any, where: str = "parallel") -> Parallel:
             raise GraphBudgetError(
                 f"{where}: write KEY=N pairs such as 'fsdp=8,tp=2', got {value!r}"
             )
+        keys = [k.strip() for k, _, _ in pairs]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:  # "fsdp=8,fsdp=4" had kept the last
+            raise GraphBudgetError(f"{where}: {twice[0]} is given twice in {value!r}: give it once")
         value = {k.strip(): _int(v.strip()) for k, _, v in pairs}
     if not isinstance(value, dict) or not value:
         raise GraphBudgetError(

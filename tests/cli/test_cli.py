@@ -171,6 +171,8 @@ def test_importing_the_cli_and_listing_hardware_do_not_import_torch(tmp_path):
         (["profile"], "required: MODEL"),
         (["profile", "resnet18", "--format", "xml"], "invalid choice: 'xml'"),
         (["profile", "resnet18", "--input-shape", "1,3,a,224"], "invalid shape '1,3,a,224'"),
+        # user trial: the empty piece was dropped, and the shape 1,3,224,224 profiled
+        (["profile", "resnet18", "--input-shape", "1,,3,224,224"], "invalid shape '1,,3,224,"),
         (["profile", "resnet18", "--seq-len", "0"], "expected a positive integer"),
         (["init", "resnet18", "--headroom", "lots"], "cannot read 'lots'"),
         (["explore", "resnet18", "--around", "5", "--start", "1"], "--around cannot be combined"),
@@ -178,6 +180,10 @@ def test_importing_the_cli_and_listing_hardware_do_not_import_torch(tmp_path):
         (["profile", "resnet18", "--visualize", "graph.jpg"], "unknown format .jpg"),
         (["profile", "resnet18", "--hardware", "abacus"], "unknown hardware 'abacus'"),
         (["profile", "resnet18", "-o", "no/such/dir/out.txt"], "does not exist"),
+        # user trial: written to stdout; and the API's wording, "drop tier"
+        (["profile", "resnet18", "-o", ""], "--output: the path is empty"),
+        (["list", "resnet", "-o", ""], "--output: the path is empty"),
+        (["profile", "resnet18", "--breaks", "--mode", "train"], "--breaks captures one eval"),
     ],
 )
 def test_usage_errors_exit_2_without_traceback_and_before_any_model_is_built(

@@ -200,6 +200,7 @@ def kv_feed() -> torch.nn.Module:
         ({"parallel": {"zero": 4, "dp": 2}}, "zero is a ZeRO stage, 1, 2 or 3, got 4"),
         ({"parallel": {"fsdp": 2, "dp": 2}}, "fsdp shards like zero=3"),
         ({"parallel": "fsdp8"}, "write KEY=N pairs"),
+        ({"parallel": "fsdp=8,fsdp=4"}, "fsdp is given twice in 'fsdp=8,fsdp=4': give it once"),
         ({"parallel": {}}, "a table of dp, fsdp, zero, tp"),
         # dropped without a word: a memory_per_rank_max then said parallel was missing
         ({"parallel": {"fsdp": 1}}, "{'fsdp': 1} is one rank, which shards nothing: give 2"),
