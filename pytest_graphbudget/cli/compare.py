@@ -39,10 +39,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
     options.output_options(p)
-    p.add_argument(
+    shown = p.add_mutually_exclusive_group()  # --top 5 --all had shown all, without a word
+    shown.add_argument(
         "--top", type=options.positive_int, default=20, metavar="N", help="modules shown (20)"
     )
-    p.add_argument("--all", action="store_true", help="show every module that differs")
+    shown.add_argument("--all", action="store_true", help="show every module that differs")
     p.add_argument(
         "--max-growth",
         type=options.share("--max-growth"),

@@ -59,7 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-spread",
-        type=float,
+        type=options.percent,
         metavar="PERCENT",
         help="refuse a calibration (exit 2, nothing written) whose timings of one kind varied "
         "more than ±PERCENT between rounds (half their interquartile range over their median; "

@@ -59,6 +59,16 @@ def shape_part(text: str) -> list[int]:
     return dims
 
 
+def percent(text: str) -> float:
+    """A number of percent, ``10`` or ``10%`` (``--max-spread``: the docs write ±10%)."""
+    try:
+        return float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a percentage such as 10%, got {text!r}"
+        ) from None
+
+
 def share(flag: str) -> Callable[[str], float]:
     """The argument type of an option that takes a share (``--max-growth``, ``--headroom``):
     ``2%`` or ``0.02``; a bare ``2`` is refused with both fixes (``units.share``)."""
@@ -144,6 +154,21 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """An unknown option is the command's error, pointing at its own ``--help`` (the top
+        parser's had said ``see graph-budget --help``, which lists no command's options)."""
+        found, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._commands().get(getattr(found, "command", None) or "", self)
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return found
+
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
 
 
 HARDWARE_FILE_HELP = "TOML file with extra [hardware.<name>] profiles"

@@ -184,6 +184,10 @@ def test_importing_the_cli_and_listing_hardware_do_not_import_torch(tmp_path):
         (["profile", "resnet18", "-o", ""], "--output: the path is empty"),
         (["list", "resnet", "-o", ""], "--output: the path is empty"),
         (["profile", "resnet18", "--breaks", "--mode", "train"], "--breaks captures one eval"),
+        # user trial: "(see graph-budget --help)", which lists no command's options
+        (["profile", "resnet18", "--frob"], "--frob (see graph-budget profile --help)"),
+        (["compare", "a.json", "b.json", "--top", "5", "--all"], "not allowed with argument"),
+        (["hardware", "--calibrate", "--max-spread", "lots"], "expected a percentage such as"),
     ],
 )
 def test_usage_errors_exit_2_without_traceback_and_before_any_model_is_built(
@@ -965,3 +969,13 @@ def test_a_hugging_face_model_profiles_without_torch_log_lines(tmp_path):
     assert "register_constant" not in result.stderr and "_pytree" not in result.stderr, (
         result.stderr
     )
+
+
+def test_max_spread_reads_as_the_docs_write_it():
+    """User trial: the docs write the calibration's spread as ±10%; ``--max-spread 10%`` was
+    "invalid float value"."""
+    from pytest_graphbudget.cli import build_parser
+
+    for given in ("10", "10%", " 10% "):
+        argv = ["hardware", "--calibrate", "--max-spread", given]
+        assert build_parser().parse_args(argv).max_spread == 10.0
