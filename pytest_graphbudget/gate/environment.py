@@ -59,8 +59,9 @@ def current(root: Path | None = None) -> dict[str, str]:
 
     found = {"python": platform.python_version(), "torch": str(torch.__version__)}
     for name in LIBRARIES:
-        module = sys.modules.get(name)
-        version = getattr(module, "__version__", None) or _installed(name)
+        # the distribution's version first: torchvision's module says 0.29.1+cu130 where its
+        # wheel says 0.29.1, and the line would flip with whether this run imported it
+        version = _installed(name) or getattr(sys.modules.get(name), "__version__", None)
         if version:
             found[name] = str(version)
     # Read, not imported: the root package is imported before this module, and sits above

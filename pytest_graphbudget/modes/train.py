@@ -78,6 +78,7 @@ def profile_step(request: Request) -> Any:
     for node in measured.nodes:  # no kernel crosses from one phase to the next
         node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
         node.in_call = node.segment == 0  # autograd and the update run outside module calls
+    measured.frees = joint.tags.frees(measured.nodes)  # when the step itself let go
     seconds = time.perf_counter() - start
     prof = assemble(
         model,

@@ -217,6 +217,45 @@ def test_the_fused_attention_fast_paths_hold_their_scores(model):
     check(model(), torch.randn(4, 128, 64), "eval")
 
 
+class RebindingAttention(nn.Module):
+    """Attention written as Hugging Face writes it: the scores rebound (``w = ... * scale``,
+    ``w = softmax(w)``), so eager frees each one at once, though the module's call runs on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.o = nn.Linear(64, 192, bias=False), nn.Linear(64, 64, bias=False)
+
+    def forward(self, x):
+        b, n, h = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, 4, -1).permute(2, 0, 3, 1, 4)
+        w = torch.matmul(q, k.transpose(2, 3)) * (q.shape[-1] ** -0.5)
+        w = torch.softmax(w, dim=-1)
+        return self.o(torch.matmul(w, v).transpose(1, 2).reshape(b, n, h))
+
+
+class Gated(nn.Module):
+    """A gated MLP (Llama's): the backward of ``silu(gate) * up`` reads both saved operands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.up = nn.Linear(64, 172, bias=False), nn.Linear(64, 172, bias=False)
+        self.down = nn.Linear(172, 64, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+@pytest.mark.parametrize("optimizer", [None, "adam"])
+def test_a_training_step_frees_what_the_step_lets_go_of(optimizer):
+    """User trial: a Hugging Face Llama's training step read +19 MB (eager attention) and
+    -2.8 MB (SDPA) off the measured peak, whatever its depth. A module call's rule had held
+    the rebound scores to the end of the attention's call, and the last reader had freed a
+    gated MLP's saved operand before its backward node had run. The step's own frees are
+    followed now (this model had read +11%)."""
+    model = nn.Sequential(RebindingAttention(), Gated())
+    check(model, torch.randn(4, 128, 64), optimizer)
+
+
 class Pair(nn.Module):
     def __init__(self) -> None:
         super().__init__()
