@@ -33,6 +33,12 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", "--graph-budget", *args)
 
 
+def outcomes(result: pytest.RunResult, *lines: str, **counts: int) -> None:
+    """The run's outcomes are ``counts``, and its output has ``lines`` in that order."""
+    result.assert_outcomes(**counts)
+    result.stdout.fnmatch_lines(list(lines))
+
+
 def test_each_marker_passes_at_and_fails_below_the_figure(project):
     project.makepyfile(
         test_markers=f"""
@@ -176,13 +182,13 @@ def test_fixture_forms_scopes_params_and_several_models(project):
     )
     result = run(project, "-v")
     # linear16: 2*4*64*16 + 4*16 = 8,256 passes; linear64: 33,024 fails.
-    result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*test_params?64? FAILED*",
-            "*graph budget failed for linear64 (test_fixtures.py::test_params?64?::sized)*",
-            "*FLOPs 33.0k exceeds flops_max 20k*",
-        ]
+    outcomes(
+        result,
+        "*test_params?64? FAILED*",
+        "*graph budget failed for linear64 (test_fixtures.py::test_params?64?::sized)*",
+        "*FLOPs 33.0k exceeds flops_max 20k*",
+        passed=3,
+        failed=1,
     )
     # Both models of test_two_models are profiled and named in the summary.
     result.stdout.fnmatch_lines(["*graph budget*", "*linear32*", "*pair*"])
@@ -238,15 +244,15 @@ def test_a_test_is_judged_on_the_models_it_receives_and_the_markers_it_ends_up_w
         """
     )
     result = run(project, "-v")
-    result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(
-        [
-            "*test_fetched FAILED*",
-            "*test_head PASSED*",
-            "*test_student PASSED*",
-            "*test_marked_by_its_fixture FAILED*",
-            "*graph budget failed for linear64 (test_received.py::test_fetched::wide)*",
-        ]
+    outcomes(
+        result,
+        "*test_fetched FAILED*",
+        "*test_head PASSED*",
+        "*test_student PASSED*",
+        "*test_marked_by_its_fixture FAILED*",
+        "*graph budget failed for linear64 (test_received.py::test_fetched::wide)*",
+        passed=2,
+        failed=2,
     )
     assert "backbone" not in result.stdout.str() and "teacher" not in result.stdout.str()
 
