@@ -75,10 +75,13 @@ class Tags:
     node_module: dict[str, str] = field(default_factory=dict)
     optimizer_module: str = ""
     last: Any = None  # the last node tagged
-    freed_after: dict[str, str | None] = field(default_factory=dict)
-    """Node -> the last node tagged when the storage it made died (``watch``)."""
-    owner: dict[int, str] = field(default_factory=dict)  # live storage -> the node that made it
+    died: dict[str, list[str | None]] = field(default_factory=dict)
+    """Node -> for each new storage among its outputs, in their order, the last node tagged
+    when it died; None while it lives (``watch``)."""
+    owner: dict[int, tuple[str, int]] = field(default_factory=dict)  # live storage -> its slot
     holders: dict[int, int] = field(default_factory=dict)  # live storage -> tensors on it
+    done: bool = False  # the step returned: what dies now, make_fx let go of, not the step
+    made: Any = None  # the first node the last op added: the one that writes its outputs
 
     def module_now(self) -> str:
         import torch
@@ -98,6 +101,7 @@ class Tags:
         if self.phase == "forward":  # the autograd node this op just created, if any
             self.by_sequence.setdefault(torch.autograd._get_sequence_nr() - 1, module)
         node = (self.last or graph._root).next
+        self.made = node if node.op != "root" else None  # the op's own node, not its getitems
         while node.op != "root":
             if node.op != "placeholder":
                 self.node_phase[node.name] = self.phase
@@ -118,31 +122,39 @@ class Tags:
         from torch.utils import _pytree as pytree
 
         for tensor in pytree.tree_leaves(out):
-            if not isinstance(tensor, torch.Tensor) or self.last is None:
+            if not isinstance(tensor, torch.Tensor) or self.made is None:
                 continue
             storage = tensor.untyped_storage()._cdata
             if storage not in self.holders:
-                self.owner[storage], self.holders[storage] = self.last.name, 0
+                slots = self.died.setdefault(self.made.name, [])
+                self.owner[storage], self.holders[storage] = (self.made.name, len(slots)), 0
+                slots.append(None)
             self.holders[storage] += 1
             weakref.finalize(tensor, self._gone, storage)
 
     def _gone(self, storage: int) -> None:
         self.holders[storage] -= 1
-        if not self.holders[storage]:  # its address may hold another storage from now on
-            del self.holders[storage]
-            made = self.owner.pop(storage)
-            self.freed_after.setdefault(made, self.last.name if self.last is not None else None)
+        if self.holders[storage] or self.done:
+            return
+        del self.holders[storage]  # its address may hold another storage from now on
+        made, slot = self.owner.pop(storage)
+        self.died[made][slot] = self.last.name if self.last is not None else made
 
     def frees(self, nodes: list[Any]) -> dict[Any, int]:
         """``Measured.frees`` of the joint graph: the node after which each activation the
         step let go of may die (its last reader, if later, still holds it); one it held to
-        the end dies at its last reader, or at the end as a graph output."""
+        the end dies at its last reader, or at the end as a graph output. Each storage of a
+        node has its own (max_pool2d's indices die at once where no backward needs them, its
+        values much later); where the node's storages do not pair one to one with its writes,
+        the latest death of them, or the last reader while one lives, stands for all."""
         index = {node.name: i for i, node in enumerate(nodes)}
         found: dict[Any, int] = {}
         for i, node in enumerate(nodes):
-            after = index.get(self.freed_after.get(node.name) or "", i)
-            for key in node.writes:
-                found.setdefault(key, after)
+            marks = [index.get(m, i) if m else None for m in self.died.get(node.name, ())]
+            if len(marks) != len(node.writes):
+                marks = [max(marks) if marks and None not in marks else i] * len(node.writes)
+            for key, after in zip(node.writes, marks, strict=True):
+                found.setdefault(key, i if after is None else after)
         return found
 
 
@@ -291,6 +303,7 @@ def capture(
             tags.phase = "optimizer"
             if optimizer is not None:
                 _update(optimizer, list(params), p, grads, s, tags)
+        tags.done = True  # what the step still holds dies at its last reader, not after make_fx
         return value, [g for g in grads if g is not None]
 
     flat = [*params.values(), *frozen.values(), *slots.values()]

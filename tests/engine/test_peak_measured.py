@@ -256,6 +256,29 @@ def test_a_training_step_frees_what_the_step_lets_go_of(optimizer):
     check(model, torch.randn(4, 128, 64), optimizer)
 
 
+class FrozenStem(nn.Module):
+    """DETR's backbone, in small: a frozen convolution, a max pool and a frozen convolution
+    whose input the forward's frame keeps after its last reader, then a trainable head. No
+    backward needs the pool's int64 indices, twice its values' bytes: they die at once, the
+    values when the forward returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 32, 3, padding=1).requires_grad_(False)
+        self.frozen = nn.Conv2d(32, 64, 3, padding=1).requires_grad_(False)
+        self.head = nn.Sequential(nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU())
+
+    def forward(self, x):
+        pooled = nn.functional.max_pool2d(self.stem(x).relu(), 2)
+        return self.head(self.frozen(pooled))
+
+
+def test_each_output_of_an_op_dies_when_the_step_lets_go_of_it():
+    """The pool's two outputs had shared one death: its indices held as long as its values
+    (DETR's step read +5.6%), or its values freed with its indices (-2.8%)."""
+    check(FrozenStem(), torch.randn(2, 3, 96, 96), None)
+
+
 class Pair(nn.Module):
     def __init__(self) -> None:
         super().__init__()
