@@ -51,7 +51,8 @@ def _negative(value: object) -> bool:
     """Whether ``value`` reads as a number below 0 (``-1``, ``"-5M"``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value < 0
-    return isinstance(value, str) and bool(re.match(r"\s*-\s*\.?\d", value))
+    found = re.match(rf"\s*{_NUMBER}", value) if isinstance(value, str) else None
+    return found is not None and float(found["number"]) < 0  # "-0:" is unreadable, not below 0
 
 
 def shown(value: object, limit: int = 60) -> str:

@@ -258,9 +258,8 @@ def capture(
     from pytest_graphbudget.compat import fake_mode, make_fx_keywords, proxy_mode
     from pytest_graphbudget.engine.trace import Binding, Traced, fake_like, fake_state
 
-    mode = None if real else fake_mode()
-    # Fake twins allocate nothing (meta models too); real copies leave the model as it was.
-    twins = real_state(model) if real else fake_state(model, mode)
+    mode = None if real else fake_mode()  # fake twins allocate nothing, real copies leave
+    twins = real_state(model) if real else fake_state(model, mode)  # the model as it was
     named = list(model.named_parameters())
     params = {k: twins[k] for k, p in named if p.requires_grad}
     if not params:
@@ -270,9 +269,8 @@ def capture(
     keys = [
         (f"{slot}.{name}", p) for name, p in params.items() for slot in optimizer_slots(optimizer)
     ]
-    with mode or contextlib.nullcontext():
-        # In the parameter's dtype, as torch.optim keeps it (zeros_like): float32 for a float32
-        # model, bfloat16 for one cast with dtype="bfloat16".
+    with mode or contextlib.nullcontext():  # in the parameter's dtype, as torch.optim keeps
+        # it (zeros_like): float32 for a float32 model, bfloat16 for one cast to bfloat16
         slots = {k: torch.zeros(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
     leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
