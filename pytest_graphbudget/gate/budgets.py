@@ -1,10 +1,8 @@
 """Budgets: markers and TOML keys -> checks -> findings. Pure functions, no pytest here.
 
 Each limit key maps to the profile figure it bounds (``LIMITS``, from ``figures.TABLE``: adding
-a figure or its marker is one entry there).
-``check`` compares a profile with a ``Budget`` and returns ``Finding``s; whoever calls it
-(the plugin, the CLI) decides how to show them.
-"""
+a figure or its marker is one entry there). ``check`` compares a profile with a ``Budget`` and
+returns ``Finding``s; whoever calls it (the plugin, the CLI) decides how to show them."""
 
 from __future__ import annotations
 
@@ -189,9 +187,11 @@ def measure_runs(budget: Budget) -> int | None:
 
 
 def how_run(budget: Budget) -> tuple[int | None, str | None, str]:
-    """How a budget has its model run: ``measure_runs(budget)``, the device they run on
-    (``measure_device``) and the execution its estimated latency prices (``execution``)."""
-    return measure_runs(budget), budget.measure_device, budget.execution
+    """How a budget has its model run: ``measure_runs(budget)``, the device they run on (only
+    when they run: a project's ``measure_device`` had made every budget without a measured
+    limit an error) and the execution its estimated latency prices."""
+    runs = measure_runs(budget)
+    return runs, budget.measure_device if runs else None, budget.execution
 
 
 def figure(profile: Any, name: str) -> float | None:

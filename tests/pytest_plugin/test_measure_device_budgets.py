@@ -74,3 +74,28 @@ def test_a_device_torch_cannot_name_is_refused_in_a_table(tmp_path, monkeypatch,
     )
     assert code == 1
     assert "measure_device in " in out and "cpu, cuda or cuda:N, got 'gpu'" in out
+
+
+def test_a_projects_measure_device_leaves_the_budgets_that_time_nothing_alone(pytester):
+    """User trial: ``measure_device = "cpu"`` in ``[tool.graph_budget]``, as docs/budgets.md
+    allows for the whole project, made every budget without ``latency_measured_max`` an
+    error in the Python API's words ("add measure=True"); only the timed one passed."""
+    pytester.makepyprojecttoml('[tool.graph_budget]\nmeasure_device = "cpu"\n')
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from pytest_graphbudget import ModelCase
+
+        @pytest.fixture
+        def net():
+            return ModelCase(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+
+        @pytest.mark.flops_max("1G")
+        def test_flops(net): ...
+
+        @pytest.mark.latency_measured_max("60s")
+        @pytest.mark.graph_budget(measure_runs=2)
+        def test_timed(net): ...
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider", "--graph-budget").assert_outcomes(passed=2)
