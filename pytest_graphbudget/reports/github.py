@@ -69,6 +69,7 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
             ("error", "over budget", common.findings(result, "fail")),
             ("warning", near, warned),
             ("notice", "below its baseline", common.drops(result)),
+            ("notice", "priced with a note", common.remarks(result)),
             ("warning", "has no baseline: renamed?", common.findings_of(result, UNMATCHED)),
             ("notice", "compared with another id's entry", common.findings_of(result, RENAMED)),
             ("notice", "has nothing checked yet", common.findings_of(result, UNCHECKED_KEY)),

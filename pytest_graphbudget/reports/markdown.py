@@ -234,6 +234,11 @@ def render(
     ]
     if lighter:  # an improvement is news too, not only a folded notice
         lines += ["#### 📉 Lighter than the baseline", "", *lighter, ""]
+    remarks = [
+        f"- {code(names[r.id])}: {cell(f['message'])}" for r in ordered for f in common.remarks(r)
+    ]
+    if remarks:
+        lines += ["#### ℹ️ How they were priced", "", *remarks, ""]
     # What renames left, in full (the lines under the title say it in short).
     notices = [(r, f) for r in ordered for f in r.findings if f["key"] in RENAME_KEYS]
     body = "\n".join(lines)

@@ -74,6 +74,24 @@ def test_a_lighter_model_is_shown_unfolded_in_the_comment(project):
     assert said in unfolded
 
 
+def test_a_note_on_how_a_model_was_priced_is_no_drop(project, monkeypatch):
+    """User trial: t4 with ``dtype = "bfloat16"`` (turing has no bfloat16 peak) put its note
+    under "Lighter than the baseline" and a ``::notice`` titled "below its baseline", with
+    no baseline at all."""
+    table = '[models.mlp]\nfactory = "nets:mlp"\nhardware = "t4"\ndtype = "bfloat16"\n'
+    write(project, "budgets/nets.toml", table + 'latency_max = "1s"\n')
+    summary = project.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = run(project, "budgets", "--graph-budget-markdown=comment.md")
+    result.assert_outcomes(passed=1)
+    comment = (project.path / "comment.md").read_text()
+    assert "Lighter than the baseline" not in comment
+    assert "#### ℹ️ How they were priced" in comment and "t4 has no bfloat16 peak" in comment
+    assert "priced with a note::hardware t4 has no bfloat16 peak" in result.stdout.str()
+    assert "below its baseline" not in result.stdout.str()
+
+
 def test_the_json_line_of_a_warning_is_the_key_that_warned(project):
     write(project, "budgets/nets.toml", NEAR)
     write(project, "nets.py", NETS.format(width=16))
