@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.gate import figures
-from pytest_graphbudget.gate.budgets import LIMITS, measured_as, priced_on
+from pytest_graphbudget.gate.budgets import LIMITS, REGRESSION_FIGURES, measured_as, priced_on
 from pytest_graphbudget.gate.check import NEW_KEY, UNCHECKED_KEY
 from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.renames import UNMATCHED
@@ -382,7 +382,8 @@ def rename_notes(
 
 def drops(result: Any) -> list[dict[str, Any]]:
     """The notices of figures below the baseline beyond the tolerance: a lighter model."""
-    return [f for f in findings(result, "notice") if f["key"].startswith("baseline.")]
+    moved = {f"baseline.{name}" for name in REGRESSION_FIGURES}  # not a new model's, a rename's
+    return [f for f in findings(result, "notice") if f["key"] in moved]
 
 
 def remarks(result: Any) -> list[dict[str, Any]]:

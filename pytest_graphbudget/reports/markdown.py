@@ -228,17 +228,7 @@ def render(
         ]
         if items:
             lines += [f"#### ⚠️ {heading}", "", *items, ""]
-    lines += unchecked_section(ordered, names)
-    lighter = [
-        f"- {code(names[r.id])}: {cell(f['message'])}" for r in ordered for f in common.drops(r)
-    ]
-    if lighter:  # an improvement is news too, not only a folded notice
-        lines += ["#### 📉 Lighter than the baseline", "", *lighter, ""]
-    remarks = [
-        f"- {code(names[r.id])}: {cell(f['message'])}" for r in ordered for f in common.remarks(r)
-    ]
-    if remarks:
-        lines += ["#### ℹ️ How they were priced", "", *remarks, ""]
+    lines += unchecked_section(ordered, names) + notice_sections(ordered, names)
     # What renames left, in full (the lines under the title say it in short).
     notices = [(r, f) for r in ordered for f in r.findings if f["key"] in RENAME_KEYS]
     body = "\n".join(lines)
@@ -278,6 +268,19 @@ def render(
         measured = ", ".join(f"{name} {version}" for name, version in environment.items())
         footer = footer.replace("By pytest-graphbudget.", f"Measured with {cell(measured)}.")
     return body.rstrip("\n") + "\n\n" + (tail + "\n" if tail else "") + footer + "\n"
+
+
+def notice_sections(ordered: list[Any], names: dict[str, str]) -> list[str]:
+    """The lighter models (an improvement is news too, not only a folded notice), then the
+    notes on how models were priced, unfolded."""
+    lines = []
+    for heading, of in (
+        ("📉 Lighter than the baseline", common.drops),
+        ("ℹ️ How they were priced", common.remarks),
+    ):
+        items = [f"- {code(names[r.id])}: {cell(f['message'])}" for r in ordered for f in of(r)]
+        lines += [f"#### {heading}", "", *items, ""] if items else []
+    return lines
 
 
 def unchecked_section(ordered: list[Any], names: dict[str, str]) -> list[str]:
