@@ -37,6 +37,17 @@ def symbolic_trace(model: nn.Module, concrete_args: dict[str, Any] | None) -> fx
             "which FX runs once while tracing and keeps as a constant: their cost would be "
             "left out"
         )
+    assigned = [
+        f"{path}.{key}" if path else key
+        for path, module in model.named_modules()
+        for key, value in vars(module)["_buffers"].items()
+        if isinstance(value, fx.Proxy)
+    ]
+    if assigned:  # the graph module would hold the proxy, and every run would grow the graph
+        raise TypeError(
+            f"the forward assigns its buffer {', '.join(assigned)} (`self.x = ...`, `self.x += "
+            "...`), a change of the module's state that FX's graph cannot replay"
+        )
     with lazy_graph_modules():
         return make_graph_module(tracer.root, graph, type(model).__name__)
 

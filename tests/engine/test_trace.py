@@ -9,6 +9,7 @@ nn = torch.nn
 
 from pytest_graphbudget import profile_model  # noqa: E402
 from pytest_graphbudget.engine.trace import Example, warm_up  # noqa: E402
+from pytest_graphbudget.errors import TraceError  # noqa: E402
 
 
 class Lazy(nn.Module):
@@ -156,6 +157,30 @@ def test_a_cache_filled_by_a_trace_never_holds_its_proxies():
     assert first.macs == second.macs == 3 * 4 * 4  # x @ cached: the cache's mul ran before
     assert list(model.cache) == ["cpu"]  # the warm-up's entry, no trace's
     assert profile_model(model, torch.randn(3, 4)).macs == first.macs  # the default's tiers
+
+
+class CountsInABuffer(nn.Module):
+    """Counts its calls in a buffer, as a running statistic or a step counter does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls += 1
+        return self.proj(x)
+
+
+def test_forward_that_assigns_a_buffer_is_not_an_fx_graph():
+    # FX stored its proxy in the buffer, and every cost pass grew the graph past its output:
+    # tier="fx" failed with a bare KeyError: 'add'
+    with pytest.raises(TraceError, match=r"assigns its buffer calls .*cannot replay"):
+        profile_model(CountsInABuffer(), torch.randn(2, 4), tier="fx")
+    prof = profile_model(CountsInABuffer(), torch.randn(2, 4))
+    assert prof.macs == 2 * 4 * 4
+    assert prof.flops == 2 * 2 * 4 * 4 + 2 * 4 + 1  # the products, the bias, the count
+    assert "assigns its buffer calls" in prof.trace.failures["fx"]
 
 
 # --------------------------------------------------------------------------------------------
