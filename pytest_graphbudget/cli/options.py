@@ -9,6 +9,7 @@ options; ``model_argument`` and ``output_options`` add the positional MODEL and
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -151,6 +152,9 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        # ``--max-growth -5%`` (or ``--input-shape -1,3``) is a value, refused in its option's
+        # words; argparse knows only ``-5`` and ``-0.5``, and said "expected one argument"
+        self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,]*(e[+-]?\d+)?\s*[%A-Za-z/]*$")
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -188,6 +188,10 @@ def test_importing_the_cli_and_listing_hardware_do_not_import_torch(tmp_path):
         (["profile", "resnet18", "--frob"], "--frob (see graph-budget profile --help)"),
         (["compare", "a.json", "b.json", "--top", "5", "--all"], "not allowed with argument"),
         (["hardware", "--calibrate", "--max-spread", "lots"], "expected a percentage such as"),
+        # user trial: a value starting with '-' was argparse's "expected one argument"
+        (["compare", "a.json", "b.json", "--max-growth", "-5%"], "'-5%' is negative"),
+        (["profile", "resnet18", "--input-shape", "-1,3,224"], "invalid shape '-1,3,224'"),
+        (["compare", "a.json", "b.json", "--max-growth", "-q"], "expected one argument"),
     ],
 )
 def test_usage_errors_exit_2_without_traceback_and_before_any_model_is_built(
