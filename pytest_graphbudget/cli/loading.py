@@ -198,12 +198,40 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
         raise
     except Exception as exc:  # a file or configuration the loaders choke on is bad input
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if _out_of_memory(exc):
+            raise GraphBudgetError(_too_large(name, args, reason)) from exc
         raise GraphBudgetError(
             f"{name}: could not load the model ({type(exc).__name__}: {reason})"
         ) from exc
     if case.note:
         console.note(case.note)
     return case
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or "can't allocate memory" in str(exc)
+
+
+def _too_large(name: str, args: argparse.Namespace, reason: str) -> str:
+    """An allocation that failed while the model and its inputs were built: the inputs' size
+    when ``--input-shape`` gave it (``--meta`` had been told the model failed to load)."""
+    import math
+
+    from pytest_graphbudget.units import format_bytes
+
+    wanted = re.search(r"allocate (\d+) bytes", reason)
+    tried = f" ({format_bytes(int(wanted.group(1)))})" if wanted else ""
+    shape = getattr(args, "input_shape", None)
+    inputs = (
+        f"; --input-shape {','.join(map(str, shape))} is {format_bytes(4 * math.prod(shape))} "
+        "in float32"
+        if shape
+        else ""
+    )
+    return (
+        f"{name}: out of memory while building the model and its inputs{tried}{inputs}; "
+        "profile a smaller shape (FLOPs and activations scale with the batch)"
+    )
 
 
 def variant(args: argparse.Namespace) -> dict[str, Any]:

@@ -93,6 +93,16 @@ def test_an_input_shape_of_the_wrong_rank_is_echoed_as_written(capsys):
     )
 
 
+def test_inputs_too_large_for_memory_are_named_not_the_model(capsys):
+    """User trial: ``--meta`` builds no weights, yet "could not load the model" blamed the model
+    for a 6 TB input (10,000,000 x 3 x 224 x 224 float32 is 6.02e12 bytes)."""
+    argv = ["profile", "resnet18", "--meta", "--input-shape", "10000000,3,224,224", "-q"]
+    assert cli.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("graph-budget: error: resnet18: out of memory while building")
+    assert "--input-shape 10000000,3,224,224 is 6.02TB in float32" in line
+
+
 def test_execution_from_the_flag_or_the_project_and_a_bad_one_exits_2_in_one_line(project, capsys):
     """``--execution compiled`` reaches the profile; without it, ``[tool.graph_budget]
     execution``; ``--execution jit`` is one line and exit 2, before any model is built."""
