@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytest_graphbudget.costs.registry import REGISTRY, Shape, workspace_bytes  # noqa: E402
+from pytest_graphbudget.costs.workspace import rnn_training_workspace  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -144,14 +145,39 @@ def test_a_small_transposed_conv_takes_the_slow_path_and_its_columns():
     assert backward(x, x, w, [True, True, True], transposed=True) == 589_824
 
 
-def test_an_lstm_layer_holds_its_reordered_weights_and_every_steps_gates():
-    """oneDNN's LSTM (``mkldnn_rnn_layer``, one layer, one direction), read off
-    ``torch.profiler`` (benchmarks/peak.py --explain): the layer's weights in its own layout,
-    4H x I + 4H x H, and four gates a step and sample, T x B x 4H. Input 64, hidden 128, 32
-    steps of 8 samples: (512*64 + 512*128 + 32*8*512) * 4 B = 917,504 B. Without it the
-    peak of an LSTM came out at 0.41-0.67 of the measured one; with it at 0.92-0.99."""
+def test_an_lstm_layer_holds_its_reordered_weights_and_its_states_in_inference():
+    """oneDNN's LSTM in inference (``mkldnn_rnn_layer``, one layer, one direction), read off
+    ``torch.profiler`` (benchmarks/peak.py --explain): its weights in its own layout, 4H x I +
+    4H x H, its bias, 4H, and a scratchpad of the layer's states, each array on a 4,096-byte
+    page. Input 64, hidden 128, 32 steps of 8 samples, float32:
+    weights (512*64 + 512*128) * 4 = 393,216 and bias 2,048; the scratchpad's arrays, rounded
+    up to a page before the next: the input's and output's states 2*33*8*128*4 = 270,336,
+    a step's gates 8*528*4 = 16,896 (4H = 512 padded to 528: oneDNN avoids a multiple of 256),
+    a hidden state 8*128*4 = 4,096, the bias 2,048, the cell states 270,336: 569,344.
+    964,608 in all; the profiler read 965,384 (776 bytes of oneDNN's own). The rule before
+    counted every step's gates, 917,504, and left the states out (a 2-layer bidirectional
+    LSTM read 0.92 of its measured peak)."""
     x, w_ih, w_hh = Shape((32, 8, 64)), Shape((512, 64)), Shape((512, 128))
     args = (x, w_ih, w_hh, Shape((512,)), Shape((512,)), Shape((8, 128)), Shape((8, 128)))
     args += (False, [], 2, 128)
-    assert workspace_bytes("mkldnn_rnn_layer", args, {}, None, 4) == 917_504
+    assert workspace_bytes("mkldnn_rnn_layer", args, {}, None, 4) == 964_608
     assert workspace_bytes("mkldnn_rnn_layer", args, {}, None, 2) == 0  # measured in float32
+
+
+@pytest.mark.parametrize(
+    "steps, batch, width, hidden",
+    [(50, 16, 128, 256), (50, 16, 512, 256), (1, 1, 8, 8), (7, 3, 5, 11), (20, 8, 64, 200)],
+)
+def test_a_differentiated_lstm_layer_keeps_the_workspace_torch_allocates(
+    steps, batch, width, hidden
+):
+    """The workspace oneDNN returns from a forward autograd will differentiate, which the op's
+    meta kernel returns empty: the training step of an LSTM had left out every layer's, a
+    quarter of its measured peak. Held to the bytes torch's kernel allocates."""
+    layer = torch.nn.LSTM(width, hidden)
+    out, _ = layer(torch.randn(steps, batch, width))
+    node = out.grad_fn
+    while not hasattr(node, "_saved_result3"):  # down to MkldnnRnnLayerBackward0
+        node = node.next_functions[0][0]
+    expected = node._saved_result3.untyped_storage().nbytes()
+    assert rnn_training_workspace((steps, batch, width), hidden, 4) == expected
