@@ -84,16 +84,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"them ({changed}): the profile changed, so their estimated latencies are not "
             "comparable as a regression"
         )
-    if args.html:
-        from pytest_graphbudget.reports import html
-
-        console.emit(html.compare_page(a, b, result), args.html)
     failures = _over_growth(result, args.max_growth)
     unpriced = _unpriced(_as_dict(a), _as_dict(b))
-    if args.max_growth is not None:  # the file says the verdict the exit status gives
+    if args.max_growth is not None:  # the files say the verdict the exit status gives
         failures += _uncounted(_as_dict(a), _as_dict(b))
         result = {**result, "max_growth": args.max_growth, "failures": failures}
         result["warnings"] = unpriced
+    if args.html:  # after the verdict: the page had none, a failed check looked clean
+        from pytest_graphbudget.reports import html
+
+        console.emit(html.compare_page(a, b, result), args.html)
     console.emit(render_compare(result, fmt), args.output)
     for failure in failures:
         console.failure(failure)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -26,8 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.gate.baseline import entry_from
+from pytest_graphbudget.errors import GraphBudgetError, closest
+from pytest_graphbudget.gate.baseline import BY_MODULE, entry_from
 from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES, ROOT
 
 SCHEMA = "graphbudget.history/1"
@@ -62,7 +63,7 @@ def line_of(result: Any, commit: str | None, time: str, environment: Mapping[str
         "time": time,
         "environment": dict(environment),
         "model": result.id,
-        "tolerance": result.budget.get("tolerance"),
+        "tolerance": recorded_tolerance(result.budget.get("tolerance")),
     }
     if result.profile is None:
         return line | {"figures": {}, "error": (result.error or "").splitlines()[0][:500]}
@@ -71,6 +72,12 @@ def line_of(result: Any, commit: str | None, time: str, environment: Mapping[str
     layers |= {figure: top_level(own) for figure, own in sorted(entry.by_module.items())}
     figures = {k: entry.figures[k] for k in REGRESSION_FIGURES if k in entry.figures}
     return line | {"figures": figures, "layers": layers}
+
+
+def recorded_tolerance(tolerance: float | None) -> float | str | None:
+    """A tolerance as a line records it: a share (0.02), or, from 100% up, the percentage
+    (``"150%"``), as a budget writes it: ``read`` refuses a bare 1.5, which reads as 150%."""
+    return tolerance if tolerance is None or tolerance < 1 else f"{tolerance * 100:g}%"
 
 
 def now() -> str:
@@ -94,17 +101,24 @@ def append(path: Path, results: list[Any], root: Path, environment: Mapping[str,
     path.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     with FileLock(str(Path(tempfile.gettempdir()) / f"graph-budget-history-{digest}.lock")):
-        with path.open("a", encoding="utf-8") as out:
-            out.write("".join(f"{line}\n" for line in lines))
+        with path.open("a+b") as out:  # writes at the end, wherever it read
+            end = out.seek(0, os.SEEK_END)
+            if end:
+                out.seek(end - 1)
+            # a file edited by hand may end without its newline: the line had been glued on
+            lead = "\n" if end and out.read(1) != b"\n" else ""
+            out.write((lead + "".join(f"{line}\n" for line in lines)).encode("utf-8"))
     return len(lines)
 
 
 REQUIRED = {"model": str, "figures": dict}
+LAYERED = ("flops", *BY_MODULE)
+"""The figures a line splits by top-level module (``line_of``'s ``layers``)."""
 
 
 def read(path: Path) -> list[dict[str, Any]]:
-    """Every line of a history file; a missing file or a line that is not a history line is
-    a ``GraphBudgetError`` that names it (``FILE:LINE: ...``)."""
+    """Every line of a history file, each tolerance as a share; a missing file or a line that
+    is not a history line is a ``GraphBudgetError`` that names it (``FILE:LINE: ...``)."""
     try:
         text = path.read_text("utf-8")
     except FileNotFoundError:
@@ -118,14 +132,17 @@ def read(path: Path) -> list[dict[str, Any]]:
             continue
         try:
             record = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise GraphBudgetError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+        except ValueError as exc:  # also an integer of over 4,300 digits, which Python refuses
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "an integer too long"
+            raise GraphBudgetError(f"{path}:{number}: not a JSON line ({reason})") from None
         if not isinstance(record, dict) or record.get("schema") != SCHEMA:
             raise GraphBudgetError(f"{path}:{number}: not a {SCHEMA} line")
         for key, kind in REQUIRED.items():
             if not isinstance(record.get(key), kind):
                 raise GraphBudgetError(f"{path}:{number}: {key} missing or not a {kind.__name__}")
         _check_values(path, number, record)
+        if record.get("tolerance") is not None:
+            record["tolerance"] = _tolerance(f"{path}:{number}:", record["tolerance"])
         found.append(record)
     if not found:
         raise GraphBudgetError(f"{path}: the history has no lines")
@@ -133,33 +150,79 @@ def read(path: Path) -> list[dict[str, Any]]:
 
 
 def _check_values(path: Path, number: int, record: Mapping[str, Any]) -> None:
-    """What the moves and the chart read: figures and layers are numbers, the environment a
-    table of strings (a hand-edited ``"flops": "big"`` or ``"environment": "x"`` had been a
-    traceback)."""
+    """What the moves and the chart read: the commit a string, figures and layers numbers
+    under the names ``line_of`` writes, the environment a table of strings (a hand-edited
+    ``"flops": "big"`` had been a traceback, a misspelt ``"flop"`` a move never reported)."""
     where = f"{path}:{number}:"
+    if not isinstance(record.get("commit"), str | None):  # the commit's [:7] had raised
+        shown = _shown(record["commit"])
+        raise GraphBudgetError(f"{where} commit is {shown}, not a string or null")
+    if not isinstance(record.get("error", ""), str):
+        raise GraphBudgetError(f"{where} error is {_shown(record['error'])}, not a string")
+    if not record["figures"] and "error" not in record:  # a gap the moves skip, unexplained
+        raise GraphBudgetError(
+            f"{where} figures is empty and no error says why (only a model that could not be "
+            "checked has no figures)"
+        )
     for key, value in record["figures"].items():  # NaN, Infinity and -5 as any string
-        if not _figure(value):
-            raise GraphBudgetError(f"{where} figures.{key} is {json.dumps(value)}, not a number")
-    tolerance = record.get("tolerance")
-    if tolerance is not None and not _figure(tolerance):  # "abc" had fallen back to 1%
-        raise GraphBudgetError(f"{where} tolerance is {json.dumps(tolerance)}, not a number")
+        if key not in REGRESSION_FIGURES:
+            raise GraphBudgetError(f"{where} {_unknown(f'figures.{key}', REGRESSION_FIGURES)}")
+        if reason := _not_a_figure(value):
+            raise GraphBudgetError(f"{where} figures.{key} is {_shown(value)}, {reason}")
     layers = record.get("layers", {})
     if not isinstance(layers, dict) or not all(
         isinstance(v, dict) and all(_figure(n) for n in v.values()) for v in layers.values()
     ):
         raise GraphBudgetError(f"{where} layers is not a table of numbers by figure and module")
-    if not isinstance(record.get("error", ""), str):
-        raise GraphBudgetError(f"{where} error is {json.dumps(record['error'])}, not a string")
+    for key in layers:
+        if key not in LAYERED:
+            raise GraphBudgetError(f"{where} {_unknown(f'layers.{key}', LAYERED)}")
     environment = record.get("environment", {})
     versions = environment.values() if isinstance(environment, dict) else [environment]
     if not isinstance(environment, dict) or not all(isinstance(v, str | None) for v in versions):
         raise GraphBudgetError(f"{where} environment is not a table of versions")
 
 
+def _tolerance(where: str, value: Any) -> float:
+    """A line's tolerance as ``--tolerance`` reads it: a share, or a percentage (``"150%"``);
+    a bare 2 would be 200% (every move short of tripling hidden) and is refused, as there."""
+    from pytest_graphbudget.units import share
+
+    percent = isinstance(value, str) and value.strip().endswith("%")
+    if not percent and (reason := _not_a_figure(value)):  # "abc" had fallen back to 1%
+        raise GraphBudgetError(f"{where} tolerance is {_shown(value)}, {reason}")
+    try:
+        return share(value, "tolerance")
+    except GraphBudgetError as exc:
+        raise GraphBudgetError(f"{where} {exc}") from None
+
+
+def _unknown(key: str, known: tuple[str, ...]) -> str:
+    """``figures.flop is not a figure (did you mean 'flops'?); the figures are ...``."""
+    name = key.split(".", 1)[1]
+    return f"{key} is not a figure{closest(name, known)}; the figures are {', '.join(known)}"
+
+
+def _not_a_figure(value: Any) -> str:
+    """Why ``value`` is no figure (a finite number, not negative), or ``""``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "not a number"
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of 400 digits is legal JSON
+        return "beyond a float's range"
+    return "" if math.isfinite(number) and number >= 0 else "not a number"
+
+
 def _figure(value: Any) -> bool:
     """A finite number, not negative: what a figure is."""
-    plain = isinstance(value, int | float) and not isinstance(value, bool)
-    return plain and math.isfinite(value) and value >= 0
+    return not _not_a_figure(value)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON writes it, cut short: an integer of 400 digits is legal JSON."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 @dataclass

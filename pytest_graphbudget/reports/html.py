@@ -147,12 +147,27 @@ def compare_page(a: Any, b: Any, result: Mapping[str, Any]) -> str:
             f'<tr data-figure="{key}"><th>{escape(label)}</th><td>{escape(shown_a)}</td>'
             f"<td>{escape(shown_b)}</td><td>{escape(change)}</td></tr>"
         )
+    verdict, said = _growth_verdict(result)
     body = (
         '<table class="compare"><tr><th>figure</th><th>A</th><th>B</th><th>change</th></tr>'
-        f"{''.join(rows)}</table><p>{result['modules_changed']} modules differ.</p>"
+        f"{''.join(rows)}</table>{said}<p>{result['modules_changed']} modules differ.</p>"
     )
     title = f"{result['a']['model']} vs {result['b']['model']}: graph-budget compare"
-    return page(title, [view_a, view_b], [Section("comparison", "A vs B", body)])
+    return page(title, [view_a, view_b], [Section("comparison", "A vs B", body)], verdict)
+
+
+def _growth_verdict(result: Mapping[str, Any]) -> tuple[str | None, str]:
+    """``--max-growth``'s verdict (the page's) and its lines, as the markdown says them:
+    each figure that grew too much, or within, then each side's unpriced ops; none without."""
+    if "failures" not in result:
+        return None, ""
+    within = f"within --max-growth {result['max_growth']:.1%}"
+    said = [(common.FAIL, f) for f in result["failures"]] or [(common.PASS, within)]
+    said += [(common.WARN, w) for w in result.get("warnings", ())]
+    warned = common.WARN if result.get("warnings") else common.PASS
+    verdict = common.FAIL if result["failures"] else warned
+    items = "".join(f'<li class="{kind}">{escape(text)}</li>' for kind, text in said)
+    return verdict, f'<ul class="findings growth">{items}</ul>'
 
 
 def write(path: str | os.PathLike[str], text: str) -> Path:

@@ -307,6 +307,34 @@ def test_the_written_comparison_carries_its_verdict(linear_json, tmp_path, capsy
     capsys.readouterr()
 
 
+def test_the_html_page_carries_the_verdict_too(linear_json, tmp_path, capsys):
+    """User trial: ``--max-growth 2% --html`` exited 1 and the markdown listed the growth,
+    but the page held no verdict. A's FLOPs edited to 16,000, B's 16,512: 512 / 16,000 is
+    +3.2%, past 2%; B against itself is within."""
+    import html
+    import re
+
+    def said(page: str) -> list[tuple[str, str]]:
+        found = re.findall(r'<ul class="findings growth">(.*?)</ul>', page)
+        items = re.findall(r'<li class="(\w+)">(.*?)</li>', "".join(found))
+        return [(kind, html.unescape(text)) for kind, text in items]
+
+    linear_json("a.json", "flops", 16_000)
+    assert cli.main(["compare", "a.json", "b.json", "--max-growth", "2%", "--html", "c.html"]) == 1
+    page = (tmp_path / "c.html").read_text()
+    grew = "FLOPs grew +3.2% (16k -> 16.5k), more than --max-growth 2.0%"  # 16,000: "16k"
+    assert said(page) == [("fail", grew)]
+    assert '<header data-verdict="fail">' in page
+    assert cli.main(["compare", "b.json", "b.json", "--max-growth", "2%", "--html", "d.html"]) == 0
+    page = (tmp_path / "d.html").read_text()
+    assert said(page) == [("pass", "within --max-growth 2.0%")]
+    assert '<header data-verdict="pass">' in page
+    assert cli.main(["compare", "a.json", "b.json", "--html", "e.html"]) == 0  # no check asked
+    page = (tmp_path / "e.html").read_text()
+    assert said(page) == [] and "<header>" in page
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(
     ("value", "shown"),
     [

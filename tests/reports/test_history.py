@@ -276,6 +276,144 @@ def test_bad_history_files_are_one_line_and_exit_2(tmp_path, capsys):
         assert capsys.readouterr().err == f"graph-budget: error: {bad}:2: {says}\n"
 
 
+def test_appending_to_a_file_without_its_last_newline_starts_a_new_line(tmp_path):
+    """User trial: a history file edited by hand, its last newline gone, had the next run's
+    line glued onto its last (``...}{"schema"...``), and ``history`` refused line 1. Both
+    ``check --history`` and ``--graph-budget-history`` append through ``history.append``."""
+    from pytest_graphbudget.gate.check import ModelResult
+    from pytest_graphbudget.reports import history
+
+    broken = ModelResult(
+        "m", "m", "m", "budgets/m.toml", 1, {"limits": {}, "tolerance": 0.01}, error="raised",
+    )  # fmt: skip
+    path = tmp_path / "history.jsonl"
+    path.write_text(json.dumps(GOOD))  # no newline at the end
+    assert history.append(path, [broken], tmp_path, {}) == 1
+    assert history.append(path, [broken], tmp_path, {}) == 1  # and a file that has one
+    lines = path.read_text().split("\n")
+    assert len(lines) == 4 and lines[-1] == ""
+    assert json.loads(lines[0]) == GOOD
+    assert [json.loads(line)["error"] for line in lines[1:3]] == ["raised", "raised"]
+    assert len(history.read(path)) == 3
+
+
+def test_a_tolerance_of_100_percent_or_more_is_recorded_as_a_percentage(tmp_path, capsys):
+    """A bare ``"tolerance": 2`` is refused (it would be 200%), so a budget's ``tolerance =
+    "150%"`` is written as ``"150%"``, and read back as 1.5: 100 -> 240 FLOPs (+140%) is
+    within it, 100 -> 260 (+160%) is not."""
+    from pytest_graphbudget import cli
+    from pytest_graphbudget.gate.check import ModelResult
+    from pytest_graphbudget.reports import history
+
+    broken = ModelResult(
+        "m", "m", "m", "budgets/m.toml", 1, {"limits": {}, "tolerance": 1.5}, error="raised",
+    )  # fmt: skip
+    path = tmp_path / "history.jsonl"
+    assert history.append(path, [broken], tmp_path, {}) == 1
+    assert json.loads(path.read_text())["tolerance"] == "150%"
+    assert history.read(path)[0]["tolerance"] == 1.5
+    for flops, moved in ((240, 0), (260, 1)):
+        after = GOOD | {"tolerance": "150%", "figures": {"flops": flops}}
+        path.write_text(json.dumps(GOOD) + "\n" + json.dumps(after) + "\n")
+        assert len(history.moves(history.read(path))) == moved
+    assert cli.main(["history", str(path)]) == 0
+    assert capsys.readouterr().out.endswith("1 move past the tolerance\n")
+
+
+GOOD = {
+    "schema": "graphbudget.history/1",
+    "commit": "a" * 40,
+    "time": "2026-01-01T00:00:00Z",
+    "environment": {},
+    "model": "m",
+    "tolerance": 0.01,
+    "figures": {"flops": 100},
+    "layers": {"flops": {"fc": 100}},
+}
+"""A line of 100 FLOPs; the next, 150 (+50%), moved past its tolerance of 1%."""
+MOVED = GOOD | {"commit": "b" * 40, "figures": {"flops": 150}, "layers": {"flops": {"fc": 150}}}
+HUGE = 10**400  # 1 and 400 zeros: 401 characters, beyond a float (about 1.8e308)
+
+
+def known(names) -> str:
+    return ", ".join(names)
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        # user trial: the commit's [:7] raised TypeError where a figure moved (also --html)
+        ({"commit": 1234567}, "commit is 1234567, not a string or null"),
+        ({"commit": ["b"]}, 'commit is ["b"], not a string or null'),
+        # user trial: an integer beyond a float's range raised OverflowError
+        (
+            {"figures": {"flops": HUGE}},
+            "figures.flops is 10000000000000000000... (401 characters), beyond a float's range",
+        ),
+        (
+            {"tolerance": HUGE},
+            "tolerance is 10000000000000000000... (401 characters), beyond a float's range",
+        ),
+        (
+            {"layers": {"flops": {"fc": HUGE}}},
+            "layers is not a table of numbers by figure and module",
+        ),
+        # user trial: each of these hid the move, "nothing moved past the tolerance"
+        ({"tolerance": 2}, 'tolerance = 2 would be 200%: did you mean "2%" or 0.02?'),
+        (
+            {"tolerance": 1},
+            'tolerance = 1 would be 100%: did you mean "1%" or 0.01? Write "100%" for 100%.',
+        ),
+        ({"figures": {"flop": 150}}, "figures.flop is not a figure (did you mean 'flops'?)"),
+        ({"layers": {"flop": {"fc": 150}}}, "layers.flop is not a figure (did you mean 'flops'?)"),
+        (
+            {"figures": {}, "layers": {}},
+            "figures is empty and no error says why (only a model that could not be checked "
+            "has no figures)",
+        ),
+    ],
+    ids=[
+        "commit-int",
+        "commit-list",
+        "huge-figure",
+        "huge-tolerance",
+        "huge-layer",
+        "tolerance-2",
+        "tolerance-1",
+        "figure-typo",
+        "layer-typo",
+        "empty-figures",
+    ],
+)
+def test_hand_edits_that_raised_or_hid_a_move_are_one_line_and_exit_2(tmp_path, capsys, edit, says):
+    from pytest_graphbudget import cli
+    from pytest_graphbudget.gate.baseline import BY_MODULE
+    from pytest_graphbudget.gate.figures import BASELINE
+
+    path = tmp_path / "history.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(MOVED | edit) + "\n")
+    if "is not a figure" in says:  # and the names that are, as line_of writes them
+        names = BASELINE if says.startswith("figures") else ("flops", *BY_MODULE)
+        says += f"; the figures are {known(names)}"
+    for html in ([], ["--html", str(tmp_path / "h.html")]):
+        assert cli.main(["history", str(path), *html]) == 2
+        assert capsys.readouterr().err == f"graph-budget: error: {path}:2: {says}\n"
+    assert not (tmp_path / "h.html").exists()
+
+
+def test_an_integer_too_long_for_python_is_not_a_json_line(tmp_path, capsys):
+    """Python refuses to read an integer of over 4,300 digits (a ValueError, no
+    JSONDecodeError): it had been a traceback."""
+    from pytest_graphbudget import cli
+
+    path = tmp_path / "history.jsonl"
+    path.write_text(json.dumps(GOOD).replace('"flops": 100', '"flops": 1' + "0" * 5000) + "\n")
+    assert cli.main(["history", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"graph-budget: error: {path}:1: not a JSON line (an integer too long)\n"
+    )
+
+
 def test_history_page_in_headless_chromium(browser, three):
     """One point per commit on every series, no console error, no request but the file."""
     from pytest_graphbudget import cli
