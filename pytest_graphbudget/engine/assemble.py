@@ -93,7 +93,7 @@ def assemble(
         est_latency_s=sum(s.est_latency_s for s in subgraphs),
         coverage=_coverage(measured.nodes, unregistered(model)),
         subgraphs=subgraphs,
-        modules=_modules(named, measured.nodes, held),
+        modules=_modules(named, packs, measured.nodes, held),
         node_info=_node_info(measured.nodes, subgraphs),
     )
 
@@ -224,7 +224,7 @@ def _weights_by_module(named: list, buffers: list, packs: list) -> dict[str, int
     """Parameter and buffer bytes as stored (``quantized.stored_bytes``), packed weights too,
     by the module that registers each (a tied weight once, under its first name, as params;
     a buffer that views a weight's storage adds none of it: at most the storage's bytes)."""
-    from pytest_graphbudget.engine.quantized import stored_bytes
+    from pytest_graphbudget.engine.quantized import owner, stored_bytes
 
     seen: dict[int, tuple[str, int]] = {}
     room: dict[int, int] = {}  # a storage's bytes not yet charged: a view of a weight is in it
@@ -241,7 +241,7 @@ def _weights_by_module(named: list, buffers: list, packs: list) -> dict[str, int
             storage._free_weak_ref(key)
         seen[id(tensor)] = (fqn.rpartition(".")[0], size)
     for fqn, obj, tensors in packs:
-        seen.setdefault(id(obj), (fqn.rpartition(".")[0], sum(map(stored_bytes, tensors))))
+        seen.setdefault(id(obj), (owner(fqn), sum(map(stored_bytes, tensors))))
     held: dict[str, int] = {}
     for module, size in seen.values():
         held[module] = held.get(module, 0) + size
@@ -253,10 +253,13 @@ def _ancestors(path: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _modules(named: list, nodes: list, held: dict[str, int]) -> dict[str, ModuleCost]:
+def _modules(named: list, packs: list, nodes: list, held: dict[str, int]) -> dict[str, ModuleCost]:
     """FLOPs and MACs per module path, every level (a parent includes its children); the
     paths in the order the nodes first reach them. ``named``: the model's named parameters;
-    ``held``: each module's own weight bytes."""
+    ``packs``: its packed weights, the parameters of a ``torch.ao`` layer; ``held``: each
+    module's own weight bytes."""
+    from pytest_graphbudget.engine.quantized import owner
+
     own: dict[str, list[int]] = {}  # each module's own nodes' figures, summed first
     for node in nodes:
         flops = node.flops
@@ -274,6 +277,9 @@ def _modules(named: list, nodes: list, held: dict[str, int]) -> dict[str, Module
     for fqn, param in named:
         module = fqn.rpartition(".")[0]
         owned[module] = owned.get(module, 0) + param.numel()
+    for fqn, _, tensors in packs:
+        module = owner(fqn)
+        owned[module] = owned.get(module, 0) + sum(t.numel() for t in tensors)
     for module, params in owned.items():
         for path in _ancestors(module):
             table.setdefault(path, ModuleCost()).params += params

@@ -87,6 +87,15 @@ def packed(model: nn.Module) -> Iterator[tuple[str, Any, list[torch.Tensor]]]:
                     yield (f"{name}.{attr}" if name else attr), cell, tensors
 
 
+def owner(fqn: str) -> str:
+    """The module a packed weight named ``fqn`` belongs to: the layer, not the
+    ``LinearPackedParams`` holder a quantized Linear keeps it in (the holder's row had had the
+    weight, and the layer's none of it)."""
+    module, _, _ = fqn.rpartition(".")
+    parent, _, last = module.rpartition(".")
+    return parent if last == "_packed_params" else module
+
+
 def _cell_tensors(obj: Any) -> list[torch.Tensor]:
     """The tensors a ``torch.ao`` dynamic RNN's packed cell holds: its packed linear products'
     weights and biases (one product's for a dynamic cell's ``_packed_weight_ih``), or none

@@ -44,6 +44,10 @@ def test_quantize_dynamic_weights_are_int8_with_a_scale_and_zero_point_per_tenso
     assert prof.macs == MACS and prof.coverage.unsupported_ops == {}
     assert prof.params == 128 * 64 + 128 + 32 * 128 + 32  # the packed weights and biases
     assert prof.dtype == "int8"
+    # user trial: each layer's row said 0 params (the total counted them), and its weight
+    # sat in a row of its own, "0._packed_params", the holder a quantized Linear keeps it in
+    rows = {path: (m.params, m.weights_bytes) for path, m in prof.modules.items()}
+    assert rows == {"0": (128 * 64 + 128, first), "1": (0, None), "2": (32 * 128 + 32, second)}
 
 
 def test_quantize_dynamic_per_channel_counts_a_scale_and_zero_point_per_row():
