@@ -262,7 +262,7 @@ def _causal_lm(
     """The causal LM to profile, its configuration and its label; an error that says why for
     anything that is not a decoder-only causal LM with a position for token ``context + 1``
     (checked before a named model is built)."""
-    from pytest_graphbudget.modes.decode_step import build_lm, refusal
+    from pytest_graphbudget.modes.decode_step import build_lm, cache_refusal, refusal
     from pytest_graphbudget.zoo.base import check_meta
 
     check_meta(meta)
@@ -282,6 +282,12 @@ def _causal_lm(
     why = refusal(config, module)
     if why is not None:
         raise _not_causal(label, why)
+    unsupported = cache_refusal(config)
+    if unsupported is not None:
+        raise GraphBudgetError(
+            f"{label}: decode prices a KV cache of attention layers (keys and values of one "
+            f"head dim), and this model's cache is not supported ({unsupported})"
+        )
     _check_positions(config, context, label)
     lm = build_lm(config, meta) if module is None else module  # profiled in eval, left as it was
     return lm, config, name or label

@@ -72,6 +72,54 @@ def cache_shapes(config: Any, context: int, batch: int) -> list[tuple[int, int, 
     return shapes
 
 
+KV_LAYERS = ("DynamicLayer", "DynamicSlidingWindowLayer")
+"""The ``DynamicCache`` layers whose shapes ``cache_shapes`` knows: keys and values per head."""
+
+
+def cache_refusal(config: Any) -> str | None:
+    """Why ``cache_shapes`` cannot lay out this model's cache, or None. Its layout is keys and
+    values of one head dim in every layer; anything else would fail in the model's forward,
+    which would then be blamed for a cache of our making. Read from the configuration alone,
+    so it is said before anything is profiled (or a named model built)."""
+    from transformers import DynamicCache
+
+    text = config.get_text_config(decoder=True)
+    try:  # transformers before 4.56 lays out no cache from a configuration
+        kinds = [type(layer).__name__ for layer in DynamicCache(config=config).layers]
+    except (TypeError, AttributeError):
+        kinds = []
+    other = [i for i, kind in enumerate(kinds) if kind not in KV_LAYERS]
+    if other and len(other) == len(kinds):
+        return "a state-space or recurrent state: no layer keeps keys and values"
+    if other:
+        what = {kinds[i] for i in other}
+        state = any("LinearAttention" in kind for kind in what)
+        named = f"transformers' {', '.join(sorted(what))}"
+        held = "a linear-attention or state-space state" if state else named
+        listed = ", ".join(map(str, other))
+        return f"hybrid layers: layers {listed} of {len(kinds)} keep {held}, not a KV cache"
+    if getattr(text, "num_attention_heads", None) is None:
+        return "a state-space or recurrent state: its configuration names no attention heads"
+    rank = getattr(text, "kv_lora_rank", None)
+    keys, values = _key_dim(text), getattr(text, "v_head_dim", None)
+    if rank:
+        return (
+            f"multi-head latent attention, kv_lora_rank {rank}: key and value head dims "
+            f"differ, {keys} and {values}"
+        )
+    if values and keys and values != keys:
+        return f"key and value head dims differ, {keys} and {values}"
+    return None
+
+
+def _key_dim(text: Any) -> int | None:
+    """The keys' head dim of a configuration that names it apart from the values'."""
+    if getattr(text, "qk_head_dim", None):
+        return text.qk_head_dim
+    parts = [getattr(text, name, None) for name in ("qk_nope_head_dim", "qk_rope_head_dim")]
+    return sum(parts) if all(parts) else getattr(text, "head_dim", None)
+
+
 def kv_cache_bytes(shapes: list[tuple[int, ...]], itemsize: int) -> int:
     """Bytes of the cache: keys and values of every layer."""
     return 2 * sum(math.prod(shape) for shape in shapes) * itemsize

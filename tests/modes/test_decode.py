@@ -179,6 +179,94 @@ def test_grouped_query_and_sliding_window_caches_follow_the_config():
     assert cache == [[1, 2, 7, 16]] * 4
 
 
+def tiny_lm(kind: str):
+    """Causal LMs (from configuration, no weights) whose caches are not one head dim of keys
+    and values per layer: state-space, recurrent, latent attention, hybrid."""
+    t = transformers
+    configs = {
+        "mamba": lambda: t.MambaConfig(
+            vocab_size=VOCAB, hidden_size=HIDDEN, state_size=8, num_hidden_layers=2
+        ),
+        "rwkv": lambda: t.RwkvConfig(
+            vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=2, intermediate_size=128
+        ),
+        "deepseek_v3": lambda: t.DeepseekV3Config(
+            vocab_size=VOCAB,
+            hidden_size=128,
+            intermediate_size=256,
+            moe_intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_shared_experts=1,
+            first_k_dense_replace=1,
+            kv_lora_rank=32,
+            q_lora_rank=48,
+            qk_rope_head_dim=16,
+            qk_nope_head_dim=32,
+            v_head_dim=24,
+            n_group=1,
+            topk_group=1,
+        ),
+        "jamba": lambda: t.JambaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            attn_layer_period=2,
+            attn_layer_offset=1,
+            expert_layer_period=2,
+            expert_layer_offset=1,
+            num_experts=2,
+            mamba_d_state=8,
+        ),
+    }
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(configs[kind]())
+
+
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("mamba", "(a state-space or recurrent state: no layer keeps keys and values)"),
+        ("rwkv", "(a state-space or recurrent state: its configuration names no attention heads)"),
+        (
+            "deepseek_v3",
+            "latent attention, kv_lora_rank 32: key and value head dims differ, 48 and 24",
+        ),
+        ("jamba", "(hybrid layers: layers 0, 2 of 4 keep a linear-attention or state-space state"),
+    ],
+)
+def test_caches_that_are_not_attention_kv_are_refused_in_one_line(kind, why):
+    """User trial: Mamba and RWKV ended in an AttributeError traceback, DeepSeek-V3 and Jamba
+    in a "ModelRunError" blaming the model for the (batch, heads, positions, head dim) cache
+    built for it. Said from the configuration, before the prefill is profiled."""
+    if kind == "jamba":
+        skip_before_transformers_5("Jamba's configuration names its mamba layers from 5 on")
+    lm = tiny_lm(kind)
+    with pytest.raises(GraphBudgetError) as caught:
+        decode.profile_decode(lm, context=8)
+    message = str(caught.value)
+    assert type(caught.value) is GraphBudgetError and "\n" not in message
+    assert "decode prices a KV cache of attention layers" in message
+    assert why in message, message
+    with pytest.raises(GraphBudgetError, match="is not supported"):
+        profile_model(lm, decode=True, context=8)
+
+
+def test_cli_refuses_a_state_space_model_with_exit_2(tmp_path, capsys):
+    """``graph-budget profile FOLDER --decode`` of a Mamba configuration: exit 2, one line."""
+    tiny_lm("mamba").config.to_json_file(str(tmp_path / "config.json"))
+    assert cli.main(["profile", str(tmp_path), "--decode", "--context", "8", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "state-space or recurrent state" in err[0], err
+    assert "Traceback" not in err[0]
+
+
 def test_cli_decode_json(folder, result, capsys):
     argv = ["profile", str(folder), "--decode", "--context", str(CONTEXT), "--format", "json"]
     assert cli.main([*argv, "-q"]) == 0
