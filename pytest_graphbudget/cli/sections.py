@@ -83,7 +83,7 @@ def _mixed(parallel: Mapping[str, Any]) -> str:
 def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """A sharded step's share of each rank, one row per run of ranks that hold the same
     (uneven shards make the last ranks differ), and what each step moves between ranks."""
-    from pytest_graphbudget.reports.tables import RANK_PARTS, rank_groups
+    from pytest_graphbudget.reports.tables import rank_groups, rank_sum
 
     if not parallel:
         return []
@@ -96,7 +96,7 @@ def rank_rows(parallel: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     ]
     for label, r in rank_groups(parallel["ranks"]):
         shares = " + ".join(
-            f"{p.replace('_', ' ')} {format_bytes(r.get(p + '_bytes', 0))}" for p in RANK_PARTS
+            f"{p.replace('_', ' ')} {format_bytes(r.get(p + '_bytes', 0))}" for p in rank_sum(r)
         )
         rows.append((label, f"peak {format_bytes(r['peak_bytes'])} = {shares}"))
     first = parallel["ranks"][0]

@@ -317,7 +317,7 @@ def _returned(measured: Measured) -> dict[Any, Extent | None]:
     return {key: extents.get(key) for key in measured.outputs()}
 
 
-def live_at_peak(measured: Measured) -> dict[str, int]:
+def live_at_peak(measured: Measured, stop: int | None = None) -> dict[str, int]:
     """The activations live at the peak, in bytes by the node that allocated them: what a
     memory limit that fails should point at; their sum is the activation peak.
 
@@ -329,7 +329,8 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
     graph) a rule guesses: a module's call holds its arguments until it returns
     (``_held_by_calls``), which over-holds what a module's code rebinds. A node's workspace
     (``costs/workspace.py``) is live while it runs only, beside its inputs and outputs; at the
-    peak it is charged to that node.
+    peak it is charged to that node. ``stop``: the peak before that node (a training step's
+    before its update).
     """
     born, dies, size = lifetimes(measured)
     end = len(measured.nodes)
@@ -342,7 +343,7 @@ def live_at_peak(measured: Measured) -> dict[str, int]:
         delta[i + 1] -= node.workspace
     peak = live = 0
     at = -1
-    for step, change in enumerate(delta):
+    for step, change in enumerate(delta[:stop]):
         live += change
         if live > peak:
             peak, at = live, step

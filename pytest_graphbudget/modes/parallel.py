@@ -53,6 +53,9 @@ class PerRank:
     transient_bytes: int
     buffers_bytes: int = 0
     collectives: dict[str, int] = field(default_factory=dict)
+    update_bytes: int = 0
+    """The optimizer's temporaries on this rank (Adam's ``denom``: a shard's where the state is
+    sharded), live when no activation or all-gather is."""
 
     @property
     def model_state_bytes(self) -> int:
@@ -63,7 +66,7 @@ class PerRank:
     @property
     def peak_bytes(self) -> int:
         state = self.model_state_bytes + self.buffers_bytes + self.input_bytes
-        return state + self.activation_bytes + self.transient_bytes
+        return state + max(self.activation_bytes + self.transient_bytes, self.update_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,7 @@ class PerRank:
             "activation_bytes": self.activation_bytes,
             "input_bytes": self.input_bytes,
             "transient_bytes": self.transient_bytes,
+            "update_bytes": self.update_bytes,
             "peak_bytes": self.peak_bytes,
             **{f"{k}_bytes": v for k, v in self.collectives.items()},
         }
@@ -156,20 +160,32 @@ def local_model(model: Any, tp: int) -> Any:
 
 
 def per_rank(
-    model: Any, prof: Any, parallel: Parallel, slots: float, rows: int, mixed: bool = False
+    model: Any,
+    prof: Any,
+    parallel: Parallel,
+    slots: float,
+    rows: int,
+    mixed: bool = False,
+    before_update: int | None = None,
 ) -> list[PerRank]:
     """Each rank's share of the step ``prof`` profiled on one tensor-parallel rank's ``model``
     (``local_model``): uneven shards (FSDP's dim-0 chunks) make ranks differ. ``slots``: the
     optimizer's state in bytes per byte of the parameters it updates (Adam 2: its slots);
-    ``mixed``: the 16-bit parameters' optimizer keeps fp32 master weights and fp32 slots."""
+    ``mixed``: the 16-bit parameters' optimizer keeps fp32 master weights and fp32 slots;
+    ``before_update``: the step's activation peak before the optimizer's first op."""
     params = [p for p in model.parameters() if p.requires_grad]
     grads_full = sum(p.numel() * p.element_size() for p in params)
     # Buffers (a causal mask, BatchNorm's running statistics) are no parameters: DDP and
     # FSDP keep them whole on every rank, and no ZeRO stage shards them.
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     weights = prof.weights_bytes - buffers
-    activations = max(prof.activation_peak_bytes - grads_full, 0)
+    whole = max(prof.activation_peak_bytes - grads_full, 0)
+    activations = whole if before_update is None else max(before_update - grads_full, 0)
     n, stage = parallel.shards, parallel.stage
+    # The update runs on each rank's shard of the state, after the backward has let go of the
+    # activations and the all-gathers: its temporaries (Adam's denom) are a shard's.
+    sharded = parallel.fsdp > 1 or stage >= 1
+    update = -(-whole // n) if sharded else whole
     # ZeRO-3/FSDP: while one unit runs, its all-gather buffer, the unsharded parameters copied
     # out of it, its full gradients and their reduce-scatter input copy: 4x the unit.
     transient = 4 * _largest_unit(model) if stage == 3 else 0
@@ -198,6 +214,7 @@ def per_rank(
                 transient,
                 buffers,
                 collectives(parallel, weights, grads_full, rows),
+                update if before_update is not None else 0,
             )
         )
     return ranks
@@ -269,6 +286,17 @@ def _dtype(model: Any) -> str:
     return "/".join(sorted(dtypes)) or "none"
 
 
+def _before_update(measured: Any) -> int | None:
+    """The step's activation peak before its optimizer's first op, or None without one: a
+    rank's activations and all-gathers are live then, not during the update."""
+    from pytest_graphbudget.engine.partition import live_at_peak
+    from pytest_graphbudget.modes.train import PHASES
+
+    update = PHASES.index("optimizer")
+    stop = next((i for i, node in enumerate(measured.nodes) if node.segment == update), None)
+    return None if stop is None else sum(live_at_peak(measured, stop).values())
+
+
 def row_outputs(model: Any, args: tuple, kwargs: dict[str, Any]) -> int:
     """Bytes of the row-parallel Linears' outputs in one forward (without autograd): what
     the forward all-reduces, and its pair's input gradient what the backward does."""
@@ -298,13 +326,14 @@ def profile_sharded(request: Any) -> Any:
     parallel = parse(request.variant.parallel)
     check_model(request.model, parallel)
     local = local_model(request.model, parallel.tp)
-    prof = profile_step(replace(request, model=local))
+    traced: list = []
+    prof = profile_step(replace(request, model=local), traced)
     trained = sum(p.numel() * p.element_size() for p in local.parameters() if p.requires_grad)
     ratio = prof.optimizer_state_bytes / trained if trained else 0.0
     rows = row_outputs(local, request.inputs, request.kwargs) if parallel.tp > 1 else 0
     # A named optimizer on a 16-bit cast: its update runs on fp32 master weights.
     mixed = request.variant.dtype in MIXED and request.variant.optimizer is not None
-    ranks = per_rank(local, prof, parallel, ratio, rows, mixed)
+    ranks = per_rank(local, prof, parallel, ratio, rows, mixed, _before_update(traced[0]))
     prof.parallel = {
         "parallel": parallel.text(),
         "world": parallel.world,

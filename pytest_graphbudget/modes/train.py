@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 PHASES = ("forward", "backward", "optimizer")
 
 
-def profile_step(request: Request) -> Any:
+def profile_step(request: Request, traced: list | None = None) -> Any:
     """The ``Profile`` of one training step of a resolved ``request`` (``dispatch.profile``):
-    its module at its inputs (a tuple) and keyword inputs, with its loss and optimizer."""
+    its module at its inputs (a tuple) and keyword inputs, with its loss and optimizer.
+    ``traced`` gets the step's ``Measured`` nodes (``parallel.py`` reads their phases)."""
     import torch
 
     from pytest_graphbudget import hardware as hw
@@ -79,6 +80,8 @@ def profile_step(request: Request) -> Any:
         node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
         node.in_call = node.segment == 0  # autograd and the update run outside module calls
     measured.frees = joint.tags.frees(measured.nodes)  # when the step itself let go
+    if traced is not None:
+        traced.append(measured)
     seconds = time.perf_counter() - start
     prof = assemble(
         model,

@@ -85,9 +85,20 @@ def json_text(data: Any) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-RANK_PARTS = ("params", "buffers", "grads", "optimizer_state", "activation", "input", "transient")
-"""The parts of one rank's peak of a sharded step (``Profile.to_dict()["parallel"]``); a
-JSON written before ``buffers_bytes`` was has none (read as 0)."""
+HELD_PARTS = ("params", "buffers", "grads", "optimizer_state", "input")
+RUNNING_PARTS = ("activation", "transient")
+RANK_PARTS = (*HELD_PARTS[:4], "activation", "input", "transient", "update")
+"""The parts of one rank's peak of a sharded step (``Profile.to_dict()["parallel"]``): what
+it holds throughout, then the larger of the forward and backward's activations and all-gathers
+and the optimizer's update after them. A JSON written before ``buffers_bytes`` or
+``update_bytes`` were has none (read as 0)."""
+
+
+def rank_sum(r: dict) -> list[str]:
+    """The parts that add up to rank ``r``'s peak: the update's or the running ones'."""
+    running = sum(r.get(f"{p}_bytes", 0) for p in RUNNING_PARTS)
+    later = ("update",) if r.get("update_bytes", 0) > running else RUNNING_PARTS
+    return [*HELD_PARTS, *later]
 
 
 def rank_groups(ranks: list[dict]) -> list[tuple[str, dict]]:
