@@ -107,9 +107,17 @@ def check_model(model: Any, parallel: Parallel) -> None:
                     )
     plan = tp_plan(model)
     if not plan:
+        named = sorted(  # GPT-2's c_attn, c_fc, c_proj: transformers' Conv1D, (in, out)
+            {type(m).__name__ for n, m in model.named_modules() if _splittable_name(n)}
+        )
+        why = (
+            f"its layers of those names are {', '.join(named)}, not nn.Linear"
+            if named
+            else "name them as Megatron does (column: q, k, v, up, fc1, ...; row: o, down, "
+            "fc2, ...)"
+        )
         raise GraphBudgetError(
-            f"parallel: tp={parallel.tp} splits no Linear layer of {type(model).__name__}: "
-            f"name them as Megatron does (column: q, k, v, up, fc1, ...; row: o, down, fc2, ...)"
+            f"parallel: tp={parallel.tp} splits no Linear layer of {type(model).__name__}: {why}"
         )
     for name, style in plan.items():
         linear = model.get_submodule(name)
@@ -119,6 +127,10 @@ def check_model(model: Any, parallel: Parallel) -> None:
             raise GraphBudgetError(
                 f"parallel: tp={parallel.tp} does not divide the {size} {side} features of {name}"
             )
+
+
+def _splittable_name(name: str) -> bool:
+    return name.rpartition(".")[2] in COLWISE | ROWWISE
 
 
 def tp_plan(model: Any) -> dict[str, str]:

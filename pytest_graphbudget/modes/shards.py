@@ -77,10 +77,11 @@ def parse(value: Any, where: str = "parallel") -> Parallel:
     found = Parallel(**value)
     if found.zero not in (0, 1, 2, 3):
         raise GraphBudgetError(f"{where}: zero is a ZeRO stage, 1, 2 or 3, got {found.zero}")
+    if found.fsdp > 1 and (found.zero or found.dp > 1):  # before zero's own: its advice,
+        # give dp, then met this one (a user trial)
+        raise GraphBudgetError(f"{where}: fsdp shards like zero=3 over its own ranks: drop zero/dp")
     if found.zero and found.dp < 2:
         raise GraphBudgetError(f"{where}: zero={found.zero} shards over the dp ranks: give dp >= 2")
-    if found.fsdp > 1 and (found.zero or found.dp > 1):
-        raise GraphBudgetError(f"{where}: fsdp shards like zero=3 over its own ranks: drop zero/dp")
     if found.world == 1:  # it had been dropped, and the budget run as one unsharded rank
         raise GraphBudgetError(
             f"{where}: {value!r} is one rank, which shards nothing: give 2 or more ranks, or "

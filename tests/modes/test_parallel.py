@@ -226,6 +226,8 @@ def kv_feed() -> torch.nn.Module:
         ({"parallel": "dp=1,tp=1"}, "is one rank, which shards nothing"),
         ({"parallel": {"tp": 3}, "model": Feed()}, "tp=3 does not divide num_heads=4"),
         ({"parallel": {"tp": 2}, "model": mlp()}, "tp=2 splits no Linear layer"),
+        # user trial: it said "give dp >= 2", then, given it, "drop zero/dp"
+        ({"parallel": {"fsdp": 2, "zero": 2}}, "fsdp shards like zero=3 over its own ranks"),
         # a user's trial: each failed deep in the trace (mat1 and mat2 shapes, a bad view)
         (
             {"parallel": {"tp": 2}, "model": torch.nn.MultiheadAttention(8, 2)},
@@ -409,3 +411,23 @@ def test_frozen_parameters_are_sharded_and_stay_frozen():
     tp = profile_model(Frozen(), torch.randn(4, 32), **step, parallel={"tp": 2})
     rank = tp.parallel["ranks"][0]
     assert (rank["grads_bytes"], rank["optimizer_state_bytes"]) == (8_448, 16_896)
+
+
+class Conv1DBlock(nn.Module):
+    """GPT-2's MLP in small: transformers' Conv1D layers (weights (in, out)), named c_fc and
+    c_proj, as tensor parallelism's split layers are named."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        conv1d = pytest.importorskip("transformers.pytorch_utils").Conv1D
+        self.c_fc, self.c_proj = conv1d(16, 8), conv1d(8, 16)
+
+    def forward(self, x):
+        return self.c_proj(self.c_fc(x).relu())
+
+
+def test_tensor_parallelism_names_the_layers_it_cannot_split():
+    # User trial: GPT-2 with tp=2 was told to name its layers as Megatron does, and the docs
+    # list its c_attn, c_fc and c_proj among the split names: they are Conv1D, not nn.Linear.
+    with pytest.raises(GraphBudgetError, match="of those names are Conv1D, not nn.Linear"):
+        profile_model(Conv1DBlock(), torch.randn(2, 8), mode="train", parallel={"tp": 2})
