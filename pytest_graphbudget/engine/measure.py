@@ -407,6 +407,11 @@ def _held_until(graph: fx.Graph, run: _CostInterpreter) -> dict[Any, int] | None
         for key in run.storage_of.get(name, ()):
             if key in frees:
                 frees[key] = max(frees[key], i)
+    for n in graph.nodes:  # a leaf module run op by op (an nn.RNN) holds its arguments to the
+        if n.name in run.parts:  # end of its call, past the first op that reads them
+            for key in (k for p in n.all_input_nodes for k in run.storage_of.get(p.name, ())):
+                if key in frees:
+                    frees[key] = max(frees[key], run.position[n.name])
     return frees
 
 
