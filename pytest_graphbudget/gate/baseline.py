@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError, closest, toml_position
-from pytest_graphbudget.gate import environment, figures
+from pytest_graphbudget.gate import environment, figures, module_gaps
 from pytest_graphbudget.gate.budgets import (
     REGRESSION_FIGURES,
     ROOT,
@@ -423,9 +423,11 @@ def compare(
         if figures.grew_beyond(old, new, tolerance):
             growth = f"+{format_ratio(new / old - 1)}" if old else "from 0"
             message = f"{label} regressed {growth} {shown}"
-            # Without the baseline's own split, every module would look grown by its whole value.
-            before = base.layers(name)
-            grown = grew_most(current.layers(name), before) if before else []
+            # Without the baseline's own split (or with a line of it deleted), every module it
+            # lacks would look grown by its whole value.
+            before, layers = base.layers(name), current.layers(name)
+            whole = before and not module_gaps.lost(layers, before, old)
+            grown = grew_most(layers, before) if whole else []
             if grown:
                 message += "; grew most: " + ", ".join(f"{m} +{figure.format(d)}" for m, d in grown)
             findings.append(Finding("fail", f"baseline.{name}", message, new, old))

@@ -8,6 +8,7 @@ imports pytest or torch; a ``Profile`` comes in, findings and a ``ModelResult`` 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,6 +36,9 @@ STRICT_NEW = "strict: a model without a baseline entry is an error"
 NEW_KEY = "baseline.new"
 """The key of the notice of a model the baseline file has no entry for: its limits are
 checked, its growth is not (a new model, or a deleted line: the title counts them)."""
+NOT_COMPARED_KEY = "baseline.not_compared"
+"""The key of the warning on a model the base run (``--graph-budget-base``) could not profile:
+not new, and its growth not compared (the title counts them apart from new models)."""
 
 
 @dataclass
@@ -60,6 +64,8 @@ class ModelResult:
     layer_order: list[str] | None = None  # modules in the order they first run, when drawn
     no_baseline: bool = False  # the run had no baseline file: its regressions were not checked
     compared_with: str = ""  # the base it was compared with (``main@1a2b3c4``), not a file
+    error_path: str = ""  # where the error is fixed when not at the budget: the baseline file
+    error_line: int = 0  # and its line there (the entry's key or table), 0 when unknown
 
     @property
     def failed(self) -> bool:
@@ -223,9 +229,8 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
     entry it cannot trust is the model's error (it would let regressions by)."""
     result.profile = prof.to_dict()
     base = checker.baseline.entries.get(result.id)
-    problems = checker.baseline.problems_of(result.id)
-    if problems and not checker.update:
-        result.error = "\n".join(problems)
+    if not checker.update:
+        entry_problems(result, prof, base, checker)
     if base is not None:
         result.baseline = dict(base.figures)
         result.baseline_modules = dict(base.modules)
@@ -253,6 +258,27 @@ def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) 
     return result
 
 
+def entry_problems(
+    result: ModelResult, prof: Profile, base: Entry | None, checker: Checker
+) -> None:
+    """What the model's baseline entry cannot be trusted with (a figure or a module's line
+    deleted, a bad value) as its error, located at the baseline's line, where it is fixed."""
+    from pytest_graphbudget.gate import baseline as baseline_file
+    from pytest_graphbudget.gate import module_gaps
+
+    problems = checker.baseline.problems_of(result.id)
+    if base is not None:
+        current, name = baseline_file.entry_from(prof), checker.baseline_name
+        fix, path = baseline_file.FIX, checker.baseline_path
+        problems += module_gaps.problems(result.id, current, base, path, name, fix)
+    if not problems:
+        return
+    result.error = "\n".join(problems)
+    place = re.match(rf"{re.escape(checker.baseline_name)}:(\d+):", problems[0])
+    if place and not checker.compared_with:  # a base's label names no file
+        result.error_path, result.error_line = checker.baseline_name, int(place[1])
+
+
 def settle(result: ModelResult, checker: Checker) -> None:
     """A judged model that was compared with no baseline entry (none of its own, none it was
     matched with as renamed) says what that leaves unchecked: a notice, so that no report
@@ -266,13 +292,16 @@ def settle(result: ModelResult, checker: Checker) -> None:
         why = failed or "an error"
         gap = f"not compared: {checker.baseline_name} could not profile it ({why})"
         if not checker.strict:
-            result.findings.append(asdict(Finding("warn", NEW_KEY, gap)))
+            result.findings.append(asdict(Finding("warn", NOT_COMPARED_KEY, gap)))
             return
     if gap and checker.strict:  # a closed gate: every model compared with its baseline
         result.error = f"{gap} ({STRICT_NEW})"
     elif gap:
         result.findings.append(asdict(Finding("notice", UNCHECKED_KEY, gap)))
-    elif not (checker.update or checker.compared_with or checker.baseline.missing):
+    elif checker.compared_with and not checker.update:  # the title counts it, as below
+        new = f"not in {checker.baseline_name}: its growth is not checked (new on this branch?)"
+        result.findings.append(asdict(Finding("notice", NEW_KEY, new)))
+    elif not (checker.update or checker.baseline.missing):
         name = checker.baseline_name
         new = (
             f"not in {name}: its growth is not checked (a new model, or a deleted line?); "

@@ -209,7 +209,7 @@ def stale_entries(
     return stale
 
 
-SETTLED = ("baseline.new", "unchecked")
+SETTLED = ("baseline.new", "baseline.not_compared", "unchecked")
 """The notices of a model compared with no entry (``check.settle``), which a match undoes."""
 
 

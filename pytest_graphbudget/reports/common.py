@@ -8,15 +8,12 @@ here knows about pytest.
 from __future__ import annotations
 
 import functools
-import json
-import os
 from collections.abc import Callable, Collection, Iterable
-from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.gate import figures
 from pytest_graphbudget.gate.budgets import LIMITS, REGRESSION_FIGURES, measured_as, priced_on
-from pytest_graphbudget.gate.check import NEW_KEY, UNCHECKED_KEY
+from pytest_graphbudget.gate.check import NEW_KEY, NOT_COMPARED_KEY, UNCHECKED_KEY
 from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.renames import UNMATCHED
 from pytest_graphbudget.units import format_ratio
@@ -86,11 +83,12 @@ def change(result: Any, key: str) -> float | None:
 
 
 def format_change(result: Any, key: str) -> str:
-    """``+4.1%``, ``-0.5%``, ``=`` (under 0.05%), ``new`` (no baseline) or ``""`` (no profile)."""
+    """``+4.1%``, ``-0.5%``, ``=`` (under 0.05%), ``new`` (no baseline), ``not compared`` (the
+    base could not profile it: not new) or ``""`` (no profile)."""
     if not result.profile:
         return ""
     if not result.baseline:
-        return "new"
+        return "not compared" if findings_of(result, NOT_COMPARED_KEY) else "new"
     delta = change(result, key)
     if delta is None:
         return ""
@@ -193,8 +191,11 @@ def grown_layers(
     if not base or not result.profile:
         return []
     from pytest_graphbudget.gate.baseline import entry_from, grew_most
+    from pytest_graphbudget.gate.module_gaps import lost
 
     current = entry_from(result.profile).layers(figure)
+    if lost(current, base, (result.baseline or {}).get(figure)):  # a line deleted: not growth
+        return []
     return [
         (module, delta, delta / base[module] if base.get(module) else None)
         for module, delta in grew_most(current, base, n)
@@ -244,9 +245,13 @@ not the same as a figure near its limit."""
 
 def status(result: Any) -> str:
     """``verdict`` with its warnings split: ``unpriced`` when every warning is about ops
-    without a cost formula, ``warn`` when one is a figure near its limit."""
+    without a cost formula, ``warn`` when one is a figure near its limit. A model the base
+    could not profile is counted by its limits alone (the title says it was not compared)."""
     kind = verdict(result)
-    if kind == WARN and all(f["key"] in UNPRICED_KEYS for f in findings(result, "warn")):
+    warned = [f for f in findings(result, "warn") if f["key"] != NOT_COMPARED_KEY]
+    if kind == WARN and not warned:
+        return PASS
+    if kind == WARN and all(f["key"] in UNPRICED_KEYS for f in warned):
         return UNPRICED
     return kind
 
@@ -299,18 +304,21 @@ def title(results: list[Any], stale: Collection[str] = ()) -> str:
         text = f"{len(results)} {noun} {parts[0][1]}"
     else:
         text = f"{len(results)} {noun}: " + ", ".join(f"{n} {words}" for n, words in parts)
-    return "; ".join(filter(None, [text, renamed(results, stale), unrecorded(results)]))
+    clauses = [renamed(results, stale), unrecorded(results), uncompared(results)]
+    return "; ".join(filter(None, [text, *clauses]))
 
 
 def title_icon(results: list[Any], stale: Collection[str] = ()) -> str:
     """The icon before the title: the worst status of the run (``ℹ️`` for an empty one);
-    ``⚠️`` rather than ``✅`` when a rename may have skipped a model's regression check."""
+    ``⚠️`` rather than ``✅`` when a model's regression check was skipped (a rename, a model
+    new or not compared)."""
     if not results:
         return "ℹ️"
     kinds = {status(r) for r in results}
     if kinds & {ERROR, FAIL}:
         return "❌"
-    if kinds & {WARN, UNPRICED} or renamed(results, stale) or unrecorded(results):
+    skipped = renamed(results, stale) or unrecorded(results) or uncompared(results)
+    if kinds & {WARN, UNPRICED} or skipped:
         return "⚠️"
     return "ℹ️" if UNCHECKED in kinds else "✅"
 
@@ -320,9 +328,9 @@ def _count(n: int, noun: str, plural: str = "") -> str:
 
 
 def unrecorded(results: list[Any]) -> str:
-    """The title's clause for models the baseline file has no entry for, and no rename
-    explains: ``1 model not in the baseline (new?): its growth not checked``; ``""`` when
-    none. A deleted line would otherwise read as a green run."""
+    """The title's clause for models the baseline file (or the base) has no entry for, and no
+    rename explains: ``1 model not in the baseline (new?): growth not checked``; ``""`` when
+    none. A deleted line, or a model new on the branch, would otherwise read as a green run."""
     new = [
         r
         for r in results
@@ -330,7 +338,17 @@ def unrecorded(results: list[Any]) -> str:
     ]
     if not new:
         return ""
-    return f"{_count(len(new), 'model')} not in the baseline (new?): growth not checked"
+    where = "the base" if any(getattr(r, "compared_with", "") for r in new) else "the baseline"
+    return f"{_count(len(new), 'model')} not in {where} (new?): growth not checked"
+
+
+def uncompared(results: list[Any]) -> str:
+    """The title's clause for models the base run could not profile: not new, and their
+    growth not compared; ``""`` when none."""
+    failed = [r for r in results if findings_of(r, NOT_COMPARED_KEY) and r.baseline is None]
+    if not failed:
+        return ""
+    return f"{_count(len(failed), 'model')} not compared (the base could not profile it)"
 
 
 def renamed(results: list[Any], stale: Collection[str] = ()) -> str:
@@ -396,52 +414,3 @@ def remarks(result: Any) -> list[dict[str, Any]]:
 def findings_of(result: Any, key: str) -> list[dict[str, Any]]:
     """A result's findings with that key."""
     return [f for f in result.findings if f["key"] == key]
-
-
-def repository_path(path: str, root: Path | None = None) -> str:
-    """A result's path (relative to pytest's rootdir) as GitHub names it: relative to
-    ``$GITHUB_WORKSPACE`` (the checkout) when that is set and holds the file."""
-    workspace = os.environ.get("GITHUB_WORKSPACE")
-    if not workspace or root is None:
-        return path
-    full = (root / path).resolve()
-    try:
-        return full.relative_to(Path(workspace).resolve()).as_posix()
-    except ValueError:
-        return path
-
-
-def head_sha() -> str | None:
-    """The pull request's head commit: on ``pull_request`` events ``GITHUB_SHA`` is the
-    merge commit GitHub made for the run, whose lines a reviewer does not see."""
-    event = os.environ.get("GITHUB_EVENT_PATH")
-    if not event:
-        return None
-    try:
-        with open(event, encoding="utf-8") as handle:
-            return json.load(handle)["pull_request"]["head"]["sha"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def source_link(result: Any, root: Path | None = None, line: int = 0) -> str | None:
-    """A link to the budget's line on GitHub, when run in GitHub Actions; else None."""
-    server, repo = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
-    sha = head_sha() or os.environ.get("GITHUB_SHA")
-    path = repository_path(result.path, root) if result.path else ""
-    if not (server and repo and sha and path) or os.path.isabs(path):
-        return None
-    line = line or result.line
-    anchor = f"#L{line}" if line else ""
-    return f"{server}/{repo}/blob/{sha}/{path}{anchor}"
-
-
-def finding_line(result: Any, finding: dict[str, Any]) -> int:
-    """The line a finding points at: its key's line in the budget's TOML table when known
-    (``flops_max`` for ``flops_max`` and ``baseline.flops``), else the result's line."""
-    lines = result.budget.get("lines") or {}
-    key = finding["key"].removeprefix("baseline.")
-    for candidate in (key, LIMIT_OF.get(key)):
-        if candidate in lines:
-            return lines[candidate]
-    return result.line

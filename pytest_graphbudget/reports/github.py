@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_graphbudget.gate.check import UNCHECKED_KEY
+from pytest_graphbudget.gate.check import NOT_COMPARED_KEY, UNCHECKED_KEY
 from pytest_graphbudget.gate.renames import RENAMED, UNMATCHED
-from pytest_graphbudget.reports import common
+from pytest_graphbudget.reports import common, places
 
 
 def escape_data(text: str) -> str:
@@ -57,17 +57,21 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
         out.append(command("warning", common.title(results), title="Graph budget: no baseline"))
     names = common.names(results)
     for result in common.ordered(results):
-        file = common.repository_path(result.path, root) if result.path else ""
-        if result.error is not None:
+        file = places.repository_path(result.path, root) if result.path else ""
+        if result.error is not None:  # at the line to fix: a bad baseline entry's, there
+            at, line = places.error_place(result)
+            at = places.repository_path(at, root) if at else ""
             title = f"Graph budget: {names[result.id]} could not be checked"
-            out.append(command("error", result.error, file, result.line, title))
-        warned = common.findings(result, "warn")
+            out.append(command("error", result.error, at, line, title))
+        uncompared = common.findings_of(result, NOT_COMPARED_KEY)
+        warned = [f for f in common.findings(result, "warn") if f not in uncompared]
         near = "near a limit"
         if warned and common.status(result) == common.UNPRICED:
             near = common.STATUS_WORDS[common.UNPRICED]
         for kind, what, found in (
             ("error", "over budget", common.findings(result, "fail")),
             ("warning", near, warned),
+            ("warning", "not compared with the base", uncompared),
             ("notice", "below its baseline", common.drops(result)),
             ("notice", "priced with a note", common.remarks(result)),
             ("warning", "has no baseline: renamed?", common.findings_of(result, UNMATCHED)),
@@ -76,7 +80,7 @@ def annotations(results: list[Any], root: Path | None = None) -> list[str]:
         ):
             if not found:
                 continue
-            line = result.line if kind == "error" else common.finding_line(result, found[0])
+            line = result.line if kind == "error" else places.finding_line(result, found[0])
             message = "\n".join(f["message"] for f in found)
             title = f"Graph budget: {names[result.id]} {what}"
             out.append(command(kind, message, file, line, title))

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES
-from pytest_graphbudget.reports import common
+from pytest_graphbudget.reports import common, places
 
 SCHEMA = "graphbudget.report/1"
 GRAPH_KEYS = ("graph_svg", "graph_note", "layer_order")
@@ -98,10 +98,12 @@ def model(result: Any) -> dict[str, Any]:
     entry["verdict"] = common.verdict(result)
     # Each finding's line is its key's, as its GitHub annotation's; a model that only warns
     # points at the key that warned first.
-    entry["findings"] = [f | {"line": common.finding_line(result, f)} for f in result.findings]
+    entry["findings"] = [f | {"line": places.finding_line(result, f)} for f in result.findings]
     warned = common.findings(result, "warn")
     if entry["verdict"] == common.WARN and warned:
-        entry["line"] = common.finding_line(result, warned[0])
+        entry["line"] = places.finding_line(result, warned[0])
+    if result.error is not None:  # where it is fixed: a bad baseline entry's line, there
+        entry["path"], entry["line"] = places.error_place(result)
     # null: nothing was checked yet (no limit, no baseline entry), so neither passed nor failed
     entry["passed"] = None if entry["verdict"] == common.UNCHECKED else not result.failed
     entry["changes"] = (

@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.gate.check import NOT_COMPARED_KEY
 from pytest_graphbudget.gate.renames import KEYS as RENAME_KEYS
-from pytest_graphbudget.reports import common, tables
+from pytest_graphbudget.reports import common, places, tables
 
 MARKER = "<!-- graph-budget -->"
 MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
@@ -37,6 +38,12 @@ WORDS = {
     common.UNCHECKED: "nothing checked yet",
 }
 COLUMNS = ("flops", "peak_memory_bytes", "params")
+WARNINGS = {
+    "": "Near a limit",
+    **dict.fromkeys(common.UNPRICED_KEYS, "Ops without a cost formula"),
+    NOT_COMPARED_KEY: "Not compared with the base",
+}
+"""The heading of each kind of warning by its key (``""``: the rest, figures near a limit)."""
 RULE = (":--", "--:")  # the separator row's left and right alignment marks
 
 
@@ -90,10 +97,11 @@ def table(results: list[Any], names: dict[str, str]) -> list[str]:
     return lines
 
 
-def where(result: Any, root: Path | None, line: int = 0) -> str:
-    line = line or result.line
-    place = f"{result.path}:{line}" if line else result.path
-    link = common.source_link(result, root, line)
+def where(result: Any, root: Path | None, line: int = 0, file: str = "") -> str:
+    """``file:line`` (the budget's, by default) as code, linked on GitHub."""
+    file, line = file or result.path, line or result.line
+    place = f"{file}:{line}" if line else file
+    link = places.source_link(result, root, line, file)
     return f"[{code(place)}]({link})" if link else code(place)
 
 
@@ -103,7 +111,8 @@ ACCEPT = re.compile(r"; if intended, run (.+?) and commit (.+)$")
 
 def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
     kind = common.verdict(result)
-    lines = [f"#### {ICONS[kind]} {code(name)} · {where(result, root)}", ""]
+    heading = places.error_place(result)  # a bad baseline entry: the baseline's line
+    lines = [f"#### {ICONS[kind]} {code(name)} · {where(result, root, *heading[::-1])}", ""]
     if result.error is not None:
         if result.profile is None:
             lines += ["Could not be checked:", "", *fenced(result.error.strip()), ""]
@@ -118,8 +127,8 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
         accept = ACCEPT.search(message)
         if accept:  # said once, below
             message, update, commit = message[: accept.start()], *accept.groups()
-        line = common.finding_line(result, finding)
-        at = f" ({where(result, root, line)})" if line != result.line else ""
+        line = places.finding_line(result, finding)
+        at = f" ({where(result, root, line)})" if (result.path, line) != heading else ""
         lines.append(f"- {cell(message)}{at}")
     lines.append("")
     if grown:
@@ -219,12 +228,12 @@ def render(
         lines += [*table(bad + near, names), ""]
     for result in bad:
         lines += failure_section(result, names[result.id], root)
-    for heading, unpriced in (("Near a limit", False), ("Ops without a cost formula", True)):
+    for heading in WARNINGS.values():
         items = [
             f"- {code(names[r.id])}: {cell(f['message'])}"
             for r in near
             for f in common.findings(r, "warn")
-            if (f["key"] in common.UNPRICED_KEYS) == unpriced
+            if WARNINGS.get(f["key"], WARNINGS[""]) == heading
         ]
         if items:
             lines += [f"#### ⚠️ {heading}", "", *items, ""]

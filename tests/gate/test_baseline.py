@@ -585,6 +585,22 @@ def test_growth_is_not_attributed_without_the_baselines_split():
     assert "grew most: neck +10" in finding.message
 
 
+def test_growth_is_not_attributed_to_a_module_whose_line_was_deleted():
+    """User trial: ``conv2``'s line deleted from the entry's split, the model heavier: it read
+    ``grew most: conv2 +3.56M``, its whole value, for a growth of +1.18M. The entry's split
+    adds up to its total, so one short of it that lacks a module the model has lost that
+    line; a module new to the model leaves the split whole, and grew by all of it."""
+    current = baseline.Entry(
+        {"params": 170, "flops": 100}, by_module={"params": {"neck": 100, "head": 70}}
+    )
+    deleted = baseline.Entry({"params": 150, "flops": 100}, by_module={"params": {"neck": 90}})
+    (finding,) = baseline.compare(current, deleted, 0.01)
+    assert finding.key == "baseline.params" and "grew most" not in finding.message
+    whole = baseline.Entry({"params": 90, "flops": 100}, by_module={"params": {"neck": 90}})
+    (finding,) = baseline.compare(current, whole, 0.01)  # head is new: 100 - 90 and 70 - 0
+    assert "grew most: head +70, neck +10" in finding.message
+
+
 def test_a_figure_recorded_as_zero_still_regresses():
     base = baseline.Entry({"params": 0, "flops": 100})
     (finding,) = baseline.compare(baseline.Entry({"params": 10, "flops": 100}), base, 0.01)

@@ -129,6 +129,8 @@ def test_a_result_crosses_xdist_whole(linear):
         layer_order=[""],
         no_baseline=True,
         compared_with="main@1a2b3c4",
+        error_path="budgets/baseline.toml",
+        error_line=15,
     )
     for f in dataclasses.fields(ModelResult):  # a field left at its default proves nothing
         default = f.default_factory() if callable(f.default_factory) else f.default

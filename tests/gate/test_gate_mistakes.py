@@ -117,6 +117,92 @@ def test_deleted_baseline_lines_are_the_models_error_in_every_report(project):
     assert 'errors="1"' in junit and 'type="graph-budget error"' in junit
 
 
+def test_a_baseline_entrys_error_points_at_the_baseline_line_in_every_report(project, monkeypatch):
+    """User trial: the ``flops`` line deleted from an entry. The message named
+    ``budgets/baseline.toml:N``, but the ``::error`` annotation, the JSON report's path and
+    line and the comment's heading pointed at the budget's table (``budgets/nets.toml:5``)."""
+    run(project, "--graph-budget-update").assert_outcomes(passed=2)
+    baseline = project.path / "budgets" / "baseline.toml"
+    table = 'models."budgets/nets.toml::grows"'
+    text, line = delete_lines(baseline.read_text(), table, ("flops",))
+    baseline.write_text(text)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "summary.md"))
+    result = run(project, "--graph-budget-json=r.json", "--graph-budget-markdown=r.md")
+    result.assert_outcomes(passed=1, failed=1)
+    place = f"budgets/baseline.toml:{line}"
+    annotation = f"::error file=budgets/baseline.toml,line={line},title=Graph budget%3A grows "
+    (error,) = [x for x in result.stdout.lines if x.startswith("::error")]
+    assert error.startswith(annotation + "could not be checked::" + place), error
+    grows = {m["id"]: m for m in report(project)["models"]}["budgets/nets.toml::grows"]
+    assert grows["error"].startswith(f"{place}: [budgets/nets.toml::grows] no flops")
+    assert (grows["path"], grows["line"]) == ("budgets/baseline.toml", line)
+    assert f"#### 💥 `grows` · `{place}`" in (project.path / "r.md").read_text()
+
+
+DEEPER = """
+import collections
+import torch
+from pytest_graphbudget import ModelCase
+
+def net(hidden=32):
+    torch.manual_seed(0)
+    layers = collections.OrderedDict(
+        encoder=torch.nn.Linear(64, hidden), head=torch.nn.Linear(hidden, 16)
+    )
+    return ModelCase(torch.nn.Sequential(layers), (torch.randn(4, 64),), name="net")
+
+def wider():
+    return net(hidden=48)
+"""
+# FLOPs by hand on a (4, 64) input, 2*batch*in*out + batch*out a Linear: hidden 32, the
+# encoder 2*4*64*32 + 4*32 = 16,512 and the head 2*4*32*16 + 4*16 = 4,160 (20,672 in all);
+# hidden 48, the encoder 2*4*64*48 + 4*48 = 24,768 and the head 2*4*48*16 + 4*16 = 6,208.
+ENCODER, HEAD = 2 * 4 * 64 * 32 + 4 * 32, 2 * 4 * 32 * 16 + 4 * 16
+WIDER_HEAD = 2 * 4 * 48 * 16 + 4 * 16
+
+
+def test_a_module_line_deleted_from_the_baseline_is_an_error_not_growth(project):
+    """User trial: ``conv2 = ...`` deleted from an entry's ``modules`` table was accepted
+    without a word, and once the model grew, ``grew most: conv2 +3.56M`` named the module's
+    whole value as its growth. A table that lacks a module the model has, and falls short of
+    the entry's total, lost a line: the model's error at the table's line, as a deleted total
+    is, and no layer is named as grown by what the baseline lost."""
+    project.makepyfile(models=DEEPER)
+    write(project, "budgets/nets.toml", TABLES.format(grows="net").replace("linear", "net"))
+    run(project, "--graph-budget-update").assert_outcomes(passed=2)
+    baseline = project.path / "budgets" / "baseline.toml"
+    import tomlkit
+
+    entry = tomlkit.parse(baseline.read_text())["models"]["budgets/nets.toml::grows"]
+    assert entry["modules"] == {"encoder": ENCODER, "head": HEAD}  # the hand count
+    table = 'models."budgets/nets.toml::grows".modules'
+    text, line = delete_lines(baseline.read_text(), table, ("head",))
+    baseline.write_text(text)
+    write(project, "budgets/nets.toml", TABLES.format(grows="wider").replace("linear", "net"))
+
+    result = run(project, "--graph-budget-json=r.json", "--graph-budget-markdown=r.md")
+    result.assert_outcomes(passed=1, failed=1)
+    grows = {m["id"]: m for m in report(project)["models"]}["budgets/nets.toml::grows"]
+    assert grows["error"].startswith(
+        f"budgets/baseline.toml:{line}: [budgets/nets.toml::grows] modules: lacks 'head', "
+        "which the model has, though its modules add up to 16.5k of the entry's 20.7k FLOPs"
+    ), grows["error"]
+    assert (grows["path"], grows["line"]) == ("budgets/baseline.toml", line)
+    (flops,) = [f["message"] for f in grows["findings"] if f["key"] == "baseline.flops"]
+    assert "grew most" not in flops, flops  # not "head +6.21k", WIDER_HEAD's whole value
+    markdown = (project.path / "r.md").read_text()
+    assert "| layer | FLOPs" not in markdown  # the layers table leaves FLOPs out
+    # the same table whole, with a module the base never had: new, so grown by all of it
+    write(project, "budgets/nets.toml", TABLES.format(grows="net").replace("linear", "net"))
+    run(project, "--graph-budget-update").assert_outcomes(passed=2)
+    text, _ = delete_lines(baseline.read_text(), table, ("head",))
+    baseline.write_text(text.replace(f"encoder = {ENCODER}", f"encoder = {ENCODER + HEAD}"))
+    result = run(project, "--graph-budget-json=r.json")
+    grows = {m["id"]: m for m in report(project)["models"]}["budgets/nets.toml::grows"]
+    assert grows["error"] is None, grows["error"]
+
+
 # -- item 2: a share written as a bare number above 1 -----------------------------------------
 
 

@@ -6,11 +6,23 @@ figures by hand); a file of its own so that the two halves run on two workers.
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 
 import pytest
-from test_base_ref import NARROW_FLOPS, NETS, PYPROJECT, commit, git, models, repo, write
+from test_base_ref import (
+    NARROW_FLOPS,
+    NETS,
+    PYPROJECT,
+    TABLE,
+    WIDE_FLOPS,
+    commit,
+    git,
+    models,
+    repo,
+    write,
+)
 
 from pytest_graphbudget import cli
 
@@ -68,3 +80,45 @@ def test_a_model_the_base_could_not_profile_is_a_warning_not_new(pytester, repo,
     assert cli.main(["check", "--base", "main", "--strict", "--json", "c.json"]) == 1
     (model,) = models(repo / "c.json").values()
     assert model["verdict"] == "error" and "needs a build step" in model["error"]
+
+
+def test_a_table_the_base_could_not_read_is_not_compared_rather_than_new(
+    pytester, repo, monkeypatch
+):
+    """User trial: the base's table has a typo (``flop_max``), so the base run could not profile
+    it; HEAD fixes it and widens the model. It read ``new`` in its row, ``1 near a limit`` and
+    ``1 model not in the baseline (new?)`` in the title and ``baseline.new`` in JSON, at 0.17%
+    of its 1M limit (1,672 FLOPs by hand, the module docstring). Each now says "not compared"."""
+    (repo / "budgets" / "nets.toml").write_text(TABLE.replace("flops_max", "flop_max"))
+    commit(repo, "a typo at the base")
+    git(repo, "branch", "-f", "main")
+    write(repo, width=32)  # the table fixed, the model wider
+    commit(repo, "fix the typo, and widen")
+    result = pytester.runpytest(
+        "--graph-budget", "budgets", "--graph-budget-base", "main",
+        "--graph-budget-json=out.json", "--graph-budget-markdown=out.md",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    short = git(repo, "rev-parse", "--short", "main").strip()
+    title = (
+        "1 model within budget; 1 model not compared (the base could not profile it); "
+        f"compared with main@{short}"
+    )
+    doc = json.loads((repo / "out.json").read_text())
+    assert doc["title"] == title
+    assert doc["summary"]["warn"] == 1  # it warns, as the docs say: not compared
+    (model,) = doc["models"]
+    assert model["profile"]["totals"]["flops"] == WIDE_FLOPS
+    (finding,) = model["findings"]
+    assert finding["key"] == "baseline.not_compared" and finding["severity"] == "warn"
+    assert finding["message"].startswith(f"not compared: main@{short} could not profile it (")
+    assert "flop_max" in finding["message"]
+    row = next(line for line in result.stdout.lines if line.startswith("mlp "))
+    assert "not compared" in row and "new" not in row, row
+    markdown = (repo / "out.md").read_text()
+    assert f"### ⚠️ Graph budget: {title}\n" in markdown
+    assert "| not compared |" in markdown and "Near a limit" not in markdown
+    assert "#### ⚠️ Not compared with the base" in markdown
+    monkeypatch.chdir(repo)  # graph-budget check --base says the same
+    assert cli.main(["check", "--base", "main", "--json", "c.json"]) == 0
+    assert json.loads((repo / "c.json").read_text())["title"] == title

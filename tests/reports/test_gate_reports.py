@@ -313,6 +313,16 @@ def result(name: str, error: str | None = None, *findings: tuple[str, str]):
             "1 model near a limit",
             "⚠️",
         ),
+        (  # the base could not profile it: counted by its limits, never "near a limit"
+            [result("a", None, ("warn", "baseline.not_compared")), result("b")],
+            "2 models within budget; 1 model not compared (the base could not profile it)",
+            "⚠️",
+        ),
+        (  # and with a figure near its limit, both are said
+            [result("a", None, ("warn", "baseline.not_compared"), ("warn", "flops_max"))],
+            "1 model near a limit; 1 model not compared (the base could not profile it)",
+            "⚠️",
+        ),
     ],
 )
 def test_every_report_gives_the_same_title(results, title, icon):
