@@ -69,11 +69,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def summary(records: list[dict[str, Any]], moved: int) -> str:
-    """``1 model over 3 commits (3 lines): nothing moved past the tolerance``."""
+    """``1 model over 3 commits (3 lines): nothing moved past the tolerance``; the lines of a
+    model that could not be checked are counted apart (all of them had read as nothing moved)."""
     models = len({r.get("model") for r in records})
     commits = len({r.get("commit") for r in records})
     what = f"{moved} move{'s' if moved != 1 else ''}" if moved else "nothing moved"
+    errors = sum(1 for r in records if r.get("error"))
+    lines = f"{len(records)} line{'s' if len(records) != 1 else ''}"
+    lines += f", {errors} could not be checked" if errors else ""
     return (
         f"{models} model{'s' if models != 1 else ''} over {commits} "
-        f"commit{'s' if commits != 1 else ''} ({len(records)} lines): {what} past the tolerance"
+        f"commit{'s' if commits != 1 else ''} ({lines}): {what} past the tolerance"
     )

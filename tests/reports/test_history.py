@@ -170,6 +170,7 @@ def test_a_commit_whose_model_could_not_be_checked_is_a_mark_not_a_gap(three, ca
     Its line now has no figures and its error; the moves skip it (the widening is measured
     from the first commit, across the broken one), the list and the page name it."""
     from pytest_graphbudget import cli
+    from pytest_graphbudget.cli import history as history_cli
     from pytest_graphbudget.gate.check import ModelResult
     from pytest_graphbudget.reports import history
 
@@ -192,7 +193,13 @@ def test_a_commit_whose_model_could_not_be_checked_is_a_mark_not_a_gap(three, ca
     listed = capsys.readouterr().out.splitlines()
     said = "budgets/mlp.toml::mlp: bbbbbbb: could not be checked: the model's forward raised"
     assert any(text.startswith(said) for text in listed)
-    assert listed[-1] == "1 model over 4 commits (4 lines): 6 moves past the tolerance"
+    # user trial: "(1 lines)", and no count of the lines that could not be checked
+    assert listed[-1] == (
+        "1 model over 4 commits (4 lines, 1 could not be checked): 6 moves past the tolerance"
+    )
+    assert history_cli.summary([line], 0) == (
+        "1 model over 1 commit (1 line, 1 could not be checked): nothing moved past the tolerance"
+    )
     out = tmp_path / "history.html"
     assert cli.main(["history", str(path), "--html", str(out)]) == 0
     page = out.read_text()
