@@ -211,7 +211,9 @@ def _not_a_figure(value: Any) -> str:
         number = float(value)
     except OverflowError:  # an integer of 400 digits is legal JSON
         return "beyond a float's range"
-    return "" if math.isfinite(number) and number >= 0 else "not a number"
+    if not math.isfinite(number):
+        return "not a number"
+    return "negative: a figure is >= 0" if number < 0 else ""
 
 
 def _figure(value: Any) -> bool:

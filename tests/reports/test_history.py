@@ -272,6 +272,7 @@ def test_bad_history_files_are_one_line_and_exit_2(tmp_path, capsys):
         ({"figures": {"flops": float("nan")}}, "figures.flops is NaN, not a number"),
         ({"figures": {"flops": float("inf")}}, "figures.flops is Infinity, not a number"),
         ({"tolerance": "abc"}, 'tolerance is "abc", not a number'),
+        ({"figures": {"flops": -5}}, "figures.flops is -5, negative: a figure is >= 0"),
         ({"environment": "x"}, "environment is not a table of versions"),
         (
             {"layers": {"flops": {"fc": "lots"}}},
