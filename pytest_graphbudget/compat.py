@@ -294,6 +294,20 @@ def proxy_mode() -> Any:
     return proxy_tensor.get_innermost_proxy_mode()
 
 
+def below_autograd_undone() -> Any:
+    """A guard that puts back the dispatch keys a higher-order op's autograd kernel excluded
+    (``torch.cond`` runs its branch below autograd): under a dispatch mode, composite ops
+    (``linear``) then decompose in the branch as they do outside it. Private API
+    (``_ForceDispatchKeyGuard``); only torch 2.9 on hands a mode a higher-order op."""
+    import torch
+
+    key, keys = torch._C.DispatchKey, torch._C.DispatchKeySet
+    autograd = keys(key.AutogradFunctionality) | keys(key.AutogradOther)
+    autograd = autograd | keys(key.AutogradNestedTensor)
+    excluded = torch._C._dispatch_tls_local_exclude_set() - autograd
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), excluded)
+
+
 DYNAMO_UNDER_MODES = (2, 9)
 """The first torch whose Dynamo compiles under a dispatch mode that asks it to (a mode's
 ``ignore_compile_internals``): before it, Dynamo skips every frame while the tape's mode is on,

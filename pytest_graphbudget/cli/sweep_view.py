@@ -51,7 +51,10 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
     if args.visualize:
         raise GraphBudgetError("--visualize draws one profile; give one --seq-len/--batch value")
     if getattr(args, "decode", False):
-        raise GraphBudgetError("--decode profiles one --context; sweep without --decode")
+        swept = " and ".join("--" + axis.replace("_", "-") for axis in axes)  # the flags given
+        raise GraphBudgetError(
+            f"--decode profiles one point: give {swept} one value, or sweep without --decode"
+        )
     hardware = loading.hardware(args)
     how = loading.variant(args)  # --mode, --optimizer, --dtype: every point alike
     if getattr(args, "input_shape", None):  # a point it contradicts: refused before any runs

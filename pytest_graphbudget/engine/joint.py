@@ -162,10 +162,18 @@ class Tags:
 def _tagging_mode(tags: Tags, graph: Any) -> Any:
     """A dispatch mode above make_fx's: after each ATen call, the nodes it added get tagged
     while the phase, module and running autograd node are still those of the call."""
+    from torch._ops import HigherOrderOperator
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Tagging(TorchDispatchMode):
+        supports_higher_order_operators = True  # refused by name, not in torch's words
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if isinstance(func, HigherOrderOperator):
+                name = f"torch.{func.name()}"
+                raise NotImplementedError(
+                    f"{name} is a higher-order op the step's trace cannot follow"
+                )
             out = func(*args, **(kwargs or {}))
             tags.tag(graph)
             tags.watch(out)

@@ -18,7 +18,7 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.compat import fake_mode, grouped_mm, grouped_mm_op
+from pytest_graphbudget.compat import below_autograd_undone, fake_mode, grouped_mm, grouped_mm_op
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import tree
@@ -45,6 +45,8 @@ from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model
 class _Recorder(TorchDispatchMode):
     """Prices every ATen op and charges it to the FX node being interpreted."""
 
+    supports_higher_order_operators = True  # ``torch.cond`` reaches the mode: ``higher_order``
+
     def __init__(self, weights: dict[int, tuple[str, int]]):
         super().__init__()
         self.weights = weights
@@ -65,6 +67,8 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return higher_order(self, func, args)
         if _decomposable(func):
             # A composite op reaches the mode whole when autograd is off (inference_mode):
             # price what it decomposes into, as it would be priced with autograd on.
@@ -190,6 +194,19 @@ def _launches(func: Any) -> int:
     tensors = [r for r in returns if "Tensor" in str(r.type)]
     fresh = sum(r.alias_info is None for r in tensors)
     return fresh or int(any(r.alias_info.is_write for r in tensors))
+
+
+def higher_order(mode: TorchDispatchMode, func: Any, args: tuple) -> Any:
+    """``torch.cond`` runs the branch its predicate picks with ``mode`` on, as its dense kernel
+    would, so the branch's ops are priced (reading the predicate is an ``is_nonzero`` the tape
+    sees: a path values decide). Another higher-order op is refused by its name, not with
+    torch's text, which names the mode's object."""
+    name = func.name()
+    if name != "cond":
+        raise NotImplementedError(f"torch.{name} is a higher-order op the tape cannot follow")
+    pred, true_fn, false_fn, operands = args
+    with below_autograd_undone(), mode:
+        return (true_fn if pred else false_fn)(*operands)
 
 
 def _decomposable(func: Any) -> bool:

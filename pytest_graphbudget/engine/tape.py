@@ -24,7 +24,7 @@ from pytest_graphbudget.engine import first, tree, walk
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.hollow import Hollow, values_mattered
-from pytest_graphbudget.engine.measure import _Recorder
+from pytest_graphbudget.engine.measure import _Recorder, higher_order
 from pytest_graphbudget.engine.nodes import (
     QUERIES,
     Measured,
@@ -92,6 +92,8 @@ class Tape(_Recorder):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):  # the branch taken, op by op
+            return higher_order(self, func, args)
         if self.node is not None:
             return super().__torch_dispatch__(func, types, args, kwargs)
         op = self.ops.get(id(func))

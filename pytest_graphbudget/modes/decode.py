@@ -323,9 +323,9 @@ def _not_causal(label: str, why: str) -> GraphBudgetError:
 
 def _check_positions(config: Any, context: int, label: str) -> None:
     """The generated token needs a position of its own after the ``context`` cached ones."""
-    from pytest_graphbudget.zoo.huggingface import _position_limit
+    from pytest_graphbudget.zoo._positions import position_limit
 
-    limit = _position_limit(config)
+    limit = position_limit(config)
     if limit is not None and context >= limit:
         raise GraphBudgetError(
             f"context {context} leaves no position for the generated token: {label} has "

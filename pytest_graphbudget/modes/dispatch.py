@@ -249,7 +249,9 @@ def _one_forward(
 
     variant = request.variant
     refuse_int8_on_a_gpu(variant.dtype, request.hardware)
-    model, args, kwargs = cast(model, _as_tuple(inputs), dict(kwargs or {}), variant.dtype)
+    args, kwargs = _as_tuple(inputs), dict(kwargs or {})
+    _refuse_nested(args, kwargs)
+    model, args, kwargs = cast(model, args, kwargs, variant.dtype)
     if variant.mode == "train":
         from pytest_graphbudget.modes.parallel import profile_sharded
         from pytest_graphbudget.modes.train import profile_step
@@ -264,6 +266,20 @@ def _one_forward(
         if not request.runs:
             return prof
         return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)
+
+
+def _refuse_nested(args: tuple, kwargs: dict) -> None:
+    """A nested tensor (``torch.nested``) is refused as an input before any tier runs: the
+    tape's ops on it are its subclass's, not ATen's on dense tensors (priced at zero), and a
+    warm-up ended in a RecursionError the model's forward was blamed for."""
+    from torch.utils import _pytree as pytree
+
+    for where, value in [*enumerate(args), *kwargs.items()]:
+        if any(getattr(t, "is_nested", False) is True for t in pytree.tree_leaves(value)):
+            raise GraphBudgetError(
+                f"input {where!r} is a nested tensor (torch.nested), which graph-budget does "
+                "not support as an input: pass padded dense tensors"
+            )
 
 
 def eager_module(model: Any) -> Any:

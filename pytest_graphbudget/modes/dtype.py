@@ -23,6 +23,8 @@ def cast(model: Any, args: tuple, kwargs: dict[str, Any], dtype: str | None) -> 
     import torch
     from torch.utils import _pytree as pytree
 
+    from pytest_graphbudget.engine.quantized import packed
+
     if dtype is None or dtype in AUTOCAST:  # autocast decides per op (``amp.py``)
         return model, args, kwargs
     if dtype in QUANTIZED:
@@ -46,6 +48,11 @@ def cast(model: Any, args: tuple, kwargs: dict[str, Any], dtype: str | None) -> 
         raise GraphBudgetError(
             f"dtype={dtype!r} cannot recast an exported program (its graph fixed its dtypes "
             "when it was exported): export the model in that dtype and leave dtype unset"
+        )
+    if next(packed(model), None) is not None:  # its forward refused the cast inputs
+        raise GraphBudgetError(
+            f"dtype={dtype!r} casts the floating inputs too, and {type(model).__name__} is "
+            "already quantized (torch.ao's packed weights take float32 inputs): leave dtype unset"
         )
     args, kwargs = pytree.tree_map(lambda t: t.to(target) if needs(t) else t, (args, kwargs))
     return _cast_copy(model, target, state, needs), args, kwargs

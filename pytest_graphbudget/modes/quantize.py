@@ -34,8 +34,15 @@ def quantized_copy(model: Any, dtype: str) -> Any:
             f"dtype={dtype!r} cannot quantize an exported program: quantize the model, then "
             "export it, and leave dtype unset"
         )
+    from pytest_graphbudget.engine.quantized import holds_quantized
+
     if not isinstance(model, torch.nn.Module):  # not a model: profile_model says so
         return model
+    if holds_quantized(model):  # its Linears are quantized ones: it had "none" of them
+        raise GraphBudgetError(
+            f"dtype={dtype!r} quantizes a copy of the model, and {type(model).__name__} is "
+            "already quantized: leave dtype unset"
+        )
     if not any(isinstance(m, torch.nn.Linear) for m in model.modules()):
         raise GraphBudgetError(
             f"dtype={dtype!r} quantizes nn.Linear layers and {type(model).__name__} has none: "

@@ -65,6 +65,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
                 raise
             except Exception as exc:  # data fake tensors lack: the path a real step takes
                 failures["joint"] = one_line(exc, typed=True)
+                _refuse_reentrant(exc)
                 _refuse_meta(model, exc)
                 joint, measured = _real_step(model, example, loss, optimizer)
     except GraphBudgetError:
@@ -100,6 +101,20 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
     _module_phases(prof, measured.nodes, joint.tags.node_phase)
     return prof
+
+
+def _refuse_reentrant(exc: Exception) -> None:
+    """Reentrant checkpointing refuses ``torch.autograd.grad``, which the step's trace takes
+    gradients with (eager ``loss.backward()`` works): torch's advice reads as a fault of the
+    model, so the limitation is said as the tool's own."""
+    text = str(exc)
+    if "use_reentrant=True" in text and "incompatible with .grad()" in text:
+        raise GraphBudgetError(
+            "mode='train': the training step is traced with torch.autograd.grad, which "
+            "torch.utils.checkpoint(..., use_reentrant=True) does not support: profile it "
+            "with use_reentrant=False (its backward stops recomputing once the tensors it saved "
+            "are rebuilt, where reentrant checkpointing reruns the whole checkpointed function)"
+        ) from exc
 
 
 def _refuse_meta(model: Any, exc: Exception) -> None:

@@ -31,6 +31,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo._positions import (
+    DEFAULT_SEQ_LEN,
+    default_seq_len,
+    position_limit,
+    text_config,
+)
 from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, NotFound, written_shape
 
 if TYPE_CHECKING:
@@ -76,12 +82,6 @@ TASK_CLASSES = {
 # fed the shortest edge their image processor resizes to (800), as a square.
 DETECTION_IMAGE_SIZE = 800
 DEFAULT_IMAGE_SIZE = 224
-DEFAULT_SEQ_LEN = 128
-
-# Learned absolute positions offset by ``pad_token_id + 1`` (RoBERTa's convention).
-_OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xlm-roberta-xl"}
-# Relative positions: no limit on the sequence length from the configuration.
-_RELATIVE_POSITIONS = {"t5", "mt5", "deberta", "deberta-v2", "longt5"}
 
 _TIMM_RESNETS = {
     "resnet18": ("basic", [2, 2, 2, 2], [64, 128, 256, 512]),
@@ -215,6 +215,13 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
     kwargs = example_inputs(model, config, options, name=name)
     if options.seq_len is not None and "input_ids" not in kwargs:
         notes.append(f"seq_len ignored: {name} takes no token ids")
+    elif options.seq_len is None and "input_ids" in kwargs:
+        tokens = kwargs["input_ids"].shape[-1]
+        if tokens == position_limit(config) < DEFAULT_SEQ_LEN:
+            notes.append(
+                f"seq_len {tokens}: {name} has {tokens} positions, under the default "
+                f"{DEFAULT_SEQ_LEN}"
+            )
     if source == "hub":
         notes.append("configuration downloaded from the Hugging Face hub")
     return ModelCase(model, (), kwargs, name=name, note="; ".join(notes) or None)
@@ -223,7 +230,7 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
 def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) -> dict[str, Any]:
     """Keyword inputs for ``model.forward``, chosen from its signature (never from the name).
 
-    - ``input_ids``: ``batch x seq_len`` token ids (default 1 x 128);
+    - ``input_ids``: ``batch x seq_len`` token ids (default 1 x 128, or the model's positions);
     - ``attention_mask``: all ones, when ``forward`` takes it (tokenizers always return it);
     - ``token_type_ids``: zeros, when ``forward`` takes it and the configuration has more than
       one token type (``type_vocab_size > 1``: BERT, ALBERT, ELECTRA; not RoBERTa or DeBERTa-v3,
@@ -246,7 +253,8 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     vision = "pixel_values" in params
 
     if text:
-        seq_len = options.seq_len or DEFAULT_SEQ_LEN
+        limit = position_limit(config)
+        seq_len = options.seq_len or default_seq_len(limit)
         if options.input_shape is not None and not vision:
             if len(options.input_shape) != 2:
                 raise GraphBudgetError(
@@ -254,12 +262,11 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
                     f"{written_shape(options.input_shape)}"
                 )
             batch, seq_len = options.input_shape
-        limit = _position_limit(config)
         if limit is not None and seq_len > limit:
             raise GraphBudgetError(
                 f"seq_len {seq_len} is longer than {name} supports ({limit} positions)"
             )
-        vocab = _text_config(config).vocab_size
+        vocab = text_config(config).vocab_size
         kwargs["input_ids"] = token_ids(batch, seq_len, vocab, low=3)
         if "attention_mask" in params:
             kwargs["attention_mask"] = torch.ones(batch, seq_len, dtype=torch.long)
@@ -326,23 +333,6 @@ def _portable_backbone(config: Any) -> tuple[Any, str | None]:
         if hasattr(config, key):
             setattr(config, key, False)
     return config, f"backbone: timm {timm_name} built as the identical transformers ResNet"
-
-
-def _text_config(config: Any) -> Any:
-    get_text_config = getattr(config, "get_text_config", None)
-    return get_text_config() if callable(get_text_config) else config
-
-
-def _position_limit(config: Any) -> int | None:
-    model_type = getattr(config, "model_type", "")
-    if model_type in _RELATIVE_POSITIONS:
-        return None
-    limit = getattr(_text_config(config), "max_position_embeddings", None)
-    if not isinstance(limit, int):
-        return None
-    if model_type in _OFFSET_POSITIONS:
-        limit -= (getattr(config, "pad_token_id", 0) or 0) + 1
-    return limit
 
 
 def _image_size(config: Any) -> tuple[int, int]:

@@ -117,7 +117,8 @@ def test_a_single_value_keeps_the_single_profile(bert_dir, capsys):
         (["--seq-len", "8,x"], "expected a positive integer, got 'x'"),
         (["--seq-len", "8,16", "--visualize", "g.dot"], "--visualize draws one profile"),
         (["--seq-len", "8", "--symbolic"], "--symbolic derives formulas over a sweep"),
-        (["--batch", "1,2", "--decode", "--context", "8"], "--decode profiles one --context"),
+        (["--batch", "1,2", "--decode", "--context", "8"], "give --batch one value, or sweep"),
+        (["--seq-len", "8,16", "--batch", "1,2", "--decode"], "give --seq-len and --batch one"),
     ],
 )
 def test_bad_sweeps_are_one_line_usage_errors(args, message, tmp_path, capsys):

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
-from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
+from pytest_graphbudget.compat import dynamo_breaks_unavailable, torch_at_least  # noqa: E402
 from pytest_graphbudget.engine import tiers  # noqa: E402
 
 SAME = ("flops", "macs", "params", "activation_peak_bytes", "traffic_bytes")
@@ -229,6 +229,48 @@ def test_a_data_dependent_branch_gets_the_same_counts_as_the_graph_breaks():
     # The documented difference: a graph break ends a fused kernel, the tape's sequence is
     # fused as a compiler that runs the branch eagerly would fuse it: never more kernels.
     assert len(taped.subgraphs) <= len(broken.subgraphs)
+
+
+class Cond(nn.Module):
+    """A branch written with ``torch.cond``: a higher-order op, which reaches the tape's mode
+    whole (torch 2.9 on), not as the ATen ops of its branches."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(16, 16), nn.Linear(16, 256), nn.Linear(256, 16)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: self.a(x), lambda x: self.c(self.b(x)), (x,))
+
+
+@pytest.mark.skipif(
+    not torch_at_least(2, 9), reason="a dispatch mode is handed higher-order ops from torch 2.9"
+)
+def test_torch_cond_is_priced_on_the_branch_the_forward_takes():
+    model = Cond().eval()
+    # x: 2x16. The predicate: sum 32 (1 per element), > 1. A Linear: 2 x in x out MACs, two
+    # FLOPs each, and one per output element for its bias.
+    pred = 32 + 1
+    a = 2 * (2 * 16 * 16) + 2 * 16
+    b, c = 2 * (2 * 16 * 256) + 2 * 256, 2 * (2 * 256 * 16) + 2 * 16
+    taken = profile_model(model, (torch.ones(2, 16),))
+    other = profile_model(model, (-torch.ones(2, 16),))
+    assert (taken.trace.method, other.trace.method) == ("eager", "eager")
+    assert (taken.flops, other.flops) == (pred + a, pred + b + c)
+    assert (taken.macs, other.macs) == (2 * 16 * 16, 2 * 16 * 256 + 2 * 256 * 16)
+    assert taken.trace.data_dependent and other.trace.data_dependent  # a branch on a value
+    assert taken.coverage.unsupported_ops == {} == other.coverage.unsupported_ops
+
+
+@pytest.mark.skipif(
+    not torch_at_least(2, 9), reason="a dispatch mode is handed higher-order ops from torch 2.9"
+)
+def test_a_training_step_through_torch_cond_is_refused_in_one_line_naming_it():
+    from pytest_graphbudget.errors import GraphBudgetError
+
+    with pytest.raises(GraphBudgetError, match="torch.cond is a higher-order op") as caught:
+        profile_model(Cond(), (torch.ones(2, 16),), mode="train")
+    assert " at 0x" not in str(caught.value) and "\n" not in str(caught.value)
 
 
 COLD = """

@@ -61,6 +61,25 @@ def test_what_cannot_be_quantized_is_one_line(model, options, message):
         profile_model(model, torch.randn(shape), dtype="int8", **options)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "message"),
+    [
+        ("int8", "dtype='int8' quantizes a copy of the model, and Sequential is already quantized"),
+        ("bfloat16", "dtype='bfloat16' casts the floating inputs too, and Sequential is already"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.ao.quantization's
+def test_an_already_quantized_model_is_refused_in_its_words_not_its_forwards(dtype, message):
+    """User trial: int8 on a ``quantize_dynamic`` model said "Sequential has none [nn.Linear]"
+    (they are quantized Linears now); bfloat16 cast its inputs, not its packed weights, and
+    blamed its forward ("expected scalar type Float but found BFloat16")."""
+    model = torch.ao.quantization.quantize_dynamic(mlp().eval(), {nn.Linear}, dtype=torch.qint8)
+    with pytest.raises(GraphBudgetError, match=message.replace("(", r"\(")) as info:
+        profile_model(model, torch.randn(4, 64), dtype=dtype)
+    assert str(info.value).endswith("leave dtype unset")
+    assert profile_model(model, torch.randn(4, 64), dtype="float32").macs == MACS  # no cast
+
+
 @pytest.mark.parametrize("dtype", ["int8", "float8_e4m3fn"])
 def test_a_model_on_the_meta_device_is_not_quantized_without_a_word(dtype):
     """User trial: int8 on a meta-built BERT ended in torch's traceback ("Tensor.item() cannot

@@ -56,6 +56,30 @@ def test_a_step_that_cannot_be_taken_fails_in_one_line():
     assert "\n" not in str(info.value)
 
 
+class Checkpointed(MLP):
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        run = super().forward
+        return torch.utils.checkpoint.checkpoint(run, x, use_reentrant=self.reentrant)
+
+
+def test_reentrant_checkpointing_is_refused_as_the_traces_limit_not_the_models():
+    """torch's own text advised the user to change the model; eager ``loss.backward()`` takes
+    it, the step's ``torch.autograd.grad`` does not."""
+    x = torch.randn(2, 4)  # a Linear first: reentrant checkpointing needs an input with a grad
+    with pytest.raises(GraphBudgetError, match="traced with torch.autograd.grad") as info:
+        profile_model(nn.Sequential(nn.Linear(4, 4), Checkpointed(True)), x, mode="train")
+    assert "use_reentrant=False" in str(info.value) and "\n" not in str(info.value)
+    # Non-reentrant: the backward recomputes fc1 and the ReLU, up to fc2's saved input:
+    # fc1's 2 x 4 x 8 MACs more than the plain step.
+    plain = profile_model(nn.Sequential(nn.Linear(4, 4), MLP()), x, mode="train")
+    checkpointed = nn.Sequential(nn.Linear(4, 4), Checkpointed(False))
+    assert profile_model(checkpointed, x, mode="train").macs == plain.macs + 2 * 4 * 8
+
+
 def test_lazy_modules_get_their_weights_before_the_step():
     lazy = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.Linear(8, 2))
     assert profile_model(lazy, torch.randn(3, 4), mode="train").flops == 348 + 438

@@ -1,6 +1,6 @@
 """Modules users wrap before they hand them over: a ``torch.compile``'d module is profiled as
 the module it wraps (Inductor's kernels would hide its pointwise ops from the capture), and
-TorchScript is refused in one line, wherever it comes from."""
+TorchScript is refused in one line, wherever it comes from, and so is a nested-tensor input."""
 
 from __future__ import annotations
 
@@ -87,3 +87,30 @@ def test_torchscript_is_refused_in_one_line(tmp_path: Path, monkeypatch, capsys)
     assert cli.main(["profile", "scripted_models:scripted", "--input-shape", "2,8"]) == 2
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and "is TorchScript" in err.splitlines()[-1]
+
+
+def test_a_nested_tensor_input_is_refused_in_one_line_before_any_tier(
+    tmp_path: Path, monkeypatch, capsys
+):
+    """A jagged input was priced at 0 FLOPs by ``profile_model`` (its ops are the subclass's)
+    and ended the CLI's warm-up in a RecursionError blamed on the model's forward."""
+    parts = "[torch.ones(3, 16), torch.ones(5, 16)], layout=torch.jagged"
+    x = torch.nested.nested_tensor([torch.ones(3, 16), torch.ones(5, 16)], layout=torch.jagged)
+    for mode in ("eval", "train"):
+        with pytest.raises(GraphBudgetError, match="input 0 is a nested tensor .* dense"):
+            profile_model(nn.Linear(16, 16), x, mode=mode)
+
+    (tmp_path / "jagged_models.py").write_text(
+        "import torch\ndef jagged():\n    return torch.nn.Linear(16, 16), "
+        f"(torch.nested.nested_tensor({parts}),)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "jagged_models", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["profile", "jagged_models:jagged"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and "forward raised" not in err
+    assert err.splitlines()[-1].endswith(
+        "input 0 is a nested tensor (torch.nested), which "
+        "graph-budget does not support as an input: pass padded dense tensors"
+    )

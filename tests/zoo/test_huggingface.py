@@ -171,6 +171,25 @@ def test_a_text_and_image_model_gets_both_inputs(tmp_path, no_network):
         assert towers[f"{tower}.encoder"].macs == expected, tower
 
 
+def test_a_model_with_fewer_positions_than_the_default_gets_them_in_a_note(tmp_path, no_network):
+    """User trial: a CLIP folder (77 text positions, transformers' default) was refused with
+    "seq_len 128 is longer than ... supports", a length the user never asked for."""
+    transformers = pytest.importorskip("transformers")
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
+    config = transformers.CLIPConfig(
+        text_config={**tower, "num_attention_heads": 2, "vocab_size": 100},
+        vision_config={**tower, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+        projection_dim=16,
+    )
+    config.save_pretrained(tmp_path)
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case)["input_ids"] == (1, 77)
+    assert f"seq_len 77: {tmp_path} has 77 positions, under the default 128" in case.note
+    assert "seq_len" not in (resolve(str(tmp_path), seq_len=16, meta=True).note or "")
+    with pytest.raises(GraphBudgetError, match=r"seq_len 128 is longer than .* \(77 positions\)"):
+        resolve(str(tmp_path), seq_len=128, meta=True)
+
+
 def test_hf_seq_len_beyond_the_model_is_a_clear_error():
     with pytest.raises(GraphBudgetError, match="seq_len 1024 is longer than roberta-base"):
         resolve("roberta-base", seq_len=1024, meta=True)
