@@ -58,37 +58,15 @@ def test_the_base_runs_its_own_code_or_says_it_cannot(pytester, repo, tmp_path, 
     result.stderr.fnmatch_lines([f"ERROR: *main@* imported nets from {site}*, not the copy in*"])
 
 
-def test_a_model_the_base_could_not_profile_is_a_warning_not_new(pytester, repo, monkeypatch):
-    """At the base the factory raises (a module its checkout lacks, say a build output git
-    ignores): HEAD's model had no base figures and read "new", green, with its growth never
-    compared. It warns, naming why, and under strict is an error; ``check --base`` too."""
-    broken = "\ndef mlp():\n    raise RuntimeError('needs a build step')\n"
-    (repo / "nets.py").write_text((repo / "nets.py").read_text() + broken)
-    commit(repo, "the base cannot build its model")
-    git(repo, "branch", "-f", "main")
-    write(repo, width=32)
-    commit(repo, "widen, and build it")
-    result = pytester.runpytest(
-        "--graph-budget", "--graph-budget-base", "main", "--graph-budget-json=out.json"
-    )
-    assert result.ret == 0, result.stdout.str()
-    for model in models(repo / "out.json").values():
-        assert model["verdict"] == "warn", model
-        (warning,) = [f["message"] for f in model["findings"] if f["severity"] == "warn"]
-        assert "could not profile it" in warning and "needs a build step" in warning
-    monkeypatch.chdir(repo)
-    assert cli.main(["check", "--base", "main", "--strict", "--json", "c.json"]) == 1
-    (model,) = models(repo / "c.json").values()
-    assert model["verdict"] == "error" and "needs a build step" in model["error"]
-
-
 def test_a_table_the_base_could_not_read_is_not_compared_rather_than_new(
     pytester, repo, monkeypatch
 ):
     """User trial: the base's table has a typo (``flop_max``), so the base run could not profile
-    it; HEAD fixes it and widens the model. It read ``new`` in its row, ``1 near a limit`` and
-    ``1 model not in the baseline (new?)`` in the title and ``baseline.new`` in JSON, at 0.17%
-    of its 1M limit (1,672 FLOPs by hand, the module docstring). Each now says "not compared"."""
+    it (as a factory that raises there, a module its checkout lacks); HEAD fixes it and widens
+    the model. It read ``new`` in its row, ``1 near a limit`` and ``1 model not in the baseline
+    (new?)`` in the title and ``baseline.new`` in JSON, at 0.17% of its 1M limit (1,672 FLOPs by
+    hand, the module docstring), its growth never compared. Each now says "not compared",
+    naming why, and under strict it is an error; ``check --base`` too."""
     (repo / "budgets" / "nets.toml").write_text(TABLE.replace("flops_max", "flop_max"))
     commit(repo, "a typo at the base")
     git(repo, "branch", "-f", "main")
@@ -122,3 +100,6 @@ def test_a_table_the_base_could_not_read_is_not_compared_rather_than_new(
     monkeypatch.chdir(repo)  # graph-budget check --base says the same
     assert cli.main(["check", "--base", "main", "--json", "c.json"]) == 0
     assert json.loads((repo / "c.json").read_text())["title"] == title
+    assert cli.main(["check", "--base", "main", "--strict", "--json", "s.json"]) == 1
+    (model,) = models(repo / "s.json").values()
+    assert model["verdict"] == "error" and "flop_max" in model["error"]
