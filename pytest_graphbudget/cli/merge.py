@@ -167,6 +167,23 @@ def environment_of(documents: dict[str, dict[str, Any]]) -> dict[str, str] | Non
     return seen
 
 
+def commit_of_shards(documents: dict[str, dict[str, Any]]) -> str | None:
+    """The commit the shards ran, for the merged report. Shards of two commits (a re-run's
+    shard beside the last push's) are no one run: each model's verdict would be another
+    code's, and a model made heavier could pass on the old shard's figures."""
+    found = {path: d["commit"] for path, d in documents.items() if "commit" in d}
+    if not found:
+        return None
+    (first, seen), *others = found.items()
+    for path, commit in others:
+        if commit != seen:
+            raise GraphBudgetError(
+                f"{first} ran at commit {str(seen or 'none')[:12]} and {path} at "
+                f"{str(commit or 'none')[:12]}: shards must run one commit"
+            )
+    return seen
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     if args.github and not os.environ.get("GITHUB_STEP_SUMMARY"):
         raise GraphBudgetError("--github: $GITHUB_STEP_SUMMARY is not set (not in Actions?)")
@@ -178,6 +195,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     records = [d["stale_entries"] for d in documents.values() if d.get("stale_entries")]
     orphans = renames.rematch_merged(results, records, stale)
     environment = environment_of(documents)
+    commit = commit_of_shards(documents)
     seen = {r.id for r in results}
     collection = merge_expect.collection_of(documents)
     left = merge_expect.never_ran(collection, {r.nodeid for r in results}, seen)
@@ -215,6 +233,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         environment=environment,
         collection=collection,
         orphans=orphans,
+        commit=commit,
     )
     for problem in done.problems:  # already "graph-budget: cannot write ...", one line
         print(problem, file=sys.stderr, flush=True)

@@ -73,13 +73,15 @@ def write_files(
     environment: Mapping[str, str] | None = None,
     collection: Collection | None = None,
     orphans: Mapping[str, Any] | None = None,
+    commit: str | None = "HEAD",
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
     job summary (in GitHub Actions, or asked by ``github``). A file that cannot be written
     does not stop the others: it becomes one line in ``problems``. ``environment``: what the
     figures were measured in (default: this process; ``merge`` gives the shards');
     ``collection``: a pytest run's budgeted items, and ``orphans`` the stale entries' figures
-    (``renames.orphans_record``), for the JSON."""
+    (``renames.orphans_record``), for the JSON; ``commit``: the code's, by default the
+    repository's at ``root`` (``merge`` gives the shards')."""
     from pytest_graphbudget.reports import github as github_report
     from pytest_graphbudget.reports import json_report
     from pytest_graphbudget.reports import junit as junit_report
@@ -103,11 +105,13 @@ def write_files(
         write_junit = junit_report.write
         attempt("JUnit", junit, lambda: write_junit(here / junit, results, stale, environment))
     if json:
-        write_json = json_report.write
+        from pytest_graphbudget.reports.history import commit_of
+
+        write_json, sha = json_report.write, commit_of(root) if commit == "HEAD" else commit
         attempt(
             "JSON",
             json,
-            lambda: write_json(here / json, results, stale, environment, collection, orphans),
+            lambda: write_json(here / json, results, stale, environment, collection, orphans, sha),
         )
     text = markdown_report.render(results, stale, root, environment)
     if markdown:

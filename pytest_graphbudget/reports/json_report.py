@@ -5,6 +5,7 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
     {"schema": "graphbudget.report/1",
      "tool": {"name": "pytest-graphbudget", "version": "0.1.0"},
      "environment": {"python": "3.12.3", "torch": "2.9.1", "pytest-graphbudget": "0.1.0"},
+     "commit": "1a2b3c4...",
      "passed": false,
      "title": "3 models: 1 over budget, 1 near a limit, 1 within budget",
      "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0, "unchecked": 0},
@@ -125,9 +126,11 @@ def document(
     environment: Any = None,
     collection: Collection | None = None,
     orphans: Any = None,
+    commit: str | None = None,
 ) -> dict[str, Any]:
     """The report; ``environment`` is what the figures were measured in (default: this
-    process's, without the project's version); ``collection``: a pytest run's budgeted items."""
+    process's, without the project's version); ``collection``: a pytest run's budgeted items;
+    ``commit``: the code's (``merge`` refuses shards of two commits)."""
     from pytest_graphbudget.gate.environment import current
 
     verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR, common.UNCHECKED)
@@ -139,6 +142,7 @@ def document(
             "schema": SCHEMA,
             "tool": {"name": "pytest-graphbudget", "version": tool_version()},
             "environment": dict(environment) if environment else current(),
+            "commit": commit,
             # null, neither passed nor failed, when nothing was checked (a model's "unchecked")
             "passed": not any(r.failed for r in results) if results or stale else None,
             "title": common.title(results, stale),
@@ -158,9 +162,10 @@ def write(
     environment: Any = None,
     collection: Collection | None = None,
     orphans: Any = None,
+    commit: str | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    found = document(results, stale, environment, collection, orphans)
+    found = document(results, stale, environment, collection, orphans, commit)
     text = json.dumps(finite(found), indent=2, allow_nan=False, default=str)
     path.write_text(text + "\n", "utf-8")
 

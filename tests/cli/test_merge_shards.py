@@ -332,17 +332,32 @@ def test_the_merged_reports_say_what_the_shards_were_measured_in(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """Shards ran on runners, not on the machine that merges: the merged JSON and comment
-    carry the shards' environment; shards with different counters are no one report."""
+    carry the shards' environment and commit; shards with different counters, or of two
+    commits, are no one report (a user trial: a re-run's shard beside the last push's merged
+    green, a model made heavier judged on the old figures)."""
+    import subprocess
+
     monkeypatch.chdir(project.path)
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "models"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *command], check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     run_shard(project, "a.json", "budgets/narrow.toml")
     run_shard(project, "b.json", "budgets/mid.toml")
+    assert load(project.path / "a.json")["commit"] == head.strip()
     for name in ("a.json", "b.json"):  # a runner's Python, not this one's
         shard = json.loads((project.path / name).read_text("utf-8"))
         shard["environment"]["python"] = "3.99.1"
         (project.path / name).write_text(json.dumps(shard))
     assert cli.main(["merge", "a.json", "b.json", "--json", "m.json", "--markdown", "m.md"]) == 0
     assert load(project.path / "m.json")["environment"]["python"] == "3.99.1"
+    assert load(project.path / "m.json")["commit"] == head.strip()
     assert "3.99.1" in (project.path / "m.md").read_text("utf-8")
+    older = json.loads((project.path / "b.json").read_text("utf-8")) | {"commit": "f" * 40}
+    (project.path / "old.json").write_text(json.dumps(older))
+    capsys.readouterr()
+    assert cli.main(["merge", "a.json", "old.json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("old.json at ffffffffffff: shards must run one commit"), err
     shard = json.loads((project.path / "b.json").read_text("utf-8"))
     shard["environment"]["torch"] = "2.0.0"
     (project.path / "b.json").write_text(json.dumps(shard))
