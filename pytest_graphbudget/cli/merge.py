@@ -112,15 +112,6 @@ def _result_of(path: str, entry: dict[str, Any]) -> ModelResult:
         ) from None
 
 
-def not_run(model_id: str) -> ModelResult:
-    """A listed model that no shard reported: an error, so a lost shard is never green."""
-    path, name = model_id.split("::", 1)[0], model_id.rpartition("::")[2]
-    error = "not run: no shard reported this model (a missing or failed shard?)"
-    budget: dict[str, Any] = {"limits": {}}
-    source = "toml" if path.endswith(".toml") else "marker"
-    return ModelResult(model_id, name, model_id, path, 0, budget, error=error, source=source)
-
-
 def comparable(entry: dict[str, Any]) -> dict[str, Any]:
     """A model entry less what two runs of the same model may differ in: the wall-clock time
     of its trace (another runner) and whether its graph was drawn (an HTML report asked)."""
@@ -214,7 +205,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             console.error(merge_expect.never_ran_line(lost, list(documents)))
     halted = frozenset().union(*stopped.values())  # kept by a shard, so never in ``left``
     lost = sorted(halted.union(lost))
-    results = sorted(results + [not_run(i) for i in lost], key=lambda r: r.id)
+    from pytest_graphbudget.run.session import not_run
+
+    lost_shard = "no shard reported this model (a missing or failed shard?)"
+    results = sorted(results + [not_run(i, lost_shard) for i in lost], key=lambda r: r.id)
     if collection is not None:  # the merged run's: what the shards collected, and left unrun
         collection = json_report.Collection(
             collection.collected, halted.union(left), collection.skipped

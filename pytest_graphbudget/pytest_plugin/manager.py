@@ -392,11 +392,13 @@ class GraphBudget:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if _is_worker(self.config):
             return
-        from pytest_graphbudget.run.session import finish, outputs_of, stale_errors
+        from pytest_graphbudget.run.session import finish, not_run, outputs_of, stale_errors
 
         outputs = outputs_of(self.config)
         stale = stale_errors(self.stale_entries(), self.checker)  # errors under strict only
-        self.results += stale
+        crashed = "its test reported nothing (a crashed worker, or the run stopped first)"
+        lost = self.shards.halted({r.id for r in self.results})  # the reports had said green
+        self.results += stale + [not_run(i, crashed) for i in lost]
         self.written, self.baseline_unwritten = finish(
             self.results, self.stale_entries(), self.checker, outputs, self.shards.collection()
         )

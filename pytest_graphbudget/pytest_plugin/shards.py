@@ -67,6 +67,14 @@ class ShardBooks:
         # still the workers' (its baseline entry is not stale)
         self.present.update(present)
 
+    def halted(self, seen: set[str]) -> list[str]:
+        """The budgeted items this run kept and neither reported (``seen``: the results' ids)
+        nor skipped: a worker crashed in them, or the run stopped first."""
+        lost = self.kept - self.skipped
+        return sorted(
+            i for i in lost if i not in seen and not any(s.startswith(f"{i}::") for s in seen)
+        )
+
     def collection(self) -> Collection:
         """What the JSON report says of the run's collection."""
         from pytest_graphbudget.reports.json_report import Collection

@@ -78,6 +78,19 @@ def stale_errors(stale: set[str], checker: Checker) -> list[ModelResult]:
     ]
 
 
+def not_run(model_id: str, why: str) -> ModelResult:
+    """A budgeted model its run never reported (a lost shard, a crashed worker): an error, so
+    a model never checked is never green."""
+    from pytest_graphbudget.gate.check import ModelResult
+
+    path, name = model_id.split("::", 1)[0], model_id.rpartition("::")[2]
+    source = "toml" if path.endswith(".toml") else "marker"
+    budget: dict[str, Any] = {"limits": {}}
+    return ModelResult(
+        model_id, name, model_id, path, 0, budget, error=f"not run: {why}", source=source
+    )
+
+
 def finish(
     results: list[ModelResult],
     stale: set[str],
