@@ -158,21 +158,31 @@ def environment_of(documents: dict[str, dict[str, Any]]) -> dict[str, str] | Non
     return seen
 
 
-def commit_of_shards(documents: dict[str, dict[str, Any]]) -> str | None:
-    """The commit the shards ran, for the merged report. Shards of two commits (a re-run's
-    shard beside the last push's) are no one run: each model's verdict would be another
-    code's, and a model made heavier could pass on the old shard's figures."""
-    found = {path: d["commit"] for path, d in documents.items() if "commit" in d}
+def shards_agree(documents: dict[str, dict[str, Any]], key: str, what: str) -> Any:
+    """The ``commit`` (or ``root``) the shards ran at, for the merged report. Shards of two
+    commits (a re-run's shard beside the last push's) are no one run: each model's verdict
+    would be another code's, and a model made heavier could pass on the old shard's figures."""
+    found = {path: d[key] for path, d in documents.items() if key in d}
     if not found:
         return None
     (first, seen), *others = found.items()
-    for path, commit in others:
-        if commit != seen:
+    for path, value in others:
+        if value != seen:
             raise GraphBudgetError(
-                f"{first} ran at commit {str(seen or 'none')[:12]} and {path} at "
-                f"{str(commit or 'none')[:12]}: shards must run one commit"
+                f"{first} ran at {what} {str(seen)[:12]} and {path} at {str(value)[:12]}: "
+                f"shards must run at one {what}"
             )
     return seen
+
+
+def reports_root(prefix: Any, here: Path) -> Path:
+    """Where the shards' paths are relative to, on this runner: their root's place in the
+    repository under ``$GITHUB_WORKSPACE`` (the checkout), else the merge's own folder (the
+    annotations had named files relative to wherever merge ran)."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace and isinstance(prefix, str):
+        return Path(workspace) / prefix
+    return here
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -186,7 +196,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     records = [d["stale_entries"] for d in documents.values() if d.get("stale_entries")]
     orphans = renames.rematch_merged(results, records, stale)
     environment = environment_of(documents)
-    commit = commit_of_shards(documents)
+    commit = shards_agree(documents, "commit", "commit")
+    prefix = shards_agree(documents, "root", "root")
     seen = {r.id for r in results}
     collection = merge_expect.collection_of(documents)
     left = merge_expect.never_ran(collection, {r.nodeid for r in results}, seen)
@@ -214,11 +225,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
             collection.collected, halted.union(left), collection.skipped
         )
     here = Path.cwd()
+    root = reports_root(prefix, here)
     done = write_files(
         results,
         stale,
         here=here,
-        root=here,
+        root=root,
         junit=args.junit,
         json=args.json,
         markdown=args.markdown,
@@ -228,13 +240,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         collection=collection,
         orphans=orphans,
         commit=commit,
+        prefix=prefix,
     )
     for problem in done.problems:  # already "graph-budget: cannot write ...", one line
         print(problem, file=sys.stderr, flush=True)
     from pytest_graphbudget.reports import common, github
 
     if args.github or os.environ.get("GITHUB_ACTIONS") == "true":  # as the terminal reporter
-        for command in github.annotations(results, here):
+        for command in github.annotations(results, root):
             print(command, flush=True)
     console.note(common.title(results, stale))
     if not results and not stale:  # every shard's run checked nothing: a gate that gated nothing

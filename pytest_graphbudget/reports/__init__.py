@@ -74,6 +74,7 @@ def write_files(
     collection: Collection | None = None,
     orphans: Mapping[str, Any] | None = None,
     commit: str | None = "HEAD",
+    prefix: str | None = "HEAD",
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
     job summary (in GitHub Actions, or asked by ``github``). A file that cannot be written
@@ -81,7 +82,8 @@ def write_files(
     figures were measured in (default: this process; ``merge`` gives the shards');
     ``collection``: a pytest run's budgeted items, and ``orphans`` the stale entries' figures
     (``renames.orphans_record``), for the JSON; ``commit``: the code's, by default the
-    repository's at ``root`` (``merge`` gives the shards')."""
+    repository's at ``root`` (``merge`` gives the shards'), and ``prefix`` ``root``'s place in
+    it."""
     from pytest_graphbudget.reports import github as github_report
     from pytest_graphbudget.reports import json_report
     from pytest_graphbudget.reports import junit as junit_report
@@ -105,14 +107,12 @@ def write_files(
         write_junit = junit_report.write
         attempt("JUnit", junit, lambda: write_junit(here / junit, results, stale, environment))
     if json:
-        from pytest_graphbudget.reports.history import commit_of
+        from pytest_graphbudget.reports.history import commit_of, prefix_of
 
-        write_json, sha = json_report.write, commit_of(root) if commit == "HEAD" else commit
-        attempt(
-            "JSON",
-            json,
-            lambda: write_json(here / json, results, stale, environment, collection, orphans, sha),
-        )
+        sha = commit_of(root) if commit == "HEAD" else commit
+        where = prefix_of(root) if prefix == "HEAD" else prefix
+        found = (environment, collection, orphans, sha, where)
+        attempt("JSON", json, lambda: json_report.write(here / json, results, stale, *found))
     text = markdown_report.render(results, stale, root, environment)
     if markdown:
         attempt("markdown", markdown, lambda: markdown_report.save(here / markdown, text))

@@ -34,6 +34,22 @@ from pytest_graphbudget.gate.budgets import REGRESSION_FIGURES, ROOT
 SCHEMA = "graphbudget.history/1"
 
 
+def prefix_of(root: Path) -> str | None:
+    """``root`` relative to the top of its repository (``"proj"``, ``""`` at the top); None
+    outside one: where a merge on another runner finds the files the reports point at."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--show-prefix"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip().rstrip("/") if done.returncode == 0 else None
+
+
 def commit_of(root: Path) -> str | None:
     """``git rev-parse HEAD`` of the repository ``root`` is in; None outside one."""
     try:

@@ -154,6 +154,19 @@ def test_merge_github_writes_what_the_unsharded_run_writes_in_actions(
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
     assert cli.main(["merge", *shards, "--github"]) == 2
     assert "GITHUB_STEP_SUMMARY" in capsys.readouterr().err
+    # User trial: the project a folder of the checkout, merged from another folder: the
+    # annotations named files from the merge's folder. The shards say where their root is.
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path.parent))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "elsewhere.md"))
+    for shard in shards:
+        moved = load(project.path / shard) | {"root": project.path.name}
+        (project.path / shard).write_text(json.dumps(moved))
+    (project.path / "out").mkdir()
+    monkeypatch.chdir(project.path / "out")
+    assert cli.main(["merge", *(f"../{s}" for s in shards), "--github"]) == 1
+    (error,) = [a for a in capsys.readouterr().out.splitlines() if a.startswith("::error")]
+    at = f"file={project.path.name}/budgets/wide.toml,line=3,title=Graph budget%3A wide over"
+    assert error.startswith(f"::error {at} budget::"), error
 
 
 def test_two_different_copies_of_a_model_are_an_error(
@@ -357,7 +370,7 @@ def test_the_merged_reports_say_what_the_shards_were_measured_in(
     capsys.readouterr()
     assert cli.main(["merge", "a.json", "old.json"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("old.json at ffffffffffff: shards must run one commit"), err
+    assert err.endswith("old.json at ffffffffffff: shards must run at one commit"), err
     shard = json.loads((project.path / "b.json").read_text("utf-8"))
     shard["environment"]["torch"] = "2.0.0"
     (project.path / "b.json").write_text(json.dumps(shard))
