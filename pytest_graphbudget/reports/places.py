@@ -40,9 +40,13 @@ def head_sha() -> str | None:
 def error_place(result: Any) -> tuple[str, int]:
     """Where the result's error is fixed: the baseline's line for a bad baseline entry (the
     message names it; the budget's line would send the reader to the wrong file), else the
-    budget's."""
+    budget's: its ``factory`` line for a factory that could not build the model (a user trial:
+    annotated at ``flops_max``)."""
     if result.error is not None and getattr(result, "error_path", ""):
         return result.error_path, result.error_line
+    lines = result.budget.get("lines") or {} if isinstance(result.budget, dict) else {}
+    if (result.error or "").startswith("factory ") and "factory" in lines:
+        return result.path, lines["factory"]
     return result.path, result.line
 
 

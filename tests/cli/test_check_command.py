@@ -395,3 +395,16 @@ def test_model_paths_are_the_roots_under_pytest_and_check_from_any_directory(pyt
             f"{pytester.path} (a model path in a budget file is relative to the root, wherever "
             "the run starts)"
         )
+
+
+def test_a_factory_that_cannot_build_is_annotated_at_its_factory_line(project, monkeypatch, capsys):
+    """User trial: the error of a factory naming a function its module lacks was annotated
+    at the table's ``flops_max`` line (19 of their file), where the line to fix is ``factory``."""
+    write(
+        project / "budgets/gone.toml",
+        '[models.gone]\nfactory = "checkmod_models:nope"\n\nflops_max = "1M"\n',
+    )
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    assert cli.main(["check", "budgets/gone.toml"]) == 1
+    (error,) = [a for a in capsys.readouterr().out.splitlines() if a.startswith("::error")]
+    assert error.startswith("::error file=budgets/gone.toml,line=2,"), error
