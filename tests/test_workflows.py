@@ -405,6 +405,7 @@ def test_comment_script_posts_once_then_updates(tmp_path):
         ["list", 7],
         ["update", 2, body],  # ours is found by its marker and edited in place
         ["list", 7],  # the fork's read-only token: a warning, not a failure
+        ["list", 7],  # no report: the earlier comment is looked for, to be corrected
     ]
     warnings = [m for kind, m in out["logs"] if kind == "warning"]
     assert any("read-only" in m for m in warnings)

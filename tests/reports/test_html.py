@@ -516,6 +516,51 @@ def test_sticky_comment_links_the_html_report(tmp_path):
     assert without == report.read_text()  # no artifact uploaded: no dead link
 
 
+STALE_COMMENT_JS = """
+const post = require(process.argv[1]);
+const calls = [];
+const old = { id: 3, body: "<!-- graph-budget -->\\n### ✅ Graph budget: 2 models within budget" };
+const github = {
+  paginate: async () => (process.argv[3] === "posted" ? [old] : []),
+  rest: { issues: { listComments: () => {},
+    updateComment: async (a) => { calls.push(["update", a.comment_id, a.body]); },
+    createComment: async (a) => { calls.push(["create", a.body]); return { data: {} }; } } },
+};
+const core = { info: () => {}, warning: () => {} };
+const context = { repo: { owner: "o", repo: "r" }, payload: { pull_request: { number: 7 } } };
+(async () => {
+  await post({ github, context, core }, process.argv[2], {});
+  console.log(JSON.stringify(calls));
+})();
+"""
+
+
+@pytest.mark.parametrize("earlier", ["posted", "none"])
+def test_a_run_without_a_report_corrects_the_comment_it_leaves(tmp_path, earlier):
+    """User trial: a usage error (exit 4) wrote no report, and the comment of the last push,
+    green, stood beside the red check. It now says this run checked nothing; without an
+    earlier comment there is nothing to correct, and none is posted."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = GITHUB / "actions" / "graph-budget" / "comment.js"
+    missing = tmp_path / "graph-budget" / "report.md"
+    done = subprocess.run(
+        [node, "-e", STALE_COMMENT_JS, str(script), str(missing), earlier],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    calls = json.loads(done.stdout)
+    if earlier == "none":
+        assert calls == []
+        return
+    ((kind, comment, body),) = calls
+    assert (kind, comment) == ("update", 3)
+    assert body.startswith("<!-- graph-budget -->\n### ❌ Graph budget: this run wrote no report")
+
+
 def test_graph_budget_check_writes_the_same_page(tmp_path, monkeypatch, capsys):
     """``graph-budget check --html``: the TOML budgets' check without pytest writes it too."""
     from pytest_graphbudget import cli

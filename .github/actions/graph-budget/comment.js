@@ -20,12 +20,18 @@ module.exports = async function postComment({ github, context, core }, path, lin
     core.info("Not a pull request: no comment to post.");
     return;
   }
-  if (!path || !fs.existsSync(path)) {
-    core.warning(`No graph-budget report at ${path}: nothing to post.`);
-    return;
+  // No report (a usage error, a crash before the reports): the comment of an earlier push,
+  // perhaps a green one, must not stand beside this run's red check.
+  const missing = !path || !fs.existsSync(path);
+  if (missing) {
+    core.warning(`No graph-budget report at ${path}: the comment says this run checked nothing.`);
   }
-  let body = fs.readFileSync(path, "utf8");
-  if (links.htmlUrl) {
+  let body = missing
+    ? `${MARKER}\n### ❌ Graph budget: this run wrote no report\n\nThe graph-budget step ` +
+      "stopped before its reports (a usage error or a crash: see the job's log), so this " +
+      "commit's budgets were not checked.\n"
+    : fs.readFileSync(path, "utf8");
+  if (!missing && links.htmlUrl) {
     body +=
       `\n[📊 Interactive HTML report](${links.htmlUrl}): roofline, module icicle, ` +
       "per-layer table and graph (download, unzip, open report.html)\n";
@@ -43,6 +49,8 @@ module.exports = async function postComment({ github, context, core }, path, lin
     if (previous) {
       await github.rest.issues.updateComment({ owner, repo, comment_id: previous.id, body });
       core.info(`Updated the graph-budget comment: ${previous.html_url}`);
+    } else if (missing) {
+      core.info("No graph-budget comment to correct: none posted.");
     } else {
       const { data } = await github.rest.issues.createComment({ owner, repo, issue_number, body });
       core.info(`Posted the graph-budget comment: ${data.html_url}`);
