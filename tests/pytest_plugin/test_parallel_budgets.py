@@ -96,6 +96,19 @@ def test_marker_memory_per_rank_max(pytester):
     assert profile["parallel"]["ranks"][0]["model_state_bytes"] == STATE
 
 
+def test_a_bare_memory_per_rank_max_marker_is_an_error_not_a_failure(pytester):
+    """User trial: without ``graph_budget(mode="train", parallel=...)`` the test failed "over
+    budget", telling the user to measure the model; the TOML table's error says why."""
+    project(pytester, "")
+    unmarked = MARKED.replace('@pytest.mark.graph_budget(mode="train", optimizer="adam", '
+                              'parallel={{"fsdp": 2}})\n', "")  # fmt: skip
+    pytester.makepyfile(test_bare=unmarked.format(limit="4GB"))
+    result, models = run(pytester, "test_bare.py")
+    result.assert_outcomes(errors=1)
+    (model,) = models.values()
+    assert model["verdict"] == "error" and "needs parallel" in model["error"]
+
+
 def test_the_markdown_report_shows_ranks_that_differ(pytester):
     # fsdp=3 splits the 32 rows of the weight (and bias) as 11, 11, 10: ranks 0 and 1 hold
     # 11 * (64 + 1) = 715 parameters' gradients, 2,860 bytes; rank 2 holds 10 * 65 = 650,
