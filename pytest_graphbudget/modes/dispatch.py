@@ -8,7 +8,7 @@ hands each of its points' requests to ``profile``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -152,6 +152,7 @@ def request(
         options = step_options(options)
     else:
         options.pop("decode", None)
+        _refuse_unknown(options, kwargs)
         if options and not isinstance(model, str):
             unknown = ", ".join(sorted(options))
             raise GraphBudgetError(f"options {unknown} only apply to zoo model names")
@@ -266,6 +267,28 @@ def _one_forward(
         if not request.runs:
             return prof
         return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)
+
+
+KEYWORDS = (
+    "hardware name mode loss optimizer dtype measure device tier parallel execution decode "
+    "context seq_len batch input_shape meta trust_pickle"
+).split()
+"""``profile_model``'s keywords and the zoo's options (``zoo.resolve``)."""
+
+
+def _refuse_unknown(options: dict[str, Any], kwargs: Any) -> None:
+    """A misspelt keyword (``hardwre=``) is named, with the one meant: it had reached the
+    zoo's loader as a ``TypeError``, or been called an option of zoo names; ``kwargs`` that
+    is no mapping had been a ``TypeError`` deep in the cast."""
+    from pytest_graphbudget.errors import closest
+
+    for key in options:
+        if key not in KEYWORDS:
+            raise GraphBudgetError(f"unknown keyword {key!r}{closest(key, KEYWORDS)}")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise GraphBudgetError(
+            f"kwargs= takes the keyword inputs as a dict, got {type(kwargs).__name__}"
+        )
 
 
 def _refuse_nested(args: tuple, kwargs: dict) -> None:

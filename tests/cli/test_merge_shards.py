@@ -169,6 +169,21 @@ def test_merge_github_writes_what_the_unsharded_run_writes_in_actions(
     assert error.startswith(f"::error {at} budget::"), error
 
 
+def test_a_variant_tables_model_is_its_items_in_a_merge(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table with a dtype reports its model as ``narrow@bfloat16`` under the item
+    ``narrow``: merging its run alone said it kept that item and never ran it (not run)."""
+    monkeypatch.chdir(project.path)
+    table = (project.path / "budgets" / "narrow.toml").read_text()
+    (project.path / "budgets" / "narrow.toml").write_text(table + 'dtype = "bfloat16"\n')
+    run_shard(project, "v.json", "budgets/narrow.toml").assert_outcomes(passed=1)
+    assert [m["id"] for m in load(project.path / "v.json")["models"]] == [
+        "budgets/narrow.toml::narrow@bfloat16"
+    ]
+    assert cli.main(["merge", "v.json"]) == 0
+
+
 def test_two_different_copies_of_a_model_are_an_error(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

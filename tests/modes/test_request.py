@@ -198,3 +198,21 @@ def test_a_tier_is_checked_once_and_refused_where_it_would_be_ignored():
     )
     with pytest.raises(GraphBudgetError, match="tier must be one of dynamo, dynamo-breaks"):
         dispatch.request(linear, torch.randn(1, 4), tier="export")
+
+
+@pytest.mark.parametrize(
+    ("model", "given", "says"),
+    [
+        # user trial: a TypeError from the zoo's loader, or "only apply to zoo model names"
+        ("resnet18", {"hardwre": "a100"}, "unknown keyword 'hardwre' (did you mean 'hardware'?)"),
+        (nn.Linear(4, 4), {"seq_lenn": 8}, "unknown keyword 'seq_lenn' (did you mean 'seq_len'?)"),
+        # a TypeError deep in the cast
+        (nn.Linear(4, 4), {"kwargs": [1]}, "kwargs= takes the keyword inputs as a dict, got list"),
+    ],
+)
+def test_a_misspelt_keyword_or_a_kwargs_list_is_one_line(model, given, says):
+    with pytest.raises(GraphBudgetError) as info:
+        dispatch.request(
+            model, (torch.ones(2, 4),) if isinstance(model, nn.Module) else None, **given
+        )
+    assert str(info.value) == says
