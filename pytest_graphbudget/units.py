@@ -204,6 +204,24 @@ def format_bytes(value: float) -> str:
     return _format(value, 1000, ["", "k", "M", "G", "T", "P"]) + "B"
 
 
+def format_exact(value: float, key: str) -> str:
+    """Every digit of figure ``key`` (``peak_memory_bytes``, ``est_latency_s``), in its unit:
+    where rounding would show a figure equal to its limit (``17,152B`` for 17.2kB; the bare
+    ``1.7152e-07`` of a latency had read as no unit at all)."""
+    if key.endswith("_s"):
+        units = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
+        unit, scale = next(((u, s) for u, s in units if abs(value) >= s), units[-1])
+        return f"{value / scale:,.6g}{unit}"
+    text = f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
+    return text + ("B" if key.endswith("_bytes") else "")
+
+
+def format_share(value: float) -> str:
+    """``format_ratio`` of a share below 1 that never reads 100% (99.95% had, on a pass)."""
+    text = format_ratio(value)
+    return f"{math.floor(value * 1e4) / 100:g}%" if value < 1 and text == "100.0%" else text
+
+
 def format_seconds(value: float) -> str:
     """``0.00312`` -> ``"3.12ms"``."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):

@@ -179,3 +179,17 @@ def test_a_unit_word_of_another_figure_is_refused(key, value, says):
         assert build({key: fits}, "m").limits[key] == 22e9
     if key == "macs_max":
         assert build({key: "5 GMACs"}, "m").limits[key] == 5e9
+
+
+def test_exact_figures_keep_their_unit_and_a_share_below_one_never_reads_100_percent():
+    """User trial: where rounding hid a figure's difference from its limit, the warning had
+    written bare numbers (peak memory 17,152, latency 1.7152e-07), and a pass at 8,256 of
+    8,260 FLOPs (99.95%) read "is at 100.0% of flops_max"."""
+    from pytest_graphbudget.units import format_exact, format_share
+
+    assert format_exact(17_152, "peak_memory_bytes") == "17,152B"
+    assert format_exact(1.7152e-07, "est_latency_s") == "171.52ns"
+    assert format_exact(0.0123456789, "latency_measured_s") == "12.3457ms"
+    assert format_exact(8_256, "flops") == "8,256"
+    assert format_share(8_256 / 8_260) == "99.95%"
+    assert format_share(0.971) == "97.1%"

@@ -16,7 +16,7 @@ from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.ignored import missing_peak
 from pytest_graphbudget.modes import request as variants
 from pytest_graphbudget.modes.runtime import DEFAULT_RUNS, check_runs, noise_note
-from pytest_graphbudget.units import format_ratio, parse
+from pytest_graphbudget.units import format_exact, format_ratio, format_share, parse
 from pytest_graphbudget.units import share as shares
 
 LIMITS: dict[str, Figure] = figures.BY_BUDGET
@@ -329,10 +329,6 @@ def check(profile: Any, budget: Budget) -> list[Finding]:
     return findings
 
 
-def _exact(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
-
-
 def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     limit = LIMITS[key]
     value = figure(profile, limit.key)
@@ -348,7 +344,8 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
         )
     shown, bound = limit.format(value), f"{key} {limit.format(limit_value)}"
     if shown == limit.format(limit_value):  # rounding would hide the difference: be exact
-        shown, bound = _exact(value), f"{key} {_exact(limit_value)}"
+        exact = (format_exact(v, limit.key) for v in (value, limit_value))
+        shown, bound = next(exact), f"{key} {next(exact)}"
     if limit.key == "est_latency_s" and (on := priced_on(profile)):
         shown += f" on {on}"
     if limit.key == "latency_measured_s" and (how := measured_as(profile)):
@@ -373,7 +370,7 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
             message += f"; {heading}: {top}"
         return Finding("fail", key, message, value, limit_value)
     if limit_value and value > WARN_AT * limit_value:
-        share = format_ratio(value / limit_value)
+        share = format_share(value / limit_value)
         return Finding(
             "warn", key, f"{limit.label} {shown} is at {share} of {bound}", value, limit_value
         )
