@@ -171,13 +171,16 @@ def number(name: str, where: str, value: object, positive: bool = False) -> floa
     return figure
 
 
-def check_names(found: Mapping[str, Any], shipped: Mapping[str, Any]) -> None:
+def check_names(
+    found: Mapping[str, Any], shipped: Mapping[str, Any], aliases: Mapping[str, Any] | None = None
+) -> None:
     """Names are matched in any case: two profiles named alike, an alias that is another
     profile's name, or one alias of two profiles would leave one of them unreachable without
     a word. A profile named like a shipped GPU (``shipped``, by lowercase name) that gives no
     ``family``, ``efficiency``, ``launch_us`` or calibrated kernels would price that card as a
     bare roofline, far faster than the card it replaces (ResNet-50 on h100: 0.07 ms for 2.5):
-    it is refused too."""
+    it is refused too, under a shipped alias (``aliases``: ``a100-80gb``, which a user's
+    profile may otherwise take) and with an empty ``kernels`` table."""
     names: dict[str, str] = {}
     for name in found:
         if name.lower() in names:
@@ -187,11 +190,11 @@ def check_names(found: Mapping[str, Any], shipped: Mapping[str, Any]) -> None:
             )
         names[name.lower()] = name
     for name, hw in found.items():
-        card = shipped.get(name.lower())
+        card = shipped.get(name.lower()) or (aliases or {}).get(name.lower())
         if (
             card is not None
             and card.family
-            and not (hw.family or hw.efficiency or hw.launch_s or hw.kernels)
+            and not (hw.family or hw.efficiency or hw.launch_s or any(hw.kernels.values()))
         ):
             raise GraphBudgetError(
                 f"hardware {name!r} replaces the shipped {card.name}, which is priced with "

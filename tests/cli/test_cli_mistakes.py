@@ -301,8 +301,8 @@ def test_the_hardware_listing_names_each_profile_by_what_reaches_it(tmp_path, mo
     shipped h100 by name: the listing had still shown ``rtx4090 (4090)`` and dropped the
     shipped H100, which ``h100-sxm`` still reaches."""
     (tmp_path / "pyproject.toml").write_text(
-        "[tool.graph_budget.hardware_profiles.4090]\n"
-        "peak_tflops = { float32 = 80 }\nbandwidth_gbs = 1000\n"
+        "[tool.graph_budget.hardware_profiles.4090]\n"  # the alias priced as the family is
+        'peak_tflops = { float32 = 80, float16 = 160 }\nbandwidth_gbs = 1000\nfamily = "ada"\n'
         "[tool.graph_budget.hardware_profiles.H100]\n"
         "peak_tflops = { float32 = 60 }\nbandwidth_gbs = 3000\nlaunch_us = 4\n"
     )
