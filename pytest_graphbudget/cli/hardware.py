@@ -127,6 +127,11 @@ def calibrate(args: argparse.Namespace, console: Console) -> int:
         raise GraphBudgetError(f"{noisy}, or pass --force to write it anyway")
     if noisy:
         console.note(f"{noisy}; written anyway (--force)")
+    if not checks and (noisy := result.too_noisy(MAX_SPREAD)):  # said, never refused
+        console.note(
+            f"--quick: {noisy}; a smoke check's profile (give --max-spread to check it, or "
+            "calibrate without --quick for budgets)"
+        )
     if rounds < 2 and checks:  # the default check (--max-spread needs 2 rounds): unchecked
         console.note(
             "one round measures no spread: the machine's noise went unchecked (--rounds 2 "
