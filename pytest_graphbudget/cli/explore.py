@@ -31,9 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--start", type=index, metavar="N", help="first node shown")
     p.add_argument("--end", type=index, metavar="N", help="last node shown")
     p.add_argument("--around", type=index, metavar="N", help="centre on node N")
-    p.add_argument(
-        "--context", type=index, default=10, metavar="K", help="nodes on each side of --around (10)"
-    )
+    p.add_argument("--context", type=index, metavar="K", help="nodes on each side of --around (10)")
     p.add_argument(
         "--max-nodes", type=options.positive_int, metavar="M", help="show at most M nodes"
     )
@@ -45,6 +43,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     if args.around is not None and (args.start is not None or args.end is not None):
         raise GraphBudgetError("--around cannot be combined with --start/--end")
+    if args.context is not None and args.around is None:  # it had been ignored, every node shown
+        raise GraphBudgetError("--context K goes with --around N: the K nodes on each side of N")
     if args.start is not None and args.end is not None and args.end < args.start:
         raise GraphBudgetError(f"--end {args.end} is before --start {args.start}")
     check_writable(args.output)
@@ -58,7 +58,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise GraphBudgetError(
             f"{option} {first} is past the last node: {prof.model} has nodes 0 to {total - 1}"
         )
-    shown = node_range(total, args.start, args.end, args.around, args.context, args.max_nodes)
+    context = 10 if args.context is None else args.context
+    shown = node_range(total, args.start, args.end, args.around, context, args.max_nodes)
     console.emit(explore_text(prof, shown), args.output)
     return EXIT_OK
 

@@ -173,7 +173,8 @@ def _list_text(families: dict[str, list[str]], fmt: str) -> str:
             lines += [f"{family} ({len(names)})", *_columns(names), ""]
     total = sum(len(n) for n in families.values())
     lines.append(
-        f"{total} models. Also: a .pt/.pth/.pt2 file, a YOLO .yaml, or a folder with config.json."
+        f"{total} model{'s' if total != 1 else ''}. Also: a .pt/.pth/.pt2 file, a YOLO .yaml, "
+        "or a folder with config.json."
     )
     return "\n".join(lines) + "\n"
 

@@ -177,6 +177,8 @@ def test_importing_the_cli_and_listing_hardware_do_not_import_torch(tmp_path):
         (["init", "resnet18", "--headroom", "lots"], "cannot read 'lots'"),
         (["explore", "resnet18", "--around", "5", "--start", "1"], "--around cannot be combined"),
         (["explore", "resnet18", "--start", "9", "--end", "3"], "--end 3 is before --start 9"),
+        # user trial: ignored, and every node shown
+        (["explore", "resnet18", "--context", "3"], "--context K goes with --around N"),
         (["profile", "resnet18", "--visualize", "graph.jpg"], "unknown format .jpg"),
         (["profile", "resnet18", "--hardware", "abacus"], "unknown hardware 'abacus'"),
         (["profile", "resnet18", "-o", "no/such/dir/out.txt"], "does not exist"),
@@ -983,3 +985,11 @@ def test_max_spread_reads_as_the_docs_write_it():
     for given in ("10", "10%", " 10% "):
         argv = ["hardware", "--calibrate", "--max-spread", given]
         assert build_parser().parse_args(argv).max_spread == 10.0
+
+
+def test_list_counts_one_model_in_the_singular(capsys):
+    """User trial: "1 models."."""
+    from pytest_graphbudget import cli
+
+    assert cli.main(["list", "wide_resnet101_2", "-q"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 model. Also:")
