@@ -117,7 +117,26 @@ def _kernel_rate(name: str, where: str, value: object) -> KernelRate:
         _figure(name, f"{where}.{key}", value[key], positive=key != "overhead_s")
         for key in KERNEL_KEYS
     )
+    for key, figure in zip(KERNEL_KEYS, (rate, bandwidth, overhead), strict=True):
+        low, high, unit = UNIT_SLIPS[key]
+        if not low <= figure <= high:  # 90 meant as GFLOP/s, 30 as us: every kernel mispriced
+            side = f"below {low:g}" if figure < low else f"above {high:g}"
+            raise GraphBudgetError(
+                f"hardware {name!r}: {where}.{key} = {value[key]!r} is {side}: give it in {unit}"
+            )
     return KernelRate(rate, bandwidth, overhead)
+
+
+UNIT_SLIPS = {
+    "flops_per_s": (1e6, math.inf, "FLOP/s (9e10 for 90 GFLOP/s)"),
+    "bytes_per_s": (1e6, math.inf, "bytes/s (2.2e10 for 22 GB/s)"),
+    "overhead_s": (0.0, 0.1, "seconds (3e-05 for 30 us)"),
+}
+"""What a calibrated rate can be: rates from ``hardware_table``'s lowest figure (a slower
+chip runs no model), an overhead under 0.1 s a kernel; outside, a figure written in another
+unit. Accepted, 90 for 90 GFLOP/s and 30 for 30 us had priced ResNet-50 at 44 million
+seconds. Above, no bound: a rate of 1e30 prices a side of the roofline at nothing, on
+purpose."""
 
 
 def _figure(name: str, where: str, value: object, positive: bool) -> float:

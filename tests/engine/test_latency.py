@@ -329,6 +329,23 @@ def test_a_misspelt_kernel_kind_or_dtype_is_refused(key, kind, says):
     assert str(info.value) == f"hardware 'box': {says}"
 
 
+@pytest.mark.parametrize(
+    ("key", "given", "says"),
+    [
+        ("flops_per_s", 90, "flops_per_s = 90 is below 1e+06: give it in FLOP/s (9e10 for 90"),
+        ("bytes_per_s", 22, "bytes_per_s = 22 is below 1e+06: give it in bytes/s (2.2e10 for"),
+        ("overhead_s", 30, "overhead_s = 30 is above 0.1: give it in seconds (3e-05 for 30 us)"),
+    ],
+)
+def test_a_kernel_rate_in_another_unit_is_refused(key, given, says):
+    """User trial: GFLOP/s, GB/s and microseconds written as the numbers alone priced
+    ResNet-50 at 43,727,222 s, accepted."""
+    rate = {"flops_per_s": 9e10, "bytes_per_s": 2.2e10, "overhead_s": 3e-5} | {key: given}
+    with pytest.raises(GraphBudgetError) as info:
+        from_table("box", {**TABLE, "kernels": {"conv_dense": rate}})
+    assert str(info.value).startswith(f"hardware 'box': kernels.conv_dense.{says}")
+
+
 def test_every_kind_the_estimate_prices_is_one_a_profile_may_name():
     from pytest_graphbudget.engine.latency import FALLBACK
     from pytest_graphbudget.rates import COMPUTE_KINDS
