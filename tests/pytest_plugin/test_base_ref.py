@@ -125,14 +125,20 @@ def test_a_widened_layer_fails_against_the_base_with_no_baseline_file(pytester, 
         assert model["baseline"]["flops"] == NARROW_FLOPS
 
 
-def test_a_renamed_test_is_matched_with_its_model_at_the_base(pytester, repo):
-    write(repo, test="test_perceptron")
-    with (repo / "nets.py").open("a") as nets:  # a model new here, and with no limit
+def add_probe(repo, limits: str) -> None:
+    """A second model, ``Linear(8, 2)`` on a ``(1, 8)`` input (2*1*8*2 + 1*2 = 34 FLOPs), and
+    its table ``extra`` with ``limits``."""
+    with (repo / "nets.py").open("a") as nets:
         nets.write(
             "\ndef probe():\n    return ModelCase(torch.nn.Linear(8, 2), (torch.ones(1, 8),))\n"
         )
     with (repo / "budgets" / "nets.toml").open("a") as table:
-        table.write('\n[models.extra]\nfactory = "nets:probe"\n')
+        table.write(f'\n[models.extra]\nfactory = "nets:probe"\n{limits}')
+
+
+def test_a_renamed_test_is_matched_with_its_model_at_the_base(pytester, repo):
+    write(repo, test="test_perceptron")
+    add_probe(repo, "")  # a model new here, and with no limit
     commit(repo, "rename")
     result = pytester.runpytest(
         "--graph-budget", "--graph-budget-base", "main", "-v", "--graph-budget-json=out.json"
@@ -159,12 +165,7 @@ def test_a_model_new_on_the_branch_is_said_in_the_title(pytester, repo, monkeypa
     compared with main@...`` under a plain green icon, ``new`` only in its folded row, where
     the baseline file's run says ``not in the baseline (new?)``. Its growth is not checked,
     and the title says so. ``Linear(8, 2)`` on a ``(1, 8)`` input: 2*1*8*2 + 1*2 = 34 FLOPs."""
-    with (repo / "nets.py").open("a") as nets:
-        nets.write(
-            "\ndef probe():\n    return ModelCase(torch.nn.Linear(8, 2), (torch.ones(1, 8),))\n"
-        )
-    with (repo / "budgets" / "nets.toml").open("a") as table:
-        table.write('\n[models.extra]\nfactory = "nets:probe"\nflops_max = "1k"\n')
+    add_probe(repo, 'flops_max = "1k"\n')
     commit(repo, "a new model")
     result = pytester.runpytest(
         "--graph-budget", "--graph-budget-base", "main",

@@ -146,10 +146,9 @@ def test_hf_overrides_seq_len_batch_and_input_shape(no_network):
     assert shapes(case) == {"pixel_values": (1, 3, 640, 480), "pixel_mask": (1, 640, 480)}
 
 
-def test_a_text_and_image_model_gets_both_inputs(tmp_path, no_network):
-    """User trial: a CLIP configuration folder got ``input_ids`` alone, and its forward
-    raised "'NoneType' object has no attribute 'shape'". Its image is its vision config's:
-    3 x 32 x 32 here, 16 tokens of text."""
+def tiny_clip(folder):
+    """A CLIP configuration folder: towers of one layer, 32 wide; its text keeps
+    transformers' 77 positions, its image is 3 x 32 x 32 in 8 x 8 patches."""
     transformers = pytest.importorskip("transformers")
     tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
     config = transformers.CLIPConfig(
@@ -157,7 +156,14 @@ def test_a_text_and_image_model_gets_both_inputs(tmp_path, no_network):
         vision_config={**tower, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
         projection_dim=16,
     )
-    config.save_pretrained(tmp_path)
+    config.save_pretrained(folder)
+
+
+def test_a_text_and_image_model_gets_both_inputs(tmp_path, no_network):
+    """User trial: a CLIP configuration folder got ``input_ids`` alone, and its forward
+    raised "'NoneType' object has no attribute 'shape'". Its image is its vision config's:
+    3 x 32 x 32 here, 16 tokens of text."""
+    tiny_clip(tmp_path)
     case = resolve(str(tmp_path), seq_len=16, meta=True)
     found = shapes(case)
     assert found["pixel_values"] == (1, 3, 32, 32) and found["input_ids"] == (1, 16)
@@ -174,14 +180,7 @@ def test_a_text_and_image_model_gets_both_inputs(tmp_path, no_network):
 def test_a_model_with_fewer_positions_than_the_default_gets_them_in_a_note(tmp_path, no_network):
     """User trial: a CLIP folder (77 text positions, transformers' default) was refused with
     "seq_len 128 is longer than ... supports", a length the user never asked for."""
-    transformers = pytest.importorskip("transformers")
-    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
-    config = transformers.CLIPConfig(
-        text_config={**tower, "num_attention_heads": 2, "vocab_size": 100},
-        vision_config={**tower, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
-        projection_dim=16,
-    )
-    config.save_pretrained(tmp_path)
+    tiny_clip(tmp_path)
     case = resolve(str(tmp_path), meta=True)
     assert shapes(case)["input_ids"] == (1, 77)
     assert f"seq_len 77: {tmp_path} has 77 positions, under the default 128" in case.note
