@@ -160,54 +160,41 @@ def test_a_renamed_test_is_matched_with_its_model_at_the_base(pytester, repo):
     result.stdout.fnmatch_lines(["graph budget cache: 1 profiled and stored, 2 reused"])
 
 
-def test_a_model_new_on_the_branch_is_said_in_the_title(pytester, repo, monkeypatch, capsys):
-    """User trial: a table added on the branch, with a limit, read ``5 models within budget;
-    compared with main@...`` under a plain green icon, ``new`` only in its folded row, where
-    the baseline file's run says ``not in the baseline (new?)``. Its growth is not checked,
-    and the title says so. ``Linear(8, 2)`` on a ``(1, 8)`` input: 2*1*8*2 + 1*2 = 34 FLOPs."""
-    add_probe(repo, 'flops_max = "1k"\n')
-    commit(repo, "a new model")
-    result = pytester.runpytest(
-        "--graph-budget", "--graph-budget-base", "main",
-        "--graph-budget-json=out.json", "--graph-budget-markdown=out.md",
-    )  # fmt: skip
-    assert result.ret == 0, result.stdout.str()
-    short = git(repo, "rev-parse", "--short", "main").strip()
-    title = (
-        "3 models within budget; 1 model not in the base (new?): growth not checked; "
-        f"compared with main@{short}"
-    )
-    doc = json.loads((repo / "out.json").read_text())
-    assert doc["title"] == title
-    extra = models(repo / "out.json")["budgets/nets.toml::extra"]
-    assert extra["profile"]["totals"]["flops"] == 2 * 1 * 8 * 2 + 1 * 2
-    (notice,) = extra["findings"]
-    assert notice["key"] == "baseline.new" and notice["severity"] == "notice"
-    assert notice["message"] == (
-        f"not in main@{short}: its growth is not checked (new on this branch?)"
-    )
-    assert f"### ⚠️ Graph budget: {title}\n" in (repo / "out.md").read_text()
-    monkeypatch.chdir(repo)  # graph-budget check --base says the same of its tables
-    capsys.readouterr()
-    assert cli.main(["check", "--base", "main"]) == 0
-    assert "1 model not in the base (new?): growth not checked" in capsys.readouterr().out
-
-
-def test_the_base_against_itself_is_zero_on_every_figure(pytester, repo):
+def test_the_base_against_itself_is_zero_and_a_model_it_lacks_is_said_new(
+    pytester, repo, monkeypatch, capsys
+):
+    """Every figure of a model the base has moves by 0. User trial: a table new on the branch,
+    with a limit, read ``... within budget; compared with main@...`` under a plain green icon,
+    ``new`` only in its folded row, where the baseline file's run says ``not in the baseline
+    (new?)``. Its growth is not checked, and the title says so. ``Linear(8, 2)`` on a
+    ``(1, 8)`` input: 2*1*8*2 + 1*2 = 34 FLOPs."""
     (repo / "budgets" / "baseline.toml").write_text("")  # a committed baseline: ignored
     # the base asked in addopts, which the base's own run reads too (and must not obey)
     (repo / "pyproject.toml").write_text(
         PYPROJECT + 'addopts = "--graph-budget --graph-budget-base=HEAD"\n'
     )
     commit(repo, "a baseline file, and the base in addopts")
-    result = pytester.runpytest("--graph-budget-json=out.json")
+    add_probe(repo, 'flops_max = "1k"\n')  # not committed: HEAD lacks it
+    result = pytester.runpytest("--graph-budget-json=out.json", "--graph-budget-markdown=out.md")
     assert result.ret == 0, result.stdout.str()
     doc = json.loads((repo / "out.json").read_text())
-    assert "(baseline file ignored)" in doc["title"]
-    for model in doc["models"]:
+    new = "1 model not in the base (new?): growth not checked"
+    assert new in doc["title"] and "(baseline file ignored)" in doc["title"]
+    assert f"### ⚠️ Graph budget: {doc['title']}\n" in (repo / "out.md").read_text()
+    found = models(repo / "out.json")
+    extra = found.pop("budgets/nets.toml::extra")
+    assert extra["profile"]["totals"]["flops"] == 2 * 1 * 8 * 2 + 1 * 2
+    (notice,) = extra["findings"]
+    assert notice["key"] == "baseline.new" and notice["severity"] == "notice"
+    assert notice["message"].endswith(": its growth is not checked (new on this branch?)")
+    for model in found.values():
         figures = model["changes"]
         assert {"flops", "macs", "params", "peak_memory_bytes"} <= set(figures)
         assert all(change == 0.0 for change in figures.values()), figures
+    monkeypatch.chdir(repo)  # graph-budget check --base says the same of its tables
+    capsys.readouterr()
+    assert cli.main(["check", "--base", "HEAD"]) == 0
+    assert new in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
