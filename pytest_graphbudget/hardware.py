@@ -20,7 +20,6 @@ from pytest_graphbudget import hardware_table
 from pytest_graphbudget.errors import GraphBudgetError, closest
 from pytest_graphbudget.hardware_table import (
     GIGA,
-    MATMUL_ABOVE_PEAK,
     TERA,
     bandwidth_of,
     fractions,
@@ -28,7 +27,7 @@ from pytest_graphbudget.hardware_table import (
     peaks_of,
     text,
 )
-from pytest_graphbudget.rates import KernelRate, kernel_tables
+from pytest_graphbudget.rates import PRICED_BY_KERNELS, KernelRate, kernel_tables
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,10 @@ class Hardware:
     compute_scale: float = 1.0
     """What the family's compute fractions were multiplied by for this card: its measured
     matmul's share of its datasheet over the family's fit card's (``matmul_tflops``)."""
+    float32_share: float | None = None
+    """The share of the float32 peak a large float32 product reaches off the tensor cores
+    (``hardware_table.float32_share``): it anchors a float32 kernel's compute share, the
+    family's shares (float16's) giving only each kind's share relative to a product's."""
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
@@ -78,9 +81,13 @@ class Hardware:
         """One kernel of efficiency ``kind``: the launch, then whichever of compute and memory
         takes longer at that kind's fractions of the peaks (1 where the profile has none); a
         compiled model's fused kernel at ``compiled_efficiency``'s fractions where it has
-        the kind."""
+        the kind. A float32 kernel off the tensor cores takes its kind's share relative to a
+        product's, times ``float32_share``."""
         fractions = self.compiled_efficiency.get(kind) if compiled else None
         compute, memory = fractions or self.efficiency.get(kind, (1.0, 1.0))
+        if dtype == "float32" and self.float32_share:  # off the tensor cores the fit timed
+            table = self.compiled_efficiency if fractions else self.efficiency
+            compute *= self.float32_share / table.get("matmul", (1.0, 1.0))[0]
         roof = max(flops / (compute * self.peak(dtype)), traffic / (memory * self.bandwidth))
         return self.launch_s + roof
 
@@ -122,6 +129,9 @@ class Family:
     memory_scale: float = 1.0
     """What a borrowing family's memory shares are of the lender's (hopper's were measured
     at about half ada's); already applied to ``efficiency`` and ``compiled``."""
+    float32_share: float | None = None
+    """The share of its float32 peak that a large float32 product (TF32 off) was measured to
+    reach on that card (``matmul_tflops_float32``)."""
 
 
 def _toml() -> Any:
@@ -142,10 +152,12 @@ def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, F
     found = {}
     for name, table in tables.items():
         own = tables[table.get("borrowed", name)]
-        card, share = gpus[own["fitted_on"]], None
-        if "matmul_tflops" in card:  # in ``_compute_scale``'s units and order: the fit card's 1.0
+        card, share, share32 = gpus[own["fitted_on"]], None, None
+        if "matmul_tflops" in card:  # in ``compute_scale``'s units and order: the fit card's 1.0
             measured, peak = float(card["matmul_tflops"]), float(card["peak_tflops"]["float16"])
             share = measured * TERA / (peak * TERA)
+        if "matmul_tflops_float32" in card:
+            share32 = float(card["matmul_tflops_float32"]) / float(card["peak_tflops"]["float32"])
         memory = float(table.get("memory_scale", 1.0))
         efficiency = {k: (float(c), float(m) * memory) for k, (c, m) in own["efficiency"].items()}
         compiled = {
@@ -159,7 +171,9 @@ def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, F
                 source += f"; {table['fitted']}"
         launch = float(own["launch_us"]) * 1e-6
         bf16 = bool(table.get("bfloat16", True))
-        found[name] = Family(name, efficiency, launch, source, compiled, share, bf16, memory)
+        found[name] = Family(
+            name, efficiency, launch, source, compiled, share, bf16, memory, share32
+        )
     return found
 
 
@@ -255,6 +269,7 @@ TABLE_KEYS = (
     "efficiency",
     "launch_us",
     "matmul_tflops",
+    "matmul_tflops_float32",
     "matmul_source",
     "source",
     "aliases",
@@ -319,7 +334,7 @@ def _family_figures(
     of a profile: its family's, the compute fractions scaled by what its ``matmul_tflops``
     says it sustains, then its own (a kind the profile names in ``efficiency`` is priced at
     its own fractions, eager and compiled)."""
-    if not any(k in table for k in ("family", "efficiency", "launch_us", "matmul_tflops")):
+    if not any(k in table for k in PRICED_BY_KERNELS):
         return {}
     family = table.get("family")
     if family is not None and (not isinstance(family, str) or family not in FAMILIES):
@@ -334,7 +349,8 @@ def _family_figures(
             "(peak_tflops.float16): the family's shares were fitted on it"
         )
     base = FAMILIES[family] if family else None
-    scale = _compute_scale(name, table, peaks, base)
+    scale = hardware_table.compute_scale(name, table, peaks, base and base.matmul_share)
+    share = hardware_table.float32_share(name, table, peaks, base and base.float32_share, scale)
     efficiency = {k: (c * scale, m) for k, (c, m) in base.efficiency.items()} if base else {}
     compiled = {k: (c * scale, m) for k, (c, m) in base.compiled.items()} if base else {}
     own = table.get("efficiency", {})
@@ -346,6 +362,11 @@ def _family_figures(
             raise GraphBudgetError(f"hardware {name!r}: efficiency.{kind}: unknown kind{hint}")
         efficiency[str(kind)] = fractions(name, str(kind), pair)
         compiled.pop(str(kind), None)
+    if share is not None and not efficiency:  # kind_time, which it scales, would never run
+        raise GraphBudgetError(
+            f"hardware {name!r}: matmul_tflops_float32 needs a family (or efficiency shares): "
+            "it sets what a float32 product reaches of them"
+        )
     launch = base.launch_s if base else 0.0
     if "launch_us" in table:
         launch = number(name, "launch_us", table["launch_us"]) * 1e-6
@@ -355,30 +376,8 @@ def _family_figures(
         "compiled_efficiency": compiled,
         "launch_s": launch,
         "compute_scale": scale,
+        "float32_share": share,
     }
-
-
-def _compute_scale(
-    name: str, table: Mapping[str, object], peaks: Mapping[str, float], family: Family | None
-) -> float:
-    """How much of its family's compute shares a card reaches: its measured matmul's share of
-    its own float16 peak over the fit card's (1 without ``matmul_tflops``). A 72 W L4 reaches
-    0.57 of its datasheet where the RTX 4090 ada was fitted on reaches 1.01."""
-    if "matmul_tflops" not in table:
-        return 1.0
-    measured = number(name, "matmul_tflops", table["matmul_tflops"], positive=True) * TERA
-    if family is None or family.matmul_share is None:
-        raise GraphBudgetError(
-            f"hardware {name!r}: matmul_tflops needs a family whose fit card's matmul was "
-            "measured: it scales that family's compute shares"
-        )
-    if measured > MATMUL_ABOVE_PEAK * peaks["float16"]:  # TFLOP/s read as GFLOP/s, or a typo
-        raise GraphBudgetError(
-            f"hardware {name!r}: matmul_tflops = {table['matmul_tflops']!r} is "
-            f"{measured / peaks['float16']:.3g} times the float16 peak "
-            f"({peaks['float16'] / TERA:g} TFLOP/s); give it in TFLOP/s"
-        )
-    return measured / peaks["float16"] / family.matmul_share
 
 
 def from_tables(tables: Mapping[str, Any]) -> dict[str, Hardware]:

@@ -22,6 +22,10 @@ card's boost clock, a norm reading its input from cache: the fits reach 1.5), ne
 MATMUL_ABOVE_PEAK = 2.0
 """``matmul_tflops`` above this many times the float16 peak is a unit slip (the GeForce fit
 cards, the highest, measure 1.01-1.10)."""
+FLOAT32_ABOVE_PEAK = 1.2
+"""``matmul_tflops_float32`` above this many times the float32 peak was timed on TF32's tensor
+cores (``allow_tf32`` on: an H100's "float32" product at 404 TFLOP/s of 67), or is a unit
+slip; the cards measured reach 0.51-0.98 of it."""
 PEAK_DTYPES = (
     "float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
     "float8_e4m3fnuz", "float8_e5m2fnuz", "float4_e2m1fn_x2", "int64", "int32", "int16",
@@ -110,6 +114,55 @@ def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
     if "float32" not in peaks:
         raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
     return peaks
+
+
+def compute_scale(
+    name: str, table: Mapping[str, object], peaks: Mapping[str, float], share: float | None
+) -> float:
+    """How much of its family's compute shares a card reaches: its measured matmul's share of
+    its own float16 peak over the fit card's (``share``; 1 without ``matmul_tflops``). A 72 W
+    L4 reaches 0.57 of its datasheet where the RTX 4090 ada was fitted on reaches 1.01."""
+    if "matmul_tflops" not in table:
+        return 1.0
+    measured = number(name, "matmul_tflops", table["matmul_tflops"], positive=True) * TERA
+    if share is None:
+        raise GraphBudgetError(
+            f"hardware {name!r}: matmul_tflops needs a family whose fit card's matmul was "
+            "measured: it scales that family's compute shares"
+        )
+    if measured > MATMUL_ABOVE_PEAK * peaks["float16"]:  # TFLOP/s read as GFLOP/s, or a typo
+        raise GraphBudgetError(
+            f"hardware {name!r}: matmul_tflops = {table['matmul_tflops']!r} is "
+            f"{measured / peaks['float16']:.3g} times the float16 peak "
+            f"({peaks['float16'] / TERA:g} TFLOP/s); give it in TFLOP/s"
+        )
+    return measured / peaks["float16"] / share
+
+
+def float32_share(
+    name: str,
+    table: Mapping[str, object],
+    peaks: Mapping[str, float],
+    family: float | None,
+    scale: float,
+) -> float | None:
+    """The share of its float32 peak that a large float32 product reaches on the card, off
+    the tensor cores (TF32 off, PyTorch's default for products): ``matmul_tflops_float32``,
+    else its family's fit card's share (``family``) times its ``compute_scale`` (``scale``:
+    its power limit); None without either. The float16 fits say nothing of it: a GeForce
+    card's float32 peak counts two datapaths a product fills two thirds of (the RTX 4090:
+    54.7 of 82.6), an A100's one it fills (19.2 of 19.5)."""
+    if "matmul_tflops_float32" not in table:
+        return None if family is None else family * scale
+    key = "matmul_tflops_float32"
+    measured = number(name, key, table[key], positive=True) * TERA
+    if measured > FLOAT32_ABOVE_PEAK * peaks["float32"]:
+        raise GraphBudgetError(
+            f"hardware {name!r}: {key} = {table[key]!r} is {measured / peaks['float32']:.3g} "
+            f"times the float32 peak ({peaks['float32'] / TERA:g} TFLOP/s): time it with "
+            "TF32 off (torch.backends.cuda.matmul.allow_tf32 = False), in TFLOP/s"
+        )
+    return measured / peaks["float32"]
 
 
 def text(name: str, key: str, value: object) -> str:

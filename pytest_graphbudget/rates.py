@@ -59,7 +59,9 @@ KERNEL_DTYPES = ("float32", "bfloat16", "float16", "float64")
 """The dtypes of ``[kernels_<dtype>]`` tables, besides those the profile has a peak for."""
 
 
-PRICED_BY_KERNELS = ("family", "efficiency", "launch_us", "matmul_tflops")
+PRICED_BY_KERNELS = (
+    "family", "efficiency", "launch_us", "matmul_tflops", "matmul_tflops_float32"
+)  # fmt: skip
 """A profile's keys that price kernels without calibrated rates: beside ``kernels`` tables,
 whose measured rates price every kernel, they would change nothing, and are refused."""
 

@@ -207,7 +207,7 @@ def test_a_family_card_without_a_tf32_peak_runs_float32_convolutions_at_half_its
     assert from_table("plain", figures).peak("tf32") == 10e12  # no family: no guess
     datasheet = {"float32": 19.5, "float16": 312, "bfloat16": 312}
     mine = {"peak_tflops": datasheet, "bandwidth_gbs": 2039, "family": "ampere"}
-    mine["matmul_tflops"] = 258.74
+    mine |= {"matmul_tflops": 258.74, "matmul_tflops_float32": 19.18}  # as the shipped a100
     with torch.device("meta"):
         model = torchvision.models.resnet50().eval()
     x = torch.empty(64, 3, 224, 224, device="meta")
@@ -466,3 +466,58 @@ def test_a_pyprojects_profile_is_found_by_name_from_python(tmp_path, monkeypatch
     )
     with pytest.raises(GraphBudgetError, match=r"pyproject.toml: .*'my-card': needs peak_tflops"):
         get("my-card")
+
+
+def test_a_float32_product_runs_as_measured_off_the_tensor_cores_eager_and_compiled():
+    """PyTorch runs a float32 product without TF32 by default. The float16 fits say nothing of
+    that rate: the RTX 4090's float32 peak (82.6) counts two datapaths a product fills two
+    thirds of (54.72 measured), an A100's one it fills (19.18 of 19.5). A shipped card with a
+    published figure prices a large float32 product at it, compiled as eager (Inductor calls
+    the same cuBLAS); before, an A100 read 15.2 TFLOP/s eager and 12.8 compiled, a 4090 86.7."""
+    from pytest_graphbudget.hardware import _DATA
+
+    measured = {
+        n: t["matmul_tflops_float32"] * 1e12
+        for n, t in _DATA["gpus"].items()
+        if "matmul_tflops_float32" in t
+    }
+    assert measured["a100"] == 19.18e12 and measured["rtx4090"] == 54.72e12  # database.md
+    for name, rate in measured.items():
+        hw = get(name)
+        for compiled in (False, True):
+            seconds = hw.kind_time("matmul", 1e15, 0, "float32", compiled) - hw.launch_s
+            assert 1e15 / seconds == pytest.approx(rate), (name, compiled)
+
+
+def test_a_card_without_a_float32_figure_takes_its_familys_share_at_its_power_limit():
+    """A user's ada card measured at half the 4090's float16 share of its datasheet runs a
+    float32 product at half the 4090's float32 share (54.72 of 82.6) of its own float32 peak;
+    ``matmul_tflops_float32`` replaces that guess with its own measurement."""
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"peak_tflops": {"float32": 30, "float16": 120}, "bandwidth_gbs": 300}
+    half = from_table("half", {**table, "family": "ada", "matmul_tflops": 120 * 166.87 / 165.2 / 2})
+    assert half.float32_share == pytest.approx(54.72 / 82.6 / 2)
+    timed = from_table("timed", {**table, "family": "ada", "matmul_tflops_float32": 12})
+    assert timed.float32_share == pytest.approx(12 / 30)
+    seconds = timed.kind_time("matmul", 1e15, 0, "float32") - timed.launch_s
+    assert 1e15 / seconds == pytest.approx(12e12)
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        ({"family": "hopper", "matmul_tflops_float32": 402.15}, "6 times the float32 peak (67"),
+        ({"matmul_tflops_float32": 52}, "matmul_tflops_float32 needs a family (or efficiency"),
+        ({"family": "hopper", "matmul_tflops_float32": "52"}, "must be a number > 0"),
+    ],
+)
+def test_a_bad_float32_matmul_figure_is_one_line(extra, says):
+    """402.15 is an H100's "float32" product with TF32 on; without a family nothing would
+    price by it."""
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"peak_tflops": {"float32": 67, "float16": 989.4}, "bandwidth_gbs": 3350, **extra}
+    with pytest.raises(GraphBudgetError) as info:
+        from_table("card", table)
+    assert says in str(info.value) and "\n" not in str(info.value)

@@ -304,6 +304,7 @@ def pricing_digest(hw: Any) -> str:
         "compiled": dict(hw.compiled_efficiency),
         "launch_s": hw.launch_s,
         "compute_scale": hw.compute_scale,
+        "float32_share": hw.float32_share,
         "kernels": {d: {k: asdict(r) for k, r in rates.items()} for d, rates in hw.kernels.items()},
     }
     return hashlib.sha256(json.dumps(figures, sort_keys=True).encode()).hexdigest()[:12]
