@@ -175,6 +175,35 @@ def shards_agree(documents: dict[str, dict[str, Any]], key: str, what: str) -> A
     return seen
 
 
+FLAGS = {
+    "strict": "--graph-budget-strict",
+    "hardware": "--graph-budget-hardware",
+    "breaks": "--graph-budget-breaks",
+    "base": "--graph-budget-base",
+}
+"""The JSON's ``settings`` and the flags that set them, for the message."""
+
+
+def settings_agree(documents: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The run settings the shards share. One shard priced on another ``--graph-budget-
+    hardware``, or gated loosely beside strict ones, would judge its models by other rules
+    than the rest and merge green; a report without them (an earlier version's) is not
+    compared."""
+    found = {path: d["settings"] for path, d in documents.items() if d.get("settings")}
+    if not found:
+        return None
+    (first, seen), *others = found.items()
+    for path, settings in others:
+        for key in sorted(set(seen) | set(settings)):
+            if seen.get(key) != settings.get(key):
+                flag = FLAGS.get(key, key)
+                raise GraphBudgetError(
+                    f"{first} ran with {flag} {seen.get(key)!r} and {path} with "
+                    f"{settings.get(key)!r}: shards must run with the same settings"
+                )
+    return seen
+
+
 def reports_root(prefix: Any, here: Path) -> Path:
     """Where the shards' paths are relative to, on this runner: their root's place in the
     repository under ``$GITHUB_WORKSPACE`` (the checkout), else the merge's own folder (the
@@ -198,6 +227,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     environment = environment_of(documents)
     commit = shards_agree(documents, "commit", "commit")
     prefix = shards_agree(documents, "root", "root")
+    settings = settings_agree(documents)
     seen = {r.id for r in results}
     collection = merge_expect.collection_of(documents)
     left = merge_expect.never_ran(collection, {r.nodeid for r in results}, seen)
@@ -242,6 +272,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         orphans=orphans,
         commit=commit,
         prefix=prefix,
+        settings=settings,
     )
     for problem in done.problems:  # already "graph-budget: cannot write ...", one line
         print(problem, file=sys.stderr, flush=True)

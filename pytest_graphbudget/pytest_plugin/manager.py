@@ -394,7 +394,7 @@ class GraphBudget:
             return
         from pytest_graphbudget.run.session import finish, not_run, outputs_of, stale_errors
 
-        outputs = outputs_of(self.config)
+        outputs = outputs_of(self.config, self.checker.strict)
         stale = stale_errors(self.stale_entries(), self.checker)  # errors under strict only
         crashed = "its test reported nothing (a crashed worker, or the run stopped first)"
         ran = {r.id for r in self.results} | {r.nodeid for r in self.results}  # lin@bfloat16

@@ -75,6 +75,7 @@ def write_files(
     orphans: Mapping[str, Any] | None = None,
     commit: str | None = "HEAD",
     prefix: str | None = "HEAD",
+    settings: Mapping[str, Any] | None = None,
 ) -> Written:
     """Write the report files asked for (paths relative to ``here``) and the GitHub Actions
     job summary (in GitHub Actions, or asked by ``github``). A file that cannot be written
@@ -83,7 +84,7 @@ def write_files(
     ``collection``: a pytest run's budgeted items, and ``orphans`` the stale entries' figures
     (``renames.orphans_record``), for the JSON; ``commit``: the code's, by default the
     repository's at ``root`` (``merge`` gives the shards'), and ``prefix`` ``root``'s place in
-    it."""
+    it; ``settings``: the run's flags that change figures or verdicts, for the JSON."""
     from pytest_graphbudget.reports import github as github_report
     from pytest_graphbudget.reports import json_report
     from pytest_graphbudget.reports import junit as junit_report
@@ -111,7 +112,7 @@ def write_files(
 
         sha = commit_of(root) if commit == "HEAD" else commit
         where = prefix_of(root) if prefix == "HEAD" else prefix
-        found = (environment, collection, orphans, sha, where)
+        found = (environment, collection, orphans, sha, where, settings)
         attempt("JSON", json, lambda: json_report.write(here / json, results, stale, *found))
     text = markdown_report.render(results, stale, root, environment)
     if markdown:

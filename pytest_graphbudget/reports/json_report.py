@@ -6,6 +6,7 @@ Schema ``graphbudget.report/1`` (documented field by field in ``docs/ci.md``)::
      "tool": {"name": "pytest-graphbudget", "version": "0.1.0"},
      "environment": {"python": "3.12.3", "torch": "2.9.1", "pytest-graphbudget": "0.1.0"},
      "commit": "1a2b3c4...", "root": "",
+     "settings": {"strict": false, "hardware": null, "breaks": false, "base": null},
      "passed": false,
      "title": "3 models: 1 over budget, 1 near a limit, 1 within budget",
      "summary": {"models": 3, "pass": 1, "warn": 1, "fail": 1, "error": 0, "unchecked": 0},
@@ -128,11 +129,14 @@ def document(
     orphans: Any = None,
     commit: str | None = None,
     prefix: str | None = None,
+    settings: Any = None,
 ) -> dict[str, Any]:
     """The report; ``environment`` is what the figures were measured in (default: this
     process's, without the project's version); ``collection``: a pytest run's budgeted items;
     ``commit``: the code's (``merge`` refuses shards of two commits); ``prefix``: the run's
-    root in its repository, where a merge finds the files its reports point at."""
+    root in its repository, where a merge finds the files its reports point at; ``settings``:
+    the run's flags that change its figures or verdicts (``merge`` refuses shards that differ
+    in them)."""
     from pytest_graphbudget.gate.environment import current
 
     verdicts = (common.PASS, common.WARN, common.FAIL, common.ERROR, common.UNCHECKED)
@@ -146,6 +150,7 @@ def document(
             "environment": dict(environment) if environment else current(),
             "commit": commit,
             "root": prefix,
+            "settings": dict(settings) if settings is not None else None,
             # null, neither passed nor failed, when nothing was checked (a model's "unchecked")
             "passed": not any(r.failed for r in results) if results or stale else None,
             "title": common.title(results, stale),
@@ -167,9 +172,10 @@ def write(
     orphans: Any = None,
     commit: str | None = None,
     prefix: str | None = None,
+    settings: Any = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    found = document(results, stale, environment, collection, orphans, commit, prefix)
+    found = document(results, stale, environment, collection, orphans, commit, prefix, settings)
     text = json.dumps(finite(found), indent=2, allow_nan=False, default=str)
     path.write_text(text + "\n", "utf-8")
 

@@ -25,6 +25,9 @@ class Outputs:
     markdown: str | None = None
     html: str | None = None
     history: str | None = None  # the history file a line per model is appended to
+    settings: dict[str, Any] | None = None
+    """The run's flags that change its figures or verdicts (``run_settings``), for the JSON:
+    ``merge`` refuses shards run with different ones."""
 
 
 def checked_tests(results: list[ModelResult]) -> dict[str, set[str]]:
@@ -131,6 +134,7 @@ def finish(
         html=outputs.html,
         collection=collection,
         orphans=None if checker.update else orphans_record(checker, stale),
+        settings=outputs.settings,
     )
     written.problems[:0] = problems
     if outputs.history:
@@ -155,8 +159,21 @@ def _append_history(results: list[ModelResult], checker: Checker, outputs: Outpu
         done.files.append(("history", outputs.history))
 
 
-def outputs_of(config: Any) -> Outputs:
-    """The report paths of pytest's ``--graph-budget-junit/json/markdown/html``."""
+def run_settings(config: Any, strict: bool) -> dict[str, Any]:
+    """The flags one shard may be given and another not, that change what a model is judged
+    on: a closed gate (``strict``, from the flag or the settings), the hardware every model is
+    priced on, Dynamo's tier, the base compared with instead of the baseline."""
+    return {
+        "strict": bool(strict),
+        "hardware": config.getoption("graph_budget_hardware"),
+        "breaks": bool(config.getoption("graph_budget_breaks")),
+        "base": config.getoption("graph_budget_base"),
+    }
+
+
+def outputs_of(config: Any, strict: bool = False) -> Outputs:
+    """The report paths of pytest's ``--graph-budget-junit/json/markdown/html``, and the
+    run's settings (``strict``: whether its gate is closed)."""
     return Outputs(
         Path(config.invocation_params.dir),
         Path(config.rootpath),
@@ -165,4 +182,5 @@ def outputs_of(config: Any) -> Outputs:
         config.getoption("graph_budget_markdown"),
         config.getoption("graph_budget_html"),
         config.getoption("graph_budget_history"),
+        run_settings(config, strict),
     )

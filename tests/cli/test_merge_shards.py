@@ -396,6 +396,35 @@ def test_the_merged_reports_say_what_the_shards_were_measured_in(
     assert not (project.path / "m2.json").exists()
 
 
+def test_shards_run_with_different_settings_are_no_one_report(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """One shard's job given ``--graph-budget-hardware a100`` prices its models on that card,
+    the other's on generic: merged, every latency verdict was another rule's, and it merged
+    green. A shard given ``--graph-budget-strict`` beside a loose one is refused the same way."""
+    monkeypatch.chdir(project.path)
+    run_shard(project, "a.json", "budgets/narrow.toml")
+    run_shard(project, "b.json", "budgets/mid.toml", "--graph-budget-hardware", "a100")
+    assert load(project.path / "a.json")["settings"] == {
+        "strict": False, "hardware": None, "breaks": False, "base": None
+    }  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(["merge", "a.json", "b.json", "--json", "m.json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err], err
+    assert err.endswith(
+        "a.json ran with --graph-budget-hardware None and b.json with 'a100': shards must run "
+        "with the same settings"
+    ), err
+    assert not (project.path / "m.json").exists()
+    run_shard(project, "b.json", "budgets/mid.toml", "--graph-budget-strict")
+    assert cli.main(["merge", "a.json", "b.json"]) == 2
+    assert "--graph-budget-strict False and b.json with True" in capsys.readouterr().err
+    run_shard(project, "b.json", "budgets/mid.toml")
+    assert cli.main(["merge", "a.json", "b.json", "--json", "m.json"]) == 0
+    assert load(project.path / "m.json")["settings"]["hardware"] is None
+
+
 # A splitter as pytest-split's: after every other plugin's modifyitems (trylast), it keeps the
 # group's items (round robin here) and deselects the rest through pytest_deselected.
 SPLITTER = """
