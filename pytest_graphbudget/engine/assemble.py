@@ -45,7 +45,8 @@ def assemble(
     buffers = walk.named_tensors(model, "_buffers", unique=True)
     packs = list(packed(model))
     dtype = _dtype([p for _, p in named], packs, (args, kwargs))
-    held = _weights_by_module(named, buffers, packs)
+    loose = _unregistered_tensors(model)  # in memory and read, but no parameter of the model
+    held = _weights_by_module(named + loose, buffers, packs)
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
     # Each subgraph holds the plain roofline of its fused kernel (``_subgraphs``): compiled
     # execution on a profile with no calibrated kernels, GPU family or launch cost. Otherwise each
@@ -54,7 +55,7 @@ def assemble(
         from pytest_graphbudget.engine import latency
 
         sizes = latency.tensor_sizes(measured)
-        shapes = {name: tuple(t.shape) for name, t in named + buffers}
+        shapes = {name: tuple(t.shape) for name, t in named + buffers + loose}
         shapes = latency.weight_casts(shapes, measured)
         channels = latency.tensor_channels(measured)
         for group, flow, subgraph in zip(groups, flows, subgraphs, strict=True):
@@ -132,22 +133,15 @@ def unregistered(model: Any) -> dict[str, int]:
     """Weights ``nn.Module`` does not see, by attribute path, with their elements: modules kept
     in a plain list, tuple or dict (``self.layers = [nn.Linear(...)]``: ``nn.ModuleList``
     registers them) and registered nowhere else in the model. The forward still runs them, so
-    FLOPs count them; params, weights and memory do not."""
-    import torch
-
+    FLOPs count them, and weights, memory and traffic their bytes (``_unregistered_tensors``,
+    ``tape.model_weights``); params do not."""
     from pytest_graphbudget.engine import walk
 
-    registered = {id(m) for m in walk.modules(model)}
     found: dict[str, int] = {}
-    for path, module in walk.named_modules(model):
-        for name, value in vars(module).items():
-            if name.startswith("_") or not isinstance(value, (list, tuple, dict)):
-                continue
-            items = value.values() if isinstance(value, dict) else value
-            held = [v for v in items if isinstance(v, torch.nn.Module) and id(v) not in registered]
-            size = sum(p.numel() for v in held for p in v.parameters())
-            if size:
-                found[f"{path}.{name}" if path else name] = size
+    for attribute, _, module in walk.unregistered(model):
+        size = sum(p.numel() for p in module.parameters(recurse=False))
+        if size:
+            found[attribute] = found.get(attribute, 0) + size
     return found
 
 
@@ -218,6 +212,18 @@ def _params(named: list, packs: list) -> int:
     ``torch.ao``'s packed weights (no parameters)."""
     found = sum(p.numel() for _, p in named)
     return found + sum(t.numel() for _, _, tensors in packs for t in tensors)
+
+
+def _unregistered_tensors(model: Any) -> list[tuple[str, Any]]:
+    """The parameters and buffers of modules kept in a plain list (``walk.unregistered``), by
+    path: their bytes are weights and memory like any other's; they are no params."""
+    from pytest_graphbudget.engine import walk
+
+    found = []
+    for _, path, module in walk.unregistered(model):
+        for table in (module._parameters, module._buffers):
+            found += [(f"{path}.{k}", t) for k, t in table.items() if t is not None]
+    return found
 
 
 def _weights_by_module(named: list, buffers: list, packs: list) -> dict[str, int]:

@@ -90,3 +90,26 @@ def named_tensors(model: nn.Module, table: str, unique: bool = False) -> list[tu
                 seen.add(id(value))
             found.append((f"{path}.{key}" if path else key, value))
     return found
+
+
+def unregistered(model: nn.Module) -> list[tuple[str, str, nn.Module]]:
+    """Modules kept in a plain list, tuple or dict attribute (``self.layers = [nn.Linear()]``:
+    ``nn.ModuleList`` registers them) and registered nowhere in the model: the attribute
+    (``layers``), each module's path (``layers.0``, and the modules under it) and the module.
+    The forward still runs them."""
+    registered = {id(m) for m in modules(model)}
+    found: list[tuple[str, str, nn.Module]] = []
+    for path, module in named_modules(model):
+        for name, value in vars(module).items():
+            if name.startswith("_") or not isinstance(value, (list, tuple, dict)):
+                continue
+            attribute = f"{path}.{name}" if path else name
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, held in items:
+                if isinstance(held, nn.Module) and id(held) not in registered:
+                    where = f"{attribute}.{key}"
+                    found += [
+                        (attribute, f"{where}.{sub}" if sub else where, inner)
+                        for sub, inner in held.named_modules()
+                    ]
+    return found

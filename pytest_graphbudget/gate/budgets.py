@@ -377,8 +377,9 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     return None
 
 
-UNREGISTERED = "modules in a plain list or dict, unregistered: params, weights and memory leave \
-them out (nn.ModuleList or nn.ModuleDict registers them)"
+UNREGISTERED = "modules in a plain list or dict, unregistered: params leave them out, and \
+model.parameters(), state_dict() and .to() miss them (nn.ModuleList or nn.ModuleDict registers \
+them)"
 
 
 def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> list[Finding]:

@@ -279,6 +279,12 @@ def test_modules_in_a_plain_list_are_said_not_counted():
     x = torch.randn(8, 64)
     found = profile_model(Listed(), (x,))
     assert found.params == 0 and found.macs == 8 * 64 * 64 + 8 * 64 * 32
+    # Their bytes are read and held all the same (a later trial: traffic had left them out,
+    # 6% of it, and the stack read as compute-bound): 6,240 float32 weights, and each layer
+    # reads its input and writes its output (8x64 in, 8x64, then 8x32 out).
+    assert found.weights_bytes == 6_240 * 4
+    assert found.traffic_bytes == 6_240 * 4 + 4 * (8 * 64 + 8 * 64 + 8 * 64 + 8 * 32)
+    assert found.peak_memory_bytes >= found.weights_bytes
     assert found.coverage.unregistered == {"layers": 6_240}
     assert found.to_dict()["coverage"]["unregistered"] == {"layers": 6_240}
     (warned,) = [f for f in coverage_findings(found, Budget()) if "plain list" in f.message]
