@@ -385,7 +385,8 @@ them)"
 def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> list[Finding]:
     """What the profile could not count, judged against the budget.
 
-    - Nothing counted at all fails: a zero would pass every limit (a lookup's bytes count).
+    - Nothing counted at all fails: a zero would pass every limit (a lookup's bytes count; an
+      empty batch's, whose ops read their weights and write nothing, do not).
     - An op without a formula that may be a contraction (a floating-point input of rank 2 or
       more, or a name such as ``matmul``/``conv``/``attention``: ``costs.registry.may_contract``)
       fails, one finding per op: its uncounted FLOPs could be most of the model's. Listing
@@ -397,15 +398,14 @@ def coverage_findings(profile: Any, budget: Budget, strict: bool = False) -> lis
     coverage = data["coverage"]
     findings = []
     totals, unsupported = data["totals"], coverage["unsupported_ops"]
-    lookup = totals.get("traffic_bytes", 0) and not unsupported  # an Embedding: bytes, 0 FLOPs
-    if coverage["nodes"] == 0 or (totals["flops"] == 0 and not lookup):
-        findings.append(
-            Finding(
-                "fail",
-                "coverage",
-                "no operation was counted: the graph is empty or every op lacks a formula",
-            )
-        )
+    # an Embedding: bytes, 0 FLOPs; an empty batch reads its weights but writes nothing
+    lookup = totals.get("traffic_bytes", 0) and totals.get("activation_peak_bytes", 1)
+    empty = [i for i in data.get("inputs", []) if 0 in (i.get("shape") or [1])]
+    if coverage["nodes"] == 0 or (totals["flops"] == 0 and not (lookup and not unsupported)):
+        why = "the graph is empty or every op lacks a formula"
+        if empty:
+            why = f"input {empty[0]['name']!r} is empty (shape {list(empty[0]['shape'])})"
+        findings.append(Finding("fail", "coverage", f"no operation was counted: {why}"))
     suspects = coverage.get("unsupported_contractions")
     if suspects is None:  # not recorded: any of them may be a contraction
         suspects = unsupported

@@ -651,3 +651,17 @@ def test_a_lookup_of_no_flops_is_counted_and_an_empty_graph_is_not():
     empty = profile_model(torch.nn.Identity(), (torch.randn(4),))
     (fail,) = [f.message for f in coverage_findings(empty, Budget()) if f.severity == "fail"]
     assert fail.startswith("no operation was counted")
+
+
+def test_an_empty_batch_counts_nothing_though_its_weights_are_read():
+    """User trial: a model fed a batch of 0 (``torch.randn(0, 3, 16, 16)``) passed its
+    ``flops_max`` at 0 FLOPs: its ops read their weights (896 B), which the lookup rule took
+    for a count. It wrote nothing, and is no count."""
+    from pytest_graphbudget.api import profile_model
+    from pytest_graphbudget.gate.budgets import Budget, coverage_findings
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
+    empty = profile_model(conv, (torch.randn(0, 3, 16, 16),))
+    assert empty.flops == 0 and empty.traffic_bytes == (8 * 27 + 8) * 4
+    (fail,) = [f.message for f in coverage_findings(empty, Budget()) if f.severity == "fail"]
+    assert fail == "no operation was counted: input 'input' is empty (shape [0, 3, 16, 16])"

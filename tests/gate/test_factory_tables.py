@@ -159,3 +159,26 @@ def test_a_factory_that_raises_is_the_users_error_not_ours(project, monkeypatch,
     assert cli.main(["check", "--no-cache"]) == 1
     out = capsys.readouterr().out
     assert said in out and "internal error" not in out
+
+
+def test_a_bare_modules_input_shape_is_read_as_a_zoo_models(project, monkeypatch, capsys):
+    """User trial: ``input_shape = [0, 3, 16, 16]`` beside a factory's bare module profiled an
+    empty batch at 0 FLOPs and passed its ``flops_max``; ``[1, 3, 16.5, 16]`` and ``[true, ...]``
+    failed as "internal error ... this is a bug"; ``["2", 8]`` was "ignored: the factory
+    returned its own inputs". Each reads as a zoo model's ``input_shape`` now."""
+    tables = {"empty": "[0, 8]", "half": "[2, 8.5]", "bool": "[true, 8]", "text": '["2", 8]'}
+    (project.path / "budgets/nets.toml").write_text(
+        "".join(
+            f'[models.{n}]\nfactory = "{MODULE}:bare"\ninput_shape = {shape}\nflops_max = "1M"\n\n'
+            for n, shape in tables.items()
+        )
+    )
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check", "--no-cache", "--json", "c.json"]) == 1
+    capsys.readouterr()
+    models = by_label(json.loads((project.path / "c.json").read_text()))
+    for label in ("empty", "half", "bool"):
+        error = models[label]["error"]
+        assert error.startswith("input_shape must be a list of positive integers"), error
+    assert models["text"]["passed"] is True
+    assert models["text"]["profile"]["totals"]["flops"] == FLOPS
