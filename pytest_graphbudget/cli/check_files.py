@@ -149,7 +149,7 @@ def run(
     from pytest_graphbudget.reports import html_graph
     from pytest_graphbudget.run import settings as project
     from pytest_graphbudget.run.profiler import Profiler
-    from pytest_graphbudget.run.session import Outputs, finish, stale_errors
+    from pytest_graphbudget.run.session import Outputs, checked_tests, finish, stale_errors
 
     here = Path(cwd or Path.cwd())
     try:  # pytest's rootdir and configuration file for `pytest --graph-budget PATHS` here
@@ -186,7 +186,8 @@ def run(
         if not cache:
             profiler.cache = None
         results = check_files(files, root, found.ini, conf, checker, profiler, hardware, quiet)
-        stale = stale_entries(checker.baseline.keys(), checker.collected, root)
+        checked = checked_tests(results)  # a table given a dtype: its untagged entry is stale
+        stale = stale_entries(checker.baseline.keys(), checker.collected, root, checked)
         results += stale_errors(stale, checker)
         outputs = Outputs(here, root, junit, json, markdown, html, history)
         written, unwritten = finish(results, stale, checker, outputs)

@@ -69,10 +69,16 @@ def variant(key: str) -> str:
 
 
 def orphans_of_test(keys: Iterable[str], nodeid: str, ids: Iterable[str]) -> set[str]:
-    """The entries under a test (``<nodeid>::<fixture or label>``) that none of the models it
-    checked this run has: a renamed fixture leaves its old entry there."""
+    """The entries under a test (``<nodeid>::<fixture or label>``) or a budget table (its node
+    id, tagged ``@bfloat16`` for a variant) that none of the models it checked this run has: a
+    renamed fixture leaves its old entry there, and a table given a ``dtype`` its untagged
+    one."""
     prefix, ids = f"{nodeid}::", set(ids)
-    return {k for k in keys if untagged(k).startswith(prefix) and k not in ids}
+    return {
+        k
+        for k in keys
+        if (untagged(k) == nodeid or untagged(k).startswith(prefix)) and k not in ids
+    }
 
 
 def quoted(keys: list[str]) -> str:

@@ -31,12 +31,13 @@ class Outputs:
 
 
 def checked_tests(results: list[ModelResult]) -> dict[str, set[str]]:
-    """The ids of each test's models (node id -> ids), for the tests that checked every
-    model they have: none of them is an error (a test that failed before its check)."""
+    """The ids of each test's or budget table's models (node id -> ids), for those that
+    checked every model they have: none of them failed before its profile (an error without
+    one; strict's "no entry" error has one, and its old entry is the stale one)."""
     found: dict[str, set[str]] = {}
-    failed = {r.nodeid for r in results if r.error is not None}
+    failed = {r.nodeid for r in results if r.error is not None and r.profile is None}
     for result in results:
-        if result.source == "marker" and result.nodeid not in failed:
+        if result.source in ("marker", "toml") and result.nodeid not in failed:
             found.setdefault(result.nodeid, set()).add(result.id)
     return found
 

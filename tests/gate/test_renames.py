@@ -344,3 +344,31 @@ def test_models_of_no_submodule_are_never_matched_by_their_modules():
     assert same_modules(entry({"<root>": 200}, {"<root>": 36}), linear)  # a renamed Linear
     mlp = entry({"0": 10, "2": 20}, {"0": 4, "2": 5})
     assert same_modules(entry({"0": 99, "2": 1}, {"0": 1, "2": 1}), mlp)  # wider, same names
+
+
+def test_a_table_given_a_dtype_leaves_its_untagged_entry_stale(project, capsys, monkeypatch):
+    """User trial: adding ``dtype = "bfloat16"`` to a table made its model
+    ``...::mlp@bfloat16`` while its entry ``...::mlp`` was never called stale: no "renamed?",
+    no error under strict, and ``--update`` kept it, to be compared again once the dtype
+    went. The table's node id ran, which had counted as its entry's model running."""
+    (project.path / "tests" / "test_nets.py").unlink()
+    write(project, "budgets/nets.toml", TABLE.format(name="mlp", limit="1M"))
+    monkeypatch.chdir(project.path)
+    assert cli.main(["check", "--update", "budgets"]) == 0
+    table = TABLE.format(name="mlp", limit="1M") + 'dtype = "bfloat16"\n'
+    write(project, "budgets/nets.toml", table)
+    capsys.readouterr()
+    assert cli.main(["check", "budgets"]) == 0  # a new model, and a stale entry: a notice
+    out = capsys.readouterr().out
+    assert "stale baseline entry (its model is gone): budgets/nets.toml::mlp\n" in out, out
+    assert cli.main(["check", "--strict", "budgets"]) == 1
+    capsys.readouterr()
+    result = run(project, "--graph-budget-strict", "budgets")
+    result.assert_outcomes(failed=1)  # the model without an entry; the stale entry's a row
+    assert "error: mlp: stale baseline entry: no model of this run has this id" in "\n".join(
+        section(result)
+    )
+    assert cli.main(["check", "--update", "budgets"]) == 0
+    baseline = (project.path / "budgets" / "baseline.toml").read_text("utf-8")
+    assert '"budgets/nets.toml::mlp@bfloat16"' in baseline
+    assert '"budgets/nets.toml::mlp"]' not in baseline
