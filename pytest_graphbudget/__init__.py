@@ -50,6 +50,20 @@ def _profile_html(prof: Any) -> str:
     return profile_html(prof)
 
 
+def _sweep_html(sweep: Any) -> str:
+    """``Sweep._repr_html_``'s renderer, handed to the modes as ``_profile_html`` is."""
+    from pytest_graphbudget.reports.notebook import sweep_html
+
+    return sweep_html(sweep)
+
+
+def _decode_html(result: Any) -> str:
+    """``DecodeProfile._repr_html_``'s renderer, handed to the modes as ``_profile_html`` is."""
+    from pytest_graphbudget.reports.notebook import decode_html
+
+    return decode_html(result)
+
+
 PROFILERS = frozenset({"profile_model", "profile_decode", "profile_sweep"})
 """The names whose import loads the engine (``modes.dispatch.preload``): the first call of
 one then pays for profiling, not for importing."""

@@ -148,7 +148,6 @@ def run(
     from pytest_graphbudget.gate.renames import stale_entries
     from pytest_graphbudget.reports import html_graph
     from pytest_graphbudget.run import settings as project
-    from pytest_graphbudget.run.profiler import Profiler
     from pytest_graphbudget.run.session import Outputs, checked_tests, finish, stale_errors
 
     here = Path(cwd or Path.cwd())
@@ -180,11 +179,7 @@ def run(
             update_command="graph-budget check --update",
             draw=html_graph.draw if html else None,
         )
-        profiler = Profiler.open(cache_at, conf.hardware_profiles, cache_clear)
-        profiler.nodes = checker.draw is not None
-        profiler.tier = "dynamo-breaks" if breaks else None
-        if not cache:
-            profiler.cache = None
+        profiler = open_profiler(cache_at, conf, cache_clear, checker, breaks, cache)
         results = check_files(files, root, found.ini, conf, checker, profiler, hardware, quiet)
         checked = checked_tests(results)  # a table given a dtype: its untagged entry is stale
         stale = stale_entries(checker.baseline.keys(), checker.collected, root, checked)
@@ -201,6 +196,20 @@ def run(
     if any(r.failed for r in results):
         return EXIT_FAILED
     return EXIT_USAGE if written.problems else EXIT_OK
+
+
+def open_profiler(
+    at: Path, conf: Any, clear: bool, checker: Checker, breaks: bool, cache: bool
+) -> Any:
+    """The run's profiler: its cache at ``at`` (none without ``cache``), the graph's nodes
+    kept for an HTML report, Dynamo's graph breaks for ``breaks``."""
+    from pytest_graphbudget.run.profiler import Profiler
+
+    profiler = Profiler.open(at, conf.hardware_profiles, clear)
+    profiler.nodes = checker.draw is not None
+    profiler.tier = "dynamo-breaks" if breaks else None
+    profiler.cache = profiler.cache if cache else None
+    return profiler
 
 
 def check_outputs(outputs: dict[str, str | None], read: list[Path], here: Path) -> None:

@@ -58,7 +58,7 @@ def wanted(args: argparse.Namespace) -> bool:
 def decode_model(args: argparse.Namespace) -> Any:
     """What ``profile_decode`` builds on: a zoo name or model folder as given, or what
     ``package.module:callable`` returns (a causal LM, or a ``ModelCase`` holding one)."""
-    from pytest_graphbudget.gate.budget_files import call_factory
+    from pytest_graphbudget.gate.factories import call_factory
 
     spec = args.model
     if not loading.is_factory(spec):

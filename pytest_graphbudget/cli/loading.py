@@ -159,7 +159,7 @@ def factory_case(spec: str, args: argparse.Namespace) -> ModelCase:
     """The model ``package.module:callable`` returns: a ``ModelCase``, a ``(model, inputs)``
     pair, or a bare model fed ``torch.randn(--input-shape)``."""
     from pytest_graphbudget.case import rss_bytes
-    from pytest_graphbudget.gate.budget_files import load_factory
+    from pytest_graphbudget.gate.factories import load_factory
 
     zoo_only = [f for f in ("seq_len", "batch", "meta") if getattr(args, f, None)]
     if zoo_only:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.units import format_bytes, format_count, format_seconds
 
 SCHEMA = "graphbudget.profile/1"
 
@@ -28,7 +29,7 @@ class TraceInfo:
     method: str
     failures: dict[str, str]
     nodes: int
-    seconds: float
+    seconds: float = field(compare=False)  # wall-clock: two profiles of one model differ in it
     cost_pass: str = "fake"
     graphs: int = 1  # graphs captured: more than one when Dynamo broke the forward
     breaks: list[str] = field(default_factory=list)  # each graph break: "file:line: reason"
@@ -189,6 +190,17 @@ class Profile:
         if not self.parallel:
             return None
         return max(rank["peak_bytes"] for rank in self.parallel["ranks"])
+
+    def __repr__(self) -> str:
+        """One line: the dataclass's own ran to 20-90k characters (every subgraph and module).
+        The figures are ``to_dict()``'s, rounded."""
+        return (
+            f"<Profile {self.model!r} on {getattr(self.hardware, 'name', self.hardware)}, "
+            f"{self.mode} {self.dtype}: {format_count(self.flops)} FLOPs, "
+            f"{format_count(self.macs)} MACs, {format_count(self.params)} params, "
+            f"peak memory {format_bytes(self.peak_memory_bytes)}, "
+            f"est. latency {format_seconds(self.est_latency_s)}>"
+        )
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display. The engine may not import ``reports`` (imports go down), so

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate.budget_files import GROWTH_KEY
 from pytest_graphbudget.gate.budgets import (
+    DEFAULT_TOLERANCE,
     REGRESSION_FIGURES,
     Budget,
     Finding,
@@ -221,7 +222,29 @@ def findings(
         found += baseline_file.compare(
             current, base, budget.tolerance, baseline_name, update_command
         )
+        found += wide_tolerance(current, base, budget.tolerance, found)
     return found
+
+
+def wide_tolerance(current: Entry, base: Entry, tolerance: float, found: list) -> list[Finding]:
+    """One notice naming the figures grown past the default tolerance yet within the budget's
+    wider one, and that tolerance: ``tolerance = 0.5`` is 50% (0.5% may have been meant), and
+    a +21% regression had passed without a word."""
+    from pytest_graphbudget.gate import figures
+    from pytest_graphbudget.units import format_ratio
+
+    failed = {f.key for f in found if f.severity == "fail"}
+    grown = []
+    for name in REGRESSION_FIGURES if tolerance > DEFAULT_TOLERANCE else ():
+        old, new = base.figures.get(name), current.figures.get(name)
+        if old and new is not None and f"baseline.{name}" not in failed:
+            if figures.grew_beyond(old, new, DEFAULT_TOLERANCE):
+                grown.append((name, f"{figures.get(name).label} +{format_ratio(new / old - 1)}"))
+    if not grown:
+        return []
+    said = f"grew within tolerance {format_ratio(tolerance)}: {', '.join(g for _, g in grown)}"
+    name = grown[0][0]
+    return [Finding("notice", f"baseline.{name}", said, current.figures[name], base.figures[name])]
 
 
 def judge(result: ModelResult, prof: Profile, budget: Budget, checker: Checker) -> ModelResult:

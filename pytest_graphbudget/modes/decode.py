@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.case import ModelCase
-from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError
+from pytest_graphbudget.errors import GraphBudgetError, UnknownModelError, closest
+from pytest_graphbudget.units import format_bytes, format_count, format_seconds
 
 if TYPE_CHECKING:
     from pytest_graphbudget.engine.profile import Profile
@@ -33,6 +34,8 @@ SCHEMA = "graphbudget.decode/1"
 EXAMPLES = "gpt2, EleutherAI/gpt-neo-125m or facebook/opt-125m"
 TABLE_KEYS = ("decode", "context")
 """The model keys of a budget table that ask for the decode step (``budgets.MODEL_KEYS``)."""
+KEYWORDS = ("context", "batch", "hardware", "name", "meta", "hardware_profiles")
+"""``profile_decode``'s keywords, which a misspelt one is told the closest of."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,26 @@ class DecodeProfile:
 
         return [self.roofline(h) for h in hw.profiles(dict(self.hardware_profiles)).values()]
 
+    def __repr__(self) -> str:
+        """One line: the context and one step's figures (the dataclass's own held both whole
+        profiles)."""
+        step, dec = self.roofline(self.decode.hardware), self.decode
+        return (
+            f"<DecodeProfile {self.model!r} on {step.hardware}, {dec.dtype}: context "
+            f"{self.context}, batch {self.batch}; per step {format_count(dec.flops)} FLOPs, "
+            f"{format_count(dec.macs)} MACs, {format_count(dec.params)} params, reads "
+            f"{format_bytes(self.bytes_read)} (KV cache {format_bytes(self.kv_cache_bytes)}), "
+            f"est. {format_seconds(step.est_latency_s)}, {step.tokens_per_s:,.0f} tokens/s, "
+            f"{step.bottleneck.replace('_', '-')}>"
+        )
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display, from ``reports`` through the package root, as
+        ``Profile._repr_html_``'s (the modes may not import ``reports``)."""
+        import sys
+
+        return sys.modules["pytest_graphbudget"]._decode_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         step = self.roofline(self.decode.hardware)
         return {
@@ -128,13 +151,15 @@ def profile_decode(
     name: str | None = None,
     meta: bool | None = None,
     hardware_profiles: Mapping[str, Any] | None = None,
+    **unknown: Any,
 ) -> DecodeProfile:
     """Profile the prefill of ``context`` tokens and one decode step after them.
 
     ``model`` is a zoo name or a folder with a ``config.json`` of a decoder-only model (GPT-2,
     GPT-Neo, OPT, ...; built with its LM head), or a ``transformers`` causal LM module (or a
     ``ModelCase`` holding one). ``batch`` sequences decode together (default 1); ``meta`` is
-    the zoo's option. Anything else is a ``GraphBudgetError`` that says why.
+    the zoo's option. Anything else is a ``GraphBudgetError`` that says why: a misspelt
+    keyword (``hardwre=``) too, with the one meant, as ``profile_model``'s.
     """
     from pytest_graphbudget import hardware as hw
     from pytest_graphbudget.engine.pipeline import profile_graph
@@ -142,6 +167,9 @@ def profile_decode(
     from pytest_graphbudget.zoo.base import LoadOptions
     from pytest_graphbudget.zoo.huggingface import example_inputs
 
+    if unknown:
+        key = next(iter(unknown))
+        raise GraphBudgetError(f"unknown keyword {key!r}{closest(key, KEYWORDS)}")
     check_count("context", context)
     batch = 1 if batch is None else check_count("batch", batch)
     lm, config, label = _causal_lm(model, name, meta, context)

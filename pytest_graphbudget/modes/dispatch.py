@@ -61,6 +61,10 @@ def profile_model(
 ) -> Profile:
     """Profile one forward pass of ``model`` at ``inputs`` (and keyword ``kwargs``).
 
+    ``inputs``: a tensor, a tuple or list of positional inputs, or a dict of keyword inputs
+    (``{"input_ids": ids, "attention_mask": mask}``, as a tokenizer returns them; not beside
+    ``kwargs``). A forward that takes one dict positionally gets it in a tuple, ``(batch,)``.
+
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
     ``mode="train"`` profiles one training step instead: forward, ``loss`` (a callable of the
@@ -139,6 +143,7 @@ def request(
     check_execution(execution)
     runs = runtime.runs_asked(measure, mode, options, isinstance(model, str))
     runtime.check_where(device, runs)
+    inputs, kwargs = keyword_inputs(inputs, kwargs)
     decode = bool(options.get("decode")) or "context" in options
     check_tier(tier, mode, decode)
     if decode:
@@ -173,6 +178,21 @@ def request(
         tier,
         execution,
     )
+
+
+def keyword_inputs(inputs: Any, kwargs: Any) -> tuple[Any, Any]:
+    """A dict given as ``inputs`` is the keyword inputs, as a sweep's ``inputs=`` may return
+    one: ``profile_model(model, {"input_ids": ids, "attention_mask": mask})``, what a
+    tokenizer returns, had reached the forward as one positional dict (``'dict' object has no
+    attribute 'size'``). A forward that takes one dict gets it in a tuple, ``(batch,)``."""
+    if not isinstance(inputs, Mapping):
+        return inputs, kwargs
+    if kwargs is not None:
+        raise GraphBudgetError(
+            "inputs is a dict, the keyword inputs, and kwargs= is given too: pass the keyword "
+            "inputs in one of them (a forward that takes one dict: inputs=(the_dict,))"
+        )
+    return (), dict(inputs)
 
 
 def sharded(parallel: Any, mode: str, decode: bool) -> str | None:
@@ -310,17 +330,34 @@ def eager_module(model: Any) -> Any:
     hide every op but the library calls from the capture (a compiled MLP lost its GELU,
     norm and softmax FLOPs), its modules would be named ``_orig_mod.*``, and the graph is
     the original's (``execution="compiled"`` prices it as torch.compile runs it). TorchScript
-    is refused in one line: its methods have no Python signature to read inputs by."""
+    is refused in one line: its methods have no Python signature to read inputs by; so are a
+    class and a ``(module, inputs)`` pair given as the model."""
     if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
         return eager_module(model._orig_mod)
     import torch
 
+    _refuse_class_or_pair(model, torch.nn.Module)
     if isinstance(model, torch.jit.ScriptModule):
         raise GraphBudgetError(
             f"{type(model).__name__} is TorchScript (torch.jit.trace or torch.jit.script), "
             "which graph-budget cannot trace; profile the eager model instead"
         )
     return model
+
+
+def _refuse_class_or_pair(model: Any, module: type) -> None:
+    """The two usual slips, said with their fix: a class for an instance (``nn.Linear``), and a
+    ``(module, inputs)`` pair, as fixtures return them, given as the model: both had been
+    "expected a torch.nn.Module, got type" (or "got tuple")."""
+    if isinstance(model, type):
+        named = model.__name__
+        fix = f"; pass an instance, {named}(...)" if issubclass(model, module) else ""
+        raise GraphBudgetError(f"expected a torch.nn.Module, got the class {named}{fix}")
+    if isinstance(model, tuple) and model and isinstance(model[0], module):
+        raise GraphBudgetError(
+            "expected a torch.nn.Module, got a tuple: a (module, inputs) pair is passed as "
+            "profile_model(module, inputs)"
+        )
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.errors import GraphBudgetError, closest
 from pytest_graphbudget.modes.fit import SYMBOLS, Fit, fit
 from pytest_graphbudget.modes.symbolic import input_shapes
 
@@ -26,6 +26,10 @@ FITTED = ("flops", "macs", "peak_memory_bytes", "traffic_bytes")
 METHOD = "interpolated"
 PROFILE_OPTIONS = ("mode", "loss", "optimizer", "dtype")
 """Keywords of ``profile_sweep`` that go to every point's ``Request``, not to the zoo."""
+ZOO_OPTIONS = ("input_shape", "meta", "trust_pickle")
+"""The zoo's options a sweep of a name passes to every point (``zoo.resolve``)."""
+KEYWORDS = (*AXES, "inputs", "hardware", "name", "symbolic", *PROFILE_OPTIONS, *ZOO_OPTIONS)
+"""``profile_sweep``'s keywords: a misspelt one is named with the one meant."""
 
 
 @dataclass
@@ -57,6 +61,22 @@ class Sweep:
         symbolic = any(f.method == "symbolic" for f in self.fits.values())
         return "symbolic" if symbolic else METHOD
 
+    def __repr__(self) -> str:
+        """One line: what every point profiled, the axes and the FLOPs' formula (the
+        dataclass's own held every point's whole profile)."""
+        first = self.points[0].profile if self.points else None
+        where = f" on {first.hardware.name}, {first.mode} {first.dtype}" if first else ""
+        over = " x ".join(f"{axis}={values}" for axis, values in self.axes.items())
+        flops = f"; {self.fits['flops'].formula()}" if "flops" in self.fits else ""
+        return f"<Sweep {self.model!r}{where}: {over}, {len(self.points)} points{flops}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display, from ``reports`` through the package root, as
+        ``Profile._repr_html_``'s (the modes may not import ``reports``)."""
+        import sys
+
+        return sys.modules["pytest_graphbudget"]._sweep_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """Plot-ready JSON: ``{"sweep": {"mode", "dtype", "axes", "points", "fit"}}``."""
         first = self.points[0].profile if self.points else None
@@ -87,8 +107,10 @@ def axis_values(axis: str, values: Any) -> list[int] | None:
         return None
     if isinstance(values, int) and not isinstance(values, bool):
         values = [values]
+    if isinstance(values, Sequence) and not isinstance(values, (str, bytes)):
+        values = list(values)  # a range or a tuple reads as the list it holds
     if (
-        not isinstance(values, (list, tuple))
+        not isinstance(values, list)
         or not values
         or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
     ):
@@ -110,6 +132,28 @@ def grid(seq_len: Any = None, batch: Any = None) -> dict[str, list[int]]:
     if not axes:
         raise GraphBudgetError("a sweep needs seq_len=[...] or batch=[...] (or both)")
     return axes
+
+
+def fitted_grid(seq_len: Any = None, batch: Any = None) -> dict[str, list[int]]:
+    """``grid``, one axis of two values at least: a formula fitted through one point is a
+    constant (``batch=4`` had given ``flops = 99456``, as if batch cost nothing). An axis of
+    one value beside a swept one holds it (``seq_len=[16, 32], batch=4``: the batch's)."""
+    axes = grid(seq_len, batch)
+    if axes and all(len(values) < 2 for values in axes.values()):
+        axis, values = next(iter(axes.items()))
+        raise GraphBudgetError(
+            f"{axis}: a sweep needs at least two values to fit, got {values!r}; "
+            "profile one point with profile_model"
+        )
+    return axes
+
+
+def refuse_unknown(options: Mapping[str, Any]) -> None:
+    """A misspelt keyword (``hardwre=``, ``seqlen=``) is named with the one meant: it had been
+    called an option of zoo names, or the sweep had said it needed ``seq_len=[...]``."""
+    for key in options:
+        if key not in KEYWORDS:
+            raise GraphBudgetError(f"unknown keyword {key!r}{closest(key, KEYWORDS)}")
 
 
 def points_of(axes: Mapping[str, Sequence[int]]) -> list[dict[str, int]]:
@@ -160,7 +204,8 @@ def profile_sweep(
     """
     from pytest_graphbudget.modes import dispatch
 
-    axes = grid(seq_len, batch)
+    refuse_unknown(zoo_options)
+    axes = fitted_grid(seq_len, batch)
     how = {key: zoo_options.pop(key) for key in PROFILE_OPTIONS if key in zoo_options}
     build = _builder(model_or_name, axes, inputs, zoo_options)
     label = name or (model_or_name if isinstance(model_or_name, str) else None)

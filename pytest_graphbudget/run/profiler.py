@@ -164,7 +164,7 @@ class Profiler:
         ``execution`` says. A ``model`` path is relative to the project's ``root`` (the
         directory a ``factory`` imports from), wherever the run started; ``None``: the
         current directory."""
-        from pytest_graphbudget.gate.budget_files import table_factory
+        from pytest_graphbudget.gate.factories import table_factory
         from pytest_graphbudget.modes import decode, dispatch
 
         how = variant.options() if variant else {}
@@ -303,7 +303,7 @@ def _step_request(
 ) -> Request:
     """The request of a ``decode = true`` budget table's decode step. Timed runs, a train
     mode or another dtype (``how``) are refused: the step is eval mode, the model's dtype."""
-    from pytest_graphbudget.gate.budget_files import load_factory
+    from pytest_graphbudget.gate.factories import load_factory
     from pytest_graphbudget.modes import dispatch
 
     if runs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,7 +11,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 from pytest_graphbudget import ModelCase, profile_model  # noqa: E402
-from pytest_graphbudget.errors import ModelRunError  # noqa: E402
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError  # noqa: E402
 
 
 class MLP(nn.Module):
@@ -147,6 +148,54 @@ def test_model_case_and_keyword_inputs():
     prof = profile_model(case)
     assert prof.model == "scale" and prof.flops == 16
     assert [i.name for i in prof.inputs] == ["x", "factor"]
+
+
+class Tokens(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, input_ids, attention_mask=None):
+        return self.fc(input_ids * attention_mask)
+
+
+def test_a_dict_given_as_inputs_is_the_keyword_inputs():
+    """User trial: ``profile_model(model, {"input_ids": ids, "attention_mask": mask})``, what a
+    tokenizer returns, reached the forward as one positional dict and failed there. By hand:
+    the mask multiply 2*8 FLOPs, the Linear 2*2*8*4 + 2*4 (its bias)."""
+    ids, mask = torch.randn(2, 8), torch.ones(2, 8)
+    prof = profile_model(Tokens(), {"input_ids": ids, "attention_mask": mask})
+    assert prof.flops == 2 * 8 + 2 * 2 * 8 * 4 + 2 * 4
+    assert [i.name for i in prof.inputs] == ["input_ids", "attention_mask"]
+    with pytest.raises(GraphBudgetError) as info:
+        profile_model(Tokens(), {"input_ids": ids}, kwargs={"attention_mask": mask})
+    assert str(info.value) == (
+        "inputs is a dict, the keyword inputs, and kwargs= is given too: pass the keyword "
+        "inputs in one of them (a forward that takes one dict: inputs=(the_dict,))"
+    )
+
+
+def test_a_profile_repr_is_one_short_line(mlp):
+    """User trial: ``repr(prof)`` was the dataclass's, 20-90k characters (the hardware, every
+    subgraph and module). MLP by hand: 151,552 MACs, 307,280 FLOPs, 19,210 params."""
+    from pytest_graphbudget.units import format_bytes, format_seconds
+
+    assert repr(mlp) == (
+        "<Profile 'MLP' on generic, eval float32: 307k FLOPs, 152k MACs, 19.2k params, "
+        f"peak memory {format_bytes(mlp.peak_memory_bytes)}, "
+        f"est. latency {format_seconds(mlp.est_latency_s)}>"
+    )
+    assert len(repr(mlp)) < 150 and str(mlp) == repr(mlp)
+
+
+def test_two_profiles_of_one_model_are_equal_whatever_the_wall_clock():
+    """User trial: two profiles of the same model compared unequal, only because the trace's
+    wall-clock ``seconds`` took part; a figure that differs still makes them unequal."""
+    model, x = MLP(), torch.randn(8, 64)
+    first, again = profile_model(model, x), profile_model(model, x)
+    again.trace = dataclasses.replace(again.trace, seconds=first.trace.seconds + 1.0)
+    assert first == again
+    assert first != dataclasses.replace(again, flops=again.flops + 1)
 
 
 def test_model_case_with_inputs_none_has_no_positional_inputs():

@@ -140,3 +140,20 @@ def test_a_result_crosses_xdist_whole(linear):
     assert came.profile["totals"]["flops"] == FLOPS
     again = profile_from_dict(came.profile).to_dict()
     assert json.dumps(again, sort_keys=True) == json.dumps(linear.to_dict(), sort_keys=True)
+
+
+def test_growth_within_a_wide_tolerance_is_said_with_the_tolerance(linear):
+    """User trial: ``tolerance = 0.5`` (50%, where 0.5% was likely meant) let a +21% model
+    pass with nothing said. Growth past the default 1% but within the budget's tolerance is
+    one notice naming each figure that grew and the tolerance. The baseline here: the same
+    Linear with its FLOPs and MACs recorded 1.08 times smaller."""
+    smaller = {"flops": FLOPS / 1.08, "macs": MACS / 1.08, "params": PARAMS}
+    base = Entry(smaller)
+    wide = findings(linear, build({"tolerance": 0.5}, "t"), base)
+    (said,) = [f.message for f in wide]
+    assert said == "grew within tolerance 50.0%: FLOPs +8.0%, MACs +8.0%"
+    assert [
+        f for f in findings(linear, build({"tolerance": "1%"}, "t"), base) if f.severity == "fail"
+    ]
+    same = Entry(dict(smaller, flops=FLOPS, macs=MACS))
+    assert findings(linear, build({"tolerance": 0.5}, "t"), same) == []

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from pytest_graphbudget import cli
-from pytest_graphbudget.gate.budget_files import factory_problems
+from pytest_graphbudget.gate.factories import factory_problems
 
 MODULE = "factory_tables_models"
 MODELS = """

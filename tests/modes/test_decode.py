@@ -326,6 +326,28 @@ def test_table_puts_prefill_and_decode_side_by_side(result):
     assert "past_key_values[0..3] 1x4x32x16 float32" in text
 
 
+def test_a_decode_profiles_repr_is_one_line_and_its_notebook_cell_a_table(result):
+    """User trial: ``repr(result)`` was 62k characters (both whole profiles). The step's MACs
+    are the closed form's 170,752; the cache 2 x 2 layers x 32 positions x 64 x 4 bytes."""
+    text = repr(result)
+    assert text.startswith(
+        f"<DecodeProfile {result.model!r} on generic, float32: context 32, batch 1; per step "
+    )
+    assert "171k MACs" in text and "(KV cache 32.8kB)" in text and text.endswith("memory-bound>")
+    assert closed_form_macs(CONTEXT) == 170_752 and len(text) < 300
+    html = result._repr_html_()
+    assert "prefill (32 tokens)</th>" in html and "decode (1 token)</th>" in html
+    assert '<tr><th>MACs</th><td class="num">' in html and ">171k</td></tr>" in html
+    assert "<script" not in html
+
+
+def test_a_misspelt_keyword_is_named_with_the_one_meant():
+    """User trial: ``hardwre=`` was Python's TypeError; refused before any model is built."""
+    with pytest.raises(GraphBudgetError) as info:
+        decode.profile_decode("distilgpt2", context=16, hardwre="a100")
+    assert str(info.value) == "unknown keyword 'hardwre' (did you mean 'hardware'?)"
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -216,3 +216,23 @@ def test_a_misspelt_keyword_or_a_kwargs_list_is_one_line(model, given, says):
             model, (torch.ones(2, 4),) if isinstance(model, nn.Module) else None, **given
         )
     assert str(info.value) == says
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        (nn.Linear, "got the class Linear; pass an instance, Linear(...)"),
+        (
+            (nn.Linear(4, 4), (torch.ones(2, 4),)),
+            "got a tuple: a (module, inputs) pair is passed as profile_model(module, inputs)",
+        ),
+    ],
+    ids=["class", "pair"],
+)
+def test_a_class_or_a_pair_given_as_the_model_says_how_to_pass_it(model, says):
+    """User trial: ``profile_model(nn.Linear, x)`` said "got type", ``profile_model((model,
+    inputs))`` "got tuple"."""
+    inputs = None if isinstance(model, tuple) else (torch.ones(2, 4),)
+    with pytest.raises(GraphBudgetError) as info:
+        pytest_graphbudget.profile_model(model, inputs)
+    assert str(info.value) == f"expected a torch.nn.Module, {says}"

@@ -170,11 +170,92 @@ def test_a_module_needs_an_inputs_callable_that_takes_the_axes(bert):
     with pytest.raises(
         GraphBudgetError, match=r"accept the swept axes as keywords \(seq_len, batch\)"
     ):
-        profile_sweep(bert, seq_len=[8], batch=[1], inputs=lambda seq_len: token_ids(seq_len))
+        profile_sweep(
+            bert, seq_len=[8, 16], batch=[1, 2], inputs=lambda seq_len: token_ids(seq_len)
+        )
     with pytest.raises(GraphBudgetError, match="positive integers"):
         profile_sweep(bert, seq_len=[0, 8], inputs=token_ids)
     with pytest.raises(GraphBudgetError, match="needs seq_len"):
         profile_sweep(bert, inputs=token_ids)
+
+
+@pytest.mark.parametrize(
+    ("axes", "says"),
+    [
+        ({"batch": 4}, "batch: a sweep needs at least two values to fit, got [4]"),
+        ({"batch": [4]}, "batch: a sweep needs at least two values to fit, got [4]"),
+        ({"seq_len": [8], "batch": [4]}, "seq_len: a sweep needs at least two values to fit"),
+    ],
+)
+def test_an_axis_of_one_value_is_refused_not_fitted_as_a_constant(axes, says):
+    """User trial: ``batch=4`` (or ``[4]``) fitted ``flops = 99456``, as if FLOPs did not
+    depend on the batch. One value beside a swept axis holds it (below)."""
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    with pytest.raises(GraphBudgetError) as info:
+        profile_sweep(torch.nn.Linear(8, 8), inputs=lambda **point: torch.zeros(1, 8), **axes)
+    assert str(info.value).startswith(says)
+    assert str(info.value).endswith("; profile one point with profile_model")
+
+
+def test_a_range_or_a_tuple_of_values_is_an_axis():
+    """User trial: ``batch=range(1, 4)`` was refused as not "a list of positive integers".
+    A Linear(8, 8) does 2*8*8 + 8 FLOPs per row."""
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    linear = torch.nn.Linear(8, 8)
+    swept = profile_sweep(linear, batch=range(1, 4), inputs=lambda batch: torch.zeros(batch, 8))
+    assert swept.axes == {"batch": [1, 2, 3]}
+    assert swept.fits["flops"].formula() == f"flops = {2 * 8 * 8 + 8}*b"
+    grid = profile_sweep(linear, batch=(1, 2), inputs=lambda batch: torch.zeros(batch, 8))
+    assert grid.axes == {"batch": [1, 2]}
+    # one value beside a swept axis holds it: 4 rows of seq_len tokens, 4 * 136 FLOPs each
+    held = profile_sweep(
+        linear,
+        seq_len=[2, 3],
+        batch=4,
+        inputs=lambda seq_len, batch: torch.zeros(batch, seq_len, 8),
+    )
+    assert held.fits["flops"].formula() == f"flops = {4 * (2 * 8 * 8 + 8)}*s"
+
+
+@pytest.mark.parametrize(
+    ("model", "given", "says"),
+    [
+        ("module", {"batch": [1, 2], "hardwre": "a100"}, "'hardwre' (did you mean 'hardware'?)"),
+        ("bert-base-uncased", {"seqlen": [16, 32]}, "'seqlen' (did you mean 'seq_len'?)"),
+        ("module", {"batch": [1, 2], "symbolc": True}, "'symbolc' (did you mean 'symbolic'?)"),
+    ],
+)
+def test_a_misspelt_keyword_is_named_with_the_one_meant(model, given, says):
+    """User trial: ``hardwre=`` on a module was called an option of zoo names, ``seqlen=`` on a
+    name ended in "a sweep needs seq_len=[...] or batch=[...]"."""
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    if model == "module":
+        model, given = torch.nn.Linear(8, 8), {**given, "inputs": lambda batch: torch.zeros(1, 8)}
+    with pytest.raises(GraphBudgetError) as info:
+        profile_sweep(model, **given)
+    assert str(info.value) == f"unknown keyword {says}"
+
+
+def test_a_sweeps_repr_is_one_line_and_its_notebook_cell_a_table(sweep):
+    """User trial: ``repr(sweep)`` was 15k characters (every point's whole profile)."""
+    flops = sweep.fits["flops"].formula()
+    assert repr(sweep) == (
+        f"<Sweep 'BertModel' on generic, eval float32: seq_len={SEQ}, 3 points; {flops}>"
+    )
+    html = sweep._repr_html_()
+    assert "<h2>BertModel (eval, float32)</h2>" in html and "<script" not in html
+    assert '<svg class="growth" data-figure="flops"' in html
+    cells = [f'<tr><td class="num">{s}</td>' for s in SEQ]
+    assert all(cell in html for cell in cells)
 
 
 def test_an_axis_the_model_ignores_is_an_error_not_a_constant():
