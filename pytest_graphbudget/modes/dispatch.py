@@ -269,7 +269,7 @@ def _one_forward(
     from pytest_graphbudget.modes.quantize import refuse_int8_on_a_gpu
 
     variant = request.variant
-    refuse_int8_on_a_gpu(variant.dtype, request.hardware)
+    refuse_int8_on_a_gpu(variant.dtype, request.hardware, model)
     args, kwargs = _as_tuple(inputs), dict(kwargs or {})
     _refuse_nested(args, kwargs)
     model, args, kwargs = cast(model, args, kwargs, variant.dtype)

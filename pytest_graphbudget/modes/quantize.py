@@ -48,6 +48,13 @@ def quantized_copy(model: Any, dtype: str) -> Any:
             f"dtype={dtype!r} quantizes nn.Linear layers and {type(model).__name__} has none: "
             "quantize it yourself and leave dtype unset"
         )
+    kinds = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    if dtype == "int8" and kinds - {torch.float32}:  # quantized::linear_dynamic's input
+        raise GraphBudgetError(
+            f"dtype='int8' quantizes float32 Linear layers, and {type(model).__name__}'s "
+            f"weights are {', '.join(sorted(str(k).removeprefix('torch.') for k in kinds))}: "
+            "give the model in float32"
+        )
     if any(p.is_meta for p in model.parameters()):  # int8's observers read them: a traceback
         raise GraphBudgetError(  # float8's scales too: its dequantize went unpriced on meta
             f"dtype={dtype!r} quantizes the weights from their values (their range, the scales), "
@@ -71,6 +78,13 @@ def quantized_copy(model: Any, dtype: str) -> Any:
             quantize_dynamic(holder, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
         else:
             _float8(holder)
+    if not holds_quantized(holder):  # every Linear one the recipe skips: a profile of nothing
+        raise GraphBudgetError(
+            f"dtype={dtype!r} quantized none of {type(model).__name__}'s Linear layers (the "
+            "recipe skips attention's NonDynamicallyQuantizableLinear and bare weight "
+            "parameters): its figures would be float32's; quantize it yourself, or leave "
+            "dtype unset"
+        )
     return holder[0]
 
 
@@ -85,18 +99,45 @@ def _float8(model: Any) -> None:
     quantize_(model, Float8WeightOnlyConfig())
 
 
-def refuse_int8_on_a_gpu(dtype: str | None, hardware: Any) -> None:
+def refuse_int8_on_a_gpu(dtype: str | None, hardware: Any, model: Any = None) -> None:
     """``int8`` runs ``quantized::linear_dynamic``, which has CPU kernels only (FBGEMM,
     QNNPACK): priced on a GPU profile it was a figure for a kernel no GPU runs (slower than
-    float16 on every card, an H100 no faster than an A100)."""
-    if dtype != "int8":
+    float16 on every card, an H100 no faster than an A100). So does a ``model`` quantized by
+    torch.ao already (``quantize_dynamic``, a static ``convert``), which had been priced at
+    the card's int8 tensor-core peak."""
+    found = _ao_quantized(model)
+    if dtype != "int8" and found is None:
         return
     from pytest_graphbudget import hardware as hw
 
     target = hw.get(hardware)
+    if target.family and found is not None:
+        raise GraphBudgetError(
+            f"{type(model).__name__} is quantized by torch.ao ({found}), whose kernels run on "
+            f"CPU only: {target.name} ({target.family}) would price kernels no GPU runs; price "
+            "it on a CPU profile (torchao's quantize_ runs on GPUs)"
+        )
     if target.family:
         raise GraphBudgetError(
             f"dtype='int8' is torch.ao's dynamic quantization, whose quantized::linear_dynamic "
             f"runs on CPU only: {target.name} ({target.family}) would price a kernel no GPU "
             "runs; price int8 on a CPU profile, and float8_e4m3fn or float16 on a GPU"
         )
+
+
+def _ao_quantized(model: Any) -> str | None:
+    """The first torch.ao quantized module of ``model`` (``DynamicQuantizedLinear``), if any."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return None
+    for module in model.modules():
+        kind = type(module)
+        if kind.__module__.startswith(AO_QUANTIZED) and hasattr(module, "_packed_params"):
+            return kind.__name__ if kind.__name__ != "Linear" else f"{kind.__module__}.Linear"
+    return None
+
+
+AO_QUANTIZED = ("torch.ao.nn.quantized", "torch.ao.nn.intrinsic.quantized")
+"""The packages of torch.ao's quantized modules, whose packed kernels (FBGEMM, QNNPACK) run on
+the CPU only."""

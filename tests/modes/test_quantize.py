@@ -53,12 +53,26 @@ def test_float8_profiles_float8_weights():
         (mlp(), {"mode": "train"}, "dtype='int8' quantizes the model for inference: use it with "
          "mode='eval'"),
         (nn.Conv2d(3, 8, 3), {}, "dtype='int8' quantizes nn.Linear layers and Conv2d has none"),
+        # user trial: its forward failed ("expected scalar type Float but found Half"), blamed
+        (mlp().half(), {}, "dtype='int8' quantizes float32 Linear layers, and Sequential's "
+         "weights are float16: give the model in float32"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_quantized_is_one_line(model, options, message):
     shape = (1, 3, 8, 8) if isinstance(model, nn.Conv2d) else (4, 64)
+    kind = next(model.parameters()).dtype
     with pytest.raises(GraphBudgetError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        profile_model(model, torch.randn(shape), dtype="int8", **options)
+        profile_model(model, torch.randn(shape, dtype=kind), dtype="int8", **options)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float8_e4m3fn"])
+def test_a_model_neither_recipe_quantizes_is_refused_not_priced_as_float32(dtype):
+    """User trial: ``nn.MultiheadAttention`` under int8 or float8 came out float32 to the
+    byte, with an ``@int8`` id: both recipes skip its ``out_proj`` (a
+    NonDynamicallyQuantizableLinear) and its bare ``in_proj_weight``."""
+    attention, x = nn.MultiheadAttention(64, 4, batch_first=True).eval(), torch.randn(2, 10, 64)
+    with pytest.raises(GraphBudgetError, match="quantized none of MultiheadAttention's Linear"):
+        profile_model(attention, (x, x, x), dtype=dtype)
 
 
 @pytest.mark.parametrize(
@@ -98,6 +112,11 @@ def test_int8_on_a_gpu_profile_is_refused_its_kernel_runs_on_cpus_only():
     with pytest.raises(GraphBudgetError, match="runs on CPU only: t4 .turing. would price"):
         profile_model(mlp(), torch.randn(4, 64), dtype="int8", hardware="t4")
     assert profile_model(mlp(), torch.randn(4, 64), dtype="int8").macs == MACS  # generic
+    # a model quantized by torch.ao already: priced on a100 at its int8 tensor-core peak
+    quantized = torch.ao.quantization.quantize_dynamic(mlp().eval(), {nn.Linear})
+    with pytest.raises(GraphBudgetError, match="kernels run on CPU only: a100 .ampere."):
+        profile_model(quantized, torch.randn(4, 64), hardware="a100")
+    assert profile_model(quantized, torch.randn(4, 64), hardware="epyc-9654").macs == MACS
 
 
 def test_the_baseline_id_of_a_quantized_variant_ends_with_its_dtype():
