@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, console: Console, axes: dict[str, list[int]]) 
     fits = fits_of(axes, [p.profile for p in points])
     if args.symbolic:
         console.progress(f"exporting {case.name} at symbolic shapes ...")
-        fits = with_symbolic(fits, case, shapes, points)
+        fits = with_symbolic(fits, case, shapes, points, how)
     sweep = Sweep(args.model, axes, points, fits)
     if getattr(args, "html", None):  # the growth curves (reports/html_sweep.py)
         from pytest_graphbudget.reports.html_sweep import sweep_page

@@ -221,17 +221,32 @@ def profile_sweep(
         swept.append(SweepPoint(point, prof))
     fits = fits_of(axes, [p.profile for p in swept])
     if symbolic:
-        fits = with_symbolic(fits, case, shapes, swept)
+        fits = with_symbolic(fits, case, shapes, swept, how)
     return Sweep(label, axes, swept, fits)
 
 
 def with_symbolic(
-    fits: dict[str, Fit], case: Any, shapes: dict[tuple, list], points: Sequence[SweepPoint]
+    fits: dict[str, Fit],
+    case: Any,
+    shapes: dict[tuple, list],
+    points: Sequence[SweepPoint],
+    how: Mapping[str, Any] = {},
 ) -> dict[str, Fit]:
     """The fits, with FLOPs and MACs derived from one export of ``case`` (the last point's) at
-    symbolic shapes where that reproduces every point; else each says why not (``note``)."""
+    symbolic shapes where that reproduces every point; else each says why not (``note``).
+    The export is of the forward as the model is: a sweep of another variant (``how``: its
+    ``dtype``, ``mode``) keeps its measured fits (an int8 sweep had printed float32's formula
+    as its symbolic one)."""
     from pytest_graphbudget.modes import symbolic
 
+    other = {k: v for k, v in how.items() if k in ("mode", "optimizer", "dtype", "parallel")}
+    if other:
+        said = ", ".join(f"{k}={v}" for k, v in other.items())
+        for name in symbolic.SYMBOLIC:
+            fits[name].note = (
+                f"symbolic derivation not used: it exports the model's own forward, not {said}"
+            )
+        return fits
     try:
         dims = symbolic.dynamic_dims(points[-1].values, shapes)
         derived = symbolic.derive(case, dims, list(points[-1].values))

@@ -346,6 +346,27 @@ def test_symbolic_is_not_tried_at_a_size_export_fixes():
     )
 
 
+def test_symbolic_is_not_tried_for_another_variant_than_the_models_own():
+    """User trial: ``--dtype int8 --symbolic`` printed the float32 export's formula as the
+    int8 sweep's symbolic one: the export is of the model as it is. A sweep in bfloat16 (or
+    train mode) keeps its measured fits, and says why."""
+    import torch
+
+    from pytest_graphbudget import profile_sweep
+
+    sweep = profile_sweep(
+        TinyAttention.build(),
+        batch=[2, 3, 4],
+        inputs=lambda batch: torch.zeros(batch, 4, 8),
+        symbolic=True,
+        dtype="bfloat16",
+    )
+    assert sweep.fits["macs"].method == "interpolated"
+    assert sweep.fits["macs"].note == (
+        "symbolic derivation not used: it exports the model's own forward, not dtype=bfloat16"
+    )
+
+
 def test_a_zoo_sweep_point_that_input_shape_contradicts_is_refused():
     """``batch=[1, 2, 4]`` beside ``input_shape=(1, 3, 64, 64)`` profiled 1x3x64x64 three times."""
     from pytest_graphbudget import profile_sweep
