@@ -260,6 +260,7 @@ def _side(prof: Mapping[str, Any]) -> dict[str, Any]:
         "mode": prof.get("mode", "eval"),
         "hardware": prof["hardware"]["name"],
         "execution": prof.get("execution"),
+        "dtype": prof.get("dtype"),
     }
 
 
@@ -286,8 +287,12 @@ def _changed_figures(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     return ", ".join(found)
 
 
-def _label(side: Mapping[str, Any]) -> str:
+def _label(side: Mapping[str, Any], other: Mapping[str, Any] | None = None) -> str:
+    """Who a side is; its model's dtype too where the ``other`` side's differs (a float32 and
+    an int8 profile of one model had read alike)."""
     step = ", training step" if side.get("mode") == "train" else ""
+    if other is not None and side.get("dtype") != other.get("dtype"):
+        step += f", model {side.get('dtype') or 'dtype not recorded'}"
     return f"{side['model']} on {_priced_on(side)} ({inputs_text(side['inputs'])}{step})"
 
 
@@ -332,7 +337,8 @@ MODULE_HEADERS = [
 
 
 def compare_text(result: Mapping[str, Any]) -> str:
-    lines = [f"A: {_label(result['a'])}", f"B: {_label(result['b'])}", ""]
+    a, b = result["a"], result["b"]
+    lines = [f"A: {_label(a, b)}", f"B: {_label(b, a)}", ""]
     lines += text_table(TOTAL_HEADERS, _total_rows(result), "lrrr")
     lines += [""]
     shown, changed = len(result["modules"]), result["modules_changed"]
@@ -349,8 +355,8 @@ def compare_markdown(result: Mapping[str, Any]) -> str:
     lines = [
         f"## {result['a']['model']} vs {result['b']['model']}",
         "",
-        f"- A: {_label(result['a'])}",
-        f"- B: {_label(result['b'])}",
+        f"- A: {_label(result['a'], result['b'])}",
+        f"- B: {_label(result['b'], result['a'])}",
         "",
     ]
     lines += markdown_table(TOTAL_HEADERS, _total_rows(result))

@@ -398,3 +398,16 @@ def test_the_html_page_writes_each_change_as_the_text_does(tmp_path, monkeypatch
     # Every row as the text view writes it: label, A, B and the change.
     text = out[out.index("metric") : out.index("Modules that differ")].splitlines()[2:]
     assert list(shown.values()) == [re.split(r"\s{2,}", line.strip()) for line in text if line]
+
+
+def test_sides_of_two_dtypes_say_each_models_dtype(saved, monkeypatch, capsys):
+    """User trial: a float32 and a bfloat16 profile of one model read alike, "Sequential on
+    generic, eager (input ... float32)", though every byte figure halved between them."""
+    half = profile_model(*conv_relu(), hardware="h100", dtype="bfloat16")
+    (saved / "h.json").write_text(json.dumps(half.to_dict()))
+    out, _ = compare(saved, monkeypatch, capsys, "e.json", "h.json")
+    lines = out.splitlines()
+    assert lines[0] == "A: Sequential on h100, eager (input 1x3x16x16 float32, model float32)"
+    assert lines[1] == "B: Sequential on h100, eager (input 1x3x16x16 bfloat16, model bfloat16)"
+    markdown, _ = compare(saved, monkeypatch, capsys, "e.json", "h.json", "--format", "markdown")
+    assert "- B: Sequential on h100, eager (input 1x3x16x16 bfloat16, model bfloat16)" in markdown
