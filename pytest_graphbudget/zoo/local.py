@@ -184,8 +184,11 @@ def _load_pickle(path: Path, name: str, options: LoadOptions) -> ModelCase:
             "profile the eager model instead"
         )
     note = None
+    from pytest_graphbudget.quiet import held
+
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        with held(f"loading {name}"):  # torch's deprecation warnings, as a quantized model's
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         globals_ = unsafe_globals(path, exc)
         if any(g.startswith("ultralytics.") for g in globals_):
@@ -257,8 +260,11 @@ def _load_ultralytics(path: Path, name: str, *, trust: bool) -> Any:
 def _unpickle(path: Path, name: str) -> Any:
     import torch
 
+    from pytest_graphbudget.quiet import held
+
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        with held(f"loading {name}"):  # TypedStorage's and quantized tensors' deprecations
+            return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
         first = one_line(exc)
         raise GraphBudgetError(f"{name} could not be unpickled ({first})") from None

@@ -993,3 +993,28 @@ def test_list_counts_one_model_in_the_singular(capsys):
 
     assert cli.main(["list", "wide_resnet101_2", "-q"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("1 model. Also:")
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.ao.quantization's
+def test_loading_a_quantized_pickle_keeps_torchs_warnings_back(tmp_path):
+    """User trial: a ``quantize_dynamic`` model saved whole printed torch's TypedStorage and
+    quantized-tensor deprecation warnings on stderr while it loaded, without ``-v``. A
+    process of its own: pytest would catch the warnings of one run in this one."""
+    import subprocess
+    import sys
+
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32))
+    torch.save(torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}), tmp_path / "q.pt")
+    argv = ["profile", "q.pt", "--input-shape", "4,64", "--trust-pickle"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_graphbudget.cli", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
+    assert "MACs" in done.stdout
