@@ -46,6 +46,10 @@ MAX_PEAK = 1e17
 """FLOP/s no chip reaches (100 PFLOP/s; a B200 runs FP4, dense, at 9): a figure
 above it is one written in the wrong unit (40e12 as TFLOP/s), which would price every kernel
 at nothing and pass every latency budget."""
+MAX_WIDE_PEAK = {"float64": 2e15, "float32": 2e15}
+"""float64 and float32 FLOP/s no chip reaches (2 PFLOP/s; the MI300X's float32 is 0.16): an
+A100's 19.5 written as 19500 (GFLOP/s in ``peak_tflops``) is under ``MAX_PEAK`` but would price
+every float32 kernel 1000x fast."""
 MAX_BANDWIDTH = 1e15
 """Bytes/s no memory reaches (1 PB/s; a B200's is 8 TB/s), for the same slip."""
 MIN_FIGURE = 1e6
@@ -104,6 +108,13 @@ def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
             raise GraphBudgetError(
                 f"hardware {name!r}: {key}.{dtype} = {value!r} is {peaks[str(dtype)]:.3g} "
                 "FLOP/s, below any chip: peak_tflops is in TFLOP/s, peak_flops in FLOP/s"
+            )
+        wide = MAX_WIDE_PEAK.get(str(dtype))
+        if wide is not None and peaks[str(dtype)] > wide:
+            raise GraphBudgetError(
+                f"hardware {name!r}: {key}.{dtype} = {value!r} is {peaks[str(dtype)] / 1e15:.3g} "
+                f"PFLOP/s, beyond any chip's {dtype} (the MI300X's float32 is 0.16): "
+                "peak_tflops is in TFLOP/s (peak_flops in FLOP/s)"
             )
         if peaks[str(dtype)] > MAX_PEAK:
             raise GraphBudgetError(

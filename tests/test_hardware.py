@@ -232,6 +232,8 @@ def test_a_matmul_figure_in_the_wrong_unit_is_refused():
     [
         ({"peak_tflops": {"float32": 40e12}}, "peak_tflops.float32 = 40000000000000.0 is 4e+10 PF"),
         ({"peak_flops": {"float32": 1e18}}, "peak_flops.float32 = 1e+18 is 1e+03 PFLOP/s"),
+        # an A100's 19.5 in GFLOP/s: under 100 PFLOP/s, but no chip's float32 comes near
+        ({"peak_tflops": {"float32": 19500}}, "float32 = 19500 is 19.5 PFLOP/s, beyond any chip's"),
         ({"bandwidth_gbs": 500e9}, "bandwidth_gbs = 500000000000.0 is 5e+08 TB/s"),
         # TFLOP/s and GB/s under the keys in FLOP/s and bytes/s: a ridge point of 0.04
         ({"peak_flops": {"float32": 2.0}}, "peak_flops.float32 = 2.0 is 2 FLOP/s, below any"),
