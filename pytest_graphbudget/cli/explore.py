@@ -47,6 +47,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise GraphBudgetError("--context K goes with --around N: the K nodes on each side of N")
     if args.start is not None and args.end is not None and args.end < args.start:
         raise GraphBudgetError(f"--end {args.end} is before --start {args.start}")
+    if args.output and args.output.lower().endswith((".json", ".html", ".htm")):
+        raise GraphBudgetError(  # the text view under that name had read as a broken file
+            f"-o {args.output}: explore writes its text view; for JSON or HTML, "
+            f"graph-budget profile {args.model} --format json (or --html FILE)"
+        )
     check_writable(args.output)
     hardware = loading.hardware(args)
     case = loading.load_case(args.model, args, console)

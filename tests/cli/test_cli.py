@@ -478,6 +478,13 @@ def test_explore_range_to_a_file(work):
     assert_ok(result)
     text = (work / "x.txt").read_text()
     assert "showing nodes 1 to 1" in text
+    # a user trial: -o x.json wrote the text view, a JSON file no reader could open
+    result = run_cli("explore", "tiny.pt", *TINY_ARGS, "-o", "x.json", cwd=work)
+    assert result.returncode == 2 and not (work / "x.json").exists()
+    assert result.stderr.strip().endswith(
+        "-o x.json: explore writes its text view; for JSON or HTML, graph-budget profile "
+        "tiny.pt --format json (or --html FILE)"
+    ), result.stderr
     assert "1. [call_module] _1" in text
     assert "0. [call_module]" not in text and "2. [call_module]" not in text
 
