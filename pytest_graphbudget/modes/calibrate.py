@@ -263,10 +263,25 @@ def settings(
 
     if threads is not None and threads < 1:
         raise GraphBudgetError(f"--threads must be at least 1, got {threads}")
+    cpus = usable_cpus()
+    if threads is not None and cpus and threads > cpus and device == "cpu":
+        raise GraphBudgetError(  # oversubscribed, every rate is the scheduler's, not the CPU's
+            f"--threads {threads} is more than the {cpus} CPUs this process may use: its rates "
+            f"would be timed oversubscribed; calibrate with --threads {cpus} or fewer"
+        )
     if rounds is not None and rounds < 1:
         raise GraphBudgetError(f"--rounds must be at least 1, got {rounds}")
     target = check_device(device, f"cannot calibrate on device {device!r}")
     return target, (QUICK_ROUNDS if quick else ROUNDS) if rounds is None else rounds
+
+
+def usable_cpus() -> int | None:
+    """The CPUs this process may run on (its affinity, else the machine's count)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
 
 
 def calibrate(

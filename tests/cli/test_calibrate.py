@@ -133,6 +133,8 @@ def test_profile_prices_with_the_calibrated_kernels(calibrated, tmp_path, capsys
         (["--name", "x"], "go with --calibrate"),
         (["--quick"], "go with --calibrate"),
         (["--calibrate", "--quick", "--threads", "0"], "at least 1"),
+        # a user trial: 99 threads on 2 CPUs timed the scheduler, and was written as the CPU's
+        (["--calibrate", "--quick", "--threads", "4096"], "--threads 4096 is more than the "),
         (["--calibrate", "--format", "json"], "drop --format"),
         (["--calibrate", "--device", "no-such-device"], "cannot calibrate on device"),
         (["--calibrate", "--device", "meta"], "cannot calibrate on device 'meta'"),
