@@ -8,13 +8,20 @@ cost pass reads from the tensors themselves. The FLOPs around it are counted per
 - dequantize (``(q - zero_point) * scale``): 2 FLOPs per element;
 - dynamic quantization (the min and max of the input found first, then quantize): 4;
 - a static int8 product's int32 sums requantized to the output's scale and zero point: 2.
+
+The other ops of a statically quantized model (``quantized::add``, ``hardswish``,
+``batch_norm2d``, ``layer_norm``, ...) have the FLOPs of the float op they replace, their bytes
+those of their quantized tensors (1 byte an element); ``quantized::cat`` moves data, as ``cat``.
+A quantized embedding table (``quantized::embedding_byte``, ``embedding_bag_4bit``, ...) is a
+lookup, as the float one: no FLOPs for a plain embedding, the float bag's adds for a bag.
 """
 
 from __future__ import annotations
 
 from math import prod
 
-from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
+from pytest_graphbudget.costs import reduction
+from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register, zero_cost
 
 
 @register("quantize_per_tensor", "quantize_per_channel", role="pointwise", kind="quantize")
@@ -123,3 +130,112 @@ def linear_static(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
 def linear_relu_static(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
     # linear_static, then the fused ReLU.
     return linear_static(x, packed, out=out) + OpCost(other=numel(out))
+
+
+@register(
+    "quantized.conv_transpose1d",
+    "quantized.conv_transpose2d",
+    "quantized.conv_transpose3d",
+    role="anchor",
+    kind="conv",
+)
+def conv_transpose_static(x: Shape, packed, *_, out: Shape, **__) -> OpCost:
+    # The float transposed convolution's MACs: weight [C_in, C_out/groups, *kernel], each input
+    # element scattered to C_out/groups * k outputs. Per output element, as conv_static:
+    # requantized (2) and the bias added (1).
+    weight, bias = _unpacked(packed)
+    return OpCost(macs=numel(x) * prod(weight[1:]), other=numel(out) * (2 + int(bias)))
+
+
+# A static model's pointwise ops: the float op's FLOPs per output element (``elementwise.py``:
+# add and mul 1, a fused ReLU 1 more, hardswish 4), on tensors of 1 byte an element.
+def _per_element(cost: int):
+    def formula(*_, out, **__) -> OpCost:
+        return OpCost(other=cost * out_numel(out))
+
+    return formula
+
+
+for _cost, _names in (
+    (1, "add add_out add_scalar mul mul_out mul_scalar"),
+    (2, "add_relu add_relu_out add_scalar_relu mul_relu mul_relu_out mul_scalar_relu"),
+    (4, "hardswish"),
+):
+    for _name in _names.split():
+        _kind = _name.removesuffix("_out").replace("_scalar", "")
+        register(f"quantized.{_name}", kind=_kind)(_per_element(_cost))
+
+zero_cost("quantized.cat", kinds={"quantized.cat": "cat"})  # data movement, as ``cat``
+
+
+@register("quantized.cat_relu", kind="cat")
+def cat_relu(tensors, *_, out, **__) -> OpCost:
+    # cat moves data; the fused ReLU is 1 FLOP per output element.
+    return OpCost(other=out_numel(out))
+
+
+@register(
+    "quantized.batch_norm",
+    "quantized.batch_norm1d",
+    "quantized.batch_norm2d",
+    "quantized.batch_norm3d",
+    kind="bn",
+)
+def batch_norm_static(x: Shape, weight, bias, *_, out, **__) -> OpCost:
+    # An eval batch norm over its running statistics, as the float one (``reduction.py``): 2
+    # per element, + 1 with weight, + 1 with bias.
+    return reduction.batch_norm_eval(x, weight, bias, out=out)
+
+
+@register(
+    "quantized.batch_norm_relu",
+    "quantized.batch_norm1d_relu",
+    "quantized.batch_norm2d_relu",
+    "quantized.batch_norm3d_relu",
+    kind="bn",
+)
+def batch_norm_relu_static(x: Shape, weight, bias, *_, out, **__) -> OpCost:
+    # batch_norm_static, then the fused ReLU.
+    return batch_norm_static(x, weight, bias, out=out) + OpCost(other=numel(out))
+
+
+@register("quantized.layer_norm", role="reduction", kind="layer_norm")
+def layer_norm_static(x: Shape, normalized_shape, weight=None, bias=None, *_, out, **__) -> OpCost:
+    # The float layer norm's: 5 per element (mean, subtract, square, variance, scale), + 1 with
+    # weight, + 1 with bias.
+    return reduction.layer_norm(x, normalized_shape, weight, bias, out=out)
+
+
+# A quantized embedding table's lookup: a ``gather`` of no FLOPs, as the float ``embedding``.
+zero_cost(
+    "quantized.embedding_byte quantized.embedding_4bit",
+    role="gather",
+    kinds=dict.fromkeys(("quantized.embedding_byte", "quantized.embedding_4bit"), "embedding"),
+)
+
+
+@register(
+    "quantized.embedding_bag_byte",
+    "quantized.embedding_bag_4bit",
+    role="gather",
+    kind="embedding_bag",
+)
+def embedding_bag(
+    table,
+    indices: Shape,
+    offsets=None,
+    scale_grad_by_freq: bool = False,
+    mode: int = reduction.EMBEDDING_BAG_SUM,
+    pruned_weights: bool = False,
+    per_sample_weights=None,
+    *_,
+    out: Shape,
+    **__,
+) -> OpCost:
+    # The float EmbeddingBag's (``reduction.embedding_bag``): each looked-up row (indices x dim,
+    # dim the output's last) added into its bag, + 1 each with per-sample weights, and a mean's
+    # divide per output element. The packed table is no shape: its rows' width is the output's.
+    width = Shape((0, out[-1]))
+    return reduction.embedding_bag(
+        width, indices, offsets, scale_grad_by_freq, mode, False, per_sample_weights, out=out
+    )

@@ -7,12 +7,17 @@ float8 data, packed int4 in uint8, scales, zero points); and a ``torch.ao`` pack
 (``quantize_dynamic``'s ``_packed_params``) is no tensor at all, so it is neither a parameter
 nor a buffer. Here both are counted as stored: the inner tensors of a subclass, the quantized
 weight of a packed one (1 byte an element for qint8, its scales and zero points: a scale and a
-zero point of 8 bytes each per tensor, or the per-channel tensors) and its float bias.
+zero point of 8 bytes each per tensor, or the per-channel tensors) and its float bias. A
+float16 packed weight (``quantize_dynamic(..., dtype=torch.float16)``) unpacks to float32 but
+is stored in float16 (FBGEMM packs it so): 2 bytes an element. A quantized ``Embedding`` or
+``EmbeddingBag`` keeps its table packed too (``EmbeddingPackedParams._packed_weight``): quint8
+rows at 1 byte an element, quint4x2 at half a byte, and a float32 scale and zero point a row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from math import ceil, prod
 from typing import Any
 
 import torch
@@ -26,8 +31,13 @@ QUANTIZED_DTYPES = {
     torch.quint8: "uint8",
     torch.qint32: "int32",
     torch.quint4x2: "int4",
+    torch.quint2x4: "int2",
 }
 """``torch.ao``'s quantized dtypes by the name of the dtype their data is stored in."""
+
+PER_BYTE = {torch.quint4x2: 2, torch.quint2x4: 4}
+"""Sub-byte quantized dtypes: how many elements one byte holds. Their ``element_size()`` says
+1; each row (the last dimension) is packed into whole bytes."""
 
 
 def inner(tensor: torch.Tensor) -> list[torch.Tensor]:
@@ -50,13 +60,22 @@ def stored_bytes(tensor: torch.Tensor) -> int:
     ``numel * element_size``."""
     if is_traceable_wrapper_subclass(tensor):
         return sum(stored_bytes(t) for t in inner(tensor))
-    data = tensor.numel() * tensor.element_size()
+    data = _data_bytes(tensor)
     if not tensor.is_quantized:
         return data
     if tensor.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
         return data + 8 + 8  # q_scale() is a double, q_zero_point() an int64
     scales, zeros = tensor.q_per_channel_scales(), tensor.q_per_channel_zero_points()
     return data + sum(t.numel() * t.element_size() for t in (scales, zeros))
+
+
+def _data_bytes(tensor: torch.Tensor) -> int:
+    """The bytes of a tensor's elements: ``numel * element_size``, but a sub-byte dtype's rows
+    packed into whole bytes (a quint4x2 row of 15 in 8)."""
+    per_byte = PER_BYTE.get(tensor.dtype)
+    if per_byte is None or tensor.dim() == 0:
+        return tensor.numel() * tensor.element_size()
+    return prod(tensor.shape[:-1]) * ceil(tensor.shape[-1] / per_byte)
 
 
 def stored_dtype(tensor: torch.Tensor) -> str:
@@ -72,51 +91,88 @@ def packed(model: nn.Module) -> Iterator[tuple[str, Any, list[torch.Tensor]]]:
     """Each ``torch.ao`` packed weight: its name, the packed object the ops take, and the
     tensors it packs (the quantized weight, and the bias when there is one)."""
     for name, module in walk.unique_modules(model):
-        obj = _packed_params(module)
-        if isinstance(obj, torch.ScriptObject) and hasattr(module, "_weight_bias"):
-            weight, bias = module._weight_bias()
-            tensors = [t for t in (weight, bias) if isinstance(t, torch.Tensor)]
-            yield (f"{name}._packed_params" if name else "_packed_params"), obj, tensors
-        # a dynamic LSTM/GRU layer's cell (``_all_weight_values[i].param``), a dynamic cell's
-        # two packed products: their quantized weights and float biases
-        for attr in ("param", "_packed_weight_ih", "_packed_weight_hh"):
-            cell = vars(module).get(attr)
-            if isinstance(cell, torch.ScriptObject):
-                tensors = _cell_tensors(cell)
-                if tensors:
-                    yield (f"{name}.{attr}" if name else attr), cell, tensors
+        for attr, obj, tensors in _packs(module):
+            yield (f"{name}.{attr}" if name else attr), obj, tensors
+
+
+def _packs(module: nn.Module) -> Iterator[tuple[str, Any, list[torch.Tensor]]]:
+    """The packed weights ``module`` holds itself, by attribute: a quantized layer's
+    ``_packed_params`` (a float16 one's weight at float16, as packed), an embedding table
+    (``_packed_weight``), a dynamic LSTM/GRU layer's cell (``_all_weight_values[i].param``) and
+    a dynamic cell's two packed products."""
+    obj = _packed_params(module)
+    if isinstance(obj, torch.ScriptObject) and hasattr(module, "_weight_bias"):
+        weight, bias = module._weight_bias()
+        if isinstance(weight, torch.Tensor) and getattr(module, "dtype", None) == torch.float16:
+            weight = weight.to(torch.float16)  # unpacked to float32, packed in float16
+        yield "_packed_params", obj, [t for t in (weight, bias) if isinstance(t, torch.Tensor)]
+    table = _attribute(module, "_packed_weight")
+    if _is_table(table):
+        yield "_packed_weight", table, [torch.ops.quantized.embedding_bag_unpack(table)]
+    half = vars(module).get("weight_dtype") == torch.float16  # a dynamic float16 cell
+    for attr in ("param", "_packed_weight_ih", "_packed_weight_hh"):
+        cell = vars(module).get(attr)
+        if isinstance(cell, torch.ScriptObject):
+            tensors = _cell_tensors(cell, half)
+            if tensors:
+                yield attr, cell, tensors
+
+
+def _is_table(obj: Any) -> bool:
+    """Whether ``obj`` is a quantized embedding table (``EmbeddingPackedParamsBase``)."""
+    if not isinstance(obj, torch.ScriptObject):
+        return False
+    try:
+        return obj._type().qualified_name().endswith(".EmbeddingPackedParamsBase")
+    except Exception:  # a ScriptObject without a class type: no table
+        return False
 
 
 def owner(fqn: str) -> str:
     """The module a packed weight named ``fqn`` belongs to: the layer, not the
-    ``LinearPackedParams`` holder a quantized Linear keeps it in (the holder's row had had the
-    weight, and the layer's none of it)."""
+    ``LinearPackedParams`` holder a quantized Linear keeps it in, or the
+    ``EmbeddingPackedParams`` of an Embedding (the holder's row had had the weight, and the
+    layer's none of it)."""
     module, _, _ = fqn.rpartition(".")
     parent, _, last = module.rpartition(".")
     return parent if last == "_packed_params" else module
 
 
-def _cell_tensors(obj: Any) -> list[torch.Tensor]:
+def _cell_tensors(obj: Any, half: bool = False) -> list[torch.Tensor]:
     """The tensors a ``torch.ao`` dynamic RNN's packed cell holds: its packed linear products'
     weights and biases (one product's for a dynamic cell's ``_packed_weight_ih``), or none
-    for a layout this torch does not use."""
+    for a layout this torch does not use. A float16 cell's weights (``half``, or a layer's
+    ``quantized_fp16`` cell) unpack to float32 and are counted at float16, as packed."""
     try:
         state = obj.__getstate__()[0]
-        products = state[4] if isinstance(state[0], str) else [obj]
+        layer = isinstance(state[0], str)
+        products = state[4] if layer else [obj]
         pairs = [product.__getstate__()[0] for product in products]
     except Exception:  # another torch's private layout: counted as nothing, as before
         return []
-    return [t for pair in pairs for t in pair[:2] if isinstance(t, torch.Tensor)]
+    half = half or (layer and state[0] == "quantized_fp16")
+    found = []
+    for pair in pairs:
+        weight, *bias = pair[:2]
+        if half and isinstance(weight, torch.Tensor):
+            weight = weight.to(torch.float16)
+        found += [t for t in (weight, *bias) if isinstance(t, torch.Tensor)]
+    return found
 
 
 def _packed_params(module: nn.Module) -> Any:
-    """A module's ``_packed_params`` attribute, or None. A packed weight (a ``ScriptObject``)
-    lives in the module's ``__dict__``: read there, a module without one costs no
+    """A module's ``_packed_params`` attribute, or None (``_attribute``)."""
+    return _attribute(module, "_packed_params")
+
+
+def _attribute(module: nn.Module, name: str) -> Any:
+    """A module's attribute ``name``, or None. A packed weight (a ``ScriptObject``) lives in
+    the module's ``__dict__``: read there, a module without one costs no
     ``nn.Module.__getattr__`` and its ``AttributeError``, asked of every module of a model;
     a scripted module keeps its attributes in C++, and is asked through ``getattr``."""
     if isinstance(module, torch.jit.ScriptModule):
-        return getattr(module, "_packed_params", None)
-    return vars(module).get("_packed_params")
+        return getattr(module, name, None)
+    return vars(module).get(name)
 
 
 def holds_quantized(model: Any) -> bool:
@@ -131,6 +187,8 @@ def holds_quantized(model: Any) -> bool:
                     return True
         obj = _packed_params(module)
         if isinstance(obj, torch.ScriptObject) and hasattr(module, "_weight_bias"):
+            return True
+        if _is_table(_attribute(module, "_packed_weight")):
             return True
     return False
 

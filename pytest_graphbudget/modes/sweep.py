@@ -243,9 +243,9 @@ def with_symbolic(
     if other:
         said = ", ".join(f"{k}={v}" for k, v in other.items())
         for name in symbolic.SYMBOLIC:
-            fits[name].note = (
-                f"symbolic derivation not used: it exports the model's own forward, not {said}"
-            )
+            fits[
+                name
+            ].note = f"symbolic derivation not used: it exports the model's own forward, not {said}"
         return fits
     try:
         dims = symbolic.dynamic_dims(points[-1].values, shapes)

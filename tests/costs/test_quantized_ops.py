@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
+import pytest
 import torch
 from torch import nn
 
@@ -133,3 +134,148 @@ def test_static_int8_conv_and_linear_have_their_float_macs():
     assert prof.modules["conv"].macs == conv * 27 and prof.modules["fc"].macs == fc * 288
     assert prof.modules["conv"].flops == 2 * conv * 27 + conv * (2 + 1 + 1)
     assert prof.modules["fc"].flops == 2 * fc * 288 + fc * (2 + 1)
+
+
+def _static(net: nn.Module, x: torch.Tensor) -> nn.Module:
+    """``torch.ao``'s eager static quantization of ``net`` (fbgemm), calibrated on ``x``."""
+    import torch.ao.quantization as tq
+
+    net.eval().qconfig = tq.get_default_qconfig("fbgemm")
+    for module in net.modules():  # per-channel weights are refused for transposed convs
+        if isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d)):
+            module.qconfig = tq.default_qconfig
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's eager-mode API warns of its deprecation
+        tq.prepare(net, inplace=True)
+        net(x)
+        tq.convert(net, inplace=True)
+    return net
+
+
+class StaticBlock(nn.Module):
+    """A statically quantized block with the ops torchvision's quantizable models (ResNet's
+    ``add_relu``, MobileNetV2's ``add``, MobileNetV3's ``hardswish`` and ``mul``, ShuffleNet's
+    and GoogLeNet's ``cat``) and a decoder's (``ConvTranspose2d``, ``BatchNorm2d``,
+    ``LayerNorm``) run."""
+
+    def __init__(self) -> None:
+        import torch.ao.quantization as tq
+        from torch.ao.nn.quantized import FloatFunctional
+
+        super().__init__()
+        self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+        self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2)
+        self.bn, self.act, self.ln = nn.BatchNorm2d(6), nn.Hardswish(), nn.LayerNorm([6, 9, 9])
+        self.add, self.add_relu = FloatFunctional(), FloatFunctional()
+        self.mul, self.cat = FloatFunctional(), FloatFunctional()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn(self.up(self.quant(x)))
+        z = self.act(y)
+        m = self.mul.mul(self.add_relu.add_relu(self.add.add(y, z), y), z)
+        return self.dequant(self.cat.cat([self.ln(m), m], dim=1))
+
+
+def test_static_quantized_ops_have_their_float_ops_flops():
+    """User trial: torchvision's quantizable models left ``quantized::add``, ``add_relu``,
+    ``mul``, ``hardswish`` and ``cat`` without a formula, and ``conv_transpose2d``,
+    ``batch_norm2d`` and ``layer_norm`` failed as contractions. By hand at 2 x 4 x 4 x 4 in
+    (128 elements): the transposed conv's weight is [4, 6/2, 3, 3], each input element
+    scattered to 3 x 3 x 3 = 27 outputs: 128 x 27 = 3,456 MACs, into 2 x 6 x 9 x 9 = 972
+    outputs, each requantized (2) with its bias added (1). On those 972 elements: the batch
+    norm 2 + weight + bias = 4 each, hardswish 4, add 1, add_relu 2, mul 1, the affine
+    LayerNorm 5 + 2 = 7; cat moves data. The input quantized and the 2 x 12 x 9 x 9 = 1,944
+    output elements dequantized: 2 FLOPs an element each."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 4, 4)
+    prof = profile_model(_static(StaticBlock(), x), (x,))
+    assert prof.coverage.unsupported_ops == {} and prof.coverage.unsupported_contractions == {}
+    outputs = 2 * 6 * 9 * 9  # 972
+    assert prof.macs == 128 * 27
+    assert prof.modules["up"].flops == 2 * 128 * 27 + outputs * (2 + 1)
+    assert prof.modules["bn"].flops == outputs * 4 and prof.modules["act"].flops == outputs * 4
+    assert prof.modules["ln"].flops == outputs * 7
+    arithmetic = outputs * (1 + 2 + 1)  # add, add_relu, mul
+    quantize = 2 * 128 + 2 * 2 * outputs
+    pointwise = outputs * (3 + 4 + 4 + 7)  # the conv's epilogue, bn, hardswish, ln
+    assert prof.flops == 2 * 128 * 27 + pointwise + arithmetic + quantize
+
+
+def test_a_static_conv_transpose1d_has_the_float_macs():
+    """``ConvTranspose1d(3, 4, 2)`` at 2 x 3 x 5: weight [3, 4, 2], each of the 30 input
+    elements scattered to 4 x 2 = 8 outputs, 240 MACs, into 2 x 4 x 6 = 48 outputs, each
+    requantized (2) with its bias added (1)."""
+
+    class Up(nn.Module):
+        def __init__(self) -> None:
+            import torch.ao.quantization as tq
+
+            super().__init__()
+            self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+            self.up = nn.ConvTranspose1d(3, 4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.dequant(self.up(self.quant(x)))
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5)
+    prof = profile_model(_static(Up(), x), (x,))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.macs == 30 * 8 and prof.modules["up"].flops == 2 * 240 + 48 * 3
+
+
+class Bag(nn.Module):
+    """A quantized ``EmbeddingBag(100, 16)``'s op called with a mode and per-sample weights
+    (the module itself always passes mode 0, sum)."""
+
+    def __init__(self, bits: int, mode: int) -> None:
+        from torch.ao.quantization import float_qparams_weight_only_qconfig as qconfig8
+        from torch.ao.quantization import float_qparams_weight_only_qconfig_4bit as qconfig4
+        from torch.ao.quantization import quantize_dynamic
+
+        super().__init__()
+        torch.manual_seed(0)
+        float_bag = nn.Sequential(nn.EmbeddingBag(100, 16)).eval()
+        spec = {nn.EmbeddingBag: qconfig8 if bits == 8 else qconfig4}
+        self.bag, self.bits, self.mode = quantize_dynamic(float_bag, spec)[0], bits, mode
+
+    def forward(self, ids, offsets, weights=None):
+        ops = torch.ops.quantized
+        op = ops.embedding_bag_byte if self.bits == 8 else ops.embedding_bag_4bit
+        table = self.bag._packed_params._packed_weight
+        return op(table, ids, offsets, False, self.mode, False, weights, None, False)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize(
+    ("mode", "per_sample", "expected"),
+    [
+        (0, False, 30 * 16),  # sum: each looked-up row added into its bag
+        (1, False, 30 * 16 + 3 * 16),  # mean: and each bag's element divided by its size
+        (0, True, 2 * 30 * 16),  # each row first scaled by its weight
+    ],
+    ids=["sum", "mean", "per-sample"],
+)
+def test_a_quantized_embedding_bag_has_the_float_bags_flops(bits, mode, per_sample, expected):
+    """30 indices into 3 bags of rows 16 wide, as the float ``EmbeddingBag``'s: 30 x 16 adds
+    (or compares), + 30 x 16 with per-sample weights, + 3 x 16 divides for a mean. The op had
+    had no formula (0 FLOPs, ``quantized.embedding_bag_byte`` unsupported)."""
+    ids, offsets = torch.randint(0, 100, (30,)), torch.tensor([0, 10, 25])
+    inputs = (ids, offsets, torch.rand(30)) if per_sample else (ids, offsets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = profile_model(Bag(bits, mode), inputs)
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == expected
+
+
+def test_a_quantized_embedding_lookup_is_a_gather_of_no_flops():
+    """``quantized::embedding_byte`` looks rows up: no FLOPs, as ``embedding``; it had been an
+    op without a formula."""
+    from torch.ao.nn.quantized import Embedding
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = profile_model(Embedding(100, 16), torch.randint(0, 100, (2, 8)))
+    assert prof.coverage.unsupported_ops == {} and prof.flops == 0
+    assert prof.params == 100 * 16

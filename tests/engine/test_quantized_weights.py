@@ -190,3 +190,91 @@ def test_tiny_llama_and_bert_quantized_dynamically_have_packed_weights_and_no_un
                 expected += out * inp + 8 + 8 + (out * 4 if bias is not None else 0)
         assert prof.weights_bytes == expected
         assert prof.macs == floating.macs and prof.coverage.unsupported_ops == {}
+
+
+def _embedding_quantized(model: nn.Module, spec: dict) -> nn.Module:
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():  # torch.ao's deprecation notes
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model.eval(), spec)
+
+
+class Lookup(nn.Module):
+    """``Embedding(100, 16)`` then ``Linear(16, 4)``, the user trial's model made small."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.fc = nn.Embedding(100, 16), nn.Linear(16, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.emb(ids))
+
+
+def test_a_quantized_embedding_table_is_in_params_and_weights():
+    """User trial: ``quantize_dynamic``'s Embedding keeps its table packed in an
+    ``EmbeddingPackedParams`` (``_packed_weight``), which had been left out: params counted
+    the Linear's alone. By hand: the table 100 x 16 quint8 at 1 byte an element, 1,600, with
+    a float32 scale and a float32 zero point per row, 100 x 8 = 800; the Linear's int8 weight
+    4 x 16 = 64, its per-tensor scale and zero point 8 + 8, its float32 bias 4 x 4 = 16."""
+    from torch.ao.quantization import default_dynamic_qconfig
+    from torch.ao.quantization import float_qparams_weight_only_qconfig as table_qconfig
+
+    spec = {nn.Embedding: table_qconfig, nn.Linear: default_dynamic_qconfig}
+    prof = profile_model(_embedding_quantized(Lookup(), spec), torch.randint(0, 100, (2, 8)))
+    table, fc = 100 * 16 + 100 * (4 + 4), 4 * 16 + 8 + 8 + 4 * 4  # 2,400 and 96
+    assert prof.params == 100 * 16 + 4 * 16 + 4  # 1,668
+    assert prof.weights_bytes == table + fc
+    rows = {path: (m.params, m.weights_bytes) for path, m in prof.modules.items()}
+    assert rows["emb"] == (100 * 16, table) and rows["fc"] == (4 * 16 + 4, fc)
+    assert prof.coverage.unsupported_ops == {}
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_quantized_embedding_bag_alone_counts_its_table(bits):
+    """An ``EmbeddingBag`` quantized alone had read params 0 and weights 0 B. By hand, its
+    table of 100 x 16: quint8 at 1 byte an element (1,600), or quint4x2 at half a byte (800),
+    each row with a float32 scale and a float32 zero point (100 x 8 = 800)."""
+    from torch.ao.quantization import float_qparams_weight_only_qconfig as qconfig8
+    from torch.ao.quantization import float_qparams_weight_only_qconfig_4bit as qconfig4
+
+    torch.manual_seed(0)
+    bag = nn.Sequential(nn.EmbeddingBag(100, 16, mode="sum"))
+    model = _embedding_quantized(bag, {nn.EmbeddingBag: qconfig8 if bits == 8 else qconfig4})
+    prof = profile_model(model, torch.randint(0, 100, (4, 8)))
+    assert prof.params == 100 * 16
+    assert prof.weights_bytes == 100 * 16 * bits // 8 + 100 * (4 + 4)  # 2,400 or 1,600
+    assert prof.dtype == ("uint8" if bits == 8 else "int4")
+
+
+def test_a_float16_dynamic_linear_is_two_bytes_an_element():
+    """User trial: ``quantize_dynamic(..., dtype=torch.float16)`` packs each weight in float16
+    (FBGEMM's), but it unpacks to float32 and had been counted at 4 bytes an element. By hand:
+    float16 weights 128 x 64 and 32 x 128 at 2 bytes, float32 biases 128 and 32 at 4."""
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = quantize_dynamic(mlp(), {nn.Linear}, dtype=torch.float16)
+    prof = profile_model(model, torch.randn(4, 64))
+    first, second = 128 * 64 * 2 + 128 * 4, 32 * 128 * 2 + 32 * 4  # 16,896 and 8,320
+    assert prof.weights_bytes == first + second
+    assert prof.params == 128 * 64 + 128 + 32 * 128 + 32  # as the float model's
+    assert prof.dtype == "float16"
+
+
+@pytest.mark.parametrize("cell", [False, True], ids=["lstm", "lstm-cell"])
+def test_a_float16_dynamic_lstm_is_two_bytes_a_weight_element(cell):
+    """The float16 dynamic LSTM's packed cells, as the Linear's: weight_ih 24x4 and weight_hh
+    24x6 at 2 bytes an element, bias_ih and bias_hh 24 each in float32 (4 bytes)."""
+    from torch.ao.quantization import quantize_dynamic
+
+    torch.manual_seed(0)
+    layer = nn.LSTMCell(4, 6) if cell else nn.LSTM(4, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = quantize_dynamic(nn.Sequential(layer).eval(), {type(layer)}, dtype=torch.float16)
+    prof = profile_model(model, torch.randn(2, 4) if cell else torch.randn(5, 2, 4))
+    assert prof.params == 24 * 4 + 24 * 6 + 2 * 24  # 288
+    assert prof.weights_bytes == (24 * 4 + 24 * 6) * 2 + 2 * 24 * 4  # 672
