@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from math import ceil, prod
 
+from pytest_graphbudget.costs import channels_last
 from pytest_graphbudget.costs.registry import Shape, numel, workspace
 
 FIRST_LAYER_CHANNELS = 8
@@ -97,12 +98,16 @@ def convolution(
     if itemsize != 4 or len(x) < 3:
         return 0
     threads, block = _cpu()
+    nhwc = not transposed and channels_last.channels_last(x, w)
     if not _onednn(x, w, stride, dilation, groups, threads):
         if transposed:
             return _deconv_columns(x, w) * itemsize
-        return _columns(x, w, tuple(out[2:]), stride, padding) * itemsize
+        copies = channels_last.copied(x) + channels_last.copied(w) if nhwc else 0
+        return (_columns(x, w, tuple(out[2:]), stride, padding) + copies) * itemsize
     if transposed:
         return _deconv(x, w, bias, stride, out, block) * itemsize
+    if nhwc:
+        return channels_last.forward(x, w, groups, block, itemsize)
     out_b = _padded(out, block)
     x_b = _padded(x, block) if x[1] >= FIRST_LAYER_CHANNELS else 0
     held = x_b + numel_w(w, block, transposed) + out_b + _unit_stride(x, w, stride, padding, block)
@@ -259,6 +264,8 @@ def convolution_backward(
         return _columns(x, w, tuple(grad_out[2:]), stride, padding) * itemsize
     if transposed:
         return _deconv_backward(grad_out, x, w, output_mask, block) * itemsize
+    if channels_last.channels_last(x, w):
+        return channels_last.backward(grad_out, x, w, groups, output_mask, block, itemsize)
     held = _weight_grad(x, grad_out, block) if output_mask[1] else 0
     if output_mask[0]:
         held = max(held, _padded(grad_out, block) + _padded(x, block))

@@ -45,7 +45,7 @@ def assemble(
     buffers = walk.named_tensors(model, "_buffers", unique=True)
     packs = list(packed(model))
     dtype = _dtype([p for _, p in named], packs, (args, kwargs))
-    loose = _unregistered_tensors(model)  # in memory and read, but no parameter of the model
+    loose = _unregistered_tensors(model, measured.nodes)  # in memory and read, no parameter
     held = _weights_by_module(named + loose, buffers, packs)
     subgraphs = _subgraphs(groups, flows, at_peak, target, dtype)
     # Each subgraph holds the plain roofline of its fused kernel (``_subgraphs``): compiled
@@ -214,16 +214,18 @@ def _params(named: list, packs: list) -> int:
     return found + sum(t.numel() for _, _, tensors in packs for t in tensors)
 
 
-def _unregistered_tensors(model: Any) -> list[tuple[str, Any]]:
-    """The parameters and buffers of modules kept in a plain list (``walk.unregistered``), by
-    path: their bytes are weights and memory like any other's; they are no params."""
+def _unregistered_tensors(model: Any, nodes: list) -> list[tuple[str, Any]]:
+    """The parameters and buffers of modules kept in a plain list (``walk.unregistered``), and
+    tensors kept as plain attributes (``walk.plain_tensors``), by path: their bytes are
+    weights and memory like any other's; they are no params."""
     from pytest_graphbudget.engine import walk
 
     found = []
     for _, path, module in walk.unregistered(model):
         for table in (module._parameters, module._buffers):
             found += [(f"{path}.{k}", t) for k, t in table.items() if t is not None]
-    return found
+    read = {fqn for node in nodes for fqn in node.weights}  # not a cache the forward rebuilt
+    return found + [(p, t) for p, t in walk.plain_tensors(model) if p in read]
 
 
 def _weights_by_module(named: list, buffers: list, packs: list) -> dict[str, int]:

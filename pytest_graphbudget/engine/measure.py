@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from pytest_graphbudget.compat import below_autograd_undone, fake_mode, grouped_mm, grouped_mm_op
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
-from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine import trace, tree
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.fx_tracer import HELD
 from pytest_graphbudget.engine.nodes import (
@@ -129,7 +129,8 @@ class _Recorder(TorchDispatchMode):
             node.macs += cost.macs
             node.other += cost.other
             if entry.workspace is not None:
-                held = _workspace(name, out, shapes) + tree.strided_bytes(args, entry.contiguous)
+                held = _workspace(name, args, out, shapes)
+                held += tree.strided_bytes(args, entry.contiguous)
                 node.workspace = max(node.workspace, held)
             if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
@@ -141,14 +142,16 @@ class _Recorder(TorchDispatchMode):
             node.kind = kind_of(name)
 
 
-def _workspace(name: str, out: Any, shapes: tuple) -> int:
+def _workspace(name: str, args: tuple, out: Any, shapes: tuple) -> int:
     """The op's workspace on the CPU kernels ``costs/workspace.py`` describes; none on a GPU.
-    ``shapes``: the call's arguments, keyword arguments and output as its formula saw them."""
+    ``shapes``: the call's arguments, keyword arguments and output as its formula saw them;
+    the arguments go with their strides (a convolution's memory format decides its copies)."""
     first = next(iter(tree.tensors(out)), None)
     if first is None or first.device.type not in ("cpu", "meta"):
         return 0
     try:
-        return workspace_bytes(name, *shapes, first.element_size())
+        strided = tree.strided_shapes(args)
+        return workspace_bytes(name, strided, *shapes[1:], first.element_size())
     except Exception:  # symbolic sizes, an odd call: the tensors' own bytes still count
         return 0
 
@@ -353,6 +356,7 @@ def measure(
     *,
     fake: bool = True,
     meta: bool = False,
+    owner: nn.Module | None = None,
 ) -> Measured:
     """Interpret ``traced`` once, pricing every op, on fake tensors (or real ones).
 
@@ -374,6 +378,9 @@ def measure(
             values.append(state[binding.ref])
         else:
             values.append(fake_like(binding.ref, mode) if fake else binding.ref)
+    owner = owner or model  # the tensors it keeps as plain attributes are weights too
+    weights.update(trace.graph_constants(traced.graph_module, weights, stored_bytes, owner))
+    weights.update(trace.held_constants(traced, values, owner, stored_bytes))
     recorder = _Recorder(weights)
     if meta:
         from pytest_graphbudget.engine.meta_pass import MetaCache

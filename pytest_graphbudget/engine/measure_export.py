@@ -22,7 +22,7 @@ from pytest_graphbudget.compat import export_values_match_fresh
 from pytest_graphbudget.costs import lookup
 from pytest_graphbudget.engine.measure import _CostInterpreter, _Recorder
 from pytest_graphbudget.engine.nodes import Measured, _nbytes, _op_name, _out_arguments, _storage
-from pytest_graphbudget.engine.trace import Traced, model_state
+from pytest_graphbudget.engine.trace import Traced, graph_constants, held_constants, model_state
 
 
 class _ExportedInterpreter(_CostInterpreter):
@@ -32,11 +32,31 @@ class _ExportedInterpreter(_CostInterpreter):
     recorder to price what it decomposes into (``conv2d`` into ``convolution``)."""
 
     def run_node(self, n: fx.Node) -> Any:
-        self.current = n
+        self.current, self.ran = n, False
         return super().run_node(n)
+
+    def get_attr(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        """A constant (a tensor kept as a plain attribute) as the fake the pass's mode makes of
+        it, a weight under that id too: its views then share the storage it reads."""
+        value = super().get_attr(target, args, kwargs)
+        mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+        if mode is None or not isinstance(value, torch.Tensor) or _is_fake(value):
+            return value
+        fake = mode.from_tensor(value)
+        if id(value) in self.recorder.weights:
+            self.recorder.weights[id(fake)] = self.recorder.weights[id(value)]
+        return fake
 
     def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
         recorded = self.current.meta.get("val")
+        if getattr(target, "is_view", False) and any(
+            a.op == "get_attr" for a in self.current.all_input_nodes
+        ):
+            # a view of a constant (a slice of a rotary table kept as a plain attribute): run,
+            # so that it views the constant's storage; the recorded value has a storage of its
+            # own, which read as a fresh write of the whole table
+            self.ran = True
+            return super().call_function(target, args, kwargs)
         if recorded is None or not _reaches_recorder_whole(target):
             return super().call_function(target, args, kwargs)
         outs = _out_arguments(target)
@@ -46,7 +66,13 @@ class _ExportedInterpreter(_CostInterpreter):
 
     def result(self, n: fx.Node, value: Any) -> Any:
         recorded = n.meta.get("val")
-        return value if recorded is None else recorded
+        return value if recorded is None or self.ran else recorded
+
+
+def _is_fake(tensor: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor)
 
 
 @functools.cache
@@ -88,6 +114,7 @@ def measure_exported(
     traced: Traced,
     interpreter: type = _ExportedInterpreter,
     symbolic: bool = False,
+    owner: nn.Module | None = None,
 ) -> Measured | None:
     """Price ``traced`` (an export-tier graph) on its own fake values, or None (``_values``).
     ``interpreter``: a subclass that prices some nodes without running them (``modes/train.py``);
@@ -110,6 +137,9 @@ def measure_exported(
     for binding, value in zip(traced.placeholders, values, strict=True):
         if binding.kind == "state":
             weights[id(value)] = (first[id(state[binding.ref])], _nbytes(value))
+    # a rotary table kept as a plain attribute of the model (``owner``: a training step's)
+    weights.update(graph_constants(gm, weights, _nbytes, owner or model))
+    weights.update(held_constants(traced, values, owner or model, _nbytes))
     recorder = _Recorder(weights)
     walk = interpreter(gm, recorder, traced)
     walk.splits = not symbolic  # symbolic figures are formulas of FLOPs, kernels aside

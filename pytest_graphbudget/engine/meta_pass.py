@@ -24,6 +24,7 @@ import torch
 from torch import fx, nn
 
 from pytest_graphbudget.costs import base_name
+from pytest_graphbudget.costs.channels_last import Strided, suggests_channels_last
 
 SAFE_MODULES = (
     *(nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.Linear),
@@ -64,6 +65,18 @@ def meta_safe(gm: fx.GraphModule) -> bool:
             namespace = getattr(n.target, "__module__", None) or "torch"
             name = getattr(n.target, "__name__", "")
             if namespace not in SAFE_NAMESPACES or name in unsafe:
+                return False
+    return True
+
+
+def plain_layouts(model: nn.Module, tensors: Any) -> bool:
+    """Whether no weight, buffer or input suggests channels-last (``costs/channels_last.py``):
+    the CPU's convolutions then write channels-last results where the meta kernel writes
+    contiguous ones (a contiguous model fed a channels-last image), and the layouts, which
+    decide the convolutions' copies, would be the meta kernel's. Such a model takes fakes."""
+    for t in (*model.parameters(), *model.buffers(), *tensors):
+        if isinstance(t, torch.Tensor) and t.dim() in (4, 5) and t.layout == torch.strided:
+            if suggests_channels_last(Strided(t.shape, t.stride())):
                 return False
     return True
 

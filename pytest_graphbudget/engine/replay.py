@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.engine import tree
+from pytest_graphbudget.engine import tree, walk
 from pytest_graphbudget.engine.nodes import QUERIES, Measured, _op_name, _storage
 from pytest_graphbudget.engine.trace import Example, collector_paused, tensor_leaves
 from pytest_graphbudget.engine.watch import restored
@@ -277,4 +277,19 @@ def replay_forward(
         token = _token(replay.own, t) or _token(memo.tokens, t)
         if token is not None:
             outputs.add(first.nodes[token[0]].name)
-    return pruned(first, kept, outputs)
+    return held_state(pruned(first, kept, outputs), model)
+
+
+def held_state(measured: Measured, model: torch.nn.Module) -> Measured:
+    """The first forward's lazy state, which the model now keeps as plain attributes (YOLO's
+    anchors), read as the weights it is to a later forward: as the same model warmed up first
+    reads it (its bytes had been in neither figure)."""
+    from pytest_graphbudget.engine.quantized import stored_bytes
+
+    held = {_storage(t): (path, t) for path, t in walk.plain_tensors(model)}
+    for node in measured.nodes:
+        for key in node.reads:
+            if key in held:
+                path, tensor = held[key]
+                node.weights[path] = max(node.weights.get(path, 0), stored_bytes(tensor))
+    return measured

@@ -213,7 +213,7 @@ def model_weights(model: nn.Module) -> dict[int, tuple[str, int]]:
     """Every weight an op may read, by id: its name and stored bytes. Those of modules the
     model keeps in a plain list (``walk.unregistered``) too: their kernels read them as any
     other's, and without them a stack of such Linears read as compute-bound at 6% of its
-    traffic."""
+    traffic. So are tensors kept as plain attributes (``walk.plain_tensors``)."""
     weights: dict[int, tuple[str, int]] = {}
     state = model_state(model)
     for fqn, tensor in state.items():
@@ -223,6 +223,8 @@ def model_weights(model: nn.Module) -> dict[int, tuple[str, int]]:
             for key, tensor in table.items():
                 if tensor is not None:
                     weights.setdefault(id(tensor), (f"{path}.{key}", stored_bytes(tensor)))
+    for path, tensor in walk.plain_tensors(model):  # a rotary table kept as an attribute
+        weights.setdefault(id(tensor), (path, stored_bytes(tensor)))
     return {**weight_ids(model, state), **weights}
 
 

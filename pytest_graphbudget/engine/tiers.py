@@ -384,18 +384,20 @@ def _whole_graph(
 def _measure(model: Any, traced: Any, example: Any, fake: bool) -> Any:
     """The cost pass. An exported graph is priced on the fake values export left on its nodes
     (``measure_export``), whichever pass comes first; on fake tensors, an FX graph whose code
-    cannot see the device runs on meta tensors (``meta_pass.meta_safe``). Both are faster than
-    fresh fakes (or a real run), with the same figures, and both fall back to them. Not meta
-    tensors under autocast (``dtype="amp_float16"``): autocast casts CPU tensors, fake or
-    real, and passes meta ones by, so the figures would silently be the model's own dtype's."""
+    cannot see the device runs on meta tensors (``meta_pass.meta_safe``), unless a tensor is
+    channels-last (``meta_pass.plain_layouts``). Both are faster than fresh fakes (or a real
+    run), with the same figures, and both fall back to them. Not meta tensors under autocast
+    (``dtype="amp_float16"``): autocast casts CPU tensors, fake or real, and passes meta ones
+    by, so the figures would silently be the model's own dtype's."""
     import torch
 
     from pytest_graphbudget.engine.measure import measure
     from pytest_graphbudget.engine.measure_export import measure_exported
-    from pytest_graphbudget.engine.meta_pass import meta_safe
+    from pytest_graphbudget.engine.meta_pass import meta_safe, plain_layouts
 
     autocast = torch.is_autocast_enabled("cpu")
-    if fake and traced.state_in_module and not autocast and meta_safe(traced.graph_module):
+    meta = fake and traced.state_in_module and not autocast and meta_safe(traced.graph_module)
+    if meta and plain_layouts(model, example.tensors):
         try:
             return measure(model, traced, example.tensors, meta=True)
         except FormulaError:

@@ -351,3 +351,48 @@ def timed(tier: Tier, model: nn.Module, example: Example) -> Traced:
     traced = tier(model, example)
     traced.seconds = time.perf_counter() - start
     return traced
+
+
+def graph_constants(
+    gm: Any, weights: dict[int, Any], size: Callable[[Any], int], model: Any = None
+) -> dict[int, Any]:
+    """The tensors a graph reads through ``get_attr`` that are no parameter or buffer of the
+    model: tensors it kept as plain attributes (a rotary table), which the trace made
+    constants. They are weights, held by the model; a training step had counted a 2 MB
+    table as activations, and the forward had not counted it at all. ``size``: a tensor's
+    stored bytes (``quantized.stored_bytes``); each is named by its path in ``model`` where
+    it is one of its plain attributes (``walk.plain_tensors``)."""
+    from pytest_graphbudget.engine import walk
+
+    held = {id(t): path for path, t in walk.plain_tensors(model)} if model is not None else {}
+    found = {}
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = _attribute_path(gm, node.target)
+        if isinstance(value, torch.Tensor) and id(value) not in weights:
+            found[id(value)] = (held.get(id(value), node.target), size(value))
+    return found
+
+
+def _attribute_path(root: Any, path: str) -> Any:
+    for part in path.split("."):
+        root = getattr(root, part, None)
+    return root
+
+
+def held_constants(
+    traced: Traced, values: list, owner: Any, size: Callable[[Any], int]
+) -> dict[int, Any]:
+    """The export tier's lifted constants that are tensors the model keeps as plain attributes
+    (``walk.plain_tensors``: YOLO's anchors), by the id of the value the pass feeds for each:
+    weights, as the taped forward reads them. A constant the forward makes is not one."""
+    from pytest_graphbudget.engine import walk
+
+    held = {id(t): path for path, t in walk.plain_tensors(owner)}
+    found = {}
+    for binding, value in zip(traced.placeholders, values, strict=True):
+        if binding.kind == "constant" and id(binding.ref) in held:
+            if isinstance(value, torch.Tensor):
+                found[id(value)] = (held[id(binding.ref)], size(value))
+    return found

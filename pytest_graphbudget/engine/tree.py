@@ -16,6 +16,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.costs import Shape
+from pytest_graphbudget.costs.channels_last import Strided
 
 LEAVES = {int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format}
 """Types that are leaves for pytree and hold no tensor."""
@@ -42,6 +43,20 @@ def _item(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return Shape(value.shape)
     return value if type(value) in LEAVES else shapes(value)
+
+
+def _strided(value: Any) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.layout != torch.strided:
+        return Shape(value.shape)
+    return Strided(value.shape, value.stride())
+
+
+def strided_shapes(value: Any) -> Any:
+    """``shapes`` with each tensor's strides kept (``Strided``): for the few ops with a
+    workspace, whose kernels copy or reorder by memory format (a channels-last convolution)."""
+    return pytree.tree_map(_strided, value)
 
 
 def tensors(value: Any) -> Iterator[torch.Tensor]:

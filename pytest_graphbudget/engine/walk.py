@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+import torch
 from torch import nn
 
 _WALK: ContextVar[list | None] = ContextVar("graph_budget_walk", default=None)
@@ -112,4 +113,24 @@ def unregistered(model: nn.Module) -> list[tuple[str, str, nn.Module]]:
                         (attribute, f"{where}.{sub}" if sub else where, inner)
                         for sub, inner in held.named_modules()
                     ]
+    return found
+
+
+PACKED = ("torch.ao.nn.quantized", "torch.ao.nn.intrinsic.quantized", "torch.nn.quantized")
+"""torch.ao's quantized modules: their weights are packed, and the float tensors they keep
+beside (a dynamic cell's biases) are those the pack holds (``quantized.packed``)."""
+
+
+def plain_tensors(model: nn.Module) -> list[tuple[str, Any]]:
+    """Tensors kept as plain attributes (``self.cos_cached = ...``, neither parameter nor
+    buffer), by path: the forward reads them as weights, and the model holds them (those a
+    forward reads are weights, ``assemble``: the anchors YOLO builds once, read by every later
+    forward; not a cache the priced forward rebuilds)."""
+    found = []
+    for path, module in named_modules(model):
+        if type(module).__module__.startswith(PACKED):  # its state is packed (quantized.py)
+            continue
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor):
+                found.append((f"{path}.{name}" if path else name, value))
     return found

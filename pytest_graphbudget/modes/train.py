@@ -58,9 +58,11 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
                 joint = capture(model, example, loss, optimizer)
                 # Priced on the fake values the trace left on its nodes; the ordinary fake
                 # pass when they cannot be used (the counts are the same).
-                measured = measure_exported(joint.holder, joint.traced, _joint_interpreter())
+                measured = measure_exported(
+                    joint.holder, joint.traced, _joint_interpreter(), owner=model
+                )
                 if measured is None:
-                    measured = measure(joint.holder, joint.traced, example.tensors)
+                    measured = measure(joint.holder, joint.traced, example.tensors, owner=model)
             except GraphBudgetError:
                 raise
             except Exception as exc:  # data fake tensors lack: the path a real step takes
@@ -146,7 +148,8 @@ def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str |
     for slot in joint.holder.optimizer.buffers():  # the update wrote them: as before the step
         slot.zero_()
     with torch.random.fork_rng(devices=devices), reparametrize(model, real_state(model)):
-        measured = measure(joint.holder, joint.traced, real_like(example.tensors), fake=False)
+        tensors = real_like(example.tensors)
+        measured = measure(joint.holder, joint.traced, tensors, fake=False, owner=model)
     return joint, measured
 
 

@@ -343,3 +343,39 @@ def test_modules_in_a_plain_list_are_said_not_counted():
     aliased = profile_model(Aliased(), (x,))
     assert aliased.coverage.unregistered == {} and aliased.params == 64 * 64 + 64
     assert "unregistered" not in aliased.to_dict()["coverage"]
+
+
+def test_tensors_kept_as_plain_attributes_are_weights_in_eval_and_training():
+    """User trial: a rotary table kept as plain attributes (``self.cos_cached = ...``, neither
+    parameter nor buffer, as hand-written LLM code keeps it) was in no figure of the forward,
+    and a training step counted it as activations (2 MB of them). By hand: two 4096 x 64
+    float32 tables, 2 * 4096 * 64 * 4 = 2,097,152 bytes, beside the Linear's 64 * 64 * 4 + 64 * 4
+    = 16,640. Kept as buffers instead, every figure is the same."""
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget import profile_model
+
+    class Rotary(nn.Module):
+        def __init__(self, buffers: bool):
+            super().__init__()
+            self.proj = nn.Linear(64, 64)
+            angles = torch.arange(4096)[:, None] * torch.ones(64)[None]
+            for name, table in (("cos_cached", angles.cos()), ("sin_cached", angles.sin())):
+                if buffers:
+                    self.register_buffer(name, table)
+                else:
+                    setattr(self, name, table)
+
+        def forward(self, x):
+            n = x.shape[1]
+            return self.proj(x) * self.cos_cached[:n] + x * self.sin_cached[:n]
+
+    x = torch.randn(1, 128, 64)
+    for mode in ("eval", "train"):
+        plain = profile_model(Rotary(buffers=False), (x,), mode=mode)
+        held = profile_model(Rotary(buffers=True), (x,), mode=mode)
+        assert plain.weights_bytes == 2 * 4096 * 64 * 4 + 16_640, mode
+        assert plain.activation_peak_bytes == held.activation_peak_bytes, mode
+        assert plain.peak_memory_bytes == held.peak_memory_bytes, mode
+        assert plain.traffic_bytes == held.traffic_bytes, mode

@@ -282,7 +282,7 @@ def test_the_loader_example_in_the_docs_runs(tmp_path, monkeypatch, capsys):
     text = (Path(__file__).parents[2] / "docs" / "models.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
     loader = next(b for b in blocks if b.startswith("# my_models/graphbudget.py"))
-    usage = next(b for b in blocks if "plugin_manager().register" in b)
+    usage = next(b for b in blocks if "plugin_manager()" in b and ".register(" in b)
     script = tmp_path / "example.py"
     script.write_text(loader + "\n" + usage)
     own = zoo.make_plugin_manager()
