@@ -14,7 +14,7 @@ PER_ELEMENT: dict[str, int] = {
         "mul div true_divide floor_divide neg abs reciprocal square fmod remainder "
         "maximum minimum fmax fmin where masked_fill clamp clamp_min clamp_max clip hardtanh relu "
         "leaky_relu prelu _prelu_kernel threshold sign sgn floor ceil round trunc frac "
-        "hardshrink softshrink nan_to_num".split(),
+        "hardshrink softshrink nan_to_num conj_physical _conj_physical".split(),
         1,
     ),
     # comparisons and logic
@@ -26,7 +26,7 @@ PER_ELEMENT: dict[str, int] = {
     # transcendental functions
     **dict.fromkeys(
         "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt tanh erf erfc erfinv sin cos tan asin "
-        "acos atan atan2 sinh cosh asinh acosh atanh pow float_power".split(),
+        "acos atan atan2 sinh cosh asinh acosh atanh pow float_power angle".split(),
         1,
     ),
     # composite activations: the operations of their formula

@@ -17,9 +17,9 @@ zero_cost(
     "as_strided alias detach lift_fresh lift_fresh_copy unfold view_as_real view_as_complex "
     "movedim swapaxes view_copy permute_copy t_copy transpose_copy expand_copy squeeze_copy "
     "unsqueeze_copy slice_copy select_copy split_copy split_with_sizes_copy unbind_copy "
-    "alias_copy as_strided_copy diagonal "
+    "alias_copy as_strided_copy diagonal _conj conj _neg_view "
     # copies and layout
-    "clone copy _to_copy to contiguous cat stack hstack vstack concat concatenate "
+    "clone copy _to_copy to contiguous resolve_conj resolve_neg cat stack hstack vstack concat concatenate "
     "index_fill "
     "masked_scatter masked_select constant_pad_nd pad "
     "reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d "

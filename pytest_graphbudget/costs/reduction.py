@@ -101,9 +101,10 @@ for _name in "norm linalg_vector_norm".split():
     register(_name, role="reduction")(_per_input(2))  # square, sum
 
 
-@register("cumsum", "cumprod", "logcumsumexp", role="reduction")
+@register("cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", role="reduction")
 def scan(*_, out, **__) -> OpCost:
-    # One add (or multiply) per output element, along the scanned dimension.
+    # One add (or multiply, or compare) per output element, along the scanned dimension; a
+    # cummax's indices are the same scan's.
     return OpCost(other=out_numel(out))
 
 

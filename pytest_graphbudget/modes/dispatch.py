@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_graphbudget.case import ModelCase
 from pytest_graphbudget.engine.pipeline import is_program, profile_graph
 from pytest_graphbudget.engine.profile import Profile
-from pytest_graphbudget.errors import GraphBudgetError, ModelRunError
+from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, closest
 from pytest_graphbudget.modes import runtime
 
 if TYPE_CHECKING:
@@ -218,7 +218,8 @@ def check_tier(tier: str | None, mode: str, decode: bool) -> None:
     from pytest_graphbudget.engine.tiers import ASKED
 
     if tier not in ASKED:
-        raise GraphBudgetError(f"tier must be one of {', '.join(ASKED)}, got {tier!r}")
+        hint = closest(tier, ASKED) if isinstance(tier, str) else ""  # dynamo_breaks
+        raise GraphBudgetError(f"tier must be one of {', '.join(ASKED)}, got {tier!r}{hint}")
     if mode != "eval" or decode:
         step = "a decode step" if decode else "a training step"
         raise GraphBudgetError(

@@ -871,3 +871,34 @@ def test_a_bilinear_layer_is_priced_as_aten_runs_it():
     prof = profile(TwoInputs(nn.Bilinear(5, 6, 3)), torch.randn(4, 5), torch.randn(4, 6))
     assert prof.coverage.unsupported_ops == {}
     assert (prof.macs, prof.flops, prof.params) == (432, 888, 3 * 5 * 6 + 3)
+
+
+def test_a_complex_models_conjugates_are_free_and_angle_and_cummax_priced():
+    """User trial: ``z.conj()`` (a bit flipped on a view, no kernel) was an unsupported
+    contraction, failing every complex model's budget (a training step conjugates too), and
+    ``conj_physical``, ``angle`` and ``cummax`` had no formula. By hand, on 4 x 16 complex:
+    the product 4 * 16 * 16 = 1,024 complex MACs; ``angle`` one atan2 per element (64),
+    ``conj_physical`` one negation each (64), ``cummax`` one compare each (64), two adds (128)."""
+    import torch
+    from torch import nn
+
+    from pytest_graphbudget import profile_model
+
+    class Product(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(16, 16, dtype=torch.cfloat))
+
+        def forward(self, z):
+            return z.conj() @ self.w
+
+    class Pointwise(nn.Module):
+        def forward(self, z):
+            return torch.angle(z) + z.conj_physical().real + torch.cummax(z.real, 1)[0]
+
+    z = torch.randn(4, 16, dtype=torch.cfloat)
+    product = profile_model(Product(), (z,))
+    assert product.macs == 4 * 16 * 16 and product.coverage.unsupported_ops == {}
+    pointwise = profile_model(Pointwise(), (z,))
+    assert pointwise.coverage.unsupported_ops == {}
+    assert pointwise.flops == 64 + 64 + 64 + 2 * 64

@@ -198,6 +198,8 @@ def test_a_tier_is_checked_once_and_refused_where_it_would_be_ignored():
     )
     with pytest.raises(GraphBudgetError, match="tier must be one of dynamo, dynamo-breaks"):
         dispatch.request(linear, torch.randn(1, 4), tier="export")
+    with pytest.raises(GraphBudgetError, match=r"'dynamo_breaks' \(did you mean 'dynamo-breaks'"):
+        dispatch.request(linear, torch.randn(1, 4), tier="dynamo_breaks")  # a user trial's slip
 
 
 @pytest.mark.parametrize(
