@@ -85,7 +85,9 @@ class Hardware:
         product's, times ``float32_share``."""
         fractions = self.compiled_efficiency.get(kind) if compiled else None
         compute, memory = fractions or self.efficiency.get(kind, (1.0, 1.0))
-        if dtype == "float32" and self.float32_share:  # off the tensor cores the fit timed
+        if self.float32_share and (dtype == "float32" or dtype not in self.peak_flops):
+            # off the tensor cores the fit timed: float32, or a dtype without a peak of its own,
+            # run at float32's (turing's bfloat16 and TF32, which its tensor cores lack)
             table = self.compiled_efficiency if fractions else self.efficiency
             compute *= self.float32_share / table.get("matmul", (1.0, 1.0))[0]
         roof = max(flops / (compute * self.peak(dtype)), traffic / (memory * self.bandwidth))
@@ -370,6 +372,11 @@ def _family_figures(
     launch = base.launch_s if base else 0.0
     if "launch_us" in table:
         launch = number(name, "launch_us", table["launch_us"]) * 1e-6
+        if 0 < launch < 1e-8:  # seconds written where microseconds go
+            raise GraphBudgetError(
+                f"hardware {name!r}: launch_us = {table['launch_us']!r} is "
+                f"{launch * 1e9:.2g} ns: launch_us is in microseconds (a GPU's is about 2 to 10)"
+            )
     return {
         "family": family or "",
         "efficiency": efficiency,

@@ -19,9 +19,10 @@ GIGA = 1e9
 SHARE_MAX = 2.0
 """The largest bare efficiency share: a kernel may beat the datasheet a little (a GeForce
 card's boost clock, a norm reading its input from cache: the fits reach 1.5), never 2x."""
-MATMUL_ABOVE_PEAK = 2.0
-"""``matmul_tflops`` above this many times the float16 peak is a unit slip (the GeForce fit
-cards, the highest, measure 1.01-1.10)."""
+MATMUL_ABOVE_PEAK = 1.5
+"""``matmul_tflops`` above this many times the float16 peak is a unit slip or a datasheet's
+"with sparsity" figure, which is exactly twice (the GeForce fit cards, the highest, measure
+1.01-1.10)."""
 FLOAT32_ABOVE_PEAK = 1.2
 """``matmul_tflops_float32`` above this many times the float32 peak was timed on TF32's tensor
 cores (``allow_tf32`` on: an H100's "float32" product at 404 TFLOP/s of 67), or is a unit
@@ -50,8 +51,18 @@ MAX_WIDE_PEAK = {"float64": 2e15, "float32": 2e15}
 """float64 and float32 FLOP/s no chip reaches (2 PFLOP/s; the MI300X's float32 is 0.16): an
 A100's 19.5 written as 19500 (GFLOP/s in ``peak_tflops``) is under ``MAX_PEAK`` but would price
 every float32 kernel 1000x fast."""
-MAX_BANDWIDTH = 1e15
-"""Bytes/s no memory reaches (1 PB/s; a B200's is 8 TB/s), for the same slip."""
+ABOVE_FLOAT32 = {
+    **dict.fromkeys(("int8", "uint8", "float8_e4m3fn", "float8_e5m2"), 128),
+    **dict.fromkeys(("float8_e4m3fnuz", "float8_e5m2fnuz"), 128),
+    **dict.fromkeys(("float4_e2m1fn_x2", "int4"), 256),
+}
+"""How many times its float32 peak a chip's peak of an 8- or 4-bit dtype may be (any other:
+64): the B200 runs float16 at 30 times its float32, FP8 at 60, FP4 at 120. A peak written in
+GFLOP/s among others in TFLOP/s (an A4000's float16 as 76700) is thousands of times."""
+B200_RATIO = {"float16": 30, "bfloat16": 30, "tf32": 15, "int8": 60, "float8_e4m3fn": 60}
+MAX_BANDWIDTH = 1e14
+"""Bytes/s no DRAM reaches (100 TB/s; a B200's is 8 TB/s), for the same slip: 448 GB/s
+written in MB/s (``bandwidth_gbs = 448000``) had priced every memory-bound kernel 1000x fast."""
 MIN_FIGURE = 1e6
 """FLOP/s or bytes/s below any chip or memory a model runs on (a microcontroller computes
 at 100 MFLOP/s): a figure under it is one written in the wrong unit (``peak_flops = {float32
@@ -124,6 +135,15 @@ def peaks_of(name: str, table: Mapping[str, object]) -> dict[str, float]:
             )
     if "float32" not in peaks:
         raise GraphBudgetError(f"hardware {name!r}: peak for float32 is required")
+    for dtype, peak in peaks.items():  # one peak in GFLOP/s among others in TFLOP/s
+        most = ABOVE_FLOAT32.get(dtype, 64)
+        if peak > most * peaks["float32"]:
+            raise GraphBudgetError(
+                f"hardware {name!r}: {key}.{dtype} = {found[dtype]!r} is "
+                f"{peak / peaks['float32']:.3g} times the float32 peak, where no chip's is "
+                f"more than {most} (the B200's {dtype}: {B200_RATIO.get(dtype, 30)}): "
+                "peak_tflops is in TFLOP/s (peak_flops in FLOP/s)"
+            )
     return peaks
 
 
@@ -145,7 +165,8 @@ def compute_scale(
         raise GraphBudgetError(
             f"hardware {name!r}: matmul_tflops = {table['matmul_tflops']!r} is "
             f"{measured / peaks['float16']:.3g} times the float16 peak "
-            f"({peaks['float16'] / TERA:g} TFLOP/s); give it in TFLOP/s"
+            f"({peaks['float16'] / TERA:g} TFLOP/s); give it in TFLOP/s, dense (a datasheet's "
+            "'with sparsity' figure is twice the dense one)"
         )
     return measured / peaks["float16"] / share
 

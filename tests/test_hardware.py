@@ -234,6 +234,13 @@ def test_a_matmul_figure_in_the_wrong_unit_is_refused():
         ({"peak_flops": {"float32": 1e18}}, "peak_flops.float32 = 1e+18 is 1e+03 PFLOP/s"),
         # an A100's 19.5 in GFLOP/s: under 100 PFLOP/s, but no chip's float32 comes near
         ({"peak_tflops": {"float32": 19500}}, "float32 = 19500 is 19.5 PFLOP/s, beyond any chip's"),
+        # a user trial: an A4000's float16 (76.7) in GFLOP/s, and a bandwidth in MB/s; a
+        # latency_max of 1 ms passed a 2.2 TFLOP model at 59 us
+        (
+            {"peak_tflops": {"float32": 19.2, "float16": 76700}},
+            "float16 = 76700 is 3.99e+03 times the float32 peak, where no chip's is more than 64",
+        ),
+        ({"bandwidth_gbs": 448000}, "bandwidth_gbs = 448000 is 448 TB/s, beyond any memory"),
         ({"bandwidth_gbs": 500e9}, "bandwidth_gbs = 500000000000.0 is 5e+08 TB/s"),
         # TFLOP/s and GB/s under the keys in FLOP/s and bytes/s: a ridge point of 0.04
         ({"peak_flops": {"float32": 2.0}}, "peak_flops.float32 = 2.0 is 2 FLOP/s, below any"),
@@ -523,3 +530,33 @@ def test_a_bad_float32_matmul_figure_is_one_line(extra, says):
     with pytest.raises(GraphBudgetError) as info:
         from_table("card", table)
     assert says in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        # the datasheet's "with sparsity" figure: exactly twice the dense peak
+        ({"matmul_tflops": 153.4}, "is 2 times the float16 peak (76.7 TFLOP/s); give it in"),
+        ({"launch_us": 8e-6}, "launch_us = 8e-06 is 0.008 ns: launch_us is in microseconds"),
+        ({"peak_tflops": {"float32": 19.2, "tf32": 38400, "float16": 76.7}}, "tf32 = 38400 is"),
+    ],
+)
+def test_a_family_cards_figure_in_another_unit_is_refused(extra, says):
+    """User trial: each slip loaded without a word, pricing a card 2x to 2000x off."""
+    from pytest_graphbudget.hardware import from_table
+
+    table = {"peak_tflops": {"float32": 19.2, "float16": 76.7}, "bandwidth_gbs": 448}
+    with pytest.raises(GraphBudgetError) as info:
+        from_table("a4000", {**table, "family": "ampere", **extra})
+    assert says in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_a_dtype_a_card_runs_at_its_float32_peak_is_priced_as_float32():
+    """User trial: a T4 (turing: no bfloat16 nor TF32 on its tensor cores) priced a bfloat16
+    product, and a float32 one with TF32 allowed, at 4.90 TFLOP/s, above its measured float32
+    product (4.35, zzc0721's database): those dtypes run at the float32 peak, and took the
+    float16 fits' share of it."""
+    t4 = get("t4")
+    for dtype in ("float32", "bfloat16", "tf32"):
+        seconds = t4.kind_time("matmul", 1e15, 0, dtype) - t4.launch_s
+        assert 1e15 / seconds == pytest.approx(4.35e12), dtype

@@ -187,7 +187,6 @@ EFFICIENCY_OF = {
     "conv_depthwise_large": "depthwise",
     "conv_grouped": "conv_grouped",
     "attention": "attention",
-    "attention_block": "attention",
     "batch_norm": "norm",
     "reduction": "norm",
     "pooling": "pool",
@@ -205,7 +204,7 @@ def efficiency_kind(kind: str, flops: float) -> str:
         return EFFICIENCY_OF[kind]
     if kind.startswith("conv"):
         return "conv"
-    if kind == "matmul":
+    if kind in ("matmul", "attention_block"):  # a fused block's FLOPs are its projections'
         return "matmul_small" if flops < SMALL_MATMUL else "matmul"
     return "elementwise"
 
