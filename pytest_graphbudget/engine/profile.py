@@ -173,6 +173,7 @@ class Profile:
     autocast: bool = False
     """Profiled under autocast (``dtype="amp_float16"``): ``dtype`` is the products' dtype,
     each op's bytes the dtype autocast gave it, the weights as stored."""
+    notes: list[str] = field(default_factory=list)  # what was assumed or left out, in words
 
     def _train_totals(self) -> dict[str, Any]:
         """The training step's extra totals: its phases' figures and the optimizer state."""
@@ -256,6 +257,7 @@ class Profile:
             "dtype": self.dtype,
             **({"autocast": True} if self.autocast else {}),
             "execution": self.execution,
+            **({"notes": list(self.notes)} if self.notes else {}),
             "inputs": [vars(i).copy() for i in self.inputs],
             "trace": {
                 "method": self.trace.method,
@@ -364,6 +366,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         hardware=target,
         dtype=dtype,
         autocast=bool(data.get("autocast")),
+        notes=list(data.get("notes", [])),
         flops=totals["flops"],
         macs=totals["macs"],
         params=totals["params"],

@@ -249,6 +249,7 @@ def _profile(request: Request) -> Profile:
 
         model = zoo.resolve(model, **dict(request.options))
     load = runtime.loaded(model) if request.runs else None
+    note = model.note if isinstance(model, ModelCase) else None  # a zoo option it ignored
     if isinstance(model, ModelCase):
         name = name or model.name
         inputs = model.inputs if inputs is None else inputs
@@ -259,7 +260,9 @@ def _profile(request: Request) -> Profile:
         inputs, kwargs = _saved_inputs(model, inputs, kwargs)
     name = name or type(model).__name__
     with eager_children(model):
-        return _one_forward(request, model, inputs, kwargs, name, load)
+        prof = _one_forward(request, model, inputs, kwargs, name, load)
+    prof.notes += [note] if note else []  # said in Python too, where no console says it
+    return prof
 
 
 def _one_forward(
@@ -267,10 +270,11 @@ def _one_forward(
 ) -> Profile:
     """The training step, or one forward of the resolved ``model``."""
     from pytest_graphbudget.modes.dtype import cast
-    from pytest_graphbudget.modes.quantize import refuse_int8_on_a_gpu
+    from pytest_graphbudget.modes.quantize import refuse_int8_on_a_gpu, tied_notes
 
     variant = request.variant
     refuse_int8_on_a_gpu(variant.dtype, request.hardware, model)
+    notes = tied_notes(model, variant.dtype)
     args, kwargs = _as_tuple(inputs), dict(kwargs or {})
     _refuse_nested(args, kwargs)
     model, args, kwargs = cast(model, args, kwargs, variant.dtype)
@@ -285,6 +289,7 @@ def _one_forward(
         prof = profile_graph(
             model, args, kwargs, request.hardware, name, request.tier, request.execution
         )
+        prof.notes += notes
         if not request.runs:
             return prof
         return runtime.attach(prof, model, args, kwargs, request.runs, load, request.device)

@@ -88,6 +88,31 @@ def quantized_copy(model: Any, dtype: str) -> Any:
     return holder[0]
 
 
+def tied_notes(model: Any, dtype: str | None) -> list[str]:
+    """What ``dtype`` quantizes of a Linear whose weight another module shares (GPT-2's
+    ``lm_head``, tied to ``transformer.wte``): the other stays as it is, so the quantized
+    weight is a second copy, which a profile's weights count (689 kB had become 753 kB of a
+    small GPT-2 without a word)."""
+    import torch
+
+    if dtype not in QUANTIZED or not isinstance(model, torch.nn.Module):
+        return []
+    owners: dict[int, list[str]] = {}
+    for path, module in model.named_modules(remove_duplicate=False):
+        for key, tensor in module._parameters.items():
+            if tensor is not None:
+                owners.setdefault(id(tensor), []).append(f"{path}.{key}" if path else key)
+    found = []
+    for path, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and len(owners.get(id(module.weight), ())) > 1:
+            other = next(p for p in owners[id(module.weight)] if p != f"{path}.weight")
+            found.append(
+                f"dtype={dtype!r}: {path}'s weight is tied to {other}, which stays as it is: "
+                "the quantized weight is a second copy, counted in the weights"
+            )
+    return found
+
+
 def _float8(model: Any) -> None:
     """``model``'s Linear weights in float8_e4m3fn, per row, by torchao (the ``quant`` extra)."""
     try:

@@ -47,9 +47,11 @@ def profile_html(prof: Any) -> str:
     view.profile = {**profile, "modules": {path: modules[path] for path in top}}
     view.order = top
     layers = _layers(view, title=f"Top {len(top)} layers by FLOPs", tools=False, own=own)
+    notes = "".join(f'<p class="note">Note: {escape(n)}</p>' for n in getattr(prof, "notes", []))
     return _cell(
         prof.model,
-        f'<div class="top"><div>{_summary(view)}</div>{roofline_figure(profile)}</div>{layers}',
+        f'{notes}<div class="top"><div>{_summary(view)}</div>{roofline_figure(profile)}</div>'
+        f"{layers}",
     )
 
 

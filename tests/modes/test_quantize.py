@@ -124,3 +124,27 @@ def test_the_baseline_id_of_a_quantized_variant_ends_with_its_dtype():
     assert Variant(dtype="float8_e4m3fn").tag("m") == "m@float8_e4m3fn"
     assert untagged("nets.toml::lin@int8") == "nets.toml::lin"
     assert untagged("t.py::test[x]@float8_e4m3fn") == "t.py::test[x]"
+
+
+def test_a_tied_linear_quantized_is_a_second_copy_and_the_profile_says_so():
+    """User trial: int8 on a GPT-2 whose ``lm_head`` shares ``wte``'s weight grew its weights
+    (689 kB to 753 kB) without a word: the embedding stays float, so the head's quantized
+    weight is a second copy. By hand: the float32 table 16 x 8 x 4 = 512 bytes, the int8 copy
+    16 x 8 = 128 bytes and its float64 scale and int64 zero point, 16: 656."""
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(16, 8)
+            self.head = nn.Linear(8, 16, bias=False)
+            self.head.weight = self.wte.weight
+
+        def forward(self, ids):
+            return self.head(self.wte(ids))
+
+    prof = profile_model(Tied().eval(), (torch.randint(0, 16, (1, 4)),), dtype="int8")
+    assert prof.weights_bytes == 512 + 128 + 16
+    assert prof.notes == [
+        "dtype='int8': head's weight is tied to wte.weight, which stays as it is: the "
+        "quantized weight is a second copy, counted in the weights"
+    ]

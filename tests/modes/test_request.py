@@ -238,3 +238,18 @@ def test_a_class_or_a_pair_given_as_the_model_says_how_to_pass_it(model, says):
     with pytest.raises(GraphBudgetError) as info:
         pytest_graphbudget.profile_model(model, inputs)
     assert str(info.value) == f"expected a torch.nn.Module, {says}"
+
+
+def test_a_zoo_option_the_model_ignores_is_a_note_of_its_profile():
+    """User trial: ``profile_model("resnet18", seq_len=64)`` dropped the zoo's "seq_len
+    ignored" without a word: only the CLI's console said it. The profile carries it, in its
+    JSON and its notebook cell, and reads it back."""
+    from pytest_graphbudget import profile_model
+    from pytest_graphbudget.engine.profile import profile_from_dict
+
+    prof = profile_model("mobilenet_v3_small", seq_len=64, meta=True)
+    assert prof.notes == ["seq_len ignored: mobilenet_v3_small takes images"]
+    assert profile_from_dict(prof.to_dict()).notes == prof.notes
+    assert "Note: seq_len ignored: mobilenet_v3_small takes images" in prof._repr_html_()
+    plain = profile_model("mobilenet_v3_small", meta=True)
+    assert plain.notes == [] and "notes" not in plain.to_dict()
