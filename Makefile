@@ -26,6 +26,11 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Python's bytecode caches on, whatever the shell says: with PYTHONDONTWRITEBYTECODE set, every
+# pytest process (each xdist worker, each pytester subprocess, each base run) compiled the
+# package and rewrote its asserts again, about 6 s a process. The caches are __pycache__
+# folders, which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help setup tools demo test test-sweep docs docs-test compat compat-ci golden bench zoo corpus dist lint format clean distclean
 
@@ -111,15 +116,16 @@ demo: setup
 	$(BIN)/python -m pytest --graph-budget examples/
 
 # The test suite on every core (pytest-xdist; XDIST= runs it in one process), then the
-# project's own budgets for its benchmark models (dogfooding). `--dist loadfile`: a test file
-# runs on one worker, so a profile its module-scoped fixture shares (detectors, the torchvision
-# references, BERT in the CLI tests) is built once, not once per worker. (`loadgroup` would not
-# do: with pytest 9, pytest-xdist 3.8 cannot tag the node ids and ignores `xdist_group`.)
+# project's own budgets for its benchmark models (dogfooding). `--dist worksteal`: each worker
+# starts on its own run of tests and takes from the other's queue when it runs dry, so the two
+# finish together (`loadfile` left one worker 30 s behind the other, whole slow files landing
+# last). A module-scoped fixture (a detector's profile, the torchvision references) may then be
+# built on both workers, once each: about 10 s of work, less than the idle tail it saves.
 # Tests marked `compat` build environments with other torch releases: `make compat` and
 # `.ci/run` run them. Tests marked `sweep` build every model of a family (every torchvision
 # name against its published parameter count): `make test-sweep` and `.ci/run` run them, so
 # that `make test` stays under 4 minutes with a representative set of real models.
-XDIST ?= -n auto --dist loadfile
+XDIST ?= -n auto --dist worksteal
 test: setup tools
 	$(BIN)/python -m pytest $(XDIST) -m "not compat and not sweep" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/
@@ -140,12 +146,15 @@ test-sweep: setup
 # docs/zoo.md, corpus.md and compat.md are whole tables that make zoo, make corpus and make
 # golden write.
 DOCS := README.md $(filter-out docs/zoo.md docs/corpus.md docs/compat.md,$(wildcard docs/*.md))
+# A document's blocks run in order in one scratch project: `--dist loadfile` keeps each on one
+# worker.
+DOCS_XDIST ?= -n auto --dist loadfile
 DOCS_PYTEST := PYTHONPATH=$(CURDIR)/tests/docs:$(CURDIR) $(BIN)/python -m pytest -p docs_plugin -p no:cacheprovider
 docs-test: setup tools
-	$(DOCS_PYTEST) $(XDIST) $(DOCS)
+	$(DOCS_PYTEST) $(DOCS_XDIST) $(DOCS)
 
 docs: setup
-	$(DOCS_PYTEST) $(XDIST) --docs-update $(DOCS)
+	$(DOCS_PYTEST) $(DOCS_XDIST) --docs-update $(DOCS)
 
 # One cached environment per torch minor release from the floor up and per Python (uv, from the
 # registry; ~/.cache/pytest-graphbudget/compat, about 60 GB for the whole matrix), each running

@@ -208,6 +208,25 @@ def no_network(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------
+# Bytecode: cached for the package, never for a test's scratch project
+
+
+@pytest.fixture(autouse=True)
+def _no_bytecode_for_scratch_files(monkeypatch):
+    """Write no ``.pyc`` while a test runs, here or in the processes it starts.
+
+    ``make test`` turns bytecode caches on, so the package and the test files compile once, not
+    once per process. A test that rewrites a scratch module (``HIDDEN = 32`` to ``48``) within
+    the second it was imported, at the same size, would otherwise import the stale cache: a
+    timestamp ``.pyc`` is checked by whole seconds and size. Caches already written are still
+    read."""
+    import sys
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+
+
+# --------------------------------------------------------------------------------------------
 # The helpers above as fixtures (session scope, so module-scoped fixtures can use them too)
 
 
@@ -306,10 +325,11 @@ LONGEST_FIRST = (
     "tests/pytest_plugin/test_plugin.py",
     "tests/test_workflows.py",
 )
-"""Files that take longest, collected first: ``make test`` hands whole files to its workers
-(``--dist loadfile``) in collection order, so one of these collected last kept one worker busy
-alone for its whole length (the suite's wall time moved by 20 s from run to run). The order
-within each file, and of the rest, is kept."""
+"""Files that take longest, collected first: ``make test`` (``--dist worksteal``) starts each
+worker on its half of the collection order and lets one that runs dry take from the end of
+the other's, so slow tests collected last kept one worker busy alone (under ``--dist
+loadfile`` the suite's wall time moved by 20 s from run to run), while quick ones at the end
+even the two out. The order within each file, and of the rest, is kept."""
 
 
 @pytest.hookimpl(trylast=True)

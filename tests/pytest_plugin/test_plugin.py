@@ -698,40 +698,6 @@ def test_cache_is_reused_and_a_corrupt_entry_is_rebuilt(project):
     assert not (project.path / ".graph_budget_cache").exists()
 
 
-def test_xdist_gives_the_same_verdicts(project):
-    pytest.importorskip("xdist")
-    project.makepyfile(
-        test_many="""
-        import pytest
-        from models import linear
-
-        @pytest.fixture(params=[8, 16, 32, 64])
-        def model(request):
-            return linear(request.param)
-
-        @pytest.mark.flops_max("20k")
-        def test_model(model):
-            pass
-        """
-    )
-    project.mkdir("budgets")
-    project.path.joinpath("budgets", "baseline.toml").write_text(
-        '[models."test_many.py::test_gone::model"]\nflops = 1\n'
-    )
-    serial = run(project, "--graph-budget-no-cache")
-    parallel = run(project, "-n", "2", "--graph-budget-no-cache")
-    serial.assert_outcomes(passed=3, failed=1)
-    parallel.assert_outcomes(passed=3, failed=1)
-    for result in (serial, parallel):
-        result.stdout.fnmatch_lines(
-            [
-                "*graph budget*",
-                "*linear64*FAIL*",
-                "*stale baseline entry*test_many.py::test_gone::model*",
-            ]
-        )
-
-
 def test_strict_fails_on_ops_without_a_formula(project):
     project.makepyfile(
         test_strict="""

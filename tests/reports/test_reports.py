@@ -330,9 +330,21 @@ def test_json_report_has_every_profile_and_verdict(project):
 
 def test_reports_are_the_same_under_xdist(project):
     pytest.importorskip("xdist")
+    (project.path / "budgets" / "baseline.toml").write_text(
+        '[models."test_models.py::test_gone::model"]\nflops = 1\n'
+    )
     args = (".", "--graph-budget-no-cache", "--graph-budget-history=history.jsonl")
-    run(project, *args, "--graph-budget-json=serial.json", "--graph-budget-junit=serial.xml")
-    run(project, *args, "-n", "2", "--graph-budget-json=par.json", "--graph-budget-junit=par.xml")
+    serial = run(
+        project, *args, "--graph-budget-json=serial.json", "--graph-budget-junit=serial.xml"
+    )
+    parallel = run(
+        project, *args, "-n", "2", "--graph-budget-json=par.json", "--graph-budget-junit=par.xml"
+    )
+    for result in (serial, parallel):  # the same terminal verdicts, and the entry nothing ran
+        assert result.parseoutcomes() == serial.parseoutcomes()
+        result.stdout.fnmatch_lines(
+            ["*graph budget*", "*linear32*FAIL*", "*stale baseline entry*test_gone::model*"]
+        )
 
     def verdicts(name: str) -> dict[str, tuple]:
         doc = json.loads((project.path / name).read_text())
