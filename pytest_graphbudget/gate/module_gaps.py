@@ -4,7 +4,9 @@ Every table of a figure by module that the baseline writes adds up to at least t
 total (what no module holds is ``<root>``'s). A table short of its total that lacks a module
 the profile has lost that module's line: compared as it is, the module would read as grown by
 its whole value, and the entry is as untrustworthy as one whose total line was deleted. A
-module new to the model leaves its table whole: it is new, and grew by all of it.
+module new to the model leaves its table whole: it is new, and grew by all of it. A whole
+table deleted is an error too: the figure is still compared, but its growth could no longer
+name the layers that grew.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def lost(current: Mapping[str, float], before: Mapping[str, float], total: Any) 
     """The modules ``current`` has that ``before`` (an entry's table of one figure, whose
     total is ``total``) lacks though it falls short of that total: lines deleted by hand. A
     module is written as an integer, so a whole table may be short by under 1 a module."""
-    if not before or total is None or total - sum(before.values()) <= len(before):
+    if not total or total - sum(before.values()) <= len(before):
         return []
     return sorted(m for m, v in current.items() if v > 0 and m not in before)
 
@@ -32,7 +34,7 @@ def problems(model: str, current: Any, base: Any, path: Path, name: str, fix: st
     (this run's ``Entry``) has, at the table's line of the baseline file (``path``, shown as
     ``name``), as ``baseline.read`` writes an entry's problems; ``fix`` says what to do."""
     found = []
-    for figure in ("flops", *base.by_module):
+    for figure in ("flops", *current.by_module):  # every table the baseline writes
         before, total = base.layers(figure), base.figures.get(figure)
         missing = lost(current.layers(figure), before, total)
         if not missing:
@@ -40,6 +42,13 @@ def problems(model: str, current: Any, base: Any, path: Path, name: str, fix: st
         keys = ("modules",) if figure == "flops" else ("by_module", figure)
         shown = ".".join(k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else f'"{k}"' for k in keys)
         fig = figures.get(figure)
+        if not before:  # the whole table: its layers would go unnamed when the figure grows
+            gap = f"no modules, though the entry records {fig.format(total)} {fig.label}"
+            found.append(
+                f"{_where(path, name, model, keys)}: [{model}] {shown}: {gap}: the "
+                f"table deleted?; {fix}"
+            )
+            continue
         found.append(
             f"{_where(path, name, model, keys)}: [{model}] {shown}: lacks "
             f"{', '.join(map(repr, missing))}, "

@@ -35,6 +35,14 @@ LINEAR_OTHERS = (
 )
 
 
+def linear_tables(model: str, flops: int = 16512) -> str:
+    """The tables by module of ``linear``'s entry: a bare Linear is all ``<root>``, so each holds
+    the figure's total (its parameters 64 * 32 + 32, its peak and traffic as above)."""
+    tables = {"modules": flops, "by_module.params": 2080}
+    tables |= {"by_module.peak_memory_bytes": 9856, "by_module.traffic_bytes": 9856}
+    return "".join(f'\n[models."{model}".{t}]\n"<root>" = {v}\n' for t, v in tables.items())
+
+
 def write(tmp_path, text: str):
     path = tmp_path / "baseline.toml"
     path.write_text(textwrap.dedent(text).lstrip())
@@ -260,6 +268,8 @@ def test_a_bad_entry_is_an_error_and_the_other_models_are_still_checked(project,
     project.path.joinpath("budgets", "baseline.toml").write_text(
         f'[models."budgets/nets.toml::good"]\nflops = {LINEAR_FLOPS // 2}\n{LINEAR_OTHERS}\n'
         f'[models."budgets/nets.toml::bad"]\nflops = {value}\n{LINEAR_OTHERS}'
+        + linear_tables("budgets/nets.toml::good", LINEAR_FLOPS // 2)
+        + linear_tables("budgets/nets.toml::bad")
     )
     result = run(project, "--graph-budget-json=out.json")
     result.assert_outcomes(failed=2)

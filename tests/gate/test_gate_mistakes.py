@@ -203,6 +203,38 @@ def test_a_module_line_deleted_from_the_baseline_is_an_error_not_growth(project)
     assert grows["error"] is None, grows["error"]
 
 
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ("modules", "modules: no modules, though the entry records 20.7k FLOPs"),
+        ("by_module.params", "by_module.params: no modules, though the entry records 2.61k params"),
+    ],
+)
+def test_a_whole_table_deleted_from_the_baseline_is_an_error(project, table, says):
+    """User trial: a whole table by module deleted (header and lines) was accepted: the totals
+    were still compared, but a model that grew could no longer name the layers that grew. The
+    table every written entry has is missing: the model's error, as a deleted line is."""
+    project.makepyfile(models=DEEPER)
+    write(project, "budgets/nets.toml", TABLES.format(grows="net").replace("linear", "net"))
+    run(project, "--graph-budget-update").assert_outcomes(passed=2)
+    baseline = project.path / "budgets" / "baseline.toml"
+    header = f'[models."budgets/nets.toml::grows".{table}]'
+    chunks = baseline.read_text().split("\n\n")
+    kept = [c for c in chunks if not c.startswith(header)]
+    assert len(kept) == len(chunks) - 1
+    baseline.write_text("\n\n".join(kept))
+    line = baseline.read_text().splitlines().index('[models."budgets/nets.toml::grows"]') + 1
+
+    result = run(project, "--graph-budget-json=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    models = {m["id"]: m for m in report(project)["models"]}
+    assert models["budgets/nets.toml::grows"]["error"] == (
+        f"budgets/baseline.toml:{line}: [budgets/nets.toml::grows] {says}: the table deleted?; "
+        "fix it or rewrite it with --graph-budget-update"
+    )
+    assert models["budgets/nets.toml::kept"]["error"] is None
+
+
 # -- item 2: a share written as a bare number above 1 -----------------------------------------
 
 

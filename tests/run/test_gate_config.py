@@ -112,7 +112,17 @@ def test_a_configured_baseline_is_not_a_budget_file(project):
         project,
         "budgets/figures.toml",
         '[models."budgets/nets.toml::lin"]\nflops = 16512\nmacs = 8192\nparams = 2080\n'
-        "peak_memory_bytes = 9856\nweights_bytes = 8320\ntraffic_bytes = 9856\n",
+        "peak_memory_bytes = 9856\nweights_bytes = 8320\ntraffic_bytes = 9856\n"
+        # and its tables by module: a bare Linear is all <root>
+        + "".join(
+            f'[models."budgets/nets.toml::lin".{table}]\n"<root>" = {value}\n'
+            for table, value in [
+                ("modules", 16512),
+                ("by_module.params", 2080),
+                ("by_module.peak_memory_bytes", 9856),
+                ("by_module.traffic_bytes", 9856),
+            ]
+        ),
     )
     configure(project, 'budgets = ["budgets"]\nbaseline = "budgets/figures.toml"')
     run(project).assert_outcomes(passed=2)
