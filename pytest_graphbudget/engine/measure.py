@@ -37,7 +37,7 @@ from pytest_graphbudget.engine.nodes import (
     record_output,
     record_reads,
 )
-from pytest_graphbudget.engine.quantized import packed_keys, stored_bytes, weight_ids
+from pytest_graphbudget.engine.quantized import packed_keys, rows_read, stored_bytes, weight_ids
 from pytest_graphbudget.engine.split import Split
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
 
@@ -108,7 +108,7 @@ class _Recorder(TorchDispatchMode):
             if key in self.weights:
                 fqn, size = self.weights[key]
                 if role == "gather":  # a lookup reads the rows it returns, not the table
-                    size = min(size, _rows_read(name, args, out))
+                    size = min(size, rows_read(name, args, out))
                 node.weights[fqn] = max(node.weights.get(fqn, 0), size)
         if entry is not None and entry.formula is None and entry.workspace is None:
             cost = price(name, (), {}, None)  # no formula (a view): free whatever the shapes
@@ -437,14 +437,3 @@ def _held_until(graph: fx.Graph, run: _CostInterpreter) -> dict[Any, int] | None
                 if key in frees:
                     frees[key] = max(frees[key], run.position[n.name])
     return frees
-
-
-def _rows_read(name: str, args: tuple, out: Any) -> int:
-    """The bytes of the rows a lookup reads: those it returns, but an ``EmbeddingBag`` returns
-    its bags' sums, so its rows are one per index (1,000 indices into 10 bags read 1,000 rows,
-    not the 10 its output holds)."""
-    if name.startswith("_embedding_bag") and len(args) > 1:
-        table, indices = args[0], args[1]
-        if isinstance(table, torch.Tensor) and isinstance(indices, torch.Tensor):
-            return indices.numel() * (_nbytes(table) // max(table.shape[0], 1))
-    return sum(_nbytes(t) for t in tree.tensors(out))

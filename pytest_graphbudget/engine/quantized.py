@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from pytest_graphbudget.engine import walk
+from pytest_graphbudget.engine import tree, walk
 
 QUANTIZED_DTYPES = {
     torch.qint8: "int8",
@@ -217,3 +217,20 @@ def packed_keys(args: tuple) -> list[int]:
     """The keys of the packed weights (``torch.ao``'s ``_packed_params``) an op takes: no
     tensors, and a new Python object at every call, but the same ``hash`` (``packed_key``)."""
     return [packed_key(a) for a in args if isinstance(a, torch.ScriptObject)]
+
+
+def rows_read(name: str, args: tuple, out: Any) -> int:
+    """The bytes of the rows a lookup reads: those it returns, but an ``EmbeddingBag`` returns
+    its bags' sums, so its rows are one per index (1,000 indices into 10 bags read 1,000 rows,
+    not the 10 its output holds); and a quantized table (``quantized.embedding_byte``,
+    ``embedding_bag_4bit``, ...) returns float32 rows it stores packed: per index, a row of
+    the output's width at a byte an element (``_4bit`` two, ``_2bit`` four), and the row's
+    float32 scale and zero point, as ``stored_bytes`` counts the table."""
+    table, indices = (args[0], args[1]) if len(args) > 1 else (None, None)
+    if isinstance(indices, torch.Tensor):
+        if name.startswith("_embedding_bag") and isinstance(table, torch.Tensor):
+            return indices.numel() * (table.numel() * table.element_size() // max(len(table), 1))
+        if name.startswith("quantized.embedding") and isinstance(out, torch.Tensor):
+            per_byte = 4 if name.endswith("_2bit") else 2 if name.endswith("_4bit") else 1
+            return indices.numel() * (ceil(out.shape[-1] / per_byte) + 8)
+    return sum(t.numel() * t.element_size() for t in tree.tensors(out))

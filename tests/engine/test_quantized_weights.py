@@ -248,6 +248,33 @@ def test_a_quantized_embedding_bag_alone_counts_its_table(bits):
     assert prof.dtype == ("uint8" if bits == 8 else "int4")
 
 
+@pytest.mark.parametrize(
+    ("layer", "bits", "traffic"),
+    [
+        # 32 rows of 16 at a byte each plus 8 (scale, zero point): 768; the float32 lookups
+        # written 32 x 16 x 4 = 2,048; the int64 indices read 32 x 8 = 256
+        (nn.Embedding, 8, 768 + 2048 + 256),
+        # the same rows read, one per index, into 4 bags written 4 x 16 x 4 = 256
+        (nn.EmbeddingBag, 8, 768 + 256 + 256),
+        # rows of 16 at half a byte an element: 32 x (8 + 8) = 512
+        (nn.EmbeddingBag, 4, 512 + 256 + 256),
+    ],
+)
+def test_a_quantized_lookup_reads_its_rows_as_stored(layer, bits, traffic):
+    """User trial: a quantized table's lookup had been charged the float32 rows it returns as
+    the rows it read (4x the stored bytes for a plain lookup), and a bag the bags it writes
+    (10 bags read as 10 rows, not one per index). A lookup reads one stored row per index."""
+    from torch.ao.quantization import float_qparams_weight_only_qconfig as qconfig8
+    from torch.ao.quantization import float_qparams_weight_only_qconfig_4bit as qconfig4
+
+    torch.manual_seed(0)
+    table = layer(100, 16, mode="sum") if layer is nn.EmbeddingBag else layer(100, 16)
+    model = _embedding_quantized(nn.Sequential(table), {layer: qconfig8 if bits == 8 else qconfig4})
+    prof = profile_model(model, torch.randint(0, 100, (4, 8)))
+    assert prof.traffic_bytes == traffic
+    assert prof.weights_bytes == 100 * 16 * bits // 8 + 100 * 8  # the whole table is held
+
+
 def test_a_float16_dynamic_linear_is_two_bytes_an_element():
     """User trial: ``quantize_dynamic(..., dtype=torch.float16)`` packs each weight in float16
     (FBGEMM's), but it unpacks to float32 and had been counted at 4 bytes an element. By hand:
