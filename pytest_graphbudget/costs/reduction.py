@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from math import prod
+from math import ceil, prod
 
 from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register
 
@@ -175,13 +175,33 @@ for _names, _cost in (
         0,
     ),
     ("upsample_linear1d", LERP),
-    ("upsample_bilinear2d _upsample_bilinear2d_aa grid_sampler_2d", 3 * LERP),
+    ("upsample_bilinear2d grid_sampler_2d", 3 * LERP),
     ("upsample_trilinear3d grid_sampler_3d", 7 * LERP),
-    ("upsample_bicubic2d _upsample_bicubic2d_aa", 35),
+    ("upsample_bicubic2d", 35),
 ):
     for _name in _names.split():
         _kind = "upsample" if _name in ("upsample_nearest2d", "upsample_bilinear2d") else None
         register(_name, kind=_kind)(_resample(_cost))
+
+
+def _antialiased(taps: int):
+    """``interpolate(..., antialias=True)``: one pass per resized dimension, the width first
+    (into an ``H_in x W_out`` buffer), then the height, each output element a weighted sum (a
+    multiply and an add a tap) over ``taps`` inputs, times the downscale factor when it
+    shrinks (the filter widens to average what it skips): 2 taps for bilinear, 4 for bicubic."""
+
+    def formula(x: Shape, *_, out, **__) -> OpCost:
+        (h_in, w_in), (h_out, w_out) = x[-2:], out[-2:]
+        planes = numel(x) // max(h_in * w_in, 1)
+        width = 2 * ceil(taps * max(w_in / w_out, 1)) * h_in * w_out if w_in != w_out else 0
+        height = 2 * ceil(taps * max(h_in / h_out, 1)) * h_out * w_out if h_in != h_out else 0
+        return OpCost(other=planes * (width + height))
+
+    return formula
+
+
+register("_upsample_bilinear2d_aa")(_antialiased(2))
+register("_upsample_bicubic2d_aa")(_antialiased(4))
 
 
 @register("sort", role="reduction")

@@ -902,3 +902,39 @@ def test_a_complex_models_conjugates_are_free_and_angle_and_cummax_priced():
     pointwise = profile_model(Pointwise(), (z,))
     assert pointwise.coverage.unsupported_ops == {}
     assert pointwise.flops == 64 + 64 + 64 + 2 * 64
+
+
+# --------------------------------------------------------------------------------------------
+# Resampling
+
+
+class Resize(nn.Module):
+    def __init__(self, size, mode, antialias):
+        super().__init__()
+        self.size, self.mode, self.antialias = size, mode, antialias
+
+    def forward(self, x):
+        return F.interpolate(x, size=self.size, mode=self.mode, antialias=self.antialias)
+
+
+@pytest.mark.parametrize(
+    ("size", "mode", "flops"),
+    [
+        # 3 planes of 32 x 32 down to 8 x 8: a factor of 4 widens bilinear's 2 taps to 8; the
+        # width pass writes 32 x 8 at 2 FLOPs a tap, the height pass 8 x 8
+        ((8, 8), "bilinear", 3 * (2 * 8 * 32 * 8 + 2 * 8 * 8 * 8)),
+        # bicubic's 4 taps, 16 at a factor of 4
+        ((8, 8), "bicubic", 3 * (2 * 16 * 32 * 8 + 2 * 16 * 8 * 8)),
+        # up to 64 x 64: the taps stay 2 (nothing skipped to average)
+        ((64, 64), "bilinear", 3 * (2 * 2 * 32 * 64 + 2 * 2 * 64 * 64)),
+        # only the width resized, by 2: one pass of 4 taps
+        ((32, 16), "bilinear", 3 * 2 * 4 * 32 * 16),
+    ],
+)
+def test_antialiased_interpolate_sums_the_taps_of_each_pass(size, mode, flops):
+    """User trial: ``antialias=True`` had been priced as plain interpolation (9 FLOPs an output
+    element for bilinear), 9x under at a factor of 4, where the filter averages what it skips.
+    Plain bilinear stays 3 lerps of 3 FLOPs an output element."""
+    x = torch.randn(1, 3, 32, 32)
+    assert_counts(profile(Resize(size, mode, True), x), 0, flops)
+    assert_counts(profile(Resize((8, 8), "bilinear", False), x), 0, 3 * 8 * 8 * 9)
