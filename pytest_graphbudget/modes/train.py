@@ -79,8 +79,11 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     finally:
         for module, training in modes.items():
             module.training = training
+    phase = joint.tags.node_phase
     for node in measured.nodes:  # no kernel crosses from one phase to the next
-        node.segment = PHASES.index(joint.tags.node_phase.get(node.name, "forward"))
+        # a node run op by op (``split.Split``: ``mish_backward.softplus``) is its node's
+        phase.setdefault(node.name, phase.get(node.name.partition(".")[0], "forward"))
+        node.segment = PHASES.index(phase[node.name])
         node.in_call = node.segment == 0  # autograd and the update run outside module calls
     measured.frees = joint.tags.frees(measured.nodes)  # when the step itself let go
     if traced is not None:

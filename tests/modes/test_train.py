@@ -620,3 +620,19 @@ def test_a_parameter_without_a_gradient_gets_no_optimizer_state():
     adam.step()
     made = sum(t.numel() * t.element_size() for s in adam.state.values() for t in s.values())
     assert made - 4 * len(adam.state) == prof.optimizer_state_bytes  # less the step counters
+
+
+def test_a_backward_op_run_op_by_op_stays_in_the_backward_phase():
+    """User trial: ``mish_backward`` has no fused kernel on the CPU and is recorded op by op
+    (``mish_backward.softplus``, ...); those ops had fallen back to the forward phase, fused
+    into the forward's convolution kernel. By hand, 144 activations (1 x 4 x 6 x 6): the 1x1
+    convolution 2 x 144 x 3 = 864 + its bias 144, Mish 5 a element = 720, the default loss's
+    sum 144: a forward of 1,872; the rest is backward."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Mish())
+    prof = profile_model(model, torch.randn(1, 3, 6, 6), mode="train")
+    assert prof.phases["forward"]["flops"] == 864 + 144 + 720 + 144
+    assert prof.modules["1"].forward_flops == 720
+    assert prof.modules["1"].backward_flops == prof.modules["1"].flops - 720 > 0
+    for group in prof.subgraphs:  # no kernel crosses from one phase to the next
+        split = {name.startswith("mish_backward.") for name in group.nodes}
+        assert len(split) == 1, group.nodes
