@@ -190,6 +190,11 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
     console.progress(f"loading {name} ...")
     try:
         with stdout_to_stderr(), project_code():
+            file, colon, attr = name.rpartition(":")
+            if colon and file.endswith(".py") and FACTORY.fullmatch(f"m:{attr}"):
+                from pytest_graphbudget.gate.factories import file_hint
+
+                raise GraphBudgetError(f"{name}: {file_hint(file, attr)}")
             if is_factory(name):
                 case = factory_case(name, args)
             else:

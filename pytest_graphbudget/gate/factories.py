@@ -21,6 +21,8 @@ def call_factory(spec: str, name: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise GraphBudgetError(f"factory {spec!r} for {name}: expected 'package.module:function'")
+    if module_name.endswith(".py"):  # a file where a module goes: "No module named 'nets.py'"
+        raise GraphBudgetError(f"factory {spec!r} for {name}: {file_hint(module_name, attr)}")
     try:
         function = getattr(importlib.import_module(module_name), attr)
     except (Exception, SystemExit) as exc:  # not found, or the module raised (or exited)
@@ -32,6 +34,22 @@ def call_factory(spec: str, name: str) -> Any:
     except (Exception, SystemExit) as exc:  # theirs, never "our bug"; sys.exit(0) no pass
         raised = one_line(exc, typed=True)
         raise GraphBudgetError(f"factory {spec!r} for {name} raised {raised}") from exc
+
+
+def file_hint(path: str, attr: str) -> str:
+    """What to write instead of ``nets.py:build`` or ``src/nets.py:build``: the module's dotted
+    name, importable from the folder it is run in or the project's ``pythonpath``."""
+    from pathlib import Path
+
+    file = Path(path)
+    if file.is_absolute():
+        file = file.relative_to(Path.cwd()) if file.is_relative_to(Path.cwd()) else Path(file.name)
+    parts = file.with_suffix("").parts
+    dotted = ".".join(parts) if all(p.isidentifier() for p in parts) else file.stem
+    return (
+        f"name the module, not its file: '{dotted}:{attr}' (importable from the current "
+        "folder, the project's root or its [tool.pytest.ini_options] pythonpath)"
+    )
 
 
 def load_factory(spec: str, name: str, options: dict[str, Any]) -> Any:

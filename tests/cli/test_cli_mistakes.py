@@ -411,3 +411,24 @@ def test_list_reads_its_format_from_the_output_like_every_command(project, capsy
     assert "--format csv with -o l.json" in capsys.readouterr().err
     assert cli.main(["list", "resnet18", "-o", "l.json"]) == 0
     assert json.loads((project / "l.json").read_text())["torchvision"] == ["resnet18"]
+
+
+@pytest.mark.parametrize("written", [f"{MODULE}.py:linear", "ABSOLUTE", f"./{MODULE}.py:linear"])
+def test_a_file_named_where_a_module_goes_says_the_module_to_write(project, capsys, written):
+    """User trial: ``profile models.py:build`` failed as "No module named 'models.py'", and
+    with an absolute path as "no such file or directory" for a file that exists."""
+    spec = f"{project / MODULE}.py:linear" if written == "ABSOLUTE" else written
+    assert cli.main(["profile", spec]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after "loading ..."
+    assert err.endswith(
+        f"{spec}: name the module, not its file: '{MODULE}:linear' (importable "
+        "from the current folder, the project's root or its "
+        "[tool.pytest.ini_options] pythonpath)"
+    ), err
+    # a budget table's factory says the same
+    (project / "budgets").mkdir()
+    (project / "budgets" / "nets.toml").write_text(
+        f'[models.net]\nfactory = "{MODULE}.py:linear"\nflops_max = "1M"\n'
+    )
+    assert cli.main(["check", "budgets"]) != 0
+    assert f"name the module, not its file: '{MODULE}:linear'" in capsys.readouterr().out
