@@ -79,12 +79,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     finally:
         for module, training in modes.items():
             module.training = training
-    phase = joint.tags.node_phase
-    for node in measured.nodes:  # no kernel crosses from one phase to the next
-        # a node run op by op (``split.Split``: ``mish_backward.softplus``) is its node's
-        phase.setdefault(node.name, phase.get(node.name.partition(".")[0], "forward"))
-        node.segment = PHASES.index(phase[node.name])
-        node.in_call = node.segment == 0  # autograd and the update run outside module calls
+    _segment(measured.nodes, joint.tags.node_phase)
     measured.frees = joint.tags.frees(measured.nodes)  # when the step itself let go
     if traced is not None:
         traced.append(measured)
@@ -106,6 +101,15 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
     _module_phases(prof, measured.nodes, joint.tags.node_phase)
     return prof
+
+
+def _segment(nodes: list, phase: dict[str, str]) -> None:
+    """Each node's segment, its phase: no kernel crosses from one phase to the next. A node run
+    op by op (``split.Split``: ``mish_backward.softplus``) takes its node's phase."""
+    for node in nodes:
+        phase.setdefault(node.name, phase.get(node.name.partition(".")[0], "forward"))
+        node.segment = PHASES.index(phase[node.name])
+        node.in_call = node.segment == 0  # autograd and the update run outside module calls
 
 
 def _refuse_reentrant(exc: Exception) -> None:
