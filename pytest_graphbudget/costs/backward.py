@@ -4,12 +4,14 @@ Linear layers need no entry of their own: their gradients are ``mm`` calls. The 
 here count as FlopCounterMode counts them (``torch/utils/flop_counter.py``): a convolution's
 input and weight gradients are each one convolution of the forward's size, counted only when
 ``output_mask`` asks for them; attention recomputes its scores and runs four more products.
-Pointwise derivatives count the operations of their textbook formula, per element.
+Pointwise derivatives count the operations of their textbook formula, per element. A
+gradient scattered back to where its output came from (a pad, an upsample, a grid sample)
+costs an add per source it lands on, and a multiply by that source's weight when it has one.
 """
 
 from __future__ import annotations
 
-from math import prod
+from math import ceil, inf, prod
 
 from pytest_graphbudget.costs.attention import SCALE
 from pytest_graphbudget.costs.reduction import EMBEDDING_BAG_MAX, EMBEDDING_BAG_MEAN, SOFTMAX
@@ -53,6 +55,10 @@ BACKWARD_PER_ELEMENT = {
     "softplus_backward": 4,
     "silu_backward": 8,  # sigmoid (4), then dy * s * (1 + x * (1 - s))
     "log_sigmoid_backward": 4,  # dy * sigmoid(-x): exp, add, reciprocal, multiply
+    "hardshrink_backward": 1,  # select the gradient outside [-lambd, lambd]
+    "softshrink_backward": 1,
+    "rrelu_with_noise_backward": 1,  # dy * noise in training; leaky_relu's (1) in eval
+    "_prelu_kernel_backward": 2,  # dx as leaky_relu's (1); dw = x * dy where x <= 0 (1)
 }
 """FLOPs per output element of the pointwise derivatives."""
 
@@ -72,6 +78,13 @@ for _name, _cost in BACKWARD_PER_ELEMENT.items():
 def gelu_backward(grad: Shape, x: Shape, approximate: str = "none", *_, out, **__) -> OpCost:
     # exact: dy * (Phi(x) + x * phi(x)) = 8 (erf, exp and their scaling); tanh form: 14.
     return OpCost(other=(14 if approximate == "tanh" else 8) * out_numel(out))
+
+
+@register("glu_backward", kind="glu_bwd")
+def glu_backward(grad: Shape, x: Shape, *_, out, **__) -> OpCost:
+    # ATen, per output element (half the input): s = sigmoid(b) (4), da = dy * s (1) and
+    # db = (1 - s) * s * a * dy (4).
+    return OpCost(other=9 * numel(grad))
 
 
 NORM_BACKWARD = 9
@@ -100,6 +113,8 @@ def softmax_backward(grad: Shape, y: Shape, *_, out, **__) -> OpCost:
 @register(
     "max_pool2d_with_indices_backward",
     "max_pool3d_with_indices_backward",
+    "adaptive_max_pool2d_backward",  # adaptive_max_pool1d's too: it runs the 2-d kernel
+    "adaptive_max_pool3d_backward",
     role="reduction",
     kind="max_pool_bwd",
 )
@@ -131,6 +146,9 @@ def adaptive_avg_pool_backward(grad: Shape, x: Shape, *_, out, **__) -> OpCost:
     "upsample_nearest1d_backward",
     "upsample_nearest2d_backward",
     "upsample_nearest3d_backward",
+    "_upsample_nearest_exact1d_backward",
+    "_upsample_nearest_exact2d_backward",
+    "_upsample_nearest_exact3d_backward",
     kind="upsample_bwd",
 )
 def upsample_nearest_backward(grad: Shape, *_, out, **__) -> OpCost:
@@ -138,10 +156,102 @@ def upsample_nearest_backward(grad: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=numel(grad))
 
 
-@register("upsample_bilinear2d_backward", kind="upsample_bwd")
-def upsample_bilinear_backward(grad: Shape, *_, out, **__) -> OpCost:
-    # Each output gradient is weighted and added into its four source elements.
-    return OpCost(other=8 * numel(grad))
+@register(
+    "reflection_pad1d_backward",
+    "reflection_pad2d_backward",
+    "reflection_pad3d_backward",
+    "replication_pad1d_backward",
+    "replication_pad2d_backward",
+    "replication_pad3d_backward",
+    kind="pad_bwd",
+)
+def pad_backward(grad: Shape, *_, out, **__) -> OpCost:
+    # As nearest: each output gradient is added into the input element it was copied from
+    # (a border's reflections or replicas land on the inputs they repeat).
+    return OpCost(other=numel(grad))
+
+
+def _weighted(taps: int):
+    def formula(grad: Shape, *_, out, **__) -> OpCost:
+        # Each output gradient is weighted and added into its sources: 2 per tap.
+        return OpCost(other=2 * taps * numel(grad))
+
+    return formula
+
+
+for _name, _taps in (
+    ("upsample_linear1d_backward", 2),
+    ("upsample_bilinear2d_backward", 4),
+    ("upsample_trilinear3d_backward", 8),
+    ("upsample_bicubic2d_backward", 16),
+):
+    register(_name, kind="upsample_bwd")(_weighted(_taps))
+
+
+def _antialiased_backward(taps: int):
+    """ATen's CPU kernel (``cpu_upsample_genNd_backward_aa``) does not run the forward's two
+    passes: each output gradient is added, weighted by ``wx * wy``, into every input of its
+    filter's 2-d window, ``ceil(taps * max(in / out, 1))`` inputs a side (2 taps bilinear, 4
+    bicubic, widened by the downscale factor as in ``reduction._antialiased``): 2 per tap."""
+
+    def formula(grad: Shape, output_size, input_size, *_, out, **__) -> OpCost:
+        (h_in, w_in), (h_out, w_out) = input_size[-2:], grad[-2:]
+        window = ceil(taps * max(h_in / h_out, 1)) * ceil(taps * max(w_in / w_out, 1))
+        return OpCost(other=2 * window * numel(grad))
+
+    return formula
+
+
+register("_upsample_bilinear2d_aa_backward", kind="upsample_bwd")(_antialiased_backward(2))
+register("_upsample_bicubic2d_aa_backward", kind="upsample_bwd")(_antialiased_backward(4))
+
+
+@register("grid_sampler_2d_backward", "grid_sampler_3d_backward", kind="grid_sampler_bwd")
+def grid_sampler_backward(
+    grad: Shape,
+    x: Shape,
+    grid: Shape,
+    mode,
+    padding_mode,
+    align_corners,
+    output_mask,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    # Priced as bilinear (trilinear), as the forward, per output element (N, C, *out): the
+    # input's gradient, when output_mask asks, 2 per corner (weighted, added); each
+    # coordinate's, as ATen's 2-d kernel writes it, gx += ((ne - nw) * s + (se - sw) * n) * dy:
+    # per pair of corners along it a difference and a weight, the pairs' sum, * dy and the
+    # sum over channels (7 in 2-d, 13 in 3-d); then each grid element scaled once.
+    dims = grid[-1]
+    pairs = 2 ** (dims - 1)
+    scatter = 2 * 2**dims if output_mask[0] else 0
+    return OpCost(other=(scatter + dims * (3 * pairs + 1)) * numel(grad) + numel(grid))
+
+
+def _cdist_element(p: float) -> int:
+    """FLOPs per pair and feature of the direct kernel's gradient, p not 2: the difference,
+    ATen's ``backward(diff, grad, dist, p)`` and the add into x1's gradient."""
+    if p == 0:
+        return 0  # the gradient is zero: the kernel only fills it
+    if p == 1:
+        return 1 + 2 + 1  # grad * sign(diff)
+    if p == inf:
+        return 1 + 9 + 1  # grad * sign(diff) * (1 - min(1, ceil(|(|diff| - dist)|)))
+    # p < 2: sign(diff) * |diff|^(p-1) * grad / dist^(p-1) (7); over 2 without the sign (6)
+    return 1 + (7 if p < 2 else 6) + 1
+
+
+@register("_cdist_backward", role="anchor", kind="cdist_bwd")
+def cdist_backward(grad: Shape, x1: Shape, x2: Shape, p: float, *_, out, **__) -> OpCost:
+    # The direct kernel's gradient of x1 (autograd calls it again, transposed, for x2's), per
+    # pair (grad: batch x P x R) and feature. For p=2 a difference, then grad * diff / dist
+    # added in: a divide and a MAC, as the forward's p=2 counts its multiply-add a MAC.
+    elements = numel(grad) * x1[-1]
+    if p == 2:
+        return OpCost(macs=elements, other=2 * elements)
+    return OpCost(other=_cdist_element(p) * elements)
 
 
 @register("embedding_dense_backward", role="reduction", kind="embedding_bwd")

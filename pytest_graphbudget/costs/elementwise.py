@@ -62,6 +62,14 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, *, out, **_) -> OpCost:
     return OpCost(other=(4 + (scale != 1) + (input_scale != 1)) * out_numel(out))
 
 
+@register("rrelu_with_noise")
+def rrelu_with_noise(x, noise, lower=0.125, upper=1 / 3, training=False, *_, out, **__) -> OpCost:
+    """In training, a comparison and a multiply by the slope drawn for the element (counted on
+    every element, as the negative ones are data; the draw is free, as ``uniform``'s); in eval,
+    ``leaky_relu`` with the mean slope (1)."""
+    return OpCost(other=(2 if training else 1) * out_numel(out))
+
+
 @register("gelu")
 def gelu(x, approximate: str = "none", *, out, **_) -> OpCost:
     # exact: x * 0.5 * (1 + erf(x / sqrt 2)) = 5; tanh form: 0.5x(1 + tanh(c(x + 0.044715x^3))) = 9

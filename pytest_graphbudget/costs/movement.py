@@ -17,7 +17,7 @@ zero_cost(
     "as_strided alias detach lift_fresh lift_fresh_copy unfold view_as_real view_as_complex "
     "movedim swapaxes view_copy permute_copy t_copy transpose_copy expand_copy squeeze_copy "
     "unsqueeze_copy slice_copy select_copy split_copy split_with_sizes_copy unbind_copy "
-    "alias_copy as_strided_copy diagonal _conj conj _neg_view "
+    "alias_copy as_strided_copy diagonal diagonal_copy narrow_copy _conj conj _neg_view "
     # copies and layout
     "clone copy _to_copy to contiguous resolve_conj resolve_neg cat stack hstack vstack concat "
     "concatenate index_fill "
@@ -26,7 +26,7 @@ zero_cost(
     "replication_pad3d roll flip repeat repeat_interleave tile pixel_shuffle pixel_unshuffle "
     "channel_shuffle native_channel_shuffle im2col triu tril one_hot nonzero "
     "_pack_padded_sequence _pad_packed_sequence set resize as_strided_scatter slice_scatter "
-    "select_scatter diagonal_scatter "
+    "select_scatter diagonal_scatter rot90 diag_embed block_diag "
     # factories and randomness
     "zeros zeros_like ones ones_like empty empty_like empty_strided full full_like new_zeros "
     "new_ones new_empty new_full new_empty_strided arange linspace logspace fill zero "
@@ -44,14 +44,14 @@ zero_cost(
 # Lookups: they read only the rows of a weight they return (an embedding table). EmbeddingBag
 # (``_embedding_bag``) also reduces the rows it looks up: reduction.py prices it.
 zero_cost(
-    "embedding index _unsafe_index index_select gather",
+    "embedding index _unsafe_index index_select gather take",
     role="gather",
     kinds={"_unsafe_index": "index"},
 )
 
 # Bookkeeping that never names the node it runs in; a profiler's annotations
 # (``record_function``, ``nn.DataParallel``'s) compute nothing either.
-zero_cost("device sym_size _assert_tensor_metadata", role="free")
+zero_cost("device sym_size _assert_tensor_metadata _linalg_check_errors", role="free")
 zero_cost(
     "profiler._record_function_enter profiler._record_function_enter_new "
     "profiler._record_function_exit",

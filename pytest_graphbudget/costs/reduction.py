@@ -101,11 +101,28 @@ for _name in "norm linalg_vector_norm".split():
     register(_name, role="reduction")(_per_input(2))  # square, sum
 
 
-@register("cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", role="reduction")
+@register("trace", role="reduction")
+def trace(x: Shape, *_, out, **__) -> OpCost:
+    # The diagonal summed, as ATen's loop adds each of its min(rows, cols) elements into 0:
+    # 1 per element summed, as sum.
+    return OpCost(other=min(x[-2:]))
+
+
+@register("cumsum", "cumprod", "cummax", "cummin", role="reduction")
 def scan(*_, out, **__) -> OpCost:
     # One add (or multiply, or compare) per output element, along the scanned dimension; a
     # cummax's indices are the same scan's.
     return OpCost(other=out_numel(out))
+
+
+LOG_ADD_EXP = 6
+"""ATen's ``_log_add_exp_helper`` per element of ``logcumsumexp``, the running total and the
+next element: ``max + log1p(exp(min - max))``: min, max, subtract, exp, log1p, add."""
+
+
+@register("logcumsumexp", role="reduction")
+def logcumsumexp(*_, out, **__) -> OpCost:
+    return OpCost(other=LOG_ADD_EXP * out_numel(out))
 
 
 def _window(kernel_size, dims: int) -> int:
@@ -277,8 +294,9 @@ def scatter(x: Shape, dim, index: Shape, src=None, *_, out, reduce=None, **__) -
     return OpCost(other=numel(index) if reduce is not None else 0)
 
 
-@register("index_put", "_unsafe_index_put", role="view")
+@register("index_put", "_unsafe_index_put", "put", role="view")
 def index_put(x: Shape, indices, values: Shape, accumulate=False, *_, out, **__) -> OpCost:
+    # put (take's backward): flat indices, the same adds with accumulate.
     return OpCost(other=numel(values) if accumulate else 0)
 
 

@@ -938,3 +938,63 @@ def test_antialiased_interpolate_sums_the_taps_of_each_pass(size, mode, flops):
     x = torch.randn(1, 3, 32, 32)
     assert_counts(profile(Resize(size, mode, True), x), 0, flops)
     assert_counts(profile(Resize((8, 8), "bilinear", False), x), 0, 3 * 8 * 8 * 9)
+
+
+# --------------------------------------------------------------------------------------------
+# Data movement, a diagonal summed, scans
+
+
+class Unary(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.diag,  # of a 2-D input: diagonal_copy
+        torch.diag_embed,
+        torch.rot90,  # k=1: a flip and a transpose
+        lambda x: torch.rot90(x, 2),
+        lambda x: torch.take(x, torch.tensor([0, 3])),
+        lambda x: x.narrow_copy(0, 0, 2),
+        lambda x: torch.block_diag(x, x),
+    ],
+    ids=["diag", "diag_embed", "rot90", "rot90-k2", "take", "narrow_copy", "block_diag"],
+)
+def test_data_movement_costs_zero_and_is_supported(fn):
+    """User trial: these copies were unsupported contractions, failing a budget; data movement
+    is costed at zero."""
+    assert_counts(profile(Unary(fn), torch.randn(4, 8)), 0, 0)
+
+
+@pytest.mark.parametrize(("shape", "flops"), [((4, 6), 4), ((5, 3), 3)])
+def test_trace_sums_the_diagonal(shape, flops):
+    """trace: its min(rows, cols) diagonal elements summed, 1 per element as sum."""
+    assert_counts(profile(Unary(torch.trace), torch.randn(shape)), 0, flops)
+
+
+def test_linalg_error_check_is_free():
+    """linalg.solve runs _linalg_solve_ex, then _linalg_check_errors on its info: a check,
+    free; only the factorization is left without a formula."""
+    prof = profile(Fn(torch.linalg.solve), torch.randn(4, 4) + 4 * torch.eye(4), torch.randn(4, 2))
+    assert prof.coverage.unsupported_ops == {"aten._linalg_solve_ex": 1}
+
+
+@pytest.mark.parametrize(
+    ("fn", "flops"),
+    [
+        # a multiply per element of the (4, 16) output
+        (lambda x: torch.cumprod(x, 1), 1 * 64),
+        # max + log1p(exp(min - max)) of the running total and the next element: min, max,
+        # subtract, exp, log1p, add, 1 each as the pointwise table prices them
+        (lambda x: torch.logcumsumexp(x, 1), 6 * 64),
+    ],
+    ids=["cumprod", "logcumsumexp"],
+)
+def test_scans_count_their_per_element_work(fn, flops):
+    assert_counts(profile(Unary(fn), torch.randn(4, 16)), 0, flops)
