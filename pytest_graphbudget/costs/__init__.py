@@ -24,6 +24,7 @@ from pytest_graphbudget.costs import (  # noqa: E402, F401
     contraction,
     detection,
     elementwise,
+    linalg,
     loss,
     movement,
     quantized,
