@@ -2,9 +2,9 @@
 
 They count toward the peak (``engine/partition.live_at_peak``) during the op only. Each function
 gets the op's arguments as shapes, like its formula, and ``itemsize``; it returns bytes. The
-figures are those of float32 convolutions and LSTM layers on CPU, read off
-``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``); other dtypes and
-devices have none here (``docs/metrics.md``).
+figures are those of float32 convolutions, LSTM layers and products (a matrix copied) on CPU,
+read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``); other dtypes
+and devices have none here (``docs/metrics.md``).
 
 A CPU convolution takes one of two paths, chosen as ``ConvParams::use_mkldnn`` in ATen chooses:
 
@@ -415,3 +415,35 @@ def encoder_layer(
     attention = _attention_held(u, scores, mask is not None) + (u if norm_first else 0)
     feed_forward = (3 if norm_first else 2) * u + u * hidden_features // embed_dim
     return max(attention, feed_forward) - numel(out) * itemsize
+
+
+def _copied(m: Shape, lax: bool = False) -> int:
+    """Elements of a matrix (a batch item: the last two dimensions) that ATen's CPU product
+    (``addmm_impl_cpu_``) copies into a contiguous clone first, freed as it returns: neither
+    row- nor column-major with a leading dimension BLAS takes (an expanded gradient, strides
+    0). ``lax``: ``bmm``'s test of an item, which ignores a size-1 dimension's stride."""
+    strides = getattr(m, "strides", None)
+    if strides is None or len(m) < 2:
+        return 0
+    (rows, cols), (across, along) = m[-2:], strides[-2:]
+    row_major = along == 1 and (across >= max(1, cols) or lax and rows == 1)
+    column_major = across == 1 and (along >= max(1, rows) or lax and cols == 1)
+    return 0 if row_major or column_major else rows * cols
+
+
+@workspace("mm", "addmm")
+def product_copies(*args, out, itemsize: int, **__) -> int:
+    """``mm(a, b)``, ``addmm(bias, a, b)``: both operands' clones, live at once (a Linear's
+    two backward products each copy the sum loss's expanded gradient). 16-bit: oneDNN's."""
+    return sum(_copied(m) for m in args[-2:]) * itemsize if itemsize >= 4 else 0
+
+
+@workspace("bmm", "baddbmm")
+def batched_copies(*args, out, itemsize: int, **__) -> int:
+    """``bmm(a, b)``, ``baddbmm(bias, a, b)`` (``bmm_out_or_baddbmm_``): under 400
+    multiply-adds an item, a loop that copies nothing; else one MKL call if it takes every item
+    as it is, or one product per item, each copying its own: one item's copies live at once."""
+    a, b = args[-2:]
+    if itemsize < 4 or a[-1] * a[-2] * b[-1] < 400 or not _copied(a, True) + _copied(b, True):
+        return 0
+    return (_copied(a) + _copied(b)) * itemsize

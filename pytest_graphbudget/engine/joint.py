@@ -283,6 +283,7 @@ def capture(
         slots = {k: torch.zeros(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
     leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    distinct, slot_of = _distinct_inputs([leaves[i] for i in where])
     tags = Tags()
     loss = loss or default_loss
     counts = (len(params), len(frozen), len(slots))
@@ -294,8 +295,8 @@ def capture(
         b, rest = rest[: counts[1]], rest[counts[1] :]
         s, tensors = rest[: counts[2]], rest[counts[2] :]
         values = list(leaves)
-        for i, tensor in zip(where, tensors, strict=True):
-            values[i] = tensor
+        for i, slot in zip(where, slot_of, strict=True):
+            values[i] = tensors[slot]
         args, kwargs = pytree.tree_unflatten(values, spec)
         state = dict(zip(params, p, strict=True)) | dict(zip(frozen, b, strict=True))
         with _tagging_mode(tags, graph), _module_hooks(model, tags):
@@ -314,7 +315,7 @@ def capture(
         return value, [g for g in grads if g is not None]
 
     flat = [*params.values(), *frozen.values(), *slots.values()]
-    tensors = [leaves[i] for i in where]
+    tensors = [leaves[where[n]] for n in distinct]
     flat += real_like(tensors) if real else fake_like(tensors, mode)
     # Real: a value read into Python (a branch, ``.item()``) is what this step's values give,
     # and the graph holds the path it chose, as one real step runs it.
@@ -324,7 +325,7 @@ def capture(
     _saved_workspaces(gm.graph)  # a real step's are the kernel's own
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
-    placeholders += [Binding("input", i) for i in range(len(where))]
+    placeholders += [Binding("input", n) for n in distinct]
     traced = Traced(gm, "joint-real" if real else "joint", placeholders, state_in_module=False)
     # A parameter the loss never reached (an unused head) gets no gradient, and Adam or SGD
     # makes no state for it (state is made at its first step with a gradient).
@@ -332,6 +333,19 @@ def capture(
     kept = [t for i, t in enumerate(slots.values()) if used[i // per]] if per else []
     state_bytes = sum(t.numel() * t.element_size() for t in kept)
     return Joint(traced, _holder(model, slots, real), tags, state_bytes)
+
+
+def _distinct_inputs(tensors: list[Any]) -> tuple[list[int], list[int]]:
+    """The positions of the distinct tensors among the example's ``tensors`` (one passed
+    several times, ``mha(x, x, x)``, counted at its first), and for each position the index
+    of its tensor among those: the step takes each once, as one placeholder, so that its
+    storage is one input, as in eager and in an eval profile (``Measured.input_bytes``)."""
+    first: dict[int, int] = {}
+    for n, tensor in enumerate(tensors):
+        first.setdefault(id(tensor), n)
+    distinct = list(first.values())
+    index = {n: k for k, n in enumerate(distinct)}
+    return distinct, [index[first[id(tensor)]] for tensor in tensors]
 
 
 def _saved_workspaces(graph: Any) -> None:
@@ -364,7 +378,11 @@ def _update(
     optimizer: str, names: list[str], params: tuple, grads: tuple, slots: tuple, tags: Tags
 ) -> None:
     """The update of torch's single-tensor Adam or SGD (momentum), in place, one parameter at a
-    time; every node it adds belongs to that parameter's module."""
+    time; every node it adds belongs to that parameter's module. As in torch's loop
+    (``_single_tensor_adam``), Adam's ``denom`` is a local of the loop: the previous
+    parameter's stays bound while the next one's ``sqrt`` and division run, and dies when the
+    name is rebound (three parameter-sized temporaries at once, the last one held to the end
+    of the update). SGD's loop keeps no temporary: its buffer is updated in place."""
     import torch
 
     per = len(optimizer_slots(optimizer))
@@ -375,20 +393,20 @@ def _update(
             tags.optimizer_module = name.rpartition(".")[0]
             state = slots[i * per : (i + 1) * per]
             if optimizer == "adam":
-                _adam(param, grad, *state)
+                denom = _adam_denom(grad, *state)  # the last parameter's dies only now
+                param.addcdiv_(state[0], denom, value=-ADAM["lr"] / (1 - ADAM["betas"][0]))
             else:
                 _sgd(param, grad, *state)
 
 
-def _adam(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, step: int = 1) -> None:
-    """torch.optim.Adam's single-tensor update (no weight decay, not capturable)."""
+def _adam_denom(grad: Any, exp_avg: Any, exp_avg_sq: Any, step: int = 1) -> Any:
+    """torch.optim.Adam's single-tensor update (no weight decay, not capturable, the first
+    step) up to its ``denom``, which the caller binds and divides by in ``addcdiv_``."""
     beta1, beta2 = ADAM["betas"]
     exp_avg.lerp_(grad, 1 - beta1)
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad.conj(), value=1 - beta2)
-    bias_correction1 = 1 - beta1**step
     bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(ADAM["eps"])
-    param.addcdiv_(exp_avg, denom, value=-ADAM["lr"] / bias_correction1)
+    return (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(ADAM["eps"])
 
 
 def _sgd(param: Any, grad: Any, momentum_buffer: Any) -> None:
