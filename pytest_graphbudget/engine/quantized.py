@@ -22,9 +22,10 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from pytest_graphbudget.engine import tree, walk
+from pytest_graphbudget.engine import walk
 
 QUANTIZED_DTYPES = {
     torch.qint8: "int8",
@@ -233,4 +234,5 @@ def rows_read(name: str, args: tuple, out: Any) -> int:
         if name.startswith("quantized.embedding") and isinstance(out, torch.Tensor):
             per_byte = 4 if name.endswith("_2bit") else 2 if name.endswith("_4bit") else 1
             return indices.numel() * (ceil(out.shape[-1] / per_byte) + 8)
-    return sum(t.numel() * t.element_size() for t in tree.tensors(out))
+    leaves = pytree.tree_leaves(out)
+    return sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
