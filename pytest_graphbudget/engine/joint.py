@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_graphbudget.engine.accumulate import Accumulation
 from pytest_graphbudget.engine.watch import restored
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -83,6 +84,7 @@ class Tags:
     holders: dict[int, int] = field(default_factory=dict)  # live storage -> tensors on it
     done: bool = False  # the step returned: what dies now, make_fx let go of, not the step
     made: Any = None  # the first node the last op added: the one that writes its outputs
+    sums: Accumulation = field(default_factory=Accumulation)  # the engine's gradient sums
 
     def module_now(self) -> str:
         import torch
@@ -174,8 +176,10 @@ def _tagging_mode(tags: Tags, graph: Any) -> Any:
                 raise NotImplementedError(
                     f"{name} is a higher-order op the step's trace cannot follow"
                 )
+            tags.sums.before(func, args, kwargs, tags)
             out = func(*args, **(kwargs or {}))
             tags.tag(graph)
+            tags.sums.after(tags.made)
             tags.watch(out)
             return out
 
@@ -305,6 +309,7 @@ def capture(
             del out  # as `loss(model(x)).backward()` holds no output through the backward
             tags.tag(graph)
             tags.phase = "backward"
+            tags.sums.follow(value)
             grads = torch.autograd.grad(value, p, allow_unused=True)
             used[:] = [g is not None for g in grads]
             tags.tag(graph)
@@ -323,6 +328,7 @@ def capture(
     with restored(model):  # a forward keeping a tensor (a memory) must not keep the twin
         gm = make_fx(step, tracing_mode="real" if real else "fake", **tracing)(*flat)
     _saved_workspaces(gm.graph)  # a real step's are the kernel's own
+    tags.sums.rewrite(gm, tags.died)  # in place where eager sums gradients in place
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
     placeholders += [Binding("input", n) for n in distinct]

@@ -1,0 +1,147 @@
+"""The autograd engine's sum of the gradients that reach one tensor by several paths, in place
+where eager sums them in place.
+
+A tensor read twice (``g = b(h) + h``) or a weight used twice (a tied embedding and LM head)
+gets one gradient per path; the engine sums them in the input buffer of the node they flow
+into, as it routes the second one (``InputBuffer::accumulate`` in
+``torch/csrc/autograd/input_buffer.cpp``). With grad mode off (a backward that builds no
+graph), it writes the sum into the first gradient (``old_var.add_(var)``) when that one can be
+reused (``can_accumulate_inplace``): a plain strided tensor, non-overlapping and dense, which
+no other tensor refers to and whose storage nothing else holds; else it makes a new tensor.
+Traced (fake tensors are a tensor subclass, and any dispatch mode reads as one, which that
+rule refuses), every sum is a new ``add``, live beside both of its operands: one gradient too
+many at the step's peak (T5's shared embedding, the residual stream's gradient).
+
+``Accumulation`` tells the engine's sum apart from an ``add`` inside a backward formula: a
+post-hook on every autograd node marks the node whose formula has returned, and an ``add``
+dispatched while that node is still the one running is the engine routing its outputs. A sum
+whose first operand died at it (nothing else held it, as ``Tags.watch`` follows) and that
+keeps that operand's shape and dtype becomes ``add_`` in the graph: the sum lives in the first
+gradient's storage, which dies where the sum does; the values of the sum's views (``t`` for a
+weight's gradient) are made again on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Accumulation:
+    """The engine's gradient sums seen while the step is traced."""
+
+    finished: Any = None  # the autograd node whose formula has returned: its outputs are routed
+    pending: tuple[str, int] | None = None  # the first operand's slot, of the sum dispatched now
+    found: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """A sum's graph node -> the node and slot (``Tags.died``) of its first operand's storage."""
+
+    def follow(self, loss: Any) -> None:
+        """Hook every autograd node ``loss`` is computed by (its graph dies with the backward)."""
+        seen, stack = set(), [loss.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            node.register_hook(self._returned)
+            stack.extend(edge for edge, _ in node.next_functions)
+
+    def _returned(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
+        import torch
+
+        self.finished = torch._C._current_autograd_node()
+
+    def before(self, func: Any, args: tuple, kwargs: dict | None, tags: Any) -> None:
+        """Note the call about to run if it is the engine's sum of two gradients, the first
+        dense and the only tensor on its storage (``tags``: ``joint.Tags``, whose ``holders``
+        count the tensors on each live storage and whose ``owner`` gives its node and slot).
+        A view keeps its base alive (the weight gradient ``t`` makes of a product's): two
+        tensors on one storage, which eager sums out of place."""
+        import torch
+
+        self.pending = None
+        if func is not torch.ops.aten.add.Tensor or kwargs or len(args) != 2:
+            return
+        running = torch._C._current_autograd_node()
+        if running is None or running is not self.finished or torch.is_grad_enabled():
+            return
+        first, second = args
+        tensors = isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)
+        if not tensors or first.layout != torch.strided or second.layout != torch.strided:
+            return
+        storage = first.untyped_storage()._cdata
+        if _dense(first) and tags.holders.get(storage) == 1:
+            self.pending = tags.owner.get(storage)
+
+    def after(self, made: Any) -> None:
+        """The call has run and ``made`` (its graph node) been tagged."""
+        if self.pending is not None and made is not None:
+            self.found[made.name] = self.pending
+        self.pending = None
+
+    def rewrite(self, gm: Any, died: dict[str, list[str | None]]) -> None:
+        """Make each sum in ``gm`` whose first operand died at it an ``add_`` into that
+        operand, which now dies where the sum does (``died``: ``Tags.died``, updated)."""
+        import torch
+
+        self.finished = None  # the backward's graph, let go of
+        into: dict[str, tuple[str, int]] = {}  # a rewritten sum -> the storage it writes
+        stale: set[int] = set()  # the storages the rewritten sums' own values had
+        for node in gm.graph.nodes:
+            slot = self.found.get(node.name)
+            if slot is None or node.target is not torch.ops.aten.add.Tensor:
+                _refresh(node, stale)
+                continue
+            made, n = into.get(slot[0], slot)  # a sum into a sum: into the first's operand
+            first, value = node.args[0].meta.get("val"), node.meta.get("val")
+            if died.get(made, [])[n : n + 1] != [node.name] or not _same(first, value):
+                continue
+            died[made][n] = died.pop(node.name, [None])[0]
+            into[node.name] = (made, n)
+            node.target = torch.ops.aten.add_.Tensor
+            node.meta["val"] = first  # the first operand, written in place
+            stale.add(value.untyped_storage()._cdata)
+        gm.graph.lint()
+        gm.recompile()
+
+
+def _refresh(node: Any, stale: set[int]) -> None:
+    """Make again the value of ``node`` (a view of a rewritten sum, ``t`` for a weight's
+    gradient) on its arguments' values: the cost pass reads each node's value (``meta["val"]``),
+    and the one the trace left views the sum's own storage, which no longer exists."""
+    import torch
+    from torch.fx.node import map_arg
+    from torch.utils import _pytree as pytree
+
+    value = node.meta.get("val")
+    tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+    if node.op != "call_function" or not any(t.untyped_storage()._cdata in stale for t in tensors):
+        return
+    args, kwargs = map_arg((node.args, node.kwargs), lambda arg: arg.meta.get("val"))
+    node.meta["val"] = node.target(*args, **kwargs)
+
+
+def _same(first: Any, value: Any) -> bool:
+    """Whether the sum ``value`` fits in the first operand (no broadcast, no promotion)."""
+    import torch
+
+    tensors = isinstance(first, torch.Tensor) and isinstance(value, torch.Tensor)
+    return tensors and first.shape == value.shape and first.dtype == value.dtype
+
+
+def _dense(tensor: Any) -> bool:
+    """Whether ``tensor``'s elements fill its storage's extent without overlap or gaps, in some
+    order of its dimensions (``is_non_overlapping_and_dense``)."""
+    expected = 1
+    for size, stride in sorted(zip(tensor.shape, tensor.stride(), strict=True), key=_stride):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _stride(dim: tuple[int, int]) -> int:
+    return dim[1]

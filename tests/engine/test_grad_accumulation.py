@@ -1,0 +1,191 @@
+"""The gradients that reach one tensor by several paths, summed as eager autograd sums them
+(``engine/accumulate.py``): in place into the first when nothing else holds it, dense
+(``InputBuffer::accumulate``), else into a new tensor. By hand, and against the memory profiler
+(``test_train_peak_gaps``'s measurement: the tensors before the step plus the running sum of
+``torch.profiler(profile_memory=True)``'s records, one intra-op thread).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from pytest_graphbudget import profile_model  # noqa: E402
+
+F32 = 4
+SCALARS = 2 * F32  # the loss and its gradient's seed, live through the backward
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def measured(model: nn.Module, args: tuple) -> int:
+    """Weights and inputs (each storage once) plus the peak of ``sum(outputs).backward()``."""
+    model.train()
+    params = list(model.parameters())
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model(*args).sum().backward()
+    live = peak = 0
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    tensors = {t.untyped_storage().data_ptr(): t for t in [*params, *args]}
+    return sum(t.untyped_storage().nbytes() for t in tensors.values()) + peak
+
+
+class Tied(nn.Module):
+    """One embedding read twice (T5's shared embedding, encoder and decoder)."""
+
+    def __init__(self, vocab: int, dim: int) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+
+    def forward(self, a, b):
+        return self.emb(a).sum() + self.emb(b).sum()
+
+
+class Fork(nn.Module):
+    """``h`` read by two paths, ``g = 2h + h``, whose gradients are summed into ``h``'s."""
+
+    def __init__(self, shape: tuple[int, int]) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(shape))
+
+    def forward(self, x):
+        h = x * self.scale
+        g = h * 2
+        g += h
+        return g.relu_()
+
+
+def test_a_tied_weights_two_gradients_are_summed_into_the_first():
+    # Each read's embedding_dense_backward makes a whole-table gradient; the engine adds the
+    # second into the first (add_): two tables at the peak, with the loss and its seed (a new
+    # sum beside both had read three).
+    torch.manual_seed(0)
+    vocab, dim = 4000, 64
+    model = Tied(vocab, dim)
+    args = (torch.randint(0, vocab, (1, 16)), torch.randint(0, vocab, (1, 8)))
+    prof = profile_model(model, args, mode="train")
+    table = vocab * dim * F32
+    assert prof.activation_peak_bytes == 2 * table + SCALARS
+    # eager's embedding backward also sorts the indices: a few KB more (0.4% here)
+    assert prof.peak_memory_bytes == pytest.approx(measured(model, args), rel=0.005)
+
+
+def test_a_tensor_read_by_two_paths_sums_its_gradients_in_place():
+    # The activation h (s bytes) feeds 2h and the sum 2h + h. Backward: ReLU's gradient G (s)
+    # goes to both paths; MulBackward makes 2G (s), which the engine adds into G, the only
+    # tensor on its storage: G and 2G at the peak (2s), not G, 2G and a new sum (3s). The
+    # forward holds h and 2h + h (2s); x * scale's weight gradient then reads the sum (2s).
+    torch.manual_seed(0)
+    shape = (64, 256)
+    model, x = Fork(shape), torch.randn(shape)
+    prof = profile_model(model, x, mode="train")
+    s = shape[0] * shape[1] * F32
+    assert prof.activation_peak_bytes == 2 * s + SCALARS
+    assert prof.peak_memory_bytes == 2 * s + prof.activation_peak_bytes  # scale and x
+    # eager also wraps the Python scalar 2 as a tensor: 12 bytes
+    assert prof.peak_memory_bytes == pytest.approx(measured(model, (x,)), abs=16)
+
+
+class Residual(nn.Module):
+    """``g = b(h) + h``: the residual's gradient and b's input gradient summed into h's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(128, 256), nn.Linear(256, 256), nn.Linear(256, 128)
+
+    def forward(self, x):
+        h = self.a(x).relu()
+        g = self.b(h) + h
+        return self.c(g * 0.5) + x
+
+
+class Chain(nn.Module):
+    """``x = x + lin(x)`` three times: each sum goes on into the next, and each layer's weight
+    gradient reads it through ``t``, a view of the first gradient's storage once rewritten."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lins = nn.ModuleList(nn.Linear(128, 128) for _ in range(3))
+
+    def forward(self, x):
+        for lin in self.lins:
+            x = x + lin(x)
+        return x.relu()
+
+
+class Twice(nn.Module):
+    """One weight read by two products: each gradient comes out of ``t`` as a view of its
+    product's, whose base the view keeps: two tensors on the storage, summed out of place."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(n, n) / n**0.5)
+
+    def forward(self, x):
+        return F.linear(F.linear(x, self.w), self.w)
+
+
+class Expanded(nn.Module):
+    """``2h + h`` under the sum loss: the first gradient is the loss's expanded seed (strides
+    0), not dense, which eager sums out of place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(256, 256, bias=False)
+
+    def forward(self, x):
+        h = self.a(x)
+        return h * 2 + h
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"),
+    [
+        (Residual, (64, 128)),
+        (Chain, (64, 128)),
+        (lambda: Twice(256), (1, 256)),
+        (Expanded, (64, 256)),
+    ],
+    ids=["residual", "chained-sums", "weight-read-twice", "expanded-first-gradient"],
+)
+def test_the_step_peak_is_the_profilers_in_place_or_not(make, shape):
+    torch.manual_seed(0)
+    model, x = make(), torch.randn(shape)
+    prof = profile_model(model, x, mode="train")
+    assert prof.peak_memory_bytes == measured(model, (x,))
+
+
+def test_a_tied_lm_heads_gradient_is_a_view_and_summed_out_of_place():
+    # GPT-2's lm_head reads the token embedding through ``t``: its gradient is a view whose
+    # base lives on, so eager adds the embedding's gradient into a new tensor.
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=2, vocab_size=8000, n_positions=64, tie_word_embeddings=True
+    )
+    torch.manual_seed(0)
+    lm = transformers.GPT2LMHeadModel(config)
+
+    class Logits(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, ids):
+            return self.lm(ids).logits
+
+    model, ids = Logits(), torch.randint(0, 8000, (2, 32))
+    prof = profile_model(model, ids, mode="train")
+    assert prof.peak_memory_bytes == measured(model, (ids,))
