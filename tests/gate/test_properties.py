@@ -171,12 +171,14 @@ def test_limits_that_could_never_fail_or_never_pass_are_refused(value, kind):
 
 
 # What the tool prints must read back as (almost) what it measured: a figure copied from a
-# report into a budget means what the report said. Three significant digits: within 0.5%.
+# report into a budget means what the report said. Three significant digits: within 0.5%;
+# below 1, two decimals: within half a hundredth (0.125 prints 0.12, 0.005 off once floats
+# round; hypothesis found it).
 @FAST
 @given(value=st.floats(min_value=0, max_value=1e17))
 def test_printed_counts_and_bytes_read_back(value):
     for text, kind in ((units.format_count(value), "count"), (units.format_bytes(value), "bytes")):
-        assert units.parse(text, kind) == pytest.approx(value, rel=5e-3, abs=5e-3), text
+        assert units.parse(text, kind) == pytest.approx(value, rel=5e-3, abs=5e-3 + 1e-12), text
 
 
 @FAST
