@@ -226,6 +226,18 @@ def _no_bytecode_for_scratch_files(monkeypatch):
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module's tests (``pytestmark = pytest.mark.usefixtures(
+    "one_thread")``): a measured CPU peak holds oneDNN's per-thread scratch."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # --------------------------------------------------------------------------------------------
 # The helpers above as fixtures (session scope, so module-scoped fixtures can use them too)
 

@@ -156,19 +156,12 @@ def upsample_nearest_backward(grad: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=numel(grad))
 
 
-@register(
-    "reflection_pad1d_backward",
-    "reflection_pad2d_backward",
-    "reflection_pad3d_backward",
-    "replication_pad1d_backward",
-    "replication_pad2d_backward",
-    "replication_pad3d_backward",
+# Padding's, as nearest's: each output gradient is added into the input element it was
+# copied from (a border's reflections or replicas land on the inputs they repeat).
+register(
+    *(f"{kind}_pad{d}d_backward" for kind in ("reflection", "replication") for d in (1, 2, 3)),
     kind="pad_bwd",
-)
-def pad_backward(grad: Shape, *_, out, **__) -> OpCost:
-    # As nearest: each output gradient is added into the input element it was copied from
-    # (a border's reflections or replicas land on the inputs they repeat).
-    return OpCost(other=numel(grad))
+)(upsample_nearest_backward)
 
 
 def _weighted(taps: int):

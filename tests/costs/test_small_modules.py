@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
+from test_spectral import Fn as Unary  # noqa: E402  (a function of one tensor as a module)
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
@@ -942,15 +943,6 @@ def test_antialiased_interpolate_sums_the_taps_of_each_pass(size, mode, flops):
 
 # --------------------------------------------------------------------------------------------
 # Data movement, a diagonal summed, scans
-
-
-class Unary(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,7 @@ F32 = 4
 SCALARS = 2 * F32  # the loss and its gradient's seed, live through the backward
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: measured peaks need one thread
 
 
 def measured(model: nn.Module, args: tuple) -> int:

@@ -16,13 +16,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: measured peaks need one thread
 
 
 def nbytes(tensors) -> int:

@@ -26,12 +26,7 @@ from pytest_graphbudget.engine.tree import strided_shapes  # noqa: E402
 F32 = 4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: measured peaks need one thread
 
 
 def total(outs) -> torch.Tensor:
