@@ -104,11 +104,15 @@ def copied(shape: Shape) -> int:
     return 0 if _dense(shape, _order(shape)) else prod(shape)
 
 
+def contiguous(shape: Shape) -> bool:
+    """Row-major strides (size-1 dimensions ignored), as ``Tensor.is_contiguous()`` reads them."""
+    return _dense(shape, tuple(range(len(shape) - 1, -1, -1)))
+
+
 def copied_dense(shape: Shape) -> int:
     """As ``copied``, for an operand the cost pass copies already when it is dense in no format
     (the registry's ``contiguous``): a contiguous one."""
-    order = tuple(range(len(shape) - 1, -1, -1))
-    return copied(shape) if _dense(shape, order) else 0
+    return copied(shape) if contiguous(shape) else 0
 
 
 def blocked_weight(w: Shape, groups: int, block: int, pad_inputs: bool = False) -> int:
@@ -125,7 +129,7 @@ def blocked_weight(w: Shape, groups: int, block: int, pad_inputs: bool = False) 
     return groups * rounded(per_group_out) * rounded(per_group_in) * kernel
 
 
-def _weight_gradient(w: Shape, groups: int, block: int) -> int:
+def weight_gradient(w: Shape, groups: int, block: int) -> int:
     """Elements of the blocked weight gradient: as ``blocked_weight``, its input channels
     rounded up too from one block up (24 to 32; 3 or 10 stay)."""
     if groups > 1 or w[1] < block:
@@ -145,17 +149,44 @@ def forward(x: Shape, w: Shape, groups: int, block: int, itemsize: int) -> int:
     return held + (SCRATCH if scratch(w, groups, block) else 0)
 
 
+DEPTHWISE_ROWS = 256
+"""Rows of kernel values per channel in the buffer of a channels-last depthwise weight gradient
+whose kernel is wider than 3 or dilated (``_depthwise_rows``)."""
+
+
+def _depthwise_rows(w: Shape, groups: int, dilation) -> int:
+    """Elements of the buffer oneDNN takes for the weight gradient of a channels-last 2-D
+    depthwise convolution wider than 3 or dilated (ConvNeXt's 7x7 after its first downsample):
+    ``DEPTHWISE_ROWS`` rows of the kernel's values per channel, whatever the batch, image or
+    stride (measured at kernels 1x7 to 11x11, 17 to 320 channels; none for 3x3 or 7x1), with
+    the bias's gradient beside it and no blocked weight gradient."""
+    depthwise = len(w) == 4 and groups > 1 and w[0] == groups and w[1] == 1
+    if not depthwise or (w[3] <= 3 and all(d == 1 for d in dilation)):
+        return 0
+    return groups * prod(w[2:]) * DEPTHWISE_ROWS
+
+
 def backward(
-    grad_out: Shape, x: Shape, w: Shape, groups: int, output_mask, block: int, itemsize: int
+    grad_out: Shape,
+    x: Shape,
+    w: Shape,
+    groups: int,
+    dilation,
+    output_mask,
+    block: int,
+    itemsize: int,
 ) -> int:
     """Bytes a channels-last oneDNN convolution's backward holds beside its operands and
     gradients: the copies, then the larger of the input gradient's reordered weight and
-    scratchpad and the weight gradient's blocked result and copy."""
+    scratchpad and the weight gradient's blocked result, copy and buffer."""
     copies = (copied(x) + copied(w) + copied_dense(grad_out)) * itemsize
     phases = [0]
     if output_mask[0]:
         data = blocked_weight(w, groups, block, pad_inputs=True) * itemsize
         phases.append(data + (BACKWARD_SCRATCH if scratch(w, groups, block) else 0))
     if output_mask[1]:
-        phases.append((_weight_gradient(w, groups, block) + prod(w)) * itemsize)
+        rows = _depthwise_rows(w, groups, dilation)  # its kernel writes the gradient plain
+        bias = w[0] if output_mask[2] else 0
+        weight = rows + bias if rows else weight_gradient(w, groups, block)
+        phases.append((weight + prod(w)) * itemsize)
     return copies + max(phases)

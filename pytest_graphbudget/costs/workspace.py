@@ -2,9 +2,9 @@
 
 They count toward the peak (``engine/partition.live_at_peak``) during the op only. Each function
 gets the op's arguments as shapes, like its formula, and ``itemsize``; it returns bytes. The
-figures are those of float32 convolutions, LSTM layers and products (a matrix copied) on CPU,
-read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``); other dtypes
-and devices have none here (``docs/metrics.md``).
+figures are those of float32 convolutions and LSTM layers on CPU (other kernels' are in
+``costs/scratch.py``), read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py
+--explain``); other dtypes and devices have none here (``docs/metrics.md``).
 
 A CPU convolution takes one of two paths, chosen as ``ConvParams::use_mkldnn`` in ATen chooses:
 
@@ -261,15 +261,90 @@ def convolution_backward(
         if transposed:
             plain = all(k == 1 for k in w[2:]) and all(s == 1 for s in stride)
             return 0 if plain and not any(padding) else _deconv_columns(x, w) * itemsize
-        return _columns(x, w, tuple(grad_out[2:]), stride, padding) * itemsize
+        copies = 0
+        if channels_last.channels_last(x, w):  # each gradient's kernel copies its own, in turn
+            copies = channels_last.copied(x) + channels_last.copied(w)
+            copies += channels_last.copied_dense(grad_out)
+        return (_columns(x, w, tuple(grad_out[2:]), stride, padding) + copies) * itemsize
     if transposed:
         return _deconv_backward(grad_out, x, w, output_mask, block) * itemsize
     if channels_last.channels_last(x, w):
-        return channels_last.backward(grad_out, x, w, groups, output_mask, block, itemsize)
-    held = _weight_grad(x, grad_out, block) if output_mask[1] else 0
+        return channels_last.backward(
+            grad_out, x, w, groups, dilation, output_mask, block, itemsize
+        )
+    held = 0
+    if output_mask[1]:
+        held = _weight_phase(grad_out, x, w, groups, dilation, output_mask, block)
     if output_mask[0]:
-        held = max(held, _padded(grad_out, block) + _padded(x, block))
+        data = _input_phase(grad_out, x, w, stride, dilation, groups, output_mask)
+        held = max(held, data)
     return held * itemsize
+
+
+def _weight_phase(grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, mask, block):
+    """Elements oneDNN's weight gradient holds beyond the op's gradients: on its im2col kernel
+    (``_im2col``), one group's columns, four copies of the weight and 64 more; else the input
+    and the output's gradient reordered (``_weight_grad``) with the gradient computed in
+    blocks, then that blocked gradient (and the bias's) while the plain one is written (a 3x3
+    conv of 512 channels at 8x8 holds its 9.4 MB weight's gradient twice)."""
+    if _im2col(w, groups, dilation)[1]:
+        return _group_columns(grad_out, w) + 4 * numel(w) + 64
+    grouped = groups > 1 and w[1] > 1  # in groups of whole blocks: as it is
+    blocked = numel(w) if grouped else channels_last.weight_gradient(w, groups, block)
+    bias = w[0] if mask[2] else 0
+    return max(_weight_grad(x, grad_out, block) + blocked - numel(w), blocked + bias)
+
+
+def _input_phase(grad_out: Shape, x: Shape, w: Shape, stride, dilation, groups: int, mask):
+    """Elements oneDNN's input gradient holds beyond the op's gradients made so far (the cost
+    pass counts them all from the op's start, the weight's and bias's made after included).
+    On its im2col kernel (``_im2col``): a plain result, then one group's columns and 32 more.
+    Else in two phases:
+
+    - computing: the output's gradient and the weight reordered (input channels rounded up to
+      the block; a grouped weight as it is) and the result in oneDNN's layout, before any
+      gradient exists;
+    - writing the plain gradient: that result, and for a strided convolution (not a grouped
+      one) a second buffer of the input's size.
+
+    The result is plain for a strided convolution that is not grouped, blocked (channels
+    rounded up) for another (12, 24 and 40 channels measured). Without the second buffer
+    ConvNeXt's step, whose downsampling convolutions are strided 2x2 kernels, read 0.70 of the
+    measured peak; with every buffer counted beside every gradient, a frozen convolution's
+    read up to 1.23x."""
+    _, block = _cpu()
+    later = (numel(w) if mask[1] else 0) + (w[0] if mask[2] else 0)
+    if _im2col(w, groups, dilation)[0]:
+        return max(numel(x), _group_columns(grad_out, w) + 32) - later
+    strided = groups == 1 and any(s > 1 for s in stride)
+    result = numel(x) if strided else _padded(x, block)
+    grouped = groups > 1 and w[1] > 1  # in groups of whole blocks: as it is
+    weight = numel(w) if grouped else channels_last.blocked_weight(w, groups, block, True)
+    computing = _padded(grad_out, block) + weight + result - numel(x) - later
+    writing = result + (numel(x) if strided else 0) - later
+    return max(computing, writing, 0)
+
+
+def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
+    """Whether oneDNN computes a grouped 2-D convolution's input gradient, and its weight
+    gradient, on its im2col kernels instead of reordering into blocks: both for groups of
+    unequal input and output channels (FastViT's 7x7 downsampling, one input channel to two
+    outputs); the weight's for groups of 2 to 7 channels (ResNeXt's 32x4d) and a depthwise
+    kernel wider than 3 or dilated (ConvNeXt's 7x7, EfficientNet's 5x5)."""
+    if len(w) != 4 or groups == 1:
+        return False, False
+    per_in, per_out = w[1], w[0] // groups
+    unequal = per_in != per_out
+    wide = per_in == 1 and (w[3] > 3 or any(d > 1 for d in dilation))
+    return unequal, unequal or wide or 1 < per_in < 8
+
+
+def _group_columns(grad_out: Shape, w: Shape) -> int:
+    """Elements of one group of one image unfolded: every output position by the group's
+    input channels times the kernel's values. The weight gradient's im2col buffer holds it,
+    four copies of the weight and 64 more; the input gradient's, it and 32 more (measured at
+    kernels 1x7 to 9x9, strides 1 and 2, 1 to 4 channels a group, any batch; exact)."""
+    return prod(grad_out[2:]) * w[1] * prod(w[2:])
 
 
 HALF_BLOCK_CHANNELS = 4
@@ -353,97 +428,3 @@ def _deconv_columns(x: Shape, w: Shape) -> int:
     """Elements of ``slow_conv_transpose2d``'s columns: C_out x kernel values per input
     position, for the whole batch (the input times the weight, before col2im)."""
     return x[0] * w[1] * prod(w[2:]) * prod(x[2:])
-
-
-def _attention_held(u: int, scores: int, masked: bool) -> int:
-    """Bytes ATen's fused attention (``native_multi_head_attention`` in ``attention.cpp``)
-    holds beside its input while it runs, as the profiler sees it: the packed q, k, v (``u``
-    each, the input's bytes) twice while they are split out, then once with the scores (a
-    masked softmax writes a second copy), then once with the context and the output."""
-    return max(6 * u, 3 * u + scores * (2 if masked else 1), 5 * u)
-
-
-def _outputs(out) -> int:
-    """Elements of every output of an op (``out`` a shape or a tuple of them)."""
-    if isinstance(out, Shape):
-        return numel(out)
-    return sum(numel(o) for o in out if isinstance(o, Shape))
-
-
-@workspace("_native_multi_head_attention")
-def native_mha(
-    query: Shape,
-    key: Shape,
-    value,
-    embed_dim,
-    num_head: int,
-    *args,
-    out,
-    itemsize: int,
-    **kwargs,
-) -> int:
-    """``nn.MultiheadAttention``'s inference fast path materializes every head's scores,
-    batch x heads x L x S: a 512-token self-attention of 8 heads holds 8x its input. Asked
-    for the weights, the context and the output are live with the scores, and the weights
-    averaged over the heads after them."""
-    mask, need_weights, average = (*args[4:], None, True, True)[:3]
-    mask = kwargs.get("mask", mask)
-    need_weights = kwargs.get("need_weights", need_weights)
-    average = kwargs.get("average_attn_weights", average)
-    u = numel(query) * itemsize
-    scores = prod(query[:-1]) * key[-2] * num_head * itemsize
-    held = _attention_held(u, scores, mask is not None)
-    if need_weights:
-        weights = scores // num_head if average else 0  # else the scores are the weights
-        held = max(held, 3 * u + scores + u + max(u, weights))
-    return held - _outputs(out) * itemsize
-
-
-@workspace("_transformer_encoder_layer_fwd")
-def encoder_layer(
-    src: Shape, embed_dim: int, num_heads: int, *args, out, itemsize: int, **kw
-) -> int:
-    """``nn.TransformerEncoderLayer``'s fast path: its attention as ``native_mha``'s without
-    the weights (beside the first norm's output when ``norm_first``), then the feed-forward
-    block's hidden layer with the attention block's output and the second linear's (and the
-    second norm's output when ``norm_first``)."""
-    norm_first = kw.get("norm_first", args[5] if len(args) > 5 else False)
-    mask = kw.get("mask", args[15] if len(args) > 15 else None)
-    hidden_features = (kw.get("ffn_weight_1") or args[12])[0]
-    u = numel(src) * itemsize
-    scores = prod(src[:-1]) * src[-2] * num_heads * itemsize
-    attention = _attention_held(u, scores, mask is not None) + (u if norm_first else 0)
-    feed_forward = (3 if norm_first else 2) * u + u * hidden_features // embed_dim
-    return max(attention, feed_forward) - numel(out) * itemsize
-
-
-def _copied(m: Shape, lax: bool = False) -> int:
-    """Elements of a matrix (a batch item: the last two dimensions) that ATen's CPU product
-    (``addmm_impl_cpu_``) copies into a contiguous clone first, freed as it returns: neither
-    row- nor column-major with a leading dimension BLAS takes (an expanded gradient, strides
-    0). ``lax``: ``bmm``'s test of an item, which ignores a size-1 dimension's stride."""
-    strides = getattr(m, "strides", None)
-    if strides is None or len(m) < 2:
-        return 0
-    (rows, cols), (across, along) = m[-2:], strides[-2:]
-    row_major = along == 1 and (across >= max(1, cols) or lax and rows == 1)
-    column_major = across == 1 and (along >= max(1, rows) or lax and cols == 1)
-    return 0 if row_major or column_major else rows * cols
-
-
-@workspace("mm", "addmm")
-def product_copies(*args, out, itemsize: int, **__) -> int:
-    """``mm(a, b)``, ``addmm(bias, a, b)``: both operands' clones, live at once (a Linear's
-    two backward products each copy the sum loss's expanded gradient). 16-bit: oneDNN's."""
-    return sum(_copied(m) for m in args[-2:]) * itemsize if itemsize >= 4 else 0
-
-
-@workspace("bmm", "baddbmm")
-def batched_copies(*args, out, itemsize: int, **__) -> int:
-    """``bmm(a, b)``, ``baddbmm(bias, a, b)`` (``bmm_out_or_baddbmm_``): under 400
-    multiply-adds an item, a loop that copies nothing; else one MKL call if it takes every item
-    as it is, or one product per item, each copying its own: one item's copies live at once."""
-    a, b = args[-2:]
-    if itemsize < 4 or a[-1] * a[-2] * b[-1] < 400 or not _copied(a, True) + _copied(b, True):
-        return 0
-    return (_copied(a) + _copied(b)) * itemsize

@@ -454,3 +454,21 @@ def test_a_channels_last_input_takes_onednns_channels_last_path(model_format, de
         model = model.to(memory_format=torch.channels_last)
     ours, real = estimated_peak(model, x, optimizer), measured_peak(model, x, optimizer)
     assert abs(ours - real) <= 0.002 * real, (ours, real, f"{ours / real - 1:+.2%}")
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+@pytest.mark.parametrize("optimizer", ["eval", None])
+def test_a_small_maps_resize_runs_channels_last(mode, optimizer):
+    # A 1x1 conv's contiguous 2x8x32x32 output upsampled to 64x64: 64 + 64 rows and columns,
+    # at most 128, so ATen's CPU kernel copies the input channels-last (65,536 bytes) and
+    # writes a channels-last result (262,144) that it then copies into the output. The tool
+    # had read half the measured peak (HRNet's fuse layers upsample such maps).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 8, 1), nn.Upsample(scale_factor=2, mode=mode))
+    x = torch.randn(2, 8, 32, 32)
+    assert estimated_peak(model, x, optimizer) == measured_peak(model, x, optimizer)
+    # 40 columns more, past 128: the plain kernel, no copies (its index and weight tables,
+    # about 4 kB, are left out).
+    wide = torch.randn(2, 8, 32, 52)
+    gap = measured_peak(model, wide, optimizer) - estimated_peak(model, wide, optimizer)
+    assert 0 <= gap <= 4096  # a copy would be 65,536 bytes or more

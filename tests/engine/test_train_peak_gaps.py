@@ -36,7 +36,7 @@ def total(outs) -> torch.Tensor:
 
 
 def measured(model: nn.Module, args: tuple, optimizer: str | None = None) -> int:
-    """Weights, inputs (each storage once) and Adam's state, plus the peak of one step of
+    """Weights, buffers, inputs (each storage once) and Adam's state, plus the peak of one step of
     ``sum(outputs).backward()`` and torch's single-tensor update (its state made by a first
     step outside the measurement, the gradients None before it)."""
     model.train()
@@ -60,7 +60,8 @@ def measured(model: nn.Module, args: tuple, optimizer: str | None = None) -> int
     for event in sorted(events, key=lambda e: e.start_ns()):
         live += event.nbytes()
         peak = max(peak, live)
-    tensors = {t.untyped_storage().data_ptr(): t for t in [*params, *args, *state]}
+    held = [*params, *model.buffers(), *args, *state]
+    tensors = {t.untyped_storage().data_ptr(): t for t in held}
     return sum(t.untyped_storage().nbytes() for t in tensors.values()) + peak
 
 
@@ -155,3 +156,209 @@ def test_a_batched_product_copies_only_off_its_fast_paths():
     assert workspace_bytes("bmm", strided(torch.randn(4, 16, 24), w), {}, None, F32) == 0
     small = torch.ones(()).expand(2, 4, 4)  # 4 x 4 x 4 < 400 multiply-adds an item: a loop
     assert workspace_bytes("bmm", strided(small, torch.randn(2, 4, 4)), {}, None, F32) == 0
+
+
+# Convolution backwards: what oneDNN and the slow path allocate beside the gradients. Each
+# model below read under its measured peak (ConvNeXt's whole step: 0.70) before its rule.
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """timm's ``LayerNorm2d``: a LayerNorm over channels, through two permutes, so that it
+    normalizes a permuted (non-contiguous) view and returns a channels-last one."""
+
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+def conv_backward(x, w, grad_out, stride, padding, groups=1, mask=(True, True, True)) -> int:
+    """``convolution_backward``'s workspace in bytes for float32 ``x``, ``w``, ``grad_out``."""
+    shapes = strided(grad_out, x, w)
+    args = (*shapes, [w.shape[0]], list(stride), list(padding), [1, 1], False, [0, 0], groups)
+    return workspace_bytes("convolution_backward", (*args, list(mask)), {}, None, F32)
+
+
+def test_a_strided_convolutions_input_gradient_holds_a_second_buffer():
+    # A 2x2 stride-2 conv, 64 -> 64 channels, input 2x64x32x32 (131,072 elements), output
+    # 2x64x16x16 (32,768). Once oneDNN has the input's gradient, it holds it (plain) and a
+    # second input-sized buffer while the plain gradient is written: 2 x 131,072, of which the
+    # weight's and bias's gradients (64*64*4 + 64 = 16,448), counted from the op's start by the
+    # cost pass but made after, are taken off: 245,696 elements.
+    x, w, g = torch.randn(2, 64, 32, 32), torch.randn(64, 64, 2, 2), torch.randn(2, 64, 16, 16)
+    assert conv_backward(x, w, g, (2, 2), (0, 0)) == 245_696 * F32
+    # Unstrided (output 31x31), the larger phase is the weight gradient's: the input and the
+    # output's gradient reordered, 131,072 + 2*64*31*31 = 254,080 elements.
+    g = torch.randn(2, 64, 31, 31)
+    assert conv_backward(x, w, g, (1, 1), (0, 0)) == 254_080 * F32
+
+
+def test_a_large_weights_gradient_is_held_blocked_beside_the_plain_one():
+    # Wide ResNet-50's layer3 3x3 conv, 512 channels at 16x16 -> 8x8 (stride 2): the input
+    # and output gradient reordered are 2*512*256 + 2*512*64 = 327,680 elements, but the
+    # weight's gradient (512*512*9 = 2,359,296) is computed blocked, then copied into the plain
+    # one while the blocked one lives: 2,359,296 elements beside the gradients, 9.4 MB the
+    # step had left out (its first block read 0.72 of the measured peak).
+    x, w, g = torch.randn(2, 512, 16, 16), torch.randn(512, 512, 3, 3), torch.randn(2, 512, 8, 8)
+    weight_only = (False, True, False)
+    assert conv_backward(x, w, g, (2, 2), (1, 1), mask=weight_only) == 2_359_296 * F32
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(512, 512, 1), nn.Conv2d(512, 512, 3, stride=2, padding=1))
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+def test_a_frozen_convolutions_input_gradient_counts_each_phase_once():
+    # A 3x3 conv, 64 channels at 32x32, its weight frozen: only the input's gradient. While
+    # oneDNN computes it, the output's gradient (131,072), the weight (64*64*9 = 36,864) and
+    # the result (131,072) are reordered and the gradient itself does not exist yet: 167,936
+    # elements beyond it, where every buffer had been counted beside it (1.17x measured).
+    x, w, g = torch.randn(2, 64, 32, 32), torch.randn(64, 64, 3, 3), torch.randn(2, 64, 32, 32)
+    assert conv_backward(x, w, g, (1, 1), (1, 1), mask=(True, False, False)) == 167_936 * F32
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(64, 64, 1), nn.Conv2d(64, 64, 3, padding=1))
+    model[1].requires_grad_(False)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        lambda: nn.Conv2d(64, 64, 2, stride=2),  # ConvNeXt's downsampling
+        lambda: nn.Conv2d(64, 64, 3, stride=2, padding=1),
+        lambda: nn.Conv2d(64, 128, 1, stride=2),
+        lambda: nn.Conv2d(40, 16, 3, stride=2, padding=1),
+    ],
+    ids=["2x2-s2", "3x3-s2", "1x1-s2", "40-channels"],
+)
+def test_a_strided_convolutions_step_peak_is_the_measured_one(conv):
+    torch.manual_seed(0)
+    first = conv()
+    model = nn.Sequential(nn.Conv2d(first.in_channels, first.in_channels, 1), first)
+    x = torch.randn(2, first.in_channels, 32, 32)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "groups", "elements"),
+    [
+        # ConvNeXt's first stage, a 7x7 depthwise conv of 40 channels at 32x32: oneDNN reorders
+        # nothing for its weight gradient but unfolds one channel of one image (32*32 positions
+        # x 49 kernel values = 50,176), with four kernels per channel (4*40*49 = 7,840) and 64
+        # more: 232,320 bytes, the profiler's figure.
+        ((2, 40, 32, 32), (40, 1, 7, 7), 40, 50_176 + 7_840 + 64),
+        # A 3x3 one reorders its input and output gradient, 2 x 2*48*32*32 (40 channels padded
+        # to 48), beside its blocked weight gradient (48*9), 72 more than the 40*9 it returns.
+        ((2, 40, 32, 32), (40, 1, 3, 3), 40, 2 * 2 * 48 * 32 * 32 + 72),
+        # ResNeXt's 32x4d, 128 channels in groups of 4 at 16x16: one group of one image
+        # unfolded (256 positions x 4 channels x 9 = 9,216), four copies of the weight
+        # (4 x 128*4*9 = 18,432) and 64 more: 110,848 bytes, the profiler's figure.
+        ((2, 128, 16, 16), (128, 4, 3, 3), 32, 9_216 + 18_432 + 64),
+        # Groups of 16 work in blocks: the input and output gradient reordered.
+        ((2, 128, 16, 16), (128, 16, 3, 3), 8, 2 * 2 * 128 * 16 * 16),
+    ],
+    ids=["depthwise-7x7", "depthwise-3x3", "groups-of-4", "groups-of-16"],
+)
+def test_a_grouped_weight_gradients_workspace(x, w, groups, elements):
+    x, w = torch.randn(*x), torch.randn(*w)
+    g = torch.randn(x.shape[0], w.shape[0], *x.shape[2:])
+    pad = w.shape[-1] // 2
+    held = conv_backward(x, w, g, (1, 1), (pad, pad), groups, mask=(False, True, True))
+    assert held == elements * F32
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained", "frozen"])
+@pytest.mark.parametrize(
+    ("conv", "channels"),
+    [
+        (lambda: nn.Conv2d(128, 128, 3, padding=1, groups=32), 128),  # ResNeXt: groups of 4
+        (lambda: nn.Conv2d(48, 96, 7, stride=2, padding=3, groups=48), 48),  # FastViT: 1 -> 2
+        (lambda: nn.Conv2d(64, 32, 3, padding=1, groups=32), 64),  # 2 -> 1 a group
+        (lambda: nn.Conv2d(64, 64, 3, padding=1, groups=8), 64),  # groups of 8, in blocks
+    ],
+    ids=["resnext", "multiplier", "reducer", "blocks"],
+)
+def test_a_grouped_convolutions_step_peak_is_the_measured_one(conv, channels, frozen):
+    # Before: up to 1.5x (the reducer), 1.26x (ResNeXt's), 1.24x (groups of 8, frozen).
+    torch.manual_seed(0)
+    grouped = conv().requires_grad_(not frozen)
+    model = nn.Sequential(nn.Conv2d(channels, channels, 1), grouped)
+    x = torch.randn(2, channels, 16, 16)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels-last"])
+def test_a_depthwise_7x7_step_peak_is_the_measured_one(channels_last):
+    # Channels-last (ConvNeXt after its first downsample), the weight gradient's buffer is 256
+    # rows of the kernel's values per channel: 80 * 49 * 256 * 4 = 4,014,080 bytes, 25x the
+    # 80x16x16 input; it had been left out.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(80, 80, 1), nn.Conv2d(80, 80, 7, padding=3, groups=80))
+    x = torch.randn(2, 80, 16, 16)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+class Scale(nn.Module):
+    """ConvNeXt's layer scale: the output times a learned per-channel gamma."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(channels, 1, 1))
+
+    def forward(self, x):
+        return x * self.gamma
+
+
+def test_a_permuted_layer_norm_copies_its_input():
+    # LayerNorm2d's CPU kernel normalizes a contiguous copy of its permuted input, forward and
+    # backward: at the backward's peak, 2*64*32*32*4 = 524,288 bytes the tool had left out
+    # (0.91 of the measured step). The kernel's two 256-byte partial sums are still left out.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(64, 64, 1), LayerNorm2d(64), nn.Conv2d(64, 64, 2, stride=2))
+    x = torch.randn(2, 64, 32, 32)
+    estimate, real = profile_model(model, x, mode="train").peak_memory_bytes, measured(model, (x,))
+    assert real - estimate == 512
+
+
+def test_a_channels_last_slow_convolution_copies_its_output_gradient():
+    # After LayerNorm2d the 1x1 convs see a channels-last input and take the slow path (batch
+    # 2), whose backward copies the contiguous output gradient (made by the layer scale)
+    # channels-last for each gradient in turn: 2*40*32*32*4 = 327,680 bytes at the peak,
+    # left out before (ConvNeXt's MLP).
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(40, 40, 1),
+        LayerNorm2d(40),
+        nn.Conv2d(40, 160, 1),
+        nn.GELU(),
+        nn.Conv2d(160, 40, 1),
+        Scale(40),
+    )
+    x = torch.randn(2, 40, 32, 32)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+def test_a_batch_norms_backward_allocates_the_input_gradient_twice():
+    # ATen's CPU kernel, for dense operands in training, allocates the input's gradient, then
+    # again, freeing the first as the second replaces it: one input-sized buffer (2*64*18*18 =
+    # 41,472 elements) beside the gradients. An expanded output gradient (a sum loss taken on
+    # the norm's output, strides 0) takes another path, without it.
+    x = torch.randn(2, 64, 18, 18)
+    stats = (torch.randn(64),) * 5
+    args = (*stats, True, 1e-5, [True, True, True])
+    for grad, held in (
+        (torch.randn(2, 64, 18, 18), 41_472 * F32),
+        (torch.ones(()).expand(x.shape), 0),
+    ):
+        shapes = (*strided(grad, x), *strided(*stats), *args[5:])
+        assert workspace_bytes("native_batch_norm_backward", shapes, {}, None, F32) == held
+    # ConvMixer's head: its last norm's backward, at the step's start, sets the peak.
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(64, 64, 1),
+        nn.ReLU(),
+        nn.BatchNorm2d(64),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))

@@ -1,0 +1,168 @@
+"""Workspaces of kernels other than convolutions and LSTM layers: the fused attention paths,
+CPU products, norms and resizes, mostly the copies they make of arguments that come with
+strides they cannot read. Registered and read as ``costs/workspace.py``'s are (bytes, during
+the op only, float32 CPU figures read off ``torch.profiler(profile_memory=True)``).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pytest_graphbudget.costs import channels_last
+from pytest_graphbudget.costs.registry import Shape, numel, workspace
+
+
+def _attention_held(u: int, scores: int, masked: bool) -> int:
+    """Bytes ATen's fused attention (``native_multi_head_attention`` in ``attention.cpp``)
+    holds beside its input while it runs, as the profiler sees it: the packed q, k, v (``u``
+    each, the input's bytes) twice while they are split out, then once with the scores (a
+    masked softmax writes a second copy), then once with the context and the output."""
+    return max(6 * u, 3 * u + scores * (2 if masked else 1), 5 * u)
+
+
+def _outputs(out) -> int:
+    """Elements of every output of an op (``out`` a shape or a tuple of them)."""
+    if isinstance(out, Shape):
+        return numel(out)
+    return sum(numel(o) for o in out if isinstance(o, Shape))
+
+
+@workspace("_native_multi_head_attention")
+def native_mha(
+    query: Shape,
+    key: Shape,
+    value,
+    embed_dim,
+    num_head: int,
+    *args,
+    out,
+    itemsize: int,
+    **kwargs,
+) -> int:
+    """``nn.MultiheadAttention``'s inference fast path materializes every head's scores,
+    batch x heads x L x S: a 512-token self-attention of 8 heads holds 8x its input. Asked
+    for the weights, the context and the output are live with the scores, and the weights
+    averaged over the heads after them."""
+    mask, need_weights, average = (*args[4:], None, True, True)[:3]
+    mask = kwargs.get("mask", mask)
+    need_weights = kwargs.get("need_weights", need_weights)
+    average = kwargs.get("average_attn_weights", average)
+    u = numel(query) * itemsize
+    scores = prod(query[:-1]) * key[-2] * num_head * itemsize
+    held = _attention_held(u, scores, mask is not None)
+    if need_weights:
+        weights = scores // num_head if average else 0  # else the scores are the weights
+        held = max(held, 3 * u + scores + u + max(u, weights))
+    return held - _outputs(out) * itemsize
+
+
+@workspace("_transformer_encoder_layer_fwd")
+def encoder_layer(
+    src: Shape, embed_dim: int, num_heads: int, *args, out, itemsize: int, **kw
+) -> int:
+    """``nn.TransformerEncoderLayer``'s fast path: its attention as ``native_mha``'s without
+    the weights (beside the first norm's output when ``norm_first``), then the feed-forward
+    block's hidden layer with the attention block's output and the second linear's (and the
+    second norm's output when ``norm_first``)."""
+    norm_first = kw.get("norm_first", args[5] if len(args) > 5 else False)
+    mask = kw.get("mask", args[15] if len(args) > 15 else None)
+    hidden_features = (kw.get("ffn_weight_1") or args[12])[0]
+    u = numel(src) * itemsize
+    scores = prod(src[:-1]) * src[-2] * num_heads * itemsize
+    attention = _attention_held(u, scores, mask is not None) + (u if norm_first else 0)
+    feed_forward = (3 if norm_first else 2) * u + u * hidden_features // embed_dim
+    return max(attention, feed_forward) - numel(out) * itemsize
+
+
+def _copied(m: Shape, lax: bool = False) -> int:
+    """Elements of a matrix (a batch item: the last two dimensions) that ATen's CPU product
+    (``addmm_impl_cpu_``) copies into a contiguous clone first, freed as it returns: neither
+    row- nor column-major with a leading dimension BLAS takes (an expanded gradient, strides
+    0). ``lax``: ``bmm``'s test of an item, which ignores a size-1 dimension's stride."""
+    strides = getattr(m, "strides", None)
+    if strides is None or len(m) < 2:
+        return 0
+    (rows, cols), (across, along) = m[-2:], strides[-2:]
+    row_major = along == 1 and (across >= max(1, cols) or lax and rows == 1)
+    column_major = across == 1 and (along >= max(1, rows) or lax and cols == 1)
+    return 0 if row_major or column_major else rows * cols
+
+
+@workspace("mm", "addmm")
+def product_copies(*args, out, itemsize: int, **__) -> int:
+    """``mm(a, b)``, ``addmm(bias, a, b)``: both operands' clones, live at once (a Linear's
+    two backward products each copy the sum loss's expanded gradient). 16-bit: oneDNN's."""
+    return sum(_copied(m) for m in args[-2:]) * itemsize if itemsize >= 4 else 0
+
+
+@workspace("bmm", "baddbmm")
+def batched_copies(*args, out, itemsize: int, **__) -> int:
+    """``bmm(a, b)``, ``baddbmm(bias, a, b)`` (``bmm_out_or_baddbmm_``): under 400
+    multiply-adds an item, a loop that copies nothing; else one MKL call if it takes every item
+    as it is, or one product per item, each copying its own: one item's copies live at once."""
+    a, b = args[-2:]
+    if itemsize < 4 or a[-1] * a[-2] * b[-1] < 400 or not _copied(a, True) + _copied(b, True):
+        return 0
+    return (_copied(a) + _copied(b)) * itemsize
+
+
+def _copy(shape) -> int:
+    """Elements of ``expect_contiguous()``'s copy of a tensor argument: all of them unless it
+    is contiguous already (a permuted view is not)."""
+    if not isinstance(shape, Shape) or channels_last.contiguous(shape):
+        return 0
+    return numel(shape)
+
+
+@workspace("native_layer_norm")
+def layer_norm_copy(x: Shape, *_, out, itemsize: int, **__) -> int:
+    """The CPU kernel normalizes a contiguous copy of a permuted input (timm's
+    ``LayerNorm2d``: ``permute``, ``layer_norm``, ``permute``), freed as it returns."""
+    return _copy(x) * itemsize
+
+
+@workspace("native_layer_norm_backward")
+def layer_norm_backward_copy(grad_out: Shape, x: Shape, *_, out, itemsize: int, **__) -> int:
+    """As the forward: contiguous copies of the saved input and of the output's gradient, live
+    while the input's gradient is written (ConvNeXt's step read 0.91 of measured without)."""
+    return (_copy(grad_out) + _copy(x)) * itemsize
+
+
+def _dense_alike(a, b) -> bool:
+    """Both tensors contiguous, or both channels-last and dense."""
+    if not isinstance(a, Shape) or not isinstance(b, Shape):
+        return False
+    if channels_last.contiguous(a) and channels_last.contiguous(b):
+        return True
+    return len(a) in (4, 5) and not channels_last.copied(a) and not channels_last.copied(b)
+
+
+@workspace("native_batch_norm_backward")
+def batch_norm_backward_twice(grad_out: Shape, x: Shape, *rest, out, itemsize: int, **kw) -> int:
+    """In training, the CPU kernel's path for dense operands allocates the input's gradient a
+    second time, the first freed as the second replaces it: one input-sized buffer beside the
+    gradients (every BatchNorm's backward but one whose output's gradient is a sum loss's,
+    expanded). It set ConvMixer's peak, at its last BatchNorm."""
+    train = kw.get("train", rest[5] if len(rest) > 5 else False)
+    mask = kw.get("output_mask", rest[7] if len(rest) > 7 else (True, True, True))
+    if itemsize != 4 or not train or not mask[0] or not _dense_alike(grad_out, x):
+        return 0
+    return numel(x) * itemsize
+
+
+SMALL_RESIZE = 128
+"""Output rows plus columns up to which ATen's CPU nearest and bilinear resizes take their
+channels-last kernel (``_use_vectorized_kernel_cond_2d``), whatever the input's layout."""
+
+
+@workspace("upsample_nearest2d", "_upsample_nearest_exact2d", "upsample_bilinear2d")
+def small_resize(x: Shape, *_, out, itemsize: int, **__) -> int:
+    """A contiguous input resized to at most ``SMALL_RESIZE`` rows plus columns (HRNet's and
+    FPNs' upsampling of small maps) is copied channels-last and the result written
+    channels-last, then copied into the contiguous output: the input's and the output's size
+    beside them (a 32x32 map upsampled twice held twice what the tool counted)."""
+    if len(x) != 4 or not isinstance(out, Shape) or out[-2] + out[-1] > SMALL_RESIZE:
+        return 0
+    if not channels_last.copied(x):  # channels-last already: its output is too
+        return 0
+    return (numel(x) + channels_last.copied(out)) * itemsize
