@@ -115,6 +115,15 @@ def copied_dense(shape: Shape) -> int:
     return copied(shape) if contiguous(shape) else 0
 
 
+def copied_channels_last(shape: Shape) -> int:
+    """Elements a contiguous convolution's backward copies of an output gradient that comes
+    channels-last (MLP-Mixer's and ViT's patch embedding, flattened and transposed): ATen makes
+    it contiguous first. One dense in no format the cost pass copies already (``contiguous``)."""
+    if len(shape) not in (4, 5) or contiguous(shape) or copied(shape):
+        return 0
+    return prod(shape)
+
+
 def blocked_weight(w: Shape, groups: int, block: int, pad_inputs: bool = False) -> int:
     """Elements of the weight reordered for a channels-last kernel: its output channels rounded
     up to the block (its input channels too with ``pad_inputs``, the input gradient's kernel);

@@ -139,10 +139,10 @@ def zero_cost(names: str, role: str = "view", kinds: Mapping[str, str] | None = 
 
 def workspace(*names: str, contiguous: tuple[int, ...] = ()):
     """Decorate the workspace function of ops that already have an entry (see ``Workspace``):
-    registered next to their formula, in ``costs/workspace.py``. ``contiguous``: the positions
-    of the arguments the kernel copies into a contiguous tensor when they come with other
-    strides (an expanded gradient); the cost pass adds those copies to the workspace, as it
-    alone sees the strides."""
+    registered in ``costs/workspace.py`` (convolutions) or ``costs/scratch.py``. ``contiguous``:
+    the positions of the arguments the kernel copies into a contiguous tensor when they come
+    with other strides (an expanded gradient); the cost pass adds those copies to the
+    workspace, as it alone sees the strides."""
 
     def wrap(fn: Workspace) -> Workspace:
         for name in names:

@@ -2,9 +2,9 @@
 
 They count toward the peak (``engine/partition.live_at_peak``) during the op only. Each function
 gets the op's arguments as shapes, like its formula, and ``itemsize``; it returns bytes. The
-figures are those of float32 convolutions and LSTM layers on CPU (other kernels' are in
-``costs/scratch.py``), read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py
---explain``); other dtypes and devices have none here (``docs/metrics.md``).
+figures are those of float32 convolutions on CPU (other kernels' are in ``costs/scratch.py``),
+read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``); other
+dtypes and devices have none here (``docs/metrics.md``).
 
 A CPU convolution takes one of two paths, chosen as ``ConvParams::use_mkldnn`` in ATen chooses:
 
@@ -108,10 +108,22 @@ def convolution(
         return _deconv(x, w, bias, stride, out, block) * itemsize
     if nhwc:
         return channels_last.forward(x, w, groups, block, itemsize)
+    if groups > 1 and w[1] > 1:
+        return _grouped_forward(x, w, groups, out) * itemsize
     out_b = _padded(out, block)
     x_b = _padded(x, block) if x[1] >= FIRST_LAYER_CHANNELS else 0
     held = x_b + numel_w(w, block, transposed) + out_b + _unit_stride(x, w, stride, padding, block)
     return max(held - prod(out), out_b) * itemsize
+
+
+def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape) -> int:
+    """Elements a grouped (not depthwise) convolution holds beside its output. Groups of a
+    multiple of 4 channels each way are reordered unpadded (the input, the weight and the
+    result, then the result beside the output: RegNet's groups of 8 read 1.12x its eval peak
+    padded to 16); others unfold one group of one image (im2col) and 32 more."""
+    if not _aligned(w, groups):
+        return _group_columns(out, w) + 32
+    return max(numel(x) + numel(w), numel(out))
 
 
 def _unit_stride(x: Shape, w: Shape, stride, padding, block: int) -> int:
@@ -125,105 +137,6 @@ def _unit_stride(x: Shape, w: Shape, stride, padding, block: int) -> int:
     if all(s == 1 for s in stride) or any(d % s for d, s in zip(sizes, stride, strict=True)):
         return 0
     return _padded((1, x[1], *(d // s for d, s in zip(sizes, stride, strict=True))), block)
-
-
-@workspace("mkldnn_rnn_layer")
-def rnn_layer(x: Shape, w_ih: Shape, w_hh: Shape, *_, out, itemsize: int, **__) -> int:
-    """oneDNN's LSTM layer (one direction), while it runs: its two weights reordered into its
-    layout (packed for its GEMM in inference), its bias, and its scratchpad. In inference
-    the scratchpad holds the layer's states ((steps + 1) x batch, ``rnn_training_workspace``'s
-    arrays); a forward autograd will differentiate returns those in its workspace (the op's
-    fourth output, not empty then), and its scratchpad holds every step's gates instead.
-    Within 0.2% of the profiler at every size tried, less 776 bytes of oneDNN's own."""
-    if itemsize != 4:
-        return 0
-    steps, batch, width, gates, hidden = _rnn_sizes(x, w_ih, w_hh)
-    if isinstance(out, tuple) and len(out) > 3 and numel(out[3]):
-        return (width + hidden) * _good_ld(gates) * itemsize + _rnn_scratch(x, w_ih, w_hh)
-    states = 2 * (steps + 1) * batch * itemsize
-    scratch = _pages(
-        states * _good_ld(max(width, hidden)),
-        batch * _good_ld(gates) * itemsize,
-        batch * _good_ld(hidden) * itemsize,
-        gates * itemsize,
-        states * hidden,
-    )
-    packed = ceil(gates / 128) * 128  # oneDNN's packed GEMM takes 4H in blocks of 128
-    return ((width + hidden) * packed + gates) * itemsize + scratch
-
-
-@workspace("mkldnn_rnn_layer_backward", contiguous=(10, 11, 12))
-def rnn_layer_backward(x: Shape, w_ih: Shape, w_hh: Shape, *rest, out, itemsize: int, **__) -> int:
-    """oneDNN's LSTM backward (one direction): the layer's two weights reordered into its
-    layout (4H padded, and a third copy of a weight whose other side oneDNN pads too: H or I
-    a multiple of 256), its scratchpad (every step's gate gradients) and zeros for a hidden
-    or cell gradient autograd left undefined. The contiguous copies of its gradients (a sum's
-    expanded one) are the registry's."""
-    if itemsize != 4:
-        return 0
-    _, batch, width, gates, hidden = _rnn_sizes(x, w_ih, w_hh)
-    weights = (width + hidden) * _good_ld(gates)
-    weights += sum(_good_ld(side) * gates for side in (width, hidden) if _good_ld(side) != side)
-    undefined = sum(g is None for g in rest[8:10])  # grad_hy, grad_cy
-    return (weights + undefined * batch * hidden) * itemsize + _rnn_scratch(x, w_ih, w_hh)
-
-
-def _rnn_sizes(x: Shape, w_ih: Shape, w_hh: Shape) -> tuple[int, int, int, int, int]:
-    """Steps, batch, input width, gates (4H) and hidden size of an LSTM layer's call."""
-    return x[0], x[1] if len(x) == 3 else 1, w_ih[1], w_ih[0], w_hh[1]
-
-
-def _rnn_scratch(x: Shape, w_ih: Shape, w_hh: Shape) -> int:
-    """The scratchpad of an LSTM layer's differentiated forward or its backward, with its
-    bias: every step's gates, then a step's hidden and cell state, page by page."""
-    steps, batch, _, gates, hidden = _rnn_sizes(x, w_ih, w_hh)
-    itemsize = 4
-    bias = gates * itemsize
-    return bias + _pages(
-        steps * batch * _good_ld(gates) * itemsize,
-        batch * _good_ld(hidden) * itemsize,
-        batch * hidden * itemsize,
-        bias,
-        bias,
-    )
-
-
-PAGE = 4096
-"""oneDNN starts each array of an RNN's workspace on a page (``rnn_utils::set_offsets``)."""
-
-
-def rnn_training_workspace(x: Shape, hidden: int, itemsize: int) -> int:
-    """The workspace oneDNN's LSTM layer (one direction) returns from a forward that autograd
-    will differentiate, saved for its backward: every step's gates and hidden state, and three
-    arrays of the layer's states and two of its cell states, (steps + 1) x batch each, every
-    array on a page of its own (``rnn_utils::set_workspace_sizes``, torch 2.14's oneDNN:
-    bytes exact for float32 at every size tried). The op's meta kernel returns it empty."""
-    if itemsize != 4:
-        return 0
-    steps, batch, width = x[0], x[1] if len(x) == 3 else 1, x[-1]
-    states = 2 * (steps + 1) * batch * itemsize  # the input's and the output's layer
-    arrays = (
-        steps * batch * _good_ld(4 * hidden) * itemsize,  # the gates
-        steps * batch * _good_ld(hidden) * itemsize,  # the hidden states
-        *[states * _good_ld(max(width, hidden))] * 3,
-        *[states * hidden] * 2,
-    )
-    return _pages(*arrays)
-
-
-def _pages(*sizes: int) -> int:
-    """The bytes of arrays laid out one after another, each starting on a page."""
-    offset = 0
-    for size in sizes:
-        offset = ceil(offset / PAGE) * PAGE + size
-    return ceil(offset / PAGE) * PAGE
-
-
-def _good_ld(dim: int) -> int:
-    """oneDNN's leading dimension for float32 (``rnn_utils::get_good_ld``): a multiple of 16
-    elements (64 bytes), one block more when it divides 256 (4K aliasing)."""
-    ld = ceil(dim / 16) * 16
-    return ld + 16 if ld % 256 == 0 else ld
 
 
 def numel_w(w: Shape, block: int, transposed: bool) -> int:
@@ -261,7 +174,7 @@ def convolution_backward(
         if transposed:
             plain = all(k == 1 for k in w[2:]) and all(s == 1 for s in stride)
             return 0 if plain and not any(padding) else _deconv_columns(x, w) * itemsize
-        copies = 0
+        copies = channels_last.copied_channels_last(grad_out)
         if channels_last.channels_last(x, w):  # each gradient's kernel copies its own, in turn
             copies = channels_last.copied(x) + channels_last.copied(w)
             copies += channels_last.copied_dense(grad_out)
@@ -272,13 +185,15 @@ def convolution_backward(
         return channels_last.backward(
             grad_out, x, w, groups, dilation, output_mask, block, itemsize
         )
+    if _aligned(w, groups):  # reordered unpadded
+        block = 1
     held = 0
     if output_mask[1]:
         held = _weight_phase(grad_out, x, w, groups, dilation, output_mask, block)
     if output_mask[0]:
-        data = _input_phase(grad_out, x, w, stride, dilation, groups, output_mask)
+        data = _input_phase(grad_out, x, w, stride, dilation, groups, output_mask, block)
         held = max(held, data)
-    return held * itemsize
+    return (held + channels_last.copied_channels_last(grad_out)) * itemsize
 
 
 def _weight_phase(grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, mask, block):
@@ -289,13 +204,15 @@ def _weight_phase(grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, ma
     conv of 512 channels at 8x8 holds its 9.4 MB weight's gradient twice)."""
     if _im2col(w, groups, dilation)[1]:
         return _group_columns(grad_out, w) + 4 * numel(w) + 64
-    grouped = groups > 1 and w[1] > 1  # in groups of whole blocks: as it is
-    blocked = numel(w) if grouped else channels_last.weight_gradient(w, groups, block)
+    aligned = _aligned(w, groups)
+    blocked = numel(w) if aligned else channels_last.weight_gradient(w, groups, block)
     bias = w[0] if mask[2] else 0
     return max(_weight_grad(x, grad_out, block) + blocked - numel(w), blocked + bias)
 
 
-def _input_phase(grad_out: Shape, x: Shape, w: Shape, stride, dilation, groups: int, mask):
+def _input_phase(
+    grad_out: Shape, x: Shape, w: Shape, stride, dilation, groups: int, mask, block: int
+) -> int:
     """Elements oneDNN's input gradient holds beyond the op's gradients made so far (the cost
     pass counts them all from the op's start, the weight's and bias's made after included).
     On its im2col kernel (``_im2col``): a plain result, then one group's columns and 32 more.
@@ -304,39 +221,58 @@ def _input_phase(grad_out: Shape, x: Shape, w: Shape, stride, dilation, groups: 
     - computing: the output's gradient and the weight reordered (input channels rounded up to
       the block; a grouped weight as it is) and the result in oneDNN's layout, before any
       gradient exists;
-    - writing the plain gradient: that result, and for a strided convolution (not a grouped
-      one) a second buffer of the input's size.
+    - writing the plain gradient: that result, and for a strided convolution (not one of
+      groups of a multiple of 4 channels, ``_aligned``) a second buffer of the input's size.
 
-    The result is plain for a strided convolution that is not grouped, blocked (channels
-    rounded up) for another (12, 24 and 40 channels measured). Without the second buffer
+    The result is plain for a strided convolution that has the second buffer, blocked
+    (channels rounded up) for another (12, 24 and 40 channels measured). Without the second buffer
     ConvNeXt's step, whose downsampling convolutions are strided 2x2 kernels, read 0.70 of the
     measured peak; with every buffer counted beside every gradient, a frozen convolution's
     read up to 1.23x."""
-    _, block = _cpu()
     later = (numel(w) if mask[1] else 0) + (w[0] if mask[2] else 0)
     if _im2col(w, groups, dilation)[0]:
         return max(numel(x), _group_columns(grad_out, w) + 32) - later
-    strided = groups == 1 and any(s > 1 for s in stride)
+    aligned, depthwise = _aligned(w, groups), groups > 1 and w[1] == 1
+    strided = not (aligned or depthwise) and any(s > 1 for s in stride)
     result = numel(x) if strided else _padded(x, block)
-    grouped = groups > 1 and w[1] > 1  # in groups of whole blocks: as it is
-    weight = numel(w) if grouped else channels_last.blocked_weight(w, groups, block, True)
+    weight = numel(w) if aligned else channels_last.blocked_weight(w, groups, block, True)
+    if not (aligned or depthwise):  # input channels rounded up a group, as ungrouped
+        weight = channels_last.blocked_weight(w, 1, block, True)
     computing = _padded(grad_out, block) + weight + result - numel(x) - later
     writing = result + (numel(x) if strided else 0) - later
     return max(computing, writing, 0)
 
 
+WIDE_KERNEL = 15
+"""Kernel width from which oneDNN computes any convolution's weight gradient on its im2col
+kernel (ViT's 16x16 patches; 14x14 ones still reorder)."""
+
+
 def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
-    """Whether oneDNN computes a grouped 2-D convolution's input gradient, and its weight
-    gradient, on its im2col kernels instead of reordering into blocks: both for groups of
-    unequal input and output channels (FastViT's 7x7 downsampling, one input channel to two
-    outputs); the weight's for groups of 2 to 7 channels (ResNeXt's 32x4d) and a depthwise
-    kernel wider than 3 or dilated (ConvNeXt's 7x7, EfficientNet's 5x5)."""
-    if len(w) != 4 or groups == 1:
+    """Whether oneDNN computes a 1-D or 2-D convolution's input gradient, and its weight
+    gradient, on its im2col kernels instead of reordering into blocks (measured):
+
+    - both, for groups of unequal input and output channels (FastViT's 7x7 downsampling, one
+      input channel to two outputs) and groups of under 8 channels not a multiple of 4;
+    - the weight's, for groups whose channels are not a multiple of 8 (ResNeXt's 32x4d: 4), a
+      depthwise kernel wider than 3 or dilated (ConvNeXt's 7x7, EfficientNet's 5x5, Mamba's
+      1-D 4) and any kernel ``WIDE_KERNEL`` wide or more."""
+    if len(w) not in (3, 4):
         return False, False
+    if groups == 1:
+        return False, w[-1] >= WIDE_KERNEL
     per_in, per_out = w[1], w[0] // groups
-    unequal = per_in != per_out
-    wide = per_in == 1 and (w[3] > 3 or any(d > 1 for d in dilation))
-    return unequal, unequal or wide or 1 < per_in < 8
+    data = per_in != per_out or (per_in < 8 and per_in > 1 and not _aligned(w, groups))
+    wide = per_in == 1 and (w[-1] > 3 or any(d > 1 for d in dilation))
+    eights = per_in == 1 or per_in % 8 == 0  # groups of 8, 16, 24 channels reorder
+    return data, data or wide or not eights or w[-1] >= WIDE_KERNEL
+
+
+def _aligned(w: Shape, groups: int) -> bool:
+    """A grouped convolution (not a depthwise one) of a multiple of 4 channels a group each way,
+    which oneDNN reorders without padding the channels (RegNet's groups of 8)."""
+    per_in, per_out = w[1], w[0] // groups
+    return groups > 1 and per_in > 1 and not per_in % 4 and not per_out % 4
 
 
 def _group_columns(grad_out: Shape, w: Shape) -> int:

@@ -360,7 +360,7 @@ def _saved_workspaces(graph: Any) -> None:
     forward to its backward (a quarter of the measured peak of a 2-layer bidirectional LSTM)."""
     import torch
 
-    from pytest_graphbudget.costs.workspace import rnn_training_workspace
+    from pytest_graphbudget.costs.scratch import rnn_training_workspace
 
     layer = getattr(torch.ops.aten, "mkldnn_rnn_layer", None)
     for node in graph.nodes:

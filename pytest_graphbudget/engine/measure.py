@@ -143,9 +143,10 @@ class _Recorder(TorchDispatchMode):
 
 
 def _workspace(name: str, args: tuple, out: Any, shapes: tuple) -> int:
-    """The op's workspace on the CPU kernels ``costs/workspace.py`` describes; none on a GPU.
-    ``shapes``: the call's arguments, keyword arguments and output as its formula saw them;
-    the arguments go with their strides (a convolution's memory format decides its copies)."""
+    """The op's workspace on the CPU kernels ``costs/workspace.py`` and ``costs/scratch.py``
+    describe; none on a GPU. ``shapes``: the call's arguments, keyword arguments and output as
+    its formula saw them; the arguments go with their strides (a convolution's memory format
+    decides its copies)."""
     first = next(iter(tree.tensors(out)), None)
     if first is None or first.device.type not in ("cpu", "meta"):
         return 0

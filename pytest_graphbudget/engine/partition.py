@@ -328,9 +328,9 @@ def live_at_peak(measured: Measured, stop: int | None = None) -> dict[str, int]:
     local until rebound, a call's arguments until it returns). Without them (a joint training
     graph) a rule guesses: a module's call holds its arguments until it returns
     (``_held_by_calls``), which over-holds what a module's code rebinds. A node's workspace
-    (``costs/workspace.py``) is live while it runs only, beside its inputs and outputs; at the
-    peak it is charged to that node. ``stop``: the peak before that node (a training step's
-    before its update).
+    (``costs/workspace.py``, ``costs/scratch.py``) is live while it runs only, beside its inputs
+    and outputs; at the peak it is charged to that node. ``stop``: the peak before that node (a
+    training step's before its update).
     """
     born, dies, size = lifetimes(measured)
     end = len(measured.nodes)

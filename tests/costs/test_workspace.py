@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytest_graphbudget.costs.registry import Shape, workspace_bytes  # noqa: E402
-from pytest_graphbudget.costs.workspace import rnn_training_workspace  # noqa: E402
+from pytest_graphbudget.costs.scratch import rnn_training_workspace  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -181,3 +181,15 @@ def test_a_differentiated_lstm_layer_keeps_the_workspace_torch_allocates(
         node = node.next_functions[0][0]
     expected = node._saved_result3.untyped_storage().nbytes()
     assert rnn_training_workspace((steps, batch, width), hidden, 4) == expected
+
+
+def test_a_grouped_convolution_reorders_unpadded_or_unfolds_one_group():
+    # RegNet's groups of 8: 24 channels in 3 groups, 3x3, stride 2, 2x24x64x64 in. oneDNN
+    # reorders the input (196,608 elements) and the weight (24*8*9 = 1,728) without padding
+    # the 24 channels to 32, and writes a result the output's size: 198,336 elements beyond the
+    # output, as the profiler records them. Groups of 10 channels, not a multiple of 4, unfold
+    # one group of one image instead (32*32 positions x 10*9) and 32 more: 92,192.
+    x, out = (2, 24, 64, 64), (2, 24, 32, 32)
+    assert conv(x, (24, 8, 3, 3), out, stride=(2, 2), groups=3) == 198_336 * 4
+    x, out = (2, 20, 64, 64), (2, 20, 32, 32)
+    assert conv(x, (20, 10, 3, 3), out, stride=(2, 2), groups=2) == 92_192 * 4
