@@ -106,7 +106,7 @@ def build(name: str):
         return decoder()
     if name == "tconv-autoencoder":
         return autoencoder()
-    if name == "lstm":  # oneDNN's RNN: reordered weights and every step's gates (workspace.py)
+    if name == "lstm":  # oneDNN's RNN: reordered weights and every step's gates (scratch.py)
         model = torch.nn.LSTM(128, 256, num_layers=2, batch_first=True, bidirectional=True)
         return model.eval(), (torch.randn(16, 50, 128),), {}
     from pytest_graphbudget.zoo import resolve

@@ -2,8 +2,9 @@
 
 ``peak.py`` measures a few zoo models at batch 1; this sweep covers the convolution kernels
 ``costs/workspace.py`` models (strided, grouped, depthwise, channels-last, the im2col weight
-gradients) and the norms and resizes of ``costs/scratch.py`` as the nets people train use them:
-timm and torchvision models built without weights, batch 2 at 128x128, one training step
+gradients) and the norms and resizes of ``costs/scratch.py`` as the nets people train use them
+(a ViT and an MLP-Mixer too, whose patch embedding is a 16x16 convolution): timm and torchvision
+models built without weights, batch 2 at 128x128, one training step
 (forward, the sum of the outputs as the loss, ``backward()``), in a fresh subprocess per model,
 one torch thread. Measured: the step's peak above what was allocated before it, the running sum
 of ``torch.profiler(profile_memory=True)``'s records; estimated: ``activation_peak_bytes``.
@@ -33,9 +34,11 @@ MODELS = (
     "convmixer_768_32 hrnet_w18_small fastvit_t8 repvit_m1 ese_vovnet19b_dw cspdarknet53 dla34 "
     "dpn68 tv:convnext_tiny tv:resnext50_32x4d tv:wide_resnet50_2 tv:regnet_x_400mf "
     "tv:mobilenet_v3_small tv:efficientnet_b0 tv:shufflenet_v2_x0_5 tv:squeezenet1_0 "
-    "tv:googlenet tv:vgg11_bn tv:swin_t tv:mnasnet0_5"
+    "tv:googlenet tv:vgg11_bn tv:swin_t tv:mnasnet0_5 vit_tiny_patch16_224 mixer_s16_224"
 ).split()
 SHAPE = (2, 3, 128, 128)
+SIZED = ("vit_", "mixer_")
+"""timm families built for one image size: built at ``SHAPE``'s."""
 
 
 def build(name: str):
@@ -49,7 +52,8 @@ def build(name: str):
         return torchvision.models.get_model(name[3:], weights=None)
     import timm
 
-    return timm.create_model(name, pretrained=False)
+    sized = {"img_size": SHAPE[-1]} if name.startswith(SIZED) else {}
+    return timm.create_model(name, pretrained=False, **sized)
 
 
 def measure(name: str) -> dict:
