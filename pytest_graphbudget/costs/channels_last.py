@@ -154,7 +154,7 @@ def scratch(w: Shape, groups: int, block: int) -> bool:
 
 def forward(x: Shape, w: Shape, groups: int, block: int, itemsize: int) -> int:
     """Bytes a channels-last oneDNN convolution holds beside its input and output."""
-    held = (copied(x) + copied(w) + blocked_weight(w, groups, block)) * itemsize
+    held = (copied_dense(x) + copied(w) + blocked_weight(w, groups, block)) * itemsize
     return held + (SCRATCH if scratch(w, groups, block) else 0)
 
 
@@ -188,7 +188,7 @@ def backward(
     """Bytes a channels-last oneDNN convolution's backward holds beside its operands and
     gradients: the copies, then the larger of the input gradient's reordered weight and
     scratchpad and the weight gradient's blocked result, copy and buffer."""
-    copies = (copied(x) + copied(w) + copied_dense(grad_out)) * itemsize
+    copies = (copied_dense(x) + copied(w) + copied_dense(grad_out)) * itemsize
     phases = [0]
     if output_mask[0]:
         data = blocked_weight(w, groups, block, pad_inputs=True) * itemsize

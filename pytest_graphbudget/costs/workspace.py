@@ -50,8 +50,9 @@ def _cpu() -> tuple[int, int]:
 def _onednn(x: Shape, w: Shape, stride, dilation, groups: int, threads: int) -> bool:
     """ATen's choice of oneDNN for a float32 CPU convolution (``use_mkldnn``): the slow path
     is faster for a small input, and for an unstrided 1x1 kernel on one thread and a batch
-    under 16."""
-    one_by_one = all(k == 1 for k in w[2:])
+    under 16 (a 3-D kernel 1x1 in height and width, whatever its depth: R(2+1)D's 3x1x1)."""
+    spatial = w[-2:] if len(w) == 5 else w[2:]
+    one_by_one = all(k == 1 for k in spatial)
     plain = all(s == 1 for s in stride) and all(d == 1 for d in dilation)
     if one_by_one and plain and x[0] < 16 and threads == 1:
         return False
@@ -76,7 +77,7 @@ def _columns(x: Shape, w: Shape, out_spatial: tuple, stride, padding) -> int:
     return x[0] * x[1] * prod(kernel) * prod(out_spatial)
 
 
-@workspace("convolution", "_convolution")
+@workspace("convolution", "_convolution", contiguous=(0,))
 def convolution(
     x: Shape,
     w: Shape,
@@ -102,7 +103,7 @@ def convolution(
     if not _onednn(x, w, stride, dilation, groups, threads):
         if transposed:
             return _deconv_columns(x, w) * itemsize
-        copies = channels_last.copied(x) + channels_last.copied(w) if nhwc else 0
+        copies = channels_last.copied_dense(x) + channels_last.copied(w) if nhwc else 0
         return (_columns(x, w, tuple(out[2:]), stride, padding) + copies) * itemsize
     if transposed:
         return _deconv(x, w, bias, stride, out, block) * itemsize
@@ -144,7 +145,7 @@ def numel_w(w: Shape, block: int, transposed: bool) -> int:
     return _padded(w, block, 1 if transposed else 0)
 
 
-@workspace("convolution_backward", contiguous=(0,))
+@workspace("convolution_backward", contiguous=(0, 1))
 def convolution_backward(
     grad_out: Shape,
     x: Shape,
@@ -176,7 +177,7 @@ def convolution_backward(
             return 0 if plain and not any(padding) else _deconv_columns(x, w) * itemsize
         copies = channels_last.copied_channels_last(grad_out)
         if channels_last.channels_last(x, w):  # each gradient's kernel copies its own, in turn
-            copies = channels_last.copied(x) + channels_last.copied(w)
+            copies = channels_last.copied_dense(x) + channels_last.copied(w)
             copies += channels_last.copied_dense(grad_out)
         return (_columns(x, w, tuple(grad_out[2:]), stride, padding) + copies) * itemsize
     if transposed:

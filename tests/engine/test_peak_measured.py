@@ -486,3 +486,26 @@ def test_a_grouped_convolution_peak_matches_the_profiler(groups, optimizer):
     )
     x = torch.randn(2, channels, 64, 64)
     assert estimated_peak(model, x, optimizer) == measured_peak(model, x, optimizer)
+
+
+class SplitConvs(nn.Module):
+    """MixNet's mixed depthwise conv: the channels split in two, each half convolved apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre = nn.Conv2d(64, 64, 1)
+        self.small = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.large = nn.Conv2d(32, 32, 5, padding=2, groups=32)
+
+    def forward(self, x):
+        a, b = torch.split(self.pre(x), 32, dim=1)
+        return torch.cat([self.small(a), self.large(b)], 1)
+
+
+@pytest.mark.parametrize("optimizer", ["eval", None])
+def test_a_convolution_of_a_channel_slice_copies_it_contiguous(optimizer):
+    # Half the channels of a 2x64x32x32 map is a view dense in no layout: ATen copies it
+    # contiguous (262,144 bytes) for the convolution and again for its backward. mixnet_s's
+    # step read 0.9987 of measured without; these two convolutions 0.875.
+    model, x = SplitConvs(), torch.randn(2, 64, 32, 32)
+    assert estimated_peak(model, x, optimizer) == measured_peak(model, x, optimizer)

@@ -408,3 +408,13 @@ def test_a_channels_last_output_gradient_is_copied_for_a_contiguous_convolution(
     torch.manual_seed(0)
     model, x = Patches(), torch.randn(2, 3, 128, 128)
     assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+def test_a_3d_kernel_one_wide_and_high_takes_the_slow_path():
+    # R(2+1)D's temporal 3x1x1 convolution, unstrided: ATen takes slow_conv3d (as for a 1x1
+    # kernel), whose columns are 144 channels x 3 x 8*32*32 positions = 3,538,944 elements,
+    # where oneDNN's reorders had been counted (0.72 of measured; r2plus1d_18's step 0.979).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv3d(144, 144, 1), nn.Conv3d(144, 64, (3, 1, 1), padding=(1, 0, 0)))
+    x = torch.randn(1, 144, 8, 32, 32)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
