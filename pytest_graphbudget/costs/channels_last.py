@@ -117,7 +117,7 @@ def copied_dense(shape: Shape) -> int:
 
 def copied_channels_last(shape: Shape) -> int:
     """Elements a contiguous convolution's backward copies of an output gradient that comes
-    channels-last (MLP-Mixer's and ViT's patch embedding, flattened and transposed): ATen makes
+    channels-last (MLP-Mixer's patch embedding, flattened and transposed into tokens): ATen makes
     it contiguous first. One dense in no format the cost pass copies already (``contiguous``)."""
     if len(shape) not in (4, 5) or contiguous(shape) or copied(shape):
         return 0

@@ -163,11 +163,11 @@ def convolution_backward(
     itemsize: int,
     **__,
 ) -> int:
-    """oneDNN: the output's gradient reordered, with the blocked input gradient (for the
-    input's gradient) or the operands of the weight's (``_weight_grad``). Slow path: the
-    columns again. Transposed: ``_deconv_backward``. On every path ATen first makes the
-    output's gradient contiguous: a copy when it comes expanded (a sum loss's), added by the
-    cost pass."""
+    """oneDNN: the larger of the input gradient's phases (``_input_phase``) and the weight
+    gradient's (``_weight_phase``). Slow path: the columns again. Transposed:
+    ``_deconv_backward``. On every path ATen first makes the output's gradient and the input
+    contiguous: a copy of one dense in no layout (the sum loss's expanded gradient, a channel
+    slice), added by the cost pass, or of a channels-last gradient (``copied_channels_last``)."""
     if itemsize != 4 or len(x) < 3:
         return 0
     threads, block = _cpu()
