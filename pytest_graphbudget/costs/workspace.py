@@ -222,8 +222,9 @@ def _input_phase(
     - computing: the output's gradient and the weight reordered (input channels rounded up to
       the block; a grouped weight as it is) and the result in oneDNN's layout, before any
       gradient exists;
-    - writing the plain gradient: that result, and for a strided convolution (not one of
-      groups of a multiple of 4 channels, ``_aligned``) a second buffer of the input's size.
+    - writing the plain gradient: that result, and for a strided convolution (not a depthwise
+      one, nor one of ``_aligned`` groups of up to 16 output channels) a second buffer of the
+      input's size.
 
     The result is plain for a strided convolution that has the second buffer, blocked
     (channels rounded up) for another (12, 24 and 40 channels measured). Without the second buffer
@@ -234,7 +235,8 @@ def _input_phase(
     if _im2col(w, groups, dilation)[0]:
         return max(numel(x), _group_columns(grad_out, w) + 32) - later
     aligned, depthwise = _aligned(w, groups), groups > 1 and w[1] == 1
-    strided = not (aligned or depthwise) and any(s > 1 for s in stride)
+    wide_groups = not aligned or w[0] // groups > 16  # as ungrouped (ResNeSt's 32 -> 64)
+    strided = not depthwise and wide_groups and any(s > 1 for s in stride)
     result = numel(x) if strided else _padded(x, block)
     weight = numel(w) if aligned else channels_last.blocked_weight(w, groups, block, True)
     if not (aligned or depthwise):  # input channels rounded up a group, as ungrouped
@@ -253,8 +255,9 @@ def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
     """Whether oneDNN computes a 1-D or 2-D convolution's input gradient, and its weight
     gradient, on its im2col kernels instead of reordering into blocks (measured):
 
-    - both, for groups of unequal input and output channels (FastViT's 7x7 downsampling, one
-      input channel to two outputs) and groups of under 8 channels not a multiple of 4;
+    - both, for groups of unequal input and output channels, under 8 input channels or not a
+      multiple of 4 (FastViT's 7x7 downsampling, one input channel to two outputs), and for
+      groups of 2 to 7 channels each way not a multiple of 4;
     - the weight's, for groups whose channels are not a multiple of 8 (ResNeXt's 32x4d: 4), a
       depthwise kernel wider than 3 or dilated (ConvNeXt's 7x7, EfficientNet's 5x5, Mamba's
       1-D 4) and any kernel ``WIDE_KERNEL`` wide or more."""
@@ -263,7 +266,11 @@ def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
     if groups == 1:
         return False, w[-1] >= WIDE_KERNEL
     per_in, per_out = w[1], w[0] // groups
-    data = per_in != per_out or (per_in < 8 and per_in > 1 and not _aligned(w, groups))
+    small, aligned = per_in < 8, _aligned(w, groups)  # ResNeSt's 32 -> 64 reorders
+    if per_in != per_out:
+        data = small or not aligned
+    else:
+        data = small and not aligned and per_in > 1
     wide = per_in == 1 and (w[-1] > 3 or any(d > 1 for d in dilation))
     eights = per_in == 1 or per_in % 8 == 0  # groups of 8, 16, 24 channels reorder
     return data, data or wide or not eights or w[-1] >= WIDE_KERNEL
