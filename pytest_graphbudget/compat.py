@@ -15,11 +15,12 @@ What differs between releases is decided here and nowhere else:
 - ``proxy_mode``: ``get_proxy_mode`` from 2.5, ``get_innermost_proxy_mode`` in 2.4.
 - ``make_fx_keywords``: ``make_fx``'s private ``_error_on_data_dependent_ops`` only where the
   signature has it.
-- ``reparametrize``, ``fake_mode``, ``fake_empty``, ``is_fake``, ``lazy_graph_modules``,
-  ``make_graph_module``: torch's private ``_reparametrize_module``, ``FakeTensorMode`` (and the
-  ``FakeTensor`` constructor), ``_use_lazy_graph_module``, ``_make_graph_module``, the same on every
-  supported release, behind one function each so that a release that moves them changes one
-  place.
+- ``reparametrize``, ``fake_mode`` (its ``after``), ``meta_kernel``, ``fake_empty``,
+  ``is_fake``, ``lazy_graph_modules``, ``make_graph_module``: torch's private
+  ``_reparametrize_module``, ``FakeTensorMode`` (its ``dispatch``, the ``FakeTensor``
+  constructor, ``in_kernel_invocation_manager``), ``_use_lazy_graph_module``,
+  ``_make_graph_module``, the same on every supported release, behind one function each so
+  that a release that moves them changes one place.
 - ``unsafe_globals``: what a full pickle needs, from ``get_unsafe_globals_in_checkpoint`` (2.5
   on) or the 2.4 unpickler's message.
 - ``pytest_inifile``: ``_pytest.config.findpaths.determine_setup`` with only the keywords the
@@ -163,11 +164,37 @@ def reparametrize(module: Any, state: dict[str, Any]) -> contextlib.AbstractCont
     return _reparametrize_module(module, state)
 
 
-def fake_mode() -> Any:
-    """A FakeTensorMode that also accepts real tensors (the model's constants)."""
+def fake_mode(after: Any = None) -> Any:
+    """A FakeTensorMode that also accepts real tensors (the model's constants). ``after``, if
+    given, is handed each op's result inside the mode's dispatch, as
+    ``after(mode, func, args, kwargs, result)``, and returns the result to give
+    (``engine.fakes``): the mode's private ``dispatch``, the same from 2.4 on."""
+    mode = _after_mode()(allow_non_fake_inputs=True)
+    mode.after = after
+    return mode
+
+
+@cache
+def _after_mode() -> type:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    return FakeTensorMode(allow_non_fake_inputs=True)
+    class After(FakeTensorMode):
+        after = None
+
+        def dispatch(self, func, types, args=(), kwargs=None):
+            result = super().dispatch(func, types, args, kwargs)
+            return result if self.after is None else self.after(self, func, args, kwargs, result)
+
+    return After
+
+
+def meta_kernel(mode: Any, func: Any, args: tuple, kwargs: Any) -> Any:
+    """``func``'s result on ``mode``'s fakes from ATen's meta kernel, as the mode calls one
+    where it has no rule of its own (``in_kernel_invocation_manager``): meta tensors."""
+    from torch._subclasses.fake_tensor import in_kernel_invocation_manager
+
+    with in_kernel_invocation_manager(mode):
+        return func(*args, **(kwargs or {}))
 
 
 def fake_empty(

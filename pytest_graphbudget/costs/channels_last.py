@@ -116,9 +116,12 @@ def copied_dense(shape: Shape) -> int:
 
 
 def copied_channels_last(shape: Shape) -> int:
-    """Elements a contiguous convolution's backward copies of an output gradient that comes
-    channels-last (MLP-Mixer's patch embedding, flattened and transposed into tokens): ATen makes
-    it contiguous first. One dense in no format the cost pass copies already (``contiguous``)."""
+    """Elements a contiguous convolution copies of an operand that comes channels-last: ATen
+    makes it contiguous first. An output gradient in the backward (MLP-Mixer's patch embedding,
+    flattened and transposed into tokens); an input, forward and backward, dense channels-last
+    to ``is_contiguous`` but not to ``suggest_memory_format``, which reads a size-1 batch's
+    stride (an attention's tokens reshaped into an image at batch 1). One dense in no format
+    the cost pass copies already (``contiguous``)."""
     if len(shape) not in (4, 5) or contiguous(shape) or copied(shape):
         return 0
     return prod(shape)

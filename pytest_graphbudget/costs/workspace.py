@@ -95,7 +95,8 @@ def convolution(
 ) -> int:
     """oneDNN: the reordered input (none below ``FIRST_LAYER_CHANNELS``), the reordered
     weight (output channels rounded to the block) and the blocked result are live at once,
-    then the blocked result and the output. Slow path: im2col. Transposed: ``_deconv``."""
+    then the blocked result and the output. Slow path: im2col. Transposed: ``_deconv``. A
+    contiguous kernel's copy of an input that comes channels-last (``copied_channels_last``)."""
     if itemsize != 4 or len(x) < 3:
         return 0
     threads, block = _cpu()
@@ -104,17 +105,19 @@ def convolution(
         if transposed:
             return _deconv_columns(x, w) * itemsize
         copies = channels_last.copied_dense(x) + channels_last.copied(w) if nhwc else 0
+        copies += 0 if nhwc or transposed else channels_last.copied_channels_last(x)
         return (_columns(x, w, tuple(out[2:]), stride, padding) + copies) * itemsize
     if transposed:
         return _deconv(x, w, bias, stride, out, block) * itemsize
     if nhwc:
         return channels_last.forward(x, w, groups, block, itemsize)
+    copy = channels_last.copied_channels_last(x)  # dense channels-last by a size-1 dimension
     if groups > 1 and w[1] > 1:
-        return _grouped_forward(x, w, groups, out) * itemsize
+        return (_grouped_forward(x, w, groups, out) + copy) * itemsize
     out_b = _padded(out, block)
     x_b = _padded(x, block) if x[1] >= FIRST_LAYER_CHANNELS else 0
     held = x_b + numel_w(w, block, transposed) + out_b + _unit_stride(x, w, stride, padding, block)
-    return max(held - prod(out), out_b) * itemsize
+    return (max(held - prod(out), out_b) + copy) * itemsize
 
 
 def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape) -> int:
@@ -167,7 +170,7 @@ def convolution_backward(
     gradient's (``_weight_phase``). Slow path: the columns again. Transposed:
     ``_deconv_backward``. On every path ATen first makes the output's gradient and the input
     contiguous: a copy of one dense in no layout (the sum loss's expanded gradient, a channel
-    slice), added by the cost pass, or of a channels-last gradient (``copied_channels_last``)."""
+    slice), added by the cost pass, or of a channels-last one (``copied_channels_last``)."""
     if itemsize != 4 or len(x) < 3:
         return 0
     threads, block = _cpu()
@@ -176,6 +179,7 @@ def convolution_backward(
             plain = all(k == 1 for k in w[2:]) and all(s == 1 for s in stride)
             return 0 if plain and not any(padding) else _deconv_columns(x, w) * itemsize
         copies = channels_last.copied_channels_last(grad_out)
+        copies += channels_last.copied_channels_last(x)
         if channels_last.channels_last(x, w):  # each gradient's kernel copies its own, in turn
             copies = channels_last.copied_dense(x) + channels_last.copied(w)
             copies += channels_last.copied_dense(grad_out)
@@ -194,7 +198,8 @@ def convolution_backward(
     if output_mask[0]:
         data = _input_phase(grad_out, x, w, stride, dilation, groups, output_mask, block)
         held = max(held, data)
-    return (held + channels_last.copied_channels_last(grad_out)) * itemsize
+    copies = channels_last.copied_channels_last(grad_out) + channels_last.copied_channels_last(x)
+    return (held + copies) * itemsize
 
 
 def _weight_phase(grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, mask, block):

@@ -195,8 +195,9 @@ def _fake_run(model: nn.Module, example: Example, settle: bool = False) -> Measu
     ``settle`` (a model on the meta device, whose lazy state no real forward can build): when
     the taped forward assigned lazy state (YOLO's anchors), a second forward on the state it
     left is taped instead, as the other tiers price a forward after the first."""
-    from pytest_graphbudget.compat import fake_mode, reparametrize
+    from pytest_graphbudget.compat import reparametrize
     from pytest_graphbudget.engine.fake_ops import FakeOps
+    from pytest_graphbudget.engine.fakes import fake_mode
     from pytest_graphbudget.engine.trace import fake_like, fake_state
     from pytest_graphbudget.engine.watch import restored, watched
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.engine.accumulate import Accumulation
+from pytest_graphbudget.engine.fakes import fake_mode
 from pytest_graphbudget.engine.watch import restored
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -268,7 +269,7 @@ def capture(
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils import _pytree as pytree
 
-    from pytest_graphbudget.compat import fake_mode, make_fx_keywords, proxy_mode
+    from pytest_graphbudget.compat import make_fx_keywords, proxy_mode
     from pytest_graphbudget.engine.trace import Binding, Traced, fake_like, fake_state
 
     mode = None if real else fake_mode()  # fake twins allocate nothing, real copies leave

@@ -18,11 +18,12 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.compat import below_autograd_undone, fake_mode, grouped_mm, grouped_mm_op
+from pytest_graphbudget.compat import below_autograd_undone, grouped_mm, grouped_mm_op
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import trace, tree
 from pytest_graphbudget.engine.extents import extents
+from pytest_graphbudget.engine.fakes import fake_mode
 from pytest_graphbudget.engine.fx_tracer import HELD
 from pytest_graphbudget.engine.nodes import (
     QUERIES,

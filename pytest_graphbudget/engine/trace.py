@@ -23,8 +23,9 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.compat import fake_empty, fake_mode, reparametrize
+from pytest_graphbudget.compat import fake_empty, reparametrize
 from pytest_graphbudget.engine import walk
+from pytest_graphbudget.engine.fakes import fake_mode
 from pytest_graphbudget.engine.fx_tracer import symbolic_trace
 from pytest_graphbudget.errors import ModelRunError, one_line
 

@@ -509,3 +509,13 @@ def test_a_convolution_of_a_channel_slice_copies_it_contiguous(optimizer):
     # step read 0.9987 of measured without; these two convolutions 0.875.
     model, x = SplitConvs(), torch.randn(2, 64, 32, 32)
     assert estimated_peak(model, x, optimizer) == measured_peak(model, x, optimizer)
+
+
+def test_tokens_reshaped_into_an_image_at_batch_1_eval_peak_matches_the_profiler():
+    # The convolution's contiguous copy of its ambiguous input (test_train_peak_gaps's
+    # TokensToImage): 262,144 bytes beside its oneDNN buffers.
+    from test_train_peak_gaps import TokensToImage
+
+    torch.manual_seed(0)
+    model, x = TokensToImage(), torch.randn(1, 1024, 64)
+    assert estimated_peak(model, x, "eval") == measured_peak(model, x, "eval")

@@ -421,3 +421,52 @@ def test_a_3d_kernel_one_wide_and_high_takes_the_slow_path():
     model = nn.Sequential(nn.Conv3d(144, 144, 1), nn.Conv3d(144, 64, (3, 1, 1), padding=(1, 0, 0)))
     x = torch.randn(1, 144, 8, 32, 32)
     assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+class TokensToImage(nn.Module):
+    """An attention's output tokens put back into an image (a diffusers VAE's attention block):
+    transposed and reshaped, then convolved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj, self.conv = nn.Linear(64, 64), nn.Conv2d(64, 64, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(self.proj(x).transpose(-1, -2).reshape(x.shape[0], 64, 32, 32))
+
+
+def test_tokens_reshaped_into_an_image_at_batch_1_are_copied_contiguous():
+    # At batch 1 the image is strided (64, 1, 2048, 64): dense channels-last to is_contiguous,
+    # which ignores the size-1 batch, but contiguous to ATen's suggest_memory_format, which
+    # reads its stride. So the convolution runs contiguous and copies its input, 1x64x32x32
+    # floats = 262,144 bytes, in the forward and again in the backward beside the output's
+    # gradient. Fake tensors had strided the view (65536, 1, 2048, 64), channels-last: the
+    # step read 0.84 of measured, eval 262,144 bytes under.
+    torch.manual_seed(0)
+    model, x = TokensToImage(), torch.randn(1, 1024, 64)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+class VaeAttention(nn.Module):
+    """A diffusers VAE decoder's attention block, cut down: the image as tokens, projected,
+    put back into an image, the residual added, then upsampled and convolved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj, self.conv = nn.Linear(32, 32), nn.Conv2d(32, 32, 3, padding=1)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        tokens = self.proj(x.view(b, c, h * w).transpose(1, 2))
+        y = tokens.transpose(-1, -2).reshape(b, c, h, w) + x
+        return self.conv(nn.functional.interpolate(y, scale_factor=2.0, mode="nearest"))
+
+
+def test_a_residual_added_to_tokens_reshaped_at_batch_1_keeps_eager_torchs_layout():
+    # The sum keeps the reshaped tokens' strides (1x32x16x16 strided (32, 1, 512, 32)), as
+    # TensorIterator lays out its result, so the upsample and the convolution run contiguous.
+    # Fake tensors had laid the sum out channels-last, and the upsample and the convolution
+    # after it too: the step read 151,552 bytes under the measured peak.
+    torch.manual_seed(0)
+    model, x = VaeAttention(), torch.randn(1, 32, 16, 16)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))

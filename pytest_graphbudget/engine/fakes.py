@@ -1,0 +1,108 @@
+"""Fake tensors strided as eager torch strides them: views and elementwise results.
+
+``FakeTensorMode`` lays some results out by rules of its own, in Python: a ``view`` by
+``torch._refs``, an elementwise op by its fast path or a reference. They keep a size-1
+dimension's stride where ATen derives it from the dimensions around it. No read of memory
+depends on that stride, but ATen's ``suggest_memory_format`` does: a ``(1, 1024, 64)`` tensor
+transposed and viewed as ``(1, 64, 32, 32)`` (an attention's tokens back into an image, at
+batch 1) is strided ``(64, 1, 2048, 64)`` eagerly, which ATen reads as contiguous, but
+``(65536, 1, 2048, 64)``, channels-last, on fakes; a residual added to it stays so eagerly and
+turned channels-last on fakes. A convolution, an upsample pick their kernel, their copies and
+their result's layout by it: such tokens convolved read 0.84 of the measured training peak at
+batch 1 (exact at batch 2, where the strides agree), a diffusers VAE decoder 1.05.
+
+``restride`` lays such results out again: a view by ATen's own meta kernel
+(``computeStride``), called on the same fakes as the mode calls one where it has no rule of
+its own; an elementwise result by ``TensorIterator``'s rules (``engine/strides.py``; ATen's
+meta kernels, handed a Python scalar, differ too). A few binary ops (``copysign``, ``xlogy``,
+``logaddexp``) the mode lays out otherwise even without a size-1 dimension. Both are held to
+eager torch in ``tests/engine/test_fakes.py``. Not covered: normalizations, ``empty_like`` and
+resizes on inputs strided so, whose own rules the mode follows.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pytest_graphbudget import compat
+from pytest_graphbudget.engine.strides import iterator_strides
+
+
+def fake_mode() -> Any:
+    """A ``FakeTensorMode`` that also accepts real tensors (the model's constants) and strides
+    its views and elementwise results as eager torch does (``restride``)."""
+    return compat.fake_mode(after=restride)
+
+
+def restride(mode: Any, func: Any, args: tuple, kwargs: Any, out: Any) -> Any:
+    """``out``, the mode's result of ``func``, strided as eager torch strides it where the two
+    can differ: a ``view`` with a size-1 dimension (ATen's meta kernel: ``computeStride``) or
+    an elementwise result (``strides.iterator_strides``)."""
+    import torch
+
+    if not isinstance(out, compat.fake_tensor_type()):
+        return out
+    if getattr(out, "constant", None) is not None:
+        return out  # a small tensor the mode computed on for real
+    try:
+        if func is torch.ops.aten.view.default and 1 in out.shape:
+            stride = compat.meta_kernel(mode, func, args, kwargs).stride()
+        elif elementwise(func):
+            stride = iterator_strides(tuple(out.shape), _operands(func, args, kwargs))
+        else:
+            return out
+    except Exception:  # symbolic sizes, or a view ATen refuses: the mode's layout stands
+        return out
+    if stride is None or tuple(stride) == tuple(out.stride()):
+        return out
+    if func.is_view:
+        return compat.fake_view(mode, out, out.shape, stride, out.storage_offset(), False)
+    return compat.fake_empty(mode, out.shape, stride, out.dtype, out.device)
+
+
+NOT_ITERATOR = frozenset({"hardtanh.default", "native_dropout_backward.default", "pow.Scalar"})
+"""Elementwise ops with kernels of their own that lay their result out otherwise:
+``hardtanh`` as ``empty_like`` of its input, ``native_dropout_backward`` as the product of the
+gradient and a scaled copy of the mask, ``pow`` of a number row-major."""
+
+ITERATOR_ORDER = {
+    "threshold_backward.default": ("self", "grad_output"),
+    "leaky_relu_backward.default": ("self", "grad_output"),
+}
+"""Ops whose ``TensorIterator`` takes their tensors in another order than their schema's: the
+first decides a layout the others leave open (ReLU's gradient is laid out as its input)."""
+
+
+@functools.cache
+def elementwise(func: Any) -> bool:
+    """Whether eager torch computes ``func`` with a ``TensorIterator`` that allocates its one
+    result: tagged pointwise, functional, with CPU and meta kernels of its own (a composite's
+    result is its parts')."""
+    import torch
+
+    schema = func._schema
+    if torch.Tag.pointwise not in func.tags or schema.is_mutable or len(schema.returns) != 1:
+        return False
+    if schema.returns[0].alias_info is not None or func.__name__ in NOT_ITERATOR:
+        return False
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return has(func.name(), "CPU") and has(func.name(), "Meta")
+
+
+def _operands(func: Any, args: tuple, kwargs: Any) -> list:
+    """``func``'s tensor arguments as ``TensorIterator`` sees them, in the schema's order, with
+    a number passed as ``self`` or ``other`` (``x + 1``), which ATen wraps into a tensor."""
+    import torch
+
+    values = dict(zip((a.name for a in func._schema.arguments), args, strict=False))
+    values.update(kwargs or {})
+    names = ITERATOR_ORDER.get(func.__name__) or [a.name for a in func._schema.arguments]
+    operands = []
+    for name in names:
+        value = values.get(name)
+        if isinstance(value, torch.Tensor):
+            operands.append((tuple(value.shape), tuple(value.stride())))
+        elif name in ("self", "other") and isinstance(value, int | float | bool):
+            operands.append(((), ()))
+    return operands

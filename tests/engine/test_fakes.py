@@ -1,0 +1,143 @@
+"""Fake tensors' views and elementwise results strided as eager torch strides them
+(``engine/fakes.py``, ``engine/strides.py``): the stride of a size-1 dimension decides ATen's
+``suggest_memory_format``, and so a convolution's kernel. The reference is eager torch."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_graphbudget.engine.fakes import elementwise, fake_mode  # noqa: E402
+from pytest_graphbudget.engine.strides import iterator_strides  # noqa: E402
+
+
+def test_tokens_viewed_as_an_image_at_batch_1_are_strided_as_eager():
+    tokens = torch.empty(1, 1024, 64)
+    image = tokens.transpose(-1, -2).reshape(1, 64, 32, 32)
+    assert image.stride() == (64, 1, 2048, 64)  # eager torch: not channels-last to ATen
+    mode = fake_mode()
+    with mode:
+        fake = mode.from_tensor(tokens).transpose(-1, -2).reshape(1, 64, 32, 32)
+    assert fake.stride() == image.stride()
+    assert fake.untyped_storage().nbytes() == tokens.untyped_storage().nbytes()  # still a view
+
+
+def _cases(count: int):
+    """Permuted tensors of small sizes, many of them 1, and a shape of the same elements."""
+    rng = random.Random(0)
+    for _ in range(count):
+        shape = [rng.choice([1, 1, 2, 3, 4]) for _ in range(rng.randint(1, 4))]
+        order = list(range(len(shape)))
+        rng.shuffle(order)
+        numel, target = 1, []
+        for n in shape:
+            numel *= n
+        for factor in (2, 3, 4):
+            while numel % factor == 0 and rng.random() < 0.5:
+                target.append(factor)
+                numel //= factor
+        target.append(numel)
+        for _ in range(rng.randint(0, 2)):
+            target.insert(rng.randint(0, len(target)), 1)
+        yield shape, order, target
+
+
+def test_views_are_strided_as_eager():
+    # 300 permuted tensors viewed as other shapes of their elements, with size-1 dimensions
+    # in both: torch's own fake mode strides 14 of the 229 viewable ones otherwise
+    # (torch 2.14.1).
+    mode, compared, wrong = fake_mode(), 0, []
+    for shape, order, target in _cases(300):
+        base = torch.empty(shape).permute(order)
+        try:
+            eager = base.view(target)
+        except RuntimeError:
+            continue  # eager refuses it: nothing to compare
+        with mode:
+            fake = mode.from_tensor(base).view(target)
+        compared += 1
+        if fake.stride() != eager.stride():
+            wrong.append((shape, order, target, eager.stride(), fake.stride()))
+    assert compared >= 200
+    assert wrong == []
+
+
+def _permuted(rng: random.Random, shape: list) -> torch.Tensor:
+    order = list(range(len(shape)))
+    rng.shuffle(order)
+    inverse = [order.index(d) for d in range(len(order))]
+    return torch.rand([shape[d] for d in order]).add_(0.5).permute(inverse)
+
+
+def test_elementwise_results_are_strided_as_tensor_iterator_strides_them():
+    # One to three operands of random layouts, some broadcast, some a wrapped scalar: the
+    # sigmoid, sum or addcmul eager torch computes, against iterator_strides' layout.
+    rng, wrong = random.Random(0), []
+    for _ in range(3000):
+        shape = [rng.choice([1, 1, 2, 3, 4]) for _ in range(rng.randint(1, 5))]
+        operands = []
+        for _ in range(rng.randint(1, 3)):
+            sizes = [1 if rng.random() < 0.1 else n for n in shape]
+            operands.append(_permuted(rng, sizes[rng.randint(0, 1) if rng.random() < 0.2 else 0 :]))
+        if rng.random() < 0.2:
+            operands = [operands[0], torch.tensor(2.0)]
+        try:
+            eager = [torch.sigmoid, torch.add, torch.addcmul][len(operands) - 1](*operands)
+        except RuntimeError:
+            continue  # shapes that do not broadcast
+        layouts = [(tuple(t.shape), t.stride()) for t in operands]
+        if iterator_strides(tuple(eager.shape), layouts) != eager.stride():
+            wrong.append((layouts, eager.stride()))
+    assert wrong == []
+
+
+def test_every_elementwise_op_the_fakes_restride_is_strided_as_eager():
+    # Each op elementwise() selects, called on random layouts of float operands where its
+    # schema is that simple (most of them), on eager tensors and on fakes.
+    rng, mode, wrong, ran = random.Random(11), fake_mode(), [], set()
+    packets = (getattr(torch.ops.aten, name) for name in dir(torch.ops.aten))
+    ops = [
+        getattr(packet, overload)
+        for packet in packets
+        if isinstance(packet, torch._ops.OpOverloadPacket)
+        for overload in packet.overloads()
+    ]
+    for op in filter(elementwise, ops):
+        for _ in range(6):
+            shape = [rng.choice([1, 1, 2, 3]) for _ in range(rng.randint(2, 4))]
+            args = _arguments(rng, op, shape)
+            try:
+                eager = op(*args)
+            except Exception:
+                continue  # an argument this sketch cannot make (an integer tensor, ...)
+            with mode:
+                fake = op(
+                    *[mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+                )
+            ran.add(op)
+            if fake.stride() != eager.stride():
+                wrong.append((str(op), [getattr(a, "shape", a) for a in args], eager.stride()))
+    assert len(ran) > 100
+    assert wrong == []
+
+
+def _arguments(rng: random.Random, op, shape: list) -> list:
+    """Positional arguments up to the first with a default: tensors of ``shape`` (or broadcast
+    to it) in random layouts, and small numbers."""
+    args = []
+    for argument in op._schema.arguments:
+        kind = str(argument.type)
+        if argument.kwarg_only or argument.has_default_value():
+            break
+        if kind == "Tensor":
+            args.append(_permuted(rng, [1 if rng.random() < 0.2 else n for n in shape]))
+        elif kind in ("Scalar", "number", "float"):
+            args.append(0.5)
+        elif kind in ("int", "bool"):
+            args.append(1 if kind == "int" else False)
+        else:
+            break
+    return args
