@@ -16,8 +16,9 @@ batch 1 (exact at batch 2, where the strides agree), a diffusers VAE decoder 1.0
 its own; an elementwise result by ``TensorIterator``'s rules (``engine/strides.py``; ATen's
 meta kernels, handed a Python scalar, differ too). A few binary ops (``copysign``, ``xlogy``,
 ``logaddexp``) the mode lays out otherwise even without a size-1 dimension. Both are held to
-eager torch in ``tests/engine/test_fakes.py``. Not covered: normalizations, ``empty_like`` and
-resizes on inputs strided so, whose own rules the mode follows.
+eager torch in ``tests/engine/test_fakes.py``, as is ``empty_like`` (and ``zeros_like``,
+``full_like``), which keeps a dense source's strides. Not covered: normalizations and resizes
+of inputs strided so, whose own rules the mode follows.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def fake_mode() -> Any:
 
 def restride(mode: Any, func: Any, args: tuple, kwargs: Any, out: Any) -> Any:
     """``out``, the mode's result of ``func``, strided as eager torch strides it where the two
-    can differ: a ``view`` with a size-1 dimension (ATen's meta kernel: ``computeStride``) or
-    an elementwise result (``strides.iterator_strides``)."""
+    can differ: a ``view`` with a size-1 dimension (ATen's meta kernel: ``computeStride``), an
+    elementwise result (``strides.iterator_strides``), a tensor made like another."""
     import torch
 
     if not isinstance(out, compat.fake_tensor_type()):
@@ -50,6 +51,8 @@ def restride(mode: Any, func: Any, args: tuple, kwargs: Any, out: Any) -> Any:
             stride = compat.meta_kernel(mode, func, args, kwargs).stride()
         elif elementwise(func):
             stride = iterator_strides(tuple(out.shape), _operands(func, args, kwargs))
+        elif func in _like():
+            stride = _alike(args[0], (kwargs or {}).get("memory_format"))
         else:
             return out
     except Exception:  # symbolic sizes, or a view ATen refuses: the mode's layout stands
@@ -106,3 +109,29 @@ def _operands(func: Any, args: tuple, kwargs: Any) -> list:
         elif name in ("self", "other") and isinstance(value, int | float | bool):
             operands.append(((), ()))
     return operands
+
+
+@functools.cache
+def _like() -> frozenset:
+    """The ops eager torch makes by ``empty_like`` (and fills)."""
+    import torch
+
+    names = ("empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like")
+    return frozenset(getattr(torch.ops.aten, name).default for name in names)
+
+
+def _alike(source: Any, memory_format: Any) -> tuple | None:
+    """``empty_like``'s strides where eager torch keeps its source's: a source dense and not
+    overlapping, its format preserved (``zeros_like``, ``ones_like``, ``full_like``)."""
+    import torch
+
+    if memory_format not in (None, torch.preserve_format):
+        return None
+    shape, stride = tuple(source.shape), tuple(source.stride())
+    inner = sorted((s, n) for n, s in zip(shape, stride, strict=True) if n != 1)
+    expected = 1
+    for s, n in inner:
+        if s != expected:
+            return None
+        expected *= n
+    return stride

@@ -141,3 +141,24 @@ def _arguments(rng: random.Random, op, shape: list) -> list:
         else:
             break
     return args
+
+
+@pytest.mark.parametrize("make", ["empty_like", "zeros_like", "ones_like", "full_like"])
+def test_tensors_made_like_another_are_strided_as_eager(make):
+    # A source dense in some order keeps its strides, size-1 dimensions' included; torch's
+    # own fake mode laid out a third of these otherwise (torch 2.14.1).
+    rng, mode, wrong = random.Random(3), fake_mode(), []
+    like = getattr(torch, make)
+    extra = (2.0,) if make == "full_like" else ()
+    for _ in range(300):
+        shape = [rng.choice([1, 1, 2, 3, 4]) for _ in range(rng.randint(1, 5))]
+        source = _permuted(rng, shape)
+        if rng.random() < 0.3 and source.shape[-1] > 1:
+            source = source[..., ::2]  # overlapping nothing, dense in no order
+        eager = like(source, *extra)
+        fake_source = mode.from_tensor(source)
+        with mode:
+            fake = like(fake_source, *extra)
+        if fake.stride() != eager.stride():
+            wrong.append((tuple(source.shape), source.stride(), eager.stride(), fake.stride()))
+    assert wrong == []
