@@ -190,7 +190,8 @@ def backward(
 ) -> int:
     """Bytes a channels-last oneDNN convolution's backward holds beside its operands and
     gradients: the copies, then the larger of the input gradient's reordered weight and
-    scratchpad and the weight gradient's blocked result, copy and buffer."""
+    scratchpad and the weight gradient's blocked result (the bias's gradient beside it), copy
+    and buffer."""
     copies = (copied_dense(x) + copied(w) + copied_dense(grad_out)) * itemsize
     phases = [0]
     if output_mask[0]:
@@ -199,6 +200,6 @@ def backward(
     if output_mask[1]:
         rows = _depthwise_rows(w, groups, dilation)  # its kernel writes the gradient plain
         bias = w[0] if output_mask[2] else 0
-        weight = rows + bias if rows else weight_gradient(w, groups, block)
+        weight = (rows or weight_gradient(w, groups, block)) + bias
         phases.append((weight + prod(w)) * itemsize)
     return copies + max(phases)

@@ -435,6 +435,23 @@ class TokensToImage(nn.Module):
         return self.conv(self.proj(x).transpose(-1, -2).reshape(x.shape[0], 64, 32, 32))
 
 
+@pytest.mark.parametrize(
+    ("cin", "cout", "kernel", "groups"),
+    [(64, 64, 3, 1), (64, 128, 3, 8), (64, 64, 3, 64), (32, 48, 3, 1)],
+)
+def test_a_channels_last_convolutions_bias_gradient_is_held_beside_its_weights(
+    cin, cout, kernel, groups
+):
+    # A channels-last convolution's weight gradient holds its bias's gradient too (4 bytes an
+    # output channel, computed in its blocks) while the plain weight gradient is written: the
+    # step read 4 x cout bytes under measured (a grouped or depthwise 3x3 too).
+    torch.manual_seed(0)
+    conv = nn.Conv2d(cin, cout, kernel, padding=kernel // 2, groups=groups)
+    model = nn.Sequential(nn.Conv2d(cin, cin, 1), conv).to(memory_format=torch.channels_last)
+    x = torch.randn(2, cin, 16, 16).to(memory_format=torch.channels_last)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
 def test_tokens_reshaped_into_an_image_at_batch_1_are_copied_contiguous():
     # At batch 1 the image is strided (64, 1, 2048, 64): dense channels-last to is_contiguous,
     # which ignores the size-1 batch, but contiguous to ATen's suggest_memory_format, which
