@@ -68,12 +68,12 @@ def test_depthwise_and_grouped_weights():
 def test_the_backward_of_a_channels_last_convolution():
     # 24 -> 40, 3x3, both gradients: the input's holds the weight reordered with its input
     # channels rounded up (40*32*9*4 = 46,080) and 8,344 of scratchpad; the weight's, the
-    # blocked gradient (48*24*9*4 = 55,296) and a copy of the gradient (34,560): 89,856, the
-    # larger. Measured: 90,016 above the gradients (a 320-byte bias scratch not counted).
+    # blocked gradient (48*24*9*4 = 55,296), the bias's beside it (40*4 = 160) and a copy of
+    # the gradient (34,560): 90,016, the larger, as measured above the gradients.
     x, w, g = nhwc(2, 24, 30, 30), nhwc(40, 24, 3, 3), nhwc(2, 40, 30, 30)
     args = (g, x, w, [40], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True])
     grads = (Shape(x), Shape(w), Shape((40,)))
-    assert workspace_bytes("convolution_backward", args, {}, grads, 4) == 89_856
+    assert workspace_bytes("convolution_backward", args, {}, grads, 4) == 90_016
     # The weight's gradient alone, of a contiguous weight: the weight copied (34,560) too.
     args = (g, x, Shape(w), [40], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, True])
-    assert workspace_bytes("convolution_backward", args, {}, grads, 4) == 89_856 + 34_560
+    assert workspace_bytes("convolution_backward", args, {}, grads, 4) == 90_016 + 34_560
