@@ -129,7 +129,7 @@ class PathTracer(fx.Tracer):
         """Whether the code that made this operator's node wrote ``y += z``: a proxy has no
         ``__iadd__``, so Python falls back to ``__add__`` and FX records a new tensor where
         eager PyTorch adds in place (an activation more at the peak)."""
-        while frame is not None and frame.f_code.co_filename in MACHINERY:
+        while frame is not None and machinery(frame):
             frame = frame.f_back
         if frame is None:
             return False
@@ -185,7 +185,7 @@ class PathTracer(fx.Tracer):
         """A module's forward called directly (``self.a.forward(x)``) is no module call to
         FX, and its ops were charged to the caller: the module whose code made the node, as
         the tape finds it, goes on the node's ``nn_module_stack``."""
-        while frame is not None and frame.f_code.co_filename in MACHINERY:
+        while frame is not None and machinery(frame):
             frame = frame.f_back
         if frame is None or "self" not in frame.f_code.co_varnames:
             return
@@ -206,6 +206,16 @@ MACHINERY = frozenset(
 )
 """Files of the frames between a traced op and the code that called it (FX's proxies and
 module calls, torch's function overrides): they hold only the op's arguments."""
+
+OURS = frozenset({"pytest_graphbudget.engine.fakes"})
+"""Our modules whose frames stand between a traced op and its caller: ``F.linear`` is
+``fakes.linear`` while a model is profiled."""
+
+
+def machinery(frame: Any) -> bool:
+    """Whether ``frame`` stands between a traced op and the model's code that called it."""
+    return frame.f_code.co_filename in MACHINERY or frame.f_globals.get("__name__") in OURS
+
 
 AUGMENTED = {
     operator.add: operator.iadd,
@@ -249,7 +259,7 @@ class Frames:
         met: list[tuple[Any, Any, set[str]]] = []  # frames that ran since: (frame, child, names)
         tail: frozenset[str] = frozenset()
         child = None
-        while frame is not None and frame.f_code.co_filename in MACHINERY:
+        while frame is not None and machinery(frame):
             child, frame = frame, frame.f_back  # the op's own call: it holds its arguments
         while frame is not None and frame is not self.top:
             last = self.seen.get(id(frame))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.engine.accumulate import Accumulation
-from pytest_graphbudget.engine.fakes import fake_mode
+from pytest_graphbudget.engine.fakes import eager_linear, fake_mode
 from pytest_graphbudget.engine.watch import restored
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -105,12 +105,13 @@ class Tags:
         if self.phase == "forward":  # the autograd node this op just created, if any
             self.by_sequence.setdefault(torch.autograd._get_sequence_nr() - 1, module)
         node = (self.last or graph._root).next
+        while node.op == "placeholder":  # the step's inputs, before its first op's node
+            node = node.next
         self.made = node if node.op != "root" else None  # the op's own node, not its getitems
         while node.op != "root":
-            if node.op != "placeholder":
-                self.node_phase[node.name] = self.phase
-                self.node_module[node.name] = module
-                node.meta["nn_module_stack"] = {module: (module, None)} if module else {}
+            self.node_phase[node.name] = self.phase
+            self.node_module[node.name] = module
+            node.meta["nn_module_stack"] = {module: (module, None)} if module else {}
             self.last, node = node, node.next
 
     def watch(self, out: Any) -> None:
@@ -304,7 +305,7 @@ def capture(
             values[i] = tensors[slot]
         args, kwargs = pytree.tree_unflatten(values, spec)
         state = dict(zip(params, p, strict=True)) | dict(zip(frozen, b, strict=True))
-        with _tagging_mode(tags, graph), _module_hooks(model, tags):
+        with _tagging_mode(tags, graph), _module_hooks(model, tags), eager_linear():
             out = torch.func.functional_call(model, state, args, kwargs)
             value = loss(out)
             del out  # as `loss(model(x)).backward()` holds no output through the backward

@@ -23,7 +23,7 @@ from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import trace, tree
 from pytest_graphbudget.engine.extents import extents
-from pytest_graphbudget.engine.fakes import fake_mode
+from pytest_graphbudget.engine.fakes import fake_mode, linear
 from pytest_graphbudget.engine.fx_tracer import HELD
 from pytest_graphbudget.engine.nodes import (
     QUERIES,
@@ -297,6 +297,11 @@ class _CostInterpreter(fx.Interpreter):
     def makers(self, name: str) -> list[str]:
         """The nodes that made FX node ``name``'s value (its ops', when it was split)."""
         return self.parts.get(name) or [self.written_by.get(name, name)]
+
+    def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        if target is torch._C._nn.linear:  # F.linear in a module's own code, run as eager runs it
+            target = linear
+        return super().call_function(target, args, kwargs)
 
     def split(self, n: fx.Node) -> Any:
         """Run ``n`` again, one node per ATen op (``Split``), in place of one node for all."""

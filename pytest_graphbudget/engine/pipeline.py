@@ -64,6 +64,7 @@ def _profile(
     import torch
 
     from pytest_graphbudget.engine.assemble import assemble
+    from pytest_graphbudget.engine.fakes import eager_linear
     from pytest_graphbudget.engine.tiers import trace_and_measure
     from pytest_graphbudget.quiet import held
 
@@ -77,7 +78,12 @@ def _profile(
             # summary of what worked and why the rest failed, and the rest only when they ask.
             # Under the caller's inference_mode, export would keep composite ops (aten.linear)
             # whole: the graph and its subgraphs would differ from the same model's outside it.
-            with torch.inference_mode(False), _fresh_casts(), _values_kept(model, example):
+            with (
+                torch.inference_mode(False),
+                _fresh_casts(),
+                _values_kept(model, example),
+                eager_linear(),
+            ):
                 traced, measured, failures = trace_and_measure(model, example, program, tier)
     finally:
         for module, training in modes.items():

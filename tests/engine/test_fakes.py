@@ -10,7 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_graphbudget.engine.fakes import elementwise, fake_mode  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.engine.fakes import eager_linear, elementwise, fake_mode, linear  # noqa: E402
 from pytest_graphbudget.engine.strides import iterator_strides  # noqa: E402
 
 
@@ -162,3 +167,72 @@ def test_tensors_made_like_another_are_strided_as_eager(make):
         if fake.stride() != eager.stride():
             wrong.append((tuple(source.shape), source.stride(), eager.stride(), fake.stride()))
     assert wrong == []
+
+
+class _Passing(TorchDispatchMode):
+    """A dispatch mode that only runs each op: what every capture runs a forward under."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _allocations(call) -> list[int]:
+    """The sizes of the allocations ``call`` makes, in order (the memory profiler's)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        call()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    return [e.nbytes() for e in sorted(events, key=lambda e: e.start_ns()) if e.nbytes() > 0]
+
+
+def test_linear_allocates_under_a_mode_what_eager_torch_allocates_without_one():
+    # ATen's linear adds the bias out of place on any tensor subclass, fakes and meta tensors,
+    # and under any dispatch mode; in place on plain tensors, where its input is neither 2-D
+    # nor contiguous. ``linear`` allocates, under a mode, what eager torch does without one.
+    rng, differed = random.Random(5), 0
+    weight, bias = torch.randn(6, 12), torch.randn(6)
+    for _ in range(60):
+        shape = [rng.choice([1, 2, 3]) for _ in range(rng.randint(0, 3))] + [12]
+        x = _permuted(rng, shape)
+        if rng.random() < 0.3:
+            x = x.transpose(0, -1) if x.dim() > 1 else x
+        if x.shape[-1] != 12:
+            continue
+        b = None if rng.random() < 0.2 else bias
+        eager = _allocations(lambda x=x, b=b: torch.nn.functional.linear(x, weight, b))
+        with _Passing():
+            ours = _allocations(lambda x=x, b=b: linear(x, weight, b))
+            torchs = _allocations(lambda x=x, b=b: torch.nn.functional.linear(x, weight, b))
+        assert ours == eager, (tuple(x.shape), x.stride(), b is None)
+        differed += torchs != eager
+    assert differed >= 5  # torch's own linear under a mode: one allocation more
+
+
+class _PermutedLinear(nn.Module):
+    def __init__(self, functional: bool) -> None:
+        super().__init__()
+        self.fc, self.functional = nn.Linear(64, 32), functional
+
+    def forward(self, x):
+        x = x.permute(0, 2, 3, 1)
+        if self.functional:  # in the module's own code: a call_function node in FX's graph
+            return nn.functional.linear(x, self.fc.weight, self.fc.bias)
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("functional", [False, True])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_linear_on_a_permuted_input_holds_one_output(functional, device):
+    # 1x64x16x16 permuted channels-last: the product (1x16x16x32 floats, 32,768 bytes) with
+    # its bias added in place, as eager torch adds it. Out of place, the sum was a second
+    # output live beside the product: 32,768 bytes over, on real tensors and on fakes.
+    with torch.device(device):
+        model, x = _PermutedLinear(functional), torch.randn(1, 64, 16, 16)
+    by_hand = x.nbytes + (64 * 32 + 32) * 4 + 1 * 16 * 16 * 32 * 4
+    assert profile_model(model.eval(), x).peak_memory_bytes == by_hand
+
+
+def test_linear_is_torchs_own_outside_the_capture():
+    before = torch.nn.functional.linear
+    with eager_linear():
+        assert torch.nn.functional.linear is linear
+    assert torch.nn.functional.linear is before is torch._C._nn.linear
