@@ -114,10 +114,35 @@ def convolution(
     copy = channels_last.copied_channels_last(x)  # dense channels-last by a size-1 dimension
     if groups > 1 and w[1] > 1:
         return (_grouped_forward(x, w, groups, out) + copy) * itemsize
+    if len(w) == 5 and groups == x[1] == w[0] > 1:
+        return (_depthwise_3d(x, w, out, block) + copy) * itemsize
     out_b = _padded(out, block)
-    x_b = _padded(x, block) if x[1] >= FIRST_LAYER_CHANNELS else 0
-    held = x_b + numel_w(w, block, transposed) + out_b + _unit_stride(x, w, stride, padding, block)
+    blocked = _blocked_source(x, w, stride, groups, block)
+    x_b = _padded(x, block) if blocked else 0
+    weight = _padded(w, block, 0)
+    if blocked and groups == 1:  # its input channels rounded up too
+        weight = weight // w[1] * ceil(w[1] / block) * block
+    held = x_b + weight + out_b + _unit_stride(x, w, stride, padding, block)
     return (max(held - prod(out), out_b) + copy) * itemsize
+
+
+def _blocked_source(x: Shape, w: Shape, stride, groups: int, block: int) -> bool:
+    """Whether oneDNN reorders the input into blocks, or reads it plain (a first layer's
+    image): from ``FIRST_LAYER_CHANNELS`` on for a 1x1 kernel (a 2-D one strided runs unstrided
+    on a subsampled copy, ``_unit_stride``) and a grouped one, from a whole block on for a wider
+    kernel or a strided 3-D 1x1 (3x3 kernels of 8 to 15 channels, 2-D and 3-D, read plain)."""
+    one_by_one = all(k == 1 for k in w[2:])
+    if groups > 1 or (one_by_one and (len(w) < 5 or all(s == 1 for s in stride))):
+        return x[1] >= FIRST_LAYER_CHANNELS
+    return x[1] >= block
+
+
+def _depthwise_3d(x: Shape, w: Shape, out: Shape, block: int) -> int:
+    """Elements a 3-D depthwise convolution holds beside its output: the input copied and the
+    weight reordered (channels rounded up to the block) beside the result, none of them
+    padded; then the result, the output and a copy between them (measured at 4 to 32
+    channels, kernels 3 and 5, strides 1 and 2)."""
+    return max(numel(x) + _padded(w, block, 0) + prod(out), 3 * prod(out)) - prod(out)
 
 
 def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape) -> int:
@@ -130,17 +155,22 @@ def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape) -> int:
     return max(numel(x) + numel(w), numel(out))
 
 
+UNIT_STRIDE_EXTRA = 32
+"""Elements oneDNN allocates beside ``_unit_stride``'s copy (128 bytes, at every size measured)."""
+
+
 def _unit_stride(x: Shape, w: Shape, stride, padding, block: int) -> int:
-    """Elements of oneDNN's copy of one image subsampled by a strided 1x1 kernel ("reduce to
-    unit stride", per thread): where the stride divides the input, with no padding, it runs as
-    an unstrided 1x1 convolution over that copy (ResNet's downsampling shortcuts; without it
-    their peak read 0.92 of the measured one)."""
+    """Elements of oneDNN's copy of one image subsampled by a strided 2-D 1x1 kernel ("reduce
+    to unit stride", per thread): where the stride divides the input, with no padding, it runs
+    as an unstrided 1x1 convolution over that copy (ResNet's downsampling shortcuts; without it
+    their peak read 0.92 of the measured one). A 3-D one makes no such copy."""
     sizes = x[2:]
-    if x[1] < FIRST_LAYER_CHANNELS or any(k != 1 for k in w[2:]) or any(padding):
+    if x[1] < FIRST_LAYER_CHANNELS or any(k != 1 for k in w[2:]) or any(padding) or len(w) > 4:
         return 0
     if all(s == 1 for s in stride) or any(d % s for d, s in zip(sizes, stride, strict=True)):
         return 0
-    return _padded((1, x[1], *(d // s for d, s in zip(sizes, stride, strict=True))), block)
+    image = (1, x[1], *(d // s for d, s in zip(sizes, stride, strict=True)))
+    return _padded(image, block) + UNIT_STRIDE_EXTRA
 
 
 def numel_w(w: Shape, block: int, transposed: bool) -> int:

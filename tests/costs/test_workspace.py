@@ -193,3 +193,52 @@ def test_a_grouped_convolution_reorders_unpadded_or_unfolds_one_group():
     assert conv(x, (24, 8, 3, 3), out, stride=(2, 2), groups=3) == 198_336 * 4
     x, out = (2, 20, 64, 64), (2, 20, 32, 32)
     assert conv(x, (20, 10, 3, 3), out, stride=(2, 2), groups=2) == 92_192 * 4
+
+
+def conv3d(x, w, out, stride=1, padding=1, groups=1) -> int:
+    args = (Shape(x), Shape(w), None, [stride] * 3, [padding] * 3, [1] * 3, False, [0] * 3)
+    return workspace_bytes("convolution", (*args, groups), {}, Shape(out), 4)
+
+
+@pytest.mark.parametrize("cin", [8, 12, 15])
+def test_a_3x3_kernel_reads_fewer_than_a_block_of_channels_plain(cin):
+    # 2 x cin x 24 x 24 -> 32, 3x3, on oneDNN: the input is read as it is; the weight is
+    # reordered with its output channels in blocks, 32 * cin * 9; the blocked result
+    # (2 x 32 x 24 x 24 = 36,864 elements) is as large as the output, then copied into it.
+    # The workspace is the larger of the weight and the blocked result: 36,864 * 4 bytes.
+    assert conv((2, cin, 24, 24), (32, cin, 3, 3), (2, 32, 24, 24)) == 36_864 * 4
+    # 3-D, 2 x cin x 8 x 12 x 12 -> 16 (36,864 output elements): the same two phases.
+    assert conv3d((2, cin, 8, 12, 12), (16, cin, 3, 3, 3), (2, 16, 8, 12, 12)) == 36_864 * 4
+
+
+def test_a_reordered_input_rounds_the_weights_input_channels_up_too():
+    # 2 x 17 x 28 x 28 -> 32, 3x3: the input reordered to 32 channels (2*32*784 = 50,176
+    # elements), the weight to 32 x 32 x 9 (9,216), the blocked result (50,176) beside them,
+    # less the output's own 50,176: 59,392 elements, 237,568 bytes.
+    assert conv((2, 17, 28, 28), (32, 17, 3, 3), (2, 32, 28, 28)) == 237_568
+    # 3-D, 2 x 24 x 8 x 14 x 14 -> 40: input 2*32*1,568 = 100,352 elements, weight
+    # 48 x 32 x 27 = 41,472, result 2*48*1,568 = 150,528, less the output's 125,440.
+    assert conv3d((2, 24, 8, 14, 14), (40, 24, 3, 3, 3), (2, 40, 8, 14, 14)) == 166_912 * 4
+
+
+def test_a_strided_1x1_kernel_copies_one_image_in_2d_only():
+    # ResNet's shortcut, 2 x 64 x 56 x 56 -> 128, stride 2: one image subsampled (64 x 28 x
+    # 28 = 50,176 elements) and 32 more, the input reordered (401,408), the weight (8,192)
+    # and the blocked result (200,704) less the output: 459,808 elements.
+    assert conv((2, 64, 56, 56), (128, 64, 1, 1), (2, 128, 28, 28), (2, 2), (0, 0)) == 459_808 * 4
+    # 3-D, 2 x 16 x 8 x 14 x 14 -> 32, stride 2: no copy; the input reordered (50,176) and
+    # the weight (512), the result (12,544) as large as the output.
+    assert conv3d((2, 16, 8, 14, 14), (32, 16, 1, 1, 1), (2, 32, 4, 7, 7), 2, 0) == 50_688 * 4
+
+
+@pytest.mark.parametrize(("c", "stride", "weight"), [(16, 1, 16 * 27), (24, 2, 32 * 27)])
+def test_a_3d_depthwise_convolution_copies_its_result(c, stride, weight):
+    # 2 x c x 8 x 12 x 12 depthwise 3x3x3: the input copied and the weight (channels rounded
+    # up to 16) beside the result, none padded; then the result, the output and a copy.
+    x = 2 * c * 8 * 12 * 12
+    out = x // stride**3
+    size = (2, c, 8 // stride, 12 // stride, 12 // stride)
+    held = max(x + weight + out, 3 * out) - out
+    got = conv3d((2, c, 8, 12, 12), (c, 1, 3, 3, 3), size, stride, groups=c)
+    assert got == held * 4
+    assert held == (2 * out if stride == 1 else x + weight)  # the copy, or the input, decides
