@@ -241,9 +241,20 @@ def _weight_phase(grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, ma
     if _im2col(w, groups, dilation)[1]:
         return _group_columns(grad_out, w) + 4 * numel(w) + 64
     aligned = _aligned(w, groups)
-    blocked = numel(w) if aligned else channels_last.weight_gradient(w, groups, block)
+    blocked = numel(w) if aligned else _blocked_gradient(w, groups, block)
     bias = w[0] if mask[2] else 0
     return max(_weight_grad(x, grad_out, block) + blocked - numel(w), blocked + bias)
+
+
+def _blocked_gradient(w: Shape, groups: int, block: int) -> int:
+    """Elements of oneDNN's blocked weight gradient: output channels rounded up to the block,
+    input channels to the blocks their source is reordered in (``_weight_grad``: half a block
+    under a block's channels, none under ``HALF_BLOCK_CHANNELS``); grouped, as channels-last."""
+    if groups > 1:
+        return channels_last.weight_gradient(w, groups, block)
+    cin = w[1]
+    size = 1 if cin < HALF_BLOCK_CHANNELS else block // 2 if cin < block else block
+    return ceil(w[0] / block) * block * ceil(cin / size) * size * prod(w[2:])
 
 
 def _input_phase(
@@ -267,6 +278,8 @@ def _input_phase(
     measured peak; with every buffer counted beside every gradient, a frozen convolution's
     read up to 1.23x."""
     later = (numel(w) if mask[1] else 0) + (w[0] if mask[2] else 0)
+    if len(w) == 5 and groups > 1 and w[1] == 1:  # 3-D depthwise: a plain result, a scratch
+        return max(numel(x) + DEPTHWISE_3D_SCRATCH, 2 * numel(x)) - numel(x) - later
     if _im2col(w, groups, dilation)[0]:
         return max(numel(x), _group_columns(grad_out, w) + 32) - later
     aligned, depthwise = _aligned(w, groups), groups > 1 and w[1] == 1
@@ -280,6 +293,10 @@ def _input_phase(
     writing = result + (numel(x) if strided else 0) - later
     return max(computing, writing, 0)
 
+
+DEPTHWISE_3D_SCRATCH = 3920
+"""Elements a 3-D depthwise convolution's input gradient allocates beside its plain result
+(15,680 bytes at 8 to 32 channels, strides 1 and 2)."""
 
 WIDE_KERNEL = 15
 """Kernel width from which oneDNN computes any convolution's weight gradient on its im2col
@@ -295,7 +312,11 @@ def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
       groups of 2 to 7 channels each way not a multiple of 4;
     - the weight's, for groups whose channels are not a multiple of 8 (ResNeXt's 32x4d: 4), a
       depthwise kernel wider than 3 or dilated (ConvNeXt's 7x7, EfficientNet's 5x5, Mamba's
-      1-D 4) and any kernel ``WIDE_KERNEL`` wide or more."""
+      1-D 4) and any kernel ``WIDE_KERNEL`` wide or more;
+    - for a 3-D convolution, the weight's, for groups of fewer input channels than a block
+      (3x3x3 kernels of 4 to 15 channels, groups of 4 and 8, depthwise ones)."""
+    if len(w) == 5:  # 3-D: the weight's, for fewer than a block of input channels a group
+        return False, w[1] < _cpu()[1]
     if len(w) not in (3, 4):
         return False, False
     if groups == 1:
@@ -322,8 +343,9 @@ def _group_columns(grad_out: Shape, w: Shape) -> int:
     """Elements of one group of one image unfolded: every output position by the group's
     input channels times the kernel's values. The weight gradient's im2col buffer holds it,
     four copies of the weight and 64 more; the input gradient's, it and 32 more (measured at
-    kernels 1x7 to 9x9, strides 1 and 2, 1 to 4 channels a group, any batch; exact)."""
-    return prod(grad_out[2:]) * w[1] * prod(w[2:])
+    kernels 1x7 to 9x9, strides 1 and 2, 1 to 4 channels a group, any batch; exact). A 3-D
+    one unfolds one depth slice of the output at a time."""
+    return prod(grad_out[-2:] if len(w) == 5 else grad_out[2:]) * w[1] * prod(w[2:])
 
 
 HALF_BLOCK_CHANNELS = 4

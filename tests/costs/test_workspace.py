@@ -242,3 +242,40 @@ def test_a_3d_depthwise_convolution_copies_its_result(c, stride, weight):
     got = conv3d((2, c, 8, 12, 12), (c, 1, 3, 3, 3), size, stride, groups=c)
     assert got == held * 4
     assert held == (2 * out if stride == 1 else x + weight)  # the copy, or the input, decides
+
+
+def conv_backward(grad_out, x, w, mask, groups=1, stride=1, padding=1) -> int:
+    nd = len(x) - 2
+    args = (Shape(grad_out), Shape(x), Shape(w), [w[0]], [stride] * nd, [padding] * nd)
+    args += ([1] * nd, False, [0] * nd, groups, list(mask))
+    grads = (Shape(x), Shape(w), Shape((w[0],)))
+    return workspace_bytes("convolution_backward", args, {}, grads, 4)
+
+
+def test_a_weight_gradient_rounds_its_input_channels_to_the_sources_blocks():
+    # 2 x 12 x 24 x 24 -> 32, 3x3, the weight's gradient alone: the output's gradient
+    # reordered (36,864 elements), the input in half blocks of 8 (16 channels: 18,432), and the
+    # gradient computed in blocks, 32 x 16 x 9 = 4,608 (the input channels rounded up as the
+    # input is), less the plain gradient's 3,456: 56,448 elements, 225,792 bytes.
+    g, x, w = (2, 32, 24, 24), (2, 12, 24, 24), (32, 12, 3, 3)
+    assert conv_backward(g, x, w, (False, True, False)) == 225_792
+    # Under 4 input channels (an image) nothing is rounded: the output's gradient alone.
+    assert conv_backward(g, (2, 3, 24, 24), (32, 3, 3, 3), (False, True, False)) == 36_864 * 4
+
+
+@pytest.mark.parametrize(("cin", "groups"), [(8, 1), (12, 1), (16, 2), (16, 16)])
+def test_a_3d_weight_gradient_of_under_a_block_a_group_unfolds_one_depth_slice(cin, groups):
+    # 2 x cin x 8 x 12 x 12 -> 16, 3x3x3: oneDNN's im2col kernel unfolds one group of one
+    # depth slice of the output (12 x 12 positions x the group's input channels x 27 kernel
+    # values) beside four copies of the weight and 64 elements more.
+    w = (16, cin // groups, 3, 3, 3)
+    columns = 12 * 12 * (cin // groups) * 27
+    got = conv_backward((2, 16, 8, 12, 12), (2, cin, 8, 12, 12), w, (False, True, False), groups)
+    assert got == (columns + 4 * 16 * (cin // groups) * 27 + 64) * 4
+
+
+def test_a_3d_depthwise_input_gradient_holds_a_plain_result():
+    # 2 x 16 x 8 x 12 x 12 depthwise: the input's gradient computed into a plain buffer of its
+    # size (36,864 elements) beside 3,920 of scratch, then copied out.
+    x, w = (2, 16, 8, 12, 12), (16, 1, 3, 3, 3)
+    assert conv_backward(x, x, w, (True, False, False), groups=16) == 36_864 * 4
