@@ -309,7 +309,8 @@ def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
 
     - both, for groups of unequal input and output channels, under 8 input channels or not a
       multiple of 4 (FastViT's 7x7 downsampling, one input channel to two outputs), and for
-      groups of 2 to 7 channels each way not a multiple of 4;
+      groups of as many channels each way, more than one and not a multiple of 4 (2 to 7, 9 to
+      11, 14, 18, 22 measured);
     - the weight's, for groups whose channels are not a multiple of 8 (ResNeXt's 32x4d: 4), a
       depthwise kernel wider than 3 or dilated (ConvNeXt's 7x7, EfficientNet's 5x5, Mamba's
       1-D 4) and any kernel ``WIDE_KERNEL`` wide or more;
@@ -323,10 +324,7 @@ def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
         return False, w[-1] >= WIDE_KERNEL
     per_in, per_out = w[1], w[0] // groups
     small, aligned = per_in < 8, _aligned(w, groups)  # ResNeSt's 32 -> 64 reorders
-    if per_in != per_out:
-        data = small or not aligned
-    else:
-        data = small and not aligned and per_in > 1
+    data = (small or not aligned) if per_in != per_out else not aligned and per_in > 1
     wide = per_in == 1 and (w[-1] > 3 or any(d > 1 for d in dilation))
     eights = per_in == 1 or per_in % 8 == 0  # groups of 8, 16, 24 channels reorder
     return data, data or wide or not eights or w[-1] >= WIDE_KERNEL
