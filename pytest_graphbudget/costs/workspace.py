@@ -280,7 +280,7 @@ def _input_phase(
     later = (numel(w) if mask[1] else 0) + (w[0] if mask[2] else 0)
     if len(w) == 5 and groups > 1 and w[1] == 1:  # 3-D depthwise: a plain result, a scratch
         return max(numel(x) + DEPTHWISE_3D_SCRATCH, 2 * numel(x)) - numel(x) - later
-    if _im2col(w, groups, dilation)[0]:
+    if _im2col(w, groups, dilation, stride)[0]:
         return max(numel(x), _group_columns(grad_out, w) + 32) - later
     aligned, depthwise = _aligned(w, groups), groups > 1 and w[1] == 1
     wide_groups = not aligned or w[0] // groups > 16  # as ungrouped (ResNeSt's 32 -> 64)
@@ -303,14 +303,14 @@ WIDE_KERNEL = 15
 kernel (ViT's 16x16 patches; 14x14 ones still reorder)."""
 
 
-def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
+def _im2col(w: Shape, groups: int, dilation, stride=()) -> tuple[bool, bool]:
     """Whether oneDNN computes a 1-D or 2-D convolution's input gradient, and its weight
     gradient, on its im2col kernels instead of reordering into blocks (measured):
 
     - both, for groups of unequal input and output channels, under 8 input channels or not a
       multiple of 4 (FastViT's 7x7 downsampling, one input channel to two outputs), and for
-      groups of as many channels each way, more than one and not a multiple of 4 (2 to 7, 9 to
-      11, 14, 18, 22 measured);
+      groups of as many channels each way, more than one and not a multiple of 4: 2 to 7, and
+      from 9 on unstrided (10, 14, 22 measured; strided, they write a plain result);
     - the weight's, for groups whose channels are not a multiple of 8 (ResNeXt's 32x4d: 4), a
       depthwise kernel wider than 3 or dilated (ConvNeXt's 7x7, EfficientNet's 5x5, Mamba's
       1-D 4) and any kernel ``WIDE_KERNEL`` wide or more;
@@ -324,7 +324,11 @@ def _im2col(w: Shape, groups: int, dilation) -> tuple[bool, bool]:
         return False, w[-1] >= WIDE_KERNEL
     per_in, per_out = w[1], w[0] // groups
     small, aligned = per_in < 8, _aligned(w, groups)  # ResNeSt's 32 -> 64 reorders
-    data = (small or not aligned) if per_in != per_out else not aligned and per_in > 1
+    unstrided = all(s == 1 for s in stride)
+    if per_in != per_out:
+        data = small or not aligned
+    else:
+        data = not aligned and per_in > 1 and (small or unstrided)
     wide = per_in == 1 and (w[-1] > 3 or any(d > 1 for d in dilation))
     eights = per_in == 1 or per_in % 8 == 0  # groups of 8, 16, 24 channels reorder
     return data, data or wide or not eights or w[-1] >= WIDE_KERNEL
