@@ -112,6 +112,10 @@ def convolution(
     if nhwc:
         return channels_last.forward(x, w, groups, block, itemsize)
     copy = channels_last.copied_channels_last(x)  # dense channels-last by a size-1 dimension
+    if len(w) == 5 and groups > 1 and not _aligned(w, groups) and groups != w[0]:
+        # 3-D groups not of fours (a depthwise multiplier too): one group of one depth slice
+        # unfolded, then a plain result copied into the output
+        return (max(_group_columns(out, w) + 32, prod(out)) + copy) * itemsize
     if groups > 1 and w[1] > 1:
         return (_grouped_forward(x, w, groups, out) + copy) * itemsize
     if len(w) == 5 and groups == x[1] == w[0] > 1:
@@ -278,8 +282,11 @@ def _input_phase(
     measured peak; with every buffer counted beside every gradient, a frozen convolution's
     read up to 1.23x."""
     later = (numel(w) if mask[1] else 0) + (w[0] if mask[2] else 0)
-    if len(w) == 5 and groups > 1 and w[1] == 1:  # 3-D depthwise: a plain result, a scratch
-        return max(numel(x) + DEPTHWISE_3D_SCRATCH, 2 * numel(x)) - numel(x) - later
+    unstrided = all(s == 1 for s in stride)
+    if len(w) == 5 and groups > 1 and (w[1] == 1 or (unstrided and not _aligned(w, groups))):
+        # 3-D depthwise, or groups not of fours unstrided: one group of one depth slice
+        # unfolded beside a plain result
+        return max(numel(x) + _group_columns(grad_out, w) + 32, 2 * numel(x)) - numel(x) - later
     if _im2col(w, groups, dilation, stride)[0]:
         return max(numel(x), _group_columns(grad_out, w) + 32) - later
     aligned, depthwise = _aligned(w, groups), groups > 1 and w[1] == 1
@@ -293,10 +300,6 @@ def _input_phase(
     writing = result + (numel(x) if strided else 0) - later
     return max(computing, writing, 0)
 
-
-DEPTHWISE_3D_SCRATCH = 3920
-"""Elements a 3-D depthwise convolution's input gradient allocates beside its plain result
-(15,680 bytes at 8 to 32 channels, strides 1 and 2)."""
 
 WIDE_KERNEL = 15
 """Kernel width from which oneDNN computes any convolution's weight gradient on its im2col

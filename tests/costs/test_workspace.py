@@ -276,9 +276,27 @@ def test_a_3d_weight_gradient_of_under_a_block_a_group_unfolds_one_depth_slice(c
 
 def test_a_3d_depthwise_input_gradient_holds_a_plain_result():
     # 2 x 16 x 8 x 12 x 12 depthwise: the input's gradient computed into a plain buffer of its
-    # size (36,864 elements) beside 3,920 of scratch, then copied out.
+    # size (36,864 elements) beside one channel of one depth slice unfolded (12 x 12 x 27 =
+    # 3,888) and 32 more, then copied out: the buffer is the larger.
     x, w = (2, 16, 8, 12, 12), (16, 1, 3, 3, 3)
     assert conv_backward(x, x, w, (True, False, False), groups=16) == 36_864 * 4
+    # 1 x 4 x 4 x 6 x 6: the columns are the larger, 6 x 6 x 27 + 32 = 1,004 elements.
+    x, w = (1, 4, 4, 6, 6), (4, 1, 3, 3, 3)
+    assert conv_backward(x, x, w, (True, False, False), groups=4) == 1_004 * 4
+
+
+@pytest.mark.parametrize(("cin", "cout", "groups"), [(12, 24, 2), (20, 20, 2), (8, 16, 8)])
+def test_3d_groups_not_of_fours_unfold_one_depth_slice(cin, cout, groups):
+    # 2 x cin x 8 x 12 x 12, 3x3x3: one group of one depth slice of the output unfolded (12 x
+    # 12 x the group's input channels x 27) and 32 more, then a plain result the output's
+    # size copied into it (the forward); the input's gradient holds the columns beside a
+    # plain result of the input's size. A depthwise multiplier (8 -> 16) unfolds likewise.
+    x, out = (2, cin, 8, 12, 12), (2, cout, 8, 12, 12)
+    w = (cout, cin // groups, 3, 3, 3)
+    columns = 12 * 12 * (cin // groups) * 27 + 32
+    assert conv3d(x, w, out, groups=groups) == max(columns, 2 * cout * 1152) * 4
+    got = conv_backward(out, x, w, (True, False, False), groups=groups)
+    assert got == max(columns, 2 * cin * 1152) * 4
 
 
 @pytest.mark.parametrize("per_group", [10, 14, 22])
