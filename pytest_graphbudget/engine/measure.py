@@ -185,6 +185,7 @@ ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new
 UNMARKED_VIEWS = frozenset({"_unsafe_view"})
 """Views whose schema does not say so (``reshape``'s ``clone`` then ``_unsafe_view``): no
 kernel, so a node running one after a copy is not run again op by op (``split``)."""
+LINEARS = (torch._C._nn.linear, torch.ops.aten.linear.default)  # ``fakes.linear`` runs them
 
 
 @functools.cache
@@ -299,7 +300,7 @@ class _CostInterpreter(fx.Interpreter):
         return self.parts.get(name) or [self.written_by.get(name, name)]
 
     def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
-        if target is torch._C._nn.linear:  # F.linear in a module's own code, run as eager runs it
+        if target in LINEARS:  # F.linear in a module's code (or export's), as eager runs it
             target = linear
         return super().call_function(target, args, kwargs)
 

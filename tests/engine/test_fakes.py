@@ -231,6 +231,23 @@ def test_a_linear_on_a_permuted_input_holds_one_output(functional, device):
     assert profile_model(model.eval(), x).peak_memory_bytes == by_hand
 
 
+class _UntraceablePermutedLinear(_PermutedLinear):
+    def forward(self, x):
+        for _ in range(x.shape[0] - 1):  # a Proxy is no integer: FX fails, Dynamo captures it
+            x = x * 1.0
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("tier", ["dynamo", "dynamo-breaks"])
+def test_a_linear_on_a_permuted_input_holds_one_output_in_dynamos_graphs(tier):
+    # Export's graph keeps ``aten.linear``, run under its fake mode: the bias was added out of
+    # place there, the sum live beside the product (+31%, 32,768 bytes over).
+    model, x = _UntraceablePermutedLinear(False), torch.randn(1, 64, 16, 16)
+    profile = profile_model(model.eval(), x, tier=tier)
+    assert profile.trace.method == tier and "fx" in profile.trace.failures
+    assert profile.peak_memory_bytes == x.nbytes + (64 * 32 + 32) * 4 + 1 * 16 * 16 * 32 * 4
+
+
 def test_linear_is_torchs_own_outside_the_capture():
     before = torch.nn.functional.linear
     with eager_linear():
