@@ -39,6 +39,11 @@ ROUNDS = 7
 """Rounds of a calibration (``--quick``: ``QUICK_ROUNDS``): the median of seven is off by one
 outlier at most a quartile's width."""
 QUICK_ROUNDS = 3
+QUICK_COPY_BYTES = 64 * MIB
+"""``--quick``'s copy on a CPU: beyond a large server's last-level cache (32 MiB) still. Its
+4 MiB copy had timed the cache, not the memory (16 GB/s on a 36 MiB L3 that streams 14 from
+DRAM), and a smoke check's profile is still used. A GPU copies the full 256 MiB (a B200's L2
+holds 126 MB), in microseconds."""
 CPU_DTYPES = ("float32", "bfloat16")
 CUDA_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -297,12 +302,14 @@ def calibrate(
     """Measure this machine's achievable FLOP/s and memory bandwidth on ``device``, and each
     kernel kind's rates (``modes.kernels``; float32 and bfloat16, and float16 on a GPU), with
     ``threads`` intra-op threads (default: torch's), in ``rounds`` rounds (default
-    ``ROUNDS``); ``quick`` measures small sizes, in ``QUICK_ROUNDS`` rounds by default."""
+    ``ROUNDS``); ``quick`` measures small sizes and copies ``QUICK_COPY_BYTES`` on a CPU, in
+    ``QUICK_ROUNDS`` rounds by default."""
     import torch
 
     target, rounds = settings(device, rounds, threads, quick)
     if quick:
-        max_n, copy_bytes = 512, 4 * MIB
+        max_n = 512
+        copy_bytes = copy_bytes if target.type == "cuda" else min(copy_bytes, QUICK_COPY_BYTES)
     before = torch.get_num_threads()
     torch.set_num_threads(threads or before)
     try:  # the caller's thread count comes back: calibrating is no setting of the process
