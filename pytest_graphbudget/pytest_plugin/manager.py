@@ -318,12 +318,15 @@ class GraphBudget:
         name: str | None,
         hardware: str | None,
         how: dict[str, Any] | None = None,
+        zoo_options: dict[str, Any] | None = None,
     ):
         """``graph_profile``: profile now (through the cache), and check the test's markers
-        after its body; ``how`` (mode, optimizer, dtype, execution) overrides the markers'."""
+        after its body; ``how`` (mode, optimizer, dtype, execution) overrides the markers'.
+        A zoo name is labelled by itself."""
         budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
         budget = profile_budget(budget, how or {}, hardware, self.hardware, item.nodeid)
-        label = name or budget.name or getattr(model, "name", None) or type(model).__name__
+        named = model if isinstance(model, str) else getattr(model, "name", None)
+        label = name or budget.name or named or type(model).__name__
         result, prof = self._evaluate(
             item,
             label,
@@ -331,8 +334,15 @@ class GraphBudget:
             budget,
             lambda hw: self.profiler.profile(
                 self.profiler.request(
-                    model, inputs, kwargs, label, hw, budget.variant, *how_run(budget)
-                )
+                    model,
+                    inputs,
+                    kwargs,
+                    label,
+                    hw,
+                    budget.variant,
+                    *how_run(budget),
+                    options=zoo_options,
+                )  # fmt: skip
             ),
         )
         earlier = item.stash.setdefault(ITEM_MODELS, [])

@@ -184,11 +184,12 @@ def unchecked_hint(count: int) -> str:
 @pytest.fixture
 def graph_profile(request: pytest.FixtureRequest):
     """``graph_profile(model, inputs, kwargs=None, name=None, hardware=None, execution=None,
-    mode=None, optimizer=None, dtype=None)`` -> Profile.
+    mode=None, optimizer=None, dtype=None, **zoo_options)`` -> Profile.
 
     With ``--graph-budget`` the profile is also checked against the test's markers
     (``hardware``, ``execution``, ``mode``, ``optimizer`` and ``dtype`` given here win over the
-    ``graph_budget`` marker's).
+    ``graph_budget`` marker's). ``model`` may be a zoo name, built with its own example inputs
+    unless ``inputs`` are given, and the zoo's options (``batch``, ``seq_len``) apply to it.
     """
     manager = request.config.stash.get(STATE, None)
 
@@ -203,9 +204,12 @@ def graph_profile(request: pytest.FixtureRequest):
         mode: str | None = None,
         optimizer: str | None = None,
         dtype: str | None = None,
+        **zoo_options: Any,
     ):
         given = {"mode": mode, "optimizer": optimizer, "dtype": dtype, "execution": execution}
         how = {key: value for key, value in given.items() if value is not None}
+        if isinstance(model, str) and isinstance(inputs, tuple) and not inputs:
+            inputs = None  # a zoo name, with its own example inputs
         if manager is None:  # the gate off: the profiles of pytest's project, as with it on
             from pytest_graphbudget.hardware import get
             from pytest_graphbudget.modes.dispatch import profile_model
@@ -216,8 +220,12 @@ def graph_profile(request: pytest.FixtureRequest):
             except pytest.UsageError as exc:  # one line, as with the gate on
                 pytest.fail("; ".join(map(str, exc.args)), pytrace=False)
             card = get(hardware or "generic", profiles)
-            return profile_model(model, inputs, kwargs, hardware=card, name=name, **how)
-        return manager.profile_for_item(request.node, model, inputs, kwargs, name, hardware, how)
+            return profile_model(
+                model, inputs, kwargs, hardware=card, name=name, **how, **zoo_options
+            )
+        return manager.profile_for_item(
+            request.node, model, inputs, kwargs, name, hardware, how, zoo_options
+        )
 
     return run
 

@@ -123,23 +123,30 @@ class Profiler:
         runs: int | None = None,
         device: str | None = None,
         execution: str = "eager",
+        options: Mapping[str, Any] | None = None,
     ) -> Request:
-        """The request of a module or a ModelCase that a test profiles: its budget's
-        ``variant`` (mode, optimizer, dtype) and ``runs`` to time, on the named hardware, run
-        as ``execution`` says."""
+        """The request of a module, a ModelCase or a zoo name (with the zoo's ``options``)
+        that a test profiles: its budget's ``variant`` (mode, optimizer, dtype) and ``runs``
+        to time, on the named hardware, run as ``execution`` says."""
         from pytest_graphbudget.case import ModelCase
         from pytest_graphbudget.modes import dispatch
 
-        case = model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name)
+        if isinstance(model, str):  # the zoo's example inputs unless the test gives some
+            given: tuple = (model, inputs, kwargs)
+        else:
+            given = (
+                model if isinstance(model, ModelCase) else ModelCase(model, inputs, kwargs, name),
+            )
         how = variant.options() if variant else {}
         target = self.target(hardware)
         return dispatch.request(
-            case,
+            *given,
             hardware=target,
             name=name,
             measure=runs or False,
             device=device,
             execution=execution,
+            **dict(options or {}),
             **self._tier(how),
             **how,
         )
@@ -228,7 +235,8 @@ class Profiler:
             if key is None:
                 return dispatch.profile(request)
             return self.cached(lambda: key, lambda: dispatch.profile(request), request.name, _zoo)
-        if key is None or request.runs:  # a name that says too little, or a model to time:
+        given = request.inputs is not None or request.kwargs is not None  # not the zoo's
+        if key is None or request.runs or given:  # a name that says too little, or a model to time:
             return self.profile(_resolved(request))  # keyed by what it builds
         return self.cached(
             lambda: key, lambda: dispatch.profile(_resolved(request)), request.name, _zoo

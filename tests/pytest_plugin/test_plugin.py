@@ -277,6 +277,40 @@ def test_graph_profile_fixture_profiles_and_is_checked(project):
     result.stdout.fnmatch_lines(["*graph budget failed for lin*", "*exceeds flops_max 1k*"])
 
 
+ZOO_BY_NAME = """
+import pytest, torch
+from torchvision.models import MobileNet_V3_Small_Weights
+
+OPS = MobileNet_V3_Small_Weights.DEFAULT.meta["_ops"]  # GMACs at 1x3x224x224, 3 decimals
+
+def test_zoo(graph_profile):
+    assert round(graph_profile("mobilenet_v3_small").macs / 1e9, 3) == OPS
+
+def test_batch(graph_profile):
+    assert round(graph_profile("mobilenet_v3_small", batch=2).macs / 2e9, 3) == OPS
+
+def test_inputs(graph_profile):  # not the zoo's inputs, nor their cached profile
+    prof = graph_profile("mobilenet_v3_small", torch.zeros(2, 3, 224, 224))
+    assert round(prof.macs / 2e9, 3) == OPS
+
+def test_misplaced(graph_profile):
+    graph_profile(torch.nn.Linear(2, 2), torch.zeros(1, 2), batch=2)
+"""
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_graph_profile_takes_a_zoo_name_with_the_zoos_options(project, gate):
+    # models.md: "Anywhere pytest-graphbudget takes a model, a name works too"; the fixture
+    # had wrapped the name as a module, "expected a torch.nn.Module, got str".
+    project.makepyfile(test_named=ZOO_BY_NAME)
+    args = ("-p", "no:cacheprovider", "--graph-budget") if gate else ("-p", "no:cacheprovider")
+    result = project.runpytest(*args)
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*options batch only apply to zoo model names*"])
+    if gate:  # each labelled by its name, in its own test
+        result.stdout.fnmatch_lines(["*test_zoo::mobilenet_v3_small*"])
+
+
 def test_bad_marker_value_is_a_usage_error_that_spares_other_tests(project):
     project.makepyfile(
         test_bad="""
