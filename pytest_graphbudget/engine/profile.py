@@ -433,6 +433,9 @@ class Runtime:
     # how the timed forwards ran: always "eager" (torch.compile is not run), whatever the
     # profile's ``execution`` prices, so a JSON reader sees it beside the timings
     execution: str = "eager"
+    # what timed the runs: "cpu" (the process's CPU time, on one thread), "wall" (several
+    # threads), "cuda events" (the GPU's own clock)
+    clock: str = "wall"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

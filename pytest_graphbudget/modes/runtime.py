@@ -112,7 +112,11 @@ def batch_of(args: tuple, kwargs: dict[str, Any]) -> int:
 
 
 def timed_runs(
-    call: Callable[[], Any], runs: int, warmup: int, sync: Callable[[], None]
+    call: Callable[[], Any],
+    runs: int,
+    warmup: int,
+    sync: Callable[[], None],
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[float]:
     """``warmup`` untimed calls, then the seconds of each of ``runs`` timed calls."""
     for _ in range(warmup):
@@ -120,11 +124,22 @@ def timed_runs(
     sync()
     seconds = []
     for _ in range(runs):
-        start = time.perf_counter()
+        start = clock()
         call()
         sync()
-        seconds.append(time.perf_counter() - start)
+        seconds.append(clock() - start)
     return seconds
+
+
+def cpu_clock(threads: int) -> tuple[str, Callable[[], float]]:
+    """The clock a CPU forward is timed by, as the calibration times its kernels
+    (``calibrate.clock_for``): on one thread the process's CPU time, which a shared runner's
+    other jobs do not add to (resnet18 at 112 px beside three busy processes on two cores:
+    96 ms by the wall clock, 50 ms by CPU time, 44 and 47 ms on the quiet machine); with
+    several, the wall clock, which is all that says when they all finished."""
+    if threads == 1:
+        return "cpu", time.process_time
+    return "wall", time.perf_counter
 
 
 def measure(
@@ -162,13 +177,15 @@ def measure(
     modes = {} if program else {module: module.training for module in model.modules()}
     for module in modes:
         module.training = False
-    peak = None
+    peak, (clock, timer) = None, cpu_clock(torch.get_num_threads())
     try:
         with torch.inference_mode():
             if here.type == "cuda":
+                clock = "cuda events"
                 seconds, peak = cuda_runs(lambda: model(*args, **kwargs), runs, warmup, here)
             else:
-                seconds = timed_runs(lambda: model(*args, **kwargs), runs, warmup, lambda: None)
+                call = lambda: model(*args, **kwargs)  # noqa: E731
+                seconds = timed_runs(call, runs, warmup, lambda: None, timer)
     except Exception as exc:  # the model's own error, not ours: say so in one line
         raise GraphBudgetError(
             f"the model raised while being timed: {one_line(exc, 200, typed=True)}"
@@ -194,6 +211,7 @@ def measure(
         load_s=load_s,
         rss_bytes=rss if rss is not None else rss_bytes(),
         peak_measured_bytes=peak,
+        clock=clock,
     )
 
 
@@ -291,6 +309,10 @@ def _device(model: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
     return next(iter(sorted(devices, key=lambda d: d.type != "cuda")), torch.device("cpu"))
 
 
+CLOCKS = {"cpu": "CPU time", "wall": "wall clock", "cuda events": "CUDA events"}
+"""What timed the runs (``Runtime.clock``), as the latency row says it."""
+
+
 def rows(runtime: Runtime, hardware: str, execution: str = "eager") -> list[tuple[str, str]]:
     """The measured runtime as (label, value) rows for the profile table; ``execution`` is
     what the estimate was priced as, which the timed forwards (always eager) may not be."""
@@ -307,6 +329,7 @@ def rows(runtime: Runtime, hardware: str, execution: str = "eager") -> list[tupl
     )
     ratio = runtime.roofline_ratio
     timed = "min latency" if execution == "eager" else "min latency of eager runs, not compiled"
+    clock = CLOCKS.get(runtime.clock, runtime.clock)
     return [
         ("measured on", f"{runtime.device}, {runtime.threads} threads, batch {runtime.batch}"),
         ("load", load),
@@ -316,7 +339,7 @@ def rows(runtime: Runtime, hardware: str, execution: str = "eager") -> list[tupl
             "latency",
             f"min {sec(runtime.min_s)}, median {sec(runtime.median_s)}, mean "
             f"{sec(runtime.mean_s)} +/- {sec(runtime.std_s)}, max {sec(runtime.max_s)} "
-            f"({runtime.runs} runs after {runtime.warmup} warm-up)",
+            f"({runtime.runs} runs after {runtime.warmup} warm-up, {clock})",
         ),
         ("throughput", f"{runtime.throughput:.4g} samples/s (batch / mean latency)"),
         (

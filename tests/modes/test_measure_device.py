@@ -11,6 +11,7 @@ machine has).
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from pytest_graphbudget.api import profile_model
 from pytest_graphbudget.engine.profile import Runtime
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.modes.device import on_device
-from pytest_graphbudget.modes.runtime import rows
+from pytest_graphbudget.modes.runtime import measure, rows
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 
@@ -146,6 +147,33 @@ def test_the_measured_peak_reads_back_and_shows_only_where_measured():
     assert "workspaces" not in dict(rows(cpu, "generic"))
     old = {k: v for k, v in cpu.to_dict().items() if not k.endswith("_bytes")}
     assert Runtime.from_dict(old) == cpu  # JSON written before the field reads back
+
+
+class Sleeps(torch.nn.Module):
+    """A forward that waits 20 ms without computing: wall-clock time, no CPU time."""
+
+    def forward(self, x):
+        time.sleep(0.02)
+        return x + 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_thread_is_timed_by_cpu_time_as_the_calibration_times_it(threads):
+    # On one thread a loaded runner's other jobs added to the wall clock: resnet18 read 96 ms
+    # beside three busy processes, 44 ms quiet; its CPU time 50 and 47.
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        runtime = measure(Sleeps(), (torch.zeros(1),), {}, 1e-6, runs=3, warmup=0)
+    finally:
+        torch.set_num_threads(before)
+    if threads == 1:
+        assert runtime.clock == "cpu" and runtime.min_s < 0.01
+    else:
+        assert runtime.clock == "wall" and runtime.min_s >= 0.02
+    assert ("CPU time" if threads == 1 else "wall clock") in dict(rows(runtime, "generic"))[
+        "latency"
+    ]
 
 
 def test_a_model_that_cannot_be_copied_is_one_line():

@@ -215,7 +215,7 @@ def test_cli_profile_measure(tmp_path, capsys):
     assert data["runtime"]["load_s"] > 0
     assert cli.main(["profile", *common, "--measure"]) == 0
     text = capsys.readouterr().out
-    assert "Measured on this machine" in text and "(20 runs after 3 warm-up)" in text
+    assert "Measured on this machine" in text and "(20 runs after 3 warm-up, " in text
     assert cli.main(["profile", *common, "--measure-runs", "2", "--format", "markdown"]) == 0
     assert "### Measured on this machine" in capsys.readouterr().out
     assert cli.main(["profile", *common, "--measure-runs", "2", "--format", "csv"]) == 0
