@@ -198,3 +198,38 @@ def _plain(tensor: Any) -> bool:
     import torch
 
     return type(tensor) in (torch.Tensor, torch.nn.Parameter, compat.fake_tensor_type())
+
+
+@contextlib.contextmanager
+def float32_grouped_mm() -> Iterator[None]:
+    """``_grouped_mm`` on float32 fakes in the block, as its CPU kernel runs it: its meta
+    kernel accepts only bfloat16 and float16, so a float32 mixture of experts (Mixtral,
+    Qwen3-MoE) built on the meta device could not have its training step traced. The eval
+    passes run the op apart (``compat.grouped_mm``); ``make_fx`` records every op it is
+    given, so here the meta kernel itself takes float32, each operand shaped and laid out as
+    a bfloat16 one, for the block only (``Library._destroy`` restores torch's)."""
+    import warnings
+
+    import torch
+    from torch._decomp import meta_table
+
+    op = compat.grouped_mm_op()
+    torchs = meta_table.get(op) if op is not None else None
+    if torchs is None:
+        yield
+        return
+
+    def meta(a: Any, b: Any, offs: Any = None, bias: Any = None, out_dtype: Any = None) -> Any:
+        if a.dtype != torch.float32 or b.dtype != torch.float32:
+            return torchs(a, b, offs, bias, out_dtype)
+        low = [t if t is None else t.to(torch.bfloat16) for t in (a, b, bias)]
+        return torchs(low[0], low[1], offs, low[2]).to(out_dtype or torch.float32)
+
+    library = torch.library.Library("aten", "IMPL")  # destroyed below
+    try:
+        with warnings.catch_warnings():  # "Overriding a previously registered kernel"
+            warnings.simplefilter("ignore")
+            library.impl(op, meta, "Meta")
+        yield
+    finally:
+        library._destroy()

@@ -305,6 +305,48 @@ def test_bert_base_step_contractions_match_flop_counter():
     assert ours.coverage.unsupported_ops == {}
 
 
+class Logits(nn.Module):
+    """A causal LM's logits alone, which a plain ``.sum().backward()`` can take."""
+
+    def __init__(self, lm: nn.Module) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids):
+        return self.lm(ids).logits
+
+
+def test_a_float32_mixture_of_experts_steps_on_the_meta_device():
+    """transformers 5 runs Mixtral's experts through ``_grouped_mm``, whose meta kernel refuses
+    float32: built on the meta device (as a Mixtral too large for real weights is), its step
+    had failed, "a model on the meta device has no values to branch on". Its step on fakes is
+    the real model's, and its peak is the profiler's."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.MixtralConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        vocab_size=128,
+    )
+    ids = torch.randint(0, 128, (1, 64))
+    with torch.device("meta"):
+        on_meta = profile_model(Logits(transformers.MixtralForCausalLM(config)), ids, mode="train")
+    torch.manual_seed(0)
+    model = Logits(transformers.MixtralForCausalLM(config))
+    ours = profile_model(model, ids, mode="train")
+    assert (on_meta.macs, on_meta.peak_memory_bytes) == (ours.macs, ours.peak_memory_bytes)
+    assert on_meta.coverage.unsupported_ops == {}
+    model.train()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model(ids).sum().backward()
+    held = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    assert ours.peak_memory_bytes == held + ids.nbytes + step_peak(prof)
+
+
 class TiedLM(nn.Module):
     """A language model whose output projection is its embedding table (one parameter)."""
 
