@@ -30,6 +30,7 @@ from typing import Any
 
 from pytest_graphbudget.engine.accumulate import Accumulation
 from pytest_graphbudget.engine.fakes import eager_linear, fake_mode, float32_grouped_mm
+from pytest_graphbudget.engine.hf_masks import real_input_masks
 from pytest_graphbudget.engine.watch import restored
 from pytest_graphbudget.errors import GraphBudgetError
 
@@ -327,8 +328,11 @@ def capture(
     # Real: a value read into Python (a branch, ``.item()``) is what this step's values give,
     # and the graph holds the path it chose, as one real step runs it.
     tracing = make_fx_keywords(_error_on_data_dependent_ops=False) if real else {}
-    with restored(model), contextlib.nullcontext() if real else float32_grouped_mm():
-        # a forward keeping a tensor (a memory) must not keep the twin
+    with (
+        restored(model),  # a forward keeping a tensor (a memory) must not keep the twin
+        contextlib.nullcontext() if real else float32_grouped_mm(),
+        real_input_masks(model, example.args, example.kwargs),  # read here, outside the trace
+    ):
         gm = make_fx(step, tracing_mode="real" if real else "fake", **tracing)(*flat)
     _saved_workspaces(gm.graph)  # a real step's are the kernel's own
     tags.sums.rewrite(gm, tags.died)  # in place where eager sums gradients in place

@@ -65,6 +65,7 @@ def _profile(
 
     from pytest_graphbudget.engine.assemble import assemble
     from pytest_graphbudget.engine.fakes import eager_linear
+    from pytest_graphbudget.engine.hf_masks import real_input_masks
     from pytest_graphbudget.engine.tiers import trace_and_measure
     from pytest_graphbudget.quiet import held
 
@@ -83,6 +84,7 @@ def _profile(
                 _fresh_casts(),
                 _values_kept(model, example),
                 eager_linear(),
+                real_input_masks(model, args, kwargs),
             ):
                 traced, measured, failures = trace_and_measure(model, example, program, tier)
     finally:

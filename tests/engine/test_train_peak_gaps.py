@@ -36,7 +36,9 @@ def total(outs) -> torch.Tensor:
     return sum(o.sum() for o in outs if o is not None)
 
 
-def measured(model: nn.Module, args: tuple, optimizer: str | None = None) -> int:
+def measured(
+    model: nn.Module, args: tuple, optimizer: str | None = None, kwargs: dict | None = None
+) -> int:
     """Weights, buffers, inputs (each storage once) and Adam's state, plus the peak of one step of
     ``sum(outputs).backward()`` and torch's single-tensor update (its state made by a first
     step outside the measurement, the gradients None before it)."""
@@ -45,7 +47,7 @@ def measured(model: nn.Module, args: tuple, optimizer: str | None = None) -> int
     opt = torch.optim.Adam(params, foreach=False) if optimizer == "adam" else None
 
     def step():
-        total(model(*args)).backward()  # no output held through the backward
+        total(model(*args, **(kwargs or {}))).backward()  # no output held through the backward
         if opt is not None:
             opt.step()
 
@@ -61,7 +63,7 @@ def measured(model: nn.Module, args: tuple, optimizer: str | None = None) -> int
     for event in sorted(events, key=lambda e: e.start_ns()):
         live += event.nbytes()
         peak = max(peak, live)
-    held = [*params, *model.buffers(), *args, *state]
+    held = [*params, *model.buffers(), *args, *(kwargs or {}).values(), *state]
     tensors = {t.untyped_storage().data_ptr(): t for t in held}
     return sum(t.untyped_storage().nbytes() for t in tensors.values()) + peak
 

@@ -1,0 +1,89 @@
+"""Hugging Face's attention masks on fakes as on the real inputs (``engine/hf_masks.py``).
+
+transformers 5 reads a causal LM's ``attention_mask`` and position ids to decide whether its
+attention needs an explicit mask; on fakes it cannot, builds the mask, and each layer of a
+grouped-query model copies its keys and values for every head. The reference is the memory
+profiler's peak of one real step (``test_train_peak_gaps.measured``, one intra-op thread).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import skip_before_transformers_5
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from test_train_peak_gaps import measured  # noqa: E402
+from torch import nn  # noqa: E402
+
+from pytest_graphbudget import profile_model  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class Logits(nn.Module):
+    """A Llama with two key-value heads for four, called as training loops call it."""
+
+    def __init__(self, use_cache: bool) -> None:
+        super().__init__()
+        config = transformers.LlamaConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+        )
+        self.lm, self.use_cache = transformers.LlamaForCausalLM(config), use_cache
+
+    def forward(self, ids, attention_mask=None, **kwargs):
+        out = self.lm(ids, attention_mask=attention_mask, use_cache=self.use_cache, **kwargs)
+        return out.logits
+
+
+def _mask(ids: torch.Tensor, padded: bool) -> torch.Tensor:
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, 40:] = 0
+    return mask
+
+
+@pytest.mark.parametrize(
+    ("use_cache", "given"),
+    [(True, "unpadded"), (False, "unpadded"), (True, "padded"), (False, "positions")],
+)
+def test_a_training_step_on_fakes_holds_what_the_real_step_holds(use_cache, given):
+    # On fakes, an unpadded mask, and position ids without one, each read +6% (the mask, the
+    # keys and values repeated); a padded mask takes the explicit mask for real too.
+    skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
+    torch.manual_seed(0)
+    model, ids = Logits(use_cache), torch.randint(0, 128, (2, 64))
+    if given == "positions":  # one sequence a row, a keyword through the forward's **kwargs
+        args, kwargs = (ids,), {"position_ids": torch.arange(64).repeat(2, 1)}
+    else:
+        args, kwargs = (ids, _mask(ids, given == "padded")), {}
+    ours = profile_model(model, args, kwargs, mode="train")
+    assert ours.trace.method == "joint", ours.trace.failures  # on fakes
+    assert ours.peak_memory_bytes == measured(model, args, kwargs=kwargs)
+
+
+def test_position_ids_the_forward_makes_keep_transformers_explicit_mask():
+    # They may skip over a vision-language model's image tokens, which transformers reads as
+    # packed sequences: over, never under. Here one real step holds less.
+    skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
+    torch.manual_seed(0)
+    model, ids = Logits(use_cache=False), torch.randint(0, 128, (2, 64))
+    assert profile_model(model, ids, mode="train").peak_memory_bytes > measured(model, (ids,))
+
+
+def test_a_forward_on_the_meta_device_holds_what_the_real_one_holds():
+    skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
+    ids = torch.randint(0, 128, (2, 64))
+    args = (ids, _mask(ids, False))
+    torch.manual_seed(0)
+    real = profile_model(Logits(use_cache=False), args)
+    with torch.device("meta"):
+        on_meta = Logits(use_cache=False)
+    ours = profile_model(on_meta, args)
+    assert ours.trace.cost_pass == "fake" and ours.peak_memory_bytes == real.peak_memory_bytes
