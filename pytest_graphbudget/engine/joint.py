@@ -262,6 +262,19 @@ def real_like(tensors: list[Any]) -> list[Any]:
     return [t.detach().clone().requires_grad_(t.requires_grad) for t in tensors]
 
 
+@contextlib.contextmanager
+def _tracing(model: Any, example: Any, real: bool) -> Iterator[None]:
+    """Around ``make_fx``: the model as it was after (a forward keeping a tensor, a memory,
+    must not keep the twin), float32 ``_grouped_mm`` on fakes, and transformers' masks
+    decided from the real inputs, read here, outside the trace."""
+    with (
+        restored(model),
+        contextlib.nullcontext() if real else float32_grouped_mm(),
+        real_input_masks(model, example.args, example.kwargs),
+    ):
+        yield
+
+
 def capture(
     model: Any, example: Any, loss: Callable | None, optimizer: str | None, real: bool = False
 ) -> Joint:
@@ -328,11 +341,7 @@ def capture(
     # Real: a value read into Python (a branch, ``.item()``) is what this step's values give,
     # and the graph holds the path it chose, as one real step runs it.
     tracing = make_fx_keywords(_error_on_data_dependent_ops=False) if real else {}
-    with (
-        restored(model),  # a forward keeping a tensor (a memory) must not keep the twin
-        contextlib.nullcontext() if real else float32_grouped_mm(),
-        real_input_masks(model, example.args, example.kwargs),  # read here, outside the trace
-    ):
+    with _tracing(model, example, real):
         gm = make_fx(step, tracing_mode="real" if real else "fake", **tracing)(*flat)
     _saved_workspaces(gm.graph)  # a real step's are the kernel's own
     tags.sums.rewrite(gm, tags.died)  # in place where eager sums gradients in place

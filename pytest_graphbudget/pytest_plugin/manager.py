@@ -318,14 +318,13 @@ class GraphBudget:
         name: str | None,
         hardware: str | None,
         how: dict[str, Any] | None = None,
-        zoo_options: dict[str, Any] | None = None,
+        zoo: dict[str, Any] | None = None,
     ):
         """``graph_profile``: profile now (through the cache), and check the test's markers
-        after its body; ``how`` (mode, optimizer, dtype, execution) overrides the markers'.
-        A zoo name is labelled by itself."""
+        after its body; ``how`` (mode, optimizer, dtype, execution) overrides the markers'."""
         budget = item.stash.get(ITEM_BUDGET, None) or self.defaults
         budget = profile_budget(budget, how or {}, hardware, self.hardware, item.nodeid)
-        named = model if isinstance(model, str) else getattr(model, "name", None)
+        named = model if isinstance(model, str) else getattr(model, "name", None)  # a zoo name
         label = name or budget.name or named or type(model).__name__
         result, prof = self._evaluate(
             item,
@@ -334,15 +333,8 @@ class GraphBudget:
             budget,
             lambda hw: self.profiler.profile(
                 self.profiler.request(
-                    model,
-                    inputs,
-                    kwargs,
-                    label,
-                    hw,
-                    budget.variant,
-                    *how_run(budget),
-                    options=zoo_options,
-                )  # fmt: skip
+                    model, inputs, kwargs, label, hw, budget.variant, *how_run(budget), zoo
+                )
             ),
         )
         earlier = item.stash.setdefault(ITEM_MODELS, [])
