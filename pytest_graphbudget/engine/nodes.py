@@ -15,7 +15,7 @@ import torch
 
 from pytest_graphbudget.costs import base_name
 from pytest_graphbudget.engine import tree
-from pytest_graphbudget.engine.extents import Extent, StorageKey, add, extents
+from pytest_graphbudget.engine.extents import Extent, StorageKey, add, extents, form
 
 QUERIES = frozenset(
     {"cudnn_is_acceptable", "is_same_size", "_has_compatible_shallow_copy_type", "device"}
@@ -142,10 +142,16 @@ def record_reads(node: NodeCost, tensors: list[Any]) -> None:
 
 
 def _views(value: Any) -> dict[Any, int]:
-    views: dict[Any, int] = {}
-    for t in tree.tensors(value):
-        key = _storage(t)
-        views[key] = max(views.get(key, 0), _nbytes(t))
+    """Each storage of an input and the bytes its views there cover (``extents``): an input
+    expanded from one row (``arange(n).expand(b, n)``, a mask broadcast over a batch) holds
+    the row, not ``b`` of them, as eager torch holds it. A view without a form (symbolic
+    sizes) counts its elements' bytes."""
+    tensors = tree.tensor_list(value)
+    views = {key: extent.bytes for key, extent in extents(tensors).items()}
+    for t in tensors:
+        if form(t) is None:
+            key = _storage(t)
+            views[key] = max(views.get(key, 0), _nbytes(t))
     return views
 
 

@@ -519,3 +519,14 @@ def test_tokens_reshaped_into_an_image_at_batch_1_eval_peak_matches_the_profiler
     torch.manual_seed(0)
     model, x = TokensToImage(), torch.randn(1, 1024, 64)
     assert estimated_peak(model, x, "eval") == measured_peak(model, x, "eval")
+
+
+@pytest.mark.parametrize("optimizer", ["eval", None])
+def test_an_input_broadcast_from_one_row_holds_the_row(optimizer):
+    # An input expanded from one row (a mask, or position ids, broadcast over the batch) holds
+    # that row, as eager torch holds it: its 256 rows had been counted, 65,536 bytes for 256.
+    torch.manual_seed(0)
+    model, x = nn.Linear(64, 8), torch.randn(1, 64).expand(256, 64)
+    logical = measured_peak(model, x, optimizer)  # counts x as its 256 rows
+    held = logical - x.numel() * x.element_size() + x.untyped_storage().nbytes()
+    assert estimated_peak(model, x, optimizer) == held
