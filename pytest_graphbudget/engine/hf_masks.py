@@ -7,8 +7,7 @@ values as they are. It reads those values only off real tensors: on fakes, which
 a trace, it builds the mask, and with it each layer repeats its keys and values for every head
 and autograd saves the copies. A training step traced on fakes (and a forward taped on them)
 then held what eager torch never allocates: +14% on a 4-layer Llama's step at seq 512 (two
-key-value heads for eight), whenever an attention mask was passed or ``use_cache`` was off, as
-training loops run.
+key-value heads for eight) with an unpadded attention mask passed, as training loops pass one.
 
 ``real_input_masks`` answers the two questions from the real inputs while the block runs: every
 attention mask given (``attention_mask``, ``decoder_attention_mask``, ...: by name, or in its
