@@ -336,6 +336,10 @@ def _resolved(request: Request) -> Request:
     from pytest_graphbudget.gate.ignored import refuse_ignored
 
     case = zoo.resolve(request.model, **dict(request.options))
+    if request.inputs is not None or request.kwargs is not None:  # the test's: the case, and
+        inputs = case.inputs if request.inputs is None else request.inputs  # so its cache key,
+        kwargs = case.kwargs if request.kwargs is None else request.kwargs  # holds them
+        case = replace(case, inputs=inputs, kwargs=kwargs)
     return replace(request, model=refuse_ignored(case, request.name), options=())
 
 
