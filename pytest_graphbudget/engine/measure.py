@@ -240,6 +240,7 @@ class _CostInterpreter(fx.Interpreter):
         self.nodes: list[NodeCost] = []
         self.storage_of: dict[str, set] = {}
         self.inputs: dict[str, dict[Any, int]] = {}
+        self.input_tensors: list[Any] = []  # every input's, for ``Measured.input_extents``
         self.written_by: dict[str, str] = {}
         self.parts: dict[str, list[str]] = {}  # a split node -> the nodes that made its value
         self.made_by: dict[int, str] = {}  # the ids of split nodes' tensors -> their makers
@@ -256,6 +257,7 @@ class _CostInterpreter(fx.Interpreter):
                 self._placeholder += 1
                 if binding.kind in ("input", "nested"):
                     self.inputs[n.name] = _views(value)
+                    self.input_tensors += tree.tensor_list(value)
             return value
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
@@ -420,6 +422,7 @@ def measure(
     measured = Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real", frees)
     measured.returned = set().union(*(run.storage_of[p.name] for p in output_node.all_input_nodes))
     measured.returned_extents = run.returned_extents(output_node)
+    measured.input_extents = extents(run.input_tensors)
     return measured
 
 

@@ -20,6 +20,7 @@ from torch import fx, nn
 
 from pytest_graphbudget.compat import export_values_match_fresh
 from pytest_graphbudget.costs import lookup
+from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.measure import _CostInterpreter, _Recorder
 from pytest_graphbudget.engine.nodes import Measured, _nbytes, _op_name, _out_arguments, _storage
 from pytest_graphbudget.engine.trace import Traced, graph_constants, held_constants, model_state
@@ -151,4 +152,5 @@ def measure_exported(
     outputs = {p.name for p in output_node.all_input_nodes}
     measured = Measured(walk.nodes, outputs, walk.inputs, "fake")
     measured.returned_extents = walk.returned_extents(output_node)
+    measured.input_extents = extents(walk.input_tensors)
     return measured

@@ -80,6 +80,7 @@ class Measured:
     frees: dict[Any, int] | None = None  # storage -> last node live (the tape, FX's frames)
     returned: set | None = None  # the returned tensors' storages (None: graph_outputs' views)
     returned_extents: dict[Any, Extent] | None = None  # and the views of them it returns
+    input_extents: dict[Any, Extent] = field(default_factory=dict)  # every input's views
     reads_values: bool = True  # whether the path priced may depend on values (``breaks``)
     hollow: int = 0  # ops of a real forward not computed, their results rebuilt (``hollow``)
 
@@ -94,11 +95,14 @@ class Measured:
     @property
     def input_bytes(self) -> int:
         """The inputs' storages, each once: one tensor passed as two arguments (``(q, q, q)``
-        to an attention) is one storage."""
+        to an attention) is one storage, and two halves of one tensor passed apart cover it
+        whole (``input_extents``: every input's views together)."""
         found: dict[Any, int] = {}
         for views in self.inputs.values():
             for key, size in views.items():
                 found[key] = max(found.get(key, 0), size)
+        for key, extent in self.input_extents.items():
+            found[key] = max(found.get(key, 0), extent.bytes)
         return sum(found.values())
 
 

@@ -249,6 +249,7 @@ def run_taped(
     outputs = {tape.made_by(t) for t in tensor_leaves(out)}
     measured = Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
     measured.frees = tape.frees
+    measured.input_extents = extents(list(example.tensors))
     measured.returned = {_storage(t) for t in tensor_leaves(out)}
     measured.returned_extents = extents(list(tensor_leaves(out)))
     if reads:

@@ -530,3 +530,40 @@ def test_an_input_broadcast_from_one_row_holds_the_row(optimizer):
     logical = measured_peak(model, x, optimizer)  # counts x as its 256 rows
     held = logical - x.numel() * x.element_size() + x.untyped_storage().nbytes()
     assert estimated_peak(model, x, optimizer) == held
+
+
+class Halves(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, a, b):
+        return self.fc(a) * b
+
+
+@pytest.mark.parametrize("split", ["columns", "rows"])
+@pytest.mark.parametrize(
+    "how", [{"tier": "fx"}, {"tier": "eager"}, {"mode": "train"}], ids=["fx", "eager", "train"]
+)
+def test_two_halves_of_one_tensor_passed_apart_hold_it_whole(split, how):
+    # In eval, each input had been counted alone and the storage at its larger view: half of
+    # it, the peak 1/3 under for the column halves of a (256, 128) tensor.
+    torch.manual_seed(0)
+    model, x = Halves(), torch.randn(256, 128)
+    flat = x.view(512, 64)
+    a, b = (x[:, :64], x[:, 64:]) if split == "columns" else (flat[:256], flat[256:])
+    model.train(how.get("mode") == "train")
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        if how.get("mode") == "train":
+            model(a, b).sum().backward()
+        else:
+            with torch.no_grad():
+                model(a, b)
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    live = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    ours = profile_model(model, (a, b), **how)
+    assert ours.input_bytes == x.nbytes
+    assert ours.peak_memory_bytes == nbytes([*model.parameters(), x]) + peak
