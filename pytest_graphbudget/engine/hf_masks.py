@@ -32,9 +32,9 @@ from pytest_graphbudget import compat
 def given_inputs(model: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """The forward's inputs by name: the keywords, and positional ones bound to its signature."""
     try:
-        signature = inspect.signature(model.forward)
+        signature = inspect.signature(getattr(model, "forward", model))
         bound = signature.bind_partial(*args, **kwargs).arguments
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # no signature, or not these arguments: the keywords
         return dict(kwargs)
     named = {k: v for k, v in bound.items() if signature.parameters[k].kind != _KEYWORDS}
     for key, value in bound.items():  # a forward's **kwargs

@@ -18,6 +18,7 @@ from test_train_peak_gaps import measured  # noqa: E402
 from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.engine.hf_masks import given_inputs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -87,3 +88,10 @@ def test_a_forward_on_the_meta_device_holds_what_the_real_one_holds():
         on_meta = Logits(use_cache=False)
     ours = profile_model(on_meta, args)
     assert ours.trace.cost_pass == "fake" and ours.peak_memory_bytes == real.peak_memory_bytes
+
+
+def test_the_inputs_are_named_as_the_forward_names_them():
+    mask, positions = torch.ones(1, 4), torch.arange(4)[None]
+    named = given_inputs(Logits(True), (positions, mask), {"position_ids": positions})
+    assert named == {"ids": positions, "attention_mask": mask, "position_ids": positions}
+    assert given_inputs(object(), (mask,), {"a": 1}) == {"a": 1}  # nothing to bind them to
