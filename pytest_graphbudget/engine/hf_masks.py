@@ -12,10 +12,16 @@ key-value heads for eight) with an unpadded attention mask passed, as training l
 ``real_input_masks`` answers the two questions from the real inputs while the block runs: every
 attention mask given (``attention_mask``, ``decoder_attention_mask``, ...: by name, or in its
 place in the forward's signature) masks no token, and the ``position_ids`` given count up by
-one along each row. Only those answers are taken, and only for inputs the model was called
-with: a mask the forward builds itself, an input with padding, or position ids the forward
-makes (a vision-language model's skip over its image tokens, which transformers reads as
-packed sequences) still get transformers' own path, an explicit mask, over rather than under.
+one along each row. Only those answers are taken: a mask the forward builds itself, an input
+with padding, or position ids of unknown values (a vision-language model's skip over its image
+tokens, which transformers reads as packed sequences) still get transformers' own path, an
+explicit mask, over rather than under.
+
+Position ids the forward makes itself are known by the ops that made them (``_consecutive``):
+``torch.arange`` with step one, plus a number, given a leading axis, expanded or reshaped with
+its rows whole, as a decoder makes them when called with neither a mask nor a cache
+(``use_cache=False``, as under gradient checkpointing). Anything else done to them (a
+vision-language model's offsets, a cumulative sum of the mask) leaves them unknown.
 """
 
 from __future__ import annotations
@@ -62,6 +68,57 @@ def _unpacked(positions: Any) -> bool:
     return positions.dim() == 2 and bool((positions.diff(dim=-1) == 1).all())
 
 
+def _consecutive() -> Any:
+    """A torch function mode that knows which tensors the block made count up by one along
+    each row (``rows``), by the ops that made them: values are never read."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils.weak import WeakIdKeyDictionary
+
+    numbers = (int, torch.SymInt)
+    shifts = {torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__}
+    rows_kept = {torch.Tensor.expand, torch.Tensor.view, torch.Tensor.reshape, torch.reshape}
+    rows_kept |= {torch.Tensor.to, torch.Tensor.long, torch.Tensor.clone, torch.Tensor.contiguous}
+
+    class Consecutive(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows = WeakIdKeyDictionary()
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and self._made_by(func, args, kwargs, out):
+                self.rows[out] = True
+            return out
+
+        def _made_by(self, func: Any, args: tuple, kwargs: dict, out: Any) -> bool:
+            if out.is_floating_point() or out.dim() == 0:
+                return False
+            if func is torch.arange:  # arange(end), arange(start, end): step one
+                step = args[2] if len(args) > 2 else kwargs.get("step", 1)
+                return out.dim() == 1 and step == 1 and all(isinstance(a, numbers) for a in args)
+            source, other = (args + (None, None))[:2]
+            if func in shifts and not kwargs and isinstance(source, numbers):
+                source, other = other, source  # a number + rows
+            if not isinstance(source, torch.Tensor) or source not in self.rows:
+                return False
+            if func in shifts:  # rows + a number, no alpha
+                return len(args) == 2 and isinstance(other, numbers) and not kwargs
+            if func is torch.Tensor.unsqueeze:  # a new leading axis, not a new last one
+                return out.shape[-1] == source.shape[-1] and out.shape[-1] != 1
+            return func in rows_kept and out.shape[-1] == source.shape[-1]
+
+    return Consecutive()
+
+
+def _transformers_model(model: Any) -> bool:
+    modules = getattr(model, "modules", None)
+    return modules is not None and any(
+        type(m).__module__.startswith("transformers.") for m in modules()
+    )
+
+
 @contextlib.contextmanager
 def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     """transformers' mask decisions, in the block, answered for fakes from the real inputs
@@ -77,6 +134,7 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and v is not None]
     unpadded = bool(masks) and all(map(_unpadded, masks))
     unpacked = _unpacked(inputs.get("position_ids"))
+    made = _consecutive() if _transformers_model(model) else contextlib.nullcontext()
 
     def ignore_causal_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
         if unpadded and padding_mask is not None and compat.is_fake(padding_mask):
@@ -84,14 +142,16 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
         return ignore(padding_mask, *rest, **options)
 
     def packed_sequences(position_ids: Any) -> Any:
-        if unpacked and compat.is_fake(position_ids):
+        counted = unpacked or position_ids in getattr(made, "rows", ())
+        if counted and compat.is_fake(position_ids):
             return None  # what transformers returns for one sequence a row
         return find(position_ids)
 
     masking._ignore_causal_mask_sdpa = ignore_causal_mask
     masking.find_packed_sequence_indices = packed_sequences
     try:
-        yield
+        with made:
+            yield
     finally:
         masking._ignore_causal_mask_sdpa = ignore
         masking.find_packed_sequence_indices = find

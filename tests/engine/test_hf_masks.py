@@ -52,7 +52,13 @@ def _mask(ids: torch.Tensor, padded: bool) -> torch.Tensor:
 
 @pytest.mark.parametrize(
     ("use_cache", "given"),
-    [(True, "unpadded"), (False, "unpadded"), (True, "padded"), (False, "positions")],
+    [
+        (True, "unpadded"),
+        (False, "unpadded"),
+        (True, "padded"),
+        (False, "positions"),
+        (False, "nothing"),  # the forward makes its position ids: arange, as under checkpointing
+    ],
 )
 def test_a_training_step_on_fakes_holds_what_the_real_step_holds(use_cache, given):
     # On fakes, an unpadded mask, and position ids without one, each read +6% (the mask, the
@@ -62,6 +68,8 @@ def test_a_training_step_on_fakes_holds_what_the_real_step_holds(use_cache, give
     model, ids = Logits(use_cache), torch.randint(0, 128, (2, 64))
     if given == "positions":  # one sequence a row, a keyword through the forward's **kwargs
         args, kwargs = (ids,), {"position_ids": torch.arange(64).repeat(2, 1)}
+    elif given == "nothing":
+        args, kwargs = (ids,), {}
     else:
         args, kwargs = (ids, _mask(ids, given == "padded")), {}
     ours = profile_model(model, args, kwargs, mode="train")
@@ -69,19 +77,42 @@ def test_a_training_step_on_fakes_holds_what_the_real_step_holds(use_cache, give
     assert ours.peak_memory_bytes == measured(model, args, kwargs=kwargs)
 
 
-def test_position_ids_the_forward_makes_keep_transformers_explicit_mask():
-    # They may skip over a vision-language model's image tokens, which transformers reads as
-    # packed sequences: over, never under. Here one real step holds less.
+class Gapped(Logits):
+    """Position ids the forward makes with a gap, as a vision-language model's skip its image
+    tokens: transformers reads packed sequences and builds the mask for real too."""
+
+    def forward(self, ids):
+        positions = torch.cat([torch.arange(32), torch.arange(40, 72)])[None].expand(2, -1)
+        return self.lm(ids, position_ids=positions, use_cache=False).logits
+
+
+def test_position_ids_of_unknown_values_keep_transformers_explicit_mask():
+    # A rule by model type (a text-only decoder's positions count up) would read this under.
     skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
     torch.manual_seed(0)
-    model, ids = Logits(use_cache=False), torch.randint(0, 128, (2, 64))
-    assert profile_model(model, ids, mode="train").peak_memory_bytes > measured(model, (ids,))
+    model, ids = Gapped(use_cache=False), torch.randint(0, 128, (2, 64))
+    ours = profile_model(model, ids, mode="train")
+    assert ours.trace.method == "joint" and ours.peak_memory_bytes == measured(model, (ids,))
 
 
-def test_a_forward_on_the_meta_device_holds_what_the_real_one_holds():
+def test_only_the_ops_that_keep_rows_counting_up_are_followed():
+    from pytest_graphbudget.engine.hf_masks import _consecutive
+
+    with _consecutive() as made:
+        rows = torch.arange(8) + 3
+        followed = [rows, rows.unsqueeze(0), 2 + rows.unsqueeze(0).expand(4, -1).reshape(2, 2, 8)]
+        followed += [torch.arange(3, 11).view(1, 8).long()]
+        unknown = [torch.arange(0, 16, 2), rows * 1, rows.unsqueeze(-1), rows.cumsum(0)]
+        unknown += [rows.add(1, alpha=2), rows + rows, torch.arange(8.0), rows.flip(0)]
+    assert all(t in made.rows for t in followed)
+    assert not any(t in made.rows for t in unknown)
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_a_forward_on_the_meta_device_holds_what_the_real_one_holds(masked):
     skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
     ids = torch.randint(0, 128, (2, 64))
-    args = (ids, _mask(ids, False))
+    args = (ids, _mask(ids, False)) if masked else (ids,)
     torch.manual_seed(0)
     real = profile_model(Logits(use_cache=False), args)
     with torch.device("meta"):
