@@ -9,7 +9,11 @@ and autograd saves the copies. A training step traced on fakes (and a forward ta
 then held what eager torch never allocates: +14% on a 4-layer Llama's step at seq 512 (two
 key-value heads for eight) with an unpadded attention mask passed, as training loops pass one.
 
-``real_input_masks`` answers the two questions from the real inputs while the block runs: every
+An encoder's bidirectional mask (``_ignore_bidirectional_mask_sdpa``: ModernBERT's step read
++1.8%) and the padding mask a recurrent layer multiplies in (``create_recurrent_attention_mask``:
+Jamba, Mamba hybrids, imported by name into each modeling file) are decided the same way.
+
+``real_input_masks`` answers these questions from the real inputs while the block runs: every
 attention mask given (``attention_mask``, ``decoder_attention_mask``, ...: by name, or in its
 place in the forward's signature) masks no token, and the ``position_ids`` given count up by
 one along each row. Only those answers are taken: a mask the forward builds itself, an input
@@ -125,9 +129,7 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     the model was called with (``args``, ``kwargs``), read on entry: outside any trace, where
     reading a value is no data-dependent op."""
     masking = sys.modules.get("transformers.masking_utils")
-    ignore = getattr(masking, "_ignore_causal_mask_sdpa", None)
-    find = getattr(masking, "find_packed_sequence_indices", None)
-    if ignore is None or find is None:
+    if masking is None:
         yield
         return
     inputs = given_inputs(model, args, kwargs)
@@ -135,23 +137,61 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     unpadded = bool(masks) and all(map(_unpadded, masks))
     unpacked = _unpacked(inputs.get("position_ids"))
     made = _consecutive() if _transformers_model(model) else contextlib.nullcontext()
+    own = {name: vars(masking).get(name) for name in _DECISIONS}
+
+    def unmasked(padding_mask: Any) -> Any:  # what an unpadded mask decides: no token masked
+        fake = padding_mask is not None and compat.is_fake(padding_mask)
+        return None if unpadded and fake else padding_mask
 
     def ignore_causal_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
-        if unpadded and padding_mask is not None and compat.is_fake(padding_mask):
-            padding_mask = None  # what an unpadded mask decides: no token is masked
-        return ignore(padding_mask, *rest, **options)
+        return own["_ignore_causal_mask_sdpa"](unmasked(padding_mask), *rest, **options)
+
+    def ignore_bidirectional_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
+        return own["_ignore_bidirectional_mask_sdpa"](unmasked(padding_mask), *rest, **options)
 
     def packed_sequences(position_ids: Any) -> Any:
         counted = unpacked or position_ids in getattr(made, "rows", ())
         if counted and compat.is_fake(position_ids):
             return None  # what transformers returns for one sequence a row
-        return find(position_ids)
+        return own["find_packed_sequence_indices"](position_ids)
 
-    masking._ignore_causal_mask_sdpa = ignore_causal_mask
-    masking.find_packed_sequence_indices = packed_sequences
+    def recurrent_mask(config: Any, inputs_embeds: Any, attention_mask: Any, *rest, **options):
+        fake = attention_mask is not None and unmasked(attention_mask) is None
+        if fake and attention_mask.dim() == 2:
+            return None  # an unpadded mask is not multiplied in
+        return own["create_recurrent_attention_mask"](
+            config, inputs_embeds, attention_mask, *rest, **options
+        )
+
+    answers = (ignore_causal_mask, ignore_bidirectional_mask, packed_sequences, recurrent_mask)
+    replaced = {own[k]: new for k, new in zip(_DECISIONS, answers, strict=True) if own[k]}
+    with _everywhere(replaced), made:
+        yield
+
+
+_DECISIONS = (
+    "_ignore_causal_mask_sdpa",
+    "_ignore_bidirectional_mask_sdpa",
+    "find_packed_sequence_indices",
+    "create_recurrent_attention_mask",
+)
+
+
+@contextlib.contextmanager
+def _everywhere(answers: dict[Any, Any]) -> Iterator[None]:
+    """Each function of ``answers`` replaced, in the block, in every transformers module that
+    holds it: modeling files import ``create_recurrent_attention_mask`` by name. Read by
+    ``vars``: a lazy module's attribute would import what it names."""
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("transformers") and m]
+    by_id = {id(function): function for function in answers}
+    swapped = []
+    for module in modules:
+        for name, value in list(vars(module).items()):
+            if id(value) in by_id and by_id[id(value)] is value:
+                swapped.append((module, name, value))
+                setattr(module, name, answers[value])
     try:
-        with made:
-            yield
+        yield
     finally:
-        masking._ignore_causal_mask_sdpa = ignore
-        masking.find_packed_sequence_indices = find
+        for module, name, value in swapped:
+            setattr(module, name, value)

@@ -126,3 +126,45 @@ def test_the_inputs_are_named_as_the_forward_names_them():
     named = given_inputs(Logits(True), (positions, mask), {"position_ids": positions})
     assert named == {"ids": positions, "attention_mask": mask, "position_ids": positions}
     assert given_inputs(object(), (mask,), {"a": 1}) == {"a": 1}  # nothing to bind them to
+
+
+class Typed(nn.Module):
+    """A transformers model built from its type, called with a mask."""
+
+    def __init__(self, model_type: str) -> None:
+        super().__init__()
+        config = transformers.AutoConfig.for_model(
+            model_type,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+            pad_token_id=0,
+            use_cache=False,
+        )
+        self.lm = transformers.AutoModel.from_config(config)
+
+    def forward(self, ids, attention_mask):
+        return self.lm(ids, attention_mask=attention_mask).last_hidden_state
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        "modernbert",  # an encoder's bidirectional mask (and its sliding window): +1.8% step
+        "jamba",  # a recurrent layer's mask multiplied in: +0.6% forward on meta
+    ],
+)
+def test_encoders_and_recurrent_layers_skip_an_unpadded_mask_on_fakes(model_type):
+    skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
+    torch.manual_seed(0)
+    model, ids = Typed(model_type), torch.randint(0, 128, (2, 16))  # a scan's step per token
+    args = (ids, _mask(ids, False))
+    with torch.device("meta"):
+        on_meta = Typed(model_type)
+    eval_peak = profile_model(model, args).peak_memory_bytes
+    assert profile_model(on_meta, args).peak_memory_bytes == eval_peak
+    ours = profile_model(model, args, mode="train")
+    assert ours.trace.method == "joint" and ours.peak_memory_bytes == measured(model, args)
