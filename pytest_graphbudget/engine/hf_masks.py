@@ -21,11 +21,13 @@ with padding, or position ids of unknown values (a vision-language model's skip 
 tokens, which transformers reads as packed sequences) still get transformers' own path, an
 explicit mask, over rather than under.
 
-Position ids the forward makes itself are known by the ops that made them (``_consecutive``):
+Position ids the forward makes itself are known by the ops that made them (``_provenance``):
 ``torch.arange`` with step one, plus a number, given a leading axis, expanded or reshaped with
 its rows whole, as a decoder makes them when called with neither a mask nor a cache
 (``use_cache=False``, as under gradient checkpointing). Anything else done to them (a
-vision-language model's offsets, a cumulative sum of the mask) leaves them unknown.
+vision-language model's offsets, a cumulative sum of the mask) leaves them unknown. A mask the
+forward builds of ones when given none (BART's decoder: ``torch.ones``, cast, sliced) is known
+the same way to mask no token.
 """
 
 from __future__ import annotations
@@ -72,31 +74,48 @@ def _unpacked(positions: Any) -> bool:
     return positions.dim() == 2 and bool((positions.diff(dim=-1) == 1).all())
 
 
-def _consecutive() -> Any:
-    """A torch function mode that knows which tensors the block made count up by one along
-    each row (``rows``), by the ops that made them: values are never read."""
+def _provenance() -> Any:
+    """A torch function mode that knows, by the ops that made them and never by their values,
+    which tensors the block made count up by one along each row (``rows``: position ids) and
+    which hold only ones (``ones``: a mask the forward builds when given none)."""
     import torch
     from torch.overrides import TorchFunctionMode
     from torch.utils.weak import WeakIdKeyDictionary
 
     numbers = (int, torch.SymInt)
     shifts = {torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__}
-    rows_kept = {torch.Tensor.expand, torch.Tensor.view, torch.Tensor.reshape, torch.reshape}
-    rows_kept |= {torch.Tensor.to, torch.Tensor.long, torch.Tensor.clone, torch.Tensor.contiguous}
+    reshapes = {torch.Tensor.expand, torch.Tensor.view, torch.Tensor.reshape, torch.reshape}
+    casts = {torch.Tensor.to, torch.Tensor.long, torch.Tensor.clone, torch.Tensor.contiguous}
+    made_ones = {torch.ones, torch.ones_like, torch.Tensor.new_ones}
+    filled = {torch.full: 1, torch.full_like: 1, torch.Tensor.new_full: 2}  # fill value's place
+    ones_kept = reshapes | casts | {torch.Tensor.__getitem__, torch.Tensor.unsqueeze}
+    ones_kept |= {torch.Tensor.bool, torch.Tensor.int, torch.Tensor.float, torch.Tensor.type_as}
 
-    class Consecutive(TorchFunctionMode):
+    class Provenance(TorchFunctionMode):
         def __init__(self) -> None:
             super().__init__()
-            self.rows = WeakIdKeyDictionary()
+            self.rows, self.ones = WeakIdKeyDictionary(), WeakIdKeyDictionary()
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
-            if isinstance(out, torch.Tensor) and self._made_by(func, args, kwargs, out):
+            if isinstance(out, torch.Tensor) and self._counts_up(func, args, kwargs, out):
                 self.rows[out] = True
+            if isinstance(out, torch.Tensor) and self._all_ones(func, args, kwargs):
+                self.ones[out] = True
             return out
 
-        def _made_by(self, func: Any, args: tuple, kwargs: dict, out: Any) -> bool:
+        def _all_ones(self, func: Any, args: tuple, kwargs: dict) -> bool:
+            if func in made_ones:
+                return True
+            if func in filled:
+                place = filled[func]
+                value = args[place] if len(args) > place else kwargs.get("fill_value")
+                return isinstance(value, (bool, int, float)) and value == 1
+            source = args[0] if args else None
+            return func in ones_kept and isinstance(source, torch.Tensor) and source in self.ones
+
+        def _counts_up(self, func: Any, args: tuple, kwargs: dict, out: Any) -> bool:
             if out.is_floating_point() or out.dim() == 0:
                 return False
             if func is torch.arange:  # arange(end), arange(start, end): step one
@@ -111,9 +130,9 @@ def _consecutive() -> Any:
                 return len(args) == 2 and isinstance(other, numbers) and not kwargs
             if func is torch.Tensor.unsqueeze:  # a new leading axis, not a new last one
                 return out.shape[-1] == source.shape[-1] and out.shape[-1] != 1
-            return func in rows_kept and out.shape[-1] == source.shape[-1]
+            return func in reshapes | casts and out.shape[-1] == source.shape[-1]
 
-    return Consecutive()
+    return Provenance()
 
 
 def _transformers_model(model: Any) -> bool:
@@ -136,12 +155,13 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     masks = [v for k, v in inputs.items() if k.endswith("attention_mask") and v is not None]
     unpadded = bool(masks) and all(map(_unpadded, masks))
     unpacked = _unpacked(inputs.get("position_ids"))
-    made = _consecutive() if _transformers_model(model) else contextlib.nullcontext()
+    made = _provenance() if _transformers_model(model) else contextlib.nullcontext()
     own = {name: vars(masking).get(name) for name in _DECISIONS}
 
     def unmasked(padding_mask: Any) -> Any:  # what an unpadded mask decides: no token masked
-        fake = padding_mask is not None and compat.is_fake(padding_mask)
-        return None if unpadded and fake else padding_mask
+        if padding_mask is None or not compat.is_fake(padding_mask):
+            return padding_mask
+        return None if unpadded or padding_mask in getattr(made, "ones", ()) else padding_mask
 
     def ignore_causal_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
         return own["_ignore_causal_mask_sdpa"](unmasked(padding_mask), *rest, **options)
