@@ -99,9 +99,14 @@ class PathTracer(fx.Tracer):
                             name = f"{path}.{key}" if path else key
                             self._names.setdefault(id(t), (name, table, key))
         try:
-            return super().trace(root, concrete_args)
+            graph = super().trace(root, concrete_args)
         finally:
             self._stack = Frames(None)  # lets go of the frames (and their locals) held
+        if isinstance(root, nn.Module):  # what the forward left on its modules (self.last = y)
+            kept = set().union(*(_names(vars(m).values(), 2) for m in root.modules()))
+            output = next(n for n in reversed(graph.nodes) if n.op == "output")
+            output.meta[KEPT] = frozenset(kept & {n.name for n in graph.nodes})
+        return graph
 
     def _owned(self, value: Any) -> str | None:
         """The name the table gives ``value`` while its module still holds it there (read in
@@ -237,6 +242,10 @@ operator eager PyTorch runs for it."""
 
 HELD = "graph_budget_held"
 """A call node's meta: the nodes whose values the forward's frames held when it ran."""
+
+KEPT = "graph_budget_kept"
+"""The output node's meta: the nodes whose values the forward left on its modules' attributes
+(``self.last = y``), which eager torch holds after the forward as it holds its outputs."""
 
 
 class Frames:

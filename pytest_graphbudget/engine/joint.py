@@ -31,7 +31,7 @@ from typing import Any
 from pytest_graphbudget.engine.accumulate import Accumulation
 from pytest_graphbudget.engine.fakes import eager_linear, fake_mode, float32_grouped_mm
 from pytest_graphbudget.engine.hf_masks import real_input_masks
-from pytest_graphbudget.engine.watch import restored
+from pytest_graphbudget.engine.watch import restored, tensors_held
 from pytest_graphbudget.errors import GraphBudgetError
 
 ADAM = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
@@ -320,7 +320,10 @@ def capture(
         args, kwargs = pytree.tree_unflatten(values, spec)
         state = dict(zip(params, p, strict=True)) | dict(zip(frozen, b, strict=True))
         with _tagging_mode(tags, graph), _module_hooks(model, tags), eager_linear():
+            held = {id(t) for t in tensors_held(model)}
             out = torch.func.functional_call(model, state, args, kwargs)
+            # what it leaves on its modules (a recurrent layer's last state) lives on, returned
+            kept = [t for t in tensors_held(model) if id(t) not in held]
             value = loss(out)
             del out  # as `loss(model(x)).backward()` holds no output through the backward
             tags.tag(graph)
@@ -333,7 +336,7 @@ def capture(
             if optimizer is not None:
                 _update(optimizer, list(params), p, grads, s, tags)
         tags.done = True  # what the step still holds dies at its last reader, not after make_fx
-        return value, [g for g in grads if g is not None]
+        return value, [g for g in grads if g is not None], kept
 
     flat = [*params.values(), *frozen.values(), *slots.values()]
     tensors = [leaves[where[n]] for n in distinct]

@@ -24,7 +24,7 @@ from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import trace, tree
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.fakes import fake_mode, linear
-from pytest_graphbudget.engine.fx_tracer import HELD
+from pytest_graphbudget.engine.fx_tracer import HELD, KEPT
 from pytest_graphbudget.engine.nodes import (
     QUERIES,
     RANK,
@@ -95,11 +95,9 @@ class _Recorder(TorchDispatchMode):
     def record(
         self, name: str, args: tuple, kwargs: dict, out: Any, tensors: list | None = None
     ) -> None:
-        """Price one call and charge it to the current node.
-
-        ``name`` is an ATen op's base name (``addmm``) or ``namespace.name`` for any other op;
-        ``tensors``: the tensors among ``args`` and ``kwargs`` when the caller has them already.
-        """
+        """Price one call and charge it to the current node. ``name`` is an ATen op's base name
+        (``addmm``) or ``namespace.name`` for any other op; ``tensors``: the tensors among
+        ``args`` and ``kwargs`` when the caller has them already."""
         node = self.node
         entry = lookup(name)
         role = entry.role if entry is not None else None
@@ -417,10 +415,11 @@ def measure(
         )
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     run = runs[-1]  # what an output placeholder holds was written through out= by an op
-    outputs = {m for p in output_node.all_input_nodes for m in run.makers(p.name)}
+    names = [p.name for p in output_node.all_input_nodes] + sorted(output_node.meta.get(KEPT, ()))
+    outputs = {m for name in names for m in run.makers(name)}  # and what modules kept
     frees = _held_until(gm.graph, run)
     measured = Measured(run.nodes, outputs, run.inputs, "fake" if fake else "real", frees)
-    measured.returned = set().union(*(run.storage_of[p.name] for p in output_node.all_input_nodes))
+    measured.returned = set().union(*(run.storage_of.get(name, ()) for name in names))
     measured.returned_extents = run.returned_extents(output_node)
     measured.input_extents = extents(run.input_tensors)
     return measured

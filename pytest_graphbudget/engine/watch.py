@@ -58,6 +58,22 @@ class StateWatch:
         return self.changed
 
 
+def tensors_held(model: nn.Module) -> list[Any]:
+    """The tensors the model's modules hold in plain attributes (``self.last = y``) and in the
+    lists, tuples and dicts among them: not their parameters or buffers."""
+    import torch
+
+    found = []
+    for module in walk.modules(model):
+        for key, value in vars(module).items():
+            if key in ("_parameters", "_buffers"):
+                continue
+            values = value.values() if isinstance(value, dict) else [value]
+            values = value if isinstance(value, (list, tuple)) else values
+            found += [v for v in values if isinstance(v, torch.Tensor)]
+    return found
+
+
 def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
     """Every module's attributes, with a one-level copy of each list, dict and set among them
     (None for an empty one)."""
