@@ -275,6 +275,16 @@ def _tracing(model: Any, example: Any, real: bool) -> Iterator[None]:
         yield
 
 
+def _forward(model: Any, state: dict, args: tuple, kwargs: dict) -> tuple[Any, list]:
+    """The model's forward on ``state``, and the tensors it left on its modules (a recurrent
+    layer's last state): eager torch holds them after the step, so the step returns them."""
+    import torch
+
+    held = {id(t) for t in tensors_held(model)}
+    out = torch.func.functional_call(model, state, args, kwargs)
+    return out, [t for t in tensors_held(model) if id(t) not in held]
+
+
 def capture(
     model: Any, example: Any, loss: Callable | None, optimizer: str | None, real: bool = False
 ) -> Joint:
@@ -320,10 +330,7 @@ def capture(
         args, kwargs = pytree.tree_unflatten(values, spec)
         state = dict(zip(params, p, strict=True)) | dict(zip(frozen, b, strict=True))
         with _tagging_mode(tags, graph), _module_hooks(model, tags), eager_linear():
-            held = {id(t) for t in tensors_held(model)}
-            out = torch.func.functional_call(model, state, args, kwargs)
-            # what it leaves on its modules (a recurrent layer's last state) lives on, returned
-            kept = [t for t in tensors_held(model) if id(t) not in held]
+            out, kept = _forward(model, state, args, kwargs)
             value = loss(out)
             del out  # as `loss(model(x)).backward()` holds no output through the backward
             tags.tag(graph)
