@@ -271,6 +271,8 @@ def _imported_distributions(folder: str) -> dict[str, str]:
                     continue
                 if (path.parent / f"{module}.py").exists():  # a script beside it (benchmarks/)
                     continue
+                if any((ROOT / "tests").rglob(f"{module}.py")):  # a test's measuring helper
+                    continue
                 for dist in owners.get(module, [module]):
                     found.setdefault(_dist_name(dist), f"{path.relative_to(ROOT)}:{node.lineno}")
     return found

@@ -23,19 +23,22 @@ from pytest_graphbudget.engine.hf_masks import given_inputs  # noqa: E402
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+}
+
+
 class Logits(nn.Module):
     """A Llama with two key-value heads for four, called as training loops call it."""
 
     def __init__(self, use_cache: bool) -> None:
         super().__init__()
-        config = transformers.LlamaConfig(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=128,
-        )
+        config = transformers.LlamaConfig(**TINY)
         self.lm, self.use_cache = transformers.LlamaForCausalLM(config), use_cache
 
     def forward(self, ids, attention_mask=None, **kwargs):
@@ -147,15 +150,7 @@ class Typed(nn.Module):
     def __init__(self, model_type: str) -> None:
         super().__init__()
         config = transformers.AutoConfig.for_model(
-            model_type,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=128,
-            pad_token_id=0,
-            use_cache=False,
+            model_type, **TINY, pad_token_id=0, use_cache=False
         )
         self.lm = transformers.AutoModel.from_config(config)
 
