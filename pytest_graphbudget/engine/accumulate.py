@@ -19,10 +19,23 @@ whose first operand died at it (nothing else held it, as ``Tags.watch`` follows)
 keeps that operand's shape and dtype becomes ``add_`` in the graph: the sum lives in the first
 gradient's storage, which dies where the sum does; the values of the sum's views (``t`` for a
 weight's gradient) are made again on it.
+
+A leaf's gradient is then handed to its ``AccumulateGrad`` node, which the engine runs before
+any other ready node. On a first backward it keeps the tensor it is given as ``.grad`` when
+nothing else refers to it and its strides are the parameter's
+(``torch/csrc/autograd/functions/accumulate_grad.h``), and else keeps a copy. The copy is
+eager's when one gradient goes two ways: ``x + pos_embed`` at batch 1 gives the position
+embedding the very tensor that flows on to the patch embedding's backward, which holds it
+until it has run, beside the copy (ViT's step at batch 1 read one tokens x width tensor
+under). ``torch.autograd.grad`` captures gradients and copies none, so ``handed_over`` asks
+each leaf's gradient, as it is handed over, what ``AccumulateGrad`` would, and makes the copy.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +48,7 @@ class Accumulation:
     pending: tuple[str, int] | None = None  # the first operand's slot, of the sum dispatched now
     found: dict[str, tuple[str, int]] = field(default_factory=dict)
     """A sum's graph node -> the node and slot (``Tags.died``) of its first operand's storage."""
+    alone: int = field(default_factory=lambda: _references_alone())  # made before the trace
 
     def follow(self, loss: Any) -> None:
         """Hook every autograd node ``loss`` is computed by (its graph dies with the backward)."""
@@ -145,3 +159,67 @@ def _dense(tensor: Any) -> bool:
 
 def _stride(dim: tuple[int, int]) -> int:
     return dim[1]
+
+
+@contextlib.contextmanager
+def handed_over(params: Sequence[Any], modules: Sequence[str], tags: Any) -> Iterator[None]:
+    """While the step's ``autograd.grad`` runs, give each of ``params`` the gradient its
+    ``AccumulateGrad`` would keep: a copy where eager makes one (attributed to ``modules``,
+    the parameters' modules, through ``tags.accumulating``)."""
+    alone = tags.sums.alone
+    handles = [
+        param.register_hook(functools.partial(_accumulate_grad, param, module, alone, tags))
+        for param, module in zip(params, modules, strict=True)
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _accumulate_grad(param: Any, module: str, alone: int, tags: Any, grad: Any) -> Any:
+    """The tensor pre-hook that runs where ``AccumulateGrad`` would: ``grad`` if eager would
+    keep it, else eager's copy (``clone_obey_contract``: in the parameter's strides)."""
+    import torch
+
+    if not isinstance(grad, torch.Tensor) or grad.layout != torch.strided:
+        return None
+    if grad._use_count() <= alone and _obeys_layout(grad, param):
+        return None
+    tags.accumulating = module
+    try:
+        if _dense(param):
+            copy = torch.empty_strided(
+                param.shape, param.stride(), dtype=param.dtype, device=param.device
+            )
+            return copy.copy_(grad)
+        return grad.clone(memory_format=torch.contiguous_format)
+    finally:
+        tags.accumulating = None
+
+
+@functools.cache
+def _references_alone() -> int:
+    """The references a gradient nothing else holds has inside a leaf's tensor pre-hook under
+    ``torch.autograd.grad`` (the engine's own), measured once: one more is another node's
+    input buffer, or another leaf's, holding the same tensor."""
+    import torch
+
+    seen: list[int] = []
+    with torch.enable_grad():
+        leaf = torch.ones(2, requires_grad=True)
+        leaf.register_hook(lambda grad: seen.append(grad._use_count()))
+        torch.autograd.grad((leaf * 2).sum(), leaf)
+    return seen[0]
+
+
+def _obeys_layout(grad: Any, param: Any) -> bool:
+    """``obeys_layout_contract``: a dense parameter's gradient has its strides (size-1
+    dimensions aside, unless broadcast), any other's is contiguous."""
+    if not _dense(param):
+        return grad.is_contiguous()
+    for size, stride, want in zip(grad.shape, grad.stride(), param.stride(), strict=True):
+        if (size != 1 and stride != want) or (size == 1 and stride == 0):
+            return False
+    return True

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_graphbudget.engine.accumulate import Accumulation
+from pytest_graphbudget.engine.accumulate import Accumulation, handed_over
 from pytest_graphbudget.engine.fakes import eager_linear, fake_mode, float32_grouped_mm
 from pytest_graphbudget.engine.hf_masks import real_input_masks
 from pytest_graphbudget.engine.watch import restored, tensors_held
@@ -87,10 +87,13 @@ class Tags:
     done: bool = False  # the step returned: what dies now, make_fx let go of, not the step
     made: Any = None  # the first node the last op added: the one that writes its outputs
     sums: Accumulation = field(default_factory=Accumulation)  # the engine's gradient sums
+    accumulating: str | None = None  # the module of the parameter whose gradient is copied
 
     def module_now(self) -> str:
         import torch
 
+        if self.accumulating is not None:
+            return self.accumulating
         if self.phase == "forward":
             return self.modules[-1]
         if self.phase == "optimizer":
@@ -230,8 +233,7 @@ def _holder(model: Any, slots: dict[str, Any], real: bool = False) -> Any:
     from torch import nn
 
     holder = nn.Module()
-    holder.model = model
-    holder.optimizer = nn.Module()
+    holder.model, holder.optimizer = model, nn.Module()
     for i, tensor in enumerate(slots.values()):
         value = tensor if real else torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
         holder.optimizer.register_buffer(f"s{i}", value)
@@ -336,7 +338,8 @@ def capture(
             tags.tag(graph)
             tags.phase = "backward"
             tags.sums.follow(value)
-            grads = torch.autograd.grad(value, p, allow_unused=True)
+            with handed_over(p, [name.rpartition(".")[0] for name in params], tags):
+                grads = torch.autograd.grad(value, p, allow_unused=True)
             used[:] = [g is not None for g in grads]
             tags.tag(graph)
             tags.phase = "optimizer"
@@ -345,11 +348,10 @@ def capture(
         tags.done = True  # what the step still holds dies at its last reader, not after make_fx
         return value, [g for g in grads if g is not None], kept
 
-    flat = [*params.values(), *frozen.values(), *slots.values()]
     tensors = [leaves[where[n]] for n in distinct]
+    flat = [*params.values(), *frozen.values(), *slots.values()]
     flat += real_like(tensors) if real else fake_like(tensors, mode)
-    # Real: a value read into Python (a branch, ``.item()``) is what this step's values give,
-    # and the graph holds the path it chose, as one real step runs it.
+    # Real: a branch or ``.item()`` reads this step's values; the graph takes the path they do
     tracing = make_fx_keywords(_error_on_data_dependent_ops=False) if real else {}
     with _tracing(model, example, real):
         gm = make_fx(step, tracing_mode="real" if real else "fake", **tracing)(*flat)

@@ -1,6 +1,7 @@
 """The gradients that reach one tensor by several paths, summed as eager autograd sums them
 (``engine/accumulate.py``): in place into the first when nothing else holds it, dense
-(``InputBuffer::accumulate``), else into a new tensor. By hand, and against the memory profiler
+(``InputBuffer::accumulate``), else into a new tensor; and each parameter's, kept or copied as
+``AccumulateGrad`` keeps it. By hand, and against the memory profiler
 (``test_train_peak_gaps``'s measurement: the tensors before the step plus the running sum of
 ``torch.profiler(profile_memory=True)``'s records, one intra-op thread).
 """
@@ -184,3 +185,62 @@ def test_a_tied_lm_heads_gradient_is_a_view_and_summed_out_of_place():
     model, ids = Logits(), torch.randint(0, 8000, (2, 32))
     prof = profile_model(model, ids, mode="train")
     assert prof.peak_memory_bytes == measured(model, (ids,))
+
+
+class Positions(nn.Module):
+    """``lin(x) + pos`` as a ViT adds its position embedding: at batch 1 the sum's gradient
+    goes unchanged both to ``pos`` and on to ``lin``'s backward, one tensor two ways, which
+    ``AccumulateGrad`` copies for ``pos`` (it runs first and sees another reference); at batch 2
+    ``pos``'s gradient is a new sum over the batch. ``branch`` reads a value into Python, so
+    the step is traced on real tensors."""
+
+    def __init__(self, branch: bool = False) -> None:
+        super().__init__()
+        self.lin, self.out = nn.Linear(64, 64), nn.Linear(64, 64)
+        self.pos = nn.Parameter(torch.zeros(1, 32, 64))
+        self.branch = branch
+
+    def forward(self, x):
+        h = self.lin(x) + self.pos
+        if self.branch and h.sum().item() > float("-inf"):
+            h = h * 1.0
+        return self.out(h.relu())
+
+
+class Summed(nn.Module):
+    """Parameters whose gradient is the loss's seed expanded (strides 0, four bytes): each
+    ``AccumulateGrad`` keeps a dense copy, ``a.sum()`` a whole ``a`` of gradient."""
+
+    def __init__(self, two: bool) -> None:
+        super().__init__()
+        self.a = nn.Parameter(torch.zeros(256, 64))
+        self.b = nn.Parameter(torch.zeros(256, 64)) if two else None
+
+    def forward(self, x):
+        return ((self.a + self.b) if self.b is not None else self.a).sum() * x.sum()
+
+
+@pytest.mark.parametrize(
+    ("make", "shape"),
+    [
+        (Positions, (1, 32, 64)),
+        (Positions, (2, 32, 64)),
+        (lambda: Positions(branch=True), (1, 32, 64)),
+        (lambda: Summed(two=False), (4,)),
+        (lambda: Summed(two=True), (4,)),
+    ],
+    ids=[
+        "two-ways-batch-1",
+        "summed-batch-2",
+        "two-ways-real-tier",
+        "broadcast",
+        "broadcast-twice",
+    ],
+)
+def test_a_parameters_gradient_is_kept_or_copied_as_accumulate_grad_does(make, shape):
+    torch.manual_seed(0)
+    model, x = make(), torch.randn(shape)
+    prof = profile_model(model, x, mode="train")
+    assert prof.peak_memory_bytes == measured(model, (x,))
+    if isinstance(model, Summed):  # the weights and a dense gradient for each, at the end
+        assert prof.peak_memory_bytes >= 2 * sum(p.numel() * F32 for p in model.parameters())
