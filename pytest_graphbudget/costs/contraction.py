@@ -159,6 +159,14 @@ def cdist_forward(x1: Shape, x2: Shape, p=2.0, *_, out: Shape, **__) -> OpCost:
     return OpCost(other=3 * pairs * m + root)
 
 
+def unsqueezed(shape: Shape, expand) -> list[int]:
+    """A ``_trilinear`` operand's shape with a 1 at each of its ``expand`` dims."""
+    full = list(shape)
+    for dim in sorted(expand):
+        full.insert(dim, 1)
+    return full
+
+
 @register("_trilinear", role="anchor", kind="matmul")
 def trilinear(
     i1: Shape, i2: Shape, i3: Shape, expand1, expand2, expand3, sumdim, unroll_dim=1, *_, out, **__
@@ -166,13 +174,7 @@ def trilinear(
     # (i1 * i2 * i3).sum(sumdim), each unsqueezed at its expand dims (nn.Bilinear: x1 [N, I],
     # W [O, I, J], x2 [N, J]), as ATen runs it: one slice of unroll_dim at a time, i1 * i2
     # contracted over the summed dims i3 lacks, then that with i3 over the rest, added in.
-    def shape(s: Shape, expand) -> list[int]:
-        full = list(s)
-        for dim in sorted(expand):
-            full.insert(dim, 1)
-        return full
-
-    s1, s2, s3 = shape(i1, expand1), shape(i2, expand2), shape(i3, expand3)
+    s1, s2, s3 = unsqueezed(i1, expand1), unsqueezed(i2, expand2), unsqueezed(i3, expand3)
     slices = max(s1[unroll_dim], s2[unroll_dim], s3[unroll_dim])
     for s in (s1, s2, s3):
         s[unroll_dim] = 1

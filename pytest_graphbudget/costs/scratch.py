@@ -10,6 +10,7 @@ from __future__ import annotations
 from math import ceil, prod
 
 from pytest_graphbudget.costs import channels_last
+from pytest_graphbudget.costs.contraction import unsqueezed
 from pytest_graphbudget.costs.registry import Shape, numel, workspace
 
 
@@ -204,6 +205,59 @@ def batched_copies(*args, out, itemsize: int, **__) -> int:
     if itemsize < 4 or a[-1] * a[-2] * b[-1] < 400 or not _copied(a, True) + _copied(b, True):
         return 0
     return (_copied(a) + _copied(b)) * itemsize
+
+
+@workspace("_trilinear")
+def trilinear_slices(
+    i1: Shape,
+    i2: Shape,
+    i3: Shape,
+    expand1,
+    expand2,
+    expand3,
+    sumdim,
+    unroll_dim=1,
+    *_,
+    out,
+    itemsize: int,
+    **__,
+) -> int:
+    """``nn.Bilinear``'s kernel, forward and each gradient alike (``_trilinear`` in
+    ``aten/src/ATen/native/Linear.cpp``): one slice of ``unroll_dim`` at a time, ``i1 * i2``
+    over the summed dims ``i3`` lacks, then that with ``i3`` over the rest, each a
+    ``sumproduct_pair`` whose result lives until the slice is added into the output. Both
+    results of the largest slice are the workspace: the input's gradient makes a whole
+    batch x in1 x in2 product per output feature (a step had read 3.5% under without)."""
+    s1, s2, s3 = unsqueezed(i1, expand1), unsqueezed(i2, expand2), unsqueezed(i3, expand3)
+    if not all(prod(s) for s in (s1, s2, s3)):
+        return 0
+    for s in (s1, s2, s3):
+        s[unroll_dim] = 1
+    dims = range(len(s1))
+    first = [d for d in dims if d in sumdim and d != unroll_dim and d in expand3]
+    then = [d for d in dims if d in sumdim and d != unroll_dim and d not in expand3]
+    peak, made = _sumproduct_pair(s1, s2, first)
+    later, _ = _sumproduct_pair(made, s3, then)
+    return max(peak, prod(made) + later) * itemsize
+
+
+def _sumproduct_pair(left: list[int], right: list[int], summed: list[int]) -> tuple[int, list]:
+    """ATen's ``sumproduct_pair``: the elements it holds at once (a dim only one side has,
+    summed away first; then one ``bmm``, or a ``mul`` when nothing is summed), and its
+    result's shape (the summed dims kept, as 1)."""
+    left, right = list(left), list(right)
+    held = {"left": 0, "right": 0}
+    peak = 0
+    for dim in summed:
+        for side, shape, other in (("left", left, right), ("right", right, left)):
+            if shape[dim] != 1 and other[dim] == 1:
+                shape[dim] = 1
+                peak = max(peak, sum(held.values()) + prod(shape))
+                held[side] = prod(shape)
+    result = [
+        1 if d in summed else max(a, b) for d, (a, b) in enumerate(zip(left, right, strict=True))
+    ]
+    return max(peak, sum(held.values()) + prod(result)), result
 
 
 def _copy(shape) -> int:
