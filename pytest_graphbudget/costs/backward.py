@@ -54,6 +54,9 @@ BACKWARD_PER_ELEMENT = {
     "elu_backward": 4,
     "softplus_backward": 4,
     "silu_backward": 8,  # sigmoid (4), then dy * s * (1 + x * (1 - s))
+    # sigmoid (4), softplus (3), its tanh t, then dy * (t + x * s * (1 - t * t)): one CPU kernel
+    # (priced as what it decomposes into, it held their temporaries: Mish's step read 1.9x)
+    "mish_backward": 14,
     "log_sigmoid_backward": 4,  # dy * sigmoid(-x): exp, add, reciprocal, multiply
     "hardshrink_backward": 1,  # select the gradient outside [-lambd, lambd]
     "softshrink_backward": 1,
@@ -115,6 +118,8 @@ def softmax_backward(grad: Shape, y: Shape, *_, out, **__) -> OpCost:
     "max_pool3d_with_indices_backward",
     "adaptive_max_pool2d_backward",  # adaptive_max_pool1d's too: it runs the 2-d kernel
     "adaptive_max_pool3d_backward",
+    "fractional_max_pool2d_backward",
+    "fractional_max_pool3d_backward",
     role="reduction",
     kind="max_pool_bwd",
 )

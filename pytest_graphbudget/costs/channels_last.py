@@ -94,6 +94,13 @@ def _dense(shape: Shape, order: tuple[int, ...]) -> bool:
     return True
 
 
+def dense(shape: Shape) -> bool:
+    """Whether ``shape``'s elements fill their extent in some order of its dimensions, without
+    gaps or broadcast (``is_non_overlapping_and_dense``): transposed yes, expanded no."""
+    strides = _strides(shape)
+    return _dense(shape, tuple(sorted(range(len(shape)), key=lambda d: strides[d])))
+
+
 def channels_last(x: Shape, w: Shape) -> bool:
     """``_convolution``'s memory format for a CPU convolution is channels-last."""
     return suggests_channels_last(x) or suggests_channels_last(w)

@@ -137,6 +137,8 @@ def _window(kernel_size, dims: int) -> int:
     "max_pool1d_with_indices",
     "max_pool2d_with_indices",
     "max_pool3d_with_indices",
+    "fractional_max_pool2d",  # windows at pseudo-random offsets, each kernel_size wide
+    "fractional_max_pool3d",
     "mkldnn_max_pool2d",
     "quantized_max_pool2d",
     role="reduction",

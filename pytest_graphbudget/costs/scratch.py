@@ -260,6 +260,67 @@ def _sumproduct_pair(left: list[int], right: list[int], summed: list[int]) -> tu
     return max(peak, sum(held.values()) + prod(result)), result
 
 
+@workspace(
+    "max_pool2d_with_indices_backward",
+    "max_pool3d_with_indices_backward",
+    "avg_pool2d_backward",
+    "avg_pool3d_backward",
+    "_adaptive_avg_pool2d_backward",
+    "_adaptive_avg_pool3d_backward",
+    "adaptive_max_pool2d_backward",
+    "adaptive_max_pool3d_backward",
+    "fractional_max_pool2d_backward",
+    "fractional_max_pool3d_backward",
+    "reflection_pad1d_backward",
+    "reflection_pad2d_backward",
+    "reflection_pad3d_backward",
+    "replication_pad1d_backward",
+    "replication_pad2d_backward",
+    "replication_pad3d_backward",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    contiguous=(0,),
+)
+def gradient_made_contiguous(*_, **__) -> int:
+    """Pooling, padding, GroupNorm and softmax backwards read the output's gradient through
+    ``grad_output.contiguous()`` (in its memory format): the sum loss's seed, expanded (strides
+    0), is copied whole while the kernel runs, when the layer is the model's last (a feature
+    extractor's pooling, a classifier's ``LogSoftmax``). The registry's ``contiguous`` counts the
+    copy; nothing else is held."""
+    return 0
+
+
+@workspace("im2col", "col2im", contiguous=(0,))
+def resized_from_the_input(x: Shape, *_, out, itemsize: int, **__) -> int:
+    """``nn.Unfold`` and ``nn.Fold`` (``im2col_cpu``, ``col2im_cpu``) allocate their output
+    the size of their input, read contiguous, then ``resize_`` it: to a larger output (Unfold's
+    overlapping windows) the first buffer is still held while the second is made."""
+    return numel(x) * itemsize if numel(out) > numel(x) else 0
+
+
+@workspace("native_group_norm_backward", contiguous=(0,))
+def group_norm_backward_sums(grad_out: Shape, x: Shape, *rest, out, itemsize: int, **kw) -> int:
+    """GroupNorm's CPU backward sums the gradient and its product with the input per sample
+    and channel first (``ds``, ``db``: N x C each), live while the input's gradient is written;
+    and, as the pooling backwards, reads the output's gradient contiguous."""
+    return 2 * grad_out[0] * grad_out[1] * itemsize if len(grad_out) > 1 else 0
+
+
+@workspace("gelu_backward")
+def gelu_backward_copies(grad: Shape, x: Shape, approximate="none", *_, out, itemsize: int, **kw):
+    """The exact GELU's backward on a contiguous float32 input is oneDNN's (``use_mkldnn``),
+    which reads the gradient contiguous and writes a contiguous result: a gradient that is not
+    is copied (the sum loss's expanded seed), and one dense in another layout also gets a
+    contiguous result copied into the output's layout. The tanh form, or an input that is not
+    contiguous, takes ATen's own kernel, which reads any strides."""
+    exact = kw.get("approximate", approximate) == "none"
+    if not exact or itemsize != 4 or not channels_last.contiguous(x):
+        return 0
+    if channels_last.contiguous(grad):
+        return 0
+    return numel(grad) * itemsize * (2 if channels_last.dense(grad) else 1)
+
+
 def _copy(shape) -> int:
     """Elements of ``expect_contiguous()``'s copy of a tensor argument: all of them unless it
     is contiguous already (a permuted view is not)."""

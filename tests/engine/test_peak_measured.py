@@ -316,6 +316,14 @@ def test_a_bilinear_step_peak_is_the_measured_one(shape, sizes, optimizer):
     assert 0 <= measured_peak(model, x, optimizer) - estimated_peak(model, x, optimizer) <= slack
 
 
+def test_unfold_resizes_a_buffer_the_size_of_its_input():
+    # im2col_cpu allocates its output like its input (2x8x16x16), then resize_ grows it to the
+    # 2x72x256 columns: the first buffer is held while the second is made (8.8% under before).
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Unfold(3, padding=1)), torch.randn(2, 3, 16, 16)
+    assert estimated_peak(model, x, "eval") == measured_peak(model, x, "eval")
+
+
 class ComputedIntoRecurrent(nn.Module):
     """A recurrent layer fed what the forward computed: its argument lives until the layer's
     call returns, as the caller's frame holds it."""

@@ -568,3 +568,76 @@ def test_a_3d_convolution_nets_step_and_eval_peaks_match_the_profiler():
         peak = max(peak, live)
     held = sum(p.nbytes for p in model.parameters()) + x.nbytes
     assert out is not None and profile_model(model, x).peak_memory_bytes == held + peak
+
+
+@pytest.mark.parametrize(
+    ("layer", "shape"),
+    [
+        (nn.MaxPool2d(2), (2, 8, 16, 16)),
+        (nn.AvgPool2d(3, 1, 1, count_include_pad=False), (2, 8, 16, 16)),
+        (nn.AdaptiveAvgPool2d(3), (2, 8, 16, 16)),
+        (nn.ReflectionPad2d(2), (2, 8, 16, 16)),
+        (nn.GroupNorm(4, 8), (2, 8, 16, 16)),
+        (nn.LogSoftmax(dim=1), (2, 8, 16, 16)),
+        (nn.GELU(), (2, 8, 16, 16)),
+        (nn.MaxPool1d(3, 2), (2, 8, 32)),
+        (nn.ReplicationPad3d(1), (2, 8, 8, 8, 8)),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, nn.Module) else None,
+)
+def test_a_last_layers_backward_copies_the_sum_losss_expanded_gradient(layer, shape):
+    # The layer is the model's last, so its output's gradient is the sum loss's seed expanded
+    # (strides 0); these backwards read it through ``.contiguous()`` (GELU's exact form:
+    # oneDNN's kernel) and copy it whole. Before: 8% to 30% under (a 2x8x16x16 map's copy).
+    torch.manual_seed(0)
+    conv = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}[len(shape)]
+    model, x = nn.Sequential(conv(3, shape[1], 1), layer), torch.randn(shape[0], 3, *shape[2:])
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+@pytest.mark.parametrize(
+    ("grad", "x", "copies"),
+    [
+        (lambda: torch.ones(()).expand(2, 8, 16, 16), lambda: torch.randn(2, 8, 16, 16), 1),
+        (lambda: torch.ones(2, 8, 16, 16), lambda: torch.randn(2, 8, 16, 16), 0),
+        (lambda: torch.ones(2, 8, 16, 16).transpose(2, 3), lambda: torch.randn(2, 8, 16, 16), 2),
+        (lambda: torch.ones(2, 8, 16, 32)[..., :16], lambda: torch.randn(2, 8, 16, 16), 1),
+        (lambda: torch.ones(2, 8, 16, 16).transpose(2, 3), lambda: torch.randn(2, 8, 16, 16).mT, 0),
+    ],
+    ids=["expanded", "contiguous", "transposed", "sliced", "input-transposed"],
+)
+def test_the_exact_gelus_backward_copies_what_onednn_cannot_read(grad, x, copies):
+    # On a contiguous input the exact GELU's backward is oneDNN's: a gradient that is not
+    # contiguous is copied, and one dense in another layout gets a contiguous result too;
+    # on any other input ATen's own kernel reads every stride. Counted against the profiler.
+    grad, x = grad(), x()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = torch.ops.aten.gelu_backward(grad, x)
+    made = sum(e.nbytes() for e in prof.profiler.kineto_results.events() if e.nbytes() > 0)
+    held = workspace_bytes("gelu_backward", strided(grad, x), {}, strided(out)[0], F32)
+    assert held == copies * out.numel() * F32 == made - out.numel() * F32
+
+
+def test_mish_backward_is_one_kernel():
+    # mish_backward has a fused CPU kernel and no meta one: priced as what it decomposes into,
+    # the step held that formula's four temporaries at its backward (1.9x the measured peak).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 32, 1), nn.Mish(), nn.Conv2d(32, 4, 1))
+    x = torch.randn(2, 3, 32, 32)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+def test_fractional_max_pooling_is_priced_forward_and_backward():
+    # 2x8x16x16 pooled to 8x8 with 2x2 windows: one comparison per window element, and one add
+    # per output gradient in the backward; its expanded gradient is copied as max pooling's.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.FractionalMaxPool2d(2, output_size=8))
+    x = torch.randn(2, 3, 16, 16)
+    prof = profile_model(model, x, mode="train")
+    assert not prof.coverage.unsupported_ops
+    pooled = 2 * 8 * 8 * 8
+    conv, mapped = 2 * 16 * 16 * 8 * 3, 2 * 8 * 16 * 16  # the 1x1 convolution's MACs, outputs
+    forward = 2 * conv + mapped + 4 * pooled + pooled  # its bias, the windows, the sum loss
+    backward = pooled + 2 * conv + mapped  # the pool's adds, the weight's and bias' gradients
+    assert prof.flops == forward + backward
+    assert prof.peak_memory_bytes == measured(model, (x,))
