@@ -290,6 +290,37 @@ def gradient_made_contiguous(*_, **__) -> int:
     return 0
 
 
+@workspace("_embedding_bag_backward")
+def embedding_bag_backward_indices(
+    grad: Shape,
+    indices: Shape,
+    offsets,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights=None,
+    *_,
+    out,
+    itemsize: int,
+    **__,
+) -> int:
+    """``nn.EmbeddingBag``'s CPU backward, beside the weight's gradient: sum and mean sort the
+    looked-up indices and gather through them (four int64 arrays of them for sum, three for
+    mean); max gathers each bag's winning rows (bags x dim int64) and their gradients (bags x
+    dim), and the bags that have any (int64 each). Measured with neither per-sample weights nor
+    ``scale_grad_by_freq`` nor a sparse gradient, which take other paths: none then."""
+    if sparse or scale_grad_by_freq or isinstance(per_sample_weights, Shape) or len(grad) != 2:
+        return 0
+    if mode == 2:  # EmbeddingBag's max
+        bags, dim = grad
+        return bags * dim * (8 + itemsize) + bags * 8
+    return (3 if mode == 1 else 4) * numel(indices) * 8
+
+
 @workspace("im2col", "col2im", contiguous=(0,))
 def resized_from_the_input(x: Shape, *_, out, itemsize: int, **__) -> int:
     """``nn.Unfold`` and ``nn.Fold`` (``im2col_cpu``, ``col2im_cpu``) allocate their output

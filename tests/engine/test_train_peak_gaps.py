@@ -641,3 +641,15 @@ def test_fractional_max_pooling_is_priced_forward_and_backward():
     backward = pooled + 2 * conv + mapped  # the pool's adds, the weight's and bias' gradients
     assert prof.flops == forward + backward
     assert prof.peak_memory_bytes == measured(model, (x,))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_an_embedding_bags_backward_holds_its_sorted_indices(mode):
+    # 64 bags of 5 of 2,000 rows of 32: sum sorts the 320 indices and gathers through them
+    # (four int64 arrays of 320), mean three; max gathers the winning rows (64 x 32 int64)
+    # and their gradients (64 x 32 float), and the 64 bags. Before: 1.2% to 6.7% under.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.EmbeddingBag(2000, 32, mode=mode), nn.Linear(32, 4))
+    x = torch.randint(0, 2000, (64, 5))
+    ours = profile_model(model, x, mode="train").peak_memory_bytes
+    assert 0 <= measured(model, (x,)) - ours <= 8  # a scalar eager wraps in a tensor
