@@ -12,7 +12,14 @@ no entry. The formulas are listed in docs/metrics.md ("Losses").
 
 from __future__ import annotations
 
-from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
+from pytest_graphbudget.costs.registry import (
+    OpCost,
+    Shape,
+    numel,
+    output_storage,
+    register,
+    workspace,
+)
 
 NONE, MEAN = 0, 1  # torch's Reduction enum; 2 is sum
 LOG_SIGMOID = 5  # as log_sigmoid_forward in elementwise.py
@@ -239,3 +246,79 @@ def ctc_loss_backward(
 ) -> OpCost:
     states = (CTC_STATE + CTC_GRAD_STATE) * numel(log_alpha)
     return OpCost(other=states + CTC_GRAD * numel(log_probs))
+
+
+# Workspaces: the elementwise losses' CPU kernels, read off torch.profiler ------------------
+# (bytes beside the op's output while it runs, in the input's size: ``_elements``)
+
+
+def _elements(x: Shape, target) -> int:
+    """Elements of the loss before its reduction: the input and target broadcast."""
+    return max(numel(x), numel(target))
+
+
+@workspace("mse_loss", "smooth_l1_loss", "huber_loss")
+def regression_loss_scratch(
+    x: Shape, target, reduction=MEAN, beta=1.0, *_, out, itemsize: int, **kw
+) -> int:
+    """Reduced, one input-sized temporary beside the per-element losses (smooth L1 with
+    ``beta=0`` is L1, which reduces as it goes)."""
+    reduced = kw.get("reduction", reduction) != NONE
+    return _elements(x, target) * itemsize if reduced and kw.get("beta", beta) != 0 else 0
+
+
+@output_storage("mse_loss", "smooth_l1_loss", "soft_margin_loss")
+def reduced_in_place(x: Shape, target, reduction=MEAN, beta=1.0, *_, out, **kw) -> int:
+    """A reduced MSE, smooth L1 or soft margin loss is written into element 0 of its
+    per-element losses (``at::mean_out`` into the iterator's output): the scalar holds their
+    storage as long as it lives (a training loop's ``loss``, through its backward)."""
+    reduced = kw.get("reduction", reduction) != NONE
+    return _elements(x, target) if reduced and kw.get("beta", beta) != 0 else 0
+
+
+@output_storage("binary_cross_entropy")
+def bce_reduced_in_place(x: Shape, target, weight=None, reduction=MEAN, *_, out, **kw) -> int:
+    """As ``reduced_in_place``, for binary cross-entropy (its weight before the reduction)."""
+    return _elements(x, target) if kw.get("reduction", reduction) != NONE else 0
+
+
+@workspace("binary_cross_entropy_with_logits")
+def bce_logits_scratch(
+    x: Shape, target, weight=None, pos_weight=None, reduction=MEAN, *_, out, itemsize: int, **kw
+):
+    """ATen composes it of whole-tensor ops: two input-sized temporaries before the reduction
+    (one when not reduced, where the output is the other), and ``pos_weight`` less one."""
+    reduced = kw.get("reduction", reduction) != NONE
+    pos_weight = kw.get("pos_weight", pos_weight)
+    return ((1 + reduced) * _elements(x, target) + numel(pos_weight)) * itemsize
+
+
+@workspace("binary_cross_entropy", "binary_cross_entropy_backward")
+def bce_scratch(first: Shape, second: Shape, *_, out, itemsize: int, **__) -> int:
+    """Forward and backward alike hold one input-sized temporary, reduced or not."""
+    return max(numel(first), numel(second)) * itemsize
+
+
+@workspace("soft_margin_loss_backward")
+def soft_margin_backward_scratch(grad: Shape, x: Shape, target, *_, out, itemsize: int, **__):
+    """``-y * exp(-y * x) / (1 + exp(-y * x))`` of whole tensors: two input-sized temporaries."""
+    return 2 * _elements(x, target) * itemsize
+
+
+@workspace("_ctc_loss_backward")
+def ctc_backward_scratch(
+    grad: Shape,
+    log_probs: Shape,
+    targets,
+    input_lengths,
+    target_lengths,
+    neg_log_likelihood,
+    log_alpha: Shape,
+    *_,
+    out,
+    itemsize: int,
+    **__,
+) -> int:
+    """The backward's own recursion, ``log_beta``, the size of the forward's ``log_alpha``
+    (batch x time x 2 * target + 1), live while the gradient is written."""
+    return numel(log_alpha) * itemsize

@@ -72,6 +72,7 @@ class Entry:
     formula: Formula | None = None  # None: zero FLOPs (roles gather, view, free)
     workspace: Workspace | None = None  # bytes the kernel allocates and frees while it runs
     contiguous: tuple[int, ...] = ()  # arguments the kernel copies when they are not dense
+    storage: Workspace | None = None  # elements of an output storage larger than the output
 
 
 class RegistryError(GraphBudgetError):
@@ -205,6 +206,29 @@ def price(name: str, args: tuple, kwargs: dict[str, Any], out: Any) -> OpCost | 
     if entry.formula is None:
         return OpCost()
     return entry.formula(*args, out=out, **kwargs)
+
+
+def output_storage(*names: str):
+    """Decorate the function giving the elements of an op's (first) output's storage where its
+    CPU kernel leaves it larger than the output, from the formula's shapes: a reduced MSE is a
+    view of the per-element losses it was reduced from, which live as long as it does."""
+
+    def wrap(fn: Workspace) -> Workspace:
+        for name in names:
+            if name not in REGISTRY:
+                raise RegistryError(f"{name}: an output storage needs the op's entry first")
+            REGISTRY[name] = replace(REGISTRY[name], storage=fn)
+        return fn
+
+    return wrap
+
+
+def storage_elements(name: str, args: tuple, kwargs: dict[str, Any], out: Any) -> int:
+    """The elements ``output_storage`` gives one call, 0 for an op without it."""
+    entry = REGISTRY.get(name)
+    if entry is None or entry.storage is None:
+        return 0
+    return int(entry.storage(*args, out=out, **kwargs))
 
 
 def workspace_bytes(name: str, args: tuple, kwargs: dict[str, Any], out: Any, itemsize: int) -> int:

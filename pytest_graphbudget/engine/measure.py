@@ -37,6 +37,7 @@ from pytest_graphbudget.engine.nodes import (
     _views,
     record_output,
     record_reads,
+    widened,
 )
 from pytest_graphbudget.engine.quantized import packed_keys, rows_read, stored_bytes, weight_ids
 from pytest_graphbudget.engine.split import Split
@@ -81,7 +82,7 @@ class _Recorder(TorchDispatchMode):
             return self.split.op(func, args, kwargs)
         check_dtypes(func, args)
         call = grouped_mm if func is self.grouped else self.call
-        out = call(func, args, kwargs)
+        out = widened(func, call(func, args, kwargs), args, kwargs)
         if self.node is not None:
             # An out= argument is the op's output, not an input: the formula sees it as ``out``.
             outs = _out_arguments(func)

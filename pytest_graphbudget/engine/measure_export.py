@@ -22,7 +22,14 @@ from pytest_graphbudget.compat import export_values_match_fresh
 from pytest_graphbudget.costs import lookup
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.measure import _CostInterpreter, _Recorder
-from pytest_graphbudget.engine.nodes import Measured, _nbytes, _op_name, _out_arguments, _storage
+from pytest_graphbudget.engine.nodes import (
+    Measured,
+    _nbytes,
+    _op_name,
+    _out_arguments,
+    _storage,
+    widened,
+)
 from pytest_graphbudget.engine.trace import Traced, graph_constants, held_constants, model_state
 
 
@@ -33,7 +40,7 @@ class _ExportedInterpreter(_CostInterpreter):
     recorder to price what it decomposes into (``conv2d`` into ``convolution``)."""
 
     def run_node(self, n: fx.Node) -> Any:
-        self.current, self.ran = n, False
+        self.current, self.ran, self.widened = n, False, False
         return super().run_node(n)
 
     def get_attr(self, target: Any, args: tuple, kwargs: dict) -> Any:
@@ -62,12 +69,14 @@ class _ExportedInterpreter(_CostInterpreter):
             return super().call_function(target, args, kwargs)
         outs = _out_arguments(target)
         inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
-        self.recorder.record(_op_name(target), args, inputs, recorded)
-        return recorded
+        value = widened(target, recorded, args, kwargs)  # on the storage its kernel leaves
+        self.widened = value is not recorded
+        self.recorder.record(_op_name(target), args, inputs, value)
+        return value
 
     def result(self, n: fx.Node, value: Any) -> Any:
         recorded = n.meta.get("val")
-        return value if recorded is None or self.ran else recorded
+        return value if recorded is None or self.ran or self.widened else recorded
 
 
 def _is_fake(tensor: torch.Tensor) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from pytest_graphbudget.costs import base_name
+from pytest_graphbudget.costs.registry import REGISTRY, storage_elements
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.extents import Extent, StorageKey, add, extents, form
 
@@ -108,6 +109,24 @@ class Measured:
 
 def _storage(t: torch.Tensor) -> Any:
     return StorageKey(t.untyped_storage())
+
+
+def widened(func: Any, out: Any, args: tuple, kwargs: dict) -> Any:
+    """``out`` on a storage as large as the op's CPU kernel leaves it (``output_storage``: a
+    reduced MSE is a view of its per-element losses), where a fake or meta kernel made it to
+    the output's size; a real one is left as it is."""
+    entry = REGISTRY.get(_op_name(func))
+    if entry is None or entry.storage is None or not isinstance(out, torch.Tensor):
+        return out
+    shapes = tree.shapes(args), tree.shapes(kwargs), tree.shapes(out)
+    elements = storage_elements(entry.name, shapes[0], shapes[1], shapes[2])
+    if out.device.type not in ("cpu", "meta") or elements * out.element_size() <= _stored(out):
+        return out
+    return out.new_empty(elements).as_strided(out.shape, out.stride(), out.storage_offset())
+
+
+def _stored(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes()
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -24,6 +24,7 @@ from pytest_graphbudget.engine.nodes import (
     _storage,
     record_output,
     record_reads,
+    widened,
 )
 
 
@@ -76,7 +77,7 @@ class Split:
         recorder = self.recorder
         recorder.node, recorder.split = node, None
         try:
-            out = recorder.call(func, args, kwargs)
+            out = widened(func, recorder.call(func, args, kwargs), args, kwargs)
             recorder.record(name, args, inputs, out)
         finally:
             recorder.node, recorder.split = None, self

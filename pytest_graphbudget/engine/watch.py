@@ -150,3 +150,33 @@ def _watch(model: nn.Module, restore: bool) -> Iterator[StateWatch]:
     finally:
         if not watch.final:
             watch.look(restore)
+
+
+def captured_tensors(fn: Any) -> list[Any]:
+    """The tensors a callable holds, by identity: its closure's and defaults' values, a
+    ``functools.partial``'s arguments, a bound method's object, a module's state and tensor
+    attributes, the module-level names its code reads; one level into lists, tuples and dicts.
+    A loss's target (``lambda out: F.mse_loss(out, y)``) is memory the step runs beside, as
+    its inputs are, which a trace keeps as a constant and no figure had counted."""
+    import functools
+
+    import torch
+
+    values: list[Any] = []
+    while isinstance(fn, functools.partial):
+        values += [*fn.args, *fn.keywords.values()]
+        fn = fn.func
+    if isinstance(fn, nn.Module):
+        values += [*fn.parameters(), *fn.buffers(), *(t for _, t in walk.plain_tensors(fn))]
+    target = getattr(fn, "__func__", fn)
+    values += [getattr(fn, "__self__", None), *(getattr(target, "__defaults__", None) or ())]
+    values += [cell.cell_contents for cell in getattr(target, "__closure__", None) or ()]
+    code, names = getattr(target, "__code__", None), getattr(target, "__globals__", {})
+    values += [names[n] for n in (code.co_names if code else ()) if n in names]
+    found: dict[int, Any] = {}
+    for value in values:
+        items = value.values() if isinstance(value, dict) else value
+        for item in items if isinstance(value, (list, tuple, dict)) else [value]:
+            if isinstance(item, torch.Tensor):
+                found.setdefault(id(item), item)
+    return list(found.values())

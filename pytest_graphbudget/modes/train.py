@@ -80,6 +80,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
         for module, training in modes.items():
             module.training = training
     _segment(measured.nodes, joint.tags.node_phase)
+    _loss_inputs(measured, joint.traced.graph_module, loss, model, example.tensors)
     measured.frees = joint.tags.frees(measured.nodes)  # when the step itself let go
     if traced is not None:
         traced.append(measured)
@@ -101,6 +102,22 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
     _module_phases(prof, measured.nodes, joint.tags.node_phase)
     return prof
+
+
+def _loss_inputs(measured: Any, gm: Any, loss: Any, model: Any, tensors: list) -> None:
+    """Count as inputs the tensors the loss holds that the step read (constants of its graph:
+    a target in the loss's closure), as eager holds them through the step; not the model's
+    own nor the example's, counted already."""
+    from pytest_graphbudget.engine.extents import StorageKey
+    from pytest_graphbudget.engine.trace import model_state
+    from pytest_graphbudget.engine.watch import captured_tensors
+
+    read = {id(getattr(gm, n.target, None)) for n in gm.graph.nodes if n.op == "get_attr"}
+    known = {t.untyped_storage().data_ptr() for t in [*model_state(model).values(), *tensors]}
+    for i, tensor in enumerate(captured_tensors(loss) if loss is not None else ()):
+        storage = tensor.untyped_storage()
+        if id(tensor) in read and storage.data_ptr() not in known and tensor.device.type != "meta":
+            measured.inputs[f"loss.{i}"] = {StorageKey(storage): storage.nbytes()}
 
 
 def _segment(nodes: list, phase: dict[str, str]) -> None:
