@@ -11,7 +11,7 @@ from math import ceil, prod
 
 from pytest_graphbudget.costs import channels_last
 from pytest_graphbudget.costs.contraction import unsqueezed
-from pytest_graphbudget.costs.registry import Shape, numel, workspace
+from pytest_graphbudget.costs.registry import Shape, numel, output_storage, workspace
 
 
 @workspace("mkldnn_rnn_layer")
@@ -327,6 +327,13 @@ def resized_from_the_input(x: Shape, *_, out, itemsize: int, **__) -> int:
     the size of their input, read contiguous, then ``resize_`` it: to a larger output (Unfold's
     overlapping windows) the first buffer is still held while the second is made."""
     return numel(x) * itemsize if numel(out) > numel(x) else 0
+
+
+@output_storage("im2col", "col2im")
+def kept_from_the_input(x: Shape, *_, out, **__) -> int:
+    """And resized to a smaller output (``nn.Fold``'s image from its columns, Unfold's
+    gradient), the buffer keeps its size: the output holds the input's bytes."""
+    return max(numel(x), numel(out))
 
 
 @workspace("native_group_norm_backward", contiguous=(0,))

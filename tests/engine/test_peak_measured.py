@@ -325,6 +325,20 @@ def test_unfold_resizes_a_buffer_the_size_of_its_input():
     assert estimated_peak(model, x, "eval") == measured_peak(model, x, "eval")
 
 
+@pytest.mark.parametrize("optimizer", ["eval", None])
+@pytest.mark.parametrize("fold", [False, True], ids=["unfold", "unfold-fold"])
+def test_fold_keeps_the_buffer_of_its_columns(fold, optimizer):
+    # col2im (nn.Fold; Unfold's backward) allocates its output the size of its input, the
+    # 2x72x256 columns, and shrinks it to the 2x8x16x16 image with resize_, which keeps the
+    # storage: the image holds the columns' bytes (Unfold's step read 38% under, the
+    # gradient of its input counted at the image's size).
+    torch.manual_seed(0)
+    layers = [nn.Conv2d(3, 8, 1), nn.Unfold(3, padding=1)]
+    layers += [nn.Fold(16, 3, padding=1)] if fold else []
+    model, x = nn.Sequential(*layers), torch.randn(2, 3, 16, 16)
+    assert estimated_peak(model, x, optimizer) == measured_peak(model, x, optimizer)
+
+
 class ComputedIntoRecurrent(nn.Module):
     """A recurrent layer fed what the forward computed: its argument lives until the layer's
     call returns, as the caller's frame holds it."""
