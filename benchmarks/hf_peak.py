@@ -32,7 +32,7 @@ import time
 import warnings
 from pathlib import Path
 
-from notes import write_keeping_notes  # benchmarks/notes.py
+from notes import ratio, write_keeping_notes  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "engine")]
@@ -170,12 +170,6 @@ def measure(name: str) -> list[dict]:
         rows.append(row | {"train": step.peak_memory_bytes, "measured": truth})
         rows[-1]["method"] = step.trace.method
     return rows
-
-
-def ratio(ours: int, truth: int) -> str:
-    """The relative difference, and in bytes where it is not zero."""
-    bytes_off = f" ({ours - truth:+,} B)" if ours != truth else ""
-    return f"{100 * (ours / truth - 1):+.2f}%{bytes_off}"
 
 
 def render(rows: list[dict], failed: dict[str, str], seconds: float) -> str:

@@ -29,7 +29,7 @@ import time
 import warnings
 from pathlib import Path
 
-from notes import write_keeping_notes  # benchmarks/notes.py
+from notes import ratio, write_keeping_notes  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "engine")]
@@ -288,12 +288,6 @@ def measure(name: str, make) -> dict:
         torch.manual_seed(1)
         row[step] = (ours, measured_peak(model, x, optimizer))
     return row
-
-
-def ratio(ours: int, truth: int) -> str:
-    """The relative difference, and in bytes where it is not zero."""
-    bytes_off = f" ({ours - truth:+,} B)" if ours != truth else ""
-    return f"{100 * (ours / truth - 1):+.2f}%{bytes_off}"
 
 
 def render(rows: list[dict], failed: dict[str, str], seconds: float) -> str:

@@ -21,3 +21,10 @@ def write_keeping_notes(path: Path, text: str) -> None:
         path.write_text(text)
         return
     path.write_text(text.rstrip("\n") + "\n" + old[at:])
+
+
+def ratio(ours: int, truth: int) -> str:
+    """An estimate against its measurement, as the results' tables write it: the relative
+    difference, and in bytes where it is not zero."""
+    bytes_off = f" ({ours - truth:+,} B)" if ours != truth else ""
+    return f"{100 * (ours / truth - 1):+.2f}%{bytes_off}"
