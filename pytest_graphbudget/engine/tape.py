@@ -39,6 +39,7 @@ from pytest_graphbudget.engine.nodes import (
 from pytest_graphbudget.engine.quantized import stored_bytes, weight_ids
 from pytest_graphbudget.engine.reads import reads_data, value_reads
 from pytest_graphbudget.engine.replay import Memo
+from pytest_graphbudget.engine.split import linear_bias_in_place
 from pytest_graphbudget.engine.trace import (
     Example,
     collector_paused,
@@ -70,6 +71,7 @@ class Tape(_Recorder):
         self.taken: Counter = Counter()
         self.paths: dict[int, list[str]] = {}
         self.root = id(model)
+        self.rnns = {path for path, m in walk.named_modules(model) if isinstance(m, nn.RNNBase)}
         for path, module in walk.named_modules(model):
             self.paths.setdefault(id(module), []).append(path)
         self.stack = ModuleStack(self.paths, self.root)
@@ -107,6 +109,8 @@ class Tape(_Recorder):
         # First the module: reading the frames' locals renews their snapshot (``f_locals``
         # before PEP 667 is a copy the frame keeps), which let go of the values rebound since.
         module = self.module_here()
+        if module in self.rnns:  # ATen's C++ linear: its bias added in place, as on plain tensors
+            func = linear_bias_in_place(func, args, kwargs, self.nodes)
         self.sweep()
         tensors = tree.tensor_list((args, kwargs))  # walked once, for open and record
         node = self.open(name, qualified, module, tensors)

@@ -740,3 +740,34 @@ def test_ctcs_backward_holds_its_beta_recursion():
     torch.manual_seed(0)
     model, x = CTC(100, 8, 30, 20), torch.randn(100, 8, 16)
     assert estimated_peak(model, x, None) == measured_peak(model, x, None)
+
+
+class Recurrent(nn.Module):
+    """A Linear, then a recurrent layer's output sequence."""
+
+    def __init__(self, rnn: nn.Module) -> None:
+        super().__init__()
+        self.pre, self.rnn = nn.Linear(16, 16), rnn
+
+    def forward(self, x):
+        return self.rnn(self.pre(x))[0]
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: nn.GRU(16, 64, batch_first=True),
+        lambda: nn.GRU(16, 64, bidirectional=True, batch_first=True),
+        lambda: nn.LSTM(16, 64, proj_size=16, batch_first=True),
+    ],
+    ids=["gru", "bidirectional-gru", "lstm-projected"],
+)
+def test_an_rnns_input_projection_adds_its_bias_in_place(make, tier):
+    """The RNN's C++ code projects the whole sequence with ``at::linear``, which adds the bias
+    into the product in place on plain tensors, out of place on fakes: the product and the
+    sum had both been live (8 x 50 x 192 floats over for the GRU, 10-68% over in eval)."""
+    torch.manual_seed(0)
+    model, x = Recurrent(make()).eval(), torch.randn(8, 50, 16)
+    ours = profile_model(model, x, tier=tier).peak_memory_bytes
+    assert ours == measured_peak(model, x, "eval")
