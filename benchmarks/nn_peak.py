@@ -259,7 +259,64 @@ def cases() -> dict:
         ),
         torch.randn(10, 4, 16),
     )
+    found |= functional(torch, nn, F)
     return found
+
+
+def functional(torch, nn, F) -> dict:
+    """Tensor functions a model's own code calls, each on a projected input: ``fn(x)``."""
+
+    class Fn(nn.Module):
+        def __init__(self, fn, width: int = 16):
+            super().__init__()
+            self.pre, self.fn = nn.Linear(16, width), fn
+
+        def forward(self, x):
+            return self.fn(self.pre(x))
+
+    x = (4, 10, 16)
+    table = {
+        "sdpa": lambda h: F.scaled_dot_product_attention(h, h, h),
+        "sdpa(causal)": lambda h: F.scaled_dot_product_attention(h, h, h, is_causal=True),
+        "sdpa(dropout)": lambda h: F.scaled_dot_product_attention(h, h, h, dropout_p=0.1),
+        "sdpa(mask)": lambda h: F.scaled_dot_product_attention(
+            h, h, h, attn_mask=torch.ones(10, 10, dtype=torch.bool).tril()
+        ),
+        "softmax(dim=1)": lambda h: h.softmax(1),
+        "cumsum": lambda h: h.cumsum(1),
+        "sort": lambda h: h.sort(-1).values,
+        "topk": lambda h: h.topk(4, -1).values,
+        "logsumexp": lambda h: h.logsumexp(-1),
+        "var": lambda h: h.var(-1),
+        "norm": lambda h: h.norm(dim=-1),
+        "einsum(bij-bkj)": lambda h: torch.einsum("bij,bkj->bik", h, h),
+        "matmul(bcast)": lambda h: h @ h[0].T,
+        "cat": lambda h: torch.cat([h, h * 2], -1),
+        "stack": lambda h: torch.stack([h, h * 2], 0),
+        "roll": lambda h: h.roll(1, 1),
+        "flip": lambda h: h.flip(1),
+        "repeat": lambda h: h.repeat(1, 2, 1),
+        "expand.contiguous": lambda h: h[:, :1].expand(-1, 10, -1).contiguous(),
+        "transpose.contiguous": lambda h: h.transpose(1, 2).contiguous(),
+        "masked_fill": lambda h: h.masked_fill(h > 0, 0.0),
+        "where": lambda h: torch.where(h > 0, h, h * 0.1),
+        "gather": lambda h: h.gather(-1, h.argsort(-1)),
+        "index_select": lambda h: h.index_select(1, torch.tensor([0, 2, 4])),
+        "scatter_add": lambda h: torch.zeros_like(h).scatter_add(-1, h.argsort(-1), h),
+        "tril": lambda h: h.tril(),
+        "outer-cdist": lambda h: torch.cdist(h, h),
+        "fft.rfft": lambda h: torch.fft.rfft(h, dim=1).abs(),
+        "clamp": lambda h: h.clamp(-0.5, 0.5),
+        "pow": lambda h: h.pow(3),
+        "abs": lambda h: h.abs(),
+        "interpolate(linear)": lambda h: F.interpolate(h, scale_factor=2, mode="linear"),
+        "pad(reflect)": lambda h: F.pad(h, (2, 2), mode="reflect"),
+        "normalize": lambda h: F.normalize(h, dim=-1),
+        "layer_norm(no affine)": lambda h: F.layer_norm(h, (16,)),
+        "dropout": lambda h: F.dropout(h, 0.1),
+        "one_hot-matmul": lambda h: F.one_hot(h.argmax(-1), 16).float() @ h.transpose(1, 2),
+    }
+    return {name: (lambda fn=fn: (Fn(fn), torch.randn(*x))) for name, fn in table.items()}
 
 
 def measure(name: str, make) -> dict:

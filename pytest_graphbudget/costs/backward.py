@@ -13,9 +13,18 @@ from __future__ import annotations
 
 from math import ceil, inf, prod
 
-from pytest_graphbudget.costs.attention import SCALE
+from pytest_graphbudget.costs import channels_last
+from pytest_graphbudget.costs.attention import SCALE, flash_blocks
 from pytest_graphbudget.costs.reduction import EMBEDDING_BAG_MAX, EMBEDDING_BAG_MEAN, SOFTMAX
-from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register, zero_cost
+from pytest_graphbudget.costs.registry import (
+    OpCost,
+    Shape,
+    numel,
+    out_numel,
+    register,
+    workspace,
+    zero_cost,
+)
 
 
 @register("convolution_backward", role="anchor", kind="conv_backward")
@@ -357,3 +366,18 @@ zero_cost(
     "select_backward slice_backward diagonal_backward unfold_backward index_select_backward",
     kinds={"select_backward": "copy", "slice_backward": "copy"},
 )
+
+
+@workspace("_scaled_dot_product_flash_attention_for_cpu_backward")
+def flash_cpu_backward_buffer(grad: Shape, q: Shape, k: Shape, *_, out, itemsize: int, **__):
+    """Each thread's block of scores and of their gradient and a row sum, and the output's
+    gradient copied into the layout the kernel reads (batch, length, heads, dim: a gradient
+    coming through ``transpose(1, 2)`` of the heads, as in a transformer, is in it already)."""
+    if itemsize != 4 or len(q) != 4:
+        return 0
+    rows, cols = flash_blocks(q, k)
+    strides = channels_last._strides(grad)
+    order = (0, 2, 1, 3)  # heads inside the sequence, as the kernel reads it
+    swapped = channels_last.Strided([grad[i] for i in order], [strides[i] for i in order])
+    copy = 0 if channels_last.contiguous(swapped) else numel(grad)
+    return (2 * rows * cols + rows + copy) * itemsize

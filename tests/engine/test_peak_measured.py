@@ -771,3 +771,41 @@ def test_an_rnns_input_projection_adds_its_bias_in_place(make, tier):
     model, x = Recurrent(make()).eval(), torch.randn(8, 50, 16)
     ours = profile_model(model, x, tier=tier).peak_memory_bytes
     assert ours == measured_peak(model, x, "eval")
+
+
+class HeadsAttention(nn.Module):
+    """Self-attention over heads (``view``, ``transpose(1, 2)``), through the CPU flash kernel."""
+
+    def __init__(self, width: int, heads: int, causal: bool = False) -> None:
+        super().__init__()
+        self.proj, self.heads, self.causal = nn.Linear(16, width), heads, causal
+
+    def forward(self, x):
+        batch, length, _ = x.shape
+        q = self.proj(x).view(batch, length, self.heads, -1).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, q, q, is_causal=self.causal)
+
+
+@pytest.mark.parametrize("optimizer", ["eval", None])
+@pytest.mark.parametrize(
+    ("length", "causal"),
+    [(64, False), (256, True), (1024, False)],
+    ids=["64", "256-causal", "1024"],
+)
+def test_the_cpu_flash_attentions_block_buffers_count(length, causal, optimizer):
+    """Each thread's buffer of one block of scores (32, 64 or 256 queries by up to 512 keys),
+    their max and sum, and the block's output rows; the backward's scores and score gradients
+    of one block and the output's gradient copied into (batch, length, heads, dim) when it
+    comes in another layout (here the sum loss's, expanded). Before: 12-19% under in eval,
+    22-28% in training."""
+    torch.manual_seed(0)
+    model, x = HeadsAttention(64, 4, causal), torch.randn(2, length, 16)
+    assert estimated_peak(model, x, optimizer) == measured_peak(model, x, optimizer)
+
+
+def test_the_cpu_flash_attentions_forward_buffer_by_hand():
+    # 1,024 queries take blocks of 256, by 512 keys; dim 16: 256 x 512 scores, a max and a sum
+    # per query row, 256 x 16 output rows.
+    q = Shape((2, 8, 1024, 16))
+    held = workspace_bytes("_scaled_dot_product_flash_attention_for_cpu", (q, q, q), {}, q, 4)
+    assert held == (256 * 512 + 2 * 256 + 256 * 16) * 4

@@ -653,3 +653,38 @@ def test_an_embedding_bags_backward_holds_its_sorted_indices(mode):
     x = torch.randint(0, 2000, (64, 5))
     ours = profile_model(model, x, mode="train").peak_memory_bytes
     assert 0 <= measured(model, (x,)) - ours <= 8  # a scalar eager wraps in a tensor
+
+
+@pytest.mark.parametrize(
+    ("grad", "copied"),
+    [
+        (lambda: torch.randn(2, 4, 64, 16), True),  # (batch, heads, length, dim) contiguous
+        (lambda: torch.randn(2, 64, 4, 16).transpose(1, 2), False),  # heads inside the length
+        (lambda: torch.ones(()).expand(2, 4, 64, 16), True),  # the sum loss's seed
+    ],
+    ids=["contiguous", "heads-inside", "expanded"],
+)
+def test_the_cpu_flash_backward_copies_the_output_gradient_into_its_layout(grad, copied):
+    # One block of 32 queries by 64 keys: scores and score gradients (2 x 32 x 64 floats) and a
+    # row sum (32), and the output's gradient copied into (batch, length, heads, dim) unless it
+    # is laid out so already. Counted against the profiler.
+    q = torch.randn(2, 64, 4, 16).transpose(1, 2)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)
+    g = grad()
+    backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        grads = backward(g, q, q, q, out, lse, 0.0, False)
+    live = peak = 0
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    held = workspace_bytes(
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        strided(g, q, q, q, out, lse),
+        {},
+        strided(*grads),
+        F32,
+    )
+    expected = (2 * 32 * 64 + 32 + (g.numel() if copied else 0)) * F32
+    assert held == expected == peak - sum(t.numel() * F32 for t in grads)
