@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from math import ceil, prod
 
-from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register
+from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register, workspace
 
 SOFTMAX = 5  # max, subtract, exp, sum, divide
 NORM_STATS = 5  # mean (sum), subtract, square, variance (sum), scale by 1/std
@@ -316,3 +316,10 @@ def col2im(
         landed *= sum(0 <= j * s + i * d - p < size for i in range(k) for j in range(blocks))
     planes = numel(cols) // (prod(kernel_size) * cols[-1])
     return OpCost(other=planes * landed)
+
+
+@workspace("logsumexp")
+def logsumexp_scratch(x: Shape, *_, out, itemsize: int, **__) -> int:
+    """ATen's CPU ``logsumexp``: the maxima (kept as dims) and ``exp(x - max)``, an
+    input-sized temporary, beside the result (a 30% under eval of a small model without)."""
+    return (numel(x) + numel(out)) * itemsize

@@ -66,15 +66,20 @@ class Accumulation:
 
         self.finished = torch._C._current_autograd_node()
 
-    def before(self, func: Any, args: tuple, kwargs: dict | None, tags: Any) -> None:
-        """Note the call about to run if it is the engine's sum of two gradients, the first
-        dense and the only tensor on its storage (``tags``: ``joint.Tags``, whose ``holders``
-        count the tensors on each live storage and whose ``owner`` gives its node and slot).
-        A view keeps its base alive (the weight gradient ``t`` makes of a product's): two
-        tensors on one storage, which eager sums out of place."""
+    def before(self, func: Any, args: tuple, kwargs: dict | None, tags: Any) -> Any:
+        """The op to run for the call about to run (``filled_in_place``), noting it if it is the
+        engine's sum of two gradients, the first dense and the only tensor on its storage
+        (``tags``: ``joint.Tags``, whose ``holders`` count the tensors on each live storage and
+        whose ``owner`` gives its node and slot). A view keeps its base alive (the weight
+        gradient ``t`` makes of a product's): two tensors on one storage, which eager sums out
+        of place."""
+        self.pending = None
+        self._note_sum(func, args, kwargs, tags)
+        return filled_in_place(func, args, tags)
+
+    def _note_sum(self, func: Any, args: tuple, kwargs: dict | None, tags: Any) -> None:
         import torch
 
-        self.pending = None
         if func is not torch.ops.aten.add.Tensor or kwargs or len(args) != 2:
             return
         running = torch._C._current_autograd_node()
@@ -223,3 +228,46 @@ def _obeys_layout(grad: Any, param: Any) -> bool:
         if (size != 1 and stride != want) or (size == 1 and stride == 0):
             return False
     return True
+
+
+FILLED = {
+    "scatter.src": "scatter_.src",
+    "scatter.value": "scatter_.value",
+    "scatter_add.default": "scatter_add_.default",
+    "index_add.default": "index_add_.default",
+}
+"""Out-of-place ops whose in-place twin a backward formula takes on plain tensors."""
+ZEROS = ("zeros", "new_zeros", "zeros_like")
+
+
+def filled_in_place(func: Any, args: tuple, tags: Any) -> Any:
+    """The in-place twin of ``func`` where ATen's gradient formula fills a tensor of zeros it
+    just made: ``gather``'s, ``index_select``'s and the value-selecting reductions' (``topk``,
+    ``max(dim)``, ``sort``) scatter or add into it in place, except when a tensor is a subclass
+    (``areAnyTensorSubclassLike``), as fakes are: out of place, the zeros and the result had
+    both been live (a step with ``topk`` read 24-31% over). Only in the backward, for a first
+    argument no other tensor shares."""
+    import torch
+
+    name = f"{func.__name__}" if isinstance(func, torch._ops.OpOverload) else ""
+    twin = FILLED.get(name)
+    if twin is None or tags.phase != "backward" or not isinstance(args[0], torch.Tensor):
+        return func
+    storage = args[0].untyped_storage()._cdata
+    owner = tags.owner.get(storage)
+    if tags.holders.get(storage) != 1 or owner is None or not _made_by(owner[0], tags.last):
+        return func
+    packet, overload = twin.split(".")
+    return getattr(getattr(torch.ops.aten, packet), overload)
+
+
+def _made_by(name: str, last: Any, lookback: int = 16) -> bool:
+    """Whether graph node ``name``, among the last ``lookback`` nodes up to ``last``, made zeros."""
+    node = last
+    for _ in range(lookback):
+        if node is None or node.op in ("root", "placeholder"):
+            return False
+        if node.name == name:
+            return getattr(node.target, "__name__", "").split(".")[0] in ZEROS
+        node = node.prev
+    return False

@@ -182,7 +182,7 @@ def _tagging_mode(tags: Tags, graph: Any) -> Any:
                 raise NotImplementedError(
                     f"{name} is a higher-order op the step's trace cannot follow"
                 )
-            tags.sums.before(func, args, kwargs, tags)
+            func = tags.sums.before(func, args, kwargs, tags)
             out = func(*args, **(kwargs or {}))
             tags.tag(graph)
             tags.sums.after(tags.made)

@@ -688,3 +688,48 @@ def test_the_cpu_flash_backward_copies_the_output_gradient_into_its_layout(grad,
     )
     expected = (2 * 32 * 64 + 32 + (g.numel() if copied else 0)) * F32
     assert held == expected == peak - sum(t.numel() * F32 for t in grads)
+
+
+class Then(nn.Module):
+    """A Linear, then a tensor function of its output, scaled by a weight (its gradient
+    reaches the function dense, as inside a network)."""
+
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.lin, self.fn = nn.Linear(16, 64), fn
+        self.scale = nn.Parameter(torch.ones(()))
+
+    def forward(self, x):
+        return self.fn(self.lin(x)) * self.scale
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda h: h.topk(8, -1).values,
+        lambda h: h.max(-1).values,
+        lambda h: h.gather(-1, torch.arange(64).flip(0).expand(8, 32, 64)),
+        lambda h: h.index_select(1, torch.arange(0, 32, 8)),
+    ],
+    ids=["topk", "max-dim", "gather", "index_select"],
+)
+def test_a_selections_gradient_fills_its_zeros_in_place(fn):
+    # ATen's gradient of topk, max(dim), gather and index_select makes a tensor of zeros and
+    # scatters or adds the output's gradient into it in place on plain tensors (out of place
+    # only for a tensor subclass, as fakes are): one input-sized gradient, not two.
+    torch.manual_seed(0)
+    model, x = Then(fn), torch.randn(8, 32, 16)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda h: h.logsumexp(-1), lambda h: torch.fft.rfft(h, dim=1).abs()],
+    ids=["logsumexp", "rfft-along-the-sequence"],
+)
+def test_a_reductions_and_ffts_temporaries_count_in_a_step(fn):
+    # logsumexp holds exp(x - max) and the maxima beside its result; an FFT along a dimension
+    # that is not the innermost copies its input with the other dimensions first (FNet's).
+    torch.manual_seed(0)
+    model, x = Then(fn), torch.randn(8, 32, 16)
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
