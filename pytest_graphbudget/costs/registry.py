@@ -226,15 +226,25 @@ def output_storage(*names: str):
 def storage_elements(name: str, args: tuple, kwargs: dict[str, Any], out: Any) -> int:
     """The elements ``output_storage`` gives one call, 0 for an op without it."""
     entry = REGISTRY.get(name)
-    if entry is None or entry.storage is None:
+    if entry is None or entry.storage is None or not _concrete(args):
         return 0
     return int(entry.storage(*args, out=out, **kwargs))
+
+
+def _concrete(args: tuple) -> bool:
+    """Whether every shape among ``args`` has plain sizes: a workspace compares sizes, and a
+    comparison of symbolic ones (an export with a dynamic dimension) would be a guard that
+    specializes it (BERT's sequence length, made static by the flash kernel's block rule)."""
+    shapes = [a for a in args if isinstance(a, Shape)]
+    strides = [d for a in shapes for d in getattr(a, "strides", None) or ()]
+    dims = [*(d for a in shapes for d in a), *strides]
+    return all(type(d) is int for d in dims)
 
 
 def workspace_bytes(name: str, args: tuple, kwargs: dict[str, Any], out: Any, itemsize: int) -> int:
     """The workspace of one call (``Workspace``), 0 for an op without one."""
     entry = REGISTRY.get(name)
-    if entry is None or entry.workspace is None:
+    if entry is None or entry.workspace is None or not _concrete(args):
         return 0
     return max(0, int(entry.workspace(*args, out=out, itemsize=itemsize, **kwargs)))
 
