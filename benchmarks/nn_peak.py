@@ -1,6 +1,6 @@
-"""Peak memory of torch.nn's layers and losses, each in a tiny model, estimated and measured.
+"""Peak memory of torch.nn's layers, losses and tensor functions in tiny models, measured.
 
-Each case puts one layer (or loss) of ``torch.nn`` behind a small layer with weights, so that a
+Each case puts one layer, loss or tensor function behind a small layer with weights, so that a
 training step computes the gradient of the layer's input too, as inside a network, and
 measures two steps against ``torch.profiler(profile_memory=True)`` on one intra-op thread
 (``tests/engine/test_peak_measured.measured_peak``: what the step holds before it, plus the
