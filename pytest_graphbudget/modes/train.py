@@ -108,7 +108,6 @@ def _loss_inputs(measured: Any, gm: Any, loss: Any, model: Any, tensors: list) -
     """Count as inputs the tensors the loss holds that the step read (constants of its graph:
     a target in the loss's closure), as eager holds them through the step; not the model's
     own nor the example's, counted already."""
-    from pytest_graphbudget.engine.extents import StorageKey
     from pytest_graphbudget.engine.trace import model_state
     from pytest_graphbudget.engine.watch import captured_tensors
 
@@ -117,7 +116,9 @@ def _loss_inputs(measured: Any, gm: Any, loss: Any, model: Any, tensors: list) -
     for i, tensor in enumerate(captured_tensors(loss) if loss is not None else ()):
         storage = tensor.untyped_storage()
         if id(tensor) in read and storage.data_ptr() not in known and tensor.device.type != "meta":
-            measured.inputs[f"loss.{i}"] = {StorageKey(storage): storage.nbytes()}
+            # its bytes, by a key of its own: the ops' reads of it are priced as a constant's
+            # on every tier (the fresh pass reads this storage, export's pass a fake of it)
+            measured.inputs[f"loss.{i}"] = {("loss", storage.data_ptr()): storage.nbytes()}
 
 
 def _segment(nodes: list, phase: dict[str, str]) -> None:
