@@ -32,7 +32,7 @@ import time
 import warnings
 from pathlib import Path
 
-from notes import ratio, write_keeping_notes  # benchmarks/notes.py
+from notes import cpu_kernels, ratio, write_keeping_notes  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "engine")]
@@ -181,7 +181,8 @@ def render(rows: list[dict], failed: dict[str, str], seconds: float) -> str:
         "",
         "Written by `python benchmarks/hf_peak.py` (its docstring says what is measured): "
         f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"Python {platform.python_version()}, one intra-op thread, {seconds:.0f} s.",
+        f"Python {platform.python_version()}, one intra-op thread, {cpu_kernels()}, "
+        f"{seconds:.0f} s.",
         "",
         "| model | call | eval on meta vs with weights | train step (ours) | measured | train |",
         "| --- | --- | --- | --- | --- | --- |",

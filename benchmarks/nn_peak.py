@@ -29,7 +29,7 @@ import time
 import warnings
 from pathlib import Path
 
-from notes import ratio, write_keeping_notes  # benchmarks/notes.py
+from notes import cpu_kernels, ratio, write_keeping_notes  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "engine")]
@@ -355,7 +355,7 @@ def render(rows: list[dict], failed: dict[str, str], seconds: float) -> str:
         "",
         "Written by `python benchmarks/nn_peak.py` (its docstring says what is measured): "
         f"torch {torch.__version__}, Python {platform.python_version()}, one intra-op thread, "
-        f"{seconds:.0f} s.",
+        f"{cpu_kernels()}, {seconds:.0f} s.",
         "",
         "| case | eval (ours) | measured | eval | train | train, inside |",
         "| --- | ---: | ---: | --- | --- | --- |",

@@ -28,3 +28,12 @@ def ratio(ours: int, truth: int) -> str:
     difference, and in bytes where it is not zero."""
     bytes_off = f" ({ours - truth:+,} B)" if ours != truth else ""
     return f"{100 * (ours / truth - 1):+.2f}%{bytes_off}"
+
+
+def cpu_kernels() -> str:
+    """The vector width the CPU's kernels ran at (``AVX512``, ``AVX2``): oneDNN's convolutions
+    hold other buffers on each, and the estimate models AVX-512's (``costs/workspace.py``), so
+    a measured table says which it was."""
+    import torch
+
+    return f"CPU kernels {torch.backends.cpu.get_cpu_capability()}"

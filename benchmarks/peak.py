@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from notes import write_keeping_notes  # benchmarks/notes.py
+from notes import cpu_kernels, write_keeping_notes  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 MODELS = (
@@ -224,9 +224,9 @@ def table(rows: list[dict], load: tuple[float, float], threads: int) -> str:
         "# Peak memory: estimated against measured (issue 26)",
         "",
         f"One run of `python benchmarks/peak.py` on {platform.machine()} ({os.cpu_count()} "
-        f"cores), torch threads {threads}, load average {load[0]:.2f} before and {load[1]:.2f} "
-        "after. Batch 1, the inputs `zoo.resolve` gives (the decoder: 1x16x32x32; the "
-        "autoencoder: 4x3x128x128). Measured: "
+        f"cores, {cpu_kernels()}), torch threads {threads}, load average {load[0]:.2f} "
+        f"before and {load[1]:.2f} after. Batch 1, the inputs `zoo.resolve` gives (the "
+        "decoder: 1x16x32x32; the autoencoder: 4x3x128x128). Measured: "
         "weights, buffers, inputs and optimizer state, plus the step's peak above them from "
         "`torch.profiler(profile_memory=True)`; estimated: `Profile.peak_memory_bytes`.",
         "",

@@ -90,6 +90,7 @@ class Decoder(nn.Module):
         return self.head(torch.nn.functional.silu(self.norm(self.up(self.stem(x)))))
 
 
+@pytest.mark.onednn_avx512
 @pytest.mark.parametrize("optimizer", ["eval", None, "adam"])
 def test_conv_decoder_peak_matches_the_profiler(optimizer):
     check(Decoder(), torch.randn(1, 8, 48, 48), optimizer)
@@ -157,6 +158,7 @@ def test_tiny_transformer_peak_matches_the_profiler(optimizer):
     check(nn.Sequential(Attention(), Attention()), torch.randn(2, 64, 128), optimizer)
 
 
+@pytest.mark.onednn_avx512
 @pytest.mark.parametrize(
     ("channels", "size", "stride"),
     [(64, 28, 2), (24, 56, 2), (64, 29, 2), (64, 28, 3)],
@@ -498,6 +500,7 @@ def channels_last_cnn(depthwise: bool = False) -> tuple[nn.Module, torch.Tensor]
     return model, torch.randn(2, 3, 64, 64).to(memory_format=torch.channels_last)
 
 
+@pytest.mark.onednn_avx512
 @pytest.mark.parametrize(
     ("model_format", "depthwise", "optimizer"),
     [
@@ -541,6 +544,7 @@ def test_a_small_maps_resize_runs_channels_last(mode, optimizer):
     assert 0 <= gap <= 4096  # a copy would be 65,536 bytes or more
 
 
+@pytest.mark.onednn_avx512
 @pytest.mark.parametrize("groups", [3, 2], ids=["groups-of-8", "groups-of-10"])
 @pytest.mark.parametrize("optimizer", ["eval", None])
 def test_a_grouped_convolution_peak_matches_the_profiler(groups, optimizer):

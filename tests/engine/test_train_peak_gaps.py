@@ -292,6 +292,7 @@ def test_a_wide_or_1d_convolutions_step_peak_is_the_measured_one(conv, shape):
     assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
 
 
+@pytest.mark.onednn_avx512
 @pytest.mark.parametrize("frozen", [False, True], ids=["trained", "frozen"])
 @pytest.mark.parametrize(
     ("conv", "channels"),
@@ -315,6 +316,7 @@ def test_a_grouped_convolutions_step_peak_is_the_measured_one(conv, channels, fr
     assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
 
 
+@pytest.mark.onednn_avx512
 @pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels-last"])
 def test_a_depthwise_7x7_step_peak_is_the_measured_one(channels_last):
     # Channels-last (ConvNeXt after its first downsample), the weight gradient's buffer is 256
@@ -437,6 +439,7 @@ class TokensToImage(nn.Module):
         return self.conv(self.proj(x).transpose(-1, -2).reshape(x.shape[0], 64, 32, 32))
 
 
+@pytest.mark.onednn_avx512
 @pytest.mark.parametrize(
     ("cin", "cout", "kernel", "groups"),
     [(64, 64, 3, 1), (64, 128, 3, 8), (64, 64, 3, 64), (32, 48, 3, 1)],

@@ -263,10 +263,15 @@ def resnet18_step():
     return ours, counter.get_total_flops(), step_peak(prof)
 
 
-@pytest.mark.slow
-def test_resnet18_step_contractions_and_peak_match_torch(resnet18_step):
-    ours, flops, peak = resnet18_step
+def test_resnet18_step_contractions_match_torch(resnet18_step):
+    ours, flops, _ = resnet18_step
     assert within(ours.flops_contraction, flops, 0.005), (ours.flops_contraction, flops)
+
+
+@pytest.mark.slow
+@pytest.mark.onednn_avx512
+def test_resnet18_step_peak_matches_torch(resnet18_step):
+    ours, _, peak = resnet18_step
     # The activation peak over the joint graph holds the saved activations and the gradients
     # made so far; the profiler's peak is the same step's, above the weights and input.
     assert within(ours.activation_peak_bytes, peak, 0.10), (ours.activation_peak_bytes, peak)
