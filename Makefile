@@ -32,11 +32,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # folders, which git ignores.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup tools demo test test-sweep docs docs-test compat compat-ci golden bench zoo corpus dist lint format clean distclean
+.PHONY: help setup tools demo test test-slow test-sweep docs docs-test compat compat-ci golden bench zoo corpus dist lint format clean distclean
 
 help:
 	@echo "make demo       set up .venv and run the example budget suite"
 	@echo "make test       set up .venv and run the test suite on every core (PYTEST_ARGS=... to narrow it, XDIST= for one process)"
+	@echo "make test-slow  the tests marked slow, which make test leaves out (.ci/run runs them)"
 	@echo "make test-sweep every model of a family against its published figures (.ci/run runs it)"
 	@echo "make docs-test  run every example of README.md and docs/ and check the output they show"
 	@echo "make docs       rewrite the output README.md and docs/ show where the tool now prints otherwise"
@@ -123,12 +124,17 @@ demo: setup
 # built on both workers, once each: about 10 s of work, less than the idle tail it saves.
 # Tests marked `compat` build environments with other torch releases: `make compat` and
 # `.ci/run` run them. Tests marked `sweep` build every model of a family (every torchvision
-# name against its published parameter count): `make test-sweep` and `.ci/run` run them, so
-# that `make test` stays under 4 minutes with a representative set of real models.
+# name against its published parameter count): `make test-sweep` and `.ci/run` run them. Tests
+# marked `slow` (in their files, or listed in tests/slow_tests.txt: 1.5 s or more here, big
+# models, pytest or git in subprocesses, the workflow linters): `make test-slow` and `.ci/run`
+# run them. So `make test` stays under 4 minutes with a representative set of real models.
 XDIST ?= -n auto --dist worksteal
 test: setup tools
-	$(BIN)/python -m pytest $(XDIST) -m "not compat and not sweep" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not compat and not sweep and not slow" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --graph-budget budgets/
+
+test-slow: setup tools
+	$(BIN)/python -m pytest $(XDIST) -m "slow and not compat and not sweep" $(PYTEST_ARGS)
 
 test-sweep: setup
 	$(BIN)/python -m pytest -m sweep $(PYTEST_ARGS)

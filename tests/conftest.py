@@ -347,6 +347,25 @@ def skip_before_transformers_5(reason: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Tests measured slow: `make test` leaves them to `make test-slow`
+
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+@functools.cache
+def slow_tests() -> frozenset[str]:
+    """The node ids ``slow_tests.txt`` lists (measured slow, not marked in their files)."""
+    lines = SLOW_TESTS.read_text().splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test ``slow_tests.txt`` lists is marked ``slow``, before ``-m`` selects."""
+    if item.nodeid in slow_tests():
+        item.add_marker(pytest.mark.slow)
+
+
+# --------------------------------------------------------------------------------------------
 # The order xdist hands files out in
 
 LONGEST_FIRST = (

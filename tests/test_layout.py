@@ -95,3 +95,21 @@ def test_the_check_sees_a_long_module_a_long_method_and_a_long_nested_function(t
             f"A.long:3 is {MAX_FUNCTION_LINES + 1} lines (at most {MAX_FUNCTION_LINES})"
         ],
     }
+
+
+def test_every_test_listed_slow_is_still_there():
+    """A renamed or deleted test left in ``tests/slow_tests.txt`` would mark nothing, and the
+    test under its new name would run in ``make test`` unnoticed: each line names a file that
+    defines its test function."""
+    tests = Path(__file__).parent
+    stale = []
+    for line in (tests / "slow_tests.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        path, _, name = line.partition("::")
+        function = name.split("[", 1)[0].split("::")[-1]
+        source = tests.parent / path
+        defined = source.is_file() and f"def {function}(" in source.read_text()
+        if not defined:
+            stale.append(line)
+    assert not stale, f"tests/slow_tests.txt names tests that are gone: {stale}"
