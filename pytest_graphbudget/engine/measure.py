@@ -55,7 +55,7 @@ class _Recorder(TorchDispatchMode):
         self.node: NodeCost | None = None
         self.call: Any = _call  # how an op runs: ``meta_pass.MetaCache`` on meta tensors
         self.kernels = 0  # ops of the current node that launch a kernel (``_launches``)
-        self.fresh: dict[Any, int] = {}  # storages the node's multi-output ops made -> bytes
+        self.fresh: dict[Any, int] = {}  # what multi-output ops and bare allocations made
         self.split: Split | None = None  # a node being recorded one node per op
         self.grouped = grouped_mm_op()  # run apart on fakes (``compat.grouped_mm``)
 
@@ -89,7 +89,7 @@ class _Recorder(TorchDispatchMode):
             inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs
             self.record(_op_name(func), args, inputs, out)
             self.kernels += _launches(func) > 0
-            if _launches(func) > 1:  # e.g. layer_norm's mean and rstd
+            if _launches(func) > 1 or _op_name(func) in ALLOCATES:
                 self.fresh.update((_storage(t), _nbytes(t)) for t in tree.tensors(out))
         return out
 
@@ -179,7 +179,8 @@ def check_dtypes(func: Any, args: tuple) -> None:
 
 
 ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
-"""Ops that allocate and run no kernel (a kernel's output buffer, made before it runs)."""
+"""Ops that allocate and run no kernel (an output buffer; one let go inside its node is held
+while the node runs: the noise ``rrelu`` makes even in eval)."""
 
 UNMARKED_VIEWS = frozenset({"_unsafe_view"})
 """Views whose schema does not say so (``reshape``'s ``clone`` then ``_unsafe_view``): no
@@ -409,8 +410,7 @@ def measure(
         # Constants (fake if traced under a meta model's fakes) get this pass's twins
         twin = {n: fake_like(t, mode) if fake else t for n, t in named if n not in state}
         module_state = {f"gm.{n}": state[n] if n in state else twin[n] for n, _ in named}
-    context = mode or contextlib.nullcontext()
-    with torch.no_grad(), context, recorder:
+    with torch.no_grad(), mode or contextlib.nullcontext(), recorder:
         torch.func.functional_call(
             _Runner(gm, interpret), module_state, tuple(values), strict=False, tie_weights=True
         )

@@ -158,6 +158,13 @@ def test_tiny_transformer_peak_matches_the_profiler(optimizer):
     check(nn.Sequential(Attention(), Attention()), torch.randn(2, 64, 128), optimizer)
 
 
+@pytest.mark.parametrize("optimizer", ["eval", None])
+def test_rrelu_holds_its_noise_buffer_even_in_eval(optimizer):
+    # F.rrelu makes an input-sized noise buffer whether or not it draws it: without it in eval
+    # the peak read 30% under (16 KB of 55 KB).
+    check(nn.Sequential(nn.Linear(64, 64), nn.RReLU()), torch.randn(64, 64), optimizer)
+
+
 @pytest.mark.onednn_avx512
 @pytest.mark.parametrize(
     ("channels", "size", "stride"),
