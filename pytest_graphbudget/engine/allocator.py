@@ -26,7 +26,9 @@ tensors, the forward allocates through the same allocator:
   picks for a float32 (TF32, torch's default for cuDNN) or 16-bit convolution from compute
   capability 7.0 compute in NHWC, so an NCHW convolution holds its input and output in that
   layout beside them, ``input + output`` bytes (an H100's conv net: 256 MiB measured against
-  128 MiB of activations; ``benchmarks/GPU_MEMORY_RESULTS.md`` checks it on every GPU lent).
+  128 MiB of activations; ``benchmarks/GPU_MEMORY_RESULTS.md`` checks it on every GPU lent);
+- what a CUDA kernel writes and the host's does not, while the node runs (``cuda_workspace``):
+  ``max_pool1d``'s indices (``eager_kernels.eager_cpu_max_pool1d``).
 
 Every figure here is plain arithmetic over the profile's graph; nothing asks a GPU.
 """
@@ -199,6 +201,8 @@ def cuda_peak(weights: list[int], measured: Any, memory: CudaMemory) -> CudaPeak
             if handle not in handles:
                 handles.add(handle)
                 sim.malloc(nbytes)  # held from here on
+        if node.cuda_workspace:  # made by the CUDA kernel alone (max_pool1d's indices)
+            sim.free(sim.malloc(node.cuda_workspace))
         if node.kind in CONV_KINDS:
             reads = sum(_known(key, size, measured) for key in node.reads)
             workspace = memory.conv_workspace(reads, sum(node.writes.values()), node.dtype)

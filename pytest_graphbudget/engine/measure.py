@@ -22,6 +22,11 @@ from pytest_graphbudget.compat import below_autograd_undone, grouped_mm, grouped
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import trace, tree
+from pytest_graphbudget.engine.eager_kernels import (
+    check_dtypes,
+    eager_cpu_max_pool1d,
+    is_max_pool1d,
+)
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.fakes import fake_mode, linear
 from pytest_graphbudget.engine.fx_tracer import HELD, KEPT
@@ -161,23 +166,6 @@ def _call(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
 
 
-ONE_DTYPE = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "convolution"})
-"""Ops whose CPU and CUDA kernels refuse tensors of two dtypes, and whose meta kernels do not
-check: a float32 Linear fed int64 or float64 inputs raises when run, and priced on meta or
-fake tensors it would give figures of a model that cannot run."""
-
-
-def check_dtypes(func: Any, args: tuple) -> None:
-    """Raise, as the model's kernel would, when an op of ``ONE_DTYPE`` mixes dtypes."""
-    name = func.__name__.partition(".")[0]
-    if name not in ONE_DTYPE or func._overloadname != "default":
-        return
-    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
-    if len(set(dtypes)) > 1:
-        shown = " and ".join(str(d).removeprefix("torch.") for d in dict.fromkeys(dtypes))
-        raise RuntimeError(f"{name} got tensors of two dtypes ({shown}), which its kernel refuses")
-
-
 ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 """Ops that allocate and run no kernel (an output buffer; one let go inside its node is held
 while the node runs: the noise ``rrelu`` makes even in eval)."""
@@ -283,9 +271,11 @@ class _CostInterpreter(fx.Interpreter):
         node.overwrites = set().union(*storages) - node.reads
         tensors = tree.tensor_list(value)
         record_output(node, value, tensors)
-        for key, size in self.recorder.fresh.items():  # made and let go inside the node
-            if key not in node.writes and key not in node.reads and key not in node.overwrites:
-                node.writes[key] = size
+        seen = node.writes.keys() | node.reads | node.overwrites  # fresh: made and let go here
+        held = {k: size for k, size in self.recorder.fresh.items() if k not in seen}
+        node.writes.update(held)
+        if held and is_max_pool1d(n, self.module):  # the indices it did not return
+            eager_cpu_max_pool1d(node, held, self.env[(*n.args, *n.kwargs.values())[0]])
         if not node.kind:
             node.kind = kind_of(node.target)
         self.storage_of[n.name] = {_storage(t) for t in tensors}

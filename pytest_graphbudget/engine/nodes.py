@@ -63,6 +63,7 @@ class NodeCost:
     view_extents: dict[Any, Extent] = field(default_factory=dict)
     segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
     workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
+    cuda_workspace: int = 0  # bytes its CUDA kernel holds while it runs, the CPU's not
     in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
 
     @property

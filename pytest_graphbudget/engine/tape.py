@@ -21,6 +21,7 @@ from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.compat import grouped_mm
 from pytest_graphbudget.engine import first, tree, walk
+from pytest_graphbudget.engine.eager_kernels import eager_cpu_max_pool1d, in_max_pool1d
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.hollow import Hollow, values_mattered
@@ -137,6 +138,9 @@ class Tape(_Recorder):
         finally:
             self.node = None
         self.close(node, out)
+        if name == "max_pool2d_with_indices" and in_max_pool1d(sys._getframe(1)):
+            indices = _storage(out[1])  # F.max_pool1d's, on the tape as in the FX pass
+            eager_cpu_max_pool1d(node, {indices: node.writes.get(indices, 0)}, args[0])
         if hollow is not None:
             hollow.learn(func, node.macs + node.other, out, args, kwargs, node.reads, node.views)
         if call is not None:

@@ -102,6 +102,16 @@ def test_a_convolution_holds_cudnns_layout_workspace_while_it_runs():
     assert allocator_peak(model, (x,), {}, pascal).peak_bytes == 1_024 + 512 + 3_072 + 8_192
 
 
+def test_max_pool1d_writes_its_indices_on_cuda_while_it_runs():
+    # The host's eager kernel writes no indices (``eager_kernels.eager_cpu_max_pool1d``); CUDA's
+    # max_pool1d is max_pool1d_with_indices, whose int64 indices die with the call.
+    model = torch.nn.MaxPool1d(2).eval()
+    found = allocator_peak(model, (torch.randn(2, 16, 30),), {}, HOPPER)
+    # input 2x16x30x4 = 3,840 B: 4,096; output 2x16x15x4 = 1,920 B: 2,048; indices 2x16x15x8
+    # = 3,840 B: 4,096
+    assert found.peak_bytes == 4_096 + 2_048 + 4_096
+
+
 @pytest.mark.parametrize("dtype", ["float64"])
 def test_a_convolution_cudnn_runs_without_tensor_cores_takes_no_layout_workspace(dtype):
     assert HOPPER.conv_workspace(3_072, 8_192, dtype) == 0
