@@ -729,6 +729,14 @@ LOSSES = {
     "smooth-l1": (nn.SmoothL1Loss(), lambda: torch.randn(64, 200)),
     "huber": (nn.HuberLoss(), lambda: torch.randn(64, 200)),
     "bce-logits": (nn.BCEWithLogitsLoss(), lambda: torch.rand(64, 200)),
+    "bce-logits-pos-weight": (
+        nn.BCEWithLogitsLoss(pos_weight=torch.full((200,), 3.0)),
+        lambda: torch.rand(64, 200),
+    ),
+    "bce-logits-both-weights": (
+        nn.BCEWithLogitsLoss(weight=torch.rand(200), pos_weight=torch.full((200,), 3.0)),
+        lambda: torch.rand(64, 200),
+    ),
     "soft-margin": (nn.SoftMarginLoss(), lambda: torch.randn(64, 200).sign()),
 }
 
@@ -739,7 +747,9 @@ def test_an_elementwise_losss_kernel_holds_its_per_element_losses(name, optimize
     """A reduced MSE, smooth L1 or soft margin loss is written into element 0 of its
     per-element losses, which its scalar keeps (its storage: 64 x 200 floats); the kernels
     hold one or two such temporaries besides (BCE with logits: two). Before: eval 25-49%
-    under, a step with MSE or soft margin 25-39% under."""
+    under, a step with MSE or soft margin 25-39% under. BCE with logits' backward chains in
+    place on plain tensors (``accumulate.CHAINED``): with a pos_weight, a step read 34-59%
+    over."""
     torch.manual_seed(0)
     loss, target = LOSSES[name]
     model, x = Loss(loss, target()), torch.randn(64, 16)
