@@ -29,6 +29,7 @@ from pytest_graphbudget.costs import (  # noqa: E402, F401
     movement,
     quantized,
     reduction,
+    resizes,
     scratch,
     spectral,
     workspace,

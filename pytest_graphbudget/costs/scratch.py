@@ -1,6 +1,6 @@
 """Workspaces of kernels other than convolutions: oneDNN's LSTM layers, the fused attention
-paths, CPU products, norms and resizes (for the products, norms and resizes, the copies they
-make of arguments that come with strides they cannot read). Registered and read as
+paths, CPU products and norms (the copies they make of arguments that come with strides they cannot
+read); resizes' are in ``costs/resizes.py``. Registered and read as
 ``costs/workspace.py``'s are (bytes, during the op only, float32 CPU figures read off
 ``torch.profiler(profile_memory=True)``).
 """
@@ -401,21 +401,3 @@ def batch_norm_backward_twice(grad_out: Shape, x: Shape, *rest, out, itemsize: i
     if itemsize != 4 or not train or not mask[0] or not _dense_alike(grad_out, x):
         return 0
     return numel(x) * itemsize
-
-
-SMALL_RESIZE = 128
-"""Output rows plus columns up to which ATen's CPU nearest and bilinear resizes take their
-channels-last kernel (``_use_vectorized_kernel_cond_2d``), whatever the input's layout."""
-
-
-@workspace("upsample_nearest2d", "_upsample_nearest_exact2d", "upsample_bilinear2d")
-def small_resize(x: Shape, *_, out, itemsize: int, **__) -> int:
-    """A contiguous input resized to at most ``SMALL_RESIZE`` rows plus columns (HRNet's and
-    FPNs' upsampling of small maps) is copied channels-last and the result written
-    channels-last, then copied into the contiguous output: the input's and the output's size
-    beside them (a 32x32 map upsampled twice held twice what the tool counted)."""
-    if len(x) != 4 or not isinstance(out, Shape) or out[-2] + out[-1] > SMALL_RESIZE:
-        return 0
-    if not channels_last.copied(x):  # channels-last already: its output is too
-        return 0
-    return (numel(x) + channels_last.copied(out)) * itemsize
