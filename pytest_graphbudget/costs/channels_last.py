@@ -37,13 +37,16 @@ holds more (a buffer the size of about one image of the gradient), which is not 
 
 class Strided(Shape):
     """A tensor argument's shape with its strides, for the workspaces of kernels that copy or
-    reorder by memory format (``engine/tree.strided_shapes``)."""
+    reorder by memory format (``engine/tree.strided_shapes``), and whether it is complex (a
+    complex-to-real kernel's temporary)."""
 
     strides: tuple[int, ...] | None
+    complex: bool
 
-    def __new__(cls, sizes, strides=None):
+    def __new__(cls, sizes, strides=None, complex: bool = False):
         shape = super().__new__(cls, sizes)
         shape.strides = None if strides is None else tuple(strides)
+        shape.complex = complex
         return shape
 
 

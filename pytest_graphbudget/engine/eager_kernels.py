@@ -2,8 +2,9 @@
 
 The cost pass runs each op's fake (or meta) kernel and prices what it returns; a few eager
 kernels allocate or refuse differently, and the figures must be the eager ones: the dtype
-checks meta kernels skip (``check_dtypes``), and ``max_pool1d``, which makes indices on fakes
-and none on the CPU (``eager_cpu_max_pool1d``), in the FX cost pass and on the tape alike.
+checks meta kernels skip (``check_dtypes``), ``max_pool1d``, which makes indices on fakes and
+none on the CPU (``eager_cpu_max_pool1d``), in the FX cost pass and on the tape alike, and the
+copies the CPU's ``TensorIterator`` makes of inputs of another dtype (``promoted_copies``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
+from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.nodes import NodeCost, _nbytes
 
 ONE_DTYPE = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "convolution"})
@@ -30,6 +32,46 @@ def check_dtypes(func: Any, args: tuple) -> None:
     if len(set(dtypes)) > 1:
         shown = " and ".join(str(d).removeprefix("torch.") for d in dict.fromkeys(dtypes))
         raise RuntimeError(f"{name} got tensors of two dtypes ({shown}), which its kernel refuses")
+
+
+PROMOTING = frozenset(
+    {
+        *("add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder"),
+        *("fmod", "pow", "atan2", "hypot", "copysign", "xlogy", "maximum", "minimum"),
+        *("fmax", "fmin", "addcmul", "addcdiv", "bitwise_and", "bitwise_or", "bitwise_xor"),
+        *("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"),
+        "where",  # its condition aside
+    }
+)
+"""Elementwise ops whose ``TensorIterator`` promotes its inputs to one common dtype."""
+TO_BOOL = frozenset(
+    {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
+)
+"""Of those, the ops whose result is bool whatever the common dtype."""
+
+
+def promoted_copies(name: str, tensors: list, out: Any) -> int:
+    """Bytes of the copies ``TensorIterator`` makes on the CPU, while the op runs, of each
+    input whose dtype is not the op's common dtype (``compute_types``: ``op.tensor().to(
+    common_dtype)``, at the input's own size, a broadcast view's whole), and of an in-place
+    op's result when its dtype is not that one. ``h * (h > 0)`` copies its mask as floats;
+    a float32 gradient times a complex one (``abs``'s backward) is copied complex. CUDA's
+    kernels cast as they read."""
+    result = next(iter(tree.tensors(out)), None)
+    tensors = tensors[1:] if name == "where" else tensors
+    if len(tensors) < 2 or result is None or result.device.type not in ("cpu", "meta"):
+        return 0
+    in_place = result is tensors[0]
+    if in_place or name in TO_BOOL:  # the result's dtype is not the common one
+        if len(tensors) != 2:
+            return 0
+        common = torch.result_type(*tensors)
+    else:
+        common = result.dtype
+    copied = sum(t.numel() for t in tensors if t.dtype != common)
+    if in_place and result.dtype != common:
+        copied += result.numel()
+    return copied * common.itemsize
 
 
 def eager_cpu_max_pool1d(node: NodeCost, indices: dict[Any, int], x: torch.Tensor) -> None:

@@ -50,7 +50,7 @@ def _strided(value: Any) -> Any:
         return value
     if value.layout != torch.strided:
         return Shape(value.shape)
-    return Strided(value.shape, value.stride())
+    return Strided(value.shape, value.stride(), value.is_complex())
 
 
 def strided_shapes(value: Any) -> Any:
