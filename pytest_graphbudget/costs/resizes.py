@@ -2,11 +2,13 @@
 ``aten/src/ATen/native/cpu/UpSampleKernel.cpp`` allocates beside the input and output, read as
 ``costs/workspace.py``'s are (bytes, during the op only). Two kernels: a channels-last one,
 which copies a contiguous input channels-last and its result back; and the generic one, which
-first computes an index and weight table per resized dimension. Antialiased resizes (their
-own passes and tables) are not modelled.
+first computes an index and weight table per resized dimension. Antialiased resizes run one
+pass per resized dimension, each with its own tables, through a temporary between passes.
 """
 
 from __future__ import annotations
+
+from math import ceil
 
 from pytest_graphbudget.costs import channels_last
 from pytest_graphbudget.costs.registry import Shape, numel, workspace
@@ -74,3 +76,43 @@ def linear_resize(x: Shape, *_, out, itemsize: int, **__) -> int:
 @workspace("upsample_bicubic2d")
 def cubic_resize(x: Shape, *_, out, itemsize: int, **__) -> int:
     return _resize_held(x, out, "cubic", itemsize)
+
+
+def _aa_scale(n_in: int, n_out: int, align_corners: bool, scale) -> float:
+    """ATen's ``area_pixel_compute_scale``: input positions per output position."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1 / scale if scale else n_in / n_out
+
+
+def _aa_tables(n_out: int, scale: float, taps: int, itemsize: int) -> int:
+    """One pass's tables (``_compute_index_ranges_weights``): per output position its first
+    index, count, stride and weights' offset (int64), and weights for the widest filter, whose
+    support widens by the downscale factor (``ceil(support) * 2 + 1`` taps)."""
+    support = taps / 2 * max(scale, 1.0)
+    return n_out * (4 * 8 + (ceil(support) * 2 + 1) * itemsize)
+
+
+def _antialiased_held(taps: int):
+    def held(x: Shape, size=None, align_corners=False, *scales, out, itemsize: int, **__) -> int:
+        """The passes of ``separable_upsample_generic_Nd_kernel_impl``: the width first, into
+        an ``H_in x W_out`` temporary when the height is resized too, then the height into
+        the output; each pass holds its own tables (a 64x64 image to 30x30: 46 KB of
+        temporary and 1.8 KB of tables beside 120 KB)."""
+        if not isinstance(out, Shape) or len(x) != 4:
+            return 0
+        given = list(scales[0]) if scales and isinstance(scales[0], (list, tuple)) else scales
+        given = [*given, None, None][:2]
+        passes = [
+            _aa_tables(o, _aa_scale(i, o, align_corners, s), taps, itemsize)
+            for i, o, s in zip(x[-2:], out[-2:], given, strict=True)
+            if i != o
+        ]
+        temp = numel(x) // x[-1] * out[-1] if len(passes) == 2 else 0
+        return temp * itemsize + max(passes, default=0)
+
+    return held
+
+
+workspace("_upsample_bilinear2d_aa")(_antialiased_held(2))
+workspace("_upsample_bicubic2d_aa")(_antialiased_held(4))
