@@ -50,16 +50,45 @@ TO_BOOL = frozenset(
 """Of those, the ops whose result is bool whatever the common dtype."""
 
 
-def promoted_copies(name: str, tensors: list, out: Any) -> int:
+WIDENING = frozenset({"sum", "mean", "prod", "nansum", "count_nonzero"})
+"""Reductions ``make_reduction`` runs in their result's dtype: on the CPU an input of another
+dtype is copied to it first (a bool mask's sum, as int64); ``mean`` of 16-bit floats sums in
+float32 into a float32 result, converted after; ``count_nonzero`` over some dimensions is
+``(x != 0).sum(dims)`` (a bool ``x`` summed as it is), the mask copied as int64."""
+CASTING = PROMOTING | WIDENING
+"""The ops whose CPU kernels copy an input of another dtype (``cast_copies``)."""
+
+
+def cast_copies(name: str, tensors: list, out: Any) -> int:
+    """Bytes the CPU kernel of an op of ``CASTING`` holds while it runs, converting dtypes."""
+    result = next(iter(tree.tensors(out)), None)
+    if not tensors or result is None or result.device.type not in ("cpu", "meta"):
+        return 0
+    if name in WIDENING:
+        return _widened(name, tensors[0], result)
+    return promoted_copies(name, tensors, result)
+
+
+def _widened(name: str, x: torch.Tensor, result: torch.Tensor) -> int:
+    if name == "count_nonzero":  # over all dimensions, its kernel counts as it reads
+        return x.numel() * (8 + (x.dtype != torch.bool)) if result.dim() else 0
+    dtype, converted = result.dtype, 0
+    if name == "mean" and dtype in (torch.float16, torch.bfloat16):
+        dtype, converted = torch.float32, result.numel() * 4
+    if x.dtype == dtype or x.is_complex():
+        return converted
+    return x.numel() * dtype.itemsize + converted
+
+
+def promoted_copies(name: str, tensors: list, result: torch.Tensor) -> int:
     """Bytes of the copies ``TensorIterator`` makes on the CPU, while the op runs, of each
     input whose dtype is not the op's common dtype (``compute_types``: ``op.tensor().to(
     common_dtype)``, at the input's own size, a broadcast view's whole), and of an in-place
     op's result when its dtype is not that one. ``h * (h > 0)`` copies its mask as floats;
     a float32 gradient times a complex one (``abs``'s backward) is copied complex. CUDA's
     kernels cast as they read."""
-    result = next(iter(tree.tensors(out)), None)
     tensors = tensors[1:] if name == "where" else tensors
-    if len(tensors) < 2 or result is None or result.device.type not in ("cpu", "meta"):
+    if len(tensors) < 2:
         return 0
     in_place = result is tensors[0]
     if in_place or name in TO_BOOL:  # the result's dtype is not the common one

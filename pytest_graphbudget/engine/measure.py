@@ -23,11 +23,11 @@ from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import trace, tree
 from pytest_graphbudget.engine.eager_kernels import (
-    PROMOTING,
+    CASTING,
+    cast_copies,
     check_dtypes,
     eager_cpu_max_pool1d,
     is_max_pool1d,
-    promoted_copies,
 )
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.fakes import fake_mode, linear
@@ -139,8 +139,8 @@ class _Recorder(TorchDispatchMode):
                 held = _workspace(name, args, out, shapes)
                 held += tree.strided_bytes(args, entry.contiguous)
                 node.workspace = max(node.workspace, held)
-            if name in PROMOTING:
-                node.workspace = max(node.workspace, promoted_copies(name, tensors, out))
+            if name in CASTING:
+                node.workspace = max(node.workspace, cast_copies(name, tensors, out))
             if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
             elif role == "reduction" and RANK[node.category] < RANK["reduction"]:
