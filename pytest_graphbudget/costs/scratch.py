@@ -1,7 +1,7 @@
-"""Workspaces of kernels other than convolutions: oneDNN's LSTM layers, the fused attention
-paths, CPU products and norms (the copies they make of arguments that come with strides they cannot
-read); resizes' are in ``costs/resizes.py``. Registered and read as
-``costs/workspace.py``'s are (bytes, during the op only, float32 CPU figures read off
+"""Workspaces of kernels other than convolutions and resizes (``costs/resizes.py``): oneDNN's
+LSTM layers, the fused attention paths, CPU products and norms (the copies they make of
+arguments that come with strides they cannot read), complex-to-real kernels. Registered and
+read as ``costs/workspace.py``'s are (bytes, during the op only, float32 CPU figures read off
 ``torch.profiler(profile_memory=True)``).
 """
 
