@@ -277,17 +277,32 @@ def _sumproduct_pair(left: list[int], right: list[int], summed: list[int]) -> tu
     "replication_pad1d_backward",
     "replication_pad2d_backward",
     "replication_pad3d_backward",
-    "_softmax_backward_data",
-    "_log_softmax_backward_data",
     contiguous=(0,),
 )
 def gradient_made_contiguous(*_, **__) -> int:
-    """Pooling, padding, GroupNorm and softmax backwards read the output's gradient through
+    """Pooling, padding and GroupNorm backwards read the output's gradient through
     ``grad_output.contiguous()`` (in its memory format): the sum loss's seed, expanded (strides
     0), is copied whole while the kernel runs, when the layer is the model's last (a feature
-    extractor's pooling, a classifier's ``LogSoftmax``). The registry's ``contiguous`` counts the
-    copy; nothing else is held."""
+    extractor's pooling). The registry's ``contiguous`` counts the copy; nothing else is
+    held."""
     return 0
+
+
+@workspace("_softmax", "_log_softmax")
+def softmax_input_made_contiguous(x: Shape, *_, out, itemsize: int, **__) -> int:
+    """ATen's CPU softmax and log-softmax read ``input.contiguous()``, row-major whatever the
+    input's memory format: a permuted input (CaiT's talking heads, whose scores come back
+    permuted from a linear over the heads) is copied whole while the kernel runs (a CaiT
+    block's eval peak had read 19% under)."""
+    return 0 if channels_last.contiguous(x) else numel(x) * itemsize
+
+
+@workspace("_softmax_backward_data", "_log_softmax_backward_data")
+def softmax_backward_made_contiguous(grad: Shape, output: Shape, *_, out, itemsize: int, **__):
+    """Their backwards read ``grad_output.contiguous()`` and ``output.contiguous()``: a sum
+    loss's expanded seed when the layer is the model's last (a classifier's ``LogSoftmax``),
+    a permuted output or gradient, copied whole while the kernel runs."""
+    return sum(numel(t) * itemsize for t in (grad, output) if not channels_last.contiguous(t))
 
 
 @workspace("_embedding_bag_backward")
