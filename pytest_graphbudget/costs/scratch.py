@@ -297,6 +297,16 @@ def softmax_input_made_contiguous(x: Shape, *_, out, itemsize: int, **__) -> int
     return 0 if channels_last.contiguous(x) else numel(x) * itemsize
 
 
+@workspace("_safe_softmax")
+def safe_softmax_masks(x: Shape, dim: int = -1, *_, out, itemsize: int, **__) -> int:
+    """SDPA's math path (5-D heads, NesT's blocks) calls ``_safe_softmax``: a softmax, then
+    the rows whose every score is -inf zeroed, found through a bool mask of the scores
+    (``isneginf``) and its ``all`` over the row, and a zero scalar, held beside the
+    probabilities (NesT's attention had read 25% under)."""
+    copied = softmax_input_made_contiguous(x, out=out, itemsize=itemsize)
+    return copied + numel(x) + numel(x) // max(x[dim], 1) + itemsize
+
+
 @workspace("_softmax_backward_data", "_log_softmax_backward_data")
 def softmax_backward_made_contiguous(grad: Shape, output: Shape, *_, out, itemsize: int, **__):
     """Their backwards read ``grad_output.contiguous()`` and ``output.contiguous()``: a sum
