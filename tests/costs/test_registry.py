@@ -165,6 +165,17 @@ def test_a_misspelt_key_is_an_error():
     assert "convolutoin" not in REGISTRY
 
 
+def test_an_op_this_torch_predates_has_neither_entry_nor_workspace(monkeypatch):
+    # compat.NEWER_OPS: on a torch older than an op (_safe_softmax before 2.5) its entry is
+    # skipped, and so must its workspace be (the torch 2.4 run had failed at import).
+    monkeypatch.setattr(registry, "op_available", lambda name: name != "no_such_newer_op")
+    registry.register("no_such_newer_op", role="reduction")(lambda *a, **k: registry.OpCost())
+    registry.workspace("no_such_newer_op")(lambda *a, **k: 0)
+    assert "no_such_newer_op" not in REGISTRY
+    with pytest.raises(RegistryError, match="convolutoin: a workspace needs the op's entry"):
+        registry.workspace("convolutoin")(lambda *a, **k: 0)
+
+
 def test_a_role_must_be_known():
     with pytest.raises(RegistryError, match="unknown role 'elementwise'"):
         register_formula(torch.ops.gbtest.mix, role="elementwise")
