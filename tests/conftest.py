@@ -333,14 +333,23 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 # Older transformers: the compat rows below torch 2.6 run transformers 4.57 (benchmarks/compat.py)
 
 
+def transformers_major() -> int | None:
+    """The installed transformers' major release (None: not installed)."""
+    from importlib import metadata
+
+    try:
+        return int(metadata.version("transformers").split(".")[0])
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def skip_before_transformers_5(reason: str) -> None:
     """Skip, saying ``reason``, where transformers 4.x builds the model under test: its code
     differs from 5's in what the test relies on (docs/compat.md lists the figures it moves)."""
     from importlib import metadata
 
-    try:
-        major = int(metadata.version("transformers").split(".")[0])
-    except metadata.PackageNotFoundError:
+    major = transformers_major()
+    if major is None:
         pytest.skip("transformers is not installed")
     if major < 5:
         pytest.skip(f"transformers {metadata.version('transformers')}: {reason}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dis
 import operator
+import re
 import sys
 from typing import Any
 
@@ -28,9 +29,15 @@ def symbolic_trace(model: nn.Module, concrete_args: dict[str, Any] | None) -> fx
     Python code is generated only if something calls it (the cost pass interprets the graph
     node by node, and code generation is a third of the trace). A forward that computes on
     tensors it makes itself is refused (``ComputedAtTrace``)."""
-    with lazy_graph_modules(), ComputedAtTrace() as eager:
-        tracer = PathTracer()
-        graph = tracer.trace(model, concrete_args=concrete_args)
+    try:
+        with lazy_graph_modules(), ComputedAtTrace() as eager:
+            tracer = PathTracer()
+            graph = tracer.trace(model, concrete_args=concrete_args)
+    except TypeError as err:  # torch before 2.5 refuses the proxy as the buffer's new value
+        refused = re.match(r"cannot assign '.*' as buffer '(\w+)'", str(err))
+        if refused is None:
+            raise
+        raise TypeError(_assigns_buffers([refused[1]])) from None
     if eager.ops:
         raise TypeError(
             f"the forward computes on tensors it makes itself ({', '.join(sorted(eager.ops))}), "
@@ -44,12 +51,16 @@ def symbolic_trace(model: nn.Module, concrete_args: dict[str, Any] | None) -> fx
         if isinstance(value, fx.Proxy)
     ]
     if assigned:  # the graph module would hold the proxy, and every run would grow the graph
-        raise TypeError(
-            f"the forward assigns its buffer {', '.join(assigned)} (`self.x = ...`, `self.x += "
-            "...`), a change of the module's state that FX's graph cannot replay"
-        )
+        raise TypeError(_assigns_buffers(assigned))
     with lazy_graph_modules():
         return make_graph_module(tracer.root, graph, type(model).__name__)
+
+
+def _assigns_buffers(names: list[str]) -> str:
+    return (
+        f"the forward assigns its buffer {', '.join(names)} (`self.x = ...`, `self.x += ...`), "
+        "a change of the module's state that FX's graph cannot replay"
+    )
 
 
 class ComputedAtTrace(TorchDispatchMode):

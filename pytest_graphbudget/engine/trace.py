@@ -286,7 +286,7 @@ def trace_dynamo(model: nn.Module, example: Example, dynamic: Any = None) -> Tra
     wrapper = _FlatCall(model, example)
     shapes = None if dynamic is None else (tuple(dynamic),)
     # On failure export prints the partial graph to stderr: the one-line reason is enough.
-    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
+    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()), _dense_encoders(model):
         program = torch.export.export(
             wrapper, tuple(example.tensors), dynamic_shapes=shapes, strict=False
         )
@@ -305,6 +305,26 @@ def trace_dynamo(model: nn.Module, example: Example, dynamic: Any = None) -> Tra
     return Traced(
         program.graph_module, "dynamo", placeholders, state_in_module=False, module_prefix="model."
     )
+
+
+@contextlib.contextmanager
+def _dense_encoders(model: nn.Module) -> Iterator[None]:
+    """``nn.TransformerEncoder`` given a padding mask makes its input a nested tensor, which
+    export cannot follow. Newer torch keeps it dense under export by itself; torch 2.4 took
+    the nested path there too, and no tier could trace the model. Its nested path is switched
+    off for the export: the figures are the dense ones, on every release."""
+    nested = [
+        module
+        for module in model.modules()
+        if isinstance(module, nn.TransformerEncoder) and getattr(module, "use_nested_tensor", 0)
+    ]
+    for module in nested:
+        module.use_nested_tensor = False
+    try:
+        yield
+    finally:
+        for module in nested:
+            module.use_nested_tensor = True
 
 
 def trace_exported(program: torch.export.ExportedProgram, example: Example) -> Traced:
