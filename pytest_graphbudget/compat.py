@@ -290,6 +290,55 @@ def grouped_mm(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*low, **kwargs).to(torch.float32)
 
 
+@contextlib.contextmanager
+def kernels_kept_whole() -> Iterator[None]:
+    """``make_fx`` before torch 2.10 decomposed every op with a CompositeImplicitAutograd
+    kernel, even one eager torch runs as a kernel of its own (``silu_backward``,
+    ``mish_backward``, ``native_channel_shuffle``): traced as the several ops of the
+    composite, each with its temporaries (a Mixtral's step read 2.5% over its measured peak on
+    torch 2.8 and 2.9). From 2.10 it decomposes only what autograd would; before, such an op's
+    ``decompose`` says NotImplemented in the block, and the trace keeps it as one node."""
+    ops = [] if torch_at_least(2, 10) else _composite_with_kernels()
+    for op in ops:
+        op.decompose = _not_decomposed
+    try:
+        yield
+    finally:
+        for op in ops:
+            del op.decompose
+
+
+def _not_decomposed(*args: Any, **kwargs: Any) -> Any:
+    return NotImplemented
+
+
+@cache
+def _composite_with_kernels() -> list[Any]:
+    """The ATen overloads that have a CompositeImplicitAutograd kernel and a CPU one."""
+    import torch
+
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    found = []
+    for name in torch._C._dispatch_get_all_op_names():
+        namespace, _, qualified = name.partition("::")
+        if namespace != "aten" or not has(name, "CompositeImplicitAutograd"):
+            continue
+        if has(name, "CPU"):
+            op, _, overload = qualified.partition(".")
+            found.append(getattr(getattr(torch.ops.aten, op), overload or "default"))
+    return found
+
+
+def override_kernel(library: Any, op: Any, fn: Any, dispatch_key: str) -> None:
+    """``library.impl``, over a kernel torch registered from Python: torch 2.8 and 2.9 do so
+    for ``_grouped_mm``'s meta kernel and refuse a second without ``allow_override`` (2.8 on;
+    before it, Python registrations were not checked)."""
+    if "allow_override" in inspect.signature(library.impl).parameters:
+        library.impl(op, fn, dispatch_key, allow_override=True)
+    else:
+        library.impl(op, fn, dispatch_key)
+
+
 def is_fake(tensor: Any) -> bool:
     from torch._subclasses.fake_tensor import is_fake as _is_fake
 

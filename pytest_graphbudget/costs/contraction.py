@@ -104,6 +104,21 @@ def grouped_mm(a: Shape, b: Shape, offs=None, bias=None, *_, out: Shape, **__) -
     return OpCost(macs=macs, other=numel(out) if bias is not None else 0)
 
 
+@register("transformers.grouped_mm_fallback", role="anchor", kind="matmul")
+def grouped_mm_fallback(a: Shape, b: Shape, offs: Shape, *, out: Shape, **_) -> OpCost:
+    # transformers 5's stand-in for ``_grouped_mm`` (a torch before 2.9 on the CPU, or float32
+    # weights under export): one ``mm`` per expert inside one custom op. Each row of the
+    # sorted (m, k) meets its expert's (k, n) of the (experts, k, n): m*k*n.
+    return OpCost(macs=numel(a) * b[-1])
+
+
+@register("transformers.grouped_mm_fallback_backward", role="anchor", kind="matmul")
+def grouped_mm_fallback_backward(a: Shape, b: Shape, offs: Shape, grad: Shape, **_) -> OpCost:
+    # Its backward, both gradients in one op: each row's input gradient (n, k per row of the
+    # (m, n) gradient), and each expert's weight gradient (its rows' k x n outer products).
+    return OpCost(macs=2 * numel(a) * b[-1])
+
+
 @register("baddbmm", role="anchor", kind="bmm")
 def baddbmm(bias: Shape, a: Shape, b: Shape, *_, out: Shape, beta=1, alpha=1, **__) -> OpCost:
     return OpCost(macs=numel(a) * b[-1], other=_scaled(out, beta, alpha))

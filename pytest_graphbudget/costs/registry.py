@@ -161,7 +161,7 @@ def check_key(name: str) -> None:
     """Raise unless ``name`` (a base name, or ``namespace.name``) is an op torch knows.
 
     A namespace outside ATen is known once the library that defines it is imported
-    (``torchvision``); ``check_keys`` is the walk a test does after importing them.
+    (``torchvision``): a test walks every key after importing them.
     """
     import torch
 
@@ -170,12 +170,6 @@ def check_key(name: str) -> None:
     if not any(hasattr(space, key) for space in spaces for key in (op, op + "_")):
         where = f"torch.ops.{namespace}" if namespace else "torch.ops.aten"
         raise RegistryError(f"{name}: no such op in {where}; check the spelling of the key")
-
-
-def check_keys() -> None:
-    """Check every key against ``torch.ops`` (namespaced ones included)."""
-    for name in REGISTRY:
-        check_key(name)
 
 
 def lookup(name: str) -> Entry | None:

@@ -229,7 +229,7 @@ def float32_grouped_mm() -> Iterator[None]:
     try:
         with warnings.catch_warnings():  # "Overriding a previously registered kernel"
             warnings.simplefilter("ignore")
-            library.impl(op, meta, "Meta")
+            compat.override_kernel(library, op, meta, "Meta")
         yield
     finally:
         library._destroy()

@@ -187,7 +187,15 @@ def test_a_role_must_be_known():
 
 def test_every_key_is_a_real_op_and_every_entry_has_a_role():
     pytest.importorskip("torchvision")  # defines torch.ops.torchvision
-    registry.check_keys()
+    try:  # defines torch.ops.transformers (transformers 5; 4 has no such op)
+        import transformers.integrations.moe  # noqa: F401
+    except ImportError:
+        unloaded = ("transformers.",)
+    else:
+        unloaded = ()
+    for name in REGISTRY:
+        if not name.startswith(unloaded):
+            registry.check_key(name)
     for name, entry in REGISTRY.items():
         assert entry.name == name and entry.kind
         assert entry.role in ROLES, name

@@ -806,6 +806,22 @@ def test_grouped_mm_counts_each_row_against_its_expert(device):
     assert prof.macs == 12 * 16 * 8
 
 
+def tiny_mixtral(transformers):
+    """A Mixtral of 2 layers, hidden 64, 4 experts of 128 (top 2), vocabulary 128."""
+    config = transformers.MixtralConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        vocab_size=128,
+        max_position_embeddings=128,
+    )
+    return transformers.MixtralForCausalLM(config).eval()
+
+
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_mixtral_experts_count_every_routed_token(device):
     """transformers 5 runs a mixture of experts through ``_grouped_mm``, which had no formula:
@@ -818,19 +834,8 @@ def test_mixtral_experts_count_every_routed_token(device):
     as a matmul, half the head dim by the 64 positions, where 5 broadcasts a product."""
     transformers = pytest.importorskip("transformers")
     older = transformers_major() < 5
-    config = transformers.MixtralConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        vocab_size=128,
-        max_position_embeddings=128,
-    )
     with torch.device(device):
-        model = transformers.MixtralForCausalLM(config).eval()
+        model = tiny_mixtral(transformers)
     ids = torch.randint(0, 128, (1, 64))
     if older and device == "meta":
         with pytest.raises(ModelRunError, match=r"build it with real weights \(meta=False\)"):
@@ -842,6 +847,49 @@ def test_mixtral_experts_count_every_routed_token(device):
     layer = attention + 64 * 64 * 4 + 64 * 2 * (64 * 256 + 128 * 64)
     rotary = 8 * 64 if older else 0
     assert prof.macs == 2 * layer + 64 * 64 * 128 + rotary
+
+
+def test_mixtral_experts_through_transformers_fallback_count_every_routed_token():
+    """Under export, float32 experts take transformers' ``grouped_mm_fallback`` (one ``mm``
+    per expert in a custom op; so does every forward on a torch before 2.9 on the CPU): it
+    had no formula, and the exported Mixtral counted a third of its MACs. The same hand
+    count as above."""
+    transformers = pytest.importorskip("transformers")
+    if transformers_major() < 5:
+        pytest.skip("transformers 4 loops its experts in Python: no fallback op")
+    ids = torch.randint(0, 128, (1, 64))
+    prof = profile_model(tiny_mixtral(transformers), (ids,), tier="dynamo")
+    assert prof.coverage.unsupported_ops == {}
+    assert any(n.target.startswith("grouped_mm_fallback") for n in prof.node_info)
+    attention = 2 * 64 * 64 * 64 + 2 * 64 * 64 * 32 + 2 * 4 * 64 * 64 * 16
+    layer = attention + 64 * 64 * 4 + 64 * 2 * (64 * 256 + 128 * 64)
+    assert prof.macs == 2 * layer + 64 * 64 * 128
+
+
+class GroupedFallback(nn.Module):
+    """Three experts' (16, 24) products over 10 rows sorted by expert (4, 0 and 6 rows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(3, 16, 24))
+        self.register_buffer("offs", torch.tensor([4, 4, 10]))
+
+    def forward(self, x):
+        return torch.ops.transformers.grouped_mm_fallback(x, self.weight, self.offs)
+
+
+def test_transformers_grouped_mm_fallback_and_its_backward_by_hand():
+    """Forward: each of the 10 rows through its expert's 16 x 24, 10 x 16 x 24 MACs. Its
+    backward op computes both gradients: the input's 10 x 24 x 16 and the weight's, each
+    expert's rows' outer products, 10 x 16 x 24 in all."""
+    pytest.importorskip("transformers.integrations.moe", reason="transformers 5's op")
+    x = torch.randn(10, 16)
+    eval_prof = profile_model(GroupedFallback(), (x,))
+    assert eval_prof.macs == 10 * 16 * 24
+    assert eval_prof.coverage.unsupported_ops == {}
+    train = profile_model(GroupedFallback(), (x,), mode="train", optimizer=None)
+    assert train.coverage.unsupported_ops == {}
+    assert train.macs == 10 * 16 * 24 + 2 * 10 * 16 * 24
 
 
 class Annotated(nn.Module):

@@ -17,7 +17,11 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
-from pytest_graphbudget.compat import dynamo_breaks_unavailable, torch_at_least  # noqa: E402
+from pytest_graphbudget.compat import (  # noqa: E402
+    dynamo_breaks_unavailable,
+    torch_at_least,
+    torch_version,
+)
 from pytest_graphbudget.engine import tiers  # noqa: E402
 
 SAME = ("flops", "macs", "params", "activation_peak_bytes", "traffic_bytes")
@@ -184,7 +188,11 @@ def test_hugging_face_encoder_and_decoder_figures_equal_exports(family, transfor
     # at most four s*s float32 masks (4 * 64 * 4 bytes). GPT-2's attention rebinds its locals
     # (``attn_weights = ...``): the tape frees them as the forward does (test_peak_measured
     # holds it to the memory profiler), the export keeps a module's own results to its end.
-    assert 0 <= exported.flops - taped.flops <= 2 * 64 + 4 * 64
+    # torch 2.6's export builds GPT-2 no mask, and keeps none of the packed-sequence check that
+    # eager runs on the positions (transformers' find_packed_sequence_indices: the first
+    # position less 1, diff, != 1, cumsum over s = 8, then == 0 and all on the last: 27 FLOPs).
+    unchecked = 1 + 8 + 8 + 8 + 1 + 1 if family == "gpt2" and torch_version() == (2, 6) else 0
+    assert -unchecked <= exported.flops - taped.flops <= 2 * 64 + 4 * 64
     nodes = [n for s in exported.subgraphs for n in s.nodes]
     math = any(n.startswith("scaled_dot_product_attention.") and "softmax" in n for n in nodes)
     if family == "bert" and not math:
