@@ -13,7 +13,7 @@ the table goes to ``benchmarks/COMPAT_RESULTS.md`` (version, Python, result, sec
     python benchmarks/compat.py                    # every row
     python benchmarks/compat.py --torch 2.4 2.15   # some torch releases (on Python 3.11)
     python benchmarks/compat.py --python 3.13      # the pinned torch on one Python
-    python benchmarks/compat.py --torch 2.4 --golden-only --no-write   # what .ci/run does
+    python benchmarks/compat.py --torch 2.4 2.9 2.15 --no-write   # what .ci/run does
     python benchmarks/compat.py --env 2.4          # print the row's python (build it first)
 
 uv ignores pip's configuration (the cap on torch these machines' pip has) and hard-links the
