@@ -290,43 +290,10 @@ def grouped_mm(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*low, **kwargs).to(torch.float32)
 
 
-@contextlib.contextmanager
-def kernels_kept_whole() -> Iterator[None]:
-    """``make_fx`` before torch 2.10 decomposed every op with a CompositeImplicitAutograd
-    kernel, even one eager torch runs as a kernel of its own (``silu_backward``,
-    ``mish_backward``, ``native_channel_shuffle``): traced as the several ops of the
-    composite, each with its temporaries (a Mixtral's step read 2.5% over its measured peak on
-    torch 2.8 and 2.9). From 2.10 it decomposes only what autograd would; before, such an op's
-    ``decompose`` says NotImplemented in the block, and the trace keeps it as one node."""
-    ops = [] if torch_at_least(2, 10) else _composite_with_kernels()
-    for op in ops:
-        op.decompose = _not_decomposed
-    try:
-        yield
-    finally:
-        for op in ops:
-            del op.decompose
-
-
-def _not_decomposed(*args: Any, **kwargs: Any) -> Any:
-    return NotImplemented
-
-
-@cache
-def _composite_with_kernels() -> list[Any]:
-    """The ATen overloads that have a CompositeImplicitAutograd kernel and a CPU one."""
-    import torch
-
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
-    found = []
-    for name in torch._C._dispatch_get_all_op_names():
-        namespace, _, qualified = name.partition("::")
-        if namespace != "aten" or not has(name, "CompositeImplicitAutograd"):
-            continue
-        if has(name, "CPU"):
-            op, _, overload = qualified.partition(".")
-            found.append(getattr(getattr(torch.ops.aten, op), overload or "default"))
-    return found
+def make_fx_decomposes_kernels() -> bool:
+    """Whether ``make_fx`` decomposes an op with a CompositeImplicitAutograd kernel even where
+    eager runs a kernel of its own (before 2.10; from it, only what autograd would)."""
+    return not torch_at_least(2, 10)
 
 
 def override_kernel(library: Any, op: Any, fn: Any, dispatch_key: str) -> None:

@@ -28,9 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_graphbudget.compat import kernels_kept_whole
 from pytest_graphbudget.engine.accumulate import Accumulation, handed_over
-from pytest_graphbudget.engine.fakes import eager_linear, fake_mode, float32_grouped_mm
+from pytest_graphbudget.engine.fakes import eager_kernels, eager_linear, fake_mode
 from pytest_graphbudget.engine.hf_masks import real_input_masks
 from pytest_graphbudget.engine.watch import restored, tensors_held
 from pytest_graphbudget.errors import GraphBudgetError
@@ -269,13 +268,11 @@ def real_like(tensors: list[Any]) -> list[Any]:
 def _tracing(model: Any, example: Any, real: bool) -> Iterator[None]:
     """Around ``make_fx``: the model as it was after (a forward keeping a tensor, a memory,
     must not keep the twin), float32 ``_grouped_mm`` on fakes, transformers' masks decided
-    from the real inputs, read here, outside the trace, and the kernels eager torch runs whole
-    kept whole (``compat.kernels_kept_whole``)."""
+    from the real inputs, read here, outside the trace, and eager's own kernels kept whole."""
     with (
         restored(model),
-        contextlib.nullcontext() if real else float32_grouped_mm(),
+        eager_kernels(fake=not real),
         real_input_masks(model, example.args, example.kwargs),
-        kernels_kept_whole(),
     ):
         yield
 
