@@ -10,6 +10,8 @@ tape and in the training step's graph alike.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -129,12 +131,35 @@ def is_max_pool1d(n: fx.Node, gm: fx.GraphModule) -> bool:
 
 
 def in_max_pool1d(frame: Any) -> bool:
-    """Whether the Python code that called a taped op is ``F.max_pool1d``'s (past torch's
-    wrappers: Dynamo's ``disable`` around a mode that keeps it)."""
+    """Whether the Python code that called a taped op is ``torch.max_pool1d`` as
+    ``max_pool1d_marked`` has it, or ``F.max_pool1d``'s (past torch's wrappers: Dynamo's
+    ``disable`` around a mode that keeps it)."""
     while frame is not None and frame.f_code.co_filename.endswith(_WRAPPERS):
         frame = frame.f_back
     code = frame.f_code if frame is not None else None
+    if code is _marked_max_pool1d.__code__:
+        return True
     return code is not None and code.co_name == "_max_pool1d" and "functional" in code.co_filename
 
 
 _WRAPPERS = ("eval_frame.py", "_python_dispatch.py")
+
+
+@contextlib.contextmanager
+def max_pool1d_marked() -> Iterator[None]:
+    """``torch.max_pool1d`` is a Python function of ours in the block, so that the tape knows
+    the ``max_pool2d_with_indices`` it records under it by its frame (``in_max_pool1d``): a
+    forward calling ``torch.max_pool1d`` itself, not through ``F.max_pool1d``, had been
+    charged the indices eager torch does not make (+49% of the layer's peak)."""
+    torch.max_pool1d = _marked_max_pool1d
+    try:
+        yield
+    finally:
+        torch.max_pool1d = _TORCH_MAX_POOL1D
+
+
+_TORCH_MAX_POOL1D = torch.max_pool1d
+
+
+def _marked_max_pool1d(*args: Any, **kwargs: Any) -> Any:
+    return _TORCH_MAX_POOL1D(*args, **kwargs)

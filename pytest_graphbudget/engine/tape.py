@@ -21,7 +21,11 @@ from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.compat import grouped_mm
 from pytest_graphbudget.engine import first, tree, walk
-from pytest_graphbudget.engine.eager_kernels import eager_cpu_max_pool1d, in_max_pool1d
+from pytest_graphbudget.engine.eager_kernels import (
+    eager_cpu_max_pool1d,
+    in_max_pool1d,
+    max_pool1d_marked,
+)
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.frames import ModuleStack
 from pytest_graphbudget.engine.hollow import Hollow, values_mattered
@@ -250,7 +254,7 @@ def run_taped(
         tape.add_input(name, t)
         inputs[name] = _views(t)
     watch = value_reads() if reads else contextlib.nullcontext([])
-    with collector_paused(), torch.no_grad(), tape, watch as seen:
+    with collector_paused(), torch.no_grad(), max_pool1d_marked(), tape, watch as seen:
         out = call(*example.args, **example.kwargs)
     tape.read_by_python = {storage for _, storage in seen}
     tape.sweep()  # what the forward's frames held to the end (the outputs stay live)
