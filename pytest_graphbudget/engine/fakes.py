@@ -25,8 +25,9 @@ input neither 2-D nor contiguous in place, except on a tensor subclass, fakes an
 included, or under any dispatch mode, which every capture runs under (``eager_linear``).
 
 ``eager_kernels``: a training step's ``make_fx`` trace of the ops eager torch runs, as it runs
-them: ``_grouped_mm`` on float32 fakes, and, before torch 2.10, ``silu_backward`` and the
-other ops with a kernel of their own and a composite besides kept whole.
+them: ``_grouped_mm`` on float32 fakes, and, before torch 2.10, ``silu_backward``,
+``upsample_nearest2d`` and the other ops with a kernel of their own and a composite besides
+kept whole.
 """
 
 from __future__ import annotations
@@ -254,7 +255,8 @@ def kernels_kept_whole() -> Iterator[None]:
     ``mish_backward``, ``native_channel_shuffle``): traced as the several ops of the
     composite, each with its temporaries (a Mixtral's step read 2.5% over its measured peak on
     torch 2.8 and 2.9). From 2.10 it decomposes only what autograd would; before, such an op's
-    ``decompose`` says NotImplemented in the block, and the trace keeps it as one node."""
+    ``decompose`` says NotImplemented in the block, and the trace keeps it as one node (a
+    nearest upsample's step, traced as ``_unsafe_index``, had read 48% under on torch 2.9)."""
     ops = _composite_with_kernels() if compat.make_fx_decomposes_kernels() else []
     for op in ops:
         op.decompose = _not_decomposed
@@ -271,16 +273,22 @@ def _not_decomposed(*args: Any, **kwargs: Any) -> Any:
 
 @functools.cache
 def _composite_with_kernels() -> list[Any]:
-    """The ATen overloads that have a CompositeImplicitAutograd kernel and a CPU one."""
+    """The ATen overloads that have a CPU kernel and a CompositeImplicitAutograd one, in C++
+    or in Python (``py_impl``: ``upsample_nearest2d`` as an ``_unsafe_index``)."""
     import torch
 
     has = torch._C._dispatch_has_kernel_for_dispatch_key
+    composite = torch._C.DispatchKey.CompositeImplicitAutograd
     found = []
     for name in torch._C._dispatch_get_all_op_names():
         namespace, _, qualified = name.partition("::")
-        if namespace != "aten" or not has(name, "CompositeImplicitAutograd"):
+        if namespace != "aten" or not has(name, "CPU"):
             continue
-        if has(name, "CPU"):
-            op, _, overload = qualified.partition(".")
-            found.append(getattr(getattr(torch.ops.aten, op), overload or "default"))
+        op, _, overload = qualified.partition(".")
+        try:
+            overload_op = getattr(getattr(torch.ops.aten, op), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if has(name, "CompositeImplicitAutograd") or composite in overload_op.py_kernels:
+            found.append(overload_op)
     return found

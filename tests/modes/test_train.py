@@ -530,27 +530,31 @@ def test_pointwise_and_norm_backward_ops_match_hand_counts():
 
 
 class Gated(nn.Module):
-    """SiLU then Mish: backward ops with a kernel of their own and a composite besides."""
+    """SiLU, Mish and a nearest upsample: ops with a kernel of their own, and a composite
+    besides (in C++, or in Python: the upsample's ``_unsafe_index``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(4, 8)
 
     def forward(self, x):
-        return F.mish(F.silu(self.fc(x)))
+        return F.interpolate(F.mish(F.silu(self.fc(x))).view(1, 3, 2, 4), scale_factor=2)
 
 
 def test_ops_eager_runs_as_one_kernel_are_one_node_of_the_step():
-    """``silu_backward`` and ``mish_backward`` run as one kernel each, but have a composite
-    too, which make_fx before torch 2.10 traced instead (SiLU's backward as sigmoid, a ones
-    tensor, sub and three muls, each a temporary: a Mixtral's step read 2.5% over its
-    measured peak). Per element, 24 of them: SiLU's backward 8 FLOPs (costs/backward.py:
-    sigmoid's 4, then dy * s * (1 + x * (1 - s))), Mish's 14."""
+    """``silu_backward``, ``mish_backward`` and ``upsample_nearest2d`` run as one kernel each,
+    but have a composite too, which make_fx before torch 2.10 traced instead (SiLU's backward
+    as sigmoid, a ones tensor, sub and three muls; the upsample as aranges and an index, its
+    backward an index_put: a Mixtral's step read 2.5% over its measured peak, a nearest
+    upsample's 48% under). Per element, 24 of them: SiLU's backward 8 FLOPs
+    (costs/backward.py: sigmoid's 4, then dy * s * (1 + x * (1 - s))), Mish's 14; the
+    upsample's backward adds each of its 96 gradients into its source."""
     prof = profile_model(Gated(), torch.randn(3, 4), mode="train", optimizer=None)
     ops = [n.target.split(".")[0] for n in prof.node_info]
-    assert "sigmoid" not in ops and "softplus" not in ops, ops
+    assert not {"sigmoid", "softplus", "_unsafe_index", "arange"} & set(ops), ops
     flops = {op: n.flops for op, n in zip(ops, prof.node_info, strict=True)}
     assert (flops["silu_backward"], flops["mish_backward"]) == (8 * 24, 14 * 24)
+    assert flops["upsample_nearest2d_backward"] == 96
     assert prof.coverage.unsupported_ops == {}
 
 
