@@ -17,8 +17,9 @@ from typing import Any
 import torch
 from torch import fx, nn
 
+from pytest_graphbudget.costs.scratch import rnn_training_workspace
 from pytest_graphbudget.engine import tree
-from pytest_graphbudget.engine.nodes import NodeCost, _nbytes
+from pytest_graphbudget.engine.nodes import NodeCost, _nbytes, _op_name
 
 ONE_DTYPE = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "convolution"})
 """Ops whose CPU and CUDA kernels refuse tensors of two dtypes, and whose meta kernels do not
@@ -120,6 +121,20 @@ def eager_cpu_max_pool1d(node: NodeCost, indices: dict[Any, int], x: torch.Tenso
         node.cuda_workspace += size
     if not x.is_contiguous():
         node.workspace = max(node.workspace, _nbytes(x))
+
+
+def lstm_workspace(func: Any, out: Any, args: tuple) -> Any:
+    """``out`` of oneDNN's LSTM layer with the workspace its CPU kernel returns from a forward
+    autograd will differentiate (``train``): every step's gates, saved for the backward. Its
+    meta kernel returns it empty; a traced step's graph has it filled in
+    (``joint._saved_workspaces``), but torch before 2.14 prices that graph on fresh fakes,
+    which run the meta kernel again: a 2-layer bidirectional LSTM's step read 72% under."""
+    if not isinstance(out, tuple) or len(out) != 4 or out[3].numel() or len(args) < 16:
+        return out
+    if _op_name(func) != "mkldnn_rnn_layer" or not args[15]:
+        return out
+    size = rnn_training_workspace(tuple(args[0].shape), args[10], args[0].element_size())
+    return (*out[:3], out[3].new_empty(size)) if size else out
 
 
 def is_max_pool1d(n: fx.Node, gm: fx.GraphModule) -> bool:

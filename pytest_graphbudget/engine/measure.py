@@ -28,6 +28,7 @@ from pytest_graphbudget.engine.eager_kernels import (
     check_dtypes,
     eager_cpu_max_pool1d,
     is_max_pool1d,
+    lstm_workspace,
 )
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.fakes import fake_mode, linear
@@ -89,7 +90,7 @@ class _Recorder(TorchDispatchMode):
             return self.split.op(func, args, kwargs)
         check_dtypes(func, args)
         call = grouped_mm if func is self.grouped else self.call
-        out = widened(func, call(func, args, kwargs), args, kwargs)
+        out = lstm_workspace(func, widened(func, call(func, args, kwargs), args, kwargs), args)
         if self.node is not None:
             # An out= argument is the op's output, not an input: the formula sees it as ``out``.
             outs = _out_arguments(func)

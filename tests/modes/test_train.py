@@ -448,9 +448,12 @@ def test_adam_step_peak_matches_the_memory_profiler():
     assert within(ours.peak_memory_bytes, before + peak, 0.10)
 
 
-def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass():
+@pytest.mark.parametrize("model", [TiedLM, LSTMLM])
+def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass(model):
     """The joint graph's nodes with a formula are priced from the values the trace recorded,
-    without running them again: every node's figures are those of the ordinary fake pass."""
+    without running them again: every node's figures are those of the ordinary fake pass,
+    the one torch before 2.14 takes. An LSTM layer's saved workspace among them: the fresh
+    pass had run its meta kernel, which returns it empty (a step 72% under on torch 2.11)."""
     from pytest_graphbudget.compat import export_values_match_fresh
     from pytest_graphbudget.engine.joint import capture
     from pytest_graphbudget.engine.measure import measure
@@ -459,7 +462,7 @@ def test_pricing_from_recorded_values_equals_the_ordinary_fake_pass():
     from pytest_graphbudget.modes.train import _joint_interpreter
 
     torch.manual_seed(0)
-    model, ids = TiedLM(), torch.randint(0, 100, (4, 16))
+    model, ids = model(), torch.randint(0, 50, (4, 16))
     model.train()
     joint = capture(model, Example((ids,), {}), None, "adam")
     quick = measure_exported(joint.holder, joint.traced, _joint_interpreter())
