@@ -3,9 +3,10 @@
 The cost pass runs each op's fake (or meta) kernel and prices what it returns; a few eager
 kernels allocate or refuse differently, and the figures must be the eager ones: the dtype
 checks meta kernels skip (``check_dtypes``), ``max_pool1d``, which makes indices on fakes and
-none on the CPU (``eager_cpu_max_pool1d``), and the copies the CPU's elementwise ops and
-reductions make of inputs of another dtype (``cast_copies``); in the FX cost pass, on the
-tape and in the training step's graph alike.
+none on the CPU (``eager_cpu_max_pool1d``), the copies the CPU's elementwise ops and
+reductions make of inputs of another dtype (``cast_copies``), and the workspace oneDNN's LSTM
+layer saves for its backward (``lstm_workspace``); in the FX cost pass, on the tape and in the
+training step's graph alike.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ of inputs strided so, whose own rules the mode follows.
 input neither 2-D nor contiguous in place, except on a tensor subclass, fakes and meta tensors
 included, or under any dispatch mode, which every capture runs under (``eager_linear``).
 
-``eager_kernels``: a training step's ``make_fx`` trace of the ops eager torch runs, as it runs
+``traced_as_eager``: a training step's ``make_fx`` trace of the ops eager torch runs, as it runs
 them: ``_grouped_mm`` on float32 fakes, and, before torch 2.10, ``silu_backward``,
 ``upsample_nearest2d`` and the other ops with a kernel of their own and a composite besides
 kept whole.
@@ -206,7 +206,7 @@ def _plain(tensor: Any) -> bool:
 
 
 @contextlib.contextmanager
-def eager_kernels(fake: bool) -> Iterator[None]:
+def traced_as_eager(fake: bool) -> Iterator[None]:
     """``make_fx`` tracing ops as eager torch runs them: ``_grouped_mm`` on float32 fakes, and
     the kernels eager runs whole kept whole (``kernels_kept_whole``)."""
     with float32_grouped_mm() if fake else contextlib.nullcontext(), kernels_kept_whole():

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.engine.accumulate import Accumulation, handed_over
-from pytest_graphbudget.engine.fakes import eager_kernels, eager_linear, fake_mode
+from pytest_graphbudget.engine.fakes import eager_linear, fake_mode, traced_as_eager
 from pytest_graphbudget.engine.hf_masks import real_input_masks
 from pytest_graphbudget.engine.watch import restored, tensors_held
 from pytest_graphbudget.errors import GraphBudgetError
@@ -271,7 +271,7 @@ def _tracing(model: Any, example: Any, real: bool) -> Iterator[None]:
     from the real inputs, read here, outside the trace, and eager's own kernels kept whole."""
     with (
         restored(model),
-        eager_kernels(fake=not real),
+        traced_as_eager(fake=not real),
         real_input_masks(model, example.args, example.kwargs),
     ):
         yield
