@@ -130,11 +130,12 @@ def lstm_workspace(func: Any, out: Any, args: tuple) -> Any:
     meta kernel returns it empty; a traced step's graph has it filled in
     (``joint._saved_workspaces``), but torch before 2.14 prices that graph on fresh fakes,
     which run the meta kernel again: a 2-layer bidirectional LSTM's step read 72% under."""
-    if not isinstance(out, tuple) or len(out) != 4 or out[3].numel() or len(args) < 16:
+    if len(args) < 16 or not args[15] or _op_name(func) != "mkldnn_rnn_layer":
         return out
-    if _op_name(func) != "mkldnn_rnn_layer" or not args[15]:
+    x = args[0]
+    if not isinstance(x, torch.Tensor) or not isinstance(out, tuple) or out[3].numel():
         return out
-    size = rnn_training_workspace(tuple(args[0].shape), args[10], args[0].element_size())
+    size = rnn_training_workspace(tuple(x.shape), args[10], x.element_size())
     return (*out[:3], out[3].new_empty(size)) if size else out
 
 
@@ -167,11 +168,11 @@ def max_pool1d_marked() -> Iterator[None]:
     the ``max_pool2d_with_indices`` it records under it by its frame (``in_max_pool1d``): a
     forward calling ``torch.max_pool1d`` itself, not through ``F.max_pool1d``, had been
     charged the indices eager torch does not make (+49% of the layer's peak)."""
-    torch.max_pool1d = _marked_max_pool1d
+    previous, torch.max_pool1d = torch.max_pool1d, _marked_max_pool1d
     try:
         yield
     finally:
-        torch.max_pool1d = _TORCH_MAX_POOL1D
+        torch.max_pool1d = previous
 
 
 _TORCH_MAX_POOL1D = torch.max_pool1d

@@ -388,24 +388,21 @@ def _saved_workspaces(graph: Any) -> None:
     forward to its backward (a quarter of the measured peak of a 2-layer bidirectional LSTM)."""
     import torch
 
-    from pytest_graphbudget.costs.scratch import rnn_training_workspace
+    from pytest_graphbudget.engine.eager_kernels import lstm_workspace
 
     layer = getattr(torch.ops.aten, "mkldnn_rnn_layer", None)
     for node in graph.nodes:
+        if layer is None or node.target is not layer.default:
+            continue
         value = node.meta.get("val")
-        if layer is None or node.target is not layer.default or not isinstance(value, tuple):
+        args = tuple(a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args)
+        filled = lstm_workspace(node.target, value, args)
+        if filled is value:
             continue
-        x = node.args[0].meta.get("val")  # (input, 4 weights, hx, cx, reverse, batch sizes,
-        if x is None or value[3].numel():  # mode, hidden_size, ...)
-            continue
-        size = rnn_training_workspace(tuple(x.shape), node.args[10], x.element_size())
-        if not size:
-            continue
-        workspace = value[3].new_empty(size)
-        node.meta["val"] = (*value[:3], workspace)
+        node.meta["val"] = filled
         for user in node.users:
             if user.target is operator.getitem and user.args[1] == 3:
-                user.meta["val"] = workspace
+                user.meta["val"] = filled[3]
 
 
 def _update(
