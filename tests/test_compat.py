@@ -81,6 +81,20 @@ def test_newer_ops_are_real_ops_from_their_release_on():
         assert (name in REGISTRY) == exists, name
 
 
+def test_the_onednn_this_torch_bundles_is_read_from_its_build():
+    """PyTorch's x86 wheels bundle oneDNN (2.4 3.4.2, 2.5 and 2.6 3.5.3, 2.7 to 2.10 3.7.1,
+    2.11 3.10.2, 2.14 3.12.0, as each wheel's ``torch.__config__.show()`` says): the LSTM's
+    memory rules follow it, so a build it could not be read from must say None, not a guess."""
+    pytest.importorskip("torch")
+    import platform
+
+    version = compat.onednn_version()
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the bundled oneDNN is checked on x86 wheels")
+    assert version is not None and version >= (3, 4)
+    assert compat.onednn_rnn_books_twice() == (compat.torch_version() < (2, 11))
+
+
 def test_make_fx_keywords_keep_only_what_this_torch_takes():
     pytest.importorskip("torch")
     kept = compat.make_fx_keywords(tracing_mode="real", no_such_keyword=1)

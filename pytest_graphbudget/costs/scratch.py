@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from math import ceil, prod
 
+from pytest_graphbudget import compat
 from pytest_graphbudget.costs import channels_last
 from pytest_graphbudget.costs.contraction import unsqueezed
 from pytest_graphbudget.costs.registry import Shape, numel, output_storage, workspace
@@ -28,13 +29,20 @@ def rnn_layer(x: Shape, w_ih: Shape, w_hh: Shape, *_, out, itemsize: int, **__) 
     if isinstance(out, tuple) and len(out) > 3 and numel(out[3]):
         return (width + hidden) * _good_ld(gates) * itemsize + _rnn_scratch(x, w_ih, w_hh)
     states = 2 * (steps + 1) * batch * itemsize
+    layer_states = states * _good_ld(max(width, hidden))
+    # one sample's steps go through the layer's GEMM at once (brgemm's merged layer: mb 1)
+    gate_steps = steps if batch == 1 and steps > 1 else 1
+    gates_scratch = gate_steps * batch * _good_ld(gates) * itemsize
+    hidden_scratch = batch * _good_ld(hidden) * itemsize
     scratch = _pages(
-        states * _good_ld(max(width, hidden)),
-        batch * _good_ld(gates) * itemsize,
-        batch * _good_ld(hidden) * itemsize,
+        layer_states,
+        gates_scratch,
+        hidden_scratch,
         gates * itemsize,
         states * hidden,
+        *[layer_states] * _unused_state_arrays(),
     )
+    scratch += _booked_again(gates_scratch, hidden_scratch)
     packed = ceil(gates / 128) * 128  # oneDNN's packed GEMM takes 4H in blocks of 128
     return ((width + hidden) * packed + gates) * itemsize + scratch
 
@@ -66,13 +74,12 @@ def _rnn_scratch(x: Shape, w_ih: Shape, w_hh: Shape) -> int:
     steps, batch, _, gates, hidden = _rnn_sizes(x, w_ih, w_hh)
     itemsize = 4
     bias = gates * itemsize
-    return bias + _pages(
+    per_step = (
         steps * batch * _good_ld(gates) * itemsize,
         batch * _good_ld(hidden) * itemsize,
         batch * hidden * itemsize,
-        bias,
-        bias,
     )
+    return bias + _pages(*per_step, bias, bias) + _booked_again(*per_step)
 
 
 PAGE = 4096
@@ -92,10 +99,24 @@ def rnn_training_workspace(x: Shape, hidden: int, itemsize: int) -> int:
     arrays = (
         steps * batch * _good_ld(4 * hidden) * itemsize,  # the gates
         steps * batch * _good_ld(hidden) * itemsize,  # the hidden states
-        *[states * _good_ld(max(width, hidden))] * 3,
+        *[states * _good_ld(max(width, hidden))] * (3 + _unused_state_arrays()),
         *[states * hidden] * 2,
     )
     return _pages(*arrays)
+
+
+def _unused_state_arrays() -> int:
+    """The copies of the layer's states oneDNN before 3.10 lays out and no cell reads."""
+    return 2 if compat.onednn_rnn_books_twice() else 0
+
+
+def _booked_again(*sizes: int) -> int:
+    """What oneDNN before 3.10 books beside an RNN's scratchpad for the per-step buffers the
+    scratchpad already holds: each buffer's bytes taken as float32 elements (four times them)
+    and 128 bytes of alignment (``memory_tracking``'s ``book``), an empty one skipped."""
+    if not compat.onednn_rnn_books_twice():
+        return 0
+    return sum(4 * size + 128 for size in sizes if size)
 
 
 def _pages(*sizes: int) -> int:

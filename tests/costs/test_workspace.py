@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from pytest_graphbudget import compat  # noqa: E402
 from pytest_graphbudget.costs.registry import Shape, workspace_bytes  # noqa: E402
 from pytest_graphbudget.costs.scratch import rnn_training_workspace  # noqa: E402
 
@@ -145,7 +146,8 @@ def test_a_small_transposed_conv_takes_the_slow_path_and_its_columns():
     assert backward(x, x, w, [True, True, True], transposed=True) == 589_824
 
 
-def test_an_lstm_layer_holds_its_reordered_weights_and_its_states_in_inference():
+@pytest.mark.parametrize("onednn", ["3.10 on"], indirect=True)
+def test_an_lstm_layer_holds_its_reordered_weights_and_its_states_in_inference(onednn):
     """oneDNN's LSTM in inference (``mkldnn_rnn_layer``, one layer, one direction), read off
     ``torch.profiler`` (benchmarks/peak.py --explain): its weights in its own layout, 4H x I +
     4H x H, its bias, 4H, and a scratchpad of the layer's states, each array on a 4,096-byte
@@ -157,11 +159,52 @@ def test_an_lstm_layer_holds_its_reordered_weights_and_its_states_in_inference()
     964,608 in all; the profiler read 965,384 (776 bytes of oneDNN's own). The rule before
     counted every step's gates, 917,504, and left the states out (a 2-layer bidirectional
     LSTM read 0.92 of its measured peak)."""
-    x, w_ih, w_hh = Shape((32, 8, 64)), Shape((512, 64)), Shape((512, 128))
-    args = (x, w_ih, w_hh, Shape((512,)), Shape((512,)), Shape((8, 128)), Shape((8, 128)))
-    args += (False, [], 2, 128)
-    assert workspace_bytes("mkldnn_rnn_layer", args, {}, None, 4) == 964_608
-    assert workspace_bytes("mkldnn_rnn_layer", args, {}, None, 2) == 0  # measured in float32
+    assert workspace_bytes("mkldnn_rnn_layer", lstm_layer(32, 8, 64, 128), {}, None, 4) == 964_608
+    assert workspace_bytes("mkldnn_rnn_layer", lstm_layer(32, 8, 64, 128), {}, None, 2) == 0
+
+
+def lstm_layer(steps: int, batch: int, width: int, hidden: int) -> tuple:
+    """``mkldnn_rnn_layer``'s arguments for one direction of an LSTM, float32, in inference."""
+    gates = 4 * hidden
+    x, w_ih, w_hh = Shape((steps, batch, width)), Shape((gates, width)), Shape((gates, hidden))
+    state = Shape((batch, hidden))
+    return (x, w_ih, w_hh, Shape((gates,)), Shape((gates,)), state, state, False, [], 1, hidden)
+
+
+@pytest.fixture(params=["3.10 on", "before 3.10"])
+def onednn(request, monkeypatch):
+    """The RNN layout of either side of oneDNN 3.10, whichever this torch bundles (torch 2.10
+    and older bundle one before it): the hand counts hold for both."""
+    books_twice = request.param == "before 3.10"
+    monkeypatch.setattr(compat, "onednn_rnn_books_twice", lambda: books_twice)
+    return books_twice
+
+
+def test_an_lstm_layer_of_one_sample_runs_its_steps_through_one_gemm(onednn):
+    """oneDNN's brgemm LSTM merges the layer's GEMM over every step when the batch is one
+    sample, so its gates' scratch holds every step: 32 steps x 528 (4H = 512, padded) x 4 =
+    67,584 bytes, 17 pages, where a batch of 8 holds one step's. Input 64, hidden 128: weights
+    393,216 and bias 2,048; scratchpad pages: states 2*33*1*128*4 = 33,792 (9 pages), the
+    gates (17), a hidden state 512 (1), the bias (1), cell states (9): 151,552. 546,816 in
+    all; the profiler read 548,616 on torch 2.14 (the rule before: 481,280, one step's gates).
+
+    Before oneDNN 3.10, two more arrays of states (2 x 9 pages, 73,728) and the gates' and
+    hidden state's scratch booked again at four times their bytes with 128 bytes each
+    (4 * (67,584 + 512) + 256 = 272,640): 893,184; the profiler read 894,984 on torch 2.9."""
+    expected = 893_184 if onednn else 546_816
+    assert workspace_bytes("mkldnn_rnn_layer", lstm_layer(32, 1, 64, 128), {}, None, 4) == expected
+
+
+def test_onednn_before_3_10_books_an_lstms_scratch_twice(onednn):
+    """The layer of ``test_an_lstm_layer_holds_...`` (32 steps of 8, 64 -> 128) on oneDNN
+    before 3.10 (torch 2.10 and older: 2.9's 3.7, 2.4's 3.4), whose RNN lays out two arrays of
+    the layer's states no cell reads (2 x 66 pages = 540,672) and books the gates' and hidden
+    state's scratch a second time, their bytes taken for float32 elements, 128 bytes of
+    alignment each: 4 * (16,896 + 4,096) + 256 = 84,224 (uxlfoundation/oneDNN d3fb569 removed
+    both). 1,589,504; the profiler read 1,598,472 on torch 2.9 and 2.4, the 8,968 above the
+    estimate the same as torch 2.14's (without this rule: -39%)."""
+    expected = 964_608 + (540_672 + 84_224 if onednn else 0)
+    assert workspace_bytes("mkldnn_rnn_layer", lstm_layer(32, 8, 64, 128), {}, None, 4) == expected
 
 
 @pytest.mark.parametrize(
