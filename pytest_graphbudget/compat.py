@@ -11,9 +11,7 @@ What differs between releases is decided here and nowhere else:
 - ``dynamo_breaks_unavailable``: tier ``dynamo-breaks`` needs 2.9 (``DYNAMO_UNDER_MODES``).
 - ``export_values_match_fresh``: an exported graph's recorded values are reused from 2.14
   (``EXPORT_VALUES_AS_FRESH``); before, the graph is priced on fresh fakes.
-- ``onednn_rnn_books_twice``: oneDNN before 3.10 (``ONEDNN_RNN_LEAN``; torch 2.10 and older
-  bundle it) books an LSTM's per-step scratch a second time and lays out two unused state
-  arrays.
+- ``onednn_rnn_books_twice``: the oneDNN of torch 2.10 and older (``ONEDNN_RNN_LEAN``).
 - ``before_device_context``: Dynamo imported before a meta device context, up to 2.8.
 - ``proxy_mode``: ``get_proxy_mode`` from 2.5, ``get_innermost_proxy_mode`` in 2.4.
 - ``make_fx_keywords``: ``make_fx``'s private ``_error_on_data_dependent_ops`` only where the
@@ -380,11 +378,8 @@ def export_values_match_fresh() -> bool:
 
 
 ONEDNN_RNN_LEAN = (3, 10)
-"""The first oneDNN whose RNN books its per-step scratch once (uxlfoundation/oneDNN d3fb569,
-"remove unnecessary memory allocations"). Before it, the gates' and the hidden state's scratch
-are booked again beside the scratchpad that already holds them, their bytes passed where the
-registry counts elements (four times them in float32), and the layout keeps two arrays of the
-layer's states no cell reads. Torch 2.4 bundles oneDNN 3.4, 2.9 3.7, 2.14 3.12."""
+"""The first oneDNN whose RNN books its per-step scratch once and lays out no unused state
+arrays (uxlfoundation/oneDNN d3fb569): torch 2.4 bundles 3.4, 2.9 3.7, 2.14 3.12."""
 
 
 @cache
@@ -397,8 +392,7 @@ def onednn_version() -> tuple[int, int] | None:
 
 
 def onednn_rnn_books_twice() -> bool:
-    version = onednn_version()
-    return version is not None and version < ONEDNN_RNN_LEAN
+    return (onednn_version() or ONEDNN_RNN_LEAN) < ONEDNN_RNN_LEAN  # no oneDNN: no rule
 
 
 def before_device_context() -> None:

@@ -30,6 +30,7 @@ from pytest_graphbudget.costs import (  # noqa: E402, F401
     quantized,
     reduction,
     resizes,
+    rnn_workspace,
     scratch,
     spectral,
     workspace,

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-from pytest_graphbudget.costs.scratch import rnn_training_workspace
+from pytest_graphbudget.costs.rnn_workspace import rnn_training_workspace
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.nodes import NodeCost, _nbytes, _op_name
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from pytest_graphbudget import compat  # noqa: E402
 from pytest_graphbudget.costs.registry import Shape, workspace_bytes  # noqa: E402
-from pytest_graphbudget.costs.scratch import rnn_training_workspace  # noqa: E402
+from pytest_graphbudget.costs.rnn_workspace import rnn_training_workspace  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
