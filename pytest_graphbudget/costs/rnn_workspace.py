@@ -89,8 +89,8 @@ def rnn_training_workspace(x: Shape, hidden: int, itemsize: int) -> int:
     """The workspace oneDNN's LSTM layer (one direction) returns from a forward that autograd
     will differentiate, saved for its backward: every step's gates and hidden state, and three
     arrays of the layer's states and two of its cell states, (steps + 1) x batch each, every
-    array on a page of its own (``rnn_utils::set_workspace_sizes``, torch 2.14's oneDNN:
-    bytes exact for float32 at every size tried). The op's meta kernel returns it empty."""
+    array on a page of its own (``rnn_utils::set_workspace_sizes``; bytes exact for float32
+    at every size tried on torch 2.4, 2.9 and 2.14). The op's meta kernel returns it empty."""
     if itemsize != 4:
         return 0
     steps, batch, width = x[0], x[1] if len(x) == 3 else 1, x[-1]
