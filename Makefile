@@ -165,7 +165,8 @@ docs: setup
 # One cached environment per torch minor release from the floor up and per Python (uv, from the
 # registry; ~/.cache/pytest-graphbudget/compat, about 60 GB for the whole matrix), each running
 # the golden figures and the core tests; then the wheel installed beside the floor torch.
-# Rewrites benchmarks/COMPAT_RESULTS.md. COMPAT_ARGS="--torch 2.4 2.15" for some rows.
+# Rewrites benchmarks/COMPAT_RESULTS.md. COMPAT_ARGS="--torch 2.4 2.15" for some rows (their
+# table is printed; the file keeps the full run).
 COMPAT_ARGS ?=
 compat: setup
 	$(BIN)/python benchmarks/compat.py $(COMPAT_ARGS)

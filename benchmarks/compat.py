@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from notes import write_keeping_notes  # benchmarks/notes.py
+from notes import save_results  # benchmarks/notes.py
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "COMPAT_RESULTS.md"
@@ -354,8 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         if not result.ok:
             print(f"  log: {logs / (row.name + '.log')}", flush=True)
     if results and not args.no_write:
-        write_keeping_notes(RESULTS, table(results, tests))
-        print(f"wrote {RESULTS.relative_to(ROOT)}")
+        partial = len(rows) < len(matrix()) or bool(args.tests) or args.golden_only
+        save_results(RESULTS, table(results, tests), partial=partial)
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -32,7 +32,7 @@ import time
 import warnings
 from pathlib import Path
 
-from notes import cpu_kernels, ratio, write_keeping_notes  # benchmarks/notes.py
+from notes import cpu_kernels, ratio, save_results  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "engine")]
@@ -235,7 +235,7 @@ def main() -> None:
     if options.no_write:
         print(text)
     else:
-        write_keeping_notes(HERE / "HF_PEAK_RESULTS.md", text)
+        save_results(HERE / "HF_PEAK_RESULTS.md", text, partial=bool(options.models))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from latency_repeat import calibrations, section  # benchmarks/latency_repeat.py
-from notes import write_keeping_notes  # benchmarks/notes.py
+from notes import save_results  # benchmarks/notes.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--models", help="comma-separated names (default: the sample)")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "LATENCY_RESULTS.md"))
+    parser.add_argument("--output", help="where to write the table (default: LATENCY_RESULTS.md)")
     parser.add_argument(
         "--calibrations", type=int, default=1, help="calibrate this many times in a row"
     )
@@ -178,8 +178,8 @@ def main() -> None:
         *(section(rows, runs) if len(runs) > 1 and rows else []),
         "",
     ]
-    write_keeping_notes(Path(args.output), "\n".join(lines))
-    print("\n".join(lines))
+    output = Path(args.output or ROOT / "benchmarks" / "LATENCY_RESULTS.md")
+    save_results(output, "\n".join(lines), partial=bool(args.models), chosen=bool(args.output))
 
 
 if __name__ == "__main__":

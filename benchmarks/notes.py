@@ -23,6 +23,22 @@ def write_keeping_notes(path: Path, text: str) -> None:
     path.write_text(text.rstrip("\n") + "\n" + old[at:])
 
 
+def save_results(path: Path, text: str, *, partial: bool, chosen: bool = False) -> None:
+    """Write a run's table to its results file, unless the run measured only part of the set.
+
+    A partial run (``--models``, ``--cases``, ``--steps``, ``--torch``) would otherwise replace
+    the whole table with its few rows, and the full run's figures would be gone from the next
+    commit unnoticed. It prints its table and leaves the file; ``chosen`` (an ``--output``
+    given on the command line) writes it there all the same.
+    """
+    if partial and not chosen:
+        print(text)
+        print(f"a partial run: {path.name} left as it was (it holds the full run's figures)")
+        return
+    write_keeping_notes(path, text)
+    print(f"wrote {path}")
+
+
 def ratio(ours: int, truth: int) -> str:
     """An estimate against its measurement, as the results' tables write it: the relative
     difference, and in bytes where it is not zero."""

@@ -20,6 +20,7 @@ largest allocations made inside ops that return nothing of that size (workspaces
 
     python benchmarks/peak.py                       # every model, writes PEAK_RESULTS.md
     python benchmarks/peak.py --models resnet50 --explain
+    python benchmarks/peak.py --models vit_b_16 --output /tmp/vit.md   # a partial run's table
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from notes import cpu_kernels, write_keeping_notes  # benchmarks/notes.py
+from notes import cpu_kernels, save_results  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 MODELS = (
@@ -256,7 +257,7 @@ def main() -> None:
     parser.add_argument("--steps", default=",".join(STEPS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--explain", action="store_true")
-    parser.add_argument("--output", default=str(HERE / "PEAK_RESULTS.md"))
+    parser.add_argument("--output", help="where to write the table (default: PEAK_RESULTS.md)")
     args = parser.parse_args()
     if args.worker:
         import torch
@@ -274,9 +275,12 @@ def main() -> None:
             for line in row.get("explain", []):
                 print("   ", line, flush=True)
     text = table(rows, (load, os.getloadavg()[0]), args.threads)
-    if not args.explain:
-        write_keeping_notes(Path(args.output), text)
-    print(text)
+    if args.explain:
+        print(text)
+        return
+    partial = args.models != ",".join(MODELS) or args.steps != ",".join(STEPS)
+    output = Path(args.output or HERE / "PEAK_RESULTS.md")
+    save_results(output, text, partial=partial, chosen=args.output is not None)
 
 
 if __name__ == "__main__":

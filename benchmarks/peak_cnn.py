@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from notes import write_keeping_notes  # benchmarks/notes.py
+from notes import save_results  # benchmarks/notes.py
 from peak import step_peak  # benchmarks/peak.py
 
 HERE = Path(__file__).resolve().parent
@@ -125,7 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", metavar="MODEL")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--output", default=str(HERE / "PEAK_CNN_RESULTS.md"))
+    parser.add_argument("--output", help="where to write the table (default: PEAK_CNN_RESULTS.md)")
     args = parser.parse_args()
     if args.worker:
         import torch
@@ -138,8 +138,9 @@ def main() -> None:
         rows.append(spawn(name))
         print(json.dumps(rows[-1]), flush=True)
     text = table(rows)
-    write_keeping_notes(Path(args.output), text)
-    print(text)
+    output = Path(args.output or HERE / "PEAK_CNN_RESULTS.md")
+    partial = args.models != ",".join(MODELS)
+    save_results(output, text, partial=partial, chosen=args.output is not None)
 
 
 if __name__ == "__main__":

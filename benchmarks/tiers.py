@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from notes import write_keeping_notes  # benchmarks/notes.py
+from notes import save_results  # benchmarks/notes.py
 
 HERE = Path(__file__).resolve().parent
 MODELS = (
@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
             "",
         ]
     )
-    write_keeping_notes(HERE / "TIERS_RESULTS.md", text)
+    save_results(HERE / "TIERS_RESULTS.md", text, partial=args.models != ",".join(MODELS))
     return 0
 
 
