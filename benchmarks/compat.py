@@ -80,6 +80,8 @@ CORE = [
     "tests/engine/test_taped_tier.py",
     "tests/engine/test_replay.py",
     "tests/engine/test_memory.py",
+    "tests/engine/test_peak_measured.py",
+    "tests/costs/test_workspace.py",
     "tests/modes/test_train.py",
     "tests/modes/test_decode.py",
     "tests/modes/test_dtype.py",

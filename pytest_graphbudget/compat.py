@@ -377,6 +377,34 @@ def export_values_match_fresh() -> bool:
     return torch_version() >= EXPORT_VALUES_AS_FRESH
 
 
+COUNT_NONZERO_SUMS_BOOL = (2, 5)
+"""The first torch whose ``count_nonzero`` over some dimensions sums a bool input as it is
+(pytorch/pytorch#134254): before it, ``(x != 0).sum(dims)`` copies a bool mask too."""
+
+
+def count_nonzero_compares_bool() -> bool:
+    return torch_version() < COUNT_NONZERO_SUMS_BOOL
+
+
+SAFE_SOFTMAX_IN_PLACE = (2, 6)
+"""The first torch whose ``_safe_softmax`` (SDPA's math path, from 2.5) zeroes its rows of -inf
+in the softmax's own result: in 2.5 ``where`` makes a new one, held beside the softmax's."""
+
+
+def safe_softmax_in_place() -> bool:
+    return torch_version() >= SAFE_SOFTMAX_IN_PLACE
+
+
+MEAN_KEEPS_ITS_OUTPUT = (2, 6)
+"""The first torch whose CPU ``mean`` of 16-bit floats copies its float32 sum into the output
+it was given (pytorch/pytorch#135174): before it, the sum replaced that output, freed while
+the op ran, and a new one was made at the end."""
+
+
+def mean_replaces_its_output() -> bool:
+    return torch_version() < MEAN_KEEPS_ITS_OUTPUT
+
+
 ONEDNN_RNN_LEAN = (3, 10)
 """The first oneDNN whose RNN books its per-step scratch once and lays out no unused state
 arrays (uxlfoundation/oneDNN d3fb569): torch 2.4 bundles 3.4, 2.9 3.7, 2.14 3.12."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from math import prod
 
+from pytest_graphbudget import compat
 from pytest_graphbudget.costs import channels_last
 from pytest_graphbudget.costs.contraction import unsqueezed
 from pytest_graphbudget.costs.registry import Shape, numel, output_storage, workspace
@@ -203,9 +204,12 @@ def safe_softmax_masks(x: Shape, dim: int = -1, *_, out, itemsize: int, **__) ->
     """SDPA's math path (5-D heads, NesT's blocks) calls ``_safe_softmax``: a softmax, then
     the rows whose every score is -inf zeroed, found through a bool mask of the scores
     (``isneginf``) and its ``all`` over the row, and a zero scalar, held beside the
-    probabilities (NesT's attention had read 25% under)."""
+    probabilities (NesT's attention had read 25% under). Torch 2.5 compares the scores with a
+    scalar -inf, and its ``where`` writes a new result beside the probabilities
+    (``compat.safe_softmax_in_place``)."""
     copied = softmax_input_made_contiguous(x, out=out, itemsize=itemsize)
-    return copied + numel(x) + numel(x) // max(x[dim], 1) + itemsize
+    fresh = 0 if compat.safe_softmax_in_place() else (numel(x) + 1) * itemsize
+    return copied + fresh + numel(x) + numel(x) // max(x[dim], 1) + itemsize
 
 
 @workspace("_softmax_backward_data", "_log_softmax_backward_data")

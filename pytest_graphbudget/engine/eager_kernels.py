@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
+from pytest_graphbudget import compat
 from pytest_graphbudget.costs.rnn_workspace import rnn_training_workspace
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.nodes import NodeCost, _nbytes, _op_name
@@ -59,7 +60,8 @@ WIDENING = frozenset({"sum", "mean", "prod", "nansum", "count_nonzero"})
 """Reductions ``make_reduction`` runs in their result's dtype: on the CPU an input of another
 dtype is copied to it first (a bool mask's sum, as int64); ``mean`` of 16-bit floats sums in
 float32 into a float32 result, converted after; ``count_nonzero`` over some dimensions is
-``(x != 0).sum(dims)`` (a bool ``x`` summed as it is), the mask copied as int64."""
+``(x != 0).sum(dims)`` (a bool ``x`` summed as it is from torch 2.5), the mask copied as
+int64."""
 CASTING = PROMOTING | WIDENING
 """The ops whose CPU kernels copy an input of another dtype (``cast_copies``)."""
 
@@ -76,10 +78,13 @@ def cast_copies(name: str, tensors: list, out: Any) -> int:
 
 def _widened(name: str, x: torch.Tensor, result: torch.Tensor) -> int:
     if name == "count_nonzero":  # over all dimensions, its kernel counts as it reads
-        return x.numel() * (8 + (x.dtype != torch.bool)) if result.dim() else 0
+        compared = x.dtype != torch.bool or compat.count_nonzero_compares_bool()
+        return x.numel() * (8 + compared) if result.dim() else 0
     dtype, converted = result.dtype, 0
     if name == "mean" and dtype in (torch.float16, torch.bfloat16):
         dtype, converted = torch.float32, result.numel() * 4
+        if compat.mean_replaces_its_output():  # the output is not held while it sums
+            converted -= result.numel() * result.element_size()
     if x.dtype == dtype or x.is_complex():
         return converted
     return x.numel() * dtype.itemsize + converted
