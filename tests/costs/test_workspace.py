@@ -236,6 +236,11 @@ def test_a_grouped_convolution_reorders_unpadded_or_unfolds_one_group():
     assert conv(x, (24, 8, 3, 3), out, stride=(2, 2), groups=3) == 198_336 * 4
     x, out = (2, 20, 64, 64), (2, 20, 32, 32)
     assert conv(x, (20, 10, 3, 3), out, stride=(2, 2), groups=2) == 92_192 * 4
+    # Then it copies a plain result into the output: groups of 2 channels, 3x3, 2x64x32x32,
+    # unfold 32*32 positions x 2*9 = 18,464 elements with the 32, fewer than the result's
+    # 2*64*32*32 = 131,072, which is what it holds beside the output (it had read 28% under).
+    x = out = (2, 64, 32, 32)
+    assert conv(x, (64, 2, 3, 3), out, groups=32) == 131_072 * 4
 
 
 def conv3d(x, w, out, stride=1, padding=1, groups=1) -> int:
