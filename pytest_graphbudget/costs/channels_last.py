@@ -165,9 +165,11 @@ def scratch(w: Shape, groups: int, block: int) -> bool:
     return groups == 1 or w[1] > block
 
 
-def forward(x: Shape, w: Shape, groups: int, block: int, itemsize: int) -> int:
-    """Bytes a channels-last oneDNN convolution holds beside its input and output."""
-    held = (copied_dense(x) + copied(w) + blocked_weight(w, groups, block)) * itemsize
+def forward(x: Shape, w: Shape, groups: int, block: int, itemsize: int, pairs: bool = False):
+    """Bytes a channels-last oneDNN convolution holds beside its input and output. ``pairs``:
+    bfloat16's kernel reads input channels in pairs (an image's 3 padded to 4)."""
+    padded = Shape((w[0], w[1] + 1, *w[2:])) if pairs and groups == 1 and w[1] % 2 else w
+    held = (copied_dense(x) + copied(w) + blocked_weight(padded, groups, block)) * itemsize
     return held + (SCRATCH if scratch(w, groups, block) else 0)
 
 

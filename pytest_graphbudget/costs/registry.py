@@ -59,7 +59,8 @@ class OpCost:
 Formula = Callable[..., OpCost]
 Workspace = Callable[..., int]
 """Bytes an op's kernel holds besides its inputs and outputs while it runs, from the same shapes
-as its formula and ``itemsize=`` (the bytes of one element of its output)."""
+as its formula, ``itemsize=`` (the bytes of one element of its output) and ``dtype_name=``
+(its dtype's name, ``"float32"``)."""
 
 
 @dataclass(frozen=True)
@@ -237,12 +238,22 @@ def _concrete(args: tuple) -> bool:
     return all(type(d) is int for d in dims)
 
 
-def workspace_bytes(name: str, args: tuple, kwargs: dict[str, Any], out: Any, itemsize: int) -> int:
-    """The workspace of one call (``Workspace``), 0 for an op without one."""
+def workspace_bytes(
+    name: str,
+    args: tuple,
+    kwargs: dict[str, Any],
+    out: Any,
+    itemsize: int,
+    dtype_name: str = "",
+) -> int:
+    """The workspace of one call (``Workspace``), 0 for an op without one. ``dtype_name``
+    (``"bfloat16"``) tells apart kernels of one itemsize: bfloat16 and float16 convolutions
+    take different CPU paths."""
     entry = REGISTRY.get(name)
     if entry is None or entry.workspace is None or not _concrete(args):
         return 0
-    return max(0, int(entry.workspace(*args, out=out, itemsize=itemsize, **kwargs)))
+    found = entry.workspace(*args, out=out, itemsize=itemsize, dtype_name=dtype_name, **kwargs)
+    return max(0, int(found))
 
 
 def numel(shape: Any) -> int:

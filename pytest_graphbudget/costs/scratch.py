@@ -10,17 +10,45 @@ from __future__ import annotations
 from math import prod
 
 from pytest_graphbudget import compat
-from pytest_graphbudget.costs import channels_last
+from pytest_graphbudget.costs import brgemm, channels_last
 from pytest_graphbudget.costs.contraction import unsqueezed
 from pytest_graphbudget.costs.registry import Shape, numel, output_storage, workspace
 
 
-def _attention_held(u: int, scores: int, masked: bool) -> int:
+def _attention_held(
+    u: int, scores: int, masked: bool, blocks: tuple[int, ...] = (0, 0, 0, 0)
+) -> int:
     """Bytes ATen's fused attention (``native_multi_head_attention`` in ``attention.cpp``)
     holds beside its input while it runs, as the profiler sees it: the packed q, k, v (``u``
     each, the input's bytes) twice while they are split out, then once with the scores (a
-    masked softmax writes a second copy), then once with the context and the output."""
-    return max(6 * u, 3 * u + scores * (2 if masked else 1), 5 * u)
+    masked softmax writes a second copy), then once with the context and the output.
+    ``blocks``: bfloat16's products' buffers (``_attention_blocks``), each beside what is live
+    while it runs."""
+    project, scored, weighed, out = blocks
+    return max(
+        6 * u,
+        3 * u + project,
+        3 * u + scores * (2 if masked else 1),
+        3 * u + scores + scored,
+        3 * u + scores + weighed,
+        5 * u + out,
+    )
+
+
+def _attention_blocks(query: Shape, key: Shape, heads: int, dtype_name: str):
+    """oneDNN's bfloat16 blocks (``brgemm``) of the fused attention's products: the input
+    projection, each head's scores and context, the output projection; none in other dtypes."""
+    if dtype_name != "bfloat16":
+        return (0, 0, 0, 0)
+    tokens, width, length, keys = prod(query[:-1]), query[-1], query[-2], key[-2]
+    head, items = width // heads, prod(query[:-2]) * heads
+    scratch = brgemm.matmul_scratch
+    return (
+        scratch(Shape((tokens, width)), Shape((width, 3 * width))),
+        scratch(Shape((length, head)), Shape((head, keys)), items),
+        scratch(Shape((length, keys)), Shape((keys, head)), items),
+        scratch(Shape((tokens, width)), Shape((width, width))),
+    )
 
 
 def _outputs(out) -> int:
@@ -40,6 +68,7 @@ def native_mha(
     *args,
     out,
     itemsize: int,
+    dtype_name: str = "",
     **kwargs,
 ) -> int:
     """``nn.MultiheadAttention``'s inference fast path materializes every head's scores,
@@ -52,28 +81,41 @@ def native_mha(
     average = kwargs.get("average_attn_weights", average)
     u = numel(query) * itemsize
     scores = prod(query[:-1]) * key[-2] * num_head * itemsize
-    held = _attention_held(u, scores, mask is not None)
+    blocks = _attention_blocks(query, key, num_head, dtype_name)
+    held = _attention_held(u, scores, mask is not None, blocks)
     if need_weights:
         weights = scores // num_head if average else 0  # else the scores are the weights
-        held = max(held, 3 * u + scores + u + max(u, weights))
+        held = max(held, 3 * u + scores + u + max(u, weights), 3 * u + scores + blocks[2])
     return held - _outputs(out) * itemsize
 
 
 @workspace("_transformer_encoder_layer_fwd")
 def encoder_layer(
-    src: Shape, embed_dim: int, num_heads: int, *args, out, itemsize: int, **kw
+    src: Shape,
+    embed_dim: int,
+    num_heads: int,
+    *args,
+    out,
+    itemsize: int,
+    dtype_name: str = "",
+    **kw,
 ) -> int:
     """``nn.TransformerEncoderLayer``'s fast path: its attention as ``native_mha``'s without
     the weights (beside the first norm's output when ``norm_first``), then the feed-forward
     block's hidden layer with the attention block's output and the second linear's (and the
-    second norm's output when ``norm_first``)."""
+    second norm's output when ``norm_first``), and in bfloat16 that linear's blocks."""
     norm_first = kw.get("norm_first", args[5] if len(args) > 5 else False)
     mask = kw.get("mask", args[15] if len(args) > 15 else None)
     hidden_features = (kw.get("ffn_weight_1") or args[12])[0]
     u = numel(src) * itemsize
     scores = prod(src[:-1]) * src[-2] * num_heads * itemsize
-    attention = _attention_held(u, scores, mask is not None) + (u if norm_first else 0)
+    blocks = _attention_blocks(src, src, num_heads, dtype_name)
+    attention = _attention_held(u, scores, mask is not None, blocks) + (u if norm_first else 0)
     feed_forward = (3 if norm_first else 2) * u + u * hidden_features // embed_dim
+    if dtype_name == "bfloat16":
+        tokens = prod(src[:-1])
+        second = Shape((tokens, hidden_features)), Shape((hidden_features, embed_dim))
+        feed_forward += brgemm.matmul_scratch(*second)
     return max(attention, feed_forward) - numel(out) * itemsize
 
 
@@ -92,18 +134,26 @@ def _copied(m: Shape, lax: bool = False) -> int:
 
 
 @workspace("mm", "addmm")
-def product_copies(*args, out, itemsize: int, **__) -> int:
+def product_copies(*args, out, itemsize: int, dtype_name: str = "", **__) -> int:
     """``mm(a, b)``, ``addmm(bias, a, b)``: both operands' clones, live at once (a Linear's
-    two backward products each copy the sum loss's expanded gradient). 16-bit: oneDNN's."""
-    return sum(_copied(m) for m in args[-2:]) * itemsize if itemsize >= 4 else 0
+    two backward products each copy the sum loss's expanded gradient). bfloat16: those clones
+    and oneDNN's blocks (``brgemm``); float16: none."""
+    a, b = args[-2:]
+    copies = (_copied(a) + _copied(b)) * itemsize
+    if dtype_name == "bfloat16":
+        return copies + brgemm.matmul_scratch(a, b)
+    return copies if itemsize >= 4 else 0
 
 
 @workspace("bmm", "baddbmm")
-def batched_copies(*args, out, itemsize: int, **__) -> int:
+def batched_copies(*args, out, itemsize: int, dtype_name: str = "", **__) -> int:
     """``bmm(a, b)``, ``baddbmm(bias, a, b)`` (``bmm_out_or_baddbmm_``): under 400
     multiply-adds an item, a loop that copies nothing; else one MKL call if it takes every item
-    as it is, or one product per item, each copying its own: one item's copies live at once."""
+    as it is, or one product per item, each copying its own: one item's copies live at once.
+    bfloat16: oneDNN's blocks of one item (``brgemm``)."""
     a, b = args[-2:]
+    if dtype_name == "bfloat16":
+        return brgemm.matmul_scratch(a, b, batch=a[0] if len(a) > 2 else 1)
     if itemsize < 4 or a[-1] * a[-2] * b[-1] < 400 or not _copied(a, True) + _copied(b, True):
         return 0
     return (_copied(a) + _copied(b)) * itemsize

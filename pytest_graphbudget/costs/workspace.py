@@ -47,6 +47,24 @@ def _cpu() -> tuple[int, int]:
     return MODELLED_THREADS, MODELLED_BLOCK
 
 
+OTHER_DTYPES = {"bfloat16": "onednn", "float16": "slow", "float64": "slow"}
+"""The CPU path of a convolution in a dtype other than float32, on the modelled CPU (AVX-512
+with BF16 and without FP16 instructions: ``mkldnn_bf16_device_check`` holds and
+``mkldnn_fp16_device_check`` does not): ATen's ``use_mkldnn`` sends bfloat16 to oneDNN
+whatever the shapes, float16 and float64 to the slow path."""
+
+
+def _path(x: Shape, w: Shape, stride, dilation, groups: int, itemsize: int, dtype: str):
+    """``"onednn"``, ``"slow"``, or None for a dtype whose kernels are not modelled (a
+    caller without ``dtype_name`` at itemsize 4 means float32)."""
+    if len(x) < 3:
+        return None
+    if dtype == "float32" or (not dtype and itemsize == 4):
+        onednn = _onednn(x, w, stride, dilation, groups, _cpu()[0])
+        return "onednn" if onednn else "slow"
+    return OTHER_DTYPES.get(dtype)
+
+
 def _onednn(x: Shape, w: Shape, stride, dilation, groups: int, threads: int) -> bool:
     """ATen's choice of oneDNN for a float32 CPU convolution (``use_mkldnn``): the slow path
     is faster for a small input, and for an unstrided 1x1 kernel on one thread and a batch
@@ -91,33 +109,40 @@ def convolution(
     *_,
     out: Shape,
     itemsize: int,
+    dtype_name: str = "",
     **__,
 ) -> int:
     """oneDNN: the reordered input (none below ``FIRST_LAYER_CHANNELS``), the reordered
     weight (output channels rounded to the block) and the blocked result are live at once,
-    then the blocked result and the output. Slow path: im2col. Transposed: ``_deconv``. A
-    contiguous kernel's copy of an input that comes channels-last (``copied_channels_last``)."""
-    if itemsize != 4 or len(x) < 3:
+    then the blocked result and the output; in bfloat16 a 1x1 kernel's float32 result of one
+    image beside them (``_bf16_accumulator``). Slow path: im2col. Transposed: ``_deconv``
+    (float32 only). A contiguous kernel's copy of an input that comes channels-last
+    (``copied_channels_last``)."""
+    path = _path(x, w, stride, dilation, groups, itemsize, dtype_name)
+    if path is None:
         return 0
-    threads, block = _cpu()
+    _, block = _cpu()
+    bf16 = dtype_name == "bfloat16"
     nhwc = not transposed and channels_last.channels_last(x, w)
-    if not _onednn(x, w, stride, dilation, groups, threads):
+    if path == "slow":
         if transposed:
             return _deconv_columns(x, w) * itemsize
         copies = channels_last.copied_dense(x) + channels_last.copied(w) if nhwc else 0
         copies += 0 if nhwc or transposed else channels_last.copied_channels_last(x)
+        if groups > 1:
+            return (_slow_grouped(x, w, out, stride, padding, groups) + copies) * itemsize
         return (_columns(x, w, tuple(out[2:]), stride, padding) + copies) * itemsize
     if transposed:
-        return _deconv(x, w, bias, stride, out, block) * itemsize
+        return _deconv(x, w, bias, stride, out, block, itemsize)
     if nhwc:
-        return channels_last.forward(x, w, groups, block, itemsize)
+        return channels_last.forward(x, w, groups, block, itemsize, pairs=bf16)
     copy = channels_last.copied_channels_last(x)  # dense channels-last by a size-1 dimension
     if len(w) == 5 and groups > 1 and not _aligned(w, groups) and groups != w[0]:
         # 3-D groups not of fours (a depthwise multiplier too): one group of one depth slice
         # unfolded, then a plain result copied into the output
         return (max(_group_columns(out, w) + 32, prod(out)) + copy) * itemsize
     if groups > 1 and w[1] > 1:
-        return (_grouped_forward(x, w, groups, out) + copy) * itemsize
+        return _grouped_forward(x, w, groups, out, itemsize, bf16) + copy * itemsize
     if len(w) == 5 and groups == x[1] == w[0] > 1:
         return (_depthwise_3d(x, w, out, block) + copy) * itemsize
     out_b = _padded(out, block)
@@ -126,8 +151,25 @@ def convolution(
     weight = _padded(w, block, 0)
     if blocked and groups == 1:  # its input channels rounded up too
         weight = weight // w[1] * ceil(w[1] / block) * block
-    held = x_b + weight + out_b + _unit_stride(x, w, stride, padding, block)
-    return (max(held - prod(out), out_b) + copy) * itemsize
+    elif bf16 and groups == 1:  # pairs of input channels (VNNI)
+        weight = weight // w[1] * ceil(w[1] / 2) * 2
+    held = x_b + weight + out_b + _unit_stride(x, w, stride, padding, block, itemsize)
+    accumulator = _bf16_accumulator(w, out, groups, block) if bf16 else 0
+    return max((held - prod(out)) * itemsize + accumulator, out_b * itemsize) + copy * itemsize
+
+
+BF16_ACCUMULATOR_EXTRA = 128
+"""Bytes oneDNN allocates beside a bfloat16 1x1 convolution's float32 result of one image."""
+
+
+def _bf16_accumulator(w: Shape, out: Shape, groups: int, block: int) -> int:
+    """Bytes of the float32 result of one image a bfloat16 1x1 convolution (2-D or 3-D)
+    accumulates into (its output channels rounded up to the block), and 128 more, beside the
+    reordered input, weight and result (measured at 7x7 to 64x64, 24 to 2048 channels, any
+    batch)."""
+    if groups > 1 or any(k != 1 for k in w[2:]):
+        return 0
+    return _padded((1, *out[1:]), block) * 4 + BF16_ACCUMULATOR_EXTRA
 
 
 def _blocked_source(x: Shape, w: Shape, stride, groups: int, block: int) -> bool:
@@ -149,22 +191,58 @@ def _depthwise_3d(x: Shape, w: Shape, out: Shape, block: int) -> int:
     return max(numel(x) + _padded(w, block, 0) + prod(out), 3 * prod(out)) - prod(out)
 
 
-def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape) -> int:
-    """Elements a grouped (not depthwise) convolution holds beside its output. Groups of a
+def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape, itemsize: int, bf16: bool):
+    """Bytes a grouped (not depthwise) convolution holds beside its output. Groups of a
     multiple of 4 channels each way are reordered unpadded (the input, the weight and the
     result, then the result beside the output: RegNet's groups of 8 read 1.12x its eval peak
-    padded to 16); others unfold one group of one image (im2col) and 32 more, then copy a
-    plain result into the output (groups of 2 and 3 channels had read 24-37% under)."""
-    if not _aligned(w, groups):
-        return max(_group_columns(out, w) + 32, prod(out))
-    return max(numel(x) + numel(w), numel(out))
+    padded to 16); others unfold one group of one image (im2col) and 128 bytes more, then copy
+    a plain result into the output (groups of 2 and 3 channels had read 24-37% under). In
+    bfloat16 the group's result accumulates in float32 beside its columns, and 256 bytes more."""
+    if _aligned(w, groups):
+        return max(numel(x) + numel(w), numel(out)) * itemsize
+    columns = _group_columns(out, w) * itemsize + 128
+    if bf16:
+        columns += prod(out[2:]) * (w[0] // groups) * 4 + 128
+    return max(columns, prod(out) * itemsize)
 
 
-UNIT_STRIDE_EXTRA = 32
-"""Elements oneDNN allocates beside ``_unit_stride``'s copy (128 bytes, at every size measured)."""
+def _slow_grouped_backward(
+    grad_out: Shape, x: Shape, w: Shape, stride, padding, groups: int, mask
+) -> int:
+    """Elements a grouped convolution's backward holds beside its gradients on the slow path:
+    one group at a time, its output gradient's and input's channels copied (``_slice``),
+    unfolded, beside the groups' gradients so far; then those concatenated into the gradients.
+    It makes no whole copy of an operand dense in no layout (a sum loss's expanded gradient),
+    which the cost pass adds (the registry's ``contiguous``): taken off here."""
+    x_g, w_g = (x[0], x[1] // groups, *x[2:]), (w[0] // groups, *w[1:])
+    sliced = _slice(x, groups) + _slice(grad_out, groups)
+    columns = _columns(x_g, w_g, tuple(grad_out[2:]), stride, padding)
+    grads = (numel(x) if mask[0] else 0) + (numel(w) if mask[1] else 0)
+    whole = sum(numel(t) for t in (grad_out, x) if not channels_last.dense(t))
+    return max(sliced + columns, grads + (w[0] if mask[2] else 0)) - whole
 
 
-def _unit_stride(x: Shape, w: Shape, stride, padding, block: int) -> int:
+def _slice(t: Shape, groups: int) -> int:
+    """Elements of one group's channels of ``t`` made contiguous: none for a contiguous batch
+    of one, whose channel slice is contiguous as it is."""
+    return 0 if t[0] == 1 and channels_last.contiguous(t) else numel(t) // groups
+
+
+def _slow_grouped(x: Shape, w: Shape, out: Shape, stride, padding, groups: int) -> int:
+    """Elements a grouped convolution holds beside its output on the slow path (float16 and
+    float64), which runs one group at a time (``_convolution_nogroup``): the group's input
+    channels copied (``_slice``) and unfolded
+    beside the outputs of the groups so far; then those outputs concatenated into the
+    output."""
+    x_g, w_g = (x[0], x[1] // groups, *x[2:]), (w[0] // groups, *w[1:])
+    return max(_slice(x, groups) + _columns(x_g, w_g, tuple(out[2:]), stride, padding), prod(out))
+
+
+UNIT_STRIDE_EXTRA = 128
+"""Bytes oneDNN allocates beside ``_unit_stride``'s copy, at every size and dtype measured."""
+
+
+def _unit_stride(x: Shape, w: Shape, stride, padding, block: int, itemsize: int = 4) -> int:
     """Elements of oneDNN's copy of one image subsampled by a strided 2-D 1x1 kernel ("reduce
     to unit stride", per thread): where the stride divides the input, with no padding, it runs
     as an unstrided 1x1 convolution over that copy (ResNet's downsampling shortcuts; without it
@@ -175,7 +253,7 @@ def _unit_stride(x: Shape, w: Shape, stride, padding, block: int) -> int:
     if all(s == 1 for s in stride) or any(d % s for d, s in zip(sizes, stride, strict=True)):
         return 0
     image = (1, x[1], *(d // s for d, s in zip(sizes, stride, strict=True)))
-    return _padded(image, block) + UNIT_STRIDE_EXTRA
+    return _padded(image, block) + UNIT_STRIDE_EXTRA // itemsize
 
 
 def numel_w(w: Shape, block: int, transposed: bool) -> int:
@@ -199,6 +277,7 @@ def convolution_backward(
     *_,
     out,
     itemsize: int,
+    dtype_name: str = "",
     **__,
 ) -> int:
     """oneDNN: the larger of the input gradient's phases (``_input_phase``) and the weight
@@ -206,10 +285,11 @@ def convolution_backward(
     ``_deconv_backward``. On every path ATen first makes the output's gradient and the input
     contiguous: a copy of one dense in no layout (the sum loss's expanded gradient, a channel
     slice), added by the cost pass, or of a channels-last one (``copied_channels_last``)."""
-    if itemsize != 4 or len(x) < 3:
+    path = _path(x, w, stride, dilation, groups, itemsize, dtype_name)
+    if path is None:
         return 0
-    threads, block = _cpu()
-    if not _onednn(x, w, stride, dilation, groups, threads):
+    _, block = _cpu()
+    if path == "slow":
         if transposed:
             plain = all(k == 1 for k in w[2:]) and all(s == 1 for s in stride)
             return 0 if plain and not any(padding) else _deconv_columns(x, w) * itemsize
@@ -218,6 +298,9 @@ def convolution_backward(
         if channels_last.channels_last(x, w):  # each gradient's kernel copies its own, in turn
             copies = channels_last.copied_dense(x) + channels_last.copied(w)
             copies += channels_last.copied_dense(grad_out)
+        if groups > 1:
+            grouped = _slow_grouped_backward(grad_out, x, w, stride, padding, groups, output_mask)
+            return (grouped + copies) * itemsize
         return (_columns(x, w, tuple(grad_out[2:]), stride, padding) + copies) * itemsize
     if transposed:
         return _deconv_backward(grad_out, x, w, output_mask, block) * itemsize
@@ -229,7 +312,11 @@ def convolution_backward(
         block = 1
     held = 0
     if output_mask[1]:
-        held = _weight_phase(grad_out, x, w, groups, dilation, output_mask, block)
+        scratch = 0
+        if dtype_name == "bfloat16" and groups == 1 and len(w) == 4:
+            found = _bf16_weight_scratch(grad_out, x, w, stride, block, output_mask[2])
+            scratch = ceil(found / itemsize)
+        held = _weight_phase(grad_out, x, w, groups, dilation, output_mask, block, scratch)
     if output_mask[0]:
         data = _input_phase(grad_out, x, w, stride, dilation, groups, output_mask, block)
         held = max(held, data)
@@ -237,28 +324,60 @@ def convolution_backward(
     return (held + copies) * itemsize
 
 
-def _weight_phase(grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, mask, block):
+def _weight_phase(
+    grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, mask, block, scratch: int = 0
+):
     """Elements oneDNN's weight gradient holds beyond the op's gradients: on its im2col kernel
     (``_im2col``), one group's columns, four copies of the weight and 64 more; else the input
     and the output's gradient reordered (``_weight_grad``) with the gradient computed in
     blocks, then that blocked gradient (and the bias's) while the plain one is written (a 3x3
-    conv of 512 channels at 8x8 holds its 9.4 MB weight's gradient twice)."""
+    conv of 512 channels at 8x8 holds its 9.4 MB weight's gradient twice). ``scratch``:
+    elements of the kernel's own buffers beside the reordered operands (bfloat16's)."""
     if _im2col(w, groups, dilation)[1]:
         return _group_columns(grad_out, w) + 4 * numel(w) + 64
     aligned = _aligned(w, groups)
-    blocked = numel(w) if aligned else _blocked_gradient(w, groups, block)
+    half = block if scratch else HALF_BLOCK_CHANNELS  # bfloat16's kernel takes no half blocks
+    blocked = numel(w) if aligned else _blocked_gradient(w, groups, block, half)
     bias = w[0] if mask[2] else 0
-    return max(_weight_grad(x, grad_out, block) + blocked - numel(w), blocked + bias)
+    reordered = _weight_grad(x, grad_out, block, half) + blocked - numel(w) + scratch
+    return max(reordered, blocked + bias)
 
 
-def _blocked_gradient(w: Shape, groups: int, block: int) -> int:
+BF16_WEIGHT_GRAD_EXTRA = 8_580
+"""Bytes oneDNN's bfloat16 weight gradient takes beside its buffers, whatever the shapes (4 more
+for a kernel wider than 3)."""
+
+
+def _bf16_weight_scratch(grad_out: Shape, x: Shape, w: Shape, stride, block: int, bias: bool):
+    """Bytes of the buffers oneDNN's bfloat16 weight gradient of a 2-D convolution takes beside
+    its reordered operands: the gradient (and the bias's) accumulated in float32, and for a
+    kernel wider than 1x1 one image of the output's gradient transposed and, from a block of
+    input channels up, one image of the input with its rows widened by the kernel (a row of it
+    again in float32 when strided); output channels rounded up to the block, input channels
+    too from one block up. Measured at 3 to 128 channels, 8x8 to 64x64, kernels 1 to 7,
+    strides 1 and 2; a strided 1x1 kernel takes more at some sizes (16 KiB at 64 channels,
+    16x16; none at 32x32)."""
+    rounded = lambda n: ceil(n / block) * block  # noqa: E731
+    cout, cin = rounded(w[0]), rounded(w[1]) if w[1] >= block else w[1]
+    accumulated = (cout * cin * prod(w[2:]) + (cout if bias else 0)) * 4
+    if all(k == 1 for k in w[2:]):
+        return accumulated + 128
+    source = 0
+    if x[1] >= block:
+        source = cin * x[2] * (x[3] + w[3] - 1) * 2
+        source += cin * x[3] * 4 if any(s > 1 for s in stride) else 0
+    gradient = cout * prod(grad_out[2:]) * 2
+    return accumulated + gradient + source + BF16_WEIGHT_GRAD_EXTRA + (4 if w[3] > 3 else 0)
+
+
+def _blocked_gradient(w: Shape, groups: int, block: int, half: int | None = None) -> int:
     """Elements of oneDNN's blocked weight gradient: output channels rounded up to the block,
     input channels to the blocks their source is reordered in (``_weight_grad``: half a block
     under a block's channels, none under ``HALF_BLOCK_CHANNELS``); grouped, as channels-last."""
     if groups > 1:
         return channels_last.weight_gradient(w, groups, block)
     cin = w[1]
-    size = 1 if cin < HALF_BLOCK_CHANNELS else block // 2 if cin < block else block
+    size = 1 if cin < (half or HALF_BLOCK_CHANNELS) else block // 2 if cin < block else block
     return ceil(w[0] / block) * block * ceil(cin / size) * size * prod(w[2:])
 
 
@@ -360,21 +479,21 @@ convolution's output gradient) of fewer channels than this in its plain layout, 
 fewer than a block in blocks of half the size (its AVX2 kernel)."""
 
 
-def _weight_grad(src: Shape, diff_dst: Shape, block: int) -> int:
+def _weight_grad(src: Shape, diff_dst: Shape, block: int, half: int | None = None) -> int:
     """Elements of the two operands of oneDNN's weight-gradient kernel, reordered: ``src`` and
     ``diff_dst`` (a convolution's input and output gradient; a transposed convolution's the
     other way round) in blocks of ``block`` channels, or both in half blocks when ``src`` has
     fewer than a block (``HALF_BLOCK_CHANNELS``), or only ``diff_dst`` when it has fewer than
-    ``HALF_BLOCK_CHANNELS``."""
+    ``HALF_BLOCK_CHANNELS`` (``half``: bfloat16's kernel takes no half blocks, a block)."""
     channels = src[1]
-    if channels < HALF_BLOCK_CHANNELS:
+    if channels < (half or HALF_BLOCK_CHANNELS):
         return _padded(diff_dst, block)
     size = block // 2 if channels < block else block
     return _padded(src, size) + _padded(diff_dst, size)
 
 
-def _deconv(x: Shape, w: Shape, bias, stride, out: Shape, block: int) -> int:
-    """Elements a oneDNN transposed convolution holds beside its output (weight ``w``: C_in x
+def _deconv(x: Shape, w: Shape, bias, stride, out: Shape, block: int, itemsize: int) -> int:
+    """Bytes a oneDNN transposed convolution holds beside its output (weight ``w``: C_in x
     C_out x kernel).
 
     Strided (brgemm): the input copied channels-last, the weight (C_out rounded up to the
@@ -384,8 +503,8 @@ def _deconv(x: Shape, w: Shape, bias, stride, out: Shape, block: int) -> int:
     stride does not divide the output's size. Then the result, its dense copy and that copy
     made contiguous (the same tensor for one channel).
     Unstrided (a convolution's backward-data kernel): the input, the weight (both channel
-    counts rounded up) and the result, blocked, and with a bias a second blocked result the
-    bias is added from; then the blocked result and the output."""
+    counts rounded up) and the result, blocked, and with a bias a second blocked result, in
+    float32, the bias is added from; then the blocked result and the output."""
     if any(s > 1 for s in stride):
         edges = [(k - 1) // s for k, s in zip(w[2:], stride, strict=True)]
         buffer = x[1] * prod(d + 2 * e for d, e in zip(x[2:], edges, strict=True))
@@ -393,12 +512,12 @@ def _deconv(x: Shape, w: Shape, bias, stride, out: Shape, block: int) -> int:
             buffer += prod(out)
         held = buffer + prod(x) + numel_w(w, block, True) + prod(out)
         copies = 3 if out[1] > 1 else 2
-        return max(held, copies * prod(out)) - prod(out)
+        return (max(held, copies * prod(out)) - prod(out)) * itemsize
     out_b = _padded(out, block)
-    held = _padded(x, block) + _weight(w, block, block) + out_b
-    if bias is not None:
-        held += out_b
-    return max(held, out_b + prod(out)) - prod(out)
+    held = (_padded(x, block) + _weight(w, block, block) + out_b) * itemsize
+    if bias is not None:  # in float32 whatever the dtype, and 128 bytes
+        held += out_b * 4 + 128
+    return max(held, (out_b + prod(out)) * itemsize) - prod(out) * itemsize
 
 
 def _weight(w: Shape, block_in: int, block_out: int) -> int:

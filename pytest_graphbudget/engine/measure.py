@@ -162,7 +162,8 @@ def _workspace(name: str, args: tuple, out: Any, shapes: tuple) -> int:
         return 0
     try:
         strided = tree.strided_shapes(args)
-        return workspace_bytes(name, strided, *shapes[1:], first.element_size())
+        dtype_name = str(first.dtype).removeprefix("torch.")
+        return workspace_bytes(name, strided, *shapes[1:], first.element_size(), dtype_name)
     except Exception:  # symbolic sizes, an odd call: the tensors' own bytes still count
         return 0
 

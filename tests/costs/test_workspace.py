@@ -110,11 +110,16 @@ def test_an_unstrided_transposed_conv_with_a_bias_holds_a_second_blocked_result(
     # 32 -> 3 channels, 3x3, 4x32x64x64 -> 4x3x64x64 (49,152 elements), with a bias: oneDNN's
     # blocked kernel. Live at once: the input (32 channels, 524,288), the weight with both
     # channel counts rounded up to 16 (32 * 16 * 9 = 4,608), the blocked result (4 * 16 * 64 *
-    # 64 = 262,144) and the blocked result the bias is added from (262,144): 1,053,184 elements,
-    # less the output's 49,152: 1,004,032 * 4 = 4,016,128 bytes (the profiler: 4,016,256).
+    # 64 = 262,144) and the blocked result the bias is added from (262,144) with 128 bytes:
+    # 1,053,184 elements less the output's 49,152, 1,004,032 * 4 + 128 = 4,016,256 bytes, as
+    # the profiler records them.
     x, w, out = (4, 32, 64, 64), (32, 3, 3, 3), (4, 3, 64, 64)
     args = (Shape(x), Shape(w), Shape((3,)), [1, 1], [1, 1], [1, 1], True, [0, 0], 1)
-    assert workspace_bytes("convolution", args, {}, Shape(out), 4) == 4_016_128
+    assert workspace_bytes("convolution", args, {}, Shape(out), 4) == 4_016_256
+    # In bfloat16 the second blocked result is float32 all the same: (524,288 + 4,608 + 262,144
+    # - 49,152) * 2 + 262,144 * 4 + 128 = 2,532,480 bytes (the profiler's figure).
+    bf16 = workspace_bytes("convolution", args, {}, Shape(out), 2, "bfloat16")
+    assert bf16 == 2_532_480
 
 
 def test_a_transposed_conv_backward_leaves_a_thin_output_gradient_plain():

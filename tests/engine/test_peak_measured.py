@@ -759,9 +759,7 @@ class Interpolate(nn.Module):
 
 
 @pytest.mark.onednn_avx512
-@pytest.mark.parametrize(
-    "groups", [3, 2, 32], ids=["groups-of-8", "groups-of-10", "groups-of-2"]
-)
+@pytest.mark.parametrize("groups", [3, 2, 32], ids=["groups-of-8", "groups-of-10", "groups-of-2"])
 @pytest.mark.parametrize("optimizer", ["eval", None])
 def test_a_grouped_convolution_peak_matches_the_profiler(groups, optimizer):
     # RegNet's grouped 3x3 (group width 8) read 1.12x its eval peak, its input padded to 16.
