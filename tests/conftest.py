@@ -11,6 +11,7 @@ with pytest-graphbudget itself.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import socket
@@ -250,14 +251,40 @@ def avx512() -> bool:
     return torch.backends.cpu.get_cpu_capability() == "AVX512"  # "AVX2", "DEFAULT" below
 
 
+@functools.cache
+def half_kernels_modelled() -> str | None:
+    """Why this CPU's bfloat16 and float16 kernels are not those the peaks model, or None: an
+    AVX-512 CPU with BF16 instructions and without AMX (oneDNN's AMX kernels take other
+    buffers) or FP16 ones (with them float16 convolutions run on oneDNN, not the slow path)."""
+    import torch
+
+    if not avx512():
+        return "this CPU has no AVX-512"
+    flags = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if "avx512_bf16" not in flags:
+        return "this CPU has no AVX-512 BF16 instructions (or no /proc/cpuinfo says so)"
+    fp16 = getattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", lambda: False)()
+    if "amx_bf16" in flags or fp16:
+        return "this CPU has AMX or FP16 instructions, whose oneDNN kernels take other buffers"
+    return None
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked ``onednn_avx512`` (its measured CPU peak holds oneDNN's convolution
-    buffers) is skipped, saying why, on a CPU without AVX-512."""
+    buffers) is skipped, saying why, on a CPU without AVX-512; one marked ``onednn_bf16``, on
+    a CPU whose 16-bit kernels are not the modelled ones."""
     if item.get_closest_marker("onednn_avx512") is not None and not avx512():
         pytest.skip(
             "measures oneDNN's AVX-512 convolution buffers, which the peak is modelled on "
             "(costs/workspace.py); this CPU has no AVX-512, so oneDNN runs other kernels"
         )
+    if item.get_closest_marker("onednn_bf16") is not None and half_kernels_modelled():
+        pytest.skip(f"measures the modelled CPU's 16-bit kernels; {half_kernels_modelled()}")
 
 
 # --------------------------------------------------------------------------------------------

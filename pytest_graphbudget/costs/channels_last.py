@@ -199,11 +199,13 @@ def backward(
     output_mask,
     block: int,
     itemsize: int,
+    weight_scratch: int = 0,
 ) -> int:
     """Bytes a channels-last oneDNN convolution's backward holds beside its operands and
     gradients: the copies, then the larger of the input gradient's reordered weight and
     scratchpad and the weight gradient's blocked result (the bias's gradient beside it), copy
-    and buffer."""
+    and buffer. ``weight_scratch``: bytes of the weight gradient's own buffers beside its
+    blocked result, before the plain one is written (bfloat16's, ``conv_half``)."""
     copies = (copied_dense(x) + copied(w) + copied_dense(grad_out)) * itemsize
     phases = [0]
     if output_mask[0]:
@@ -213,5 +215,5 @@ def backward(
         rows = _depthwise_rows(w, groups, dilation)  # its kernel writes the gradient plain
         bias = w[0] if output_mask[2] else 0
         weight = (rows or weight_gradient(w, groups, block)) + bias
-        phases.append((weight + prod(w)) * itemsize)
+        phases.append(max((weight + prod(w)) * itemsize, weight_scratch))
     return copies + max(phases)

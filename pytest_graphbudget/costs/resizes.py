@@ -11,8 +11,8 @@ from __future__ import annotations
 from math import ceil
 
 from pytest_graphbudget.costs import channels_last
+from pytest_graphbudget.costs.conv_layout import MODELLED_THREADS
 from pytest_graphbudget.costs.registry import Shape, numel, workspace
-from pytest_graphbudget.costs.workspace import MODELLED_THREADS
 
 SMALL_RESIZE = 128
 """Output rows plus columns up to which ATen's CPU nearest and bilinear resizes take their
@@ -34,7 +34,7 @@ def _channels_last_kernel(x: Shape, out: Shape, mode: str) -> bool:
     """Whether a 2-D or 3-D nearest or linear resize takes ATen's channels-last CPU kernel: a
     channels-last input of more than 3 channels; in 2-D, an output of at most
     ``SMALL_RESIZE`` rows plus columns, or, bilinear on one intra-op thread
-    (``workspace.MODELLED_THREADS``), an image's 3 channels."""
+    (``conv_layout.MODELLED_THREADS``), an image's 3 channels."""
     if mode == "cubic" or len(x) not in (4, 5):
         return False
     if not channels_last.copied(x) and x[1] > 3:

@@ -136,13 +136,11 @@ def _copied(m: Shape, lax: bool = False) -> int:
 @workspace("mm", "addmm")
 def product_copies(*args, out, itemsize: int, dtype_name: str = "", **__) -> int:
     """``mm(a, b)``, ``addmm(bias, a, b)``: both operands' clones, live at once (a Linear's
-    two backward products each copy the sum loss's expanded gradient). bfloat16: those clones
-    and oneDNN's blocks (``brgemm``); float16: none."""
+    two backward products each copy the sum loss's expanded gradient), in every dtype; in
+    bfloat16 beside oneDNN's blocks (``brgemm``)."""
     a, b = args[-2:]
     copies = (_copied(a) + _copied(b)) * itemsize
-    if dtype_name == "bfloat16":
-        return copies + brgemm.matmul_scratch(a, b)
-    return copies if itemsize >= 4 else 0
+    return copies + (brgemm.matmul_scratch(a, b) if dtype_name == "bfloat16" else 0)
 
 
 @workspace("bmm", "baddbmm")
@@ -325,14 +323,25 @@ def group_norm_backward_sums(grad_out: Shape, x: Shape, *rest, out, itemsize: in
 
 
 @workspace("gelu_backward")
-def gelu_backward_copies(grad: Shape, x: Shape, approximate="none", *_, out, itemsize: int, **kw):
-    """The exact GELU's backward on a contiguous float32 input is oneDNN's (``use_mkldnn``),
+def gelu_backward_copies(
+    grad: Shape,
+    x: Shape,
+    approximate="none",
+    *_,
+    out,
+    itemsize: int,
+    dtype_name: str = "",
+    **kw,
+):
+    """The exact GELU's backward on a contiguous float32 or bfloat16 input is oneDNN's
+    (``use_mkldnn``; float16 too on a CPU with FP16 instructions, not the modelled one),
     which reads the gradient contiguous and writes a contiguous result: a gradient that is not
     is copied (the sum loss's expanded seed), and one dense in another layout also gets a
     contiguous result copied into the output's layout. The tanh form, or an input that is not
     contiguous, takes ATen's own kernel, which reads any strides."""
     exact = kw.get("approximate", approximate) == "none"
-    if not exact or itemsize != 4 or not channels_last.contiguous(x):
+    onednn = dtype_name in ("float32", "bfloat16") or (not dtype_name and itemsize == 4)
+    if not exact or not onednn or not channels_last.contiguous(x):
         return 0
     if channels_last.contiguous(grad):
         return 0

@@ -1,10 +1,10 @@
 """Workspaces: the bytes a kernel allocates and frees while it runs, beside its inputs and output.
 
 They count toward the peak (``engine/partition.live_at_peak``) during the op only. Each function
-gets the op's arguments as shapes, like its formula, and ``itemsize``; it returns bytes. The
-figures are those of float32 convolutions on CPU (other kernels' are in ``costs/scratch.py``),
-read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``); other
-dtypes and devices have none here (``docs/metrics.md``).
+gets the op's arguments as shapes, like its formula, ``itemsize`` and ``dtype_name``; it returns
+bytes. The figures are those of CPU convolutions (other kernels' are in ``costs/scratch.py``),
+read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``): float32's
+here, other dtypes' extras in ``costs/conv_half.py``; GPU kernels have none (``docs/metrics.md``).
 
 A CPU convolution takes one of two paths, chosen as ``ConvParams::use_mkldnn`` in ATen chooses:
 
@@ -15,37 +15,19 @@ A CPU convolution takes one of two paths, chosen as ``ConvParams::use_mkldnn`` i
   output position of C_in x kernel values, and multiplies them by the weight, except for an
   unstrided, unpadded 1x1 kernel, whose input already is its columns.
 
-A transposed convolution takes its own kernels on each path (``_deconv``, ``_deconv_backward``,
-``_deconv_columns``): oneDNN's deconvolution, which pads no channels where a strided one runs
-on brgemm, and reads an output gradient of fewer than 16 channels plain for the input's
-gradient (of fewer than 4 for the weight's); ``slow_conv_transpose2d``, whose columns are
-C_out x kernel values per input position.
-"""
+A transposed convolution takes its own kernels on each path (``deconv.forward``,
+``deconv.backward``, ``deconv.columns``): oneDNN's deconvolution, which pads no channels where a
+strided one runs on brgemm, and reads an output gradient of fewer than 16 channels plain for the
+input's gradient (of fewer than 4 for the weight's); ``slow_conv_transpose2d``, whose columns are
+C_out x kernel values per input position."""
 
 from __future__ import annotations
 
 from math import ceil, prod
 
-from pytest_graphbudget.costs import channels_last
+from pytest_graphbudget.costs import channels_last, conv_half, deconv
+from pytest_graphbudget.costs import conv_layout as layout
 from pytest_graphbudget.costs.registry import Shape, numel, workspace
-
-FIRST_LAYER_CHANNELS = 8
-"""oneDNN reads a source with fewer input channels (an image's 3) in its plain layout."""
-
-
-MODELLED_THREADS = 1
-MODELLED_BLOCK = 16
-"""The CPU the workspaces describe: one intra-op thread, oneDNN's AVX-512 block of 16 channels.
-Fixed, never read from the machine profiling: a budget compares figures recorded on one
-machine with figures of another (a laptop, a CI runner), and a peak that followed the thread
-count or the vector width would move between them with the model unchanged. It is the setup
-``benchmarks/peak.py`` measures against."""
-
-
-def _cpu() -> tuple[int, int]:
-    """The intra-op threads and oneDNN's channel block the workspaces are modelled for."""
-    return MODELLED_THREADS, MODELLED_BLOCK
-
 
 OTHER_DTYPES = {"bfloat16": "onednn", "float16": "slow", "float64": "slow"}
 """The CPU path of a convolution in a dtype other than float32, on the modelled CPU (AVX-512
@@ -60,7 +42,7 @@ def _path(x: Shape, w: Shape, stride, dilation, groups: int, itemsize: int, dtyp
     if len(x) < 3:
         return None
     if dtype == "float32" or (not dtype and itemsize == 4):
-        onednn = _onednn(x, w, stride, dilation, groups, _cpu()[0])
+        onednn = _onednn(x, w, stride, dilation, groups, layout.cpu()[0])
         return "onednn" if onednn else "slow"
     return OTHER_DTYPES.get(dtype)
 
@@ -77,22 +59,6 @@ def _onednn(x: Shape, w: Shape, stride, dilation, groups: int, threads: int) -> 
     sizes = (*x, 1)[:4]  # a 1-D convolution runs as a 2-D one of height 1
     big_kernel = len(w) > 3 and w[-1] > 3 and w[-2] > 3
     return groups > 1 or big_kernel or x[0] > 1 or prod(sizes) > 20480
-
-
-def _padded(shape: Shape, block: int, channels: int = 1) -> int:
-    """Elements of ``shape`` with its channel dimension rounded up to whole blocks."""
-    if not shape[channels]:
-        return 0
-    return prod(shape) // shape[channels] * ceil(shape[channels] / block) * block
-
-
-def _columns(x: Shape, w: Shape, out_spatial: tuple, stride, padding) -> int:
-    """Elements of the slow path's im2col buffer: C_in x kernel values per output position."""
-    kernel = tuple(w[2:])
-    plain = all(s == 1 for s in stride) and not any(padding)
-    if all(k == 1 for k in kernel) and plain:
-        return 0
-    return x[0] * x[1] * prod(kernel) * prod(out_spatial)
 
 
 @workspace("convolution", "_convolution", contiguous=(0,))
@@ -112,74 +78,60 @@ def convolution(
     dtype_name: str = "",
     **__,
 ) -> int:
-    """oneDNN: the reordered input (none below ``FIRST_LAYER_CHANNELS``), the reordered
-    weight (output channels rounded to the block) and the blocked result are live at once,
-    then the blocked result and the output; in bfloat16 a 1x1 kernel's float32 result of one
-    image beside them (``_bf16_accumulator``). Slow path: im2col. Transposed: ``_deconv``
+    """oneDNN: the reordered input (none below ``layout.FIRST_LAYER_CHANNELS``), the reordered
+    weight (output channels rounded to the block) and the blocked result are live at once, then the
+    blocked result and the output; in bfloat16 a 1x1 kernel's float32 result of one image beside
+    them (``conv_half.bf16_accumulator``). Slow path: im2col. Transposed: ``deconv.forward``
     (float32 only). A contiguous kernel's copy of an input that comes channels-last
     (``copied_channels_last``)."""
     path = _path(x, w, stride, dilation, groups, itemsize, dtype_name)
     if path is None:
         return 0
-    _, block = _cpu()
+    _, block = layout.cpu()
     bf16 = dtype_name == "bfloat16"
     nhwc = not transposed and channels_last.channels_last(x, w)
     if path == "slow":
         if transposed:
-            return _deconv_columns(x, w) * itemsize
+            return deconv.columns(x, w) * itemsize
         copies = channels_last.copied_dense(x) + channels_last.copied(w) if nhwc else 0
         copies += 0 if nhwc or transposed else channels_last.copied_channels_last(x)
         if groups > 1:
-            return (_slow_grouped(x, w, out, stride, padding, groups) + copies) * itemsize
-        return (_columns(x, w, tuple(out[2:]), stride, padding) + copies) * itemsize
+            return (conv_half.slow_grouped(x, w, out, stride, padding, groups) + copies) * itemsize
+        return (layout.unfolded(x, w, tuple(out[2:]), stride, padding) + copies) * itemsize
     if transposed:
-        return _deconv(x, w, bias, stride, out, block, itemsize)
+        return deconv.forward(x, w, bias, stride, out, block, itemsize)
     if nhwc:
         return channels_last.forward(x, w, groups, block, itemsize, pairs=bf16)
     copy = channels_last.copied_channels_last(x)  # dense channels-last by a size-1 dimension
-    if len(w) == 5 and groups > 1 and not _aligned(w, groups) and groups != w[0]:
+    if len(w) == 5 and groups > 1 and not layout.aligned(w, groups) and groups != w[0]:
         # 3-D groups not of fours (a depthwise multiplier too): one group of one depth slice
         # unfolded, then a plain result copied into the output
-        return (max(_group_columns(out, w) + 32, prod(out)) + copy) * itemsize
+        return (max(layout.group_unfolded(out, w) + 32, prod(out)) + copy) * itemsize
     if groups > 1 and w[1] > 1:
         return _grouped_forward(x, w, groups, out, itemsize, bf16) + copy * itemsize
     if len(w) == 5 and groups == x[1] == w[0] > 1:
         return (_depthwise_3d(x, w, out, block) + copy) * itemsize
-    out_b = _padded(out, block)
+    out_b = layout.padded(out, block)
     blocked = _blocked_source(x, w, stride, groups, block)
-    x_b = _padded(x, block) if blocked else 0
-    weight = _padded(w, block, 0)
+    x_b = layout.padded(x, block) if blocked else 0
+    weight = layout.padded(w, block, 0)
     if blocked and groups == 1:  # its input channels rounded up too
         weight = weight // w[1] * ceil(w[1] / block) * block
     elif bf16 and groups == 1:  # pairs of input channels (VNNI)
         weight = weight // w[1] * ceil(w[1] / 2) * 2
     held = x_b + weight + out_b + _unit_stride(x, w, stride, padding, block, itemsize)
-    accumulator = _bf16_accumulator(w, out, groups, block) if bf16 else 0
+    accumulator = conv_half.bf16_accumulator(w, out, groups, block) if bf16 else 0
     return max((held - prod(out)) * itemsize + accumulator, out_b * itemsize) + copy * itemsize
-
-
-BF16_ACCUMULATOR_EXTRA = 128
-"""Bytes oneDNN allocates beside a bfloat16 1x1 convolution's float32 result of one image."""
-
-
-def _bf16_accumulator(w: Shape, out: Shape, groups: int, block: int) -> int:
-    """Bytes of the float32 result of one image a bfloat16 1x1 convolution (2-D or 3-D)
-    accumulates into (its output channels rounded up to the block), and 128 more, beside the
-    reordered input, weight and result (measured at 7x7 to 64x64, 24 to 2048 channels, any
-    batch)."""
-    if groups > 1 or any(k != 1 for k in w[2:]):
-        return 0
-    return _padded((1, *out[1:]), block) * 4 + BF16_ACCUMULATOR_EXTRA
 
 
 def _blocked_source(x: Shape, w: Shape, stride, groups: int, block: int) -> bool:
     """Whether oneDNN reorders the input into blocks, or reads it plain (a first layer's
-    image): from ``FIRST_LAYER_CHANNELS`` on for a 1x1 kernel (a 2-D one strided runs unstrided
-    on a subsampled copy, ``_unit_stride``) and a grouped one, from a whole block on for a wider
-    kernel or a strided 3-D 1x1 (3x3 kernels of 8 to 15 channels, 2-D and 3-D, read plain)."""
+    image): from ``layout.FIRST_LAYER_CHANNELS`` on for a 1x1 kernel (a 2-D one strided runs
+    unstrided on a subsampled copy, ``_unit_stride``) and a grouped one, from a whole block on for a
+    wider kernel or a strided 3-D 1x1 (3x3 kernels of 8 to 15 channels, 2-D and 3-D, read plain)."""
     one_by_one = all(k == 1 for k in w[2:])
     if groups > 1 or (one_by_one and (len(w) < 5 or all(s == 1 for s in stride))):
-        return x[1] >= FIRST_LAYER_CHANNELS
+        return x[1] >= layout.FIRST_LAYER_CHANNELS
     return x[1] >= block
 
 
@@ -188,7 +140,7 @@ def _depthwise_3d(x: Shape, w: Shape, out: Shape, block: int) -> int:
     weight reordered (channels rounded up to the block) beside the result, none of them
     padded; then the result, the output and a copy between them (measured at 4 to 32
     channels, kernels 3 and 5, strides 1 and 2)."""
-    return max(numel(x) + _padded(w, block, 0) + prod(out), 3 * prod(out)) - prod(out)
+    return max(numel(x) + layout.padded(w, block, 0) + prod(out), 3 * prod(out)) - prod(out)
 
 
 def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape, itemsize: int, bf16: bool):
@@ -198,44 +150,12 @@ def _grouped_forward(x: Shape, w: Shape, groups: int, out: Shape, itemsize: int,
     padded to 16); others unfold one group of one image (im2col) and 128 bytes more, then copy
     a plain result into the output (groups of 2 and 3 channels had read 24-37% under). In
     bfloat16 the group's result accumulates in float32 beside its columns, and 256 bytes more."""
-    if _aligned(w, groups):
+    if layout.aligned(w, groups):
         return max(numel(x) + numel(w), numel(out)) * itemsize
-    columns = _group_columns(out, w) * itemsize + 128
+    columns = layout.group_unfolded(out, w) * itemsize + 128
     if bf16:
         columns += prod(out[2:]) * (w[0] // groups) * 4 + 128
     return max(columns, prod(out) * itemsize)
-
-
-def _slow_grouped_backward(
-    grad_out: Shape, x: Shape, w: Shape, stride, padding, groups: int, mask
-) -> int:
-    """Elements a grouped convolution's backward holds beside its gradients on the slow path:
-    one group at a time, its output gradient's and input's channels copied (``_slice``),
-    unfolded, beside the groups' gradients so far; then those concatenated into the gradients.
-    It makes no whole copy of an operand dense in no layout (a sum loss's expanded gradient),
-    which the cost pass adds (the registry's ``contiguous``): taken off here."""
-    x_g, w_g = (x[0], x[1] // groups, *x[2:]), (w[0] // groups, *w[1:])
-    sliced = _slice(x, groups) + _slice(grad_out, groups)
-    columns = _columns(x_g, w_g, tuple(grad_out[2:]), stride, padding)
-    grads = (numel(x) if mask[0] else 0) + (numel(w) if mask[1] else 0)
-    whole = sum(numel(t) for t in (grad_out, x) if not channels_last.dense(t))
-    return max(sliced + columns, grads + (w[0] if mask[2] else 0)) - whole
-
-
-def _slice(t: Shape, groups: int) -> int:
-    """Elements of one group's channels of ``t`` made contiguous: none for a contiguous batch
-    of one, whose channel slice is contiguous as it is."""
-    return 0 if t[0] == 1 and channels_last.contiguous(t) else numel(t) // groups
-
-
-def _slow_grouped(x: Shape, w: Shape, out: Shape, stride, padding, groups: int) -> int:
-    """Elements a grouped convolution holds beside its output on the slow path (float16 and
-    float64), which runs one group at a time (``_convolution_nogroup``): the group's input
-    channels copied (``_slice``) and unfolded
-    beside the outputs of the groups so far; then those outputs concatenated into the
-    output."""
-    x_g, w_g = (x[0], x[1] // groups, *x[2:]), (w[0] // groups, *w[1:])
-    return max(_slice(x, groups) + _columns(x_g, w_g, tuple(out[2:]), stride, padding), prod(out))
 
 
 UNIT_STRIDE_EXTRA = 128
@@ -248,17 +168,17 @@ def _unit_stride(x: Shape, w: Shape, stride, padding, block: int, itemsize: int 
     as an unstrided 1x1 convolution over that copy (ResNet's downsampling shortcuts; without it
     their peak read 0.92 of the measured one). A 3-D one makes no such copy."""
     sizes = x[2:]
-    if x[1] < FIRST_LAYER_CHANNELS or any(k != 1 for k in w[2:]) or any(padding) or len(w) > 4:
+    if (
+        x[1] < layout.FIRST_LAYER_CHANNELS
+        or any(k != 1 for k in w[2:])
+        or any(padding)
+        or len(w) > 4
+    ):
         return 0
     if all(s == 1 for s in stride) or any(d % s for d, s in zip(sizes, stride, strict=True)):
         return 0
     image = (1, x[1], *(d // s for d, s in zip(sizes, stride, strict=True)))
-    return _padded(image, block) + UNIT_STRIDE_EXTRA // itemsize
-
-
-def numel_w(w: Shape, block: int, transposed: bool) -> int:
-    """Elements of the reordered weight: its output channels rounded up to the block."""
-    return _padded(w, block, 1 if transposed else 0)
+    return layout.padded(image, block) + UNIT_STRIDE_EXTRA // itemsize
 
 
 @workspace("convolution_backward", contiguous=(0, 1))
@@ -282,41 +202,51 @@ def convolution_backward(
 ) -> int:
     """oneDNN: the larger of the input gradient's phases (``_input_phase``) and the weight
     gradient's (``_weight_phase``). Slow path: the columns again. Transposed:
-    ``_deconv_backward``. On every path ATen first makes the output's gradient and the input
+    ``deconv.backward``. On every path ATen first makes the output's gradient and the input
     contiguous: a copy of one dense in no layout (the sum loss's expanded gradient, a channel
     slice), added by the cost pass, or of a channels-last one (``copied_channels_last``)."""
     path = _path(x, w, stride, dilation, groups, itemsize, dtype_name)
     if path is None:
         return 0
-    _, block = _cpu()
+    _, block = layout.cpu()
     if path == "slow":
         if transposed:
             plain = all(k == 1 for k in w[2:]) and all(s == 1 for s in stride)
-            return 0 if plain and not any(padding) else _deconv_columns(x, w) * itemsize
+            # each gradient unfolds one image at a time (the forward, the whole batch)
+            columns = deconv.columns(x, w) // max(x[0], 1)
+            return 0 if plain and not any(padding) else columns * itemsize
         copies = channels_last.copied_channels_last(grad_out)
         copies += channels_last.copied_channels_last(x)
         if channels_last.channels_last(x, w):  # each gradient's kernel copies its own, in turn
             copies = channels_last.copied_dense(x) + channels_last.copied(w)
             copies += channels_last.copied_dense(grad_out)
         if groups > 1:
-            grouped = _slow_grouped_backward(grad_out, x, w, stride, padding, groups, output_mask)
+            grouped = conv_half.slow_grouped_backward(
+                grad_out, x, w, stride, padding, groups, output_mask
+            )
             return (grouped + copies) * itemsize
-        return (_columns(x, w, tuple(grad_out[2:]), stride, padding) + copies) * itemsize
+        return (layout.unfolded(x, w, tuple(grad_out[2:]), stride, padding) + copies) * itemsize
     if transposed:
-        return _deconv_backward(grad_out, x, w, output_mask, block) * itemsize
+        scratch = 0
+        if dtype_name == "bfloat16" and groups == 1 and len(w) == 4 and output_mask[1]:
+            # the weight's gradient is a convolution's from the output's gradient to the input
+            found = conv_half.bf16_weight_scratch(x, grad_out, w, stride, block, output_mask[2])
+            scratch = ceil(found / itemsize)
+        return deconv.backward(grad_out, x, w, output_mask, block, scratch) * itemsize
     if channels_last.channels_last(x, w):
+        found = 0
+        if dtype_name == "bfloat16" and output_mask[1] and len(w) == 4:
+            found = conv_half.bf16_channels_last_scratch(grad_out, x, w, groups, stride, block)
         return channels_last.backward(
-            grad_out, x, w, groups, dilation, output_mask, block, itemsize
+            grad_out, x, w, groups, dilation, output_mask, block, itemsize, found
         )
-    if _aligned(w, groups):  # reordered unpadded
+    if layout.aligned(w, groups):  # reordered unpadded
         block = 1
     held = 0
-    if output_mask[1]:
-        scratch = 0
-        if dtype_name == "bfloat16" and groups == 1 and len(w) == 4:
-            found = _bf16_weight_scratch(grad_out, x, w, stride, block, output_mask[2])
-            scratch = ceil(found / itemsize)
-        held = _weight_phase(grad_out, x, w, groups, dilation, output_mask, block, scratch)
+    if output_mask[1] and dtype_name == "bfloat16" and len(w) == 4:
+        held = _bf16_weight_phase(grad_out, x, w, groups, stride, dilation, output_mask, block)
+    elif output_mask[1]:
+        held = _weight_phase(grad_out, x, w, groups, dilation, output_mask, block)
     if output_mask[0]:
         data = _input_phase(grad_out, x, w, stride, dilation, groups, output_mask, block)
         held = max(held, data)
@@ -328,56 +258,60 @@ def _weight_phase(
     grad_out: Shape, x: Shape, w: Shape, groups: int, dilation, mask, block, scratch: int = 0
 ):
     """Elements oneDNN's weight gradient holds beyond the op's gradients: on its im2col kernel
-    (``_im2col``), one group's columns, four copies of the weight and 64 more; else the input
-    and the output's gradient reordered (``_weight_grad``) with the gradient computed in
-    blocks, then that blocked gradient (and the bias's) while the plain one is written (a 3x3
-    conv of 512 channels at 8x8 holds its 9.4 MB weight's gradient twice). ``scratch``:
-    elements of the kernel's own buffers beside the reordered operands (bfloat16's)."""
+    (``_im2col``), one group's columns, four copies of the weight and 64 more; else the input and
+    the output's gradient reordered (``layout.reordered_operands``) with the gradient computed in
+    blocks, then that blocked gradient (and the bias's) while the plain one is written (a 3x3 conv
+    of 512 channels at 8x8 holds its 9.4 MB weight's gradient twice). ``scratch``: elements of the
+    kernel's own buffers beside the reordered operands (bfloat16's)."""
     if _im2col(w, groups, dilation)[1]:
-        return _group_columns(grad_out, w) + 4 * numel(w) + 64
-    aligned = _aligned(w, groups)
-    half = block if scratch else HALF_BLOCK_CHANNELS  # bfloat16's kernel takes no half blocks
+        return layout.group_unfolded(grad_out, w) + 4 * numel(w) + 64
+    aligned = layout.aligned(w, groups)
+    half = (
+        block if scratch else layout.HALF_BLOCK_CHANNELS
+    )  # bfloat16's kernel takes no half blocks
     blocked = numel(w) if aligned else _blocked_gradient(w, groups, block, half)
     bias = w[0] if mask[2] else 0
-    reordered = _weight_grad(x, grad_out, block, half) + blocked - numel(w) + scratch
+    reordered = layout.reordered_operands(x, grad_out, block, half) + blocked - numel(w) + scratch
     return max(reordered, blocked + bias)
 
 
-BF16_WEIGHT_GRAD_EXTRA = 8_580
-"""Bytes oneDNN's bfloat16 weight gradient takes beside its buffers, whatever the shapes (4 more
-for a kernel wider than 3)."""
-
-
-def _bf16_weight_scratch(grad_out: Shape, x: Shape, w: Shape, stride, block: int, bias: bool):
-    """Bytes of the buffers oneDNN's bfloat16 weight gradient of a 2-D convolution takes beside
-    its reordered operands: the gradient (and the bias's) accumulated in float32, and for a
-    kernel wider than 1x1 one image of the output's gradient transposed and, from a block of
-    input channels up, one image of the input with its rows widened by the kernel (a row of it
-    again in float32 when strided); output channels rounded up to the block, input channels
-    too from one block up. Measured at 3 to 128 channels, 8x8 to 64x64, kernels 1 to 7,
-    strides 1 and 2; a strided 1x1 kernel takes more at some sizes (16 KiB at 64 channels,
-    16x16; none at 32x32)."""
-    rounded = lambda n: ceil(n / block) * block  # noqa: E731
-    cout, cin = rounded(w[0]), rounded(w[1]) if w[1] >= block else w[1]
-    accumulated = (cout * cin * prod(w[2:]) + (cout if bias else 0)) * 4
-    if all(k == 1 for k in w[2:]):
-        return accumulated + 128
-    source = 0
-    if x[1] >= block:
-        source = cin * x[2] * (x[3] + w[3] - 1) * 2
-        source += cin * x[3] * 4 if any(s > 1 for s in stride) else 0
-    gradient = cout * prod(grad_out[2:]) * 2
-    return accumulated + gradient + source + BF16_WEIGHT_GRAD_EXTRA + (4 if w[3] > 3 else 0)
+def _bf16_weight_phase(
+    grad_out: Shape, x: Shape, w: Shape, groups: int, stride, dilation, mask, block: int
+) -> int:
+    """Elements (of two bytes) bfloat16's weight gradient of a 2-D convolution holds beyond the
+    op's gradients. Groups of other than a multiple of a block of channels take the im2col
+    kernel: one group's columns, four copies of the weight in float32 and 384 bytes (and the
+    bias's gradient in float32 with 128 more). A
+    depthwise 3x3 one accumulates its gradient (and its bias's) in float32 beside the
+    reordered operands, with 128 bytes each; others take ``conv_half.bf16_weight_scratch``'s."""
+    per_in, per_out, whole = (
+        w[1],
+        w[0] // groups,
+        layout.cpu()[1],
+    )  # ``block`` is 1 for aligned groups
+    depthwise = per_in == 1 and groups > 1
+    if groups > 1 and not depthwise and (per_in % whole or per_out % whole):
+        bias = w[0] * 4 + 128 if mask[2] else 0
+        return layout.group_unfolded(grad_out, w) + (numel(w) * 16 + 384 + bias) // 2
+    if depthwise and (w[-1] > 3 or any(d > 1 for d in dilation)):
+        return _weight_phase(grad_out, x, w, groups, dilation, mask, block)  # not measured
+    if depthwise:
+        channels = ceil(w[0] / block) * block
+        found = (channels * prod(w[2:]) + (channels if mask[2] else 0)) * 4 + 128 * (1 + mask[2])
+    else:
+        found = conv_half.bf16_weight_scratch(grad_out, x, w, stride, block, mask[2])
+    return _weight_phase(grad_out, x, w, groups, dilation, mask, block, ceil(found / 2))
 
 
 def _blocked_gradient(w: Shape, groups: int, block: int, half: int | None = None) -> int:
     """Elements of oneDNN's blocked weight gradient: output channels rounded up to the block,
-    input channels to the blocks their source is reordered in (``_weight_grad``: half a block
-    under a block's channels, none under ``HALF_BLOCK_CHANNELS``); grouped, as channels-last."""
+    input channels to the blocks their source is reordered in (``layout.reordered_operands``: half a
+    block under a block's channels, none under ``layout.HALF_BLOCK_CHANNELS``); grouped, as
+    channels-last."""
     if groups > 1:
         return channels_last.weight_gradient(w, groups, block)
     cin = w[1]
-    size = 1 if cin < (half or HALF_BLOCK_CHANNELS) else block // 2 if cin < block else block
+    size = 1 if cin < (half or layout.HALF_BLOCK_CHANNELS) else block // 2 if cin < block else block
     return ceil(w[0] / block) * block * ceil(cin / size) * size * prod(w[2:])
 
 
@@ -393,7 +327,7 @@ def _input_phase(
       the block; a grouped weight as it is) and the result in oneDNN's layout, before any
       gradient exists;
     - writing the plain gradient: that result, and for a strided convolution (not a depthwise
-      one, nor one of ``_aligned`` groups of up to 16 output channels) a second buffer of the
+      one, nor one of ``layout.aligned`` groups of up to 16 output channels) a second buffer of the
       input's size.
 
     The result is plain for a strided convolution that has the second buffer, blocked
@@ -403,20 +337,22 @@ def _input_phase(
     read up to 1.23x."""
     later = (numel(w) if mask[1] else 0) + (w[0] if mask[2] else 0)
     unstrided = all(s == 1 for s in stride)
-    if len(w) == 5 and groups > 1 and (w[1] == 1 or (unstrided and not _aligned(w, groups))):
+    if len(w) == 5 and groups > 1 and (w[1] == 1 or (unstrided and not layout.aligned(w, groups))):
         # 3-D depthwise, or groups not of fours unstrided: one group of one depth slice
         # unfolded beside a plain result
-        return max(numel(x) + _group_columns(grad_out, w) + 32, 2 * numel(x)) - numel(x) - later
+        return (
+            max(numel(x) + layout.group_unfolded(grad_out, w) + 32, 2 * numel(x)) - numel(x) - later
+        )
     if _im2col(w, groups, dilation, stride)[0]:
-        return max(numel(x), _group_columns(grad_out, w) + 32) - later
-    aligned, depthwise = _aligned(w, groups), groups > 1 and w[1] == 1
+        return max(numel(x), layout.group_unfolded(grad_out, w) + 32) - later
+    aligned, depthwise = layout.aligned(w, groups), groups > 1 and w[1] == 1
     wide_groups = not aligned or w[0] // groups > 16  # as ungrouped (ResNeSt's 32 -> 64)
     strided = not depthwise and wide_groups and any(s > 1 for s in stride)
-    result = numel(x) if strided else _padded(x, block)
+    result = numel(x) if strided else layout.padded(x, block)
     weight = numel(w) if aligned else channels_last.blocked_weight(w, groups, block, True)
     if not (aligned or depthwise):  # input channels rounded up a group, as ungrouped
         weight = channels_last.blocked_weight(w, 1, block, True)
-    computing = _padded(grad_out, block) + weight + result - numel(x) - later
+    computing = layout.padded(grad_out, block) + weight + result - numel(x) - later
     writing = result + (numel(x) if strided else 0) - later
     return max(computing, writing, 0)
 
@@ -440,13 +376,13 @@ def _im2col(w: Shape, groups: int, dilation, stride=()) -> tuple[bool, bool]:
     - for a 3-D convolution, the weight's, for groups of fewer input channels than a block
       (3x3x3 kernels of 4 to 15 channels, groups of 4 and 8, depthwise ones)."""
     if len(w) == 5:  # 3-D: the weight's, for fewer than a block of input channels a group
-        return False, w[1] < _cpu()[1]
+        return False, w[1] < layout.cpu()[1]
     if len(w) not in (3, 4):
         return False, False
     if groups == 1:
         return False, w[-1] >= WIDE_KERNEL
     per_in, per_out = w[1], w[0] // groups
-    small, aligned = per_in < 8, _aligned(w, groups)  # ResNeSt's 32 -> 64 reorders
+    small, aligned = per_in < 8, layout.aligned(w, groups)  # ResNeSt's 32 -> 64 reorders
     unstrided = all(s == 1 for s in stride)
     if per_in != per_out:
         data = small or not aligned
@@ -455,102 +391,3 @@ def _im2col(w: Shape, groups: int, dilation, stride=()) -> tuple[bool, bool]:
     wide = per_in == 1 and (w[-1] > 3 or any(d > 1 for d in dilation))
     eights = per_in == 1 or per_in % 8 == 0  # groups of 8, 16, 24 channels reorder
     return data, data or wide or not eights or w[-1] >= WIDE_KERNEL
-
-
-def _aligned(w: Shape, groups: int) -> bool:
-    """A grouped convolution (not a depthwise one) of a multiple of 4 channels a group each way,
-    which oneDNN reorders without padding the channels (RegNet's groups of 8)."""
-    per_in, per_out = w[1], w[0] // groups
-    return groups > 1 and per_in > 1 and not per_in % 4 and not per_out % 4
-
-
-def _group_columns(grad_out: Shape, w: Shape) -> int:
-    """Elements of one group of one image unfolded: every output position by the group's
-    input channels times the kernel's values. The weight gradient's im2col buffer holds it,
-    four copies of the weight and 64 more; the input gradient's, it and 32 more (measured at
-    kernels 1x7 to 9x9, strides 1 and 2, 1 to 4 channels a group, any batch; exact). A 3-D
-    one unfolds one depth slice of the output at a time."""
-    return prod(grad_out[-2:] if len(w) == 5 else grad_out[2:]) * w[1] * prod(w[2:])
-
-
-HALF_BLOCK_CHANNELS = 4
-"""oneDNN's weight-gradient kernel reads a source (the convolution's input; a transposed
-convolution's output gradient) of fewer channels than this in its plain layout, and one of
-fewer than a block in blocks of half the size (its AVX2 kernel)."""
-
-
-def _weight_grad(src: Shape, diff_dst: Shape, block: int, half: int | None = None) -> int:
-    """Elements of the two operands of oneDNN's weight-gradient kernel, reordered: ``src`` and
-    ``diff_dst`` (a convolution's input and output gradient; a transposed convolution's the
-    other way round) in blocks of ``block`` channels, or both in half blocks when ``src`` has
-    fewer than a block (``HALF_BLOCK_CHANNELS``), or only ``diff_dst`` when it has fewer than
-    ``HALF_BLOCK_CHANNELS`` (``half``: bfloat16's kernel takes no half blocks, a block)."""
-    channels = src[1]
-    if channels < (half or HALF_BLOCK_CHANNELS):
-        return _padded(diff_dst, block)
-    size = block // 2 if channels < block else block
-    return _padded(src, size) + _padded(diff_dst, size)
-
-
-def _deconv(x: Shape, w: Shape, bias, stride, out: Shape, block: int, itemsize: int) -> int:
-    """Bytes a oneDNN transposed convolution holds beside its output (weight ``w``: C_in x
-    C_out x kernel).
-
-    Strided (brgemm): the input copied channels-last, the weight (C_out rounded up to the
-    block), the result channels-last (neither channel count padded) and brgemm's buffer: one
-    image of the input, its borders widened by the input positions one output position
-    overlaps (``(k - 1) // s`` each side), and, with a bias, the whole result again when the
-    stride does not divide the output's size. Then the result, its dense copy and that copy
-    made contiguous (the same tensor for one channel).
-    Unstrided (a convolution's backward-data kernel): the input, the weight (both channel
-    counts rounded up) and the result, blocked, and with a bias a second blocked result, in
-    float32, the bias is added from; then the blocked result and the output."""
-    if any(s > 1 for s in stride):
-        edges = [(k - 1) // s for k, s in zip(w[2:], stride, strict=True)]
-        buffer = x[1] * prod(d + 2 * e for d, e in zip(x[2:], edges, strict=True))
-        if bias is not None and any(d % s for d, s in zip(out[2:], stride, strict=True)):
-            buffer += prod(out)
-        held = buffer + prod(x) + numel_w(w, block, True) + prod(out)
-        copies = 3 if out[1] > 1 else 2
-        return (max(held, copies * prod(out)) - prod(out)) * itemsize
-    out_b = _padded(out, block)
-    held = (_padded(x, block) + _weight(w, block, block) + out_b) * itemsize
-    if bias is not None:  # in float32 whatever the dtype, and 128 bytes
-        held += out_b * 4 + 128
-    return max(held, (out_b + prod(out)) * itemsize) - prod(out) * itemsize
-
-
-def _weight(w: Shape, block_in: int, block_out: int) -> int:
-    """Elements of a transposed convolution's weight reordered, its C_in and C_out rounded up
-    to the given blocks (1: not padded)."""
-    return prod(w[2:]) * ceil(w[0] / block_in) * block_in * ceil(w[1] / block_out) * block_out
-
-
-def _deconv_backward(grad_out: Shape, x: Shape, w: Shape, output_mask, block: int) -> int:
-    """Elements a oneDNN transposed convolution's backward holds beside its gradients.
-
-    The input's gradient, a convolution of the output's gradient (reordered only from one
-    block of channels up) with the weight (C_in rounded up, C_out too from one block): the
-    blocked input gradient, then it and its dense copy. The weight's gradient: its operands
-    (``_weight_grad``, the output's gradient as the source) beside the input's gradient, and
-    the blocked weight gradient, which is then copied out."""
-    channels = grad_out[1]
-    grad_in = prod(x) if output_mask[0] else 0
-    grad_w = prod(w) if output_mask[1] else 0
-    live = [0]
-    if output_mask[0]:
-        blocked = channels >= block
-        grad_out_r = _padded(grad_out, block) if blocked else 0
-        grad_in_b = _padded(x, block)
-        weight = _weight(w, block, block if blocked else 1)
-        live += [grad_out_r + weight + grad_in_b, grad_in_b + grad_in]
-    if output_mask[1]:
-        live.append(grad_in + _weight_grad(grad_out, x, block) + grad_w)
-        live.append(grad_in + 2 * grad_w)  # the blocked weight gradient, then its copy
-    return max(live) - grad_in - grad_w
-
-
-def _deconv_columns(x: Shape, w: Shape) -> int:
-    """Elements of ``slow_conv_transpose2d``'s columns: C_out x kernel values per input
-    position, for the whole batch (the input times the weight, before col2im)."""
-    return x[0] * w[1] * prod(w[2:]) * prod(x[2:])

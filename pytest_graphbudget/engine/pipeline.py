@@ -10,10 +10,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from pytest_graphbudget.compat import heap_frozen
 from pytest_graphbudget.engine import walk
 from pytest_graphbudget.engine.profile import Profile
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.heap import heap_frozen
 
 
 def is_program(model: Any) -> bool:

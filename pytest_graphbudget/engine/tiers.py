@@ -15,11 +15,11 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from pytest_graphbudget.compat import heap_frozen
 from pytest_graphbudget.costs import FormulaError
 from pytest_graphbudget.engine import first
 from pytest_graphbudget.engine.first import elements
 from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError, one_line
+from pytest_graphbudget.heap import heap_frozen
 
 REAL_PASS_SECONDS = 0.25
 """A model whose warm-up forward took less than this is measured on real tensors: for small

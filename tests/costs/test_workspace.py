@@ -362,3 +362,54 @@ def test_a_frozen_grouped_convolutions_input_gradient_unfolds_groups_not_of_four
     x, w = (2, c, 24, 24), (c, per_group, 3, 3)
     got = conv_backward(x, x, w, (True, False, False), groups=2)
     assert got == (24 * 24 * per_group * 9 + 32) * 4
+
+
+def half_conv(x, w, out, dtype, stride=1, padding=1, groups=1) -> int:
+    nd = len(x) - 2
+    args = (Shape(x), Shape(w), None, [stride] * nd, [padding] * nd, [1] * nd, False, [0] * nd)
+    return workspace_bytes("convolution", (*args, groups), {}, Shape(out), 2, dtype)
+
+
+def half_conv_backward(grad_out, x, w, mask, dtype, groups=1) -> int:
+    args = (Shape(grad_out), Shape(x), Shape(w), None, [1, 1], [1, 1], [1, 1], False, [0, 0])
+    args += (groups, list(mask))
+    return workspace_bytes("convolution_backward", args, {}, None, 2, dtype)
+
+
+def test_a_bfloat16_1x1_conv_accumulates_one_image_in_float32():
+    # 64 -> 64 channels, 1x1, 2x64x32x32: oneDNN (bfloat16 always takes it) holds the input
+    # reordered (262,144 bytes), the weight (8,192), the blocked result (262,144) and one
+    # image's result in float32, 64 x 32 x 32 x 4 = 262,144, with 128 bytes; less the output's
+    # 262,144: 532,608 bytes, what the profiler records. In float32 the same 1x1 conv on one
+    # thread and a batch under 16 takes the slow path, which needs no columns: nothing.
+    x = out = (2, 64, 32, 32)
+    assert half_conv(x, (64, 64, 1, 1), out, "bfloat16", padding=0) == 532_608
+    assert conv(x, (64, 64, 1, 1), out, padding=(0, 0)) == 0
+
+
+def test_a_float16_conv_unfolds_its_input_on_the_slow_path():
+    # Without FP16 instructions ATen's use_mkldnn sends float16 to the slow path: a 3x3 conv of
+    # 2x64x32x32 unfolds 2 x 64 x 9 x 1,024 values, 2,359,296 bytes (the profiler's figure).
+    x = out = (2, 64, 32, 32)
+    assert half_conv(x, (64, 64, 3, 3), out, "float16") == 2 * 64 * 9 * 1024 * 2
+
+
+def test_a_float16_grouped_conv_runs_one_group_at_a_time():
+    # 8 channels in 2 groups, 3x3, 2x8x16x16: each group's 4 input channels copied (a channel
+    # slice of a batch of 2 is not contiguous: 2,048 elements) and unfolded (2 x 4 x 9 x 256 =
+    # 18,432): 40,960 bytes; the backward copies the group's output gradient too: 45,056.
+    x = out = (2, 8, 16, 16)
+    assert half_conv(x, (8, 4, 3, 3), out, "float16", groups=2) == 40_960
+    got = half_conv_backward(out, x, (8, 4, 3, 3), (False, True, False), "float16", groups=2)
+    assert got == 45_056
+
+
+def test_a_bfloat16_weight_gradient_takes_float32_buffers():
+    # 64 -> 64 channels, 3x3, 2x64x32x32, the weight's gradient alone: the input and the output
+    # gradient reordered (262,144 bytes each), the blocked gradient (73,728) and oneDNN's
+    # buffers: the gradient in float32 (147,456), one image of the output gradient (131,072),
+    # one of the input with rows widened by 2 (64 x 32 x 34 x 2 = 139,264) and 8,580: 1,024,388
+    # bytes at the peak, less the weight's gradient (73,728): 950,660, as the profiler records.
+    x = (2, 64, 32, 32)
+    got = half_conv_backward(x, x, (64, 64, 3, 3), (False, True, False), "bfloat16")
+    assert got == 950_660

@@ -288,7 +288,7 @@ def test_exported_graph_of_a_quick_model_is_priced_without_running_it():
 def test_heap_is_unfrozen_after_a_profile_and_a_callers_freeze_is_left_alone():
     import gc
 
-    from pytest_graphbudget.compat import INTERPRETER_FROZEN
+    from pytest_graphbudget.heap import INTERPRETER_FROZEN
 
     profile_model(Lazy(), torch.randn(2, 8))
     assert gc.get_freeze_count() <= INTERPRETER_FROZEN and gc.isenabled()  # 3.12: its own too
