@@ -57,20 +57,25 @@ def measure(name: str, dtype_name: str) -> dict:
             estimated = profile_model(model, x, mode="train").peak_memory_bytes
             model.train()
 
-        def run() -> None:
-            if step == "eval":
-                with torch.inference_mode():
-                    run.out = model(x)  # the output is held, as the estimate holds it
-            else:
-                model(x).sum().backward()
-
-        run()  # lazy state and oneDNN's caches, as in every step after the first
+        held = _run(model, x, step)  # lazy state and oneDNN's caches, as in every later step
         model.zero_grad(set_to_none=True)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            run()
+            held = _run(model, x, step)  # noqa: F841  (the output is held, as the estimate holds it)
         before = nbytes([*model.parameters(), *model.buffers(), x])
         found[step] = {"estimated": estimated, "measured": before + step_peak(prof)}
     return found
+
+
+def _run(model, x, step: str):
+    """One eval forward under ``inference_mode`` (its output returned, to be held), or one
+    training step of the sum of the outputs."""
+    import torch
+
+    if step == "eval":
+        with torch.inference_mode():
+            return model(x)
+    model(x).sum().backward()
+    return None
 
 
 def spawn(name: str, dtype_name: str) -> dict:

@@ -1,4 +1,4 @@
-"""``pytest_graphbudget/compat.py``: the torch floor said once and kept everywhere, the line a
+"""``pytest_graphbudget/compat/``: the torch floor said once and kept everywhere, the line a
 torch below it gets, and the ops newer than the floor against the torch that runs the test.
 
 The floor itself is proven by ``make compat`` (every minor release from it passes the golden
@@ -88,11 +88,15 @@ def test_the_onednn_this_torch_bundles_is_read_from_its_build():
     pytest.importorskip("torch")
     import platform
 
-    version = compat.onednn_version()
+    from pytest_graphbudget.compat import kernels
+
+    version = kernels.onednn_version()
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the bundled oneDNN is checked on x86 wheels")
     assert version is not None and version >= (3, 4)
-    assert compat.onednn_rnn_books_twice() == (compat.torch_version() < (2, 11))
+    before = compat.torch_version() < (2, 11)
+    assert kernels.onednn_rnn_books_twice() == before
+    assert kernels.onednn_brgemm_accumulates() == (not before)
 
 
 def test_make_fx_keywords_keep_only_what_this_torch_takes():

@@ -7,7 +7,9 @@ splits the product into blocks of rows (``M``), of the inner dimension (``K``) a
 columns (``N``), and for one block at a time holds:
 
 - the right operand's block packed (``K`` block x 64 columns);
-- the result's block accumulated in float32 (its rows x up to 64 columns);
+- the result's block accumulated in float32 (its rows x up to 64 columns), and 128 bytes; a
+  oneDNN before 3.10 (torch 2.10 and older) does so only while the inner dimension runs over
+  more than one block (``compat.kernels.onednn_brgemm_accumulates``);
 - for a transposed left operand (a Linear's weight gradient, ``grad_out.t() @ x``), its block
   packed too, its rows padded by 32 elements where they would span a multiple of 1 KiB, and a
   float32 result over every column block (up to 1,024 columns) while the inner dimension runs
@@ -15,13 +17,15 @@ columns (``N``), and for one block at a time holds:
 
 Measured with ``torch.profiler(profile_memory=True)`` on one thread, AVX-512 with BF16 (the CPU
 ``costs/workspace.py`` models), torch 2.14 (oneDNN 3.12), at 1 to 2,048 rows, inner
-dimensions 3 to 8,192 and 10 to 3,072 columns: exact to the byte.
+dimensions 3 to 8,192 and 10 to 3,072 columns: exact to the byte; torch 2.9 (oneDNN 3.7)
+at some of them.
 """
 
 from __future__ import annotations
 
 from math import ceil
 
+from pytest_graphbudget.compat import kernels as releases
 from pytest_graphbudget.costs.registry import Shape
 
 MIN_SIZE = 16 * 16 * 16
@@ -30,8 +34,8 @@ ROWS = 256
 """The most rows of a block: more are split into equal blocks."""
 COLUMNS = 64
 """Columns of a block of the right operand and of the result."""
-PLAIN_EXTRA, TRANSPOSED_EXTRA = 1_024, 1_152
-"""Bytes oneDNN allocates beside the blocks, whatever the shapes."""
+PLAIN_EXTRA, TRANSPOSED_EXTRA, ACCUMULATOR_EXTRA = 896, 1_024, 128
+"""Bytes oneDNN allocates beside the blocks, whatever the shapes, and beside the result's."""
 
 
 def matmul_scratch(a: Shape, b: Shape, batch: int = 1) -> int:
@@ -43,15 +47,17 @@ def matmul_scratch(a: Shape, b: Shape, batch: int = 1) -> int:
         return 0
     block_rows = rows if rows <= ROWS else ceil(rows / ceil(rows / ROWS))
     width = columns if columns < COLUMNS else COLUMNS
+    accumulated = releases.onednn_brgemm_accumulates() or inner > 512
     if _transposed(a):
         block = _round(inner) if inner <= 512 else 512
         lda = block + 32 if block * 2 % 1024 == 0 else block
         if inner > 512:  # the result over every column block, summed across inner blocks
             width = columns if columns < COLUMNS else min(_round(columns, COLUMNS), 1024)
-        held = block_rows * lda * 2 + block * COLUMNS * 2 + block_rows * width * 4
-        return held + TRANSPOSED_EXTRA
-    block = _round(inner) if inner <= 512 else 512 if inner <= 1024 else 1024
-    return block_rows * width * 4 + block * COLUMNS * 2 + PLAIN_EXTRA
+        held = block_rows * lda * 2 + block * COLUMNS * 2 + TRANSPOSED_EXTRA
+    else:
+        block = _round(inner) if inner <= 512 else 512 if inner <= 1024 else 1024
+        held = block * COLUMNS * 2 + PLAIN_EXTRA
+    return held + (block_rows * width * 4 + ACCUMULATOR_EXTRA if accumulated else 0)
 
 
 def _round(n: int, to: int = 32) -> int:

@@ -1,7 +1,7 @@
 """oneDNN's LSTM layer on the CPU (``mkldnn_rnn_layer`` and its backward): the weights it
 reorders, its scratchpad and the workspace a differentiated forward returns, laid out as
 oneDNN's ``rnn_utils`` lays them out (each array on a page), for the oneDNN torch bundles
-(``compat.onednn_rnn_books_twice``: before 3.10, more). Registered and read as
+(``releases.onednn_rnn_books_twice``: before 3.10, more). Registered and read as
 ``costs/workspace.py``'s are (bytes, during the op only, float32 CPU figures read off
 ``torch.profiler(profile_memory=True)``).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from pytest_graphbudget import compat
+from pytest_graphbudget.compat import kernels as releases
 from pytest_graphbudget.costs.registry import Shape, numel, workspace
 
 
@@ -106,14 +106,14 @@ def rnn_training_workspace(x: Shape, hidden: int, itemsize: int) -> int:
 
 def _unused_state_arrays() -> int:
     """The copies of the layer's states oneDNN before 3.10 lays out and no cell reads."""
-    return 2 if compat.onednn_rnn_books_twice() else 0
+    return 2 if releases.onednn_rnn_books_twice() else 0
 
 
 def _booked_again(*sizes: int) -> int:
     """What oneDNN before 3.10 books beside an RNN's scratchpad for the per-step buffers the
     scratchpad already holds: each buffer's bytes taken as float32 elements (four times them)
     and 128 bytes of alignment (``memory_tracking``'s ``book``), an empty one skipped."""
-    if not compat.onednn_rnn_books_twice():
+    if not releases.onednn_rnn_books_twice():
         return 0
     return sum(4 * size + 128 for size in sizes if size)
 

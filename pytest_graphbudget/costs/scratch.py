@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from math import prod
 
-from pytest_graphbudget import compat
+from pytest_graphbudget.compat import kernels as releases
 from pytest_graphbudget.costs import brgemm, channels_last
 from pytest_graphbudget.costs.contraction import unsqueezed
 from pytest_graphbudget.costs.registry import Shape, numel, output_storage, workspace
@@ -254,9 +254,9 @@ def safe_softmax_masks(x: Shape, dim: int = -1, *_, out, itemsize: int, **__) ->
     (``isneginf``) and its ``all`` over the row, and a zero scalar, held beside the
     probabilities (NesT's attention had read 25% under). Torch 2.5 compares the scores with a
     scalar -inf, and its ``where`` writes a new result beside the probabilities
-    (``compat.safe_softmax_in_place``)."""
+    (``releases.safe_softmax_in_place``)."""
     copied = softmax_input_made_contiguous(x, out=out, itemsize=itemsize)
-    fresh = 0 if compat.safe_softmax_in_place() else (numel(x) + 1) * itemsize
+    fresh = 0 if releases.safe_softmax_in_place() else (numel(x) + 1) * itemsize
     return copied + fresh + numel(x) + numel(x) // max(x[dim], 1) + itemsize
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-from pytest_graphbudget import compat
+from pytest_graphbudget.compat import kernels as releases
 from pytest_graphbudget.costs.rnn_workspace import rnn_training_workspace
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.nodes import NodeCost, _nbytes, _op_name
@@ -78,12 +78,12 @@ def cast_copies(name: str, tensors: list, out: Any) -> int:
 
 def _widened(name: str, x: torch.Tensor, result: torch.Tensor) -> int:
     if name == "count_nonzero":  # over all dimensions, its kernel counts as it reads
-        compared = x.dtype != torch.bool or compat.count_nonzero_compares_bool()
+        compared = x.dtype != torch.bool or releases.count_nonzero_compares_bool()
         return x.numel() * (8 + compared) if result.dim() else 0
     dtype, converted = result.dtype, 0
     if name == "mean" and dtype in (torch.float16, torch.bfloat16):
         dtype, converted = torch.float32, result.numel() * 4
-        if compat.mean_replaces_its_output():  # the output is not held while it sums
+        if releases.mean_replaces_its_output():  # the output is not held while it sums
             converted -= result.numel() * result.element_size()
     if x.dtype == dtype or x.is_complex():
         return converted

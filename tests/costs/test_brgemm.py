@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_graphbudget.compat import kernels as releases
 from pytest_graphbudget.costs.brgemm import matmul_scratch
 from pytest_graphbudget.costs.channels_last import Strided
 from pytest_graphbudget.costs.registry import Shape, workspace_bytes
+
+
+@pytest.fixture(autouse=True)
+def onednn_3_10(monkeypatch):
+    """The figures of oneDNN 3.10 and later (torch 2.11 on), whichever this torch bundles."""
+    monkeypatch.setattr(releases, "onednn_brgemm_accumulates", lambda: True)
 
 
 def plain(rows: int, cols: int) -> Strided:
@@ -81,3 +88,20 @@ def test_an_expanded_operand_is_copied_then_packed_as_plain():
     seed = Strided((96, 256), strides=(0, 0))
     got = workspace_bytes("mm", (seed, plain(256, 64)), {}, Shape((96, 64)), 2, "bfloat16")
     assert got == 49_152 + 58_368
+
+
+@pytest.mark.parametrize(
+    ("a", "k", "measured"),
+    [
+        # oneDNN 3.7 (torch 2.9) accumulates in float32 only across inner blocks: one block of
+        # 256 inner values holds the right operand's block (32,768) and 896 bytes
+        (plain(256, 256), 256, 33_664),
+        (transposed(256, 256), 256, 164_864),  # and the left one's (131,072), 1,024 bytes
+        (plain(96, 2048), 2048, 156_672),  # four inner blocks: as 3.10's
+        (transposed(96, 2048), 2048, 220_288),
+    ],
+)
+def test_an_older_onednn_accumulates_only_across_inner_blocks(monkeypatch, a, k, measured):
+    monkeypatch.setattr(releases, "onednn_brgemm_accumulates", lambda: False)
+    columns = 256 if k == 256 else 96
+    assert matmul_scratch(a, plain(k, columns)) == measured

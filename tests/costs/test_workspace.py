@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_graphbudget import compat  # noqa: E402
+from pytest_graphbudget.compat import kernels as releases  # noqa: E402
 from pytest_graphbudget.costs.registry import Shape, workspace_bytes  # noqa: E402
 from pytest_graphbudget.costs.rnn_workspace import rnn_training_workspace  # noqa: E402
 
@@ -181,7 +181,7 @@ def onednn(request, monkeypatch):
     """The RNN layout of either side of oneDNN 3.10, whichever this torch bundles (torch 2.10
     and older bundle one before it): the hand counts hold for both."""
     books_twice = request.param == "before 3.10"
-    monkeypatch.setattr(compat, "onednn_rnn_books_twice", lambda: books_twice)
+    monkeypatch.setattr(releases, "onednn_rnn_books_twice", lambda: books_twice)
     return books_twice
 
 

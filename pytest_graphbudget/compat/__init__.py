@@ -11,7 +11,8 @@ What differs between releases is decided here and nowhere else:
 - ``dynamo_breaks_unavailable``: tier ``dynamo-breaks`` needs 2.9 (``DYNAMO_UNDER_MODES``).
 - ``export_values_match_fresh``: an exported graph's recorded values are reused from 2.14
   (``EXPORT_VALUES_AS_FRESH``); before, the graph is priced on fresh fakes.
-- ``onednn_rnn_books_twice``: the oneDNN of torch 2.10 and older (``ONEDNN_RNN_LEAN``).
+- ``compat.kernels``: CPU kernels that allocate differently by release (torch's own and
+  the oneDNN it bundles): the peaks' workspaces follow them.
 - ``before_device_context``: Dynamo imported before a meta device context, up to 2.8.
 - ``proxy_mode``: ``get_proxy_mode`` from 2.5, ``get_innermost_proxy_mode`` in 2.4.
 - ``make_fx_keywords``: ``make_fx``'s private ``_error_on_data_dependent_ops`` only where the
@@ -339,52 +340,6 @@ on fresh fakes, the reference, at the cost of one more pass."""
 
 def export_values_match_fresh() -> bool:
     return torch_version() >= EXPORT_VALUES_AS_FRESH
-
-
-COUNT_NONZERO_SUMS_BOOL = (2, 5)
-"""The first torch whose ``count_nonzero`` over some dimensions sums a bool input as it is
-(pytorch/pytorch#134254): before it, ``(x != 0).sum(dims)`` copies a bool mask too."""
-
-
-def count_nonzero_compares_bool() -> bool:
-    return torch_version() < COUNT_NONZERO_SUMS_BOOL
-
-
-SAFE_SOFTMAX_IN_PLACE = (2, 6)
-"""The first torch whose ``_safe_softmax`` (SDPA's math path, from 2.5) zeroes its rows of -inf
-in the softmax's own result: in 2.5 ``where`` makes a new one, held beside the softmax's."""
-
-
-def safe_softmax_in_place() -> bool:
-    return torch_version() >= SAFE_SOFTMAX_IN_PLACE
-
-
-MEAN_KEEPS_ITS_OUTPUT = (2, 6)
-"""The first torch whose CPU ``mean`` of 16-bit floats copies its float32 sum into the output
-it was given (pytorch/pytorch#135174): before it, the sum replaced that output, freed while
-the op ran, and a new one was made at the end."""
-
-
-def mean_replaces_its_output() -> bool:
-    return torch_version() < MEAN_KEEPS_ITS_OUTPUT
-
-
-ONEDNN_RNN_LEAN = (3, 10)
-"""The first oneDNN whose RNN books its per-step scratch once and lays out no unused state
-arrays (uxlfoundation/oneDNN d3fb569): torch 2.4 bundles 3.4, 2.9 3.7, 2.14 3.12."""
-
-
-@cache
-def onednn_version() -> tuple[int, int] | None:
-    """The oneDNN torch was built with (``torch.__config__.show()``), None without one."""
-    import torch
-
-    found = re.search(r"MKL-DNN v(\d+)\.(\d+)", torch.__config__.show())
-    return (int(found[1]), int(found[2])) if found else None
-
-
-def onednn_rnn_books_twice() -> bool:
-    return (onednn_version() or ONEDNN_RNN_LEAN) < ONEDNN_RNN_LEAN  # no oneDNN: no rule
 
 
 def before_device_context() -> None:
