@@ -79,9 +79,8 @@ def _slice(t: Shape, groups: int) -> int:
 def slow_grouped(x: Shape, w: Shape, out: Shape, stride, padding, groups: int) -> int:
     """Elements a grouped convolution holds beside its output on the slow path (float16 and
     float64), which runs one group at a time (``_convolution_nogroup``): the group's input
-    channels copied (``_slice``) and unfolded
-    beside the outputs of the groups so far; then those outputs concatenated into the
-    output."""
+    channels copied (``_slice``) and unfolded beside the outputs of the groups so far; then
+    those outputs concatenated into the output."""
     x_g, w_g = (x[0], x[1] // groups, *x[2:]), (w[0] // groups, *w[1:])
     return max(
         _slice(x, groups) + layout.unfolded(x_g, w_g, tuple(out[2:]), stride, padding), prod(out)

@@ -81,8 +81,8 @@ def convolution(
     """oneDNN: the reordered input (none below ``layout.FIRST_LAYER_CHANNELS``), the reordered
     weight (output channels rounded to the block) and the blocked result are live at once, then the
     blocked result and the output; in bfloat16 a 1x1 kernel's float32 result of one image beside
-    them (``conv_half.bf16_accumulator``). Slow path: im2col. Transposed: ``deconv.forward``
-    (float32 only). A contiguous kernel's copy of an input that comes channels-last
+    them (``conv_half.bf16_accumulator``). Slow path: im2col. Transposed: ``deconv.forward``.
+    A contiguous kernel's copy of an input that comes channels-last
     (``copied_channels_last``)."""
     path = _path(x, w, stride, dilation, groups, itemsize, dtype_name)
     if path is None:
