@@ -40,8 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "COMPAT_RESULTS.md"
 PINNED_PYTHON = "3.11"
 
-# Each torch minor release from pyproject's floor to the newest, with the torchvision built for
-# it (None: none released yet, so vision and YOLO tests skip in that row).
+# Each torch minor release from pyproject's floor to the newest, with the torchvision that runs on
+# it (None: none released yet, so vision and YOLO tests skip in that row). torchvision 0.29.2 is
+# the first built on torch's stable C ABI (its ops are ``_C_stable.so``, its wheel py3-none): it
+# loads on torch 2.14 and on 2.15, for which no torchvision of its own is out yet.
 TORCH = {
     "2.4": ("2.4.1", "0.19.1"),
     "2.5": ("2.5.1", "0.20.1"),
@@ -54,7 +56,7 @@ TORCH = {
     "2.12": ("2.12.1", "0.27.1"),
     "2.13": ("2.13.0", "0.28.0"),
     "2.14": ("2.14.1", "0.29.1"),
-    "2.15": ("2.15.0", None),
+    "2.15": ("2.15.0", "0.29.2"),
 }
 PINNED_TORCH = "2.14"
 TORCH_FLOOR_ROW = next(iter(TORCH))

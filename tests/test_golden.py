@@ -417,7 +417,7 @@ def explained(name: str, figure: str, got, minor: str, differences: list[dict]) 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden_figures(name):
-    for package in NEEDS[name]:  # torch 2.15 has no torchvision released yet, nor YOLO then
+    for package in NEEDS[name]:  # a row without torchvision (nor then YOLO) skips these
         pytest.importorskip(package)
     golden = load_golden()["cases"]
     assert name in golden, f"{name} has no golden row: run `make golden` on the pinned torch"
