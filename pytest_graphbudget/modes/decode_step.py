@@ -41,9 +41,15 @@ class DecodeStep(nn.Module):
     ) -> Any:
         cache = filled_cache(self.lm.config, past_key_values, self.context)
         extra = {} if attention_mask is None else {"attention_mask": attention_mask}
-        return self.lm(
-            input_ids=input_ids, past_key_values=cache, **extra, **generation_options(self.lm)
-        )
+        extra[cache_keyword(self.lm)] = cache
+        return self.lm(input_ids=input_ids, **extra, **generation_options(self.lm))
+
+
+def cache_keyword(lm: nn.Module) -> str:
+    """The name the model's ``forward`` takes its cache by: ``cache`` from transformers 5.24 on
+    (``past_key_values`` still works there but warns, and goes in 5.40), before it
+    ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
 
 
 def generation_options(lm: nn.Module) -> dict[str, Any]:

@@ -11,7 +11,9 @@ then the LM head on one position), GPT-2's published configuration for the cache
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
+import warnings
 
 import pytest
 from conftest import skip_before_transformers_5, transformers_major
@@ -102,12 +104,14 @@ def test_the_decode_step_is_the_models_generate_path():
     torch.manual_seed(0)
     lm = decode_step.build_lm(small_config(), meta=False)
     ids = torch.randint(3, VOCAB, (1, CONTEXT + 1))
+    # transformers 5.24 renamed the cache ``cache`` (``past_key_values`` warns, and goes in 5.40)
+    keyword = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
     with torch.no_grad():
-        cache = lm(ids[:, :CONTEXT], use_cache=True).past_key_values
+        cache = getattr(lm(ids[:, :CONTEXT], use_cache=True), keyword)
         tensors = tuple((layer.keys.clone(), layer.values.clone()) for layer in cache.layers)
         mask, new = torch.ones(1, CONTEXT + 1, dtype=torch.long), ids[:, CONTEXT:]
         with FlopCounterMode(display=False) as counter:
-            real = lm(new, past_key_values=cache, attention_mask=mask, logits_to_keep=1)
+            real = lm(new, attention_mask=mask, logits_to_keep=1, **{keyword: cache})
         step = decode_step.DecodeStep(lm, CONTEXT)(new, tensors, mask)
     assert torch.allclose(step.logits, real.logits, atol=1e-5)
     # Before torch 2.15 FlopCounterMode has no formula for the CPU flash-attention op: it
@@ -118,6 +122,20 @@ def test_the_decode_step_is_the_models_generate_path():
     attention = LAYERS * 2 * (CONTEXT + 1) * HIDDEN
     unseen = 0 if torch_version() >= (2, 15) else attention
     assert counter.get_total_flops() == 2 * (closed_form_macs(CONTEXT) - unseen)
+
+
+def test_the_decode_step_passes_its_cache_under_the_name_the_model_takes():
+    """transformers 5.24 renamed ``past_key_values`` to ``cache``: the old name still works
+    there but warns, and is to go in 5.40. The step calls the model as it is, without the
+    warning, on the pinned transformers and on newer ones (the tiny model really runs)."""
+    torch.manual_seed(0)
+    lm = decode_step.build_lm(small_config(), meta=False)
+    inputs = decode_step.decode_inputs(lm, lm.config, CONTEXT, 1, VOCAB)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        out = decode_step.DecodeStep(lm, CONTEXT)(**inputs)
+    assert out.logits.shape == (1, 1, VOCAB)
+    assert not [w for w in caught if "past_key_values" in str(w.message)]
 
 
 def test_a_model_in_training_mode_is_decoded_in_eval_and_left_training(result):
