@@ -18,7 +18,10 @@ dispatched while that node is still the one running is the engine routing its ou
 whose first operand died at it (nothing else held it, as ``Tags.watch`` follows) and that
 keeps that operand's shape and dtype becomes ``add_`` in the graph: the sum lives in the first
 gradient's storage, which dies where the sum does; the values of the sum's views (``t`` for a
-weight's gradient) are made again on it.
+weight's gradient) are made again on it. ``holders`` counts tensors, not results: an in-place
+op returns the tensor it wrote, which counts once (``CopySlices``' buffer is written by
+``copy_`` before the copied slice's gradient is summed into it; counted twice, a circular
+pad's step had read a third padded tensor, +12%).
 
 A leaf's gradient is then handed to its ``AccumulateGrad`` node, which the engine runs before
 any other ready node. On a first backward it keeps the tensor it is given as ``.grad`` when
@@ -39,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +58,6 @@ class Accumulation:
     alone: int = field(default_factory=lambda: _references_alone())  # made before the trace
     formula: Any = None  # the autograd node of ``CHAINED`` whose formula runs now
     made_here: set[str] = field(default_factory=set)  # the graph nodes its formula made
-    chained: Counter = field(default_factory=Counter)  # storage -> its in-place twins run
 
     def follow(self, loss: Any) -> None:
         """Hook every autograd node ``loss`` is computed by (its graph dies with the backward)."""
@@ -89,7 +90,6 @@ class Accumulation:
         if running is not self.formula:
             chained = running is not None and running.name() in CHAINED
             self.formula, self.made_here = (running if chained else None), set()
-            self.chained = Counter()
         if self.formula is not None:
             return chained_in_place(func, args, tags, self)
         return filled_in_place(func, args, tags)
@@ -291,7 +291,7 @@ all live to the end of its C++ statement (a pos_weight loss's step read 34-59% o
 def chained_in_place(func: Any, args: tuple, tags: Any, sums: Accumulation) -> Any:
     """The in-place twin (``CHAINED``) of an op of the running formula whose first argument
     the formula made, no other tensor shares (an in-place twin's result is that tensor again,
-    counted twice in ``tags.holders``), and whose result has its shape and dtype."""
+    which ``tags.holders`` counts once), and whose result has its shape and dtype."""
     import torch
 
     name = func.__name__ if isinstance(func, torch._ops.OpOverload) else ""
@@ -301,14 +301,12 @@ def chained_in_place(func: Any, args: tuple, tags: Any, sums: Accumulation) -> A
         return func  # a backward that builds a graph (create_graph) chains out of place
     storage = first.untyped_storage()._cdata
     owner = tags.owner.get(storage)
-    alone = tags.holders.get(storage) == 1 + sums.chained[storage]
-    if not alone or owner is None or owner[0] not in sums.made_here:
+    if tags.holders.get(storage) != 1 or owner is None or owner[0] not in sums.made_here:
         return func
     other = args[1]
     shape = torch.broadcast_shapes(first.shape, getattr(other, "shape", ()))
     if shape != first.shape or torch.result_type(first, other) != first.dtype:
         return func
-    sums.chained[storage] += 1
     return getattr(torch.ops.aten, twin).Tensor
 
 

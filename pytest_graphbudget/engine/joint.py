@@ -84,6 +84,7 @@ class Tags:
     when it died; None while it lives (``watch``)."""
     owner: dict[int, tuple[str, int]] = field(default_factory=dict)  # live storage -> its slot
     holders: dict[int, int] = field(default_factory=dict)  # live storage -> tensors on it
+    watched: set[int] = field(default_factory=set)  # ``id`` of each live tensor followed
     done: bool = False  # the step returned: what dies now, make_fx let go of, not the step
     made: Any = None  # the first node the last op added: the one that writes its outputs
     sums: Accumulation = field(default_factory=Accumulation)  # the engine's gradient sums
@@ -131,7 +132,8 @@ class Tags:
         from torch.utils import _pytree as pytree
 
         for tensor in pytree.tree_leaves(out):
-            if not isinstance(tensor, torch.Tensor) or self.made is None:
+            fresh = isinstance(tensor, torch.Tensor) and id(tensor) not in self.watched
+            if not fresh or self.made is None:  # an in-place op's result: counted once
                 continue
             storage = tensor.untyped_storage()._cdata
             if storage not in self.holders:
@@ -139,9 +141,11 @@ class Tags:
                 self.owner[storage], self.holders[storage] = (self.made.name, len(slots)), 0
                 slots.append(None)
             self.holders[storage] += 1
-            weakref.finalize(tensor, self._gone, storage)
+            self.watched.add(id(tensor))
+            weakref.finalize(tensor, self._gone, storage, id(tensor))
 
-    def _gone(self, storage: int) -> None:
+    def _gone(self, storage: int, tensor: int) -> None:
+        self.watched.discard(tensor)
         self.holders[storage] -= 1
         if self.holders[storage] or self.done:
             return

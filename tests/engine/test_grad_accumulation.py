@@ -244,3 +244,56 @@ def test_a_parameters_gradient_is_kept_or_copied_as_accumulate_grad_does(make, s
     assert prof.peak_memory_bytes == measured(model, (x,))
     if isinstance(model, Summed):  # the weights and a dense gradient for each, at the end
         assert prof.peak_memory_bytes >= 2 * sum(p.numel() * F32 for p in model.parameters())
+
+
+class CircularLast(nn.Module):
+    """A circular pad as the model's last layer, as ``nn.CircularPad2d`` runs it: a new
+    tensor, the input copied into its middle and four copies of its own edges, each a
+    ``CopySlices`` node whose backward writes the incoming gradient into a new buffer with
+    ``copy_``; the copied edges' gradient (``slice_backward``) is then summed into that
+    buffer, in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(8, 1, 1))
+
+    def forward(self, x):
+        return F.pad(x * self.scale, (2, 2, 2, 2), mode="circular")
+
+
+def test_a_gradient_written_in_place_before_its_sum_is_summed_in_place():
+    # By hand: the last edge copy's backward holds its new buffer and the gradient it came
+    # with (the padded shape, 2x8x20x20 floats each) and the middle's gradient it clones
+    # (2x8x16x16), with the loss and its seed. The buffer had counted as held twice (the
+    # tensor and copy_'s result, the same tensor), so each sum had made a third padded
+    # tensor: +9,216 B (12%) at this size.
+    torch.manual_seed(0)
+    model, x = CircularLast(), torch.randn(2, 8, 16, 16)
+    prof = profile_model(model, x, mode="train")
+    padded, middle = 2 * 8 * 20 * 20 * F32, 2 * 8 * 16 * 16 * F32
+    assert prof.activation_peak_bytes == 2 * padded + middle + SCALARS
+    assert prof.peak_memory_bytes == measured(model, (x,))
+
+
+class SliceWrites(nn.Module):
+    """A model's own slice assignments into a tensor it made (a halo copied from the far
+    rows): each ``out[...] = ...`` is a ``CopySlices`` node, as in ``CircularLast``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(16, 1, 1))
+
+    def forward(self, x):
+        h = x * self.scale
+        out = h.new_zeros(h.shape[0], 16, h.shape[2] + 2, h.shape[3])
+        out[:, :, 1:-1] = h
+        out[:, :, 0] = out[:, :, -2]
+        out[:, :, -1] = out[:, :, 1]
+        return out
+
+
+def test_a_models_own_slice_writes_sum_their_gradients_in_place():
+    torch.manual_seed(0)
+    model, x = SliceWrites(), torch.randn(2, 16, 32, 32)
+    # 8 KB (1.5%) over before: one more padded gradient at each of the two halo copies' sums
+    assert profile_model(model, x, mode="train").peak_memory_bytes == measured(model, (x,))
