@@ -379,6 +379,20 @@ def _dense_alike(a, b) -> bool:
     return len(a) in (4, 5) and not channels_last.copied(a) and not channels_last.copied(b)
 
 
+@workspace(
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training",
+    "_batch_norm_with_update",
+    "_batch_norm_no_update",
+)
+def batch_norm_terms(x: Shape, *_, out, itemsize: int, **__) -> int:
+    """The CPU kernel's per-channel scale and shift, in float32 for half precision (and the
+    batch's mean and variance before they are saved, in training): two channels' worth of
+    its compute dtype (a float16 BatchNorm's eval peak read 384 bytes under at 48 channels)."""
+    return 2 * x[1] * max(itemsize, 4) if isinstance(x, Shape) and len(x) > 1 else 0
+
+
 @workspace("native_batch_norm_backward")
 def batch_norm_backward_twice(grad_out: Shape, x: Shape, *rest, out, itemsize: int, **kw) -> int:
     """In training, the CPU kernel's path for dense operands allocates the input's gradient a
@@ -387,7 +401,7 @@ def batch_norm_backward_twice(grad_out: Shape, x: Shape, *rest, out, itemsize: i
     expanded). It set ConvMixer's peak, at its last BatchNorm."""
     train = kw.get("train", rest[5] if len(rest) > 5 else False)
     mask = kw.get("output_mask", rest[7] if len(rest) > 7 else (True, True, True))
-    if itemsize != 4 or not train or not mask[0] or not _dense_alike(grad_out, x):
+    if not train or not mask[0] or not _dense_alike(grad_out, x):
         return 0
     return numel(x) * itemsize
 

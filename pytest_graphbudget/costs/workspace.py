@@ -236,7 +236,9 @@ def convolution_backward(
     if channels_last.channels_last(x, w):
         found = 0
         if dtype_name == "bfloat16" and output_mask[1] and len(w) == 4:
-            found = conv_half.bf16_channels_last_scratch(grad_out, x, w, groups, stride, block)
+            found = conv_half.bf16_channels_last_scratch(
+                grad_out, x, w, groups, stride, padding, dilation, block, output_mask[2]
+            )
         return channels_last.backward(
             grad_out, x, w, groups, dilation, output_mask, block, itemsize, found
         )
@@ -248,10 +250,20 @@ def convolution_backward(
     elif output_mask[1]:
         held = _weight_phase(grad_out, x, w, groups, dilation, output_mask, block)
     if output_mask[0]:
-        data = _input_phase(grad_out, x, w, stride, dilation, groups, output_mask, block)
-        held = max(held, data)
+        phase = (grad_out, x, w, stride, padding, dilation, groups, output_mask, block)
+        held = max(held, _data_phase(*phase, dtype_name))
     copies = channels_last.copied_channels_last(grad_out) + channels_last.copied_channels_last(x)
     return (held + copies) * itemsize
+
+
+def _data_phase(grad_out, x, w, stride, padding, dilation, groups, mask, block, dtype_name):
+    """The input gradient's phase: bfloat16's strided depthwise runs on oneDNN's brgemm
+    kernel (``conv_half.bf16_strided_depthwise_input``), every other on ``_input_phase``."""
+    if dtype_name == "bfloat16" and conv_half.bf16_strided_depthwise(w, groups, stride):
+        return conv_half.bf16_strided_depthwise_input(
+            grad_out, x, w, stride, padding, dilation, mask
+        )
+    return _input_phase(grad_out, x, w, stride, dilation, groups, mask, block)
 
 
 def _weight_phase(
@@ -279,9 +291,9 @@ def _bf16_weight_phase(
     grad_out: Shape, x: Shape, w: Shape, groups: int, stride, dilation, mask, block: int
 ) -> int:
     """Elements (of two bytes) bfloat16's weight gradient of a 2-D convolution holds beyond the
-    op's gradients. Groups of other than a multiple of a block of channels take the im2col
-    kernel: one group's columns, four copies of the weight in float32 and 384 bytes (and the
-    bias's gradient in float32 with 128 more). A
+    op's gradients. Groups of other than a multiple of a block of channels, and a depthwise
+    kernel wider than 3 or dilated, take the im2col kernel: one group's columns, four copies of
+    the weight in float32 and 384 bytes (and the bias's gradient in float32 with 128 more). A
     depthwise 3x3 one accumulates its gradient (and its bias's) in float32 beside the
     reordered operands, with 128 bytes each; others take ``conv_half.bf16_weight_scratch``'s."""
     per_in, per_out, whole = (
@@ -290,11 +302,10 @@ def _bf16_weight_phase(
         layout.cpu()[1],
     )  # ``block`` is 1 for aligned groups
     depthwise = per_in == 1 and groups > 1
-    if groups > 1 and not depthwise and (per_in % whole or per_out % whole):
+    wide = depthwise and (w[-1] > 3 or any(d > 1 for d in dilation))
+    if wide or (groups > 1 and not depthwise and (per_in % whole or per_out % whole)):
         bias = w[0] * 4 + 128 if mask[2] else 0
         return layout.group_unfolded(grad_out, w) + (numel(w) * 16 + 384 + bias) // 2
-    if depthwise and (w[-1] > 3 or any(d > 1 for d in dilation)):
-        return _weight_phase(grad_out, x, w, groups, dilation, mask, block)  # not measured
     if depthwise:
         channels = ceil(w[0] / block) * block
         found = (channels * prod(w[2:]) + (channels if mask[2] else 0)) * 4 + 128 * (1 + mask[2])

@@ -264,9 +264,9 @@ class CircularLast(nn.Module):
 def test_a_gradient_written_in_place_before_its_sum_is_summed_in_place():
     # By hand: the backward of the input's copy into the middle (the last to run) holds its
     # new buffer and the gradient it came with (the padded shape, 2x8x20x20 floats each) and
-    # the middle's gradient it clones (2x8x16x16), with the loss and its seed. The buffer had counted as held twice (the
-    # tensor and copy_'s result, the same tensor), so each sum had made a third padded
-    # tensor: +9,216 B (12%) at this size.
+    # the middle's gradient it clones (2x8x16x16), with the loss and its seed. The buffer had
+    # counted as held twice (the tensor and copy_'s result, the same tensor), so each sum had
+    # made a third padded tensor: +9,216 B (12%) at this size.
     torch.manual_seed(0)
     model, x = CircularLast(), torch.randn(2, 8, 16, 16)
     prof = profile_model(model, x, mode="train")

@@ -46,6 +46,25 @@ LAYERS = {
         ),
         (2, 8, 32, 32),
     ),
+    # ConvNeXt's 7x7 depthwise channels-last: bfloat16 runs it as groups padded to a block
+    "depthwise-7x7": (
+        lambda: nn.Sequential(nn.Conv2d(8, 32, 1), nn.Conv2d(32, 32, 7, padding=3, groups=32)).to(
+            memory_format=torch.channels_last
+        ),
+        (2, 8, 16, 16),
+    ),
+    # a strided 5x5 depthwise: bfloat16's input gradient on the strided brgemm kernel; then a
+    # 1x1 at 8x8, whose weight gradient transposes rows; BatchNorm's backward between them
+    "strided-depthwise": (
+        lambda: nn.Sequential(
+            nn.Conv2d(24, 48, 1),
+            nn.BatchNorm2d(48),
+            nn.ReLU(),
+            nn.Conv2d(48, 48, 5, 2, 2, groups=48),
+            nn.Conv2d(48, 96, 1),
+        ),
+        (2, 24, 16, 16),
+    ),
     # a Linear's weight gradient: brgemm packs its transposed left operand
     "mlp": (
         lambda: nn.Sequential(nn.Linear(96, 384), nn.GELU(), nn.Linear(384, 96)),
