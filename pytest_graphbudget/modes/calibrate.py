@@ -7,8 +7,8 @@ measurements give the roofline's two figures here, on the device calibrated (``c
 - compute: a matrix product ``(n, n) @ (n, n)``, ``2 n^3`` FLOPs. ``n`` doubles from 512 until
   one product takes ``MIN_SECONDS`` (or ``n`` reaches ``max_n``), so timer resolution and call
   overhead are negligible. float32 on a CPU; on a GPU bfloat16 and float16 too.
-- bandwidth: a copy between two buffers of ``copy_bytes`` each (256 MiB by default, beyond
-  the last-level cache of most machines), which reads ``copy_bytes`` and writes as many.
+- bandwidth: a copy between two buffers of ``copy_bytes`` each (256 MiB by default, on a CPU
+  at least its last-level cache), which reads ``copy_bytes`` and writes as many.
 
 Then each kernel kind (``modes.kernels``). Everything is timed in rounds (``modes.rounds``):
 the median of ``rounds`` rounds, each the best of ``samples`` runs, the rounds interleaving
@@ -303,13 +303,16 @@ def calibrate(
     kernel kind's rates (``modes.kernels``; float32 and bfloat16, and float16 on a GPU), with
     ``threads`` intra-op threads (default: torch's), in ``rounds`` rounds (default
     ``ROUNDS``); ``quick`` measures small sizes and copies ``QUICK_COPY_BYTES`` on a CPU, in
-    ``QUICK_ROUNDS`` rounds by default."""
+    ``QUICK_ROUNDS`` rounds by default. A CPU's copy buffers are never smaller than its
+    last-level cache (``last_level_cache``)."""
     import torch
 
     target, rounds = settings(device, rounds, threads, quick)
     if quick:
         max_n = 512
         copy_bytes = copy_bytes if target.type == "cuda" else min(copy_bytes, QUICK_COPY_BYTES)
+    if target.type == "cpu":  # the copy times the memory only where it spills the cache
+        copy_bytes = max(copy_bytes, last_level_cache() or 0)
     before = torch.get_num_threads()
     torch.set_num_threads(threads or before)
     try:  # the caller's thread count comes back: calibrating is no setting of the process
@@ -317,6 +320,23 @@ def calibrate(
             return _measure(name, target, rounds, max_n, copy_bytes, quick)
     finally:
         torch.set_num_threads(before)
+
+
+def last_level_cache() -> int | None:
+    """The largest cache Linux reports for the first CPU, in bytes (None elsewhere): a
+    server's L3 reaches 480 MiB (a Xeon here), where a 64 MiB copy and its source sit in the
+    cache and even 256 MiB nearly do, so a CPU copy takes buffers at least this large."""
+    from pathlib import Path
+
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip()
+        if text[-1:] in units and text[:-1].isdigit():
+            sizes.append(int(text[:-1]) * units[text[-1]])
+        elif text.isdigit():
+            sizes.append(int(text))
+    return max(sizes, default=None)
 
 
 def _measure(

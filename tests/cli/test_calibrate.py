@@ -93,15 +93,15 @@ def _last_level_cache() -> int | None:
 
 
 def test_quick_times_the_memory_not_the_cache(calibrated):
-    # A copy within the last-level cache times the cache: --quick's 4 MiB had read 16 GB/s
-    # here, where memory streams 14.
+    # A copy within the last-level cache times the cache: --quick's 4 MiB had read 16 GB/s on
+    # a 36 MiB L3 that streams 14 from memory, and its 64 MiB sat in a Xeon's 480 MiB L3.
     _, path, _ = calibrated
     cache = _last_level_cache()
     if cache is None:
         pytest.skip("this kernel reports no cache sizes")
     copied = re.search(r"copy of (\d+) MiB", path.read_text())
     assert copied, path.read_text()
-    assert 2 * int(copied[1]) * 2**20 > cache  # the source and its copy together
+    assert int(copied[1]) * 2**20 >= cache  # each buffer: the source and its copy spill it
 
 
 def test_hardware_name_uses_the_calibrated_profile(calibrated, tmp_path, capsys):
