@@ -46,10 +46,25 @@ def ratio(ours: int, truth: int) -> str:
     return f"{100 * (ours / truth - 1):+.2f}%{bytes_off}"
 
 
+HALF_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_bf16")
+"""The CPU's 16-bit instructions that choose oneDNN's kernels: the half-precision peaks model
+AVX-512 BF16 without AMX or FP16, whose kernels hold other buffers."""
+
+
 def cpu_kernels() -> str:
-    """The vector width the CPU's kernels ran at (``AVX512``, ``AVX2``): oneDNN's convolutions
-    hold other buffers on each, and the estimate models AVX-512's (``costs/workspace.py``), so
-    a measured table says which it was."""
+    """The vector width the CPU's kernels ran at (``AVX512``, ``AVX2``) and its 16-bit
+    instructions: oneDNN's convolutions hold other buffers on each, and the estimate models
+    AVX-512 BF16's (``costs/workspace.py``), so a measured table says which it was (both an
+    AMX Xeon and an AVX-512 EPYC read ``AVX512`` alone)."""
     import torch
 
-    return f"CPU kernels {torch.backends.cpu.get_cpu_capability()}"
+    flags: set[str] = set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    half = [flag.upper() for flag in HALF_FLAGS if flag in flags]
+    extra = f" with {', '.join(half)}" if half else ""
+    return f"CPU kernels {torch.backends.cpu.get_cpu_capability()}{extra}"
