@@ -331,7 +331,10 @@ def last_level_cache() -> int | None:
     units = {"K": 2**10, "M": 2**20, "G": 2**30}
     sizes = []
     for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = path.read_text().strip()
+        try:
+            text = path.read_text().strip()
+        except OSError:  # a sandbox that hides it: the copy keeps its size
+            continue
         if text[-1:] in units and text[:-1].isdigit():
             sizes.append(int(text[:-1]) * units[text[-1]])
         elif text.isdigit():
