@@ -49,7 +49,9 @@ COLD_BYTES = 64 * 2**20
 forward each layer reads its weights once, evicted since by the other layers, and its input
 from whatever cache level the op before left it in; one call timed in a warm loop finds both
 in L1/L2 and runs 1.1x (ResNet-50's 3x3 convolutions) to 1.5x (MobileNet's small ops) faster
-than the same call inside the model (``benchmarks/latency_ops.py``)."""
+than the same call inside the model (``benchmarks/latency_ops.py``). Not scaled to a larger
+L3 (a Xeon's 480 MiB holds them): there a small model's weights stay in the L3 between
+forwards too, so what these copies must spill is the core's own L2."""
 MAX_COPIES = 256
 COLD_KINDS = tuple(kind for kind in COMPUTE_KINDS if kind.startswith(("conv", "matmul")))
 """The kinds that read weights, timed cold. The others read what the op before them wrote,
