@@ -11,14 +11,20 @@ inference mode, after 3 warm-up runs), torch held to ``--threads`` intra-op thre
 Published: the share of models within ±10% and ±25%, the mean absolute error, the worst models.
 With ``--calibrations N``, N calibrations in a row, every model priced on each: their hit rates
 and each kind's run-to-run spread (``latency_repeat.py``), beside the first one's table.
+With ``--fresh``, each calibration runs and each model is timed in a process of its own, as a
+user's ``graph-budget hardware --calibrate`` and service do: on an Intel Xeon VM, a forward
+timed after a calibration in the same process ran up to 1.45x slower than in a new one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -63,23 +69,38 @@ def timed(case, runs: int) -> tuple[float, float]:
     with torch.inference_mode():
         for _ in range(3):
             model(*case.inputs, **case.kwargs)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         for _ in range(runs):
             start, start_cpu = time.perf_counter(), time.process_time()
             model(*case.inputs, **case.kwargs)
             cpu.append(time.process_time() - start_cpu)
             wall.append(time.perf_counter() - start)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / runs
+    print(f"{faults:.0f} minor page faults a forward", file=sys.stderr)
     return min(wall), min(cpu)
 
 
-def measure(name: str, hardwares: list, runs: int) -> dict:
+def timed_fresh(name: str, runs: int, threads: int) -> tuple[float, float]:
+    """``timed`` in a child process of its own, whose heap nothing before it shaped."""
+    command = [sys.executable, __file__, "--time-one", name, "--runs", str(runs)]
+    done = subprocess.run(
+        [*command, "--threads", str(threads)], capture_output=True, text=True, check=True
+    )
+    print(done.stderr.strip().splitlines()[-1], file=sys.stderr)
+    wall, cpu = json.loads(done.stdout.strip().splitlines()[-1])
+    return wall, cpu
+
+
+def measure(name: str, hardwares: list, runs: int, fresh: int = 0) -> dict:
     """One model: its estimate on each hardware profile (the first's kinds shown), its
-    fastest run, and the subgraph kinds that dominate."""
+    fastest run (in a process of its own, of ``fresh`` threads, when given), and the subgraph
+    kinds that dominate."""
     start = time.perf_counter()
     case = resolve(name, meta=False)
     prof = profile_model(case, hardware=hardwares[0])
     ests = [prof.est_latency_s]
     ests += [profile_model(case, hardware=hw).est_latency_s for hw in hardwares[1:]]
-    wall, cpu = timed(case, runs)
+    wall, cpu = timed_fresh(name, runs, fresh) if fresh else timed(case, runs)
     by_kind: dict[str, float] = defaultdict(float)
     for sub in prof.subgraphs:
         by_kind[sub.kind.split("+")[0]] += sub.est_latency_s
@@ -135,20 +156,28 @@ def main() -> None:
     parser.add_argument(
         "--calibrations", type=int, default=1, help="calibrate this many times in a row"
     )
+    parser.add_argument(
+        "--fresh", action="store_true", help="each calibration and each model in a new process"
+    )
+    parser.add_argument("--time-one", help=argparse.SUPPRESS)  # --fresh's child
     args = parser.parse_args()
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE"):
         os.environ.setdefault(key, "1")
+    if args.time_one:
+        torch.set_num_threads(args.threads)
+        print(json.dumps(timed(resolve(args.time_one, meta=False), args.runs)))
+        return
     family = {m: fam for fam, names in MODELS.items() for m in names.split()}
     names = args.models.split(",") if args.models else list(family)
     load, began = os.getloadavg(), time.perf_counter()
-    runs = calibrations(max(1, args.calibrations), args.threads)
+    runs = calibrations(max(1, args.calibrations), args.threads, args.fresh)
     measured, calibration_s = runs[0]["cal"], runs[0]["seconds"]
     hardwares = [from_table(run["cal"].name, run["cal"].table()) for run in runs]
     rows, failed = [], []
     for name in names:
         torch.set_num_threads(args.threads)
         try:
-            rows.append(measure(name, hardwares, args.runs))
+            rows.append(measure(name, hardwares, args.runs, args.threads if args.fresh else 0))
         except Exception as exc:  # a model that cannot run is reported, not fatal
             failed.append(f"{name}: {str(exc).splitlines()[0][:160]}")
         print(rows[-1] if rows else failed[-1], flush=True)
@@ -157,7 +186,8 @@ def main() -> None:
         "# Calibrated latency estimate against measured latency",
         "",
         f"Written by `benchmarks/latency.py --runs {args.runs} --threads {args.threads} "
-        f"--calibrations {len(runs)}` on {when}, in {time.perf_counter() - began:.0f} s; the "
+        f"--calibrations {len(runs)}{' --fresh' if args.fresh else ''}` on {when}, "
+        f"in {time.perf_counter() - began:.0f} s; the "
         "table's estimates are the first calibration's.",
         "",
         *summary(rows),
@@ -171,7 +201,8 @@ def main() -> None:
         f"median of {measured.rounds} interleaved rounds; the noisiest kind within it strayed "
         f"±{max(measured.spreads.values()):.1%} between rounds",
         f"- Measured: the fastest of {args.runs} eval forwards after 3 warm-up runs, batch 1, "
-        "inference mode, the zoo's default input",
+        "inference mode, the zoo's default input"
+        + (", each model in a process of its own" if args.fresh else ""),
         *(f"- Failed: {f}" for f in failed),
         "",
         *table(rows, family),

@@ -10,22 +10,48 @@ load (the load average is in the section), so compare runs taken at the same loa
 from __future__ import annotations
 
 import os
+import pickle
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from pytest_graphbudget.modes.calibrate import Calibration, calibrate
 from pytest_graphbudget.rates import COMPUTE_KINDS
 
 
-def calibrations(count: int, threads: int) -> list[dict]:
-    """``count`` calibrations in a row, each with its seconds and the load average before it."""
+def calibrations(count: int, threads: int, fresh: bool = False) -> list[dict]:
+    """``count`` calibrations in a row, each with its seconds and the load average before it;
+    with ``fresh``, each in a process of its own, as ``graph-budget hardware --calibrate``
+    runs (three in one process on an Intel Xeon VM measured 207, 195 and 188 GFLOP/s in turn;
+    three in processes of their own, 196, 172 and 194)."""
     found = []
     for i in range(count):
         load, start = os.getloadavg()[0], time.perf_counter()
-        cal = calibrate(f"this-machine-{i + 1}", threads=threads)
+        name = f"this-machine-{i + 1}"
+        cal = calibrate_fresh(name, threads) if fresh else calibrate(name, threads=threads)
         found.append({"cal": cal, "seconds": time.perf_counter() - start, "load": load})
         print(f"calibration {i + 1}: {cal.flops / 1e9:.4g} GFLOP/s, {cal.bandwidth / 1e9:.4g} GB/s")
     return found
+
+
+def calibrate_fresh(name: str, threads: int) -> Calibration:
+    """``calibrate`` in a child process, its result handed back pickled."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "calibration.pickle"
+        code = (
+            "import pickle, sys; from pytest_graphbudget.modes.calibrate import calibrate; "
+            f"pickle.dump(calibrate({name!r}, threads={threads}), open(sys.argv[1], 'wb'))"
+        )
+        root = str(Path(__file__).resolve().parents[1])
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        }
+        subprocess.run([sys.executable, "-c", code, str(out)], check=True, env=env)
+        return pickle.loads(out.read_bytes())
 
 
 def hits(rows: list[dict], index: int) -> tuple[int, int, float]:
