@@ -22,9 +22,11 @@ class KernelRate:
     bytes_per_s: float
     overhead_s: float = 0.0
 
-    def time(self, flops: float, traffic: float) -> float:
-        """One launch: the overhead, then whichever of compute and memory takes longer."""
-        return self.overhead_s + max(flops / self.flops_per_s, traffic / self.bytes_per_s)
+    def time(self, flops: float, traffic: float, summed: bool = False) -> float:
+        """One launch: the overhead, then whichever of compute and memory takes longer, or
+        (``summed``, ``SUMMED_KINDS``) both, one after the other."""
+        compute, memory = flops / self.flops_per_s, traffic / self.bytes_per_s
+        return self.overhead_s + (compute + memory if summed else max(compute, memory))
 
 
 KERNEL_KEYS = ("flops_per_s", "bytes_per_s", "overhead_s")
@@ -55,6 +57,10 @@ KERNEL_KINDS = (
 )
 """The kernel kinds a calibration times and ``engine/latency.py`` prices ops by. A profile
 naming another is refused: a misspelt kind would otherwise leave its ops on the roofline."""
+SUMMED_KINDS = frozenset({"pooling"})
+"""Kinds whose FLOPs and bytes take their time one after the other: ATen's max pool spends
+about 11 ns an output and 1.6 ns a comparison on one Xeon, whatever its stride, so neither
+side alone prices 2x2, 3x3 and 5x5 windows at once (``modes.kernels.fit_sum``)."""
 KERNEL_DTYPES = ("float32", "bfloat16", "float16", "float64")
 """The dtypes of ``[kernels_<dtype>]`` tables, besides those the profile has a peak for."""
 

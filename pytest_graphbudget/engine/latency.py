@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_graphbudget.rates import KERNEL_KINDS
+from pytest_graphbudget.rates import KERNEL_KINDS, SUMMED_KINDS
 
 LARGE_BYTES = 2**20
 """An input above this (a server core's L2 cache) makes a depthwise convolution ``_large``."""
@@ -219,7 +219,7 @@ def kernel_seconds(
     kernel on a GPU and costs nothing on the roofline."""
     rate = target.kernel(kind, dtype) or target.kernel(FALLBACK.get(kind, kind), dtype)
     if rate is not None:
-        return rate.time(flops, moved)
+        return rate.time(flops, moved, summed=kind in SUMMED_KINDS)
     if kind == "view":
         return 0.0
     peak = tensor_core_dtype(kind, dtype)

@@ -119,14 +119,15 @@ def pool(
     k: int = 3,
     batch: int = 1,
 ):
-    """Max pooling ``k`` x ``k`` (padding k // 2): ResNet's stem at stride 2, GoogLeNet's
-    ceil-mode stage pools, its inception branches at stride 1, YOLO's SPPF (5x5, stride 1).
-    Its FLOPs are the window's comparisons, its bytes input and output."""
+    """Max pooling ``k`` x ``k`` (padding (k - 1) // 2): ResNet's stem at stride 2, GoogLeNet's
+    ceil-mode stage pools, its inception branches at stride 1, YOLO's SPPF (5x5, stride 1),
+    VGG's 2x2 at stride 2. Its FLOPs are the window's comparisons, its bytes input and output."""
     import torch
 
     x = torch.randn(batch, channels, hw, hw, dtype=dtype)
-    call = lambda: torch.nn.functional.max_pool2d(x, k, stride, k // 2, ceil_mode=ceil)  # noqa: E731
-    out = torch.nn.functional.max_pool2d(x, k, stride, k // 2, ceil_mode=ceil).shape[-1]
+    pad = (k - 1) // 2
+    call = lambda: torch.nn.functional.max_pool2d(x, k, stride, pad, ceil_mode=ceil)  # noqa: E731
+    out = torch.nn.functional.max_pool2d(x, k, stride, pad, ceil_mode=ceil).shape[-1]
     channels *= batch
     moved = x.element_size() * channels * (hw * hw + out * out)
     return call, k * k * channels * out * out, moved
@@ -235,10 +236,11 @@ def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[
             lambda op=op, n=n: _memory(op, n, dtype, batch=batch)
             for op, n in [("softmax", 4096), ("layer_norm", 2**16), ("softmax", 2**20)]
         ],
-        "pooling": [
-            lambda c=c, hw=hw, ceil=ceil: pool(c, hw, dtype, 2, ceil, batch=batch)
-            for c, hw, ceil in [(16, 28, False), (64, 112, False), (192, 57, True)]
-            + [(480, 28, True), (24, 56, False), (96, 55, True)]
+        "pooling": [  # 3x3 at stride 2, and VGG's 2x2
+            lambda c=c, hw=hw, ceil=ceil, k=k: pool(c, hw, dtype, 2, ceil, k, batch=batch)
+            for c, hw, ceil, k in [(16, 28, False, 3), (64, 112, False, 3), (192, 57, True, 3)]
+            + [(480, 28, True, 3), (24, 56, False, 3), (96, 55, True, 3)]
+            + [(64, 56, False, 2), (256, 28, False, 2)]
         ],
         "copy": [
             lambda op=op, n=n: _memory(op, n, dtype, batch=batch)

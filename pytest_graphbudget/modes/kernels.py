@@ -25,23 +25,63 @@ from typing import Any
 
 from pytest_graphbudget.modes.kernel_shapes import Bench, benches, linear, pool
 from pytest_graphbudget.modes.rounds import best_of, interleaved, spread
-from pytest_graphbudget.rates import COMPUTE_KINDS, KernelRate
+from pytest_graphbudget.rates import COMPUTE_KINDS, SUMMED_KINDS, KernelRate
 
 WINDOW_POOLS = ((192, 28, 1, True, 3), (480, 14, 1, True, 3), (128, 20, 1, False, 5))
 """Stride-1 max pools (GoogLeNet's inception branches, YOLO's SPPF): every input element is
-compared k x k times, so their window, not their bytes, bounds them: ``pooling``'s FLOP rate
-comes from these, its bytes rate from the stride-2 shapes, each op then bound by the slower
-of the two (``benchmarks/latency_ops.py``: priced by bytes alone, GoogLeNet came out at 0.77x,
-its pools 40% of it; by comparisons alone, ResNet-50's stride-2 stem pool at 0.7x)."""
+compared k x k times. A full calibration times them beside ``pooling``'s stride-2 shapes and
+fits one line over both, ``seconds = overhead + comparisons * a + bytes * b``
+(``fit_sum``; ``rates.SUMMED_KINDS``): on one Xeon ATen's max pool spent about 11 ns an
+output and 1.6 ns a comparison at any stride, and neither side alone priced every window. The
+slower of a bytes rate from 3x3 stride-2 pools and a comparison rate from these had priced
+VGG's 2x2 pools at 1.6x their time and the 5x5 SPPF at 1.48x; calibrated as a sum, eleven
+pools timed warm read 0.91x to 1.16x (``benchmarks/LATENCY_RESULTS.md``)."""
 CUDA_BATCH = 32
 """A GPU times every shape at batch 1 (its launch overhead) and at this batch (its rates)."""
 
 
-def window_rate(points: list[tuple[float, float]], overhead: float) -> float:
-    """Comparisons per second of the window pools' ``(comparisons, seconds)`` past
-    ``overhead``: the median of theirs."""
-    rates = sorted(flops / max(seconds - overhead, 1e-9) for flops, seconds in points)
-    return rates[len(rates) // 2]
+def fit_sum(points: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """``(overhead, seconds per FLOP, seconds per byte)`` of ``t = o + a * flops + b *
+    bytes`` over ``(flops, bytes, seconds)`` points, least squares in relative error with each
+    term >= 0: the best fit over every subset of the three terms, which is what non-negative
+    least squares finds, and with three terms cheaper to enumerate than to iterate."""
+    scale = [1.0] + [max(max(p[j] for p in points), 1.0) for j in (0, 1)]
+    rows = [((1.0, f / scale[1], m / scale[2]), t) for f, m, t in points]
+    best: tuple[float, tuple[float, float, float]] | None = None
+    for keep in itertools.product((False, True), repeat=3):
+        cols = [j for j in range(3) if keep[j]]
+        if not cols:
+            continue
+        matrix = [[sum(r[i] * r[j] / t**2 for r, t in rows) for j in cols] for i in cols]
+        solved = _solve(matrix, [sum(r[i] / t for r, t in rows) for i in cols])
+        if solved is None or min(solved) < 0:
+            continue
+        coef = [0.0, 0.0, 0.0]
+        for j, value in zip(cols, solved, strict=True):
+            coef[j] = value
+        fitted = [sum(c * x for c, x in zip(coef, r, strict=True)) for r, _ in rows]
+        error = sum(((f - t) / t) ** 2 for f, (_, t) in zip(fitted, rows, strict=True))
+        if best is None or error < best[0]:
+            best = (error, (coef[0], coef[1] / scale[1], coef[2] / scale[2]))
+    return best[1] if best else (min(t for *_, t in points), 0.0, 0.0)
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
+    """``matrix @ x = rhs`` by Gaussian elimination with partial pivoting; None if singular."""
+    n = len(rhs)
+    rows = [[*row, value] for row, value in zip(matrix, rhs, strict=True)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(rows[r][col]))
+        if abs(rows[pivot][col]) < 1e-12 * max(1.0, max(abs(v) for v in rows[pivot][:n])):
+            return None
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        for r in range(col + 1, n):
+            factor = rows[r][col] / rows[col][col]
+            rows[r] = [a - factor * b for a, b in zip(rows[r], rows[col], strict=True)]
+    x = [0.0] * n
+    for r in reversed(range(n)):
+        x[r] = (rows[r][n] - sum(rows[r][c] * x[c] for c in range(r + 1, n))) / rows[r][r]
+    return x
 
 
 COLD_BYTES = 64 * 2**20
@@ -143,7 +183,7 @@ def _shapes(
     dtype: Any, quick: bool, batches: tuple[int, ...]
 ) -> tuple[dict[Any, list[Bench]], dict[tuple[Any, int], Callable[[], Callable[[], Any]]]]:
     """Every kind's benchmarks (cold where the kind reads weights), and, on a full
-    calibration, matmul's batch-1 product that streams its weights and the window pools; with
+    calibration, matmul's batch-1 product that streams its weights and the stride-1 pools; with
     how to make a cold benchmark's copies again, by (kind, index)."""
     makers: dict[str, list[Callable[[], Bench]]] = {}
     for batch in batches:
@@ -158,7 +198,7 @@ def _shapes(
             again.update({(kind, i): _remade(make, limit) for i, make in enumerate(found)})
     if not quick:
         shapes["streamed"] = [linear(1, 4096, 4096, dtype)]
-        shapes["window"] = [pool(*shape[:2], dtype, *shape[2:]) for shape in WINDOW_POOLS]
+        shapes["pooling"] += [pool(*shape[:2], dtype, *shape[2:]) for shape in WINDOW_POOLS]
     return shapes, again
 
 
@@ -196,7 +236,7 @@ def measure_kernels(
     seconds = {key: statistics.median(found) for key, found in times.items()}
     result = KindRates()
     for kind, found in shapes.items():
-        if kind in ("streamed", "window"):
+        if kind == "streamed":
             continue
         compute = kind in COMPUTE_KINDS
         points = [
@@ -205,16 +245,20 @@ def measure_kernels(
         ]
         overhead, slope = fit(points)
         rate = 1 / slope if slope > 0 else (peak if compute else bandwidth)
-        streamed, window = bandwidth, peak
+        streamed = bandwidth
         if kind == "matmul" and "streamed" in shapes:  # batch 1: weights streamed once
             streamed = shapes["streamed"][0][2] / seconds["streamed", 0]
-        if kind == "pooling" and "window" in shapes:  # stride 1: bound by the window
-            window = window_rate(
-                [(flops, seconds["window", i]) for i, (_, flops, _) in enumerate(shapes["window"])],
+        if kind in SUMMED_KINDS and len(found) >= 3:  # comparisons, then bytes
+            summed = [(f, m, seconds[kind, i]) for i, (_, f, m) in enumerate(found)]
+            overhead, per_flop, per_byte = fit_sum(summed)
+            result.rates[kind] = KernelRate(
+                1 / per_flop if per_flop > 0 else peak,
+                1 / per_byte if per_byte > 0 else bandwidth,
                 overhead,
             )
-        result.rates[kind] = (
-            KernelRate(rate, streamed, overhead) if compute else KernelRate(window, rate, overhead)
-        )
+        elif compute:
+            result.rates[kind] = KernelRate(rate, streamed, overhead)
+        else:
+            result.rates[kind] = KernelRate(peak, rate, overhead)
         result.spreads[kind] = statistics.median(spread(times[kind, i]) for i in range(len(found)))
     return result

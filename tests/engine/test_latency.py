@@ -285,6 +285,15 @@ def test_exp_and_interpolating_ops_are_priced_at_their_kinds_bandwidth(model, ki
     assert estimate(model, torch.randn(1, 2, 4, 4), table) == pytest.approx(moved / 1e9)
 
 
+def test_a_max_pool_takes_its_comparisons_then_its_bytes():
+    # 2x2, stride 2 over 1 x 4 x 8 x 8: 4 x 4 x 4 = 64 outputs, 4 comparisons each = 256;
+    # reads 256 elements (1,024 B), writes 64 (256 B): 1,280 B. The two add (SUMMED_KINDS):
+    # 256 / 1e9 + 1,280 / 1e10 s, where the slower of them alone would be 256 ns.
+    table = rates(pooling=(1e9, 1e10))
+    model = nn.MaxPool2d(2)
+    assert estimate(model, torch.randn(1, 4, 8, 8), table) == pytest.approx(256e-9 + 128e-9)
+
+
 def test_nearest_upsampling_copies_and_stays_a_plain_pointwise_op():
     # nearest x2: FLOPs 0, reads 128 B, writes 512 B, at the pointwise kind's 1e9 B/s
     table = rates(pointwise=(FREE, 1e9), resample=(FREE, 1e6))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pytest_graphbudget.modes.kernel_shapes import benches, pool
-from pytest_graphbudget.modes.kernels import WINDOW_POOLS, cold, window_rate
+from pytest_graphbudget.modes.kernels import WINDOW_POOLS, cold, fit_sum
 from pytest_graphbudget.rates import KERNEL_KINDS
 
 
@@ -44,17 +44,35 @@ def test_a_benchmark_that_moves_nothing_keeps_one_copy():
     assert made == [1]
 
 
-def test_pooling_s_comparison_rate_is_the_median_of_the_stride_1_window_pools():
+def test_pooling_is_fitted_over_comparisons_and_bytes_at_once():
     # 3x3 over 192 x 28 x 28 at stride 1 (same size out): 9 x 192 x 784 = 1,354,752
-    # 3x3 over 480 x 14 x 14: 9 x 480 x 196 = 846,720
-    # 5x5 over 128 x 20 x 20 (YOLO's SPPF): 25 x 128 x 400 = 1,280,000 -> the median
+    # comparisons; reads and writes 192 x 784 x 4 B each: 1,204,224 B
+    # 3x3 over 480 x 14 x 14: 9 x 480 x 196 = 846,720; 2 x 480 x 196 x 4 = 752,640 B
+    # 5x5 over 128 x 20 x 20 (YOLO's SPPF): 25 x 128 x 400 = 1,280,000; 409,600 B
+    # 2x2 at stride 2 over 64 x 56 x 56 (VGG's, no padding): 64 x 28 x 28 = 50,176 outputs,
+    # 4 comparisons each = 200,704; reads 64 x 3,136 x 4 = 802,816 B, writes 200,704 B
     with torch.device("meta"):
-        flops = [pool(*shape[:2], torch.float32, *shape[2:])[1] for shape in WINDOW_POOLS]
-    assert flops == [1_354_752, 846_720, 1_280_000]
-    # each pool timed at 1 ms past no overhead: comparisons / 1e-3 s
-    assert window_rate([(f, 1e-3) for f in flops], 0.0) == pytest.approx(1.28e9)
-    # past an overhead of 0.5 ms, the same pools in 0.5 ms: twice the rate
-    assert window_rate([(f, 1e-3) for f in flops], 5e-4) == pytest.approx(2.56e9)
+        found = [pool(*shape[:2], torch.float32, *shape[2:])[1:] for shape in WINDOW_POOLS]
+        found.append(pool(64, 56, torch.float32, 2, False, 2)[1:])
+    assert found == [
+        (1_354_752, 1_204_224),
+        (846_720, 752_640),
+        (1_280_000, 409_600),
+        (200_704, 1_003_520),
+    ]
+    # timed at 5 us a launch, 1.6 ns a comparison and 0.5 ns a byte: the fit gives them back
+    points = [(f, m, 5e-6 + 1.6e-9 * f + 0.5e-9 * m) for f, m in found]
+    overhead, per_comparison, per_byte = fit_sum(points)
+    assert overhead == pytest.approx(5e-6)
+    assert per_comparison == pytest.approx(1.6e-9)
+    assert per_byte == pytest.approx(0.5e-9)
+
+
+def test_a_summed_fit_drops_a_term_that_would_come_out_negative():
+    # times that only the bytes explain, at 2 ns a byte, and a comparison count that grows
+    # as they shrink: unconstrained, comparisons would cost less than nothing
+    points = [(1e6, 4e6, 8e-3), (2e6, 3e6, 6e-3), (3e6, 1e6, 2e-3)]
+    assert fit_sum(points) == pytest.approx((0.0, 0.0, 2e-9))
 
 
 def test_the_same_shapes_drive_every_device_at_any_batch():
