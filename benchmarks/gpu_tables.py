@@ -158,11 +158,11 @@ def record(name: str, size: int, amp: bool = False, fuse: bool = True) -> dict:
     flows = traffic(groups, measured)
     sizes = latency.tensor_sizes(measured)
     shapes = latency.weight_casts(latency.param_shapes(model), measured)
-    channels = latency.tensor_channels(measured)
+    channels, masks = latency.tensor_channels(measured), latency.tensor_masks(measured)
     ops: dict[tuple, int] = {}
     kinds = {}
     for node in measured.nodes:
-        kind = latency.kernel_kind(node, shapes, sizes, channels)
+        kind = latency.kernel_kind(node, shapes, sizes, channels, masks)
         kinds[node.name] = kind
         moved = 0 if kind == "view" else latency.node_bytes(node, sizes)
         key = (kind, node.flops, moved, sum(node.weights.values()))

@@ -11,9 +11,12 @@ inference mode, after 3 warm-up runs), torch held to ``--threads`` intra-op thre
 Published: the share of models within ±10% and ±25%, the mean absolute error, the worst models.
 With ``--calibrations N``, N calibrations in a row, every model priced on each: their hit rates
 and each kind's run-to-run spread (``latency_repeat.py``), beside the first one's table.
-With ``--fresh``, each calibration runs and each model is timed in a process of its own, as a
-user's ``graph-budget hardware --calibrate`` and service do: on an Intel Xeon VM, a forward
-timed after a calibration in the same process ran up to 1.45x slower than in a new one.
+Each calibration runs and each model is timed in a process of its own, as a user's
+``graph-budget hardware --calibrate`` and service do, so that no model's time depends on what
+ran before it: on an Intel Xeon VM a forward timed after a calibration in the same process ran
+up to 1.45x slower than in a new one, and on an AMD EPYC VM YOLO's forwards 1.5x slower after
+thirty models than alone. ``--in-process`` keeps everything in this one (before stop 72, the
+default: the EPYC table of 2026-11-28 was made so).
 """
 
 from __future__ import annotations
@@ -157,8 +160,12 @@ def main() -> None:
         "--calibrations", type=int, default=1, help="calibrate this many times in a row"
     )
     parser.add_argument(
-        "--fresh", action="store_true", help="each calibration and each model in a new process"
+        "--in-process",
+        dest="fresh",
+        action="store_false",
+        help="calibrate and time every model in this process (default: each in a new one)",
     )
+    parser.add_argument("--fresh", action="store_true", help=argparse.SUPPRESS)  # the default
     parser.add_argument("--time-one", help=argparse.SUPPRESS)  # --fresh's child
     args = parser.parse_args()
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE"):
@@ -186,7 +193,7 @@ def main() -> None:
         "# Calibrated latency estimate against measured latency",
         "",
         f"Written by `benchmarks/latency.py --runs {args.runs} --threads {args.threads} "
-        f"--calibrations {len(runs)}{' --fresh' if args.fresh else ''}` on {when}, "
+        f"--calibrations {len(runs)}{'' if args.fresh else ' --in-process'}` on {when}, "
         f"in {time.perf_counter() - began:.0f} s; the "
         "table's estimates are the first calibration's.",
         "",

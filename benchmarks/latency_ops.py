@@ -37,6 +37,7 @@ from pytest_graphbudget.engine.latency import (  # noqa: E402
     kernel_kind,
     param_shapes,
     tensor_channels,
+    tensor_masks,
     tensor_sizes,
     weight_casts,
 )
@@ -112,7 +113,7 @@ def warm_seconds(call: tuple) -> float:
 
 def per_op(model, case, nodes, timed, hardware, tables, top: int) -> None:
     """The ``top`` slowest ops: estimate, time in the forward, time of the same call warm."""
-    sizes, shapes, channels = tables
+    sizes, shapes, channels, masks = tables
     clock = OpClock(keep=True)
     with torch.no_grad(), clock:
         model(*case.inputs, **case.kwargs)
@@ -122,12 +123,12 @@ def per_op(model, case, nodes, timed, hardware, tables, top: int) -> None:
     with torch.no_grad():
         for i in order:
             node = nodes[i]
-            est = group_seconds([node], hardware, "float32", sizes, shapes, channels)
+            est = group_seconds([node], hardware, "float32", sizes, shapes, channels, masks)
             warm = warm_seconds(calls[i])
             weight = next((shapes[w] for w in node.weights if w in shapes), ())
             arg = calls[i][1][0] if calls[i][1] else None
             shape = tuple(arg.shape) if isinstance(arg, torch.Tensor) else ()
-            kind = kernel_kind(node, shapes, sizes, channels)
+            kind = kernel_kind(node, shapes, sizes, channels, masks)
             print(
                 f"| {kind}:{node.target} | {weight} | {shape} "
                 f"| {est * 1e6:.0f} | {timed[i][1] * 1e6:.0f} | {warm * 1e6:.0f} "
@@ -140,7 +141,7 @@ def diagnose(name: str, hardware, runs: int, verbose: int = 0) -> None:
     model = case.model.eval()
     measured = capture_eager(model, Example(tuple(case.inputs), dict(case.kwargs))).measured
     sizes, shapes = tensor_sizes(measured), weight_casts(param_shapes(model), measured)
-    channels = tensor_channels(measured)
+    channels, masks = tensor_channels(measured), tensor_masks(measured)
     timed, forward = op_times(model, case, runs)
     nodes = [n for n in measured.nodes if n.target.rpartition(".")[2] not in SKIP]
     timed = [(n, t) for n, t in timed if n not in SKIP]
@@ -154,8 +155,8 @@ def diagnose(name: str, hardware, runs: int, verbose: int = 0) -> None:
     for n, t in timed:
         pool[n].append(t)
     for i, node in enumerate(nodes):
-        kind = kernel_kind(node, shapes, sizes, channels)
-        est = group_seconds([node], hardware, "float32", sizes, shapes, channels)
+        kind = kernel_kind(node, shapes, sizes, channels, masks)
+        est = group_seconds([node], hardware, "float32", sizes, shapes, channels, masks)
         if matched:
             real = timed[i][1]
         else:
@@ -165,7 +166,7 @@ def diagnose(name: str, hardware, runs: int, verbose: int = 0) -> None:
             row[1] += real
             row[2] += 1
     if verbose and matched:
-        per_op(model, case, nodes, timed, hardware, (sizes, shapes, channels), verbose)
+        per_op(model, case, nodes, timed, hardware, (sizes, shapes, channels, masks), verbose)
     est_total = sum(r[0] for r in by_kind.values())
     real_total = sum(r[1] for r in by_kind.values())
     print(

@@ -42,6 +42,8 @@ COMPUTE_KINDS = (
     "matmul",
     "attention",
     "attention_block",
+    "nms",
+    "roi_align",
 )
 """The kinds whose measured rate is FLOPs per second; the others' is bytes per second."""
 KERNEL_KINDS = (
@@ -53,6 +55,7 @@ KERNEL_KINDS = (
     "reduction",
     "pooling",
     "copy",
+    "select",
     "view",
 )
 """The kernel kinds a calibration times and ``engine/latency.py`` prices ops by. A profile

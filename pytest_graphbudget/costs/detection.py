@@ -39,9 +39,13 @@ def roi_pool(x: Shape, rois: Shape, scale, pooled_h, pooled_w, *_, out, **__) ->
 @register("torchvision.nms")
 def nms(boxes: Shape, scores: Shape, iou_threshold=0.5, *_, out, **__) -> OpCost:
     # Areas (3 per box), a sort of the scores (n log2 n), and the IoU of every pair the greedy
-    # scan may compare: n (n - 1) / 2, an upper bound (suppressed boxes are skipped).
+    # scan may compare. It compares each box it keeps with the boxes after it in score order
+    # that are not yet suppressed: for k kept of n, at most k (n - 1) - k (k - 1) / 2 pairs
+    # (the k first in order), n (n - 1) / 2 when every box is kept or k is not known.
     n = boxes[0] if boxes else 0
-    return OpCost(other=3 * n + n * max(1, (n - 1).bit_length()) + IOU * n * (n - 1) // 2)
+    k = min(n, out[0]) if isinstance(out, Shape) and out and isinstance(out[0], int) else n
+    pairs = k * (n - 1) - k * (k - 1) // 2
+    return OpCost(other=3 * n + n * max(1, (n - 1).bit_length()) + IOU * pairs)
 
 
 @register("_unique2", "unique_dim", "_unique", "unique_consecutive", "unique_dim_consecutive")

@@ -57,15 +57,15 @@ def assemble(
         sizes = latency.tensor_sizes(measured)
         shapes = {name: tuple(t.shape) for name, t in named + buffers + loose}
         shapes = latency.weight_casts(shapes, measured)
-        channels = latency.tensor_channels(measured)
+        channels, masks = latency.tensor_channels(measured), latency.tensor_masks(measured)
         for group, flow, subgraph in zip(groups, flows, subgraphs, strict=True):
             if execution == "eager":
                 subgraph.est_latency_s = latency.group_seconds(
-                    group.members, target, dtype, sizes, shapes, channels
+                    group.members, target, dtype, sizes, shapes, channels, masks
                 )
             else:
                 subgraph.est_latency_s = latency.fused_seconds(
-                    group, flow.total, target, dtype, sizes, shapes, channels
+                    group, flow.total, target, dtype, sizes, shapes, channels, masks
                 )
     return Profile(
         model=name,

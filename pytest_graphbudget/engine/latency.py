@@ -15,8 +15,10 @@ RegNet's, which runs slower per FLOP than a dense one, its products being narrow
 output pixels; ``conv_dense``: the rest), ``matmul`` (linear, mm, bmm), ``attention``,
 ``batch_norm`` (in eval: per channel, but dearer than a plain pointwise op), ``pointwise``,
 ``pointwise_exp`` (``EXP_KINDS``), ``resample`` (``RESAMPLE_KINDS``), ``reduction`` (norms,
-softmax, sums), ``pooling``, ``copy`` (layout changes, gathers) and ``view`` (no data moved:
-only its launch). Each split came from ``benchmarks/latency_ops.py`` (every ATen op of a
+softmax, sums), ``pooling``, ``copy`` (layout changes, gathers), ``select`` (``SELECT_KINDS``:
+an output whose size the values decide), ``nms`` (TorchVision's: scalar, branchy IoU
+comparisons), ``roi_align`` (``ROI_KINDS``: scalar bilinear samples) and ``view`` (no data
+moved: only its launch). Each split came from ``benchmarks/latency_ops.py`` (every ATen op of a
 forward timed beside its price); ``FALLBACK`` prices a split kind an older calibration lacks.
 
 A GPU profile (``hardware.FAMILIES``) prices each kernel at its efficiency kind's fractions of
@@ -28,7 +30,7 @@ group (``compiled``, ``fused_seconds``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pytest_graphbudget.rates import KERNEL_KINDS, SUMMED_KINDS
@@ -50,6 +52,9 @@ FALLBACK = {
     "pointwise_exp": "pointwise",
     "resample": "pointwise",
     "attention_block": "attention",
+    "select": "copy",
+    "nms": "pointwise",
+    "roi_align": "pointwise",
 }
 """A kind a profile calibrated before it existed reads its nearest older kind's rate."""
 MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
@@ -72,6 +77,18 @@ RESAMPLE_KINDS = frozenset(
 """Interpolating resamples (bilinear and up; nearest copies, FLOPs 0): ``resample``, which
 reads four inputs and weighs them per output element (LR-ASPP's bilinear upsampling to
 520x520 came out at 0.2x of its time priced as a plain pointwise op)."""
+SELECT_KINDS = frozenset({"nonzero", "argwhere", "masked_select"})
+"""Ops whose output's size depends on the values, and ``index`` by a boolean mask (which runs a
+``nonzero`` first): a count pass, then the copy. Each took 10 to 30 µs on a few thousand
+elements where a plain copy of them took 2 to 4, so priced as ``copy`` SSDlite's 91 ``nonzero``
+and 180 masked ``index`` calls came out at 0.2x to 0.4x of their time
+(``benchmarks/latency_ops.py``): ``select``."""
+ROI_KINDS = frozenset(
+    f"torchvision.{name}" for name in ("roi_align", "ps_roi_align", "roi_pool", "ps_roi_pool")
+)
+"""TorchVision's RoI pooling: a scalar loop over bins and samples. Faster R-CNN's 150 RoIs
+of 256 channels took 17 ms where a pointwise rate (its FLOPs at the matmul's peak) priced them
+at 0.7 (``benchmarks/latency_ops.py``): ``roi_align``."""
 STEM_CHANNELS = 4
 """A dense convolution over at most this many input channels (an image's RGB) is
 ``conv_stem``: its products are too short to fill a vector unit (MobileNet's, EfficientNet's
@@ -84,10 +101,12 @@ def kernel_kind(
     param_shapes: Mapping[str, tuple[int, ...]],
     sizes: Mapping[str, int] = {},
     channels: Mapping[str, int] = {},
+    masks: Collection[str] = frozenset(),
 ) -> str:
     """The calibrated kind that prices ``node`` (a ``NodeCost``), from its op kind, category
     and, for a convolution, its weight's shape ``(out, in / groups, *kernel)``, its input's
-    bytes (in ``sizes``, by producer) and channels (in ``channels``: dim 1 of its output)."""
+    bytes (in ``sizes``, by producer) and channels (in ``channels``: dim 1 of its output); for
+    an ``index``, whether it reads a boolean mask (``masks``: the names of boolean tensors)."""
     if node.kind == "conv":
         # its weight, or under autocast the cast of it it reads (``weight_casts``)
         found = [param_shapes[w] for w in (*node.weights, *node.inputs) if w in param_shapes]
@@ -119,6 +138,12 @@ def kernel_kind(
         return "attention_block"
     if node.kind == "bn":
         return "batch_norm"
+    if node.kind == "torchvision.nms":
+        return "nms"
+    if node.kind in ROI_KINDS:
+        return "roi_align"
+    if node.kind in SELECT_KINDS or (node.kind == "index" and masks.intersection(node.inputs)):
+        return "select"
     if "pool" in node.kind:
         return "pooling"
     if node.kind in RESAMPLE_KINDS and node.flops > 0:
@@ -172,6 +197,11 @@ def _read_bytes(node: Any) -> int:
         extent = extents.get(key)  # no storage size (symbolic): the view's own bytes
         total += min(size, extent.bytes) if extent is not None and extent.nbytes else size
     return total
+
+
+def tensor_masks(measured: Any) -> frozenset[str]:
+    """The names of the nodes whose output is boolean: an ``index`` reading one selects."""
+    return frozenset(n.name for n in measured.nodes if n.dtype == "bool")
 
 
 def tensor_channels(measured: Any) -> dict[str, int]:
@@ -252,11 +282,12 @@ def group_seconds(
     sizes: Mapping[str, int],
     param_shapes: Mapping,
     channels: Mapping[str, int] = {},
+    masks: Collection[str] = frozenset(),
 ) -> float:
     """A subgraph's eager estimate: the sum of its ops' launches, each its own kernel."""
     total = 0.0
     for node in members:
-        kind = kernel_kind(node, param_shapes, sizes, channels)
+        kind = kernel_kind(node, param_shapes, sizes, channels, masks)
         moved = 0 if kind == "view" else node_bytes(node, sizes)
         total += kernel_seconds(kind, node.flops, moved, target, dtype)
     return total
@@ -270,14 +301,15 @@ def fused_seconds(
     sizes: Mapping[str, int],
     param_shapes: Mapping,
     channels: Mapping[str, int] = {},
+    masks: Collection[str] = frozenset(),
 ) -> float:
     """A subgraph's compiled estimate: one kernel of its anchor's kind over the group's
     FLOPs and its traffic (inputs from outside, weights, outputs used outside); nothing for
     a group of views alone."""
-    kinds = [kernel_kind(m, param_shapes, sizes, channels) for m in group.members]
+    kinds = [kernel_kind(m, param_shapes, sizes, channels, masks) for m in group.members]
     if all(kind == "view" for kind in kinds):
         return 0.0
-    anchor = kernel_kind(group.anchor, param_shapes, sizes, channels)
+    anchor = kernel_kind(group.anchor, param_shapes, sizes, channels, masks)
     flops = sum(m.flops for m in group.members)
     return kernel_seconds(
         "pointwise" if anchor == "view" else anchor, flops, traffic, target, dtype, compiled=True

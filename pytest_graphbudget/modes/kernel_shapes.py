@@ -8,6 +8,7 @@ so ``modes.kernels`` builds them on the device it calibrates (``with torch.devic
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -133,6 +134,61 @@ def pool(
     return call, k * k * channels * out * out, moved
 
 
+def _select(op: str, n: int, dtype: Any, batch: int = 1):
+    """A selection by a random mask of ``n`` elements, about half of them set: ``nonzero``, or
+    a boolean ``index`` of ``(n, 4)`` boxes, as a detector's post-processing keeps the boxes
+    over its score threshold. Its bytes: what it reads (the mask, the boxes) and writes."""
+    import torch
+
+    n *= batch
+    generator = torch.Generator(device="cpu").manual_seed(n)
+    mask = torch.rand(n, generator=generator, device="cpu") < 0.5
+    kept = int(mask.sum())  # counted on the CPU: the device may be ``meta``
+    mask, boxes = mask.to(torch.get_default_device()), torch.randn(n, 4, dtype=dtype)
+    if op == "nonzero":
+        return (lambda: torch.nonzero(mask)), 0, n + 8 * kept
+    return (lambda: boxes[mask]), 0, n + boxes.element_size() * 4 * (n + kept)
+
+
+def nms(n: int, spread: float):
+    """TorchVision's non-maximum suppression of ``n`` boxes 20 to 60 pixels wide, their corners
+    spread over ``spread`` pixels (the closer, the more suppressed), at IoU 0.5. Its FLOPs are
+    ``costs.detection.nms``'s, from the boxes it keeps; its bytes the boxes, scores and kept
+    indices. A detector suppresses per image (or per class), so a GPU's batch leaves it be."""
+    import torch
+    from torchvision.ops import nms as suppress
+
+    generator = torch.Generator(device="cpu").manual_seed(n)
+    corner = torch.rand(n, 2, generator=generator, device="cpu") * spread
+    size = 20 + 40 * torch.rand(n, 2, generator=generator, device="cpu")
+    boxes = torch.cat([corner, corner + size], 1)
+    scores = torch.rand(n, generator=generator, device="cpu")
+    kept = len(suppress(boxes, scores, 0.5))  # on the CPU: the device may be ``meta``
+    boxes, scores = boxes.to(torch.get_default_device()), scores.to(torch.get_default_device())
+    pairs = kept * (n - 1) - kept * (kept - 1) // 2
+    flops = 3 * n + n * max(1, (n - 1).bit_length()) + 10 * pairs
+    return (lambda: suppress(boxes, scores, 0.5)), flops, 4 * 5 * n + 8 * kept
+
+
+def roi_align(channels: int, hw: int, rois: int, scale: float):
+    """TorchVision's RoI align to 7x7 bins, 2x2 samples a bin (Faster and Mask R-CNN's
+    ``MultiScaleRoIAlign``), of ``rois`` boxes over a ``channels`` x ``hw`` x ``hw`` map at
+    ``scale``. Its FLOPs are ``costs.detection.roi_align``'s: 7 x 7 bins a channel and RoI,
+    each 4 samples of 8 and a divide; its bytes the map, the boxes and the output."""
+    import torch
+    from torchvision.ops import roi_align as align
+
+    generator = torch.Generator(device="cpu").manual_seed(rois)
+    corner = torch.rand(rois, 2, generator=generator, device="cpu") * hw / scale * 0.8
+    size = 10 + torch.rand(rois, 2, generator=generator, device="cpu") * hw / scale * 0.5
+    boxes = torch.cat([torch.zeros(rois, 1, device="cpu"), corner, corner + size], 1)
+    boxes = boxes.to(torch.get_default_device())
+    x = torch.randn(1, channels, hw, hw)
+    call = lambda: align(x, boxes, 7, scale, 2)  # noqa: E731
+    out = rois * channels * 49
+    return call, out * (4 * 8 + 1), 4 * (x.numel() + 5 * rois + out)
+
+
 def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
     """The convolution kinds' shapes: ``(in, out, kernel, input size, groups)``."""
     return {
@@ -246,6 +302,21 @@ def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[
             lambda op=op, n=n: _memory(op, n, dtype, batch=batch)
             for op, n in [("copy", 4096), ("cat", 2**16), ("copy", 2**20), ("shuffle", 2**18)]
         ],
+        "select": [
+            lambda op=op, n=n: _select(op, n, dtype, batch=batch)
+            for op, n in [("index", 3234), ("nonzero", 3234), ("index", 2**16)]
+        ],
+        "nms": [  # SSDlite's 300 boxes a class, a region proposal network's 1000 or so
+            lambda n=n, spread=spread: nms(n, spread)
+            for n, spread in [(100, 100), (300, 100), (1000, 300)]
+        ],
+        "roi_align": [  # Faster R-CNN's 150 RoIs at stride 16, Mask R-CNN's at stride 4
+            lambda c=c, hw=hw, n=n, scale=scale: roi_align(c, hw, n, scale)
+            for c, hw, n, scale in [(16, 20, 10, 1 / 16), (256, 20, 150, 1 / 16)]
+            + [(64, 50, 50, 1 / 4)]
+        ],
         "view": [lambda: _memory("view", 4096, dtype, batch=batch)],
     }
+    if importlib.util.find_spec("torchvision") is None:  # their kinds fall back to pointwise
+        del table["nms"], table["roi_align"]
     return {kind: makers[: 1 if quick else None] for kind, makers in table.items()}

@@ -372,3 +372,23 @@ def test_detection_ops_have_hand_counted_formulas():
     nms = 3 * 5 + 5 * 3 + 10 * (5 * 4 // 2)
     assert prof.flops == roi + nms
     assert prof.macs == 0
+
+
+class Nms(nn.Module):
+    def forward(self, boxes, scores):
+        from torchvision.ops import nms
+
+        return nms(boxes, scores, 0.5)
+
+
+def test_nms_counts_the_pairs_its_kept_boxes_can_compare():
+    """Two pairs of near-identical boxes: nms keeps 2 of 4, and the greedy scan compares each
+    kept box with those after it, at most 3 + 2 = 5 pairs (it compares 4: the second box of
+    the first pair is suppressed before its turn), not the 4 * 3 / 2 = 6 of every pair."""
+    boxes = torch.tensor(
+        [[0.0, 0.0, 10.0, 10.0], [0.0, 0.0, 10.0, 9.0], [50.0, 50, 60, 60], [50.0, 50, 60, 59]]
+    )
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.6])
+    prof = profile_model(Nms(), (boxes, scores))
+    # areas 3*4, sort 4*ceil(log2 4)=4*2, IoU (10 FLOPs) of 2*3 - 2*1/2 = 5 pairs
+    assert prof.flops == 3 * 4 + 4 * 2 + 10 * 5

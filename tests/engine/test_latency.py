@@ -94,6 +94,95 @@ def test_a_transposed_convolution_is_classed_by_its_own_weight_layout(layer, exp
     assert kernel_kind(convs[-1], shapes, sizes, channels) == expected
 
 
+class KeepOverThreshold(nn.Module):
+    """A detector's post-processing: the boxes over a score threshold, then NMS."""
+
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor):
+        from torchvision.ops import nms
+
+        keep = scores > 0.5
+        boxes, scores = boxes[keep], scores[keep]
+        return boxes[nms(boxes, scores, 0.5)], torch.nonzero(keep)
+
+
+def boxes_and_scores(n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
+    corner = torch.arange(n, dtype=torch.float32)[:, None] * 20  # apart: none suppressed
+    return torch.cat([corner, corner, corner + 10, corner + 10], 1), torch.linspace(0, 1, n)
+
+
+def test_a_selection_by_a_mask_and_nms_have_kinds_of_their_own():
+    """An ``index`` by a boolean mask counts it first, as ``nonzero`` does (``select``);
+    one by integer indices is a gather (``copy``); NMS is scalar comparisons (``nms``)."""
+    from pytest_graphbudget.engine import latency
+    from pytest_graphbudget.engine.breaks import capture_eager
+    from pytest_graphbudget.engine.trace import Example
+
+    measured = capture_eager(KeepOverThreshold(), Example(boxes_and_scores(), {})).measured
+    masks = latency.tensor_masks(measured)
+    found = [(n.kind, kernel_kind(n, {}, {}, {}, masks)) for n in measured.nodes]
+    found = [pair for pair in found if pair[1] != "view"]  # torchvision's first-call checks
+    assert found == [
+        ("gt", "pointwise"),
+        ("index", "select"),  # boxes[keep]
+        ("index", "select"),  # scores[keep]
+        ("torchvision.nms", "nms"),
+        ("index", "copy"),  # boxes[kept indices]
+        ("nonzero", "select"),
+    ]
+    assert {*found[1], "nms", "select"} <= {*KINDS, "index"}
+
+
+class Suppress(nn.Module):
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        from torchvision.ops import nms
+
+        return nms(boxes, scores, 0.5)
+
+
+def test_nms_is_priced_at_its_kinds_flop_rate_else_pointwises():
+    # 6 boxes, none suppressed: areas 3*6, sort 6*ceil(log2 6) = 18, IoU 10 x 15 pairs: 186
+    boxes, scores = boxes_and_scores()
+    table = rates(nms=(1e6, FREE), pointwise=(1e9, FREE))
+    hardware = from_table("box", table)
+    assert profile_model(Suppress(), (boxes, scores), hardware=hardware).flops == 186
+    assert estimate(Suppress(), (boxes, scores), table) == pytest.approx(186 / 1e6)
+    old = rates(pointwise=(1e9, FREE))  # calibrated before nms existed
+    assert estimate(Suppress(), (boxes, scores), old) == pytest.approx(186 / 1e9)
+
+
+class Align(nn.Module):
+    def forward(self, x: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
+        from torchvision.ops import roi_align
+
+        return roi_align(x, rois, output_size=(2, 2), sampling_ratio=2)
+
+
+def test_roi_align_is_priced_at_its_kinds_flop_rate_else_pointwises():
+    # 1 RoI x 2 channels x 2x2 bins = 8 bins, each 2x2 samples of 8 FLOPs and a divide: 264
+    x, rois = torch.rand(1, 2, 8, 8), torch.tensor([[0.0, 0.0, 0.0, 4.0, 4.0]])
+    table = rates(roi_align=(1e6, FREE), pointwise=(1e9, FREE))
+    hardware = from_table("box", table)
+    assert profile_model(Align(), (x, rois), hardware=hardware).flops == 264
+    assert estimate(Align(), (x, rois), table) == pytest.approx(264 / 1e6)
+    old = rates(pointwise=(1e9, FREE))  # calibrated before roi_align existed
+    assert estimate(Align(), (x, rois), old) == pytest.approx(264 / 1e9)
+
+
+class Select(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[x[:, 0] > 0]
+
+
+def test_an_index_by_a_mask_is_priced_at_selects_bandwidth_else_copys():
+    # x (4, 2) with rows 0 and 2 kept: the mask's comparison (pointwise, free here), then
+    # the index: reads x 32 B and the mask 4 B, writes 2 rows 16 B -> 52 B
+    x = torch.tensor([[1.0, 0], [-1, 0], [2, 0], [-2, 0]])
+    table = rates(select=(FREE, 1e6), copy=(FREE, 1e9), pointwise=FAST, view=FAST)
+    assert estimate(Select(), x, table) == pytest.approx(52 / 1e6)
+    old = rates(copy=(FREE, 1e9), pointwise=FAST, view=FAST)  # before select existed
+    assert estimate(Select(), x, old) == pytest.approx(52 / 1e9)
+
+
 def test_a_kernel_rate_prices_overhead_plus_the_slower_of_compute_and_memory():
     rate = KernelRate(flops_per_s=1e9, bytes_per_s=1e10, overhead_s=5e-6)
     # compute-bound: 2e6 FLOPs / 1e9 = 2 ms against 1e5 bytes / 1e10 = 10 us -> 5 us + 2 ms

@@ -93,3 +93,29 @@ def test_the_same_shapes_drive_every_device_at_any_batch():
     assert (flops, moved) == (32 * 2 * 1_806_336, 4 * (32 * 2 * 16 * 784 + 2_304 + 16))
     # matmul's first: (16 x 64) @ (64 x 64): at batch 32, 512 rows
     assert many["matmul"][0][1] == 2 * 512 * 64 * 64
+
+
+def test_the_nms_benchmark_counts_its_flops_as_the_registry_prices_nms():
+    """The calibration's FLOPs of an NMS are those ``costs.detection.nms`` gives the same call
+    in a model: a rate fitted on other counts would price every model's NMS off by their ratio."""
+    from pytest_graphbudget.costs import Shape, price
+    from pytest_graphbudget.modes.kernel_shapes import nms
+
+    call, flops, moved = nms(300, 100)
+    kept = len(call())
+    assert 0 < kept < 300  # some suppressed: the count of kept boxes matters
+    priced = price("torchvision.nms", (Shape((300, 4)), Shape((300,)), 0.5), {}, Shape((kept,)))
+    assert flops == priced.other
+    assert moved == 4 * 5 * 300 + 8 * kept  # boxes and scores in float32, int64 indices out
+
+
+def test_the_roi_align_benchmark_counts_its_flops_as_the_registry_prices_it():
+    from pytest_graphbudget.costs import Shape, price
+    from pytest_graphbudget.modes.kernel_shapes import roi_align
+
+    call, flops, moved = roi_align(16, 20, 10, 1 / 16)
+    out = tuple(call().shape)
+    assert out == (10, 16, 7, 7)
+    args = (Shape((1, 16, 20, 20)), Shape((10, 5)), 1 / 16, 7, 7, 2)
+    assert flops == price("torchvision.roi_align", args, {}, Shape(out)).other == 10 * 16 * 49 * 33
+    assert moved == 4 * (16 * 400 + 10 * 5 + 10 * 16 * 49)
