@@ -248,9 +248,17 @@ def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Benc
     }
 
 
+FLOAT32_ONLY = ("nms", "roi_align")
+"""Kinds timed in float32 alone: a detector's boxes stay float32 whatever its dtype, and a
+half-precision table takes float32's rate for a kind it lacks (``Hardware.kernel``). Without
+TorchVision they are not timed, and price as ``pointwise`` (``engine.latency.FALLBACK``)."""
+
+
 def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
     """Every kind's micro-benchmarks, each a maker of a fresh copy (its own weights and
     input: ``cold`` rotates copies); ``quick`` keeps the first (small) shape of each."""
+    import torch
+
     table: dict[str, list[Callable[[], Bench]]] = {
         **conv_benches(dtype, batch),
         "matmul": [
@@ -317,6 +325,6 @@ def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[
         ],
         "view": [lambda: _memory("view", 4096, dtype, batch=batch)],
     }
-    if importlib.util.find_spec("torchvision") is None:  # their kinds fall back to pointwise
-        del table["nms"], table["roi_align"]
+    if importlib.util.find_spec("torchvision") is None or dtype != torch.float32:
+        del table["nms"], table["roi_align"]  # FLOAT32_ONLY
     return {kind: makers[: 1 if quick else None] for kind, makers in table.items()}

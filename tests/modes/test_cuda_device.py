@@ -140,10 +140,13 @@ def test_calibrate_on_cuda(tmp_path, capsys):
     argv = ["hardware", "--calibrate", "--device", "cuda", "--force", "-o", str(path)]
     assert cli.main(argv) == 0
     table = tomllib.loads(path.read_text())["hardware"]["calibrated"]
+    from pytest_graphbudget.modes.kernel_shapes import FLOAT32_ONLY
     from pytest_graphbudget.rates import KERNEL_KINDS
 
-    for key in ("kernels", "kernels_bfloat16", "kernels_float16"):  # every kind, as on a CPU
-        assert sorted(table[key]) == sorted(KERNEL_KINDS), key
+    assert sorted(table["kernels"]) == sorted(KERNEL_KINDS)  # every kind, as on a CPU
+    half = sorted(set(KERNEL_KINDS) - set(FLOAT32_ONLY))  # the boxes' kinds take float32's
+    assert sorted(table["kernels_bfloat16"]) == sorted(table["kernels_float16"]) == half
+    for key in ("kernels", "kernels_bfloat16", "kernels_float16"):
         assert all(0 <= rate["overhead_s"] < 1e-3 for rate in table[key].values()), key
     assert table["peak_tflops"]["bfloat16"] > table["peak_tflops"]["float32"]
     print(path.read_text(), capsys.readouterr().err)

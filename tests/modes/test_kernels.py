@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_graphbudget.modes.kernel_shapes import benches, pool
+from pytest_graphbudget.modes.kernel_shapes import FLOAT32_ONLY, benches, pool
 from pytest_graphbudget.modes.kernels import WINDOW_POOLS, cold, fit_sum
 from pytest_graphbudget.rates import KERNEL_KINDS
 
@@ -84,6 +84,9 @@ def test_the_same_shapes_drive_every_device_at_any_batch():
             k: [make() for make in found] for k, found in benches(torch.float32, True, 32).items()
         }
     assert sorted(one) == sorted(many) == sorted(KERNEL_KINDS)
+    # a detector's boxes are float32 whatever its dtype: a half table takes float32's rates
+    half = benches(torch.bfloat16, True)
+    assert sorted(half) == sorted(set(KERNEL_KINDS) - set(FLOAT32_ONLY))
     # conv_dense's first shape: 16 -> 16 channels, 3x3, 28x28, stride 1, padding 1
     # MACs 16 x 28 x 28 x 16 x 9 = 1,806,336; bytes 4 x (16 x 784 in + 16 x 784 out + 2,304
     # weights + 16 bias) = 4 x 27,408 = 109,632
