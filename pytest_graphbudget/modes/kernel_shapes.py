@@ -153,10 +153,13 @@ def _select(op: str, n: int, dtype: Any, batch: int = 1):
 def nms(n: int, spread: float):
     """TorchVision's non-maximum suppression of ``n`` boxes 20 to 60 pixels wide, their corners
     spread over ``spread`` pixels (the closer, the more suppressed), at IoU 0.5. Its FLOPs are
-    ``costs.detection.nms``'s, from the boxes it keeps; its bytes the boxes, scores and kept
-    indices. A detector suppresses per image (or per class), so a GPU's batch leaves it be."""
+    the registry's (``costs.detection.nms``), from the boxes it keeps, as a model's are priced;
+    its bytes the boxes, scores and kept indices. A detector suppresses per image (or per
+    class), so a GPU's batch leaves it be."""
     import torch
     from torchvision.ops import nms as suppress
+
+    from pytest_graphbudget.costs import Shape, price
 
     generator = torch.Generator(device="cpu").manual_seed(n)
     corner = torch.rand(n, 2, generator=generator, device="cpu") * spread
@@ -165,18 +168,19 @@ def nms(n: int, spread: float):
     scores = torch.rand(n, generator=generator, device="cpu")
     kept = len(suppress(boxes, scores, 0.5))  # on the CPU: the device may be ``meta``
     boxes, scores = boxes.to(torch.get_default_device()), scores.to(torch.get_default_device())
-    pairs = kept * (n - 1) - kept * (kept - 1) // 2
-    flops = 3 * n + n * max(1, (n - 1).bit_length()) + 10 * pairs
-    return (lambda: suppress(boxes, scores, 0.5)), flops, 4 * 5 * n + 8 * kept
+    cost = price("torchvision.nms", (Shape((n, 4)), Shape((n,)), 0.5), {}, Shape((kept,)))
+    return (lambda: suppress(boxes, scores, 0.5)), cost.flops, 4 * 5 * n + 8 * kept
 
 
 def roi_align(channels: int, hw: int, rois: int, scale: float):
     """TorchVision's RoI align to 7x7 bins, 2x2 samples a bin (Faster and Mask R-CNN's
     ``MultiScaleRoIAlign``), of ``rois`` boxes over a ``channels`` x ``hw`` x ``hw`` map at
-    ``scale``. Its FLOPs are ``costs.detection.roi_align``'s: 7 x 7 bins a channel and RoI,
-    each 4 samples of 8 and a divide; its bytes the map, the boxes and the output."""
+    ``scale``. Its FLOPs are the registry's (``costs.detection.roi_align``): 7 x 7 bins a
+    channel and RoI, each 4 samples of 8 and a divide; its bytes the map, boxes and output."""
     import torch
     from torchvision.ops import roi_align as align
+
+    from pytest_graphbudget.costs import Shape, price
 
     generator = torch.Generator(device="cpu").manual_seed(rois)
     corner = torch.rand(rois, 2, generator=generator, device="cpu") * hw / scale * 0.8
@@ -185,8 +189,11 @@ def roi_align(channels: int, hw: int, rois: int, scale: float):
     boxes = boxes.to(torch.get_default_device())
     x = torch.randn(1, channels, hw, hw)
     call = lambda: align(x, boxes, 7, scale, 2)  # noqa: E731
-    out = rois * channels * 49
-    return call, out * (4 * 8 + 1), 4 * (x.numel() + 5 * rois + out)
+    out = Shape((rois, channels, 7, 7))
+    cost = price(
+        "torchvision.roi_align", (Shape(x.shape), Shape((rois, 5)), scale, 7, 7, 2), {}, out
+    )
+    return call, cost.flops, 4 * (x.numel() + 5 * rois + rois * channels * 49)
 
 
 def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
@@ -326,5 +333,6 @@ def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[
         "view": [lambda: _memory("view", 4096, dtype, batch=batch)],
     }
     if importlib.util.find_spec("torchvision") is None or dtype != torch.float32:
-        del table["nms"], table["roi_align"]  # FLOAT32_ONLY
+        for kind in FLOAT32_ONLY:
+            del table[kind]
     return {kind: makers[: 1 if quick else None] for kind, makers in table.items()}
