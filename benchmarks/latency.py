@@ -15,8 +15,8 @@ Each calibration runs and each model is timed in a process of its own, as a user
 ``graph-budget hardware --calibrate`` and service do, so that no model's time depends on what
 ran before it: on an Intel Xeon VM a forward timed after a calibration in the same process ran
 up to 1.45x slower than in a new one, and on an AMD EPYC VM YOLO's forwards 1.5x slower after
-thirty models than alone. ``--in-process`` keeps everything in this one (before stop 72, the
-default: the EPYC table of 2026-11-28 was made so).
+thirty models than alone. ``--in-process`` keeps everything in this one (the default until
+2026-12-03: the EPYC table of 2026-11-28 was made so).
 """
 
 from __future__ import annotations
