@@ -200,8 +200,10 @@ def _read_bytes(node: Any) -> int:
 
 
 def tensor_masks(measured: Any) -> frozenset[str]:
-    """The names of the nodes whose output is boolean: an ``index`` reading one selects."""
-    return frozenset(n.name for n in measured.nodes if n.dtype == "bool")
+    """The names of the nodes whose output is boolean, and of the boolean inputs: an
+    ``index`` reading one selects."""
+    made = {n.name for n in measured.nodes if n.dtype == "bool"}
+    return frozenset(made | measured.input_masks)
 
 
 def tensor_channels(measured: Any) -> dict[str, int]:

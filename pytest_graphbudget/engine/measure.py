@@ -235,6 +235,7 @@ class _CostInterpreter(fx.Interpreter):
         self.storage_of: dict[str, set] = {}
         self.inputs: dict[str, dict[Any, int]] = {}
         self.input_tensors: list[Any] = []  # every input's, for ``Measured.input_extents``
+        self.input_masks: set[str] = set()  # the inputs that are boolean tensors
         self.written_by: dict[str, str] = {}
         self.parts: dict[str, list[str]] = {}  # a split node -> the nodes that made its value
         self.made_by: dict[int, str] = {}  # the ids of split nodes' tensors -> their makers
@@ -252,6 +253,8 @@ class _CostInterpreter(fx.Interpreter):
                 if binding.kind in ("input", "nested"):
                     self.inputs[n.name] = _views(value)
                     self.input_tensors += tree.tensor_list(value)
+                    if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
+                        self.input_masks.add(n.name)
             return value
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
@@ -419,6 +422,7 @@ def measure(
     measured.returned = set().union(*(run.storage_of.get(name, ()) for name in names))
     measured.returned_extents = run.returned_extents(output_node)
     measured.input_extents = extents(run.input_tensors)
+    measured.input_masks = frozenset(run.input_masks)
     return measured
 
 

@@ -162,4 +162,5 @@ def measure_exported(
     measured = Measured(walk.nodes, outputs, walk.inputs, "fake")
     measured.returned_extents = walk.returned_extents(output_node)
     measured.input_extents = extents(walk.input_tensors)
+    measured.input_masks = frozenset(walk.input_masks)
     return measured

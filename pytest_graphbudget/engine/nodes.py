@@ -85,6 +85,7 @@ class Measured:
     input_extents: dict[Any, Extent] = field(default_factory=dict)  # every input's views
     reads_values: bool = True  # whether the path priced may depend on values (``breaks``)
     hollow: int = 0  # ops of a real forward not computed, their results rebuilt (``hollow``)
+    input_masks: frozenset[str] = frozenset()  # inputs that are boolean tensors (``latency``)
 
     def outputs(self) -> set:
         """The storages the graph returns: not the other outputs of the op that made them (the

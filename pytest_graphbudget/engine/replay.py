@@ -254,6 +254,7 @@ def pruned(first: Measured, kept: list[int], outputs: set[str]) -> Measured:
     kept_outputs = {renamed[name] for name in outputs if name in renamed}
     measured = Measured(nodes, kept_outputs, first.inputs, first.mode)
     measured.frees = frees
+    measured.input_masks = first.input_masks
     return measured
 
 

@@ -248,11 +248,14 @@ def run_taped(
     none priced a path that shapes alone decide, as a graph's (the profile cache keys it so).
     """
     inputs: dict[str, dict[Any, int]] = {}
+    masks = set()  # the boolean inputs
     names = input_names(model, example)
     for i, t in enumerate(example.tensors):
         name = names.get(id(t), f"input_{i}")
         tape.add_input(name, t)
         inputs[name] = _views(t)
+        if t.dtype == torch.bool:
+            masks.add(name)
     watch = value_reads() if reads else contextlib.nullcontext([])
     with collector_paused(), torch.no_grad(), max_pool1d_marked(), tape, watch as seen:
         out = call(*example.args, **example.kwargs)
@@ -262,6 +265,7 @@ def run_taped(
     measured = Measured(tape.nodes, outputs & {n.name for n in tape.nodes}, inputs, "real")
     measured.frees = tape.frees
     measured.input_extents = extents(list(example.tensors))
+    measured.input_masks = frozenset(masks)
     measured.returned = {_storage(t) for t in tensor_leaves(out)}
     measured.returned_extents = extents(list(tensor_leaves(out)))
     if reads:

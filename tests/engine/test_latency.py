@@ -132,6 +132,33 @@ def test_a_selection_by_a_mask_and_nms_have_kinds_of_their_own():
     assert {*found[1], "nms", "select"} <= {*KINDS, "index"}
 
 
+class PickByMask(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x[mask] * 2
+
+
+@pytest.mark.parametrize("tier", ["graph", "tape"])
+def test_an_index_by_a_mask_the_caller_passes_in_selects(tier):
+    """A boolean mask given as an input is a mask too: ``x[mask]`` counts it first, in the
+    graph's tier as on the tape (it had been priced as a plain gather, ``copy``)."""
+    from pytest_graphbudget.engine import latency
+    from pytest_graphbudget.engine.breaks import capture_eager
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+
+    example = Example((torch.ones(8, 4), torch.arange(8) % 3 == 0), {})
+    if tier == "graph":
+        _, measured, _ = trace_and_measure(PickByMask(), example)
+    else:
+        measured = capture_eager(PickByMask(), example).measured
+    masks = latency.tensor_masks(measured)
+    found = [(n.kind, kernel_kind(n, {}, {}, {}, masks)) for n in measured.nodes]
+    assert [pair for pair in found if pair[1] != "view"] == [
+        ("index", "select"),
+        ("mul", "pointwise"),
+    ]
+
+
 class Suppress(nn.Module):
     def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         from torchvision.ops import nms
@@ -181,6 +208,15 @@ def test_an_index_by_a_mask_is_priced_at_selects_bandwidth_else_copys():
     assert estimate(Select(), x, table) == pytest.approx(52 / 1e6)
     old = rates(copy=(FREE, 1e9), pointwise=FAST, view=FAST)  # before select existed
     assert estimate(Select(), x, old) == pytest.approx(52 / 1e9)
+
+
+def test_an_index_by_a_mask_passed_in_is_priced_at_selects_bandwidth():
+    # x (4, 2) and a mask of 4 bools keeping rows 0 and 2: the index reads x 32 B and the
+    # mask 4 B, writes 2 rows 16 B -> 52 B; the product after it costs nothing here
+    x = torch.tensor([[1.0, 0], [-1, 0], [2, 0], [-2, 0]])
+    mask = torch.tensor([True, False, True, False])
+    table = rates(select=(FREE, 1e6), copy=(FREE, 1e9), pointwise=FAST, view=FAST)
+    assert estimate(PickByMask(), (x, mask), table) == pytest.approx(52 / 1e6)
 
 
 def test_a_kernel_rate_prices_overhead_plus_the_slower_of_compute_and_memory():
@@ -327,7 +363,7 @@ def rates(**kinds: tuple[float, float]) -> dict:
 FAST = (FREE, FREE)  # a kind that costs nothing
 
 
-def estimate(model: nn.Module, x: torch.Tensor, table: dict) -> float:
+def estimate(model: nn.Module, x: torch.Tensor | tuple, table: dict) -> float:
     return profile_model(model.eval(), x, hardware=from_table("box", table)).est_latency_s
 
 
