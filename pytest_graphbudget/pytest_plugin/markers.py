@@ -49,6 +49,12 @@ def registered_markers(config: pytest.Config) -> set[str]:
     return {re.split(r"[:(]", line, maxsplit=1)[0].strip() for line in config.getini("markers")}
 
 
+SETTINGS = {
+    key: marker for marker, keys in KEYWORDS.items() for key in keys if key not in ("name", "by")
+}
+"""A setting written as a marker of its own (``@pytest.mark.execution("compiled")``): pytest
+only warns of an unknown marker, and the test would run with the default setting. ``name``
+and ``by`` are words too common to claim."""
 FIGURE_WORDS = {"flops", "macs", "params", "memory", "latency", "traffic", "weights", "intensity"}
 BOUND_WORDS = {"max", "min", "limit", "budget", "maximum", "minimum"}
 """A marker naming a figure and a bound in other words (``max_flops``, ``flops_limit``) is a
@@ -61,7 +67,12 @@ def marker_typo(name: str, registered: set[str]) -> str | None:
     if name in MARKERS or name in registered:
         return None
     ours = list(MARKERS)
-    lowered = name.lower()  # @pytest.mark.FLOPS_MAX: pytest's marker names are case-sensitive
+    lowered = name.lower()
+    if lowered in SETTINGS:
+        return (
+            f"unknown marker @pytest.mark.{name} (did you mean "
+            f"@pytest.mark.{SETTINGS[lowered]}({lowered}=...)?): it would set nothing"
+        )  # @pytest.mark.FLOPS_MAX: pytest's marker names are case-sensitive
     words = set(lowered.split("_"))  # max_flops, flops_limit: a figure and a bound, reordered
     figure = [m for m in ours if words & FIGURE_WORDS & set(m.split("_"))]
     if not (

@@ -289,6 +289,14 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
         def test_reordered(model):
             pass
 
+        @pytest.mark.execution("compiled")
+        def test_setting(model):
+            pass
+
+        @pytest.mark.compute_bound_min(0.5)
+        def test_bottleneck_keyword(model):
+            pass
+
         @pytest.mark.slow_max(3)
         @pytest.mark.slow
         @pytest.mark.flops_max("1G")
@@ -301,7 +309,7 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
         """
     )
     result, report = run(project, "-v", "-W", "ignore::pytest.PytestUnknownMarkWarning")
-    result.assert_outcomes(passed=2, errors=4)
+    result.assert_outcomes(passed=2, errors=6)
     result.stdout.fnmatch_lines_random(
         [
             "*test_typos.py::test_flop ERROR*",
@@ -313,6 +321,11 @@ def test_a_misspelt_marker_is_an_error_for_its_test_alone(project):
             "*unknown marker @pytest.mark.gpu_time_max (budget markers: flops_max, macs_max,*",
             # a figure and a bound reordered: a green "ok" once a baseline held its figures
             "*unknown marker @pytest.mark.max_flops (did you mean 'flops_max'?)*",
+            # a setting as a marker of its own: the test would run eager, unsaid
+            "*unknown marker @pytest.mark.execution (did you mean "
+            "@pytest.mark.graph_budget(execution=...)?): it would set nothing*",
+            "*unknown marker @pytest.mark.compute_bound_min (did you mean "
+            "@pytest.mark.bottleneck(compute_bound_min=...)?)*",
         ]
     )
     assert "Traceback" not in result.stdout.str()
