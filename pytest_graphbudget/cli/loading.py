@@ -195,6 +195,11 @@ def load_case(name: str, args: argparse.Namespace, console: Console) -> ModelCas
                 from pytest_graphbudget.gate.factories import file_hint
 
                 raise GraphBudgetError(f"{name}: {file_hint(file, attr)}")
+            if not colon and name.endswith(".py") and Path(name).is_file():  # which name in it?
+                from pytest_graphbudget.gate.factories import file_hint
+
+                where = file_hint(name, "NAME")
+                raise GraphBudgetError(f"{name}: which function or class builds the model? {where}")
             if is_factory(name):
                 case = factory_case(name, args)
             else:

@@ -189,7 +189,7 @@ def with_builtins(pm: pluggy.PluginManager) -> pluggy.PluginManager:
 
 def _looks_like_path(name: str) -> bool:
     """A file name or path rather than a model name (``org/name`` hub ids are names)."""
-    if name.casefold().endswith(_FILE_SUFFIXES) or os.path.exists(name):
+    if name.casefold().endswith((*_FILE_SUFFIXES, ".py")) or os.path.exists(name):
         return True
     if name.startswith((".", "~")) or os.path.isabs(name):
         return True

@@ -413,6 +413,20 @@ def test_list_reads_its_format_from_the_output_like_every_command(project, capsy
     assert json.loads((project / "l.json").read_text())["torchvision"] == ["resnet18"]
 
 
+def test_a_python_file_alone_asks_which_of_its_names_builds_the_model(project, capsys):
+    """User trial: ``profile models.py`` said the file was not a model the zoo can load (a .pt
+    file, a YOLO .yaml ...expected), without the ``module:NAME`` form that loads one."""
+    assert cli.main(["profile", f"{MODULE}.py"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(
+        f"{MODULE}.py: which function or class builds the model? name the module, not its "
+        f"file: '{MODULE}:NAME' (importable from the current folder, the project's root or "
+        "its [tool.pytest.ini_options] pythonpath)"
+    ), err
+    assert cli.main(["profile", "missing.py"]) == 2  # no such file: the zoo's message
+    assert "missing.py: no such file or directory" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("written", [f"{MODULE}.py:linear", "ABSOLUTE", f"./{MODULE}.py:linear"])
 def test_a_file_named_where_a_module_goes_says_the_module_to_write(project, capsys, written):
     """User trial: ``profile models.py:build`` failed as "No module named 'models.py'", and
