@@ -376,7 +376,10 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
         else:
             problems.append(f"{where}: {key} must be {KEYS[key]}, got {table[key]!r}")
     defaults = build({}, where, hardware_profiles=settings.hardware_profiles)
+    refused = _refused_names(profiles, settings.hardware_profiles)
     for key in ("hardware", "execution", "tolerance", "measure_runs", "measure_device"):
+        if key == "hardware" and str(table.get(key, "")).casefold() in refused:
+            continue  # its profile's own problem is said: not "unknown hardware" as well
         if key in table:
             try:
                 defaults = build({key: table[key]}, where, defaults)
@@ -387,6 +390,12 @@ def check(table: Any, where: str = f"{TABLE} of pyproject.toml") -> Settings:
     if problems:
         raise SettingsError(problems)
     return settings
+
+
+def _refused_names(tables: Any, found: dict[str, Any]) -> set[str]:
+    """The names, folded, of the profiles written that ``_hardware_profiles`` refused."""
+    written = tables if isinstance(tables, dict) else {}
+    return {str(name).casefold() for name in written if str(name) not in found}
 
 
 def _hardware_profiles(tables: Any, where: str, problems: list[str]) -> dict[str, Any]:

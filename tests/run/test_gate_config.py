@@ -309,6 +309,22 @@ def test_the_command_line_checks_the_same_settings(tmp_path, monkeypatch, capsys
     assert "unknown hardware 'a10'" in err[0]
 
 
+def test_a_refused_profile_named_as_the_hardware_is_said_once(tmp_path, monkeypatch, capsys):
+    """User trial: a profile with a key it does not take, named by ``hardware``, read as two
+    problems, the second "unknown hardware 'mycard'; known profiles: ..." without it."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.graph_budget]\nhardware = "MyCard"\n'
+        "[tool.graph_budget.hardware_profiles.mycard]\n"
+        'peak_tflops = {float32 = 50}\nbandwidth_gbs = 900\ndevice = "cuda"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["hardware"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "hardware_profiles.mycard: hardware 'mycard': unknown key 'device'" in err[0]
+    assert "unknown hardware" not in err[0], err
+
+
 # -- issue 22, items 9 and 10: legal TOML that no setting can hold is one line ----------------
 
 HUGE = "1" + "0" * 400  # an integer beyond any float: legal TOML
