@@ -216,9 +216,13 @@ def check_outputs(outputs: dict[str, str | None], read: list[Path], here: Path) 
     """Every report path, before any model is profiled: none may be a file the check reads
     (``--json budgets/a.toml`` had replaced the budget) nor a directory, nor lie under a file
     (which had been said on stdout once every model was profiled). A missing folder is made."""
+    from pytest_graphbudget.reports import names_a_folder
+
     refuse_reading_into(outputs, read, here)
     for option, path in outputs.items():
         target = here / path if path else None
+        if path and names_a_folder(path):
+            raise UsageError(f"{option} {path} names a folder: give a file name in it")
         if target is not None and target.is_dir():
             raise UsageError(f"{option} {path} is a directory")
         above = next((p for p in (target.parents if target else ()) if p.exists()), None)

@@ -67,6 +67,10 @@ def check_writable(output: str | None, option: str = "--output") -> None:
         return
     if not output.strip():  # -o "": an unset variable in a script, not stdout
         raise GraphBudgetError(f"{option}: the path is empty; give a file name, or - for stdout")
+    from pytest_graphbudget.reports import names_a_folder
+
+    if names_a_folder(output):
+        raise GraphBudgetError(f"{option} {output} names a folder: give a file name in it")
     parent = Path(output).expanduser().resolve().parent
     if not parent.is_dir():
         raise GraphBudgetError(f"{option} {output}: directory {parent} does not exist")

@@ -59,11 +59,21 @@ REPORT_OPTIONS = ("junit", "json", "markdown", "html", "history")
 
 def check_report_paths(config: pytest.Config) -> None:
     """A report option given an empty path (``--graph-budget-json="$OUT"`` with ``OUT``
-    unset) is a usage error: the run had written no report and said nothing."""
+    unset) is a usage error: the run had written no report and said nothing. So is a folder
+    (``out/``, or one that exists), before any model is profiled, not once they all were."""
+    from pathlib import Path
+
+    from pytest_graphbudget.reports import names_a_folder
+
     for name in REPORT_OPTIONS:
-        if config.getoption(f"graph_budget_{name}") == "":
+        path = config.getoption(f"graph_budget_{name}")
+        if path == "":
             raise pytest.UsageError(
                 f"--graph-budget-{name}: the path is empty (a variable that is not set?)"
+            )
+        if path and (names_a_folder(path) or Path(config.invocation_params.dir, path).is_dir()):
+            raise pytest.UsageError(
+                f"--graph-budget-{name} {path} names a folder: give a file name in it"
             )
 
 

@@ -9,6 +9,7 @@ ones the options ask for.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from pytest_graphbudget.reports.terminal import terminal
 if TYPE_CHECKING:
     from pytest_graphbudget.reports.json_report import Collection
 
-__all__ = ["Written", "cannot_write", "terminal", "write_all", "write_files"]
+__all__ = ["Written", "cannot_write", "names_a_folder", "terminal", "write_all", "write_files"]
 
 
 @dataclass
@@ -29,6 +30,12 @@ class Written:
 
     files: list[tuple[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+
+def names_a_folder(path: str) -> bool:
+    """``out/``: a folder, which ``Path`` reads as a file named ``out`` (``--graph-budget-html
+    out/`` had written the page to a file ``out``, and said "reports written: HTML out/")."""
+    return path.endswith(tuple(sep for sep in ("/", os.sep, os.altsep) if sep))
 
 
 def cannot_write(shown: str, exc: OSError) -> str:

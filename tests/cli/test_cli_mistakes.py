@@ -413,6 +413,20 @@ def test_list_reads_its_format_from_the_output_like_every_command(project, capsy
     assert json.loads((project / "l.json").read_text())["torchvision"] == ["resnet18"]
 
 
+def test_an_output_that_names_a_folder_is_refused_before_any_model(project, capsys):
+    """User trial: ``profile resnet18 -o out/`` and ``check --junit out/`` wrote a file named
+    ``out``, and said so."""
+    (project / "budgets").mkdir()
+    (project / "budgets" / "nets.toml").write_text(
+        f'[models.net]\nfactory = "{MODULE}:linear"\nflops_max = "1M"\n'
+    )
+    for argv in (["profile", "resnet18", "-o", "out/"], ["check", "budgets", "--junit", "out/"]):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith("out/ names a folder: give a file name in it"), err
+        assert "loading" not in " ".join(err) and not (project / "out").exists(), argv
+
+
 def test_a_python_file_alone_asks_which_of_its_names_builds_the_model(project, capsys):
     """User trial: ``profile models.py`` said the file was not a model the zoo can load (a .pt
     file, a YOLO .yaml ...expected), without the ``module:NAME`` form that loads one."""

@@ -373,6 +373,18 @@ def test_an_unwritable_report_path_is_one_line_and_exit_4(project):
     assert doc["passed"] is True and doc["summary"]["pass"] == 1
 
 
+@pytest.mark.parametrize("given", ["out/", "folder"])
+def test_a_report_path_that_names_a_folder_is_refused_before_any_model(project, given):
+    """User trial: ``--graph-budget-html out/`` wrote the page to a file named ``out`` and said
+    "reports written: HTML out/"; an existing folder failed only once every model had been
+    profiled."""
+    (project.path / "folder").mkdir()
+    result = run(project, f"--graph-budget-html={given}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --graph-budget-html {given} names a folder: *"])
+    assert not (project.path / "out").exists() and "passed" not in result.stdout.str()
+
+
 def test_an_unwritable_report_keeps_exit_1_of_a_failed_run(project, monkeypatch):
     (project.path / "budgets" / "good.toml").write_text(GOOD.replace('"20k"', '"10k"'))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
