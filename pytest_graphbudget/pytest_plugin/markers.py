@@ -67,12 +67,12 @@ def marker_typo(name: str, registered: set[str]) -> str | None:
     if name in MARKERS or name in registered:
         return None
     ours = list(MARKERS)
-    lowered = name.lower()
+    lowered = name.lower()  # @pytest.mark.FLOPS_MAX: pytest's marker names are case-sensitive
     if lowered in SETTINGS:
         return (
             f"unknown marker @pytest.mark.{name} (did you mean "
             f"@pytest.mark.{SETTINGS[lowered]}({lowered}=...)?): it would set nothing"
-        )  # @pytest.mark.FLOPS_MAX: pytest's marker names are case-sensitive
+        )
     words = set(lowered.split("_"))  # max_flops, flops_limit: a figure and a bound, reordered
     figure = [m for m in ours if words & FIGURE_WORDS & set(m.split("_"))]
     if not (
