@@ -30,7 +30,7 @@ from pytest_graphbudget.cli.saved import check_figures
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.gate import renames
 from pytest_graphbudget.gate.check import ModelResult
-from pytest_graphbudget.reports import json_report, write_files
+from pytest_graphbudget.reports import json_report, names_a_folder, write_files
 
 # What the JSON adds to a ModelResult (recomputed by the writers) or drops from it.
 _DERIVED = {"verdict", "passed", "changes"}
@@ -219,6 +219,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise GraphBudgetError("--github: $GITHUB_STEP_SUMMARY is not set (not in Actions?)")
     outputs = {"--json": args.json, "--junit": args.junit, "--markdown": args.markdown}
     refuse_reading_into({**outputs, "--html": args.html}, args.reports)
+    for option, path in {**outputs, "--html": args.html}.items():
+        if path and names_a_folder(path):
+            raise GraphBudgetError(f"{option} {path} names a folder: give a file name in it")
     documents = {path: read_report(path) for path in args.reports}
     results, stale = merge(documents)
     # a model one shard ran as new, whose entry another shard found stale (a renamed test)

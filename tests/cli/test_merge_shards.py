@@ -274,6 +274,18 @@ def test_a_merge_that_cannot_write_says_so_once_and_exits_2(project, monkeypatch
     assert err[0].startswith("graph-budget: cannot write taken/m.json: "), err
 
 
+def test_a_merge_output_that_names_a_folder_is_refused(tmp_path, monkeypatch, capsys):
+    """``merge --json out/`` would write a file named ``out``, as the plugin's reports had."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["merge", "a.json", "--html", "out/"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("--html out/ names a folder: give a file name in it")
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_shards_that_checked_nothing_merge_to_a_failure(tmp_path, monkeypatch, capsys):
     """Every shard ran without a budgeted test (budget files in a folder nobody passed):
     the merge had said "no model was checked" in a note, and exited 0."""
