@@ -74,8 +74,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     entries = []
     for name in args.models:
-        case = loading.load_case(name, args, console)
-        entries.append((named[name], loading.profile_case(case, hardware, console, how)))
+        try:
+            case = loading.load_case(name, args, console)
+            entries.append((named[name], loading.profile_case(case, hardware, console, how)))
+        except GraphBudgetError as exc:  # the others profiled are not written either: say so
+            if len(args.models) == 1:
+                raise
+            raise GraphBudgetError(f"{exc}; nothing written: fix {name} or leave it out") from None
     text = _budget_document(document, entries, hardware, args)
     if to_stdout:
         console.emit(text, None)

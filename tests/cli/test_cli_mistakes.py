@@ -413,6 +413,17 @@ def test_list_reads_its_format_from_the_output_like_every_command(project, capsy
     assert json.loads((project / "l.json").read_text())["torchvision"] == ["resnet18"]
 
 
+def test_init_says_nothing_was_written_when_one_of_its_models_fails(project, capsys):
+    """User trial: ``init resnet18 nets:Net`` where Net cannot load said only why Net failed;
+    resnet18, profiled, was not written either."""
+    argv = ["init", f"{MODULE}:linear", f"{MODULE}:missing", "-o", "budgets/new.toml"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{MODULE}:missing" in err, err
+    assert err.endswith(f"; nothing written: fix {MODULE}:missing or leave it out"), err
+    assert not (project / "budgets" / "new.toml").exists()
+
+
 def test_an_output_that_names_a_folder_is_refused_before_any_model(project, capsys):
     """User trial: ``profile resnet18 -o out/`` and ``check --junit out/`` wrote a file named
     ``out``, and said so."""
