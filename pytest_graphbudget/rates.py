@@ -44,6 +44,7 @@ COMPUTE_KINDS = (
     "attention_block",
     "nms",
     "roi_align",
+    "sort",
 )
 """The kinds whose measured rate is FLOPs per second; the others' is bytes per second."""
 KERNEL_KINDS = (

@@ -17,9 +17,10 @@ output pixels; ``conv_dense``: the rest), ``matmul`` (linear, mm, bmm), ``attent
 ``pointwise_exp`` (``EXP_KINDS``), ``resample`` (``RESAMPLE_KINDS``), ``reduction`` (norms,
 softmax, sums), ``pooling``, ``copy`` (layout changes, gathers), ``select`` (``SELECT_KINDS``:
 an output whose size the values decide), ``nms`` (TorchVision's: scalar, branchy IoU
-comparisons), ``roi_align`` (``ROI_KINDS``: scalar bilinear samples) and ``view`` (no data
-moved: only its launch). Each split came from ``benchmarks/latency_ops.py`` (every ATen op of a
-forward timed beside its price); ``FALLBACK`` prices a split kind an older calibration lacks.
+comparisons), ``roi_align`` (``ROI_KINDS``: scalar bilinear samples), ``sort`` (``SORT_KINDS``:
+a sort's comparisons) and ``view`` (no data moved: only its launch). Each split came from
+``benchmarks/latency_ops.py`` (every ATen op of a forward timed beside its price);
+``FALLBACK`` prices a split kind an older calibration lacks.
 
 A GPU profile (``hardware.FAMILIES``) prices each kernel at its efficiency kind's fractions of
 the datasheet's peaks plus a launch (``efficiency_kind``, ``kernel_seconds``); a profile with
@@ -55,6 +56,7 @@ FALLBACK = {
     "select": "copy",
     "nms": "pointwise",
     "roi_align": "pointwise",
+    "sort": "reduction",
 }
 """A kind a profile calibrated before it existed reads its nearest older kind's rate."""
 MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
@@ -89,6 +91,13 @@ ROI_KINDS = frozenset(
 """TorchVision's RoI pooling: a scalar loop over bins and samples. Faster R-CNN's 150 RoIs
 of 256 channels took 17 ms where a pointwise rate (its FLOPs at the matmul's peak) priced them
 at 0.7 (``benchmarks/latency_ops.py``): ``roi_align``."""
+SORT_KINDS = frozenset(
+    "sort _unique2 _unique unique_dim unique_consecutive unique_dim_consecutive".split()
+)
+"""A sort (``argsort`` too) and the unique ops, which sort first: time by comparisons, the
+registry's ``n log2 n``, at 1.2 to 5 ns each on an AMD EPYC core, where a reduction's bytes
+rate priced a sort of 30,000 floats at 39 µs against 2.3 ms taken: ``sort``. ``topk`` keeps
+``reduction``'s rate, which priced it within 10% at a detector's 3,234 scores."""
 STEM_CHANNELS = 4
 """A dense convolution over at most this many input channels (an image's RGB) is
 ``conv_stem``: its products are too short to fill a vector unit (MobileNet's, EfficientNet's
@@ -142,6 +151,8 @@ def kernel_kind(
         return "nms"
     if node.kind in ROI_KINDS:
         return "roi_align"
+    if node.kind in SORT_KINDS:
+        return "sort"
     if node.kind in SELECT_KINDS or (node.kind == "index" and masks.intersection(node.inputs)):
         return "select"
     if "pool" in node.kind:
@@ -221,6 +232,7 @@ EFFICIENCY_OF = {
     "attention": "attention",
     "batch_norm": "norm",
     "reduction": "norm",
+    "sort": "norm",  # a GPU's radix sort streams its keys: a reduction's share, as before
     "pooling": "pool",
 }
 """The GPU efficiency kind (``hardware.EFFICIENCY_KINDS``) of a kernel kind; the other

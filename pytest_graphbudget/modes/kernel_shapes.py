@@ -196,6 +196,28 @@ def roi_align(channels: int, hw: int, rois: int, scale: float):
     return call, cost.flops, 4 * (x.numel() + 5 * rois + rois * channels * 49)
 
 
+def sort(op: str, n: int):
+    """A sort of ``n`` float32 scores, descending (a detector ranking its boxes, a sampler its
+    vocabulary), or ``unique`` of ``n`` int64 labels of 91 classes (TorchVision's batched NMS).
+    Its FLOPs are the registry's comparisons (``costs.reduction.sort``,
+    ``costs.detection.unique``); its bytes what it reads and writes (a sort's values and int64
+    indices)."""
+    import torch
+
+    from pytest_graphbudget.costs import Shape, price
+
+    generator = torch.Generator(device="cpu").manual_seed(n)
+    if op == "unique":
+        labels = torch.randint(0, 91, (n,), generator=generator, device="cpu")
+        kept = len(torch.unique(labels))  # on the CPU: the device may be ``meta``
+        labels = labels.to(torch.get_default_device())
+        cost = price("_unique2", (Shape((n,)), True), {}, Shape((kept,)))
+        return (lambda: torch.unique(labels)), cost.flops, 8 * (n + kept)
+    scores = torch.rand(n, generator=generator, device="cpu").to(torch.get_default_device())
+    cost = price("sort", (Shape((n,)), -1, True), {}, (Shape((n,)), Shape((n,))))
+    return (lambda: torch.sort(scores, descending=True)), cost.flops, (4 + 4 + 8) * n
+
+
 def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
     """The convolution kinds' shapes: ``(in, out, kernel, input size, groups)``."""
     return {
@@ -255,10 +277,36 @@ def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Benc
     }
 
 
-FLOAT32_ONLY = ("nms", "roi_align")
-"""Kinds timed in float32 alone: a detector's boxes stay float32 whatever its dtype, and a
-half-precision table takes float32's rate for a kind it lacks (``Hardware.kernel``). Without
-TorchVision they are not timed, and price as ``pointwise`` (``engine.latency.FALLBACK``)."""
+TORCHVISION_KINDS = ("nms", "roi_align")
+"""Kinds of TorchVision's ops: without it they are not timed, and price as ``pointwise``
+(``engine.latency.FALLBACK``)."""
+FLOAT32_ONLY = (*TORCHVISION_KINDS, "sort")
+"""Kinds timed in float32 alone: a detector's boxes and scores stay float32 whatever its
+dtype, a sort's comparisons hardly depend on it, and a half-precision table takes float32's
+rate for a kind it lacks (``Hardware.kernel``)."""
+
+
+def float32_benches() -> dict[str, list[Callable[[], Bench]]]:
+    """The ``FLOAT32_ONLY`` kinds' micro-benchmarks; TorchVision's only where it is installed."""
+    table: dict[str, list[Callable[[], Bench]]] = {
+        "nms": [  # SSDlite's 300 boxes a class, a region proposal network's 1000 or so
+            lambda n=n, spread=spread: nms(n, spread)
+            for n, spread in [(100, 100), (300, 100), (1000, 300)]
+        ],
+        "roi_align": [  # Faster R-CNN's 150 RoIs at stride 16, Mask R-CNN's at stride 4
+            lambda c=c, hw=hw, n=n, scale=scale: roi_align(c, hw, n, scale)
+            for c, hw, n, scale in [(16, 20, 10, 1 / 16), (256, 20, 150, 1 / 16)]
+            + [(64, 50, 50, 1 / 4)]
+        ],
+        "sort": [  # a detector's 3,234 anchors, its labels, a vocabulary of 50,257 tokens
+            lambda op=op, n=n: sort(op, n)
+            for op, n in [("sort", 3234), ("unique", 3234), ("sort", 50257)]
+        ],
+    }
+    if importlib.util.find_spec("torchvision") is None:
+        for kind in TORCHVISION_KINDS:
+            del table[kind]
+    return table
 
 
 def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
@@ -321,18 +369,7 @@ def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[
             lambda op=op, n=n: _select(op, n, dtype, batch=batch)
             for op, n in [("index", 3234), ("nonzero", 3234), ("index", 2**16)]
         ],
-        "nms": [  # SSDlite's 300 boxes a class, a region proposal network's 1000 or so
-            lambda n=n, spread=spread: nms(n, spread)
-            for n, spread in [(100, 100), (300, 100), (1000, 300)]
-        ],
-        "roi_align": [  # Faster R-CNN's 150 RoIs at stride 16, Mask R-CNN's at stride 4
-            lambda c=c, hw=hw, n=n, scale=scale: roi_align(c, hw, n, scale)
-            for c, hw, n, scale in [(16, 20, 10, 1 / 16), (256, 20, 150, 1 / 16)]
-            + [(64, 50, 50, 1 / 4)]
-        ],
+        **(float32_benches() if dtype == torch.float32 else {}),
         "view": [lambda: _memory("view", 4096, dtype, batch=batch)],
     }
-    if importlib.util.find_spec("torchvision") is None or dtype != torch.float32:
-        for kind in FLOAT32_ONLY:
-            del table[kind]
     return {kind: makers[: 1 if quick else None] for kind, makers in table.items()}

@@ -59,6 +59,9 @@ SHAPES = {
         (node("softmax", "reduction"), "reduction"),
         (node("layer_norm", "reduction"), "reduction"),
         (node("max_pool", "reduction"), "pooling"),
+        (node("sort", "reduction"), "sort"),
+        (node("_unique2", "elementwise"), "sort"),
+        (node("topk", "reduction"), "reduction"),  # a heap of k: a reduction's rate holds
         (node("cat", "movement"), "copy"),
         (node("view", "view"), "view"),
     ],
@@ -193,6 +196,22 @@ def test_roi_align_is_priced_at_its_kinds_flop_rate_else_pointwises():
     assert estimate(Align(), (x, rois), table) == pytest.approx(264 / 1e6)
     old = rates(pointwise=(1e9, FREE))  # calibrated before roi_align existed
     assert estimate(Align(), (x, rois), old) == pytest.approx(264 / 1e9)
+
+
+class Rank(nn.Module):
+    def forward(self, x: torch.Tensor, labels: torch.Tensor):
+        return torch.sort(x, descending=True), torch.unique(labels)
+
+
+def test_a_sort_and_unique_are_priced_at_sorts_flop_rate_else_a_reductions():
+    # sort of 8 floats: 8 x 3 comparisons; unique of 8 int64 labels (3 distinct): 8 x 3 + 8
+    x, labels = torch.rand(8), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    table = rates(sort=(1e6, FREE), reduction=FAST, pointwise=FAST, view=FAST)
+    assert estimate(Rank(), (x, labels), table) == pytest.approx((24 + 32) / 1e6)
+    # before sort existed, both by a reduction's bytes: the sort reads 32 B and writes 32 B of
+    # values and 64 B of int64 indices, unique reads 64 B and writes its 3 labels, 24 B
+    old = rates(reduction=(FREE, 1e9), pointwise=FAST, view=FAST)
+    assert estimate(Rank(), (x, labels), old) == pytest.approx((32 + 96 + 64 + 24) / 1e9)
 
 
 class Select(nn.Module):
@@ -627,6 +646,7 @@ def test_compiled_adds_one_launch_per_fused_group_on_a_profile_without_family():
         ("attention_block", 1, "matmul_small"),
         ("batch_norm", 1, "norm"),
         ("reduction", 1, "norm"),
+        ("sort", 1, "norm"),  # as when it was a reduction: no GPU's sort was timed
         ("pooling", 1, "pool"),
         ("pointwise_exp", 1, "elementwise"),
         ("copy", 1, "elementwise"),

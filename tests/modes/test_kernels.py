@@ -124,3 +124,18 @@ def test_the_roi_align_benchmark_counts_its_flops_as_the_registry_prices_it():
     args = (Shape((1, 16, 20, 20)), Shape((10, 5)), 1 / 16, 7, 7, 2)
     assert flops == price("torchvision.roi_align", args, {}, Shape(out)).other == 10 * 16 * 49 * 33
     assert moved == 4 * (16 * 400 + 10 * 5 + 10 * 16 * 49)
+
+
+def test_the_sort_benchmarks_count_the_comparisons_the_registry_prices():
+    """A sort of n scores: n x ceil(log2 n) comparisons (``costs.reduction.sort``); unique of n
+    labels the same and one a neighbour pair (``costs.detection.unique``)."""
+    from pytest_graphbudget.modes.kernel_shapes import sort
+
+    call, flops, moved = sort("sort", 3234)
+    values, indices = call()
+    assert values.shape == indices.shape == (3234,) and bool((values[:-1] >= values[1:]).all())
+    assert (flops, moved) == (3234 * 12, 3234 * (4 + 4 + 8))  # 2**11 < 3234 <= 2**12
+    call, flops, moved = sort("unique", 3234)
+    kept = len(call())
+    assert kept == 91  # every one of 91 labels, 3,234 drawn
+    assert (flops, moved) == (3234 * 12 + 3234, 8 * (3234 + 91))
