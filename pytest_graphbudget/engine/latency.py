@@ -95,9 +95,9 @@ SORT_KINDS = frozenset(
     "sort _unique2 _unique unique_dim unique_consecutive unique_dim_consecutive".split()
 )
 """A sort (``argsort`` too) and the unique ops, which sort first: time by comparisons, the
-registry's ``n log2 n``, at 1.2 to 5 ns each on an AMD EPYC core, where a reduction's bytes
-rate priced a sort of 30,000 floats at 39 µs against 2.3 ms taken: ``sort``. ``topk`` keeps
-``reduction``'s rate, which priced it within 10% at a detector's 3,234 scores."""
+registry's ``n log2 n``, at 1.5 to 3 ns each on an AMD EPYC core, where a reduction's bytes
+rate and a pointwise op's priced SSDlite's at a fiftieth of their time: ``sort``. ``topk``
+keeps ``reduction``'s rate: a heap of k, not a sort."""
 STEM_CHANNELS = 4
 """A dense convolution over at most this many input channels (an image's RGB) is
 ``conv_stem``: its products are too short to fill a vector unit (MobileNet's, EfficientNet's

@@ -196,26 +196,33 @@ def roi_align(channels: int, hw: int, rois: int, scale: float):
     return call, cost.flops, 4 * (x.numel() + 5 * rois + rois * channels * 49)
 
 
-def sort(op: str, n: int):
-    """A sort of ``n`` float32 scores, descending (a detector ranking its boxes, a sampler its
-    vocabulary), or ``unique`` of ``n`` int64 labels of 91 classes (TorchVision's batched NMS).
-    Its FLOPs are the registry's comparisons (``costs.reduction.sort``,
-    ``costs.detection.unique``); its bytes what it reads and writes (a sort's values and int64
-    indices)."""
+def sort(op: str, n: int, groups: int):
+    """What a model sorts, ``n`` values in ``groups``: ``sort``, a detector's scores, descending,
+    made of one descending run a class (batched NMS ranking what each class kept); ``unique``,
+    its int64 labels, a block a class (as batched NMS builds them); ``argsort``, a router's
+    int64 expert ids, ``groups`` experts in random order (a mixture of experts grouping its
+    tokens). Its FLOPs are the registry's comparisons (``costs.reduction.sort``,
+    ``costs.detection.unique``); its bytes what it reads and writes (int64 indices)."""
     import torch
 
     from pytest_graphbudget.costs import Shape, price
 
     generator = torch.Generator(device="cpu").manual_seed(n)
+    labels = torch.arange(n, device="cpu") * groups // n  # 0, 0, ..., 1, 1, ..., evenly
     if op == "unique":
-        labels = torch.randint(0, 91, (n,), generator=generator, device="cpu")
         kept = len(torch.unique(labels))  # on the CPU: the device may be ``meta``
         labels = labels.to(torch.get_default_device())
         cost = price("_unique2", (Shape((n,)), True), {}, Shape((kept,)))
         return (lambda: torch.unique(labels)), cost.flops, 8 * (n + kept)
-    scores = torch.rand(n, generator=generator, device="cpu").to(torch.get_default_device())
-    cost = price("sort", (Shape((n,)), -1, True), {}, (Shape((n,)), Shape((n,))))
-    return (lambda: torch.sort(scores, descending=True)), cost.flops, (4 + 4 + 8) * n
+    if op == "argsort":
+        keys = torch.randint(0, groups, (n,), generator=generator, device="cpu")
+    else:  # a descending run of scores a label: ordered by label, then by score down
+        scores = torch.rand(n, generator=generator, device="cpu")
+        keys = scores[torch.argsort(2 * labels - scores)]
+    keys = keys.to(torch.get_default_device())
+    cost = price("sort", (Shape((n,)), -1, op == "sort"), {}, (Shape((n,)), Shape((n,))))
+    moved = (2 * keys.element_size() + 8) * n
+    return (lambda: torch.sort(keys, descending=op == "sort")), cost.flops, moved
 
 
 def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
@@ -298,9 +305,9 @@ def float32_benches() -> dict[str, list[Callable[[], Bench]]]:
             for c, hw, n, scale in [(16, 20, 10, 1 / 16), (256, 20, 150, 1 / 16)]
             + [(64, 50, 50, 1 / 4)]
         ],
-        "sort": [  # a detector's 3,234 anchors, its labels, a vocabulary of 50,257 tokens
-            lambda op=op, n=n: sort(op, n)
-            for op, n in [("sort", 3234), ("unique", 3234), ("sort", 50257)]
+        "sort": [  # a detector's 3,234 anchors of 91 classes; 4,096 tokens to 8 experts, top 2
+            lambda op=op, n=n, groups=groups: sort(op, n, groups)
+            for op, n, groups in [("sort", 3234, 91), ("unique", 3234, 91), ("argsort", 8192, 8)]
         ],
     }
     if importlib.util.find_spec("torchvision") is None:

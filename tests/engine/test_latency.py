@@ -61,7 +61,7 @@ SHAPES = {
         (node("max_pool", "reduction"), "pooling"),
         (node("sort", "reduction"), "sort"),
         (node("_unique2", "elementwise"), "sort"),
-        (node("topk", "reduction"), "reduction"),  # a heap of k: a reduction's rate holds
+        (node("topk", "reduction"), "reduction"),  # a heap of k, not a sort
         (node("cat", "movement"), "copy"),
         (node("view", "view"), "view"),
     ],

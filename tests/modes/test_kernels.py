@@ -127,15 +127,19 @@ def test_the_roi_align_benchmark_counts_its_flops_as_the_registry_prices_it():
 
 
 def test_the_sort_benchmarks_count_the_comparisons_the_registry_prices():
-    """A sort of n scores: n x ceil(log2 n) comparisons (``costs.reduction.sort``); unique of n
+    """A sort of n keys: n x ceil(log2 n) comparisons (``costs.reduction.sort``); unique of n
     labels the same and one a neighbour pair (``costs.detection.unique``)."""
     from pytest_graphbudget.modes.kernel_shapes import sort
 
-    call, flops, moved = sort("sort", 3234)
+    call, flops, moved = sort("sort", 3234, 91)  # 91 descending runs of 36 scores
     values, indices = call()
     assert values.shape == indices.shape == (3234,) and bool((values[:-1] >= values[1:]).all())
     assert (flops, moved) == (3234 * 12, 3234 * (4 + 4 + 8))  # 2**11 < 3234 <= 2**12
-    call, flops, moved = sort("unique", 3234)
-    kept = len(call())
-    assert kept == 91  # every one of 91 labels, 3,234 drawn
+    call, flops, moved = sort("unique", 3234, 91)
+    assert call().tolist() == list(range(91))
     assert (flops, moved) == (3234 * 12 + 3234, 8 * (3234 + 91))
+    call, flops, moved = sort("argsort", 8192, 8)  # int64 expert ids, ascending
+    values, _ = call()
+    assert values.dtype == torch.int64 and set(values.tolist()) == set(range(8))
+    assert bool((values[:-1] <= values[1:]).all())
+    assert (flops, moved) == (8192 * 13, 8192 * (8 + 8 + 8))
