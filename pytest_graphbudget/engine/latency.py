@@ -95,7 +95,7 @@ SORT_KINDS = frozenset(
     "sort _unique2 _unique unique_dim unique_consecutive unique_dim_consecutive".split()
 )
 """A sort (``argsort`` too) and the unique ops, which sort first: time by comparisons, the
-registry's ``n log2 n``, at 1.5 to 3 ns each on an AMD EPYC core, where a reduction's bytes
+registry's ``n log2 n``, about 1.5 ns each on an AMD EPYC core, where a reduction's bytes
 rate and a pointwise op's priced SSDlite's at a fiftieth of their time: ``sort``. ``topk``
 keeps ``reduction``'s rate: a heap of k, not a sort."""
 STEM_CHANNELS = 4

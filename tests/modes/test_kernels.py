@@ -135,9 +135,11 @@ def test_the_sort_benchmarks_count_the_comparisons_the_registry_prices():
     values, indices = call()
     assert values.shape == indices.shape == (3234,) and bool((values[:-1] >= values[1:]).all())
     assert (flops, moved) == (3234 * 12, 3234 * (4 + 4 + 8))  # 2**11 < 3234 <= 2**12
-    call, flops, moved = sort("unique", 3234, 91)
-    assert call().tolist() == list(range(91))
-    assert (flops, moved) == (3234 * 12 + 3234, 8 * (3234 + 91))
+    call, flops, moved = sort("unique", 20000, 80)
+    assert call().tolist() == list(range(80))
+    assert (flops, moved) == (20000 * 15 + 20000, 8 * (20000 + 80))  # 2**14 < 20000 <= 2**15
+    call, flops, _ = sort("sort", 300, 300)  # 300 scores in no order
+    assert flops == 300 * 9 and bool((call()[0][:-1] >= call()[0][1:]).all())
     call, flops, moved = sort("argsort", 8192, 8)  # int64 expert ids, ascending
     values, _ = call()
     assert values.dtype == torch.int64 and set(values.tolist()) == set(range(8))
