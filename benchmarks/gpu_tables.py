@@ -164,7 +164,7 @@ def record(name: str, size: int, amp: bool = False, fuse: bool = True) -> dict:
     for node in measured.nodes:
         kind = latency.kernel_kind(node, shapes, sizes, channels, masks)
         kinds[node.name] = kind
-        moved = 0 if kind == "view" else latency.node_bytes(node, sizes)
+        moved = latency.kernel_bytes(kind, node, sizes)
         key = (kind, node.flops, moved, sum(node.weights.values()))
         ops[key] = ops.get(key, 0) + 1
     fused = []

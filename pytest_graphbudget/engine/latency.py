@@ -18,7 +18,8 @@ output pixels; ``conv_dense``: the rest), ``matmul`` (linear, mm, bmm), ``attent
 softmax, sums), ``pooling``, ``copy`` (layout changes, gathers), ``select`` (``SELECT_KINDS``:
 an output whose size the values decide), ``nms`` (TorchVision's: scalar, branchy IoU
 comparisons), ``roi_align`` (``ROI_KINDS``: scalar bilinear samples), ``sort`` (``SORT_KINDS``:
-a sort's comparisons) and ``view`` (no data moved: only its launch). Each split came from
+a sort's comparisons), ``topk`` and ``topk_heap`` (a selection and a partial sort, by what
+they read: ``TOPK_HEAP``) and ``view`` (no data moved: only its launch). Each split came from
 ``benchmarks/latency_ops.py`` (every ATen op of a forward timed beside its price);
 ``FALLBACK`` prices a split kind an older calibration lacks.
 
@@ -57,6 +58,8 @@ FALLBACK = {
     "nms": "pointwise",
     "roi_align": "pointwise",
     "sort": "reduction",
+    "topk": "reduction",
+    "topk_heap": "reduction",
 }
 """A kind a profile calibrated before it existed reads its nearest older kind's rate."""
 MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
@@ -96,8 +99,13 @@ SORT_KINDS = frozenset(
 )
 """A sort (``argsort`` too) and the unique ops, which sort first: time by comparisons, the
 registry's ``n log2 n``, about 1.5 ns each on an AMD EPYC core, where a reduction's bytes
-rate and a pointwise op's priced SSDlite's at a fiftieth of their time: ``sort``. ``topk``
-keeps ``reduction``'s rate: a heap of k, not a sort."""
+rate and a pointwise op's priced SSDlite's at a fiftieth of their time: ``sort``."""
+TOPK_HEAP = 64
+"""ATen's CPU ``topk`` keeps a heap of k (``std::partial_sort``) when k is at most a
+sixty-fourth of its row, ``topk_heap``, else it selects (``std::nth_element``), ``topk``: on
+an AMD EPYC core 12 to 15 ns an element selecting, 2.6 to 8 keeping a heap, where a reduction's
+bytes rate had priced a router's top 2 of 8 experts at a thirtieth of its time. Either is
+priced by what it reads (``kernel_bytes``)."""
 STEM_CHANNELS = 4
 """A dense convolution over at most this many input channels (an image's RGB) is
 ``conv_stem``: its products are too short to fill a vector unit (MobileNet's, EfficientNet's
@@ -153,6 +161,8 @@ def kernel_kind(
         return "roi_align"
     if node.kind in SORT_KINDS:
         return "sort"
+    if node.kind == "topk":
+        return _topk_kind(node, sizes)
     if node.kind in SELECT_KINDS or (node.kind == "index" and masks.intersection(node.inputs)):
         return "select"
     if "pool" in node.kind:
@@ -164,6 +174,19 @@ def kernel_kind(
     if node.category in ("anchor", "reduction"):
         return "matmul" if node.category == "anchor" else "reduction"
     return CATEGORY_KINDS.get(node.category, "pointwise")
+
+
+def _topk_kind(node: Any, sizes: Mapping[str, int]) -> str:
+    """``topk_heap`` when its input holds at least ``TOPK_HEAP`` times the values it keeps
+    (k a row: its first output), else ``topk``."""
+    import torch
+
+    kept = 1
+    for size in node.shapes[0] if node.shapes else ():
+        kept *= size
+    itemsize = getattr(torch, node.dtype, torch.float32).itemsize
+    read = sizes.get(node.inputs[0], 0) if node.inputs else 0
+    return "topk_heap" if read >= TOPK_HEAP * kept * itemsize else "topk"
 
 
 def _per_group(weight: tuple[int, ...], shapes: list[tuple[int, ...]]) -> int:
@@ -189,6 +212,18 @@ def node_bytes(node: Any, sizes: Mapping[str, int]) -> int:
     """What one eager launch moves: its inputs (their sizes in ``sizes``), weights, output."""
     read = sum(sizes.get(producer, 0) for producer in dict.fromkeys(node.inputs))
     return read + sum(node.weights.values()) + sum(node.views.values())
+
+
+def kernel_bytes(kind: str, node: Any, sizes: Mapping[str, int]) -> int:
+    """The bytes a launch of ``kind`` is priced by: none for a view; what a top-k reads, whose
+    time goes with the elements it compares (priced with its k values and indices a row too,
+    a router's top 2 of 8 read 1.4x its time where a detector's 300 of 3,234 read 0.9x); for
+    the rest ``node_bytes``."""
+    if kind == "view":
+        return 0
+    if kind in ("topk", "topk_heap"):
+        return sum(sizes.get(producer, 0) for producer in dict.fromkeys(node.inputs))
+    return node_bytes(node, sizes)
 
 
 def tensor_sizes(measured: Any) -> dict[str, int]:
@@ -233,6 +268,8 @@ EFFICIENCY_OF = {
     "batch_norm": "norm",
     "reduction": "norm",
     "sort": "norm",  # a GPU's radix sort streams its keys: a reduction's share, as before
+    "topk": "norm",  # and its radix select too
+    "topk_heap": "norm",
     "pooling": "pool",
 }
 """The GPU efficiency kind (``hardware.EFFICIENCY_KINDS``) of a kernel kind; the other
@@ -302,8 +339,7 @@ def group_seconds(
     total = 0.0
     for node in members:
         kind = kernel_kind(node, param_shapes, sizes, channels, masks)
-        moved = 0 if kind == "view" else node_bytes(node, sizes)
-        total += kernel_seconds(kind, node.flops, moved, target, dtype)
+        total += kernel_seconds(kind, node.flops, kernel_bytes(kind, node, sizes), target, dtype)
     return total
 
 

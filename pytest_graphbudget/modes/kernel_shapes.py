@@ -227,6 +227,28 @@ def sort(op: str, n: int, groups: int):
     return (lambda: torch.sort(keys, descending=op == "sort")), cost.flops, moved
 
 
+def topk(rows: int, n: int, k: int, copies: int):
+    """``topk`` of ``k`` along rows of ``n`` float32 scores, called on ``copies`` different
+    inputs in turn: one input again and again trains the branch predictor (a detector's row
+    of 3,234 took 5.7 ns an element repeated, 12.7 ns over 16 inputs, on one EPYC), where a
+    forward's other ops leave it none the wiser. Its FLOPs are the registry's comparisons
+    (``costs.reduction.topk``); its bytes what it reads, as ``engine.latency`` prices it."""
+    import itertools
+
+    import torch
+
+    from pytest_graphbudget.costs import Shape, price
+
+    generator = torch.Generator(device="cpu").manual_seed(rows * n + k)
+    inputs = [
+        torch.rand(rows, n, generator=generator, device="cpu").to(torch.get_default_device())
+        for _ in range(copies)
+    ]
+    turn = itertools.cycle(inputs)
+    cost = price("topk", (Shape((rows, n)), k), {}, (Shape((rows, k)), Shape((rows, k))))
+    return (lambda: torch.topk(next(turn), k)), cost.flops, 4 * rows * n
+
+
 def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
     """The convolution kinds' shapes: ``(in, out, kernel, input size, groups)``."""
     return {
@@ -289,10 +311,10 @@ def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Benc
 TORCHVISION_KINDS = ("nms", "roi_align")
 """Kinds of TorchVision's ops: without it they are not timed, and price as ``pointwise``
 (``engine.latency.FALLBACK``)."""
-FLOAT32_ONLY = (*TORCHVISION_KINDS, "sort")
+FLOAT32_ONLY = (*TORCHVISION_KINDS, "sort", "topk", "topk_heap")
 """Kinds timed in float32 alone: a detector's boxes and scores stay float32 whatever its
-dtype, a sort's comparisons hardly depend on it, and a half-precision table takes float32's
-rate for a kind it lacks (``Hardware.kernel``)."""
+dtype, as does a router's softmax before its top-k, a sort's comparisons hardly depend on it,
+and a half-precision table takes float32's rate for a kind it lacks (``Hardware.kernel``)."""
 
 
 def float32_benches() -> dict[str, list[Callable[[], Bench]]]:
@@ -313,6 +335,18 @@ def float32_benches() -> dict[str, list[Callable[[], Bench]]]:
             lambda op=op, n=n, groups=groups: sort(op, n, groups)
             for op, n, groups in [("sort", 300, 300), ("sort", 3234, 91), ("argsort", 8192, 8)]
             + [("unique", 20000, 80)]
+        ],
+        "topk": [  # a router's token (decoding) and 4,096 of them, to 8 and to 64 experts; a
+            # detector's class of 3,234 anchors, its last levels
+            lambda rows=rows, n=n, k=k: topk(rows, n, k, copies=16)
+            for rows, n, k in [(1, 8, 2), (4096, 8, 2), (1, 3234, 300), (4096, 64, 6)]
+            + [(1, 20000, 1000)]
+        ],
+        "topk_heap": [  # a router's 4,096 tokens to 128 experts, top 1; a region proposal
+            # network's 120,000 anchors, RetinaNet's levels
+            lambda rows=rows, n=n, k=k: topk(rows, n, k, copies=2)
+            for rows, n, k in [(1, 128, 1), (4096, 128, 1), (1, 120_000, 1000)]
+            + [(1, 500_000, 1000), (1, 2_000_000, 1000)]
         ],
     }
     if importlib.util.find_spec("torchvision") is None:

@@ -61,7 +61,6 @@ SHAPES = {
         (node("max_pool", "reduction"), "pooling"),
         (node("sort", "reduction"), "sort"),
         (node("_unique2", "elementwise"), "sort"),
-        (node("topk", "reduction"), "reduction"),  # a heap of k, not a sort
         (node("cat", "movement"), "copy"),
         (node("view", "view"), "view"),
     ],
@@ -212,6 +211,55 @@ def test_a_sort_and_unique_are_priced_at_sorts_flop_rate_else_a_reductions():
     # values and 64 B of int64 indices, unique reads 64 B and writes its 3 labels, 24 B
     old = rates(reduction=(FREE, 1e9), pointwise=FAST, view=FAST)
     assert estimate(Rank(), (x, labels), old) == pytest.approx((32 + 96 + 64 + 24) / 1e9)
+
+
+def top(rows: int, n: int, k: int, dtype: str = "float32") -> NodeCost:
+    """A ``topk`` node of ``k`` a row over ``rows`` rows of ``n`` elements of ``dtype``."""
+    made = node("topk", "reduction", inputs=["x"])
+    made.shapes, made.dtype = [(rows, k), (rows, k)], dtype
+    return made
+
+
+@pytest.mark.parametrize(
+    ("op", "size", "expected"),
+    [  # ATen's CPU kernel keeps a heap when k * 64 <= n, else it selects
+        (top(4096, 8, 2), 4096 * 8 * 4, "topk"),  # a router's top 2 of 8 experts
+        (top(1, 3234, 300), 3234 * 4, "topk"),  # a detector's top 300 of one class's 3,234
+        (top(1, 6400, 100), 6400 * 4, "topk_heap"),  # k * 64 == n
+        (top(1, 6399, 100), 6399 * 4, "topk"),
+        (top(4096, 128, 1), 4096 * 128 * 4, "topk_heap"),  # a router's top 1 of 128
+        (top(4096, 127, 2, "bfloat16"), 4096 * 127 * 2, "topk"),  # the itemsize counts
+        (top(4096, 128, 2, "bfloat16"), 4096 * 128 * 2, "topk_heap"),
+    ],
+)
+def test_a_topk_is_a_heap_when_it_keeps_a_sixty_fourth_of_its_row_or_less(op, size, expected):
+    assert kernel_kind(op, {}, {"x": size}) == expected
+
+
+class Top(nn.Module):
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, x: torch.Tensor):
+        return torch.topk(x, self.k)
+
+
+def test_a_topk_is_priced_by_what_it_reads_at_its_kinds_rate_else_a_reductions():
+    # top 2 of 8 over 4 rows: reads 32 floats, 128 B (it writes 8 values and 8 int64
+    # indices, 96 B, which the price leaves out); its comparisons, 4 x 8 x 1, cost nothing
+    x = torch.rand(4, 8)
+    table = rates(topk=(FREE, 1e9), topk_heap=(FREE, 1e6), reduction=(FREE, 1e7))
+    assert estimate(Top(2), x, table) == pytest.approx(128 / 1e9)
+    old = rates(reduction=(FREE, 1e7))  # calibrated before topk existed: by the same reads
+    assert estimate(Top(2), x, old) == pytest.approx(128 / 1e7)
+
+
+def test_a_topk_heap_takes_its_comparisons_then_what_it_reads():
+    # top 1 of 64 over 2 rows: a heap (1 x 64 <= 64); 128 comparisons (one an element: a
+    # heap of 1), reads 128 floats, 512 B. The two add (SUMMED_KINDS): 128 / 1e6 + 512 / 1e9
+    table = rates(topk_heap=(1e6, 1e9), topk=(FREE, 1e6))
+    assert estimate(Top(1), torch.rand(2, 64), table) == pytest.approx(128e-6 + 512e-9)
 
 
 class Select(nn.Module):
@@ -647,6 +695,8 @@ def test_compiled_adds_one_launch_per_fused_group_on_a_profile_without_family():
         ("batch_norm", 1, "norm"),
         ("reduction", 1, "norm"),
         ("sort", 1, "norm"),  # as when it was a reduction: no GPU's sort was timed
+        ("topk", 1, "norm"),  # nor its top-k
+        ("topk_heap", 1, "norm"),
         ("pooling", 1, "pool"),
         ("pointwise_exp", 1, "elementwise"),
         ("copy", 1, "elementwise"),

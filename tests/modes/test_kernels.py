@@ -145,3 +145,28 @@ def test_the_sort_benchmarks_count_the_comparisons_the_registry_prices():
     assert values.dtype == torch.int64 and set(values.tolist()) == set(range(8))
     assert bool((values[:-1] <= values[1:]).all())
     assert (flops, moved) == (8192 * 13, 8192 * (8 + 8 + 8))
+
+
+def test_the_topk_benchmarks_are_what_their_kinds_price_and_rotate_their_inputs():
+    """Each ``topk`` benchmark counts the registry's comparisons (n x ceil(log2 k) a row,
+    ``costs.reduction.topk``) and the float32 it reads; the kind ``engine.latency`` gives a
+    topk of its shape is the kind it calibrates (a selection, or a heap when k * 64 <= n);
+    and its calls take turns over different inputs, as a forward's never repeat."""
+    from pytest_graphbudget.engine.latency import kernel_kind
+    from pytest_graphbudget.engine.measure import NodeCost
+    from pytest_graphbudget.modes.kernel_shapes import float32_benches, topk
+
+    call, flops, moved = topk(4096, 8, 2, copies=3)  # a router's top 2 of 8 experts
+    assert (flops, moved) == (4096 * 8 * 1, 4096 * 8 * 4)
+    first, second, third, fourth = (call().values for _ in range(4))
+    assert first.shape == (4096, 2) and not torch.equal(first, second)
+    assert torch.equal(first, fourth) and not torch.equal(second, third)
+    _, flops, _ = topk(1, 3234, 300, copies=1)
+    assert flops == 3234 * 9  # 2**8 < 300 <= 2**9
+    for kind in ("topk", "topk_heap"):
+        for make in float32_benches()[kind]:
+            call, _, moved = make()
+            rows, k = call().values.shape
+            node = NodeCost("t", "call_function", "topk", "", 0, kind="topk", inputs=["x"])
+            node.shapes, node.dtype = [(rows, k), (rows, k)], "float32"
+            assert kernel_kind(node, {}, {"x": moved}) == kind, (rows, moved // 4 // rows, k)
