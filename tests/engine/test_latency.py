@@ -486,6 +486,32 @@ def test_a_max_pool_takes_its_comparisons_then_its_bytes():
     assert estimate(model, torch.randn(1, 4, 8, 8), table) == pytest.approx(256e-9 + 128e-9)
 
 
+class Column(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, 0] > 0.5
+
+
+class EveryOther(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, ::2] + 1
+
+
+@pytest.mark.parametrize(
+    ("model", "moved"),
+    [
+        # x (100, 32) float32: its column 0 has its elements 128 B apart, a line (64 B) each:
+        # 6,400 B read where its 100 floats are 400; gt writes 100 bools
+        (Column(), 100 * 64 + 100),
+        # every other column: 16 floats a row, 8 B apart, so each moves 8 B of the lines it
+        # shares with its neighbour: 100 x 16 x 8 = 12,800 B read; the sum writes 1,600 floats
+        (EveryOther(), 100 * 16 * 8 + 1600 * 4),
+    ],
+)
+def test_a_strided_view_is_read_a_cache_line_at_a_time(model, moved):
+    table = rates(pointwise=(FREE, 1e9), view=FAST)
+    assert estimate(model, torch.rand(100, 32), table) == pytest.approx(moved / 1e9)
+
+
 def test_nearest_upsampling_copies_and_stays_a_plain_pointwise_op():
     # nearest x2: FLOPs 0, reads 128 B, writes 512 B, at the pointwise kind's 1e9 B/s
     table = rates(pointwise=(FREE, 1e9), resample=(FREE, 1e6))
