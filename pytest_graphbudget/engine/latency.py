@@ -178,15 +178,27 @@ def kernel_kind(
 
 def _topk_kind(node: Any, sizes: Mapping[str, int]) -> str:
     """``topk_heap`` when its input holds at least ``TOPK_HEAP`` times the values it keeps
-    (k a row: its first output), else ``topk``."""
+    (k a row: its first output), else ``topk``. The input's own bytes (its views' forms),
+    not the lines a strided one touches (``sizes``)."""
     import torch
 
     kept = 1
     for size in node.shapes[0] if node.shapes else ():
         kept *= size
     itemsize = getattr(torch, node.dtype, torch.float32).itemsize
-    read = sizes.get(node.inputs[0], 0) if node.inputs else 0
+    extents = (getattr(node, "read_extents", None) or {}).values()
+    read = sum(_form_bytes(form) for extent in extents for form in extent.forms)
+    if not read:  # no forms (symbolic sizes): what ``sizes`` says it reads
+        read = sizes.get(node.inputs[0], 0) if node.inputs else 0
     return "topk_heap" if read >= TOPK_HEAP * kept * itemsize else "topk"
+
+
+def _form_bytes(form: tuple) -> int:
+    """The bytes of the elements a view of ``form`` (``extents.form``) holds."""
+    total = 1
+    for count, _ in form[1]:
+        total *= count
+    return total
 
 
 def _per_group(weight: tuple[int, ...], shapes: list[tuple[int, ...]]) -> int:

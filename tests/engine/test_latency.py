@@ -255,6 +255,18 @@ def test_a_topk_is_priced_by_what_it_reads_at_its_kinds_rate_else_a_reductions()
     assert estimate(Top(2), x, old) == pytest.approx(128 / 1e7)
 
 
+class ColumnTop(nn.Module):
+    def forward(self, x: torch.Tensor):
+        return torch.topk(x[:, 0], 100)
+
+
+def test_a_topk_of_a_strided_column_is_told_apart_by_its_elements_and_priced_by_its_lines():
+    # x (1000, 16): column 0 holds 1,000 floats 64 B apart, 64,000 B of lines; top 100 of
+    # 1,000 selects (100 x 64 > 1,000), though its lines hold 64,000 >= 64 x 100 x 4 bytes
+    table = rates(topk=(FREE, 1e9), topk_heap=(FREE, 1e6), view=FAST)
+    assert estimate(ColumnTop(), torch.rand(1000, 16), table) == pytest.approx(64000 / 1e9)
+
+
 def test_a_topk_heap_takes_its_comparisons_then_what_it_reads():
     # top 1 of 64 over 2 rows: a heap (1 x 64 <= 64); 128 comparisons (one an element: a
     # heap of 1), reads 128 floats, 512 B. The two add (SUMMED_KINDS): 128 / 1e6 + 512 / 1e9
