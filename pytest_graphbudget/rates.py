@@ -45,6 +45,7 @@ COMPUTE_KINDS = (
     "nms",
     "roi_align",
     "sort",
+    "compare",
 )
 """The kinds whose measured rate is FLOPs per second; the others' is bytes per second."""
 KERNEL_KINDS = (

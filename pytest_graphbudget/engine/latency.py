@@ -19,9 +19,10 @@ softmax, sums), ``pooling``, ``copy`` (layout changes, gathers), ``select`` (``S
 an output whose size the values decide), ``nms`` (TorchVision's: scalar, branchy IoU
 comparisons), ``roi_align`` (``ROI_KINDS``: scalar bilinear samples), ``sort`` (``SORT_KINDS``:
 a sort's comparisons), ``topk`` and ``topk_heap`` (a selection and a partial sort, by what
-they read: ``TOPK_HEAP``) and ``view`` (no data moved: only its launch). Each split came from
-``benchmarks/latency_ops.py`` (every ATen op of a forward timed beside its price);
-``FALLBACK`` prices a split kind an older calibration lacks.
+they read: ``TOPK_HEAP``), ``compare`` (``COMPARE_KINDS``: a bool an element) and ``view`` (no
+data moved: only its launch). Each split came from ``benchmarks/latency_ops.py`` (every ATen op
+of a forward timed beside its price); ``FALLBACK`` prices a split kind an older calibration
+lacks.
 
 A GPU profile (``hardware.FAMILIES``) prices each kernel at its efficiency kind's fractions of
 the datasheet's peaks plus a launch (``efficiency_kind``, ``kernel_seconds``); a profile with
@@ -60,6 +61,7 @@ FALLBACK = {
     "sort": "reduction",
     "topk": "reduction",
     "topk_heap": "reduction",
+    "compare": "pointwise",
 }
 """A kind a profile calibrated before it existed reads its nearest older kind's rate."""
 MATMUL_KINDS = {"linear", "matmul", "bmm", "lstm"}
@@ -106,6 +108,14 @@ sixty-fourth of its row, ``topk_heap``, else it selects (``std::nth_element``), 
 an AMD EPYC core 12 to 15 ns an element selecting, 2.6 to 8 keeping a heap, where a reduction's
 bytes rate had priced a router's top 2 of 8 experts at a thirtieth of its time. Either is
 priced by what it reads (``kernel_bytes``)."""
+COMPARE_KINDS = frozenset(
+    "eq ne lt le gt ge isnan isinf isfinite isposinf isneginf where masked_fill".split()
+)
+"""Comparisons, which write a bool an element, and ``where`` and ``masked_fill``, which choose
+each element by a mask: ATen's CPU kernels take 1 to 2 ns an element over a structured mask,
+where an ``add`` takes 0.3, so as ``pointwise`` SSDlite's ``eq`` over its labels and Swin's
+and T5's attention masks priced at a fifth of their time (``benchmarks/latency_ops.py``):
+``compare``, at a FLOP rate (the registry's one an element, whatever the dtype)."""
 STEM_CHANNELS = 4
 """A dense convolution over at most this many input channels (an image's RGB) is
 ``conv_stem``: its products are too short to fill a vector unit (MobileNet's, EfficientNet's
@@ -165,6 +175,8 @@ def kernel_kind(
         return _topk_kind(node, sizes)
     if node.kind in SELECT_KINDS or (node.kind == "index" and masks.intersection(node.inputs)):
         return "select"
+    if node.kind in COMPARE_KINDS:
+        return "compare"
     if "pool" in node.kind:
         return "pooling"
     if node.kind in RESAMPLE_KINDS and node.flops > 0:

@@ -124,7 +124,7 @@ def test_hardware_name_uses_the_calibrated_profile(calibrated, tmp_path, capsys)
 def test_every_kernel_kind_is_calibrated_in_float32_and_bfloat16(calibrated):
     """bfloat16's every kind but a detector's box kinds, which run on float32 boxes and take
     float32's rates (``FLOAT32_ONLY``)."""
-    from pytest_graphbudget.modes.kernel_shapes import FLOAT32_ONLY
+    from pytest_graphbudget.modes.post_shapes import FLOAT32_ONLY
 
     _, path, _ = calibrated
     written = tomllib.loads(path.read_text())["hardware"]["ci-box"]

@@ -61,6 +61,12 @@ SHAPES = {
         (node("max_pool", "reduction"), "pooling"),
         (node("sort", "reduction"), "sort"),
         (node("_unique2", "elementwise"), "sort"),
+        (node("gt", "elementwise"), "compare"),
+        (node("eq", "elementwise"), "compare"),
+        (node("isnan", "elementwise"), "compare"),
+        (node("where", "elementwise"), "compare"),
+        (node("masked_fill", "elementwise"), "compare"),
+        (node("logical_and", "elementwise"), "pointwise"),  # bool in, bool out: vectorised
         (node("cat", "movement"), "copy"),
         (node("view", "view"), "view"),
     ],
@@ -124,7 +130,7 @@ def test_a_selection_by_a_mask_and_nms_have_kinds_of_their_own():
     found = [(n.kind, kernel_kind(n, {}, {}, {}, masks)) for n in measured.nodes]
     found = [pair for pair in found if pair[1] != "view"]  # torchvision's first-call checks
     assert found == [
-        ("gt", "pointwise"),
+        ("gt", "compare"),
         ("index", "select"),  # boxes[keep]
         ("index", "select"),  # scores[keep]
         ("torchvision.nms", "nms"),
@@ -272,6 +278,21 @@ def test_a_topk_heap_takes_its_comparisons_then_what_it_reads():
     # heap of 1), reads 128 floats, 512 B. The two add (SUMMED_KINDS): 128 / 1e6 + 512 / 1e9
     table = rates(topk_heap=(1e6, 1e9), topk=(FREE, 1e6))
     assert estimate(Top(1), torch.rand(2, 64), table) == pytest.approx(128e-6 + 512e-9)
+
+
+class Mask(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.masked_fill(x > 0.5, 0.0)
+
+
+def test_a_comparison_and_a_masked_fill_are_priced_at_compares_flop_rate_else_pointwises():
+    # x (4, 8): gt, 32 comparisons (reads 128 B, writes 32 B of bools); masked_fill, 32
+    # elements chosen (reads 128 B and the 32 B mask, writes 128 B): one FLOP an element each
+    x = torch.rand(4, 8)
+    table = rates(compare=(1e6, FREE), pointwise=(FREE, 1e6))
+    assert estimate(Mask(), x, table) == pytest.approx(64 / 1e6)
+    old = rates(pointwise=(FREE, 1e9))  # calibrated before compare existed: by their bytes
+    assert estimate(Mask(), x, old) == pytest.approx((160 + 288) / 1e9)
 
 
 class Select(nn.Module):
@@ -735,6 +756,7 @@ def test_compiled_adds_one_launch_per_fused_group_on_a_profile_without_family():
         ("sort", 1, "norm"),  # as when it was a reduction: no GPU's sort was timed
         ("topk", 1, "norm"),  # nor its top-k
         ("topk_heap", 1, "norm"),
+        ("compare", 1, "elementwise"),
         ("pooling", 1, "pool"),
         ("pointwise_exp", 1, "elementwise"),
         ("copy", 1, "elementwise"),

@@ -140,7 +140,7 @@ def test_calibrate_on_cuda(tmp_path, capsys):
     argv = ["hardware", "--calibrate", "--device", "cuda", "--force", "-o", str(path)]
     assert cli.main(argv) == 0
     table = tomllib.loads(path.read_text())["hardware"]["calibrated"]
-    from pytest_graphbudget.modes.kernel_shapes import FLOAT32_ONLY
+    from pytest_graphbudget.modes.post_shapes import FLOAT32_ONLY
     from pytest_graphbudget.rates import KERNEL_KINDS
 
     assert sorted(table["kernels"]) == sorted(KERNEL_KINDS)  # every kind, as on a CPU

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_graphbudget.modes.kernel_shapes import FLOAT32_ONLY, benches, pool
+from pytest_graphbudget.modes.kernel_shapes import benches, pool
 from pytest_graphbudget.modes.kernels import WINDOW_POOLS, cold, fit_sum
+from pytest_graphbudget.modes.post_shapes import FLOAT32_ONLY
 from pytest_graphbudget.rates import KERNEL_KINDS
 
 
@@ -102,7 +103,7 @@ def test_the_nms_benchmark_counts_its_flops_as_the_registry_prices_nms():
     """The calibration's FLOPs of an NMS are those ``costs.detection.nms`` gives the same call
     in a model: a rate fitted on other counts would price every model's NMS off by their ratio."""
     from pytest_graphbudget.costs import Shape, price
-    from pytest_graphbudget.modes.kernel_shapes import nms
+    from pytest_graphbudget.modes.post_shapes import nms
 
     call, flops, moved = nms(300, 100)
     k = len(call())
@@ -116,7 +117,7 @@ def test_the_nms_benchmark_counts_its_flops_as_the_registry_prices_nms():
 
 def test_the_roi_align_benchmark_counts_its_flops_as_the_registry_prices_it():
     from pytest_graphbudget.costs import Shape, price
-    from pytest_graphbudget.modes.kernel_shapes import roi_align
+    from pytest_graphbudget.modes.post_shapes import roi_align
 
     call, flops, moved = roi_align(16, 20, 10, 1 / 16)
     out = tuple(call().shape)
@@ -129,7 +130,7 @@ def test_the_roi_align_benchmark_counts_its_flops_as_the_registry_prices_it():
 def test_the_sort_benchmarks_count_the_comparisons_the_registry_prices():
     """A sort of n keys: n x ceil(log2 n) comparisons (``costs.reduction.sort``); unique of n
     labels the same and one a neighbour pair (``costs.detection.unique``)."""
-    from pytest_graphbudget.modes.kernel_shapes import sort
+    from pytest_graphbudget.modes.post_shapes import sort
 
     call, flops, moved = sort("sort", 3234, 91)  # 91 descending runs of 36 scores
     values, indices = call()
@@ -154,7 +155,7 @@ def test_the_topk_benchmarks_are_what_their_kinds_price_and_rotate_their_inputs(
     and its calls take turns over different inputs, as a forward's never repeat."""
     from pytest_graphbudget.engine.latency import kernel_kind
     from pytest_graphbudget.engine.measure import NodeCost
-    from pytest_graphbudget.modes.kernel_shapes import float32_benches, topk
+    from pytest_graphbudget.modes.post_shapes import float32_benches, topk
 
     call, flops, moved = topk(4096, 8, 2, copies=3)  # a router's top 2 of 8 experts
     assert (flops, moved) == (4096 * 8 * 1, 4096 * 8 * 4)
@@ -170,3 +171,27 @@ def test_the_topk_benchmarks_are_what_their_kinds_price_and_rotate_their_inputs(
             node = NodeCost("t", "call_function", "topk", "", 0, kind="topk", inputs=["x"])
             node.shapes, node.dtype = [(rows, k), (rows, k)], "float32"
             assert kernel_kind(node, {}, {"x": moved}) == kind, (rows, moved // 4 // rows, k)
+
+
+@pytest.mark.parametrize("op", ["gt", "eq", "masked_fill", "where"])
+def test_the_compare_benchmarks_count_the_registrys_flops_and_bytes(op):
+    """Each ``compare`` benchmark's FLOPs are what ``profile_model`` counts for the same call
+    (one an element), its bytes what it reads and writes: the scores (or int64 labels), the
+    bool mask or result; the masked ones' mask is a triangle, as a causal mask."""
+    from pytest_graphbudget.api import profile_model
+    from pytest_graphbudget.modes.kernel_shapes import _compare
+
+    call, flops, moved = _compare(op, 4096, torch.float32)
+    out = call()
+
+    class Call(torch.nn.Module):
+        def forward(self) -> torch.Tensor:
+            return call()
+
+    assert profile_model(Call(), ()).flops == flops == out.numel()
+    if op in ("gt", "eq"):
+        assert out.dtype == torch.bool and moved == (8 if op == "eq" else 4) * 4096 + 4096
+    else:  # 12 heads of 64 x 64, a 64 x 64 triangle of bools broadcast over them
+        assert out.shape == (12, 64, 64) and moved == 2 * 4 * 12 * 4096 + 4096
+        filled = 64 * 65 // 2 if op == "masked_fill" else 64 * 63 // 2  # where keeps the mask's
+        assert int((out == -1e4).sum()) == 12 * filled
