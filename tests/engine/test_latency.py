@@ -61,6 +61,8 @@ SHAPES = {
         (node("max_pool", "reduction"), "pooling"),
         (node("sort", "reduction"), "sort"),
         (node("_unique2", "elementwise"), "sort"),
+        (node("median", "reduction"), "topk"),  # a selection (nth_element), as topk's
+        (node("kthvalue", "reduction"), "topk"),
         (node("gt", "elementwise"), "compare"),
         (node("eq", "elementwise"), "compare"),
         (node("isnan", "elementwise"), "compare"),
@@ -271,6 +273,18 @@ def test_a_topk_of_a_strided_column_is_told_apart_by_its_elements_and_priced_by_
     # 1,000 selects (100 x 64 > 1,000), though its lines hold 64,000 >= 64 x 100 x 4 bytes
     table = rates(topk=(FREE, 1e9), topk_heap=(FREE, 1e6), view=FAST)
     assert estimate(ColumnTop(), torch.rand(1000, 16), table) == pytest.approx(64000 / 1e9)
+
+
+class Median(nn.Module):
+    def forward(self, x: torch.Tensor):
+        return torch.median(x, -1)
+
+
+def test_a_median_is_priced_by_what_it_reads_at_topks_rate():
+    # x (2, 128): a median a row selects (nth_element) over 256 floats, 1,024 B read (its 2
+    # values and int64 indices left out), though 1 kept of 128 would be a heap for topk
+    table = rates(topk=(FREE, 1e9), topk_heap=(FREE, 1e6), reduction=(FREE, 1e7))
+    assert estimate(Median(), torch.rand(2, 128), table) == pytest.approx(1024 / 1e9)
 
 
 def test_a_topk_heap_takes_its_comparisons_then_what_it_reads():
