@@ -123,6 +123,7 @@ def partition(measured: Measured) -> list[Group]:
                 )
 
     consumers = _consumers(measured.nodes)
+    left: list[NodeCost] = []
     for node in reversed(deferred):
         target = next((group_of[c] for c in consumers.get(node.name, []) if c in group_of), None)
         library = _narrows(node) and _library_reader(node, consumers, by_name)
@@ -135,11 +136,21 @@ def partition(measured: Measured) -> list[Group]:
             continue
         if target is None:  # consumed by nothing computed: the nearest kernel in node order
             target = _nearest(node, measured.nodes, group_of)
-        if target is not None:
+        if target is None:
+            left.append(node)
+            continue
+        join(target, node)
+        if not node.inputs:  # a factory (arange, zeros): generated in place, not a step
+            groups[target].riders.add(node.name)
+    for node in reversed(left):  # after a node deferred until after it (a copy_ into a clone)
+        if (target := _nearest(node, measured.nodes, group_of)) is not None:
             join(target, node)
-            if not node.inputs:  # a factory (arange, zeros): generated in place, not a step
-                groups[target].riders.add(node.name)
-    # a kernel started for a deferred node goes where that node runs, not last
+    return _in_node_order(groups)
+
+
+def _in_node_order(groups: list[Group]) -> list[Group]:
+    """``groups`` renumbered in the order their first members run, and each one's members in
+    node order: a kernel started for a deferred node goes where that node runs, not last."""
     groups.sort(key=lambda g: g.members[0].index)
     for gid, group in enumerate(groups):
         group.id = gid

@@ -89,3 +89,19 @@ def test_bert_nodes_all_partitioned_and_views_never_alone():
     # Per layer: one fused attention kernel and two layer norms (after attention, after FFN).
     assert kinds["attention"] == 2
     assert sum(k.endswith("layer_norm") for k in (s.kind for s in prof.subgraphs)) == 1 + 2 * 2
+
+
+class WriteIntoAClone(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()  # reads only an input: placed after the walk, with what it feeds
+        y.copy_(x)  # into y's storage, in place: a node with no new storage
+        return y.zero_()
+
+
+def test_every_node_has_a_kernel_though_it_writes_in_place_after_a_deferred_one():
+    """``y.copy_`` and ``zero_`` follow ``clone``, which reads only a graph input and so is
+    placed after the walk: they had been left out of every kernel (and so out of its time)."""
+    profile = profile_model(WriteIntoAClone(), (torch.randn(4, 4),), tier="eager")
+    assert {n.name: n.subgraph >= 0 for n in profile.node_info} == dict.fromkeys(
+        ["clone", "copy", "zero"], True
+    )
