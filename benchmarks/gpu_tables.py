@@ -165,7 +165,7 @@ def record(name: str, size: int, amp: bool = False, fuse: bool = True) -> dict:
         kind = latency.kernel_kind(node, shapes, sizes, channels, masks)
         kinds[node.name] = kind
         moved = latency.kernel_bytes(kind, node, sizes)
-        key = (kind, node.flops, moved, sum(node.weights.values()))
+        key = (kind, latency.kernel_flops(kind, node), moved, sum(node.weights.values()))
         ops[key] = ops.get(key, 0) + 1
     fused = []
     for group, flow in zip(groups, flows, strict=True):

@@ -57,6 +57,7 @@ KERNEL_KINDS = (
     "reduction",
     "pooling",
     "copy",
+    "index",
     "select",
     "topk",
     "topk_heap",
@@ -64,12 +65,14 @@ KERNEL_KINDS = (
 )
 """The kernel kinds a calibration times and ``engine/latency.py`` prices ops by. A profile
 naming another is refused: a misspelt kind would otherwise leave its ops on the roofline."""
-SUMMED_KINDS = frozenset({"pooling", "topk_heap"})
+SUMMED_KINDS = frozenset({"pooling", "topk_heap", "index"})
 """Kinds whose FLOPs and bytes take their time one after the other: ATen's max pool spends
 about 11 ns an output and 1.6 ns a comparison on one Xeon, whatever its stride, so neither
 side alone prices 2x2, 3x3 and 5x5 windows at once (``modes.kernels.fit_sum``); a top-k's
 heap spends its time per element read and per comparison, about 2.6 ns an element for a
-router's top 1 of 128 experts and 4.6 for a detector's top 1,000 of 2,000,000 on one EPYC."""
+router's top 1 of 128 experts and 4.6 for a detector's top 1,000 of 2,000,000 on one EPYC;
+and an ``index``, per offset (its FLOPs: ``engine.lookups``) and per element copied, about
+5 ns and 1 ns."""
 KERNEL_DTYPES = ("float32", "bfloat16", "float16", "float64")
 """The dtypes of ``[kernels_<dtype>]`` tables, besides those the profile has a peak for."""
 

@@ -20,7 +20,7 @@ zero_cost(
     "alias_copy as_strided_copy diagonal diagonal_copy narrow_copy _conj conj _neg_view "
     # copies and layout
     "clone copy _to_copy to contiguous resolve_conj resolve_neg cat stack hstack vstack concat "
-    "concatenate index_fill "
+    "concatenate index_fill index_copy "
     "masked_scatter masked_select constant_pad_nd pad "
     "reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d "
     "replication_pad3d roll flip repeat repeat_interleave tile pixel_shuffle pixel_unshuffle "

@@ -33,6 +33,7 @@ from pytest_graphbudget.engine.eager_kernels import (
 from pytest_graphbudget.engine.extents import extents
 from pytest_graphbudget.engine.fakes import fake_mode, linear
 from pytest_graphbudget.engine.fx_tracer import HELD, KEPT
+from pytest_graphbudget.engine.lookups import add_lookups
 from pytest_graphbudget.engine.nodes import (
     QUERIES,
     RANK,
@@ -136,6 +137,7 @@ class _Recorder(TorchDispatchMode):
         else:
             node.macs += cost.macs
             node.other += cost.other
+            add_lookups(node, name, args)
             if entry.workspace is not None:
                 held = _workspace(name, args, out, shapes)
                 held += tree.strided_bytes(args, entry.contiguous)
@@ -173,12 +175,10 @@ def _call(func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 ALLOCATES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
-"""Ops that allocate and run no kernel (an output buffer; one let go inside its node is held
-while the node runs: the noise ``rrelu`` makes even in eval)."""
+"""Ops that allocate and run no kernel: a buffer, held while its node runs (``rrelu``'s noise)."""
 
 UNMARKED_VIEWS = frozenset({"_unsafe_view"})
-"""Views whose schema does not say so (``reshape``'s ``clone`` then ``_unsafe_view``): no
-kernel, so a node running one after a copy is not run again op by op (``split``)."""
+"""Views whose schema does not say so (``reshape``'s ``_unsafe_view``): no kernel (``split``)."""
 LINEARS = (torch._C._nn.linear, torch.ops.aten.linear.default)  # ``fakes.linear`` runs them
 
 

@@ -64,6 +64,8 @@ class NodeCost:
     segment: int = 0  # nodes of different segments never fuse (a graph break ends a kernel)
     workspace: int = 0  # the most bytes one of its ops holds besides its inputs and outputs
     cuda_workspace: int = 0  # bytes its CUDA kernel holds while it runs, the CPU's not
+    lookups: int = 0  # offsets its indexing kernel computes (``lookups.index_lookups``)
+    lookup_bytes: int = 0  # and the bytes it copies from or to them
     in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
 
     @property

@@ -174,6 +174,33 @@ def _select(op: str, n: int, dtype: Any, batch: int = 1):
     return (lambda: boxes[mask]), 0, n + boxes.element_size() * 4 * (n + kept)
 
 
+def _index(n: int, row: int, k: int, dtype: Any, batch: int = 1, put: bool = False):
+    """``x[idx]``: ``k`` int64 indices into ``n`` rows of ``row`` elements (the dims after the
+    one indexed), or ``x[idx] = v`` (``put``: ``k`` distinct rows written): ATen's indexing
+    kernel computes an offset an index value, then copies its row element by element. Its
+    FLOPs are those offsets, its bytes the elements copied, read and written, as
+    ``engine.latency`` prices an ``index`` (``engine.lookups``)."""
+    import torch
+
+    n, k = n * batch, k * batch
+    generator = torch.Generator(device="cpu").manual_seed(n * row + k)
+    if put:
+        idx = torch.randperm(n, generator=generator, device="cpu")[:k]
+    else:
+        idx = torch.randint(0, n, (k,), generator=generator, device="cpu")
+    idx = idx.to(torch.get_default_device())
+    x = (
+        torch.randn(n, row, dtype=dtype).squeeze(1)
+        if row == 1
+        else torch.randn(n, row, dtype=dtype)
+    )
+    moved = 2 * k * row * x.element_size()
+    if put:
+        values = torch.randn(k, row, dtype=dtype)
+        return (lambda: x.index_put_((idx,), values)), k, moved
+    return (lambda: x[idx]), k, moved
+
+
 def conv_benches(dtype: Any, batch: int = 1) -> dict[str, list[Callable[[], Bench]]]:
     """The convolution kinds' shapes: ``(in, out, kernel, input size, groups)``."""
     return {
@@ -292,6 +319,14 @@ def benches(dtype: Any, quick: bool, batch: int = 1) -> dict[str, list[Callable[
         "copy": [
             lambda op=op, n=n: _memory(op, n, dtype, batch=batch)
             for op, n in [("copy", 4096), ("cat", 2**16), ("copy", 2**20), ("shuffle", 2**18)]
+        ],
+        "index": [  # 450 of a detector's 27,000 scores, its 3,234 scores sorted; SSDlite's
+            # 300 boxes, Swin's relative position bias, tokens routed to an expert; Faster
+            # R-CNN's RoI features put back in place
+            lambda n=n, row=row, k=k, put=put: _index(n, row, k, dtype, batch, put)
+            for n, row, k, put in [(27000, 1, 450, False), (3234, 1, 3234, False)]
+            + [(3234, 4, 300, False), (169, 12, 2401, False), (2048, 256, 1024, False)]
+            + [(150, 64 * 49, 150, True)]
         ],
         "select": [
             lambda op=op, n=n: _select(op, n, dtype, batch=batch)

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from pytest_graphbudget import cli
-from pytest_graphbudget.engine.latency import KINDS
+from pytest_graphbudget.engine.kinds import KINDS
 from pytest_graphbudget.hardware import Hardware, from_table
 
 if sys.version_info >= (3, 11):

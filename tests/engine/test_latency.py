@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from pytest_graphbudget.api import profile_model
-from pytest_graphbudget.engine.latency import KINDS, LARGE_BYTES, kernel_kind
+from pytest_graphbudget.engine.kinds import KINDS, LARGE_BYTES, kernel_kind
 from pytest_graphbudget.engine.measure import NodeCost
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.hardware import from_table
@@ -122,7 +122,8 @@ def boxes_and_scores(n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_a_selection_by_a_mask_and_nms_have_kinds_of_their_own():
     """An ``index`` by a boolean mask counts it first, as ``nonzero`` does (``select``);
-    one by integer indices is a gather (``copy``); NMS is scalar comparisons (``nms``)."""
+    one by integer indices computes an offset for each (``index``); NMS is scalar comparisons
+    (``nms``)."""
     from pytest_graphbudget.engine import latency
     from pytest_graphbudget.engine.breaks import capture_eager
     from pytest_graphbudget.engine.trace import Example
@@ -136,7 +137,7 @@ def test_a_selection_by_a_mask_and_nms_have_kinds_of_their_own():
         ("index", "select"),  # boxes[keep]
         ("index", "select"),  # scores[keep]
         ("torchvision.nms", "nms"),
-        ("index", "copy"),  # boxes[kept indices]
+        ("index", "index"),  # boxes[kept indices]: an offset an index value
         ("nonzero", "select"),
     ]
     assert {*found[1], "nms", "select"} <= {*KINDS, "index"}

@@ -153,7 +153,7 @@ def test_the_topk_benchmarks_are_what_their_kinds_price_and_rotate_their_inputs(
     ``costs.reduction.topk``) and the float32 it reads; the kind ``engine.latency`` gives a
     topk of its shape is the kind it calibrates (a selection, or a heap when k * 64 <= n);
     and its calls take turns over different inputs, as a forward's never repeat."""
-    from pytest_graphbudget.engine.latency import kernel_kind
+    from pytest_graphbudget.engine.kinds import kernel_kind
     from pytest_graphbudget.engine.measure import NodeCost
     from pytest_graphbudget.modes.post_shapes import float32_benches, topk
 
@@ -195,3 +195,30 @@ def test_the_compare_benchmarks_count_the_registrys_flops_and_bytes(op):
         assert out.shape == (12, 64, 64) and moved == 2 * 4 * 12 * 4096 + 4096
         filled = 64 * 65 // 2 if op == "masked_fill" else 64 * 63 // 2  # where keeps the mask's
         assert int((out == -1e4).sum()) == 12 * filled
+
+
+def test_the_index_benchmarks_are_what_the_engine_prices_an_index_by():
+    """Each ``index`` benchmark's FLOPs are the offsets ``engine.lookups`` counts for the same
+    call, its bytes the elements it copies, read and written, and ``engine.kinds`` gives the
+    call the kind it calibrates: a rate fitted on other counts would misprice every model's."""
+    from pytest_graphbudget.engine.breaks import capture_eager
+    from pytest_graphbudget.engine.kinds import kernel_kind
+    from pytest_graphbudget.engine.latency import kernel_bytes, kernel_flops, tensor_sizes
+    from pytest_graphbudget.engine.trace import Example
+    from pytest_graphbudget.modes.kernel_shapes import _index
+
+    # by hand: SSDlite's 300 boxes of 4 floats (300 offsets, 2 x 4,800 B), and Faster
+    # R-CNN's 150 RoIs of 64 x 7 x 7 put back (150 offsets, 2 x 150 x 3,136 x 4 B)
+    assert _index(3234, 4, 300, torch.float32)[1:] == (300, 9_600)
+    assert _index(150, 3136, 150, torch.float32, put=True)[1:] == (150, 3_763_200)
+    for make in benches(torch.float32, quick=False)["index"]:
+        call, flops, moved = make()
+
+        class Call(torch.nn.Module):
+            def forward(self, call=call) -> torch.Tensor:
+                return call()
+
+        measured = capture_eager(Call(), Example((), {})).measured
+        sizes = tensor_sizes(measured)
+        (node,) = [n for n in measured.nodes if kernel_kind(n, {}, sizes) == "index"]
+        assert (kernel_flops("index", node), kernel_bytes("index", node, sizes)) == (flops, moved)

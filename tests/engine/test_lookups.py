@@ -1,0 +1,152 @@
+"""An indexing kernel's offsets and the bytes it copies (``engine.lookups``), and the ``index``
+kind that prices them; ops that write in place into a storage they did not make, priced as
+the copies they are. Every count below is worked out by hand from the shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_graphbudget.api import profile_model
+from pytest_graphbudget.engine.lookups import index_lookups
+from pytest_graphbudget.hardware import from_table
+
+FREE = 1e18  # a rate no kernel reaches: its term costs nothing measurable
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "expected"),
+    [
+        # x[idx]: 3 rows of 4 floats, an offset each
+        ("index", (torch.zeros(10, 4), [torch.tensor([1, 5, 2])]), (3, 3 * 4 * 4)),
+        # x[:, idx] over (2, 10, 4): 2 x 3 rows of 4, an offset each
+        ("index", (torch.zeros(2, 10, 4), [None, torch.tensor([1, 5, 2])]), (6, 6 * 4 * 4)),
+        # x[i, j] over (10, 10, 4): 5 pairs, a row of 4 each
+        ("index", (torch.zeros(10, 10, 4), [torch.arange(5), torch.arange(5)]), (5, 5 * 16)),
+        # x[i[:, None], j] over (10, 10): broadcast 3 x 4 single elements
+        ("index", (torch.zeros(10, 10), [torch.arange(3)[:, None], torch.arange(4)]), (12, 48)),
+        # int64 values: 8 bytes an element
+        ("index", (torch.zeros(10, dtype=torch.int64), [torch.arange(7)]), (7, 56)),
+        # nearest upsampling's decomposition, (1, 2, 4, 4) -> (1, 2, 8, 8): every element
+        (
+            "_unsafe_index",
+            (
+                torch.zeros(1, 2, 4, 4),
+                [None, None, torch.arange(8)[:, None] // 2, torch.arange(8) // 2],
+            ),
+            (128, 512),
+        ),
+        # y[idx] = v: 3 rows of 4 written
+        ("index_put", (torch.zeros(10, 4), [torch.tensor([1, 5, 2])], torch.ones(3, 4)), (3, 48)),
+        # accumulate=True adds (a scatter-add, priced by its adds): not this kernel
+        ("index_put", (torch.zeros(10, 4), [torch.arange(3)], torch.ones(3, 4), True), (0, 0)),
+        # a boolean mask is a selection (a nonzero first)
+        ("index", (torch.zeros(4, 2), [torch.tensor([True, False, True, False])]), (0, 0)),
+        ("index_select", (torch.zeros(10, 4), 0, torch.arange(3)), (0, 0)),  # a memcpy a row
+    ],
+)
+def test_index_lookups_counts_an_offset_per_row_it_copies(name, args, expected):
+    assert index_lookups(name, args) == expected
+
+
+def rates(**kinds: tuple[float, float]) -> dict:
+    """A kernel table: each kind's (FLOP/s, bytes/s), no launch overhead."""
+    table = {
+        kind: {"flops_per_s": f, "bytes_per_s": b, "overhead_s": 0}
+        for kind, (f, b) in kinds.items()
+    }
+    return {"peak_tflops": {"float32": 1}, "bandwidth_gbs": 1, "kernels": table}
+
+
+def estimate(model: nn.Module, args: tuple, table: dict, tier: str | None = None) -> float:
+    hardware = from_table("box", table)
+    return profile_model(model.eval(), args, hardware=hardware, tier=tier).est_latency_s
+
+
+class Gather(nn.Module):
+    def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        return x[idx]
+
+
+GATHER = (torch.randn(10, 4), torch.tensor([1, 5, 2]))
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_an_index_by_integers_takes_its_offsets_then_the_bytes_it_copies(tier):
+    # x[idx]: 3 offsets, then 3 rows of 4 floats, 48 B, read and written: 96 B. The two
+    # add (SUMMED_KINDS): 3 / 1e6 + 96 / 1e9, in every tier
+    table = rates(index=(1e6, 1e9), copy=(FREE, 1e6))
+    assert estimate(Gather(), GATHER, table, tier) == pytest.approx(3e-6 + 96e-9)
+
+
+def test_an_index_calibrated_before_its_kind_existed_is_priced_as_a_copy_of_what_it_copies():
+    # copy's rate over the same 96 B (not x's 160 B and the 24 B of indices it reads all of)
+    assert estimate(Gather(), GATHER, rates(copy=(FREE, 1e9))) == pytest.approx(96e-9)
+
+
+class Put(nn.Module):
+    def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y[idx] = torch.ones(3, 4)
+        return y
+
+
+def test_an_index_put_by_integers_is_priced_as_an_index():
+    # clone: reads and writes 160 B, a copy; ones (3, 4): 48 B written, a copy (full); then
+    # y[idx] = ones in place: 3 offsets, 3 rows of 4 floats (48 B) read and written, 96 B
+    table = rates(index=(1e6, 1e9), copy=(FREE, 1e8))
+    assert estimate(Put(), GATHER, table) == pytest.approx((320 + 48) / 1e8 + 3e-6 + 96e-9)
+
+
+class InPlace(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y.copy_(x)
+        return y.zero_()
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_an_op_writing_in_place_into_a_storage_it_did_not_make_is_a_copy_not_a_view(tier):
+    # x (10, 4), 160 B. clone: reads x, writes y: 320 B. copy_(x): reads x, writes y: 320 B.
+    # zero_: writes y: 160 B. As views, copy_ and zero_ had cost nothing.
+    table = rates(copy=(FREE, 1e9), view=(FREE, 1e6))
+    assert estimate(InPlace(), (torch.randn(10, 4),), table, tier) == pytest.approx(800 / 1e9)
+
+
+class CacheUpdate(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 2, 16, 8))
+
+    def forward(self, k: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        self.cache.index_copy_(2, position, k)  # a static KV cache's update, as Hugging Face's
+        self.cache[:, :, -1:].copy_(k[:, :, :1])  # and a slice of it written
+        return k * 2
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_a_write_into_a_cache_is_priced_by_what_it_writes_not_by_the_whole_cache(tier):
+    # cache (1, 2, 16, 8) float32, 1,024 B. index_copy_ of k (1, 2, 3, 8) at 3 positions:
+    # 2 heads x 3 offsets, 48 floats (192 B) read and written; the slice's copy_: 2 x 8
+    # floats (64 B) read and written. k * 2 reads and writes 192 B.
+    table = rates(index=(1e6, 1e9), copy=(FREE, 1e8), pointwise=(FREE, 1e7), view=(FREE, 1e6))
+    args = (torch.randn(1, 2, 3, 8), torch.tensor([4, 5, 6]))
+    expected = 6e-6 + 384e-9 + 128 / 1e8 + 384 / 1e7
+    assert estimate(CacheUpdate(), args, table, tier) == pytest.approx(expected)
+
+
+class Clear(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y[y < 0] = 0.0
+        return y
+
+
+def test_a_write_by_a_mask_in_place_is_priced_by_its_mask_and_values_at_selects_rate():
+    # x (10, 4), 160 B. clone: 320 B, a copy. lt: a comparison, free here. y[mask] = 0 in
+    # place: a nonzero of the 40-bool mask, then its writes: it reads the mask (40 B) and the
+    # 0-dim value (4 B), not y, whose elements the mask picks
+    table = rates(copy=(FREE, 1e9), compare=(FREE, FREE), select=(FREE, 1e6), view=(FREE, 1e6))
+    x = torch.tensor([[1.0, -1.0, 2.0, -2.0]] * 10)
+    assert estimate(Clear(), (x,), table, "eager") == pytest.approx(320 / 1e9 + 44 / 1e6)
