@@ -163,11 +163,11 @@ def kernel_kind(
         return _topk_kind(node, sizes)
     if node.kind in ("kthvalue", "median", "nanmedian"):  # a selection, as topk's: 16-21 ns
         return "topk"  # an element on one EPYC, as topk's 13-16
+    if node.lookups:  # by integer tensors (``engine.lookups``), whatever the dtype indexed
+        return "index"
     masked = node.kind in ("index", "index_put") and masks.intersection(node.inputs)
     if node.kind in SELECT_KINDS or masked:  # a nonzero first, then the copy
         return "select"
-    if node.lookups:
-        return "index"
     if node.kind in COMPARE_KINDS:
         return "compare"
     if "pool" in node.kind:

@@ -50,8 +50,8 @@ def node_bytes(node: Any, sizes: Mapping[str, int]) -> int:
 
 
 def kernel_flops(kind: str, node: Any) -> int:
-    """The FLOPs a launch of ``kind`` is priced by: an ``index``'s offsets (``NodeCost.lookups``,
-    its time a value, as a comparison is a sort's), else the node's FLOPs."""
+    """The FLOPs a launch of ``kind`` is priced by: an ``index``'s offsets (``NodeCost.lookups``:
+    its time goes with them, as a sort's with its comparisons), else the node's FLOPs."""
     return node.lookups if kind == "index" else node.flops
 
 

@@ -150,3 +150,16 @@ def test_a_write_by_a_mask_in_place_is_priced_by_its_mask_and_values_at_selects_
     table = rates(copy=(FREE, 1e9), compare=(FREE, FREE), select=(FREE, 1e6), view=(FREE, 1e6))
     x = torch.tensor([[1.0, -1.0, 2.0, -2.0]] * 10)
     assert estimate(Clear(), (x,), table, "eager") == pytest.approx(320 / 1e9 + 44 / 1e6)
+
+
+class Flags(nn.Module):
+    def forward(self, flags: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        return flags[idx]
+
+
+def test_a_boolean_tensor_indexed_by_integers_is_an_index_not_a_selection():
+    # flags (10, 4) bool, idx 3 int64: 3 offsets, 3 rows of 4 bools (12 B) read and written
+    table = rates(index=(1e6, 1e9), select=(FREE, 1e6))
+    args = (torch.zeros(10, 4, dtype=torch.bool), torch.tensor([1, 5, 2]))
+    assert estimate(Flags(), args, table) == pytest.approx(3e-6 + 24e-9)
+
