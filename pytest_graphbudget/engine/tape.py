@@ -182,6 +182,8 @@ class Tape(_Recorder):
             node.kind = node.target.rpartition(".")[2]
         held = self.frees is not None
         for t in tensors:
+            if id(t) in self.weights:  # written in place, still a weight: read as one, as in FX
+                continue
             self.producer[id(t)] = (node.name, weakref.ref(t) if held else None)
         if held:
             self.live.update(dict.fromkeys(node.writes))

@@ -163,3 +163,22 @@ def test_a_boolean_tensor_indexed_by_integers_is_an_index_not_a_selection():
     args = (torch.zeros(10, 4, dtype=torch.bool), torch.tensor([1, 5, 2]))
     assert estimate(Flags(), args, table) == pytest.approx(3e-6 + 24e-9)
 
+
+class Counts(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("counts", torch.zeros(16, 16))
+
+    def forward(self, idx: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self.counts.index_copy_(0, idx, v)
+        return self.counts.sum()
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_a_buffer_written_in_place_is_read_once_by_the_op_after(tier):
+    # counts (16, 16) float32, 1,024 B. index_copy_ of v (2, 16): 2 offsets, 128 B read and
+    # written. sum reads counts once, 1,024 B, and writes 4 B. The taped forward had read it
+    # twice, as index_copy_'s output and as a buffer: 2,052 B
+    table = rates(index=(1e6, 1e9), reduction=(FREE, 1e9), view=(FREE, 1e6))
+    args = (torch.tensor([1, 3]), torch.randn(2, 16))
+    assert estimate(Counts(), args, table, tier) == pytest.approx(2e-6 + 256e-9 + 1028e-9)
