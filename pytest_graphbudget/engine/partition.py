@@ -10,7 +10,8 @@ Walking the nodes in topological order:
 - a reduction (softmax, norms, pooling) starts a kernel unless its latest producer's kernel is
   a pure pointwise chain, which it absorbs as a prologue;
 - views and shape ops cost nothing and ride along with their producer (or, for views of graph
-  inputs and weights, with their first consumer): they never form a kernel of their own;
+  inputs and weights, with their first consumer): they never form a kernel of their own,
+  but for a write in place (``WRITES_IN_PLACE``) in a graph with no other kernel;
   neither do free ops that read nothing computed (``arange``, ``zeros``): they join their
   first consumer, as a compiler would generate them inside it; but a cast of a graph input or
   weight down to a 16-bit float (autocast's float16 copy of a float32 weight) that a compute
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.engine.extents import Extent
+from pytest_graphbudget.engine.kinds import WRITES_IN_PLACE
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
 
 
@@ -142,7 +144,12 @@ def partition(measured: Measured) -> list[Group]:
         join(target, node)
         if not node.inputs:  # a factory (arange, zeros): generated in place, not a step
             groups[target].riders.add(node.name)
+    if not groups:  # views and writes in place alone (a cache's update): the first write runs
+        if write := next((n for n in reversed(left) if n.kind in WRITES_IN_PLACE), None):
+            start(write, f"{write.kind}: writes in place, and no other kernel runs")
     for node in reversed(left):  # after a node deferred until after it (a copy_ into a clone)
+        if node.name in group_of:
+            continue
         if (target := _nearest(node, measured.nodes, group_of)) is not None:
             join(target, node)
     return _in_node_order(groups)

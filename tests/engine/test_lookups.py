@@ -182,3 +182,20 @@ def test_a_buffer_written_in_place_is_read_once_by_the_op_after(tier):
     table = rates(index=(1e6, 1e9), reduction=(FREE, 1e9), view=(FREE, 1e6))
     args = (torch.tensor([1, 3]), torch.randn(2, 16))
     assert estimate(Counts(), args, table, tier) == pytest.approx(2e-6 + 256e-9 + 1028e-9)
+
+
+class CacheOnly(CacheUpdate):
+    def forward(self, k: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        self.cache.index_copy_(2, position, k)
+        return self.cache[:, :, :4]
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_a_write_in_place_with_no_other_kernel_in_the_graph_is_a_kernel_of_its_own(tier):
+    # The cache update of the test above, then a view of the cache: 6 offsets, 192 B read and
+    # written. It had been left out of every kernel, the estimate 0 and its subgraph -1
+    table = rates(index=(1e6, 1e9), view=(FREE, 1e6))
+    args = (torch.randn(1, 2, 3, 8), torch.tensor([4, 5, 6]))
+    assert estimate(CacheOnly(), args, table, tier) == pytest.approx(6e-6 + 384e-9)
+    profile = profile_model(CacheOnly().eval(), args, tier=tier)
+    assert [n.subgraph for n in profile.node_info] == [0] * len(profile.node_info)
