@@ -144,15 +144,21 @@ def partition(measured: Measured) -> list[Group]:
         join(target, node)
         if not node.inputs:  # a factory (arange, zeros): generated in place, not a step
             groups[target].riders.add(node.name)
-    if not groups:  # views and writes in place alone (a cache's update): the first write runs
-        if write := next((n for n in reversed(left) if n.kind in WRITES_IN_PLACE), None):
-            start(write, f"{write.kind}: writes in place, and no other kernel runs")
-    for node in reversed(left):  # after a node deferred until after it (a copy_ into a clone)
-        if node.name in group_of:
-            continue
-        if (target := _nearest(node, measured.nodes, group_of)) is not None:
-            join(target, node)
+    _place_left(left[::-1], measured.nodes, groups, group_of)
     return _in_node_order(groups)
+
+
+def _place_left(
+    left: list[NodeCost], nodes: list[NodeCost], groups: list[Group], group_of: dict[str, int]
+) -> None:
+    """Nodes that found no kernel (before a copy_ into a clone; a cache's update alone)."""
+    if not groups and (write := next((n for n in left if n.kind in WRITES_IN_PLACE), None)):
+        groups.append(Group(0, f"{write.kind}: writes in place, and no other kernel runs", [write]))
+        group_of[write.name] = 0
+    for node in left:
+        if node.name not in group_of and (target := _nearest(node, nodes, group_of)) is not None:
+            groups[target].members.append(node)
+            group_of[node.name] = target
 
 
 def _in_node_order(groups: list[Group]) -> list[Group]:
