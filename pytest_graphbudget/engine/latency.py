@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from pytest_graphbudget.engine.kinds import FILLS, kernel_kind
+from pytest_graphbudget.engine.kinds import FILLS, WRITES_IN_PLACE, kernel_kind
 from pytest_graphbudget.rates import SUMMED_KINDS
 
 FALLBACK = {
@@ -60,22 +60,34 @@ def kernel_bytes(kind: str, node: Any, sizes: Mapping[str, int]) -> int:
     time goes with the elements it compares (priced with its k values and indices a row too,
     a router's top 2 of 8 read 1.4x its time where a detector's 300 of 3,234 read 0.9x); the
     elements an ``index`` copies, read and written (not the whole tensor it indexes: a top
-    450 of 27,000 labels reads 450 of them); what a write in place writes (not the tensor it
-    writes into: ``y[:, -1:].copy_(x)``), and reads unless it fills; ``x[mask] = v``'s mask and
-    values (the elements it writes, the mask decides); for the rest ``node_bytes``."""
+    450 of 27,000 labels reads 450 of them), and the copy of the tensor it writes into when
+    it writes a new one (``torch.index_put``: a clone, then the writes); what a write in place
+    writes (not the tensor it writes into: ``y[:, -1:].copy_(x)``), and reads unless it fills;
+    ``scatter_``'s and ``put_``'s elements written (``NodeCost.lookup_bytes``), index and
+    values; ``x[mask] = v``'s mask and values (the elements it writes, the mask decides); for
+    the rest ``node_bytes``."""
     if kind == "view":
         return 0
     if kind == "index":
-        return 2 * node.lookup_bytes
+        cloned = node.kind in WRITES_IN_PLACE and node.category != "view"
+        return 2 * node.lookup_bytes + (2 * sum(node.views.values()) if cloned else 0)
+    if kind == "copy" and node.category == "view" and node.lookup_bytes:  # scatter_, put_
+        return node.lookup_bytes + _reads_besides_destination(node, sizes)
     if kind == "copy" and node.category == "view":  # a write in place (``WRITES_IN_PLACE``)
         written = sum(node.views.values())  # read from its source and written, or a fill's
         return written if node.kind in FILLS else 2 * written
-    if kind == "select" and node.category == "view":  # its destination is its first input,
-        reads = node.inputs[1:] if not node.weights else node.inputs  # unless it is a buffer
-        return sum(sizes.get(producer, 0) for producer in dict.fromkeys(reads))
+    if kind == "select" and node.category == "view":
+        return _reads_besides_destination(node, sizes)
     if kind in ("topk", "topk_heap"):
         return sum(sizes.get(producer, 0) for producer in dict.fromkeys(node.inputs))
     return node_bytes(node, sizes)
+
+
+def _reads_besides_destination(node: Any, sizes: Mapping[str, int]) -> int:
+    """What a write in place reads: its inputs but its destination, the first of them unless
+    it is a buffer (a weight, not an input)."""
+    reads = node.inputs[1:] if not node.weights else node.inputs
+    return sum(sizes.get(producer, 0) for producer in dict.fromkeys(reads))
 
 
 def tensor_sizes(measured: Any) -> dict[str, int]:

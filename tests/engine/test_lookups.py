@@ -44,6 +44,19 @@ FREE = 1e18  # a rate no kernel reaches: its term costs nothing measurable
         # a boolean mask is a selection (a nonzero first)
         ("index", (torch.zeros(4, 2), [torch.tensor([True, False, True, False])]), (0, 0)),
         ("index_select", (torch.zeros(10, 4), 0, torch.arange(3)), (0, 0)),  # a memcpy a row
+        # x.index_fill_(0, idx, 1.0) over (10, 4): 2 rows of 4 floats, an offset each
+        ("index_fill", (torch.zeros(10, 4), 0, torch.tensor([1, 5]), 1.0), (2, 32)),
+        # along dim 1 of (3, 10, 4): 3 x 2 rows of 4, an offset each (as index_copy_)
+        ("index_fill", (torch.zeros(3, 10, 4), 1, torch.tensor([1, 5]), 1.0), (6, 96)),
+        (
+            "index_copy",
+            (torch.zeros(3, 10, 4), -2, torch.tensor([1, 5]), torch.ones(3, 2, 4)),
+            (6, 96),
+        ),
+        # scatter_ and put_: an element an index value, no offsets priced: (4, 2) and 3 floats
+        ("scatter", (torch.zeros(4, 8), 1, torch.zeros(4, 2, dtype=torch.long), 1.0), (0, 32)),
+        ("put", (torch.zeros(10), torch.tensor([1, 2, 3]), torch.ones(3)), (0, 12)),
+        ("put", (torch.zeros(10), torch.tensor([1, 2, 3]), torch.ones(3), True), (0, 0)),
     ],
 )
 def test_index_lookups_counts_an_offset_per_row_it_copies(name, args, expected):
@@ -199,3 +212,50 @@ def test_a_write_in_place_with_no_other_kernel_in_the_graph_is_a_kernel_of_its_o
     assert estimate(CacheOnly(), args, table, tier) == pytest.approx(6e-6 + 384e-9)
     profile = profile_model(CacheOnly().eval(), args, tier=tier)
     assert [n.subgraph for n in profile.node_info] == [0] * len(profile.node_info)
+
+
+class Writes(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(16, 64))
+        self.register_buffer("flat", torch.zeros(100))
+
+    def forward(self, x, idx, pos, v, w):
+        self.state.index_fill_(0, idx, 0.0)
+        self.state.scatter_(1, pos, v)
+        self.flat.put_(idx, w)
+        return x * 2
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_writes_in_place_by_index_are_priced_by_what_they_write_not_their_destination(tier):
+    # state (16, 64) float32, 4,096 B; each write had been priced as a copy of all of it,
+    # read and written: 8,192 B. index_fill_ of 2 rows: 2 offsets, 2 x 64 floats (512 B)
+    # read and written. scatter_ of v (16, 1) at pos (16, 1): 16 floats written (64 B), pos
+    # (128 B) and v (64 B) read. flat (100,): put_ of w at idx, 2 floats written (8 B), idx
+    # (16 B) and w (8 B) read. x (4, 4), 64 B: x * 2 reads and writes 128 B
+    table = rates(index=(1e6, 1e9), copy=(FREE, 1e8), pointwise=(FREE, 1e7), view=(FREE, 1e6))
+    args = (
+        torch.randn(4, 4),
+        torch.tensor([1, 3]),
+        torch.zeros(16, 1, dtype=torch.long),
+        torch.ones(16, 1),
+        torch.ones(2),
+    )
+    expected = 2e-6 + 1024e-9 + (256 + 32) / 1e8 + 128 / 1e7
+    assert estimate(Writes(), args, table, tier) == pytest.approx(expected)
+
+
+class PutNew(nn.Module):
+    def forward(self, x: torch.Tensor, idx: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.index_put(x, (idx,), v)
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_an_index_put_into_a_new_tensor_copies_the_tensor_first(tier):
+    # torch.index_put(x, (idx,), v): a clone of x (10, 4), 160 B read and written, then the
+    # writes of v (4,) at GATHER's 3 rows: 3 offsets, 48 B read and written. It had been
+    # priced by the writes alone
+    table = rates(index=(1e6, 1e9))
+    args = (*GATHER, torch.ones(4))
+    assert estimate(PutNew(), args, table, tier) == pytest.approx(3e-6 + (320 + 96) / 1e9)
