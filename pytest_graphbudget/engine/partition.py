@@ -11,7 +11,7 @@ Walking the nodes in topological order:
   a pure pointwise chain, which it absorbs as a prologue;
 - views and shape ops cost nothing and ride along with their producer (or, for views of graph
   inputs and weights, with their first consumer): they never form a kernel of their own,
-  but for a write in place (``WRITES_IN_PLACE``) in a graph with no other kernel;
+  but for a write (in place, ``WRITES_IN_PLACE``, or a factory's) in a graph with no other;
   neither do free ops that read nothing computed (``arange``, ``zeros``): they join their
   first consumer, as a compiler would generate them inside it; but a cast of a graph input or
   weight down to a 16-bit float (autocast's float16 copy of a float32 weight) that a compute
@@ -152,8 +152,9 @@ def _place_left(
     left: list[NodeCost], nodes: list[NodeCost], groups: list[Group], group_of: dict[str, int]
 ) -> None:
     """Nodes that found no kernel (before a copy_ into a clone; a cache's update alone)."""
-    if not groups and (write := next((n for n in left if n.kind in WRITES_IN_PLACE), None)):
-        groups.append(Group(0, f"{write.kind}: writes in place, and no other kernel runs", [write]))
+    writes = (n for n in left if n.kind in WRITES_IN_PLACE or n.category != "view")
+    if not groups and (write := next(writes, None)):  # a cache's update, a factory (randn)
+        groups.append(Group(0, f"{write.kind}: writes memory, and no other kernel runs", [write]))
         group_of[write.name] = 0
     for node in left:
         if node.name not in group_of and (target := _nearest(node, nodes, group_of)) is not None:
@@ -316,10 +317,7 @@ def _shown(group: Group, key: Any) -> Extent:
 
 
 def _union(found: dict[Any, Extent], key: Any, extent: Extent) -> None:
-    if key in found:
-        found[key].merge(extent)
-    else:
-        found[key] = Extent(extent.nbytes, set(extent.forms))
+    found.setdefault(key, Extent(extent.nbytes, set())).merge(extent)  # a copy, then unions
 
 
 def _taken(groups: list[Group]) -> dict[Any, dict[int, Extent]]:

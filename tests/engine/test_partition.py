@@ -105,3 +105,18 @@ def test_every_node_has_a_kernel_though_it_writes_in_place_after_a_deferred_one(
     assert {n.name: n.subgraph >= 0 for n in profile.node_info} == dict.fromkeys(
         ["clone", "copy", "zero"], True
     )
+
+
+class Noise(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.randn(64, 256)  # reads nothing: the taped forward's only op
+
+
+def test_a_forward_of_factories_alone_is_a_kernel_not_an_estimate_of_0():
+    """A factory joins the kernel that reads it; with none, it had been left out of every
+    kernel: its subgraph -1, the estimate 0 (FX folds it into a constant: an empty graph,
+    which the gate fails)."""
+    profile = profile_model(Noise(), (torch.randn(4, 4),), tier="eager")
+    assert [(n.name, n.subgraph) for n in profile.node_info] == [("randn", 0)]
+    assert profile.est_latency_s > 0
+    assert profile.subgraphs[0].bytes_out == 64 * 256 * 4  # the 64 KB it writes
