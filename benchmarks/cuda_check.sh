@@ -115,9 +115,11 @@ print("estimated peak_memory_bytes", totals["peak_memory_bytes"], "of which acti
 PYCODE
 
 # What is left of ~480 s goes to timm's models: no model is started after --budget-s. Each at
-# batch 256, 64 and 1024 (the H200 of 2026-11-30 ran batch 256 at 0.58 of the estimate: is the
-# gap the batch's size against the card's?), timed only: the estimates need no GPU, and are
-# filled in afterwards, here: gpu_timm_check.py estimate FILE --hardware-file gpu_calibrated.toml
+# batch 256, 64 and 1024, timed only: the estimates need no GPU, and are filled in afterwards,
+# here: gpu_timm_check.py estimate FILE --hardware-file gpu_calibrated.toml. The calibration
+# above spills the L2 since 2026-12-04 (kernels.spill_batch): its estimate of the timings
+# already kept is  gpu_timm_check.py estimate COPY_OF_benchmarks/data/h200_timm_batches.jsonl
+# --again --hardware-file gpu_calibrated.toml  (2026-12-04, within the L2: 0.77 at 256, 0.58 at 1024)
 LEFT=$(( 440 - SECONDS ))
 [ "$LEFT" -lt 30 ] && LEFT=30
 echo "== timm's held-out models timed here, ${LEFT}s (issue 36)"

@@ -194,12 +194,13 @@ def measure(args: argparse.Namespace) -> int:
 
 def estimate(args: argparse.Namespace) -> int:
     """Fill in the estimates of a file measured with ``--no-estimate`` (they need no GPU: a
-    lease's minutes go to the timings)."""
+    lease's minutes go to the timings); ``--again`` replaces those already there (a new
+    calibration of the card, an engine that prices differently)."""
     path = Path(args.file)
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     calibrated = calibrated_profile(args.hardware_file)
     for row in rows:
-        if "measured_s" in row and "estimate_s" not in row:
+        if "measured_s" in row and ("estimate_s" not in row or args.again):
             row["hardware"] = args.hardware
             row.update(
                 estimate_s(
@@ -377,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     later.add_argument("file")
     later.add_argument("--hardware", default="h200")
     later.add_argument("--hardware-file")
+    later.add_argument(
+        "--again", action="store_true", help="estimate rows that have estimates again"
+    )
     shown = sub.add_parser("report", help="the hit rates of a measured file")
     shown.add_argument("file")
     fitting = sub.add_parser("fit", help="the family's memory scale from measured files")

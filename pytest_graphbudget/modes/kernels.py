@@ -2,7 +2,8 @@
 
 Each kind (``rates.KERNEL_KINDS``) is timed on the shapes of ``modes.kernel_shapes`` (the
 layers real models use, their FLOPs and bytes counted by hand), on the device calibrated: the
-same table drives a CPU's calibration and a GPU's, whose shapes also run at ``CUDA_BATCH``. A
+same table drives a CPU's calibration and a GPU's, whose shapes also run at a batch that spills
+its L2 cache (``spill_batch``). A
 line ``t = overhead + work / rate`` is fitted to each shape's time, in relative error so a 10 µs
 kernel weighs as much as a 10 ms one; the work is FLOPs for the compute kinds, bytes for the
 memory-bound ones; on a GPU the overhead is the launch's. The zoo's models never enter the fit:
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.modes.kernel_shapes import Bench, benches, linear, pool
+from pytest_graphbudget.modes.post_shapes import FLOAT32_ONLY
 from pytest_graphbudget.modes.rounds import best_of, interleaved, spread
 from pytest_graphbudget.rates import COMPUTE_KINDS, SUMMED_KINDS, KernelRate
 
@@ -37,7 +39,24 @@ slower of a bytes rate from 3x3 stride-2 pools and a comparison rate from these 
 VGG's 2x2 pools at 1.6x their time and the 5x5 SPPF at 1.48x; calibrated as a sum, eleven
 pools timed warm read 0.91x to 1.16x (``benchmarks/LATENCY_RESULTS.md``)."""
 CUDA_BATCH = 32
-"""A GPU times every shape at batch 1 (its launch overhead) and at this batch (its rates)."""
+"""A GPU times every shape at batch 1 (its launch overhead) and at this batch or more (its
+rates: ``spill_batch``)."""
+MAX_SPILL = 1024
+"""The most ``spill_batch`` multiplies a batch by (a 4,096-element op at batch 32 needs 512x
+to move twice a 60 MB L2)."""
+
+
+def spill_batch(moved: float, batch: int, spill: int) -> int:
+    """The batch, ``batch`` times a power of two, at which a shape that moves ``moved`` bytes
+    at ``batch`` moves at least ``spill`` (a GPU's calibration asks twice its L2 cache). A
+    CPU-sized shape at batch 32 is a few MB, which an H200's 60 MB L2 holds: its memory-bound
+    kinds were timed at 5.3 to 10 TB/s where the card's memory moves 3.8, and a timm model at
+    batch 1024, whose layers spill the L2, was priced at 0.58 of its time
+    (``benchmarks/GPU_RESULTS.md``)."""
+    factor = 1
+    while 0 < moved * factor < spill and factor < MAX_SPILL:
+        factor *= 2
+    return batch * factor
 
 
 def fit_sum(points: list[tuple[float, float, float]]) -> tuple[float, float, float]:
@@ -168,6 +187,7 @@ class Timing:
     samples: int = 2
     target: float = SAMPLE_SECONDS
     batches: tuple[int, ...] = (1,)
+    spill: int = 0  # on a GPU: the bytes a shape moves at its larger batch, at least
 
 
 @dataclass
@@ -180,26 +200,50 @@ class KindRates:
 
 
 def _shapes(
-    dtype: Any, quick: bool, batches: tuple[int, ...]
+    dtype: Any, quick: bool, batches: tuple[int, ...], spill: int = 0
 ) -> tuple[dict[Any, list[Bench]], dict[tuple[Any, int], Callable[[], Callable[[], Any]]]]:
-    """Every kind's benchmarks (cold where the kind reads weights), and, on a full
-    calibration, matmul's batch-1 product that streams its weights and the stride-1 pools; with
-    how to make a cold benchmark's copies again, by (kind, index)."""
+    """Every kind's benchmarks (cold where the kind reads weights; past batch 1, at the batch
+    that moves ``spill`` bytes), and, on a full calibration, matmul's batch-1 product that
+    streams its weights and the stride-1 pools; with how to make a benchmark again for each
+    round (a cold kind's copies; past a GPU's L2, every shape), by (kind, index)."""
     makers: dict[str, list[Callable[[], Bench]]] = {}
     for batch in batches:
         for kind, found in benches(dtype, quick, batch).items():
+            if batch > 1 and spill and kind not in FLOAT32_ONLY:  # those take no batch
+                found = [_spilled(dtype, quick, kind, i, make, batch, spill)
+                         for i, make in enumerate(found)]  # fmt: skip
             makers.setdefault(kind, []).extend(found)
     shapes: dict[Any, list[Bench]] = {}
     again: dict[tuple[Any, int], Callable[[], Callable[[], Any]]] = {}
     for kind, found in makers.items():
         limit = (COLD_BYTES // 16 if quick else COLD_BYTES) if kind in COLD_KINDS else 0
-        shapes[kind] = [cold(make, limit) for make in found]
-        if limit:
+        if spill and not quick:  # made afresh each round, one at a time: held together, a
+            # GPU's shapes would take about 150 times its L2 (20 GB on an H200)
+            shapes[kind] = [_counted(make) for make in found]  # (None, flops, bytes)
+        else:
+            shapes[kind] = [cold(make, limit) for make in found]
+        if limit or (spill and not quick):
             again.update({(kind, i): _remade(make, limit) for i, make in enumerate(found)})
     if not quick:
         shapes["streamed"] = [linear(1, 4096, 4096, dtype)]
         shapes["pooling"] += [pool(*shape[:2], dtype, *shape[2:]) for shape in WINDOW_POOLS]
     return shapes, again
+
+
+def _spilled(
+    dtype: Any, quick: bool, kind: str, i: int, make: Callable[[], Bench], batch: int, spill: int
+) -> Callable[[], Bench]:
+    """``make`` (shape ``i`` of ``kind`` at ``batch``), or the same shape at the batch that
+    moves ``spill`` bytes (``spill_batch``)."""
+    _, _, moved = make()
+    larger = spill_batch(moved, batch, spill)
+    return make if larger == batch else benches(dtype, quick, larger)[kind][i]
+
+
+def _counted(make: Callable[[], Bench]) -> Bench:
+    """``make``'s FLOPs and bytes, its tensors let go (no call: ``again`` remakes it)."""
+    _, flops, moved = make()
+    return None, flops, moved  # type: ignore[return-value]
 
 
 def _remade(make: Callable[[], Bench], limit: int) -> Callable[[], Callable[[], Any]]:
@@ -220,15 +264,15 @@ def measure_kernels(
     kind's fit leaves out (memory kinds have no FLOP rate of their own, compute kinds no
     bandwidth)."""
     target = timing.target / 10 if quick else timing.target
-    shapes, again = _shapes(dtype, quick, timing.batches)
+    shapes, again = _shapes(dtype, quick, timing.batches, timing.spill)
     tasks = {}
     for kind, found in shapes.items():
         for i, (call, _, _) in enumerate(found):
-            loops = loops_for(call, timing.clock, target)
-            remake = again.get((kind, i))
+            remake = again.get((kind, i)) if not quick else None
+            loops = loops_for(call or remake(), timing.clock, target)  # type: ignore[misc]
             tasks[kind, i] = (
                 _afresh(remake, loops, timing)
-                if remake and not quick
+                if remake
                 else per_call(call, loops, timing.samples, timing.clock)
             )
     times = interleaved(tasks, timing.rounds)

@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from pytest_graphbudget.modes.kernel_shapes import benches, pool
-from pytest_graphbudget.modes.kernels import WINDOW_POOLS, cold, fit_sum
+from pytest_graphbudget.modes.kernels import (
+    MAX_SPILL,
+    WINDOW_POOLS,
+    _shapes,
+    cold,
+    fit_sum,
+    spill_batch,
+)
 from pytest_graphbudget.modes.post_shapes import FLOAT32_ONLY
 from pytest_graphbudget.rates import KERNEL_KINDS
 
@@ -97,6 +104,52 @@ def test_the_same_shapes_drive_every_device_at_any_batch():
     assert (flops, moved) == (32 * 2 * 1_806_336, 4 * (32 * 2 * 16 * 784 + 2_304 + 16))
     # matmul's first: (16 x 64) @ (64 x 64): at batch 32, 512 rows
     assert many["matmul"][0][1] == 2 * 512 * 64 * 64
+
+
+def test_a_gpus_larger_batch_spills_its_l2_cache():
+    """An H200's calibration timed its shapes at batch 32, a few MB each, inside its 60 MB
+    L2: float16 copies at 10 TB/s on a card whose memory moves 3.8. Past batch 1 each shape
+    runs at the batch, 32 times a power of two, that moves twice the L2."""
+    spill = 2 * 62_914_560  # twice an H200's L2 (torch's L2_cache_size), 125,829,120 B
+    with torch.device("meta"):  # shapes only: nothing allocated, nothing run
+        shapes, _ = _shapes(torch.float32, True, (1, 32), spill)
+    # pointwise's first shape, add over 4,096 floats a batch: reads two, writes one.
+    # 3 x 4,096 x 4 B = 49,152 B at batch 1; at 32, 1,572,864 B, x64 = 100,663,296 (short),
+    # x128 = 201,326,592: batch 4,096
+    assert [moved for _, _, moved in shapes["pointwise"]] == [49_152, 201_326_592]
+    # conv_dense's first (16 -> 16, 3x3, 28x28): at batch 32 4 x (32 x 2 x 16 x 784 + 2,304
+    # weights + 16 bias) = 3,220,544 B, x32 = 103,057,408 (short), x64: batch 2,048
+    (_, flops1, moved1), (_, flops, moved) = shapes["conv_dense"]
+    assert moved1 == 109_632 and moved == 4 * (2_048 * 2 * 16 * 784 + 2_304 + 16)
+    assert flops == 2_048 * flops1  # the same shape, 2,048 images of it
+    # what takes no batch keeps it: a detector's boxes, a view that moves nothing
+    assert shapes["nms"][0][1:] == shapes["nms"][1][1:]
+    assert [moved for _, _, moved in shapes["view"]] == [0, 0]
+    with torch.device("meta"):  # a CPU's calibration (spill 0) keeps batch 32 as it was
+        unspilled, _ = _shapes(torch.float32, True, (1, 32))
+    assert [moved for _, _, moved in unspilled["pointwise"]] == [49_152, 1_572_864]
+
+
+def test_a_full_gpu_calibration_makes_each_shape_afresh_for_each_round():
+    """Spilled, a GPU's shapes held together would take about 150 times its L2: each is
+    counted, let go, and made again for each round (``again``), one at a time."""
+    with torch.device("meta"):
+        shapes, again = _shapes(torch.float32, False, (1, 32), 2 * 62_914_560)
+        first = len(benches(torch.float32, False)["pointwise"])  # batch 1's, then batch 32's
+        made = again["pointwise", first]()  # the add over 4,096 floats, spilled to 4,096
+    timed = {(kind, i) for kind, found in shapes.items() for i in range(len(found))}
+    pools = len(shapes["pooling"])  # the stride-1 pools come last, at batch 1, kept made
+    kept = {("streamed", 0)} | {("pooling", i) for i in range(pools - len(WINDOW_POOLS), pools)}
+    assert set(again) == timed - kept
+    assert all(shapes[kind][i][0] is None for kind, i in again)  # nothing held between rounds
+    assert shapes["pointwise"][first][2] == 201_326_592 and callable(made)
+
+
+def test_spill_batch_doubles_until_the_shape_moves_enough():
+    assert spill_batch(1_000, 32, 4_000) == 128  # 1,000 -> 2,000 -> 4,000 bytes
+    assert spill_batch(4_000, 32, 4_000) == 32  # already enough
+    assert spill_batch(0, 32, 4_000) == 32  # a view moves nothing: no batch makes it move
+    assert spill_batch(1, 32, 10**12) == 32 * MAX_SPILL  # bounded
 
 
 def test_the_nms_benchmark_counts_its_flops_as_the_registry_prices_nms():
