@@ -224,12 +224,13 @@ def group_seconds(
     channels: Mapping[str, int] = {},
     masks: Collection[str] = frozenset(),
 ) -> float:
-    """A subgraph's eager estimate: the sum of its ops' launches, each its own kernel."""
+    """A subgraph's eager estimate: the sum of its ops' launches, each its own kernel (a roll
+    over k dims runs k, one a dim: ``extra_kernels``)."""
     total = 0.0
     for node in members:
         kind = kernel_kind(node, param_shapes, sizes, channels, masks)
         flops, moved = kernel_flops(kind, node), kernel_bytes(kind, node, sizes)
-        total += kernel_seconds(kind, flops, moved, target, dtype)
+        total += (1 + node.extra_kernels) * kernel_seconds(kind, flops, moved, target, dtype)
     return total
 
 

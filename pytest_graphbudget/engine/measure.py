@@ -23,10 +23,9 @@ from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import trace, tree
 from pytest_graphbudget.engine.eager_kernels import (
-    CASTING,
-    cast_copies,
     check_dtypes,
     eager_cpu_max_pool1d,
+    eager_extras,
     is_max_pool1d,
     lstm_workspace,
 )
@@ -142,8 +141,7 @@ class _Recorder(TorchDispatchMode):
                 held = _workspace(name, args, out, shapes)
                 held += tree.strided_bytes(args, entry.contiguous)
                 node.workspace = max(node.workspace, held)
-            if name in CASTING:
-                node.workspace = max(node.workspace, cast_copies(name, tensors, out))
+            eager_extras(node, name, args, tensors, out)
             if cost.macs or role == "anchor":
                 node.category, node.kind = "anchor", _anchor_kind(name, args, self.weights)
             elif role == "reduction" and RANK[node.category] < RANK["reduction"]:
