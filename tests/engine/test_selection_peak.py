@@ -1,0 +1,43 @@
+"""Peaks of the CPU's selections (``costs/scratch.py``): ``kthvalue`` and ``median`` select in
+copies of their input that the profiler sees and their fake kernels do not make. Each case is
+held to ``torch.profiler``'s peak, as ``test_peak_measured`` holds the rest."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_peak_measured import estimated_peak, measured_peak
+from torch import nn
+
+
+class Select(nn.Module):
+    """A projection to (4, 10, 16) floats (2,560 B), then ``fn`` of it."""
+
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.pre, self.fn = nn.Linear(16, 16), fn
+
+    def forward(self, x):
+        return self.fn(self.pre(x))
+
+
+CASES = {  # and the copies each holds beside its output, from ATen's CPU kernels
+    "kthvalue(-1)": lambda h: h.kthvalue(3, -1).values,  # a copy + int64 indices: 7,680 B
+    "kthvalue(1)": lambda h: h.kthvalue(3, 1).values,  # whatever the dim
+    "median(-1)": lambda h: h.median(-1).values,  # unit-strided: in place, nothing
+    "median(1)": lambda h: h.median(1).values,  # strided: a copy, the dim last (2,560 B)
+    "median(dim=0)": lambda h: h.median(dim=0).values,
+    "transposed median(1)": lambda h: h.transpose(1, 2).median(1).values,  # unit-strided
+    "nanmedian(1)": lambda h: h.nanmedian(1).values,
+    "median()": lambda h: h.median(),  # over every element: a clone
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_selection_holds_the_copies_its_cpu_kernel_makes(name):
+    # before: kthvalue 7,680 B under, median(1) and median() 2,560 B under
+    x = torch.randn(4, 10, 16)
+    torch.manual_seed(0)
+    measured = measured_peak(Select(CASES[name]), x, "eval")
+    torch.manual_seed(0)
+    assert estimated_peak(Select(CASES[name]), x, "eval") == measured
