@@ -32,6 +32,7 @@ from pytest_graphbudget.costs import (  # noqa: E402, F401
     resizes,
     rnn_workspace,
     scratch,
+    selections,
     spectral,
     workspace,
 )

@@ -413,25 +413,3 @@ def complex_to_real(x: Shape, *_, out, itemsize: int, **__) -> int:
     the input's size again, complex, beside them (a spectrogram's magnitude: -2 KB of 13 KB
     for a small ``rfft(h).abs()``)."""
     return 2 * numel(x) * itemsize if getattr(x, "complex", False) else 0
-
-
-@workspace("kthvalue")
-def kthvalue_copies(x: Shape, *_, out, itemsize: int, **__) -> int:
-    """ATen's CPU ``kthvalue`` selects in a contiguous copy of the input, beside an int64
-    index for every element (``kthvalue_out_impl_cpu``: ``tmp_values``, ``tmp_indices``),
-    whatever the dim: 12 bytes a float32 element held while it runs (the profiler's peak of a
-    (4, 10, 16) kthvalue had read 7,680 B over the estimate)."""
-    return numel(x) * (itemsize + 8)
-
-
-@workspace("median", "nanmedian")
-def median_copies(x: Shape, *rest, out, itemsize: int, **kw) -> int:
-    """``median`` and ``nanmedian`` select in a copy of the input: over every element always
-    (``median_impl``: ``self.clone()``), by a dim (``median_with_indices_impl``) when the dim
-    is not unit-strided, made contiguous with the dim moved last (a (4, 10, 16) median over
-    dim 1 had read 2,560 B under; over a transposed input's unit-strided dim, no copy)."""
-    if not rest and "dim" not in kw:
-        return numel(x) * itemsize
-    dim = (rest[0] if rest else kw["dim"]) % max(len(x), 1)
-    strides = getattr(x, "strides", None) or [prod(x[d + 1 :]) for d in range(len(x))]
-    return numel(x) * itemsize if strides[dim] > 1 else 0
