@@ -31,7 +31,7 @@ def symbolic_trace(model: nn.Module, concrete_args: dict[str, Any] | None) -> fx
     tensors it makes itself is refused (``ComputedAtTrace``)."""
     try:
         with lazy_graph_modules(), ComputedAtTrace() as eager:
-            tracer = PathTracer()
+            tracer = PathTracer(eager.made)
             graph = tracer.trace(model, concrete_args=concrete_args)
     except TypeError as err:  # torch before 2.5 refuses the proxy as the buffer's new value
         refused = re.match(r"cannot assign '.*' as buffer '(\w+)'", str(err))
@@ -68,11 +68,14 @@ class ComputedAtTrace(TorchDispatchMode):
     buffers are proxies, so such an op works on a tensor the forward made (``torch.ones(64,
     64) @ torch.ones(64, 64)``) or a plain tensor attribute; FX keeps its result as a constant
     and the op is priced at nothing, where the tape prices it on every forward. Ops that only
-    make, copy or view a tensor (a constant mask, ``torch.tensor([...])``) are let be."""
+    make, copy or view a tensor (a constant mask, ``torch.tensor([...])``) are let be, and the
+    addresses of the storages they make kept (``made``): the graph makes each where the
+    forward uses it (``PathTracer._made_in_forward``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: set[str] = set()
+        self.made: set[int] = set()  # where the storages those ops made lie (``_address``)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         from pytest_graphbudget.costs.registry import ZERO_ROLES, lookup, op_key
@@ -81,7 +84,26 @@ class ComputedAtTrace(TorchDispatchMode):
         entry = lookup(key)
         if entry is None or entry.role not in ZERO_ROLES:
             self.ops.add(key)
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        self.made.update(a for t in _fresh(out, args) if (a := _address(t)))  # 0: meta, empty
+        return out
+
+
+def _fresh(out: Any, args: tuple) -> list[torch.Tensor]:
+    """The tensors among ``out`` on storages none of ``args`` is on: made by the op."""
+    import torch.utils._pytree as pytree
+
+    def tensors(value: Any) -> list[torch.Tensor]:
+        return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+    known = {_address(t) for t in tensors(args)}
+    return [t for t in tensors(out) if _address(t) not in known]
+
+
+def _address(t: torch.Tensor) -> int:
+    """Where ``t``'s storage lies: while tracing, a tensor made then is never at the address
+    of one that was there before (a weight, a global), which stays alive throughout."""
+    return t.untyped_storage().data_ptr()
 
 
 class PathTracer(fx.Tracer):
@@ -91,8 +113,13 @@ class PathTracer(fx.Tracer):
     # is a node, priced and read as the tape reads it, not run at trace time into a constant
     proxy_buffer_attributes = True
 
+    def __init__(self, made: set[int] | frozenset[int] = frozenset()) -> None:
+        super().__init__()
+        self.made = made  # where tensors made while tracing lie (``ComputedAtTrace``), as it runs
+        self._cloned: dict[Any, fx.Node] = {}
+
     def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
-        self._stack = Frames(sys._getframe())
+        self._stack = Frames(sys._getframe(), self._cloned)
         # id -> (name, the table that holds it, its key there): each tensor's first name, a
         # parameter's before a buffer's, as ``named_parameters()`` and ``named_buffers()`` give
         self._names: dict[int, tuple[str, dict, str]] = {}
@@ -112,9 +139,9 @@ class PathTracer(fx.Tracer):
         try:
             graph = super().trace(root, concrete_args)
         finally:
-            self._stack = Frames(None)  # lets go of the frames (and their locals) held
+            self._stack = Frames(None, {})  # lets go of the frames (and their locals) held
         if isinstance(root, nn.Module):  # what the forward left on its modules (self.last = y)
-            kept = set().union(*(_names(vars(m).values(), 2) for m in root.modules()))
+            kept = set().union(*(_names(vars(m).values(), 2, {}) for m in root.modules()))
             output = next(n for n in reversed(graph.nodes) if n.op == "output")
             output.meta[KEPT] = frozenset(kept & {n.name for n in graph.nodes})
         return graph
@@ -166,7 +193,22 @@ class PathTracer(fx.Tracer):
         # search walks every buffer for each one.
         if isinstance(a, torch.Tensor) and (name := self._owned(a)) is not None:
             return self.create_node("get_attr", name, (), {})
+        if isinstance(a, torch.Tensor) and _address(a) in self.made:
+            return self._made_in_forward(a)
         return super().create_arg(a)
+
+    def _made_in_forward(self, a: torch.Tensor) -> fx.Node:
+        """A tensor the forward made from constants (``torch.zeros(2, 1, 256)``, ``torch.
+        tensor([...])``): FX runs the factory once and keeps its result as a constant, where
+        the forward makes it on every call. The graph reads a clone of the constant, made where
+        the forward first uses it, so the cost pass counts its bytes as the tape counts the
+        factory's (a (4, 10, 16) ``torch.zeros`` added to an activation had read 2,560 B under
+        the profiler's peak, and its kernel at nothing)."""
+        if id(a) not in self._cloned:
+            constant = super().create_arg(a)
+            constant.meta[MADE] = True  # no weight: ``trace.graph_constants`` leaves it out
+            self._cloned[id(a)] = self.create_node("call_function", torch.clone, (constant,), {})
+        return self._cloned[id(a)]
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
         found = self._names.get(id(attr_val))
@@ -251,6 +293,10 @@ AUGMENTED = {
 """The operator FX records for ``y op= z`` (Python's fallback to ``op``), and the in-place
 operator eager PyTorch runs for it."""
 
+MADE = "graph_budget_made"
+"""Set on the ``get_attr`` of a constant the forward made (``PathTracer._made_in_forward``):
+what the clone after it reads is no weight of the model, and its clone writes it as the
+forward's factory did."""
 HELD = "graph_budget_held"
 """A call node's meta: the nodes whose values the forward's frames held when it ran."""
 
@@ -270,8 +316,9 @@ class Frames:
     callers, so what they hold is what it was then: the walk stops there. Every frame met is
     held until the trace ends, so that an id is never another frame's."""
 
-    def __init__(self, top: Any):
+    def __init__(self, top: Any, made: dict[int, fx.Node]):
         self.top = top  # the trace's own frame, where walks stop
+        self.made = made  # a tensor made in the forward, by id -> the node that clones it
         # id -> (frame, the frame it was calling, its instruction, what it and its callers hold)
         self.seen: dict[int, tuple[Any, Any, int, frozenset[str]]] = {}
 
@@ -286,7 +333,7 @@ class Frames:
             if last and last[0] is frame and last[1] is child and last[2] == frame.f_lasti:
                 tail = last[3]  # it and its callers have not run since the last op
                 break
-            met.append((frame, child, _names(frame.f_locals.values(), 2)))
+            met.append((frame, child, _names(frame.f_locals.values(), 2, self.made)))
             child, frame = frame, frame.f_back
         for frame, child, names in reversed(met):
             tail = tail | names
@@ -294,14 +341,18 @@ class Frames:
         return tail
 
 
-def _names(values: Any, depth: int) -> set[str]:
+def _names(values: Any, depth: int, made: dict[int, fx.Node]) -> set[str]:
+    """The nodes ``values`` refer to: proxies', and the clones of tensors made in the forward
+    (``made``: a local ``state = torch.zeros(...)`` holds its clone until rebound)."""
     names: set[str] = set()
     for value in values:
         if isinstance(value, fx.Proxy):  # not ``.node``: an attribute's makes its node then
             node = vars(value).get("node") or vars(value).get("_node")
             names.update([node.name] if node is not None else [])
+        elif isinstance(value, torch.Tensor) and id(value) in made:
+            names.add(made[id(value)].name)
         elif depth and isinstance(value, (tuple, list)):
-            names |= _names(value, depth - 1)
+            names |= _names(value, depth - 1, made)
         elif depth and isinstance(value, dict):
-            names |= _names(value.values(), depth - 1)
+            names |= _names(value.values(), depth - 1, made)
     return names

@@ -26,7 +26,7 @@ from torch.utils import _pytree as pytree
 from pytest_graphbudget.compat import fake_empty, reparametrize
 from pytest_graphbudget.engine import walk
 from pytest_graphbudget.engine.fakes import fake_mode
-from pytest_graphbudget.engine.fx_tracer import symbolic_trace
+from pytest_graphbudget.engine.fx_tracer import MADE, symbolic_trace
 from pytest_graphbudget.errors import ModelRunError, one_line
 
 if TYPE_CHECKING:
@@ -388,7 +388,7 @@ def graph_constants(
     held = {id(t): path for path, t in walk.plain_tensors(model)} if model is not None else {}
     found = {}
     for node in gm.graph.nodes:
-        if node.op != "get_attr":
+        if node.op != "get_attr" or node.meta.get(MADE):  # a tensor made by the forward
             continue
         value = _attribute_path(gm, node.target)
         if isinstance(value, torch.Tensor) and id(value) not in weights:

@@ -137,8 +137,23 @@ class SharedAct(nn.Module):
         return self.two(self.one(x))
 
 
+class MadeInForward(nn.Module):
+    """Tensors the forward makes from constants, as an RNN's zero state at a fixed batch or a
+    table of positions: FX runs each factory once while tracing and keeps a constant, where the
+    tape makes them on every call. FX's graph reads a clone of each, where it is first used."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        state = torch.zeros(2, 10, 16)  # 1,280 B
+        return self.proj(x + state) + torch.arange(16.0)  # 64 B
+
+
 HAND = {
     "augmented": (Augmented, lambda: (torch.rand(64, 256),)),
+    "made_in_forward": (MadeInForward, lambda: (torch.rand(2, 10, 16),)),
     "shared_act": (SharedAct, lambda: (torch.rand(2, 8),)),
     "out_variants": (OutVariants, lambda: (torch.rand(10, 10),)),
     "in_place_and_views": (InPlaceAndViews, lambda: (torch.rand(16, 16),)),
@@ -153,6 +168,18 @@ def test_hand_modules_agree(name):
     torch.manual_seed(0)
     fx, eager = both_tiers(build().eval(), inputs())
     assert eager == fx
+
+
+def test_a_tensor_the_forward_makes_from_constants_is_made_on_every_call_in_fx_too():
+    """By hand: input 1,280 B, weights 1,088 B; at the last add the zero state (a local, held
+    until the forward returns), the projection's output, the positions and the sum are live:
+    3 x 1,280 + 64 B, as the profiler measures. FX had kept the state and the positions as
+    constants counted nowhere (2,624 B under), their kernels priced at nothing."""
+    model, x = MadeInForward().eval(), torch.rand(2, 10, 16)
+    graph = profile_model(model, (x,), tier="fx")
+    assert graph.trace.method == "fx"
+    assert graph.peak_memory_bytes == 1_280 + 1_088 + 3 * 1_280 + 64
+    assert graph.to_dict()["totals"]["weights_bytes"] == 1_088  # the constants are no weights
 
 
 def test_augmented_assignment_adds_in_place():
