@@ -42,11 +42,9 @@ def median_copies(x: Shape, *rest, out, itemsize: int, **kw) -> int:
 def masked_select_counts(x: Shape, mask: Shape, *_, out, itemsize: int, **__) -> int:
     """``masked_select_out_impl_cpu`` counts the mask first (``mask.sum()``, as int64: 8 bytes
     an element of the broadcast shape and the count's, freed before the result is made), then,
-    unless the
-    serial kernel can run (one thread or under ``GRAIN_SIZE`` elements, input and mask
-    contiguous and of that shape), writes the mask as int64 and its prefix sum beside the
-    result: 16 bytes an element. A (4, 10, 16) selection had read 3,820 B under in eval; the
-    gradient of ``masked_scatter``'s source, a strided one, 6,444 B under."""
+    unless the serial kernel can run (one thread or under ``GRAIN_SIZE`` elements, input and
+    mask contiguous and of that shape), writes the mask as int64 and its prefix sum beside the
+    result: 16 bytes an element. A (4, 10, 16) selection had read 3,820 B under in eval."""
     rank = max(len(x), len(mask))
     shape = tuple(map(max, _padded(x, rank), _padded(mask, rank)))
     n = prod(shape)
