@@ -362,6 +362,33 @@ def mkldnn_rnn_layer_backward(x: Shape, w_ih: Shape, w_hh: Shape, *_, out, **__)
 
 
 # The gradients of views and lookups: a zero tensor with the gradient copied into its slot.
+@register("logit_backward", kind="logit_bwd")
+def logit_backward(grad: Shape, x: Shape, eps=None, *_, out, **__) -> OpCost:
+    # dy / (x * (1 - x)): subtract, multiply, divide; with ``eps``, 0 outside [eps, 1 - eps]
+    # (two comparisons and a select).
+    return OpCost(other=(3 + 3 * int(eps is not None)) * out_numel(out))
+
+
+@register("_pdist_backward", role="anchor", kind="cdist_bwd")
+def pdist_backward(grad: Shape, x: Shape, p: float, *_, out, **__) -> OpCost:
+    # ``_cdist_backward``'s count per pair (grad: n(n-1)/2) and feature, and one more: ATen adds
+    # each term into the first row's gradient and subtracts it from the second's.
+    elements = numel(grad) * x[-1]
+    if p == 2:
+        return OpCost(macs=elements, other=3 * elements)
+    return OpCost(other=(_cdist_element(p) + 1) * elements)
+
+
+@register("_segment_reduce_backward", role="reduction")
+def segment_reduce_backward(grad: Shape, output: Shape, data: Shape, *_, out, **__) -> OpCost:
+    # Each data element handed its segment's gradient (sum; a compare or a multiply for the
+    # others): 1 per element.
+    return OpCost(other=numel(data))
+
+
+# masked_scatter's gradient: ``masked_select`` of it, padded with zeros to the input's size
+# (its peak: ``costs/selections.py``)
+zero_cost("masked_scatter_backward", kinds={"masked_scatter_backward": "masked_select"})
 zero_cost(
     "select_backward slice_backward diagonal_backward unfold_backward index_select_backward",
     kinds={"select_backward": "copy", "slice_backward": "copy"},

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from math import prod
 
-from pytest_graphbudget.costs.registry import OpCost, Shape, numel, register
+from pytest_graphbudget.costs.registry import OpCost, Shape, numel, out_numel, register
 
 
 @register("convolution", "_convolution", "convolution_overrideable", role="anchor", kind="conv")
@@ -172,6 +172,23 @@ def cdist_forward(x1: Shape, x2: Shape, p=2.0, *_, out: Shape, **__) -> OpCost:
     if p == 2:
         return OpCost(macs=pairs * m, other=pairs * m + root)
     return OpCost(other=3 * pairs * m + root)
+
+
+@register("_pdist_forward", role="anchor", kind="matmul")
+def pdist_forward(x: Shape, p=2.0, *_, out: Shape, **__) -> OpCost:
+    # ``_cdist_forward``'s direct kernel over the n(n-1)/2 pairs of rows (the output's).
+    pairs, m = out_numel(out), x[-1]
+    root = pairs if p not in (0, 1) else 0
+    if p == 2:
+        return OpCost(macs=pairs * m, other=pairs * m + root)
+    return OpCost(other=3 * pairs * m + root)
+
+
+@register("affine_grid_generator", role="anchor", kind="matmul")
+def affine_grid_generator(theta: Shape, size, align_corners=False, *_, out, **__) -> OpCost:
+    # ``F.affine_grid``: the base grid (N x points x (dims + 1), homogeneous) times theta,
+    # transposed (N x (dims + 1) x dims), one ``bmm``: dims + 1 MACs per output coordinate.
+    return OpCost(macs=out_numel(out) * theta[-1])
 
 
 def unsqueezed(shape: Shape, expand) -> list[int]:

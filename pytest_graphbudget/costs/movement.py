@@ -26,12 +26,14 @@ zero_cost(
     "replication_pad3d roll flip repeat repeat_interleave tile pixel_shuffle pixel_unshuffle "
     "channel_shuffle native_channel_shuffle im2col triu tril one_hot nonzero "
     "_pack_padded_sequence _pad_packed_sequence set resize as_strided_scatter slice_scatter "
-    "select_scatter diagonal_scatter rot90 diag_embed block_diag "
+    "select_scatter diagonal_scatter rot90 diag_embed block_diag complex nonzero_static "
+    "max_unpool2d max_unpool3d "
     # factories and randomness
     "zeros zeros_like ones ones_like empty empty_like empty_strided full full_like new_zeros "
     "new_ones new_empty new_full new_empty_strided arange linspace logspace fill zero "
     "scalar_tensor tensor rand rand_like randn randn_like randint randint_like randperm normal "
-    "uniform bernoulli eye hann_window hamming_window blackman_window bartlett_window "
+    "uniform bernoulli exponential cauchy geometric log_normal poisson tril_indices "
+    "triu_indices eye hann_window hamming_window blackman_window bartlett_window "
     "kaiser_window "
     # scalars, asserts, dropout in eval
     "_local_scalar_dense item sym_stride sym_numel sym_storage_offset dim size "

@@ -7,7 +7,10 @@ cost pass reads from the tensors themselves. The FLOPs around it are counted per
 - quantize (``x / scale + zero_point``, rounded and clamped): 2 FLOPs per element;
 - dequantize (``(q - zero_point) * scale``): 2 FLOPs per element;
 - dynamic quantization (the min and max of the input found first, then quantize): 4;
-- a static int8 product's int32 sums requantized to the output's scale and zero point: 2.
+- a static int8 product's int32 sums requantized to the output's scale and zero point: 2;
+- quantization-aware training's fake quantize (a quantize and a dequantize in one kernel) 4,
+  and 3 more for the in-range mask its backward reads; fused with its observer (the default
+  QAT qconfig), 2 more for the min and max and 10 per channel for the running statistics.
 
 The other ops of a statically quantized model (``quantized::add``, ``hardswish``,
 ``batch_norm2d``, ``layer_norm``, ...) have the FLOPs of the float op they replace, their bytes
@@ -41,6 +44,59 @@ def dequantize(x, *_, out, **__) -> OpCost:
     # (q - zero_point) * scale per element; a list of tensors dequantizes each.
     shapes = x if isinstance(x, (list, tuple)) and not isinstance(x, Shape) else [x]
     return OpCost(other=2 * sum(numel(s) for s in shapes))
+
+
+# Quantization-aware training (``torch.ao.quantization.prepare_qat``): each fake quantize
+# rounds a float tensor to the grid it will have, a quantize and a dequantize in one kernel
+# (4 per element), keeping the in-range mask its backward multiplies by (two comparisons and
+# their and: 3).
+FAKE_QUANT, IN_RANGE = 2 + 2, 3
+
+
+@register(
+    "fake_quantize_per_tensor_affine_cachemask",
+    "fake_quantize_per_channel_affine_cachemask",
+    "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+    role="pointwise",
+    kind="quantize",
+)
+def fake_quantize(x: Shape, *_, out, **__) -> OpCost:
+    return OpCost(other=(FAKE_QUANT + IN_RANGE) * numel(x))
+
+
+@register("_fused_moving_avg_obs_fq_helper", role="reduction", kind="quantize")
+def fused_observe_fake_quantize(x: Shape, on, fq_on, running_min: Shape, *_, out, **__) -> OpCost:
+    """The default QAT qconfig's ``FusedMovingAvgObsFakeQuantize``: the observer's min and max
+    over the input (2 per element), its running min and max moved (3 each) and the scale and
+    zero point made from them (4: a subtract and a divide, a divide and a subtract) per
+    channel, then the fake quantize with its mask. Whether the observer and the fake quantize
+    are on is data (two flag tensors): both are counted, as in a training step."""
+    return OpCost(other=(2 + FAKE_QUANT + IN_RANGE) * numel(x) + 10 * max(numel(running_min), 1))
+
+
+@register(
+    "_fake_quantize_learnable_per_tensor_affine",
+    "_fake_quantize_learnable_per_channel_affine",
+    role="pointwise",
+    kind="quantize",
+)
+def learnable_fake_quantize(x: Shape, *_, out, **__) -> OpCost:
+    # LSQ: a fake quantize by a scale and zero point that train; the mask is not kept.
+    return OpCost(other=FAKE_QUANT * numel(x))
+
+
+@register(
+    "_fake_quantize_learnable_per_tensor_affine_backward",
+    "_fake_quantize_learnable_per_channel_affine_backward",
+    role="reduction",
+    kind="quantize",
+)
+def learnable_fake_quantize_backward(grad: Shape, *_, out, **__) -> OpCost:
+    """ATen's kernel, per element on its in-range path: the element quantized again (2), the
+    range checked (2), the input's gradient passed or zeroed (1), the scale's
+    ``((q - zp) * scale - x) / scale * dy * grad_factor`` (5) and the zero point's (1), then
+    the scale's and zero point's gradients summed (2)."""
+    return OpCost(other=13 * numel(grad))
 
 
 @register("quantized.linear_dynamic", "quantized.linear_dynamic_fp16", role="anchor", kind="linear")

@@ -93,7 +93,8 @@ for _name in (
     "count_nonzero logsumexp"
 ).split():
     register(_name, role="reduction")(_per_input(1))
-register("histc", role="reduction")(_per_input(1))  # each element to its bin (MoE routing)
+# each element to its bin (MoE routing); bincount's weights are added in, not counted
+register("histc", "histogram", "bincount", role="reduction")(_per_input(1))
 register("equal", role="reduction")(_per_input(1))  # all(a == b): istft checks its window
 for _name in "var std var_mean std_mean".split():
     register(_name, role="reduction")(_per_input(3))  # subtract the mean, square, sum
@@ -236,6 +237,55 @@ def topk(x: Shape, k: int, *_, out, **__) -> OpCost:
     return OpCost(other=numel(x) * max(1, (k - 1).bit_length()))
 
 
+@register("mode", role="reduction")
+def mode(x: Shape, dim: int = -1, *_, out, **__) -> OpCost:
+    # ATen sorts each slice, then counts its runs: as ``sort``, and a comparison per element.
+    n = x[dim] if x else 1
+    return OpCost(other=numel(x) * (max(1, (n - 1).bit_length()) + 1))
+
+
+@register("isin", role="reduction")
+def isin(elements: Shape, test: Shape, *_, out, **__) -> OpCost:
+    # ATen compares every pair while the test set is small (under 10 * n^0.145 elements:
+    # HF ``generate``'s check for end tokens), else sorts both together and compares
+    # neighbours.
+    n, m = numel(elements), numel(test)
+    if m < 10.0 * n**0.145:
+        return OpCost(other=n * m)
+    return OpCost(other=(n + m) * (max(1, (n + m - 1).bit_length()) + 1))
+
+
+@register("multinomial", role="reduction")
+def multinomial(probs: Shape, samples: int, replacement: bool = False, *_, out, **__) -> OpCost:
+    # Sampling a token: ATen divides each probability by an exponential draw (free, as
+    # ``uniform``'s) and takes the largest, ``argmax`` for one sample, ``topk``'s heap for more
+    # without replacement; with replacement, each row is summed into its distribution
+    # function and normalised (2 per probability), then a binary search per sample.
+    n = probs[-1] if probs else 1
+    if not replacement or samples == 1:
+        return OpCost(other=numel(probs) * (1 + max(1, (samples - 1).bit_length())))
+    return OpCost(other=2 * numel(probs) + out_numel(out) * max(1, (n - 1).bit_length()))
+
+
+@register("renorm", role="reduction")
+def renorm(*_, out, **__) -> OpCost:
+    # Each slice's norm (a square and an add per element), then the rescale (a multiply).
+    return OpCost(other=3 * out_numel(out))
+
+
+@register("embedding_renorm", role="reduction")
+def embedding_renorm(weight: Shape, indices: Shape, *_, out, **__) -> OpCost:
+    # ``nn.Embedding(max_norm=...)``: each looked-up row's norm and rescale, as ``renorm``
+    # (a row looked up twice is renormed once by ATen; counted per index here).
+    return OpCost(other=3 * numel(indices) * weight[-1])
+
+
+@register("segment_reduce", role="reduction")
+def segment_reduce(data: Shape, *_, out, **__) -> OpCost:
+    # One add (or multiply, or comparison) per data element, into its segment.
+    return OpCost(other=numel(data))
+
+
 @register("kthvalue", "median", "nanmedian", role="reduction")
 def select(x: Shape, *_, out, **__) -> OpCost:
     # A selection (quickselect, as topk's one pass): one comparison per element.
@@ -277,6 +327,13 @@ def index_add(x: Shape, dim, index: Shape, source: Shape, alpha=1, *_, out, **__
 @register("scatter_add", role="reduction", kind="scatter_add")
 def scatter_add(x: Shape, dim, index: Shape, src: Shape, *_, out, **__) -> OpCost:
     return OpCost(other=numel(index))  # one add per index, from the src element it names
+
+
+@register("index_reduce", role="reduction", kind="scatter_reduce")
+def index_reduce(x: Shape, dim, index: Shape, source: Shape, reduce: str, *_, out, **__) -> OpCost:
+    # Each source element into the row its index names (prod, amax, amin, mean: a multiply or
+    # comparison or add), then mean divides each output element by its count.
+    return OpCost(other=numel(source) + (out_numel(out) if reduce == "mean" else 0))
 
 
 @register("scatter_reduce", role="reduction", kind="scatter_reduce")

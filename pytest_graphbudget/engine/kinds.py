@@ -45,7 +45,9 @@ not the scores' (ViT-B/16's blocks came out at 1.15x their time priced as ``atte
 ``benchmarks/latency_ops.py``): ``attention_block``."""
 EXP_KINDS = frozenset(
     "exp exp2 expm1 log log2 log10 log1p tanh erf erfc sigmoid silu gelu softplus mish elu celu "
-    "selu glu log_sigmoid_forward sin cos".split()
+    "selu glu log_sigmoid_forward sin cos logit logaddexp logaddexp2 sinc polar lgamma digamma "
+    "polygamma mvlgamma i0 special_entr special_xlog1py special_erfcx special_log_ndtr "
+    "special_ndtri special_i0e special_i1 special_i1e".split()
 )
 """Pointwise ops that evaluate an exponential, logarithm or erf per element: several times
 the CPU time per byte of an add or a relu (EfficientNet's SiLUs came out at 0.3x of their
@@ -70,7 +72,7 @@ ROI_KINDS = frozenset(
 of 256 channels took 17 ms where a pointwise rate (its FLOPs at the matmul's peak) priced them
 at 0.7 (``benchmarks/latency_ops.py``): ``roi_align``."""
 SORT_KINDS = frozenset(
-    "sort _unique2 _unique unique_dim unique_consecutive unique_dim_consecutive".split()
+    "sort _unique2 _unique unique_dim unique_consecutive unique_dim_consecutive mode".split()
 )
 """A sort (``argsort`` too) and the unique ops, which sort first: time by comparisons, the
 registry's ``n log2 n``, about 1.5 ns each on an AMD EPYC core, where a reduction's bytes

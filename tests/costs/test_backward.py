@@ -148,6 +148,36 @@ def test_pointwise_backward_ops(fn, flops):
     assert backward(fn, X2D) == flops
 
 
+@pytest.mark.parametrize(
+    ("fn", "flops"),
+    [
+        # logit_backward: dy / (x (1 - x)), subtract, multiply, divide
+        (torch.logit, 3 * 32),
+        # with eps, 0 outside [eps, 1 - eps]: two comparisons and a select more
+        (lambda t: torch.logit(t, eps=1e-6), 6 * 32),
+        # _segment_reduce_backward: each element its segment's gradient
+        (lambda t: torch.segment_reduce(t.reshape(-1), "sum", lengths=torch.tensor([9, 23])), 32),
+    ],
+    ids=["logit", "logit_eps", "segment_reduce"],
+)
+def test_pointwise_backward_ops_that_had_no_formula(fn, flops):
+    assert backward(fn, X2D) == flops
+
+
+def test_pdist_backward_prices_cdists_kernel_and_the_second_row():
+    """_pdist_backward over 5 rows of 3 (10 pairs, 30 pair-features), p=2: a difference, a
+    MAC and a divide, and the subtract from the pair's second row."""
+    assert backward(F.pdist, (5, 3), macs=30) == 2 * 30 + 3 * 30
+
+
+def test_affine_grid_backward_is_the_forwards_bmm_transposed():
+    """affine_grid_generator_backward decomposes: the base grid made again (linspace of 5 and
+    of 4, each scaled by a multiply and a divide: 18), then theta's (2, 2, 3) gradient, a bmm
+    from the (2, 4, 5, 2) grid's, 80 coordinates x 3 MACs."""
+    fn = lambda t: F.affine_grid(t, [2, 1, 4, 5], align_corners=False)  # noqa: E731
+    assert backward(fn, (2, 2, 3), macs=240) == 2 * 240 + 2 * (5 + 4)
+
+
 def test_prelu_backward():
     """_prelu_kernel_backward: 2 per element (the input's gradient as leaky_relu's, the
     weight's x * dy); then autograd sums the weight's 32 gradients into its one slope (1 per
@@ -233,8 +263,9 @@ def test_take_backward_adds_with_put():
         torch.rot90,  # rot90, and rot90 the other way for its gradient
         lambda t: t.narrow_copy(0, 0, 2),
         lambda t: torch.block_diag(t, t),
+        lambda t: t.masked_scatter(t > 0, t),  # masked_scatter_backward (a VLM's merge)
     ],
-    ids=["diag", "diag_embed", "rot90", "narrow_copy", "block_diag"],
+    ids=["diag", "diag_embed", "rot90", "narrow_copy", "block_diag", "masked_scatter"],
 )
 def test_data_movement_trains_without_unsupported_ops(fn):
     torch.manual_seed(0)

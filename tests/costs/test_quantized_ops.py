@@ -279,3 +279,88 @@ def test_a_quantized_embedding_lookup_is_a_gather_of_no_flops():
         prof = profile_model(Embedding(100, 16), torch.randint(0, 100, (2, 8)))
     assert prof.coverage.unsupported_ops == {} and prof.flops == 0
     assert prof.params == 100 * 16
+
+
+class Fn(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.fake_quantize_per_tensor_affine(x, 0.1, 0, 0, 255),
+        lambda x: torch.fake_quantize_per_channel_affine(
+            x, torch.full((8,), 0.1), torch.zeros(8, dtype=torch.int32), 1, 0, 255
+        ),
+    ],
+    ids=["per_tensor", "per_channel"],
+)
+def test_fake_quantize_is_a_quantize_a_dequantize_and_its_mask(fn):
+    # (4, 8): quantize 2 and dequantize 2, the in-range mask 3 (two comparisons, their and)
+    prof = profile_model(Fn(fn).eval(), (torch.randn(4, 8),))
+    assert prof.coverage.unsupported_ops == {}
+    assert prof.flops == (2 + 2 + 3) * 32
+
+
+def qat_linear() -> nn.Module:
+    """``Linear(8, 8)`` prepared for QAT with the x86 qconfig (the fused observer and fake
+    quantize), after one training forward: its weight's per-channel statistics exist."""
+    import torch.ao.quantization as quant
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8))
+    model.qconfig = quant.get_default_qat_qconfig("x86")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation of prepare_qat
+        model = quant.prepare_qat(model.train())
+    model(torch.randn(2, 8))
+    return model
+
+
+def test_a_qat_linear_prices_its_fused_observers():
+    # before: aten._fused_moving_avg_obs_fq_helper x2, unsupported, failed as a contraction
+    prof = profile_model(qat_linear().eval(), (torch.randn(2, 8),))
+    assert prof.coverage.unsupported_ops == {}
+    linear = 2 * (2 * 8 * 8) + 2 * 8  # addmm: 2 x 8 outputs of 8 MACs, the bias
+    # min and max 2, fake quantize 4, its mask 3 per element; 10 per channel (running min and
+    # max moved, scale and zero point): the weight's 64 elements in 8 channels, the output's
+    # 16 per tensor
+    weight, output = 9 * 64 + 10 * 8, 9 * 16 + 10 * 1
+    assert prof.flops == linear + weight + output
+
+
+def test_a_qat_step_trains_through_the_fake_quantize():
+    prof = profile_model(qat_linear(), (torch.randn(2, 8),), mode="train")
+    assert prof.coverage.unsupported_ops == {}
+    totals = prof.to_dict()["totals"]
+    # the backward's products (the input's gradient needs none: x is no parameter): the
+    # weight's 8 x 8 from 2 rows; the bias's sum of 16; the masks multiplied into the
+    # output's gradient (16) and the weight's (64)
+    assert totals["backward_macs"] == 2 * 8 * 8
+    assert totals["backward_flops"] == 2 * (2 * 8 * 8) + 16 + 16 + 64
+
+
+class Learnable(nn.Module):
+    """LSQ: a fake quantize whose scale and zero point train."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale, self.zero = nn.Parameter(torch.tensor([0.1])), nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch._fake_quantize_learnable_per_tensor_affine(x, self.scale, self.zero, 0, 255)
+
+
+def test_learnable_fake_quantize_and_its_backward():
+    prof = profile_model(Learnable(), (torch.randn(4, 8),), mode="train")
+    assert prof.coverage.unsupported_ops == {}
+    totals = prof.to_dict()["totals"]
+    assert totals["forward_flops"] == 4 * 32 + 32  # the fake quantize, then the loss's sum
+    # per element: quantized again 2, range checks 2, the input's gradient 1, the scale's 5
+    # and the zero point's 1, both summed 2
+    assert totals["backward_flops"] == 13 * 32

@@ -52,3 +52,34 @@ def test_a_selection_holds_the_copies_its_cpu_kernel_makes(name, optimizer):
     measured = measured_peak(Select(CASES[name]), x, optimizer)
     torch.manual_seed(0)
     assert estimated_peak(Select(CASES[name]), x, optimizer) == measured
+
+
+SCATTERS = {  # a training step's masked_scatter_backward: masked_select of the gradient
+    # every element set: the selection is the result (sum()'s gradient is expanded, so the
+    # parallel path: the int64 mask and its prefix sum beside it)
+    "all set": lambda h: h.masked_scatter(h == h, h),
+    # a contiguous gradient under GRAIN_SIZE: the serial kernel, the count alone
+    "contiguous gradient": lambda h: h.masked_scatter(h > 0, h) * h,
+}
+
+
+@pytest.mark.parametrize("name", SCATTERS)
+def test_masked_scatter_backward_holds_its_selection(name):
+    # before: 6,444 B under, and aten.masked_scatter_backward an op without a formula
+    x = torch.randn(4, 10, 16)
+    torch.manual_seed(0)
+    measured = measured_peak(Select(SCATTERS[name]), x)
+    torch.manual_seed(0)
+    assert estimated_peak(Select(SCATTERS[name]), x, None) == measured
+
+
+def test_masked_scatter_backward_takes_every_element_as_selected():
+    # How many the mask sets is data: the estimate takes all of them, so it reads over by at
+    # most the unset ones' 4 bytes, never under.
+    x = torch.randn(4, 10, 16)
+    torch.manual_seed(0)
+    model = Select(lambda h: h.masked_scatter(h > 0, h))
+    unset = int((model.pre(x) <= 0).sum())
+    measured = measured_peak(model, x)
+    over = estimated_peak(model, x, None) - measured
+    assert 0 <= over <= 4 * unset, (over, unset)

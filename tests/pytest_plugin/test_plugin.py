@@ -740,9 +740,17 @@ def test_strict_fails_on_ops_without_a_formula(project):
         import pytest, torch
         from pytest_graphbudget import ModelCase
 
+        @torch.library.custom_op("gbstrict::odd", mutates_args=(), schema="(Tensor x) -> Tensor")
+        def odd_op(x):
+            return x * 2
+
+        @odd_op.register_fake
+        def _(x):
+            return torch.empty_like(x)
+
         class Odd(torch.nn.Module):
             def forward(self, x):
-                return torch.special.bessel_j0(x) + x
+                return odd_op(x) + x
 
         @pytest.fixture
         def odd():
@@ -756,7 +764,7 @@ def test_strict_fails_on_ops_without_a_formula(project):
     run(project).assert_outcomes(passed=1)
     result = run(project, "--graph-budget-strict")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*ops without a cost formula: aten.special_bessel_j0 x1*"])
+    result.stdout.fnmatch_lines(["*ops without a cost formula: gbstrict.odd x1*"])
 
 
 GRAPH_PROFILE_EXECUTION = """
