@@ -10,6 +10,8 @@ import torch
 from test_peak_measured import estimated_peak, measured_peak
 from torch import nn
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: measured peaks need one thread
+
 
 class Select(nn.Module):
     """A projection to (4, 10, 16) floats (2,560 B), then ``fn`` of it."""
