@@ -96,6 +96,8 @@ for _name in (
 # each element to its bin (MoE routing); bincount's weights are added in, not counted
 register("histc", "histogram", "bincount", role="reduction")(_per_input(1))
 register("equal", role="reduction")(_per_input(1))  # all(a == b): istft checks its window
+# a bool tensor's all() or any() as a check (LLaVA's image tokens against its features)
+register("_is_all_true", "_is_any_true", role="reduction")(_per_input(1))
 for _name in "var std var_mean std_mean".split():
     register(_name, role="reduction")(_per_input(3))  # subtract the mean, square, sum
 for _name in "norm linalg_vector_norm".split():
