@@ -190,3 +190,9 @@ def test_affine_grid_is_one_bmm():
     prof = profile_model(Fn(fn).eval(), (theta,))
     assert prof.coverage.unsupported_ops == {}
     assert (prof.macs, prof.flops) == (80 * 3, 2 * 80 * 3)
+
+
+def test_a_check_that_every_element_is_true_reads_each_once():
+    # LLaVA checks its image tokens against its features: _is_all_true of a comparison
+    assert flops(lambda t: (t > 0)._is_all_true().float()) == N + N
+    assert flops(lambda t: (t > 0)._is_any_true().float()) == N + N
