@@ -20,7 +20,7 @@ zero_cost(
     "alias_copy as_strided_copy diagonal diagonal_copy narrow_copy _conj conj _neg_view "
     # copies and layout
     "clone copy _to_copy to contiguous resolve_conj resolve_neg cat stack hstack vstack concat "
-    "concatenate index_fill index_copy "
+    "concatenate index_fill index_copy detach_copy lu_unpack "
     "masked_scatter masked_select constant_pad_nd pad "
     "reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d "
     "replication_pad3d roll flip repeat repeat_interleave tile pixel_shuffle pixel_unshuffle "
@@ -30,7 +30,8 @@ zero_cost(
     "max_unpool2d max_unpool3d "
     # factories and randomness
     "zeros zeros_like ones ones_like empty empty_like empty_strided full full_like new_zeros "
-    "new_ones new_empty new_full new_empty_strided arange linspace logspace fill zero "
+    "_efficientzerotensor new_ones new_empty new_full new_empty_strided arange linspace logspace "
+    "fill zero "
     "scalar_tensor tensor rand rand_like randn randn_like randint randint_like randperm normal "
     "uniform bernoulli exponential cauchy geometric log_normal poisson tril_indices "
     "triu_indices eye hann_window hamming_window blackman_window bartlett_window "
@@ -53,7 +54,7 @@ zero_cost(
 
 # Bookkeeping that never names the node it runs in; a profiler's annotations
 # (``record_function``, ``nn.DataParallel``'s) compute nothing either.
-zero_cost("device sym_size _assert_tensor_metadata _linalg_check_errors", role="free")
+zero_cost("device sym_size is_pinned _assert_tensor_metadata _linalg_check_errors", role="free")
 zero_cost(
     "profiler._record_function_enter profiler._record_function_enter_new "
     "profiler._record_function_exit",

@@ -196,3 +196,19 @@ def test_a_check_that_every_element_is_true_reads_each_once():
     # LLaVA checks its image tokens against its features: _is_all_true of a comparison
     assert flops(lambda t: (t > 0)._is_all_true().float()) == N + N
     assert flops(lambda t: (t > 0)._is_any_true().float()) == N + N
+
+
+def test_moves_factories_and_queries_cost_nothing():
+    x = torch.rand(3, 3) + torch.eye(3)
+    assert flops(lambda t: torch.detach_copy(t) + 1, x) == 9  # the add
+    # lu_unpack: P, L and U copied out of the factorization (linalg_lu_factor_ex priced)
+    factored = flops(lambda t: torch.linalg.lu_factor(t)[0], x)
+    assert flops(lambda t: torch.lu_unpack(*torch.linalg.lu_factor(t))[1], x) == factored
+
+
+def test_a_zero_gradient_is_a_factory():
+    """sgn's gradient of a real input is zero: autograd makes an _efficientzerotensor."""
+    model = nn.Sequential(nn.Linear(8, 8))
+    model.append(Fn(torch.sgn))
+    prof = profile_model(model, (torch.rand(4, 8),), mode="train")
+    assert prof.coverage.unsupported_ops == {}
