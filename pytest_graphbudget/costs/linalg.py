@@ -65,6 +65,16 @@ def triangular_solve(a: Shape, b: Shape, *_, out, left=True, **__) -> OpCost:
     return _cost(a[-1] ** 2 * _rhs(b, left), out)  # trsm: n^2 a right-hand side
 
 
+@register("triangular_solve", role="anchor")
+def legacy_triangular_solve(b: Shape, a: Shape, *_, out, **__) -> OpCost:
+    return _cost(a[-1] ** 2 * _rhs(b, True), out[0])  # trsm, as ``linalg_solve_triangular``
+
+
+@register("cholesky_inverse", role="anchor")
+def cholesky_inverse(factor: Shape, *_, out, **__) -> OpCost:
+    return _cost(2 * factor[-1] ** 3 / 3, factor)  # potri: trtri n^3/3 + lauum n^3/3
+
+
 @register("linalg_inv_ex", role="anchor")
 def inverse(a: Shape, *_, out, **__) -> OpCost:
     return _cost(2 * a[-1] ** 3, a)  # getrf 2n^3/3 + getri 4n^3/3

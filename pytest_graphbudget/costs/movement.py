@@ -25,7 +25,8 @@ zero_cost(
     "reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d "
     "replication_pad3d roll flip repeat repeat_interleave tile pixel_shuffle pixel_unshuffle "
     "channel_shuffle native_channel_shuffle im2col triu tril one_hot nonzero "
-    "_pack_padded_sequence _pad_packed_sequence set resize as_strided_scatter slice_scatter "
+    "_pack_padded_sequence _pad_packed_sequence set resize resize_as as_strided_scatter "
+    "slice_scatter slice_inverse "
     "select_scatter diagonal_scatter rot90 diag_embed block_diag complex nonzero_static "
     "max_unpool2d max_unpool3d "
     # factories and randomness
@@ -33,7 +34,7 @@ zero_cost(
     "_efficientzerotensor new_ones new_empty new_full new_empty_strided arange linspace logspace "
     "fill zero "
     "scalar_tensor tensor rand rand_like randn randn_like randint randint_like randperm normal "
-    "uniform bernoulli exponential cauchy geometric log_normal poisson tril_indices "
+    "uniform bernoulli binomial exponential cauchy geometric log_normal poisson tril_indices "
     "triu_indices eye hann_window hamming_window blackman_window bartlett_window "
     "kaiser_window "
     # scalars, asserts, dropout in eval

@@ -104,6 +104,14 @@ for _name in "norm linalg_vector_norm".split():
     register(_name, role="reduction")(_per_input(2))  # square, sum
 
 
+@register("dist", role="reduction")
+def dist(a: Shape, b: Shape, *_, out, **__) -> OpCost:
+    # norm(a - b) over their broadcast: a subtract, a square (a power), an add per element.
+    rank = max(len(a), len(b))
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in (a, b)]
+    return OpCost(other=3 * prod(map(max, *padded)))
+
+
 @register("trace", role="reduction")
 def trace(x: Shape, *_, out, **__) -> OpCost:
     # The diagonal summed, as ATen's loop adds each of its min(rows, cols) elements into 0:

@@ -212,3 +212,13 @@ def test_a_zero_gradient_is_a_factory():
     model.append(Fn(torch.sgn))
     prof = profile_model(model, (torch.rand(4, 8),), mode="train")
     assert prof.coverage.unsupported_ops == {}
+
+
+def test_dist_and_the_legacy_solves():
+    x = torch.rand(4, 4) + 4 * torch.eye(4)
+    # dist: a - b, square, sum per element (the 16 of a 4 x 4), and b = t / 2: 16 more
+    assert flops(lambda t: torch.dist(t, t / 2), x) == 3 * 16 + 16
+    # triangular_solve of 4 right-hand sides by a 4 x 4 factor: n^2 a side (trsm)
+    assert flops(lambda t: torch.triangular_solve(t, t).solution, x) == 4**2 * 4
+    # cholesky_inverse of a 4 x 4 factor: potri, 2 n^3 / 3 = 42.7, rounded
+    assert flops(lambda t: torch.cholesky_inverse(t), x) == round(2 * 4**3 / 3)
