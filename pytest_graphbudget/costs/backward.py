@@ -361,7 +361,6 @@ def mkldnn_rnn_layer_backward(x: Shape, w_ih: Shape, w_hh: Shape, *_, out, **__)
     return OpCost(macs=macs, other=steps * hidden * LSTM_CELL_BACKWARD)
 
 
-# The gradients of views and lookups: a zero tensor with the gradient copied into its slot.
 @register("logit_backward", kind="logit_bwd")
 def logit_backward(grad: Shape, x: Shape, eps=None, *_, out, **__) -> OpCost:
     # dy / (x * (1 - x)): subtract, multiply, divide; with ``eps``, 0 outside [eps, 1 - eps]
@@ -389,6 +388,7 @@ def segment_reduce_backward(grad: Shape, output: Shape, data: Shape, *_, out, **
 # masked_scatter's gradient: ``masked_select`` of it, padded with zeros to the input's size
 # (its peak: ``costs/selections.py``)
 zero_cost("masked_scatter_backward", kinds={"masked_scatter_backward": "masked_select"})
+# The gradients of views and lookups: a zero tensor with the gradient copied into its slot.
 zero_cost(
     "select_backward slice_backward diagonal_backward unfold_backward index_select_backward",
     kinds={"select_backward": "copy", "slice_backward": "copy"},
