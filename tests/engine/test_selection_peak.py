@@ -85,3 +85,23 @@ def test_masked_scatter_backward_takes_every_element_as_selected():
     measured = measured_peak(model, x)
     over = estimated_peak(model, x, None) - measured
     assert 0 <= over <= 4 * unset, (over, unset)
+
+
+GATHERS = {  # index_select over dim 1 copies a strided input whole first (2,560 B here)
+    "index_select(1) of a transposed view": lambda h: h.transpose(0, 2).index_select(1, ROWS),
+    "index_select(-2) of a transposed view": lambda h: h.transpose(1, 2).index_select(-2, ROWS),
+    "index_select(0) of a transposed view": lambda h: h.transpose(0, 2).index_select(0, ROWS),
+    # its backward selects from the sum loss's expanded gradient over dim 1
+    "index_add(1)": lambda h: h.index_add(1, ROWS.repeat(2), h),
+}
+ROWS = torch.tensor([0, 2, 1, 3, 0])
+
+
+@pytest.mark.parametrize(("name", "optimizer"), [(n, o) for n in GATHERS for o in ("eval", None)])
+def test_index_select_over_dim_one_gathers_from_a_contiguous_copy(name, optimizer):
+    # before: index_add(1)'s step 2,560 B under, the transposed dim-1 selections likewise
+    x = torch.randn(4, 10, 16)
+    torch.manual_seed(0)
+    measured = measured_peak(Select(GATHERS[name]), x, optimizer)
+    torch.manual_seed(0)
+    assert estimated_peak(Select(GATHERS[name]), x, optimizer) == measured
