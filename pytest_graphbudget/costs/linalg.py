@@ -112,3 +112,64 @@ def eigh(a: Shape, *_, out, **__) -> OpCost:
     # symmetric QR: the eigenvalues alone 4 n^3 / 3, with the eigenvectors 9 n^3 (read from the
     # outputs: the eigenvectors are empty without ``compute_v``)
     return _cost((9 if prod(out[1]) else 4 / 3) * a[-1] ** 3, a)
+
+
+@register("linalg_eig", role="anchor")
+def eig(a: Shape, *_, out, **__) -> OpCost:
+    # geev: the Hessenberg reduction and the shifted QR iterations, with the eigenvectors
+    # 25 n^3 (under a dispatch mode ``eigvals`` computes them too: this op is what it calls)
+    return _cost(25 * a[-1] ** 3, a)
+
+
+def _geqrf(a: Shape) -> float:
+    m, n = max(a[-2:]), min(a[-2:])
+    return 2 * m * n * n - 2 * n**3 / 3
+
+
+@register("geqrf", role="anchor")
+def householder_qr(a: Shape, *_, out, **__) -> OpCost:
+    return _cost(_geqrf(a), a)
+
+
+@register("linalg_householder_product", role="anchor")
+def householder_product(a: Shape, tau: Shape, *_, out, **__) -> OpCost:
+    # orgqr: an m x n Q from k reflectors, 4 m n k - 2 (m + n) k^2 + 4 k^3 / 3
+    (m, n), k = a[-2:], tau[-1]
+    return _cost(4 * m * n * k - 2 * (m + n) * k * k + 4 * k**3 / 3, a)
+
+
+@register("ormqr", role="anchor")
+def householder_apply(a: Shape, tau: Shape, c: Shape, left=True, *_, out, **__) -> OpCost:
+    # ormqr: k reflectors applied to an m x n C, 4 m n k - 2 n k^2 from the left (- 2 m k^2 right)
+    (m, n), k = c[-2:], tau[-1]
+    return _cost(4 * m * n * k - 2 * (n if left else m) * k * k, c)
+
+
+@register("linalg_ldl_factor_ex", role="anchor")
+def ldl_factor(a: Shape, *_, out, **__) -> OpCost:
+    return _cost(a[-1] ** 3 / 3, a)  # sytrf, Bunch-Kaufman: as a Cholesky
+
+
+@register("linalg_ldl_solve", role="anchor")
+def ldl_solve(factor: Shape, pivots: Shape, b: Shape, *_, out, **__) -> OpCost:
+    return _cost(2 * factor[-1] ** 2 * _rhs(b, True), out)  # sytrs: two triangular solves
+
+
+@register("linalg_pinv", role="anchor")
+def pseudo_inverse(a: Shape, *_, out, hermitian: bool = False, **__) -> OpCost:
+    # the SVD (V and a thin U) or, hermitian, the eigendecomposition; then V diag(1/s) U^H
+    m, n = max(a[-2:]), min(a[-2:])
+    factor = 9 * n**3 if hermitian else 14 * m * n * n + 8 * n**3
+    return _cost(factor + 2 * m * n * n + n * n, a)
+
+
+@register("linalg_lstsq", role="anchor")
+def least_squares(a: Shape, b: Shape, *_, out, driver: str | None = None, **__) -> OpCost:
+    # gels and gelsy (CPU's default): a Householder QR, Q^T B (4 m n k - 2 n^2 k) and the
+    # triangular solve (n^2 k); gelsd and gelss: the R-SVD route, 4 m n^2 + 8 n^3, then the
+    # product with B's k columns (2 m n k + 2 n^2 k, leading terms)
+    m, n = max(a[-2:]), min(a[-2:])
+    k = _rhs(b, True) if len(b) == len(a) else 1
+    if driver in ("gelsd", "gelss"):
+        return _cost(4 * m * n * n + 8 * n**3 + 2 * m * n * k + 2 * n * n * k, a)
+    return _cost(_geqrf(a) + 4 * m * n * k - 2 * n * n * k + n * n * k, a)
