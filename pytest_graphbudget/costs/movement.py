@@ -34,8 +34,8 @@ zero_cost(
     "_efficientzerotensor new_ones new_empty new_full new_empty_strided arange linspace logspace "
     "fill zero "
     "scalar_tensor tensor rand rand_like randn randn_like randint randint_like randperm normal "
-    "uniform bernoulli binomial exponential cauchy geometric log_normal poisson tril_indices "
-    "triu_indices eye hann_window hamming_window blackman_window bartlett_window "
+    "uniform random bernoulli binomial exponential cauchy geometric log_normal poisson "
+    "tril_indices triu_indices eye hann_window hamming_window blackman_window bartlett_window "
     "kaiser_window "
     # scalars, asserts, dropout in eval
     "_local_scalar_dense item sym_stride sym_numel sym_storage_offset dim size "
