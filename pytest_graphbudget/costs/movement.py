@@ -30,7 +30,8 @@ zero_cost(
     "select_scatter diagonal_scatter rot90 diag_embed block_diag complex nonzero_static "
     "max_unpool2d max_unpool3d "
     # factories and randomness
-    "zeros zeros_like ones ones_like empty empty_like empty_strided full full_like new_zeros "
+    "zeros zeros_like ones ones_like empty empty_like empty_strided empty_permuted full "
+    "full_like new_zeros "
     "_efficientzerotensor new_ones new_empty new_full new_empty_strided arange linspace logspace "
     "fill zero "
     "scalar_tensor tensor rand rand_like randn randn_like randint randint_like randperm normal "

@@ -90,13 +90,14 @@ def test_one_flop_an_element(name):
         (lambda t: torch.signbit(t).float(), 1 + 0),
         (lambda t: torch.empty_like(t).exponential_() * t, 1),  # the draw is free, as uniform
         (lambda t: torch.empty_like(t).random_(0, 5) * t, 1),  # integers drawn: free likewise
+        (lambda t: torch.empty_permuted((4, 8), (1, 0)).copy_(t) * t, 1),  # allocated: free
         (lambda t: torch.poisson(t), 0),
         (lambda t: torch.nonzero_static(t > 1, size=10).float(), 1),  # the compare
     ],
     ids=[
         "logit", "logit_eps", "logaddexp", "logaddexp2", "hypot", "sinc", "ldexp", "xlog1py",
         "entr", "mvlgamma", "polar", "complex", "renorm", "heaviside", "isposinf", "signbit",
-        "exponential", "random", "poisson", "nonzero_static",
+        "exponential", "random", "empty_permuted", "poisson", "nonzero_static",
     ],
 )  # fmt: skip
 def test_composites_count_their_formula(fn, per_element):

@@ -653,6 +653,21 @@ def test_eager_on_a_gpu_profile_prices_each_op_as_its_own_kernel_with_its_launch
     assert prof.est_latency_s == pytest.approx(linear + relu)
 
 
+def test_an_allocation_launches_no_kernel_so_the_tape_prices_a_batchnorm_as_fx_does():
+    """The tape sees BatchNorm's empty reserve (``_batch_norm_impl_index``) as an op of its
+    own; an ``empty`` writes nothing and launches nothing on a GPU. It had cost a 10 us launch
+    a BatchNorm on the tape, where the traced tier has one node: 24% on resnet18."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    x = torch.randn(2, 3, 16, 16)
+    card = from_table("card", GPU)
+    traced = profile_model(model, x, hardware=card)
+    taped = profile_model(model, x, hardware=card, tier="eager")
+    assert taped.trace.method != traced.trace.method
+    assert any(n.endswith("_empty") for s in taped.to_dict()["subgraphs"] for n in s["nodes"])
+    assert taped.est_latency_s == pytest.approx(traced.est_latency_s)
+
+
 def test_compiled_prices_each_fused_group_as_one_kernel_at_its_anchors_kind():
     """The same model compiled: linear and relu fuse into one kernel over the group's traffic
     (x 64 B, weights 144 B, the relu's output 32 B: 240 B), priced at the linear's kind,
