@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_graphbudget import hardware_table
 from pytest_graphbudget.errors import GraphBudgetError, closest
+from pytest_graphbudget.families import Family, families
 from pytest_graphbudget.hardware_table import (
     GIGA,
     TERA,
@@ -58,6 +59,9 @@ class Hardware:
     """The share of the float32 peak a large float32 product reaches off the tensor cores
     (``hardware_table.float32_share``): it anchors a float32 kernel's compute share, the
     family's shares (float16's) giving only each kind's share relative to a product's."""
+    channels_last: Mapping[str, float] = field(default_factory=dict)
+    """Its family's factors on an eager convolution's roofline time when its input is
+    channels-last (``families.Family.channels_last``)."""
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
@@ -77,12 +81,14 @@ class Hardware:
         traffic: float,
         dtype: str = "float32",
         compiled: bool = False,
+        channels_last: bool = False,
     ) -> float:
         """One kernel of efficiency ``kind``: the launch, then whichever of compute and memory
         takes longer at that kind's fractions of the peaks (1 where the profile has none); a
         compiled model's fused kernel at ``compiled_efficiency``'s fractions where it has
         the kind. A float32 kernel off the tensor cores takes its kind's share relative to a
-        product's, times ``float32_share``."""
+        product's, times ``float32_share``. An eager convolution on a ``channels_last`` input
+        takes its family's factor on its roofline time."""
         fractions = self.compiled_efficiency.get(kind) if compiled else None
         compute, memory = fractions or self.efficiency.get(kind, (1.0, 1.0))
         if self.float32_share and (dtype == "float32" or dtype not in self.peak_flops):
@@ -91,6 +97,8 @@ class Hardware:
             table = self.compiled_efficiency if fractions else self.efficiency
             compute *= self.float32_share / table.get("matmul", (1.0, 1.0))[0]
         roof = max(flops / (compute * self.peak(dtype)), traffic / (memory * self.bandwidth))
+        if channels_last and not compiled:
+            roof *= self.channels_last.get(kind, 1.0)
         return self.launch_s + roof
 
     def kernel(self, kind: str, dtype: str = "float32") -> KernelRate | None:
@@ -110,32 +118,6 @@ DATA = "hardware_profiles.toml"
 """The shipped GPU profiles and each family's fitted efficiencies, inside the package."""
 
 
-@dataclass(frozen=True)
-class Family:
-    """What kernels of each kind reach on one GPU family, as fractions of the datasheet's
-    peak FLOP/s and bandwidth, and the fixed cost of a kernel launch, with where they come
-    from (``benchmarks/gpu_fit.py``)."""
-
-    name: str
-    efficiency: Mapping[str, tuple[float, float]]
-    launch_s: float
-    source: str
-    compiled: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    """The fractions a compiled model's fused kernels reach (``execution = "compiled"``)."""
-    matmul_share: float | None = None
-    """The share of its float16 datasheet peak that a large matmul was measured to reach on
-    the card the fractions were fitted on (``fitted_on``); None where none was measured."""
-    bfloat16: bool = True
-    """Whether its tensor cores run bfloat16 at the float16 rate and TF32 at half of it (ampere
-    on; not turing): a card of the family without a bfloat16 or tf32 peak takes those."""
-    memory_scale: float = 1.0
-    """What a borrowing family's memory shares are of the lender's (hopper's were measured
-    at about half ada's); already applied to ``efficiency`` and ``compiled``."""
-    float32_share: float | None = None
-    """The share of its float32 peak that a large float32 product (TF32 off) was measured to
-    reach on that card (``matmul_tflops_float32``)."""
-
-
 def _toml() -> Any:
     if sys.version_info >= (3, 11):
         import tomllib
@@ -146,37 +128,6 @@ def _toml() -> Any:
 
 def _read_data() -> dict[str, Any]:
     return _toml().loads((Path(__file__).parent / DATA).read_text("utf-8"))
-
-
-def _families(tables: Mapping[str, Any], gpus: Mapping[str, Any]) -> dict[str, Family]:
-    """Each family of the data file; a ``borrowed`` one takes another's figures, its memory
-    shares times its ``memory_scale`` where a card of it was timed (``fitted`` says how)."""
-    found = {}
-    for name, table in tables.items():
-        own = tables[table.get("borrowed", name)]
-        card, share, share32 = gpus[own["fitted_on"]], None, None
-        if "matmul_tflops" in card:  # in ``compute_scale``'s units and order: the fit card's 1.0
-            measured, peak = float(card["matmul_tflops"]), float(card["peak_tflops"]["float16"])
-            share = measured * TERA / (peak * TERA)
-        if "matmul_tflops_float32" in card:
-            share32 = float(card["matmul_tflops_float32"]) / float(card["peak_tflops"]["float32"])
-        memory = float(table.get("memory_scale", 1.0))
-        efficiency = {k: (float(c), float(m) * memory) for k, (c, m) in own["efficiency"].items()}
-        compiled = {
-            k: (float(c), float(m) * memory) for k, (c, m) in own.get("compiled", {}).items()
-        }
-        source = own["source"]
-        if "borrowed" in table:
-            source = f"{table['borrowed']}'s figures, borrowed (no public measured table of its "
-            source += f"own): {own['source']}"
-            if "fitted" in table:  # what a card of it, timed, changed of them
-                source += f"; {table['fitted']}"
-        launch = float(own["launch_us"]) * 1e-6
-        bf16 = bool(table.get("bfloat16", True))
-        found[name] = Family(
-            name, efficiency, launch, source, compiled, share, bf16, memory, share32
-        )
-    return found
 
 
 def profiles(extra: Mapping[str, Hardware] | None = None) -> dict[str, Hardware]:
@@ -384,6 +335,7 @@ def _family_figures(
         "launch_s": launch,
         "compute_scale": scale,
         "float32_share": share,
+        "channels_last": dict(base.channels_last) if base else {},
     }
 
 
@@ -406,7 +358,7 @@ def check_names(found: Mapping[str, Hardware]) -> None:
 
 
 _DATA = _read_data()
-FAMILIES: dict[str, Family] = _families(_DATA["families"], _DATA["gpus"])
+FAMILIES: dict[str, Family] = families(_DATA["families"], _DATA["gpus"], _DATA["channels_last"])
 """Every GPU family by name (``family = ...`` in a profile)."""
 
 BUILTIN: tuple[Hardware, ...] = (

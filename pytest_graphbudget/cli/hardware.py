@@ -234,6 +234,7 @@ def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:
                 "launch_us": round(hw.launch_s * 1e6, 6),  # launch_s held in seconds
                 "compute_scale": hw.compute_scale,
                 "float32_share": hw.float32_share,
+                "channels_last": dict(hw.channels_last),
                 "source": hw.source,
                 # where the family's shares come from, and what they were found to be worth
                 "family_source": FAMILIES[hw.family].source if hw.family else None,

@@ -19,6 +19,7 @@ import torch
 from torch import fx, nn
 
 from pytest_graphbudget.compat import kernels as releases
+from pytest_graphbudget.costs.channels_last import channels_last
 from pytest_graphbudget.costs.rnn_workspace import rnn_training_workspace
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.nodes import NodeCost, _nbytes, _op_name
@@ -68,8 +69,9 @@ CASTING = PROMOTING | WIDENING
 
 def eager_extras(node: NodeCost, name: str, args: tuple, tensors: list, out: Any) -> None:
     """Add to ``node`` what one call's eager kernel holds or runs beyond its fake kernel: the
-    CPU's copies of inputs of another dtype (``cast_copies``) and a roll's passes
-    (``roll_passes``)."""
+    CPU's copies of inputs of another dtype (``cast_copies``), a roll's passes
+    (``roll_passes``), and whether a convolution runs channels-last (its input's or weight's
+    strides suggest it, as cuDNN's and oneDNN's pick: a GPU prices it by ``channels_last``)."""
     if name in CASTING:
         node.workspace = max(node.workspace, cast_copies(name, tensors, out))
     if name == "roll":
@@ -77,6 +79,8 @@ def eager_extras(node: NodeCost, name: str, args: tuple, tensors: list, out: Any
         node.extra_kernels += passes
         node.workspace = max(node.workspace, held)
         node.cuda_workspace = max(node.cuda_workspace, held)
+    if name == "convolution" and len(args) > 1:
+        node.channels_last |= channels_last(*tree.strided_shapes(args[:2]))
 
 
 def roll_passes(args: tuple, out: Any) -> tuple[int, int]:

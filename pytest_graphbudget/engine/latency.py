@@ -180,13 +180,20 @@ def efficiency_kind(kind: str, flops: float) -> str:
 
 
 def kernel_seconds(
-    kind: str, flops: float, moved: float, target: Any, dtype: str, compiled: bool = False
+    kind: str,
+    flops: float,
+    moved: float,
+    target: Any,
+    dtype: str,
+    compiled: bool = False,
+    channels_last: bool = False,
 ) -> float:
     """One kernel of ``kind`` on ``target``: at its calibrated rate (a calibration), at its
     family's efficiencies and launch cost (a GPU profile; a ``compiled`` model's fused kernel
     at the family's compiled fractions), else its launch (``launch_us``; none on ``generic``
     and a profile of peaks and bandwidth alone) plus the plain roofline. A view launches no
-    kernel on a GPU and costs nothing on the roofline."""
+    kernel on a GPU and costs nothing on the roofline. An eager convolution on a
+    ``channels_last`` input takes its family's factor (``Hardware.kind_time``)."""
     rate = target.kernel(kind, dtype) or target.kernel(FALLBACK.get(kind, kind), dtype)
     if rate is not None:
         return rate.time(flops, moved, summed=kind in SUMMED_KINDS)
@@ -194,7 +201,8 @@ def kernel_seconds(
         return 0.0
     peak = tensor_core_dtype(kind, dtype)
     if target.efficiency:
-        return target.kind_time(efficiency_kind(kind, flops), flops, moved, peak, compiled)
+        kernel = efficiency_kind(kind, flops)
+        return target.kind_time(kernel, flops, moved, peak, compiled, channels_last)
     return target.launch_s + target.time(flops, moved, peak)
 
 
@@ -230,7 +238,8 @@ def group_seconds(
     for node in members:
         kind = kernel_kind(node, param_shapes, sizes, channels, masks)
         flops, moved = kernel_flops(kind, node), kernel_bytes(kind, node, sizes)
-        total += (1 + node.extra_kernels) * kernel_seconds(kind, flops, moved, target, dtype)
+        seconds = kernel_seconds(kind, flops, moved, target, dtype, False, node.channels_last)
+        total += (1 + node.extra_kernels) * seconds
     return total
 
 

@@ -67,6 +67,7 @@ class NodeCost:
     lookups: int = 0  # offsets its indexing kernel computes (``lookups.index_lookups``)
     lookup_bytes: int = 0  # and the bytes it copies from or to them
     extra_kernels: int = 0  # eager kernels its ops run beyond one each (a roll over k dims)
+    channels_last: bool = False  # a convolution on a channels-last input (``eager_kernels``)
     in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
 
     @property
