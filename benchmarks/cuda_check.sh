@@ -120,6 +120,9 @@ PYCODE
 # above spills the L2 since 2026-12-04 (kernels.spill_batch): its estimate of the timings
 # already kept is  gpu_timm_check.py estimate COPY_OF_benchmarks/data/h200_timm_batches.jsonl
 # --again --hardware-file gpu_calibrated.toml  (2026-12-04, within the L2: 0.77 at 256, 0.58 at 1024)
+# On an H100 (nvidia-smi -L above says SXM or PCIe), estimate with --hardware h100 (or
+# h100-pcie): its estimate_datasheet_s column is hopper's fit, made on the H200, on a card no
+# fit saw and priced from its datasheet alone: issue 36's held-out card (then `report`).
 LEFT=$(( 440 - SECONDS ))
 [ "$LEFT" -lt 30 ] && LEFT=30
 echo "== timm's held-out models timed here, ${LEFT}s (issue 36)"
