@@ -45,8 +45,21 @@ FALLBACK = {
 
 def node_bytes(node: Any, sizes: Mapping[str, int]) -> int:
     """What one eager launch moves: its inputs (their sizes in ``sizes``), weights, output."""
-    read = sum(sizes.get(producer, 0) for producer in dict.fromkeys(node.inputs))
-    return read + sum(node.weights.values()) + sum(node.views.values())
+    return reads(node, node.inputs, sizes) + sum(node.weights.values()) + sum(node.views.values())
+
+
+def reads(node: Any, producers: Collection[str], sizes: Mapping[str, int]) -> int:
+    """The bytes ``node`` reads of what ``producers`` made: each one's size in ``sizes``, but
+    of a producer of several tensors (``Sizes.parts``) only those it reads (the conv after a
+    max pool reads its values, not the indices the pool keeps for its backward)."""
+    parts = getattr(sizes, "parts", {})
+    total = 0
+    for producer in dict.fromkeys(producers):
+        if producer in parts:
+            total += sum(size for key, size in parts[producer].items() if key in node.reads)
+        else:
+            total += sizes.get(producer, 0)
+    return total
 
 
 def kernel_flops(kind: str, node: Any) -> int:
@@ -79,38 +92,50 @@ def kernel_bytes(kind: str, node: Any, sizes: Mapping[str, int]) -> int:
     if kind == "select" and node.category == "view":
         return _reads_besides_destination(node, sizes)
     if kind in ("topk", "topk_heap"):
-        return sum(sizes.get(producer, 0) for producer in dict.fromkeys(node.inputs))
+        return reads(node, node.inputs, sizes)
     return node_bytes(node, sizes)
 
 
 def _reads_besides_destination(node: Any, sizes: Mapping[str, int]) -> int:
     """What a write in place reads: its inputs but its destination, the first of them unless
     it is a buffer (a weight, not an input)."""
-    reads = node.inputs[1:] if not node.weights else node.inputs
-    return sum(sizes.get(producer, 0) for producer in dict.fromkeys(reads))
+    return reads(node, node.inputs[1:] if not node.weights else node.inputs, sizes)
 
 
-def tensor_sizes(measured: Any) -> dict[str, int]:
+class Sizes(dict):
+    """``tensor_sizes``: bytes by producer's name, with ``parts``: each storage's bytes of a
+    producer of several (a max pool's values and indices), which ``reads`` picks from."""
+
+    parts: dict[str, dict[Any, int]]
+
+
+def tensor_sizes(measured: Any) -> Sizes:
     """Bytes of every node's output and every graph input, by name: what a kernel reading
     it moves. A broadcast view (an expanded weight, stride 0) moves at most the bytes of its
     storage it covers: ``F.linear`` over a non-contiguous input is a ``bmm`` over the weight
     expanded along the batch, which reads the weight from cache, not once per batch row."""
-    sizes = {name: sum(storages.values()) for name, storages in measured.inputs.items()}
-    sizes.update({n.name: _read_bytes(n) for n in measured.nodes})
+    sizes = Sizes((name, sum(storages.values())) for name, storages in measured.inputs.items())
+    sizes.parts = {}
+    for node in measured.nodes:
+        each = _read_bytes(node)
+        sizes[node.name] = sum(each.values())
+        if len(each) > 1:
+            sizes.parts[node.name] = each
     return sizes
 
 
-def _read_bytes(node: Any) -> int:
+def _read_bytes(node: Any) -> dict[Any, int]:
+    """What a kernel reading each storage of ``node``'s output moves, by storage."""
     extents = getattr(node, "view_extents", None) or {}
-    total = 0
+    found = {}
     for key, size in node.views.items():
         extent = extents.get(key)  # no storage size (symbolic): the view's own bytes
         if extent is None or not extent.nbytes:
-            total += size
+            found[key] = size
             continue
         lines = sum(_line_bytes(form) for form in extent.forms)
-        total += min(max(min(size, extent.bytes), lines), extent.nbytes)
-    return total
+        found[key] = min(max(min(size, extent.bytes), lines), extent.nbytes)
+    return found
 
 
 LINE = 64

@@ -668,6 +668,23 @@ def test_an_allocation_launches_no_kernel_so_the_tape_prices_a_batchnorm_as_fx_d
     assert taped.est_latency_s == pytest.approx(traced.est_latency_s)
 
 
+@pytest.mark.parametrize("tier", [None, "eager"])
+def test_a_kernel_reads_the_tensor_it_takes_not_the_others_its_producer_made(tier):
+    """On the tape a max pool that needs grad runs with its indices: two tensors, int64
+    indices twice the float32 values. The convolution after it reads the values alone: 2 x 8
+    x 4 x 4 floats (1,024 B), its weight and bias (8 x 8 x 1 x 1 + 8 floats, 288 B), and
+    writes 1,024 B. It had read the indices too (2,048 B more)."""
+    from pytest_graphbudget.engine import latency
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.MaxPool2d(2), nn.Conv2d(8, 8, 1)).eval()
+    _, measured, _ = trace_and_measure(model, Example((torch.ones(2, 3, 8, 8),), {}), tier=tier)
+    conv = [n for n in measured.nodes if n.kind == "conv"][-1]
+    sizes = latency.tensor_sizes(measured)
+    assert latency.kernel_bytes("conv_pointwise", conv, sizes) == 1024 + 288 + 1024
+
+
 def test_compiled_prices_each_fused_group_as_one_kernel_at_its_anchors_kind():
     """The same model compiled: linear and relu fuse into one kernel over the group's traffic
     (x 64 B, weights 144 B, the relu's output 32 B: 240 B), priced at the linear's kind,
