@@ -85,6 +85,22 @@ for _name, _cost in PER_ELEMENT.items():
     register(_name, kind="relu6" if _name == "hardtanh" else None)(_pointwise(_cost))
 
 
+PRIMS = (
+    "abs acos acosh add asin asinh atan atan2 atanh bitwise_and bitwise_not bitwise_or "
+    "bitwise_xor ceil conj_physical cos cosh digamma div eq erf erfc exp exp2 expm1 floor fmax "
+    "fmin fmod frexp gcd ge gt hypot igamma igammac isfinite le lgamma log log10 log1p log2 lt "
+    "maximum minimum mul ne neg nextafter pow reciprocal remainder round rsqrt sign signbit sin "
+    "sinh sqrt sub tan tanh trunc where"
+).split()
+"""``torch.ops.prims``'s pointwise ops, each the ATen op of its name: what a backward's
+arithmetic on a ``ZeroTensor`` (``sgn``'s gradient) runs through ``torch._refs`` under a
+fake or meta tensor. Priced as that op, labelled by its name (unpriced, a step had failed its
+budget on ``prims.mul`` as an op that may contract)."""
+
+for _name in PRIMS:
+    register(f"prims.{_name}", kind=_name)(_pointwise(PER_ELEMENT.get(_name, 1)))
+
+
 @register("elu")
 def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, *, out, **_) -> OpCost:
     """exp, sub, mul, select, and a multiply for each scale that is not 1: ``nn.SELU`` runs

@@ -156,6 +156,7 @@ def eager_cpu_max_pool1d(node: NodeCost, indices: dict[Any, int], x: torch.Tenso
         return
     for key, size in indices.items():
         node.writes.pop(key, None)
+        node.views.pop(key, None)  # the tape's op returned them; eager's makes none
         node.cuda_workspace += size
     if not x.is_contiguous():
         node.workspace = max(node.workspace, _nbytes(x))

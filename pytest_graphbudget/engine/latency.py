@@ -44,8 +44,12 @@ FALLBACK = {
 
 
 def node_bytes(node: Any, sizes: Mapping[str, int]) -> int:
-    """What one eager launch moves: its inputs (their sizes in ``sizes``), weights, output."""
-    return reads(node, node.inputs, sizes) + sum(node.weights.values()) + sum(node.views.values())
+    """What one eager launch moves: its inputs (their sizes in ``sizes``), weights, output,
+    and what its op wrote that the node did not return: an FX node of ``nn.MaxPool2d`` returns
+    the values, and its ``max_pool2d_with_indices`` writes the indices too, as on the tape."""
+    written = sum(node.views.values())
+    written += sum(size for key, size in node.writes.items() if key not in node.views)
+    return reads(node, node.inputs, sizes) + sum(node.weights.values()) + written
 
 
 def reads(node: Any, producers: Collection[str], sizes: Mapping[str, int]) -> int:
@@ -167,8 +171,10 @@ def tensor_masks(measured: Any) -> frozenset[str]:
 
 
 def tensor_channels(measured: Any) -> dict[str, int]:
-    """Dim 1 of every node's (first) output by name: a convolution's input channels."""
-    return {n.name: n.shapes[0][1] for n in measured.nodes if n.shapes and len(n.shapes[0]) > 1}
+    """Dim 1 of every node's (first) output and of every input by name: a convolution's input
+    channels (a grouped convolution reading the model's input is no dense one)."""
+    made = {n.name: n.shapes[0][1] for n in measured.nodes if n.shapes and len(n.shapes[0]) > 1}
+    return {**getattr(measured, "input_channels", {}), **made}
 
 
 EXECUTIONS = ("eager", "compiled")

@@ -43,6 +43,7 @@ from pytest_graphbudget.engine.nodes import (
     _out_arguments,
     _storage,
     _views,
+    channels,
     record_output,
     record_reads,
     widened,
@@ -234,6 +235,7 @@ class _CostInterpreter(fx.Interpreter):
         self.inputs: dict[str, dict[Any, int]] = {}
         self.input_tensors: list[Any] = []  # every input's, for ``Measured.input_extents``
         self.input_masks: set[str] = set()  # the inputs that are boolean tensors
+        self.input_channels: dict[str, int] = {}  # and each one's dim 1
         self.written_by: dict[str, str] = {}
         self.parts: dict[str, list[str]] = {}  # a split node -> the nodes that made its value
         self.made_by: dict[int, str] = {}  # the ids of split nodes' tensors -> their makers
@@ -253,6 +255,8 @@ class _CostInterpreter(fx.Interpreter):
                     self.input_tensors += tree.tensor_list(value)
                     if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
                         self.input_masks.add(n.name)
+                    if (found := channels(value)) is not None:
+                        self.input_channels[n.name] = found
             return value
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
@@ -421,6 +425,7 @@ def measure(
     measured.returned_extents = run.returned_extents(output_node)
     measured.input_extents = extents(run.input_tensors)
     measured.input_masks = frozenset(run.input_masks)
+    measured.input_channels = run.input_channels
     return measured
 
 

@@ -163,4 +163,5 @@ def measure_exported(
     measured.returned_extents = walk.returned_extents(output_node)
     measured.input_extents = extents(walk.input_tensors)
     measured.input_masks = frozenset(walk.input_masks)
+    measured.input_channels = walk.input_channels
     return measured

@@ -90,6 +90,7 @@ class Measured:
     reads_values: bool = True  # whether the path priced may depend on values (``breaks``)
     hollow: int = 0  # ops of a real forward not computed, their results rebuilt (``hollow``)
     input_masks: frozenset[str] = frozenset()  # inputs that are boolean tensors (``latency``)
+    input_channels: dict[str, int] = field(default_factory=dict)  # and their dim 1 (``latency``)
 
     def outputs(self) -> set:
         """The storages the graph returns: not the other outputs of the op that made them (the
@@ -115,6 +116,13 @@ class Measured:
 
 def _storage(t: torch.Tensor) -> Any:
     return StorageKey(t.untyped_storage())
+
+
+def channels(t: Any) -> int | None:
+    """Dim 1 of a tensor of known shape: the channels a convolution reading it takes."""
+    if isinstance(t, torch.Tensor) and t.dim() > 1 and isinstance(t.shape[1], int):
+        return t.shape[1]
+    return None
 
 
 def widened(func: Any, out: Any, args: tuple, kwargs: dict) -> Any:

@@ -255,6 +255,7 @@ def pruned(first: Measured, kept: list[int], outputs: set[str]) -> Measured:
     measured = Measured(nodes, kept_outputs, first.inputs, first.mode)
     measured.frees = frees
     measured.input_masks = first.input_masks
+    measured.input_channels = first.input_channels
     return measured
 
 

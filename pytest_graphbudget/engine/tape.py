@@ -38,6 +38,7 @@ from pytest_graphbudget.engine.nodes import (
     _out_arguments,
     _storage,
     _views,
+    channels,
     record_output,
     record_reads,
 )
@@ -251,6 +252,7 @@ def run_taped(
     """
     inputs: dict[str, dict[Any, int]] = {}
     masks = set()  # the boolean inputs
+    dims: dict[str, int] = {}  # and each input's dim 1
     names = input_names(model, example)
     for i, t in enumerate(example.tensors):
         name = names.get(id(t), f"input_{i}")
@@ -258,6 +260,8 @@ def run_taped(
         inputs[name] = _views(t)
         if t.dtype == torch.bool:
             masks.add(name)
+        if (found := channels(t)) is not None:
+            dims[name] = found
     watch = value_reads() if reads else contextlib.nullcontext([])
     with collector_paused(), torch.no_grad(), max_pool1d_marked(), tape, watch as seen:
         out = call(*example.args, **example.kwargs)
@@ -268,6 +272,7 @@ def run_taped(
     measured.frees = tape.frees
     measured.input_extents = extents(list(example.tensors))
     measured.input_masks = frozenset(masks)
+    measured.input_channels = dims
     measured.returned = {_storage(t) for t in tensor_leaves(out)}
     measured.returned_extents = extents(list(tensor_leaves(out)))
     if reads:

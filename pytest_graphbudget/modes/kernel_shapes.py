@@ -146,7 +146,9 @@ def pool(
 ):
     """Max pooling ``k`` x ``k`` (padding (k - 1) // 2): ResNet's stem at stride 2, GoogLeNet's
     ceil-mode stage pools, its inception branches at stride 1, YOLO's SPPF (5x5, stride 1),
-    VGG's 2x2 at stride 2. Its FLOPs are the window's comparisons, its bytes input and output."""
+    VGG's 2x2 at stride 2. Its FLOPs are the window's comparisons, its bytes input and output
+    and the int64 index of each output, which ATen's ``max_pool2d_with_indices`` writes on the
+    CPU and CUDA alike whether asked or not (a model's max pool is priced with them)."""
     import torch
 
     x = torch.randn(batch, channels, hw, hw, dtype=dtype)
@@ -154,7 +156,7 @@ def pool(
     call = lambda: torch.nn.functional.max_pool2d(x, k, stride, pad, ceil_mode=ceil)  # noqa: E731
     out = torch.nn.functional.max_pool2d(x, k, stride, pad, ceil_mode=ceil).shape[-1]
     channels *= batch
-    moved = x.element_size() * channels * (hw * hw + out * out)
+    moved = x.element_size() * channels * (hw * hw + out * out) + 8 * channels * out * out
     return call, k * k * channels * out * out, moved
 
 

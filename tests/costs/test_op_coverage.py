@@ -216,6 +216,27 @@ def test_a_zero_gradient_is_a_factory():
     assert prof.coverage.unsupported_ops == {}
 
 
+class SignScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return (y * (2 * y).sgn_()).sum()
+
+
+def test_arithmetic_on_a_zero_gradient_is_priced_as_the_aten_op_of_its_name():
+    """The zero gradient of ``sgn_`` reaches the product's backward, whose arithmetic on a
+    ZeroTensor runs through ``torch._refs`` under the tracer: ``prims.mul`` and ``prims.add``,
+    each over the 4 x 8 gradient, one FLOP an element as ``mul`` and ``add``. They had no
+    entry, and the step failed its budget on them as ops that may contract."""
+    prof = profile_model(SignScaled(), (torch.rand(4, 8),), mode="train")
+    assert prof.coverage.unsupported_ops == {}
+    prims = [n for n in prof.node_info if n.target in ("mul.default", "add.default")]
+    assert sorted((n.kind, n.flops) for n in prims) == [("add", 32), ("mul", 32)]
+
+
 def test_dist_and_the_legacy_solves():
     x = torch.rand(4, 4) + 4 * torch.eye(4)
     # dist: a - b, square, sum per element (the 16 of a 4 x 4), and b = t / 2: 16 more

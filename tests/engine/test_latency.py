@@ -494,6 +494,18 @@ def test_a_grouped_convolution_is_priced_at_its_own_rate_else_the_dense_one():
     assert estimate(model, x, old) == pytest.approx(230_400 / 1e10)
 
 
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+def test_a_grouped_convolution_reading_the_models_input_is_priced_as_grouped(tier):
+    """The same convolution as the first op of the model: its input's channels (16, twice
+    the 8 a group takes) come from the input itself, where no node made it. It had been
+    priced as dense, at the fast rate (23 us where it takes 230)."""
+    model = nn.Conv2d(16, 16, 3, padding=1, groups=2, bias=False).eval()
+    table = rates(conv_grouped=(1e9, FREE), conv_dense=(1e10, FREE), pointwise=FAST)
+    box = from_table("box", table)
+    found = profile_model(model, torch.randn(1, 16, 10, 10), hardware=box, tier=tier)
+    assert found.est_latency_s == pytest.approx(230_400 / 1e9)
+
+
 @pytest.mark.parametrize(
     ("model", "x", "kind", "flops"),
     [
@@ -527,11 +539,12 @@ def test_exp_and_interpolating_ops_are_priced_at_their_kinds_bandwidth(model, ki
 
 def test_a_max_pool_takes_its_comparisons_then_its_bytes():
     # 2x2, stride 2 over 1 x 4 x 8 x 8: 4 x 4 x 4 = 64 outputs, 4 comparisons each = 256;
-    # reads 256 elements (1,024 B), writes 64 (256 B): 1,280 B. The two add (SUMMED_KINDS):
-    # 256 / 1e9 + 1,280 / 1e10 s, where the slower of them alone would be 256 ns.
+    # reads 256 elements (1,024 B), writes 64 (256 B) and their int64 indices (512 B):
+    # 1,792 B. The two add (SUMMED_KINDS): 256 / 1e9 + 1,792 / 1e10 s, where the slower of
+    # them alone would be 256 ns.
     table = rates(pooling=(1e9, 1e10))
     model = nn.MaxPool2d(2)
-    assert estimate(model, torch.randn(1, 4, 8, 8), table) == pytest.approx(256e-9 + 128e-9)
+    assert estimate(model, torch.randn(1, 4, 8, 8), table) == pytest.approx(256e-9 + 179.2e-9)
 
 
 class Column(nn.Module):
@@ -683,6 +696,33 @@ def test_a_kernel_reads_the_tensor_it_takes_not_the_others_its_producer_made(tie
     conv = [n for n in measured.nodes if n.kind == "conv"][-1]
     sizes = latency.tensor_sizes(measured)
     assert latency.kernel_bytes("conv_pointwise", conv, sizes) == 1024 + 288 + 1024
+
+
+POOLS = {
+    "max_pool2d": (nn.Conv2d, nn.MaxPool2d, (2, 3, 8, 8), 4096, 1024, 2048),
+    "max_pool1d": (nn.Conv1d, nn.MaxPool1d, (2, 3, 8), 512, 256, 0),
+}
+
+
+@pytest.mark.parametrize("tier", ["fx", "eager"])
+@pytest.mark.parametrize("pool", POOLS)
+def test_a_max_pool_kernel_writes_the_indices_its_op_makes_in_either_tier(tier, pool):
+    """ATen's CPU ``max_pool2d`` is ``max_pool2d_with_indices`` (torch.profiler shows both):
+    it reads 2 x 8 x 8 x 8 floats (4,096 B) and writes 2 x 8 x 4 x 4 floats (1,024 B) and as
+    many int64 indices (2,048 B), returned or not. FX's node of ``nn.MaxPool2d`` returns the
+    values alone, and had been priced without the indices the tape's op returns. CPU's
+    ``max_pool1d`` without grad makes no indices (``eager_cpu_max_pool1d``), on either tier:
+    over 2 x 8 x 8 it reads 512 B and writes 256 B; the tape had priced its indices."""
+    from pytest_graphbudget.engine import latency
+    from pytest_graphbudget.engine.tiers import trace_and_measure
+    from pytest_graphbudget.engine.trace import Example
+
+    conv, max_pool, shape, read, values, indices = POOLS[pool]
+    model = nn.Sequential(conv(3, 8, 1), max_pool(2), conv(8, 8, 1)).eval()
+    _, measured, _ = trace_and_measure(model, Example((torch.ones(shape),), {}), tier=tier)
+    (node,) = [n for n in measured.nodes if n.kind == "max_pool"]
+    sizes = latency.tensor_sizes(measured)
+    assert latency.kernel_bytes("pool", node, sizes) == read + values + indices
 
 
 def test_compiled_prices_each_fused_group_as_one_kernel_at_its_anchors_kind():
