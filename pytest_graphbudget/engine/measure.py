@@ -43,7 +43,7 @@ from pytest_graphbudget.engine.nodes import (
     _out_arguments,
     _storage,
     _views,
-    channels,
+    note_input,
     record_output,
     record_reads,
     widened,
@@ -253,10 +253,7 @@ class _CostInterpreter(fx.Interpreter):
                 if binding.kind in ("input", "nested"):
                     self.inputs[n.name] = _views(value)
                     self.input_tensors += tree.tensor_list(value)
-                    if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
-                        self.input_masks.add(n.name)
-                    if (found := channels(value)) is not None:
-                        self.input_channels[n.name] = found
+                    note_input(n.name, value, self.input_masks, self.input_channels)
             return value
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)

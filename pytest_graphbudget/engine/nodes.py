@@ -118,11 +118,15 @@ def _storage(t: torch.Tensor) -> Any:
     return StorageKey(t.untyped_storage())
 
 
-def channels(t: Any) -> int | None:
-    """Dim 1 of a tensor of known shape: the channels a convolution reading it takes."""
-    if isinstance(t, torch.Tensor) and t.dim() > 1 and isinstance(t.shape[1], int):
-        return t.shape[1]
-    return None
+def note_input(name: str, value: Any, masks: set[str], channels: dict[str, int]) -> None:
+    """What ``latency`` asks of an input: whether it is a boolean tensor (an ``index`` reading
+    it selects), and its dim 1 when known (the channels a convolution reading it takes)."""
+    if not isinstance(value, torch.Tensor):
+        return
+    if value.dtype == torch.bool:
+        masks.add(name)
+    if value.dim() > 1 and isinstance(value.shape[1], int):
+        channels[name] = value.shape[1]
 
 
 def widened(func: Any, out: Any, args: tuple, kwargs: dict) -> Any:

@@ -38,7 +38,7 @@ from pytest_graphbudget.engine.nodes import (
     _out_arguments,
     _storage,
     _views,
-    channels,
+    note_input,
     record_output,
     record_reads,
 )
@@ -258,10 +258,7 @@ def run_taped(
         name = names.get(id(t), f"input_{i}")
         tape.add_input(name, t)
         inputs[name] = _views(t)
-        if t.dtype == torch.bool:
-            masks.add(name)
-        if (found := channels(t)) is not None:
-            dims[name] = found
+        note_input(name, t, masks, dims)
     watch = value_reads() if reads else contextlib.nullcontext([])
     with collector_paused(), torch.no_grad(), max_pool1d_marked(), tape, watch as seen:
         out = call(*example.args, **example.kwargs)

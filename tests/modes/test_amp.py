@@ -39,8 +39,9 @@ def _bytes(prof) -> int:
 def test_each_op_moves_the_bytes_of_the_dtype_cuda_autocast_gives_it():
     model, x = _linear_norm()
     # float32: addmm reads x (4x16x4), W (32x16x4) and b (32x4) and writes 4x32x4; the
-    # layer norm reads 4x32x4 and its weight and bias (2x32x4) and writes 4x32x4.
-    float32 = (256 + 2048 + 128 + 512) + (512 + 256 + 512)
+    # layer norm reads 4x32x4 and its weight and bias (2x32x4) and writes 4x32x4, and the
+    # mean and rstd of its 4 rows (4x4 each), which the CPU's kernel writes as CUDA's does.
+    float32 = (256 + 2048 + 128 + 512) + (512 + 256 + 512 + 16 + 16)
     # autocast: x, W and b are cast to float16 first (read 4 bytes an element, write 2);
     # addmm reads the casts and writes float16; layer_norm is on CUDA's float32 list, so its
     # input is cast back up (read 2, write 4), and it writes float32, with its mean and rstd.
@@ -298,10 +299,11 @@ def test_a_compiled_product_reads_the_casts_that_kernels_of_their_own_wrote():
 def test_a_profile_under_the_callers_own_autocast_prices_every_weights_cast():
     model, x = _linear_norm()
     # CPU autocast's lists: linear in bfloat16 (x, W and b cast: read 4 bytes, write 2), and
-    # layer_norm left in bfloat16 (reads 4x32x2 and its float32 weight and bias, writes 4x32x2)
+    # layer_norm left in bfloat16 (reads 4x32x2 and its float32 weight and bias, writes 4x32x2,
+    # and its rows' mean and rstd in float32, the weight's dtype: 4x4 each)
     casts = (256 + 128) + (2048 + 1024) + (128 + 64)
     addmm = 128 + 1024 + 64 + 256
-    norm = 256 + 256 + 256
+    norm = 256 + 256 + 256 + 16 + 16
     for cache in (True, False):  # a cached cast would be priced in the first forward only
         with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=cache):
             prof = profile_model(model, (x,), hardware=BYTES)
