@@ -174,7 +174,7 @@ def tensor_channels(measured: Any) -> dict[str, int]:
     """Dim 1 of every node's (first) output and of every input by name: a convolution's input
     channels (a grouped convolution reading the model's input is no dense one)."""
     made = {n.name: n.shapes[0][1] for n in measured.nodes if n.shapes and len(n.shapes[0]) > 1}
-    return {**getattr(measured, "input_channels", {}), **made}
+    return {**measured.input_channels, **made}
 
 
 EXECUTIONS = ("eager", "compiled")
