@@ -110,13 +110,22 @@ def refuse_repeated(item: pytest.Item) -> None:
 
 
 def limit_of(marker: pytest.Mark, where: str) -> object:
-    """The limit of ``flops_max("22G")`` or ``flops_max(limit="22G")``, as the docs write it."""
+    """The limit of ``flops_max("22G")`` or ``flops_max(limit="22G")``, as the docs write it.
+    A setting beside the limit (``latency_max("2ms", hardware="t4")``, the first thing a user
+    tries) is refused with the marker it belongs to: dropped, the latency would be priced on
+    the default hardware."""
     if len(marker.args) == 1 and not marker.kwargs:
         return marker.args[0]
     if not marker.args and list(marker.kwargs) == ["limit"]:
         return marker.kwargs["limit"]
     example = LIMITS[marker.name].example  # in the marker's own unit: '3ms' for a latency
-    raise GraphBudgetError(f"{where}: takes one limit, e.g. {marker.name}({example!r})")
+    settings = [key for key in marker.kwargs if key in SETTINGS]
+    moved = (
+        f"; {settings[0]}= goes in @pytest.mark.{SETTINGS[settings[0]]}({settings[0]}=...)"
+        if settings
+        else ""
+    )
+    raise GraphBudgetError(f"{where}: takes one limit, e.g. {marker.name}({example!r}){moved}")
 
 
 def budget_from_markers(item: pytest.Item, defaults: Budget, hardware: str | None) -> Budget:

@@ -375,7 +375,7 @@ def test_a_marker_given_two_limits_shows_an_example_in_its_own_unit(project):
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.latency_max on test_two.py::test_latency: takes one limit, "
-            "e.g. latency_max('3ms')",
+            "e.g. latency_max('3ms'); hardware= goes in @pytest.mark.graph_budget(hardware=...)",
             "*@pytest.mark.memory_max on test_two.py::test_memory: takes one limit, "
             "e.g. memory_max('500MB')",
         ]
