@@ -42,6 +42,10 @@ class Family:
     """Per convolution kind (``conv``, ``conv_grouped``, ``depthwise``): what an eager
     convolution's roofline time is multiplied by when its input is channels-last (cuDNN's
     NHWC kernels skip the transposes an NCHW input pays); none for a family not measured."""
+    compute_capability: tuple[int, int] | None = None
+    """A CUDA compute capability of its cards (``compute_capability``), which a card given
+    only its family takes: a GPU's peak memory counts the workspaces it sets
+    (``engine.allocator``); None for a family that is not CUDA's (cdna3)."""
 
 
 def families(
@@ -73,8 +77,10 @@ def families(
         launch = float(own["launch_us"]) * 1e-6
         bf16 = bool(table.get("bfloat16", True))
         nhwc = layout["factors"] if name in layout["families"] else {}
+        cc = table.get("compute_capability")  # the family's own, not a lender's
         found[name] = Family(
             name, efficiency, launch, source, compiled, share, bf16, memory, share32,
             {str(k): float(v) for k, v in nhwc.items()},
+            tuple(int(part) for part in cc.split(".")) if cc else None,
         )  # fmt: skip
     return found

@@ -10,9 +10,11 @@ from TOML tables (see ``from_table``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,11 @@ class Hardware:
     channels_last: Mapping[str, float] = field(default_factory=dict)
     """Its family's factors on an eager convolution's roofline time when its input is
     channels-last (``families.Family.channels_last``)."""
+    compute_capability: tuple[int, int] | None = None
+    """A CUDA GPU's compute capability (``(8, 9)``; its family's when not given): its peak
+    memory is counted as the GPU's caching allocator counts it, with the cuBLAS and cuDNN
+    workspaces the capability sets (``engine.allocator``). None: a CPU, or a GPU that is not
+    CUDA's, whose memory is counted as on the host."""
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` ("float32", "bfloat16", ...), falling back to float32."""
@@ -105,6 +112,27 @@ class Hardware:
         """The calibrated rate of ``kind`` kernels in ``dtype`` (else float32's), if any."""
         rates = self.kernels.get(dtype) or self.kernels.get("float32") or {}
         return rates.get(kind)
+
+
+def pricing_digest(hw: Any) -> str:
+    """A short digest of everything a latency is priced from on ``hw`` (its peaks, family,
+    fitted shares, launch cost, compute scale, calibrated kernel rates) and a GPU's memory
+    counted by (its compute capability), so that ``compare`` can tell two profiles of one
+    hardware name priced on an edited profile."""
+    figures = {
+        "peaks": dict(hw.peak_flops),
+        "bandwidth": hw.bandwidth,
+        "family": hw.family,
+        "efficiency": dict(hw.efficiency),
+        "compiled": dict(hw.compiled_efficiency),
+        "launch_s": hw.launch_s,
+        "compute_scale": hw.compute_scale,
+        "float32_share": hw.float32_share,
+        "kernels": {d: {k: asdict(r) for k, r in rates.items()} for d, rates in hw.kernels.items()},
+    }
+    if hw.compute_capability:  # what its peak memory is counted by (engine.allocator)
+        figures["compute_capability"] = list(hw.compute_capability)
+    return hashlib.sha256(json.dumps(figures, sort_keys=True).encode()).hexdigest()[:12]
 
 
 EFFICIENCY_KINDS = tuple(
@@ -226,6 +254,7 @@ TABLE_KEYS = (
     "matmul_source",
     "source",
     "aliases",
+    "compute_capability",
 )
 """The keys of a profile's table, besides its ``kernels`` tables (``rates.kernel_tables``)."""
 
@@ -265,7 +294,11 @@ def read_table(name: str, table: Mapping[str, object]) -> Hardware:
             f"hardware {name!r}: aliases must be a list of names, got {aliases!r}"
         )
     figures = _family_figures(name, table, peaks)
-    if figures.get("family") and FAMILIES[figures["family"]].bfloat16:  # else float32's:
+    family = FAMILIES[figures["family"]] if figures.get("family") else None
+    cc = family.compute_capability if family else None
+    if "compute_capability" in table:
+        cc = hardware_table.capability(name, table["compute_capability"])
+    if family and family.bfloat16:  # else float32's:
         peaks.setdefault("bfloat16", peaks["float16"])  # 2-16x slower than the card runs it
         peaks.setdefault("tf32", peaks["float16"] / 2)  # float32 convolutions, PyTorch's default
     return Hardware(
@@ -276,6 +309,7 @@ def read_table(name: str, table: Mapping[str, object]) -> Hardware:
         source=texts.get("source", "user profile"),
         aliases=tuple(aliases),
         kernels=kernel_tables(name, table),
+        compute_capability=cc,
         **figures,
     )
 

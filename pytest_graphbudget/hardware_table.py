@@ -8,6 +8,7 @@ without its sign, TFLOP/s read as GFLOP/s. ``hardware.from_table`` puts them tog
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -195,6 +196,21 @@ def float32_share(
             "TF32 off (torch.backends.cuda.matmul.allow_tf32 = False), in TFLOP/s"
         )
     return measured / peaks["float32"]
+
+
+def capability(name: str, value: object) -> tuple[int, int]:
+    """``compute_capability = "8.9"``: the CUDA compute capability as
+    ``torch.cuda.get_device_capability()`` gives it, which sets the workspaces a GPU's peak
+    memory counts (``engine.allocator``). A TOML number (``8.9``) is read as its text; a bare
+    major (``9``) or an SM name (``"sm_90"``) is refused with the form."""
+    shown = str(value) if isinstance(value, (str, float)) and not isinstance(value, bool) else ""
+    match = re.fullmatch(r"([0-9]{1,2})\.([0-9])", shown.strip())
+    if match is None or not 3 <= int(match[1]) <= 15:
+        raise GraphBudgetError(
+            f"hardware {name!r}: compute_capability must be the card's CUDA compute capability "
+            f'as "major.minor" (torch.cuda.get_device_capability(): "8.9" for an L4), got {value!r}'
+        )
+    return int(match[1]), int(match[2])
 
 
 def text(name: str, key: str, value: object) -> str:

@@ -235,6 +235,8 @@ def hardware_rows(profiles: Iterable[Any]) -> list[dict[str, Any]]:
                 "compute_scale": hw.compute_scale,
                 "float32_share": hw.float32_share,
                 "channels_last": dict(hw.channels_last),
+                # a CUDA GPU's: its peak memory is counted as its caching allocator holds it
+                "compute_capability": ".".join(map(str, hw.compute_capability or ())) or None,
                 "source": hw.source,
                 # where the family's shares come from, and what they were found to be worth
                 "family_source": FAMILIES[hw.family].source if hw.family else None,

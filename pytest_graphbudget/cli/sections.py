@@ -37,12 +37,7 @@ def summary(prof: Any) -> list[tuple[str, str]]:
         ("weights", format_bytes(prof.weights_bytes)),
         ("inputs size", format_bytes(prof.input_bytes)),
         ("activation peak", format_bytes(prof.activation_peak_bytes)),
-        (
-            "peak memory",
-            f"{format_bytes(prof.peak_memory_bytes)} (weights + "
-            f"{'optimizer state + ' if prof.optimizer_state_bytes else ''}"
-            "inputs + activation peak)",
-        ),
+        ("peak memory", _peak_text(prof)),
         ("traffic", f"{format_bytes(prof.traffic_bytes)} (bytes moved by the fused kernels)"),
         ("arithmetic intensity", f"{intensity(prof.arithmetic_intensity)} FLOPs/byte"),
         (
@@ -52,6 +47,21 @@ def summary(prof: Any) -> list[tuple[str, str]]:
         ("trace", _trace_text(prof)),
         ("coverage", coverage),
     ]
+
+
+def _peak_text(prof: Any) -> str:
+    """The peak and what it is made of: on a CUDA GPU's profile, as its caching allocator
+    holds it (``Profile.cuda_memory``), with the workspaces in it."""
+    cuda = getattr(prof, "cuda_memory", None)
+    if cuda:
+        return (
+            f"{format_bytes(prof.peak_memory_bytes)} (as the CUDA caching allocator of a compute "
+            f"capability {cuda['compute_capability']} GPU holds it: every tensor's block, cuBLAS "
+            f"workspace {format_bytes(cuda['cublas_workspace_bytes'])}, largest cuDNN workspace "
+            f"{format_bytes(cuda['conv_workspace_bytes'])})"
+        )
+    state = "optimizer state + " if prof.optimizer_state_bytes else ""
+    return f"{format_bytes(prof.peak_memory_bytes)} (weights + {state}inputs + activation peak)"
 
 
 def _step_rows(prof: Any) -> list[tuple[str, str]]:

@@ -30,7 +30,10 @@ tensors, the forward allocates through the same allocator:
 - what a CUDA kernel writes and the host's does not, while the node runs (``cuda_workspace``):
   ``max_pool1d``'s indices (``eager_kernels.eager_cpu_max_pool1d``).
 
-Every figure here is plain arithmetic over the profile's graph; nothing asks a GPU.
+Every figure here is plain arithmetic over the profile's graph; nothing asks a GPU. So a
+profile priced for a GPU (a hardware profile with a ``compute_capability``) counts its memory
+this way on any host, the CPU runner of a CI included (``count_on_gpu``): a ``memory_max`` for
+the card the model ships to is checked against what that card's allocator would hold.
 """
 
 from __future__ import annotations
@@ -230,3 +233,37 @@ def _known(key: Any, size: dict[Any, int], measured: Any) -> int:
     if key in size:
         return size[key]
     return next((found[key] for found in measured.inputs.values() if key in found), 0)
+
+
+def weight_bytes(model: Any) -> list[int]:
+    """Each parameter's and buffer's storage bytes, once a storage, in the order
+    ``.to("cuda")`` allocates them (a meta tensor has no address: once a tensor)."""
+    found: dict[Any, int] = {}
+    for tensor in (*model.parameters(), *model.buffers()):
+        storage = tensor.untyped_storage()
+        key = id(tensor) if tensor.is_meta else storage.data_ptr()
+        found.setdefault(key, storage.nbytes())
+    return list(found.values())
+
+
+def count_on_gpu(prof: Any, model: Any, measured: Any, memory: CudaMemory) -> CudaPeak:
+    """Count ``prof``'s memory as the caching allocator of a GPU of ``memory``'s capability
+    does, from its own graph (``cuda_peak``), and say so (``set_peak``)."""
+    found = cuda_peak(weight_bytes(model), measured, memory)
+    set_peak(prof, found, memory)
+    return found
+
+
+def set_peak(prof: Any, found: CudaPeak, memory: CudaMemory) -> None:
+    """Make ``found`` the profile's peak: its ``peak_memory_bytes`` the replayed
+    ``max_memory_allocated`` (every block rounded, the weights' included, and the
+    workspaces), ``activation_peak_bytes`` what it holds beyond the weights' and inputs' own
+    bytes, and ``cuda_memory`` the rules it was counted by."""
+    held = prof.weights_bytes + prof.optimizer_state_bytes + prof.input_bytes
+    prof.activation_peak_bytes = max(0, found.peak_bytes - held)
+    major, minor = memory.capability
+    prof.cuda_memory = {
+        "compute_capability": f"{major}.{minor}",
+        "cublas_workspace_bytes": found.cublas_bytes,
+        "conv_workspace_bytes": found.conv_workspace_bytes,
+    }

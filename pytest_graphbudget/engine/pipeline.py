@@ -92,9 +92,19 @@ def _profile(
             module.training = training
     seconds = time.perf_counter() - start
     with heap_frozen():  # partitioning makes as many objects as the cost pass
-        return assemble(
+        prof = assemble(
             model, args, kwargs, name, target, traced, measured, failures, seconds, execution
         )
+    if target.compute_capability:  # a CUDA GPU's: memory as its caching allocator holds it
+        from pytest_graphbudget.engine.allocator import CudaMemory, count_on_gpu
+
+        count_on_gpu(prof, model, measured, CudaMemory.of(target.compute_capability))
+    elif target.family:  # a GPU whose allocator is not CUDA's (cdna3)
+        prof.notes.append(
+            f"peak memory counted as on the host: {target.name} is no CUDA GPU, and its "
+            "allocator's rounding and workspaces are not modelled"
+        )
+    return prof
 
 
 @contextlib.contextmanager

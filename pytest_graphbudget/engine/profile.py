@@ -6,12 +6,11 @@ The result is a tree of plain dataclasses; ``Profile.to_dict()`` is the profile 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.hardware import pricing_digest
 from pytest_graphbudget.units import format_bytes, format_count, format_seconds
 
 SCHEMA = "graphbudget.profile/1"
@@ -174,6 +173,9 @@ class Profile:
     """Profiled under autocast (``dtype="amp_float16"``): ``dtype`` is the products' dtype,
     each op's bytes the dtype autocast gave it, the weights as stored."""
     notes: list[str] = field(default_factory=list)  # what was assumed or left out, in words
+    cuda_memory: dict[str, Any] | None = None
+    """How the peak was counted on a CUDA GPU's profile (``engine.allocator.set_peak``): its
+    compute capability and the cuBLAS and cuDNN workspaces inside ``peak_memory_bytes``."""
 
     def _train_totals(self) -> dict[str, Any]:
         """The training step's extra totals: its phases' figures and the optimizer state."""
@@ -303,25 +305,8 @@ class Profile:
             "modules": {path: m.to_dict() for path, m in sorted(self.modules.items())},
             **({"runtime": self.runtime.to_dict()} if self.runtime else {}),
             **({"parallel": self.parallel} if self.parallel else {}),
+            **({"cuda_memory": dict(self.cuda_memory)} if self.cuda_memory else {}),
         }
-
-
-def pricing_digest(hw: Any) -> str:
-    """A short digest of everything a latency is priced from on ``hw`` (its peaks, family,
-    fitted shares, launch cost, compute scale, calibrated kernel rates), so that ``compare``
-    can tell two profiles of one hardware name priced on an edited profile."""
-    figures = {
-        "peaks": dict(hw.peak_flops),
-        "bandwidth": hw.bandwidth,
-        "family": hw.family,
-        "efficiency": dict(hw.efficiency),
-        "compiled": dict(hw.compiled_efficiency),
-        "launch_s": hw.launch_s,
-        "compute_scale": hw.compute_scale,
-        "float32_share": hw.float32_share,
-        "kernels": {d: {k: asdict(r) for k, r in rates.items()} for d, rates in hw.kernels.items()},
-    }
-    return hashlib.sha256(json.dumps(figures, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _sorted_or_none(counts: dict[str, int] | None) -> dict[str, int] | None:
@@ -387,6 +372,7 @@ def profile_from_dict(data: dict[str, Any], hardware_profiles: Any = None) -> Pr
         runtime=Runtime.from_dict(data.get("runtime")),
         parallel=data.get("parallel"),
         execution=execution,
+        cuda_memory=data.get("cuda_memory"),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError, closest
 from pytest_graphbudget.gate import figures
+from pytest_graphbudget.gate.described import held_as, measured_as, priced_on
 from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.ignored import missing_peak
 from pytest_graphbudget.modes import request as variants
@@ -205,30 +206,6 @@ def figure(profile: Any, name: str) -> float | None:
     return getattr(profile, name)
 
 
-def priced_on(profile: Any) -> str:
-    """``maxq, compiled``: the hardware profile and execution an estimated latency was priced
-    for, from a ``Profile`` or its ``to_dict()`` ("" when it says neither): a latency that
-    does not say them cannot show it was judged on the hardware the budget asked for."""
-    if isinstance(profile, Mapping):
-        name = (profile.get("hardware") or {}).get("name")
-        execution = profile.get("execution")
-    else:
-        name = getattr(getattr(profile, "hardware", None), "name", None)
-        execution = getattr(profile, "execution", None)
-    return ", ".join(str(part) for part in (name, execution) if part)
-
-
-def measured_as(profile: Any) -> str:
-    """``eager runs, not compiled``: how a measured latency ran, where the profile's estimate
-    prices another execution (the timed forwards are never ``torch.compile``'d); "" where
-    both are eager, so that a compiled budget's measured figure never reads as compiled."""
-    if isinstance(profile, Mapping):
-        execution = profile.get("execution")
-    else:
-        execution = getattr(profile, "execution", None)
-    return "" if execution in (None, "eager") else "eager runs, not compiled"
-
-
 ROOT = "<root>"  # the model itself, in lists of modules
 
 RANKED_BY: dict[str, str] = {f.key: f.ranked_by for f in figures.TABLE if f.ranked_by}
@@ -349,6 +326,8 @@ def _check_limit(profile: Any, key: str, limit_value: float) -> Finding | None:
     if limit.key == "est_latency_s" and (on := priced_on(profile)):
         shown += f" on {on}"
     if limit.key == "latency_measured_s" and (how := measured_as(profile)):
+        shown += f" ({how})"
+    if limit.key == "peak_memory_bytes" and (how := held_as(profile)):
         shown += f" ({how})"
     if not limit.upper:
         if value >= limit_value:

@@ -135,13 +135,12 @@ def allocator_peak(model: Any, args: tuple, kwargs: dict[str, Any], memory: Any)
     one, as ``.to("cuda")`` moves them, then the inputs and the forward."""
     import torch
 
-    from pytest_graphbudget.engine.allocator import cuda_peak
+    from pytest_graphbudget.engine.allocator import cuda_peak, weight_bytes
     from pytest_graphbudget.engine.tiers import trace_and_measure
     from pytest_graphbudget.engine.trace import Example
     from pytest_graphbudget.quiet import held
 
-    tensors = {t.untyped_storage().data_ptr(): t for t in (*model.parameters(), *model.buffers())}
-    weights = [t.untyped_storage().nbytes() for t in tensors.values()]
+    weights = weight_bytes(model)
     modes = {module: module.training for module in model.modules()}
     try:
         with held("tracing for the CUDA allocator"), torch.inference_mode(False):

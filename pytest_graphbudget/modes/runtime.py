@@ -251,14 +251,14 @@ def with_allocator(prof: Any, model: Any, args: tuple, kwargs: dict[str, Any]) -
     ``max_memory_allocated`` of a fresh process (the block rounding of every tensor, the
     weights' included, and the cuBLAS and cuDNN workspaces), the part beyond the weights and
     inputs' own bytes its ``activation_peak_bytes``."""
+    from pytest_graphbudget.engine.allocator import set_peak
     from pytest_graphbudget.modes.device import allocator_peak, check_device, cuda_memory
 
     memory = cuda_memory(check_device(prof.runtime.device))
     if _is_program(model):
         model = model.module()
     found = allocator_peak(model, args, kwargs, memory)
-    held = prof.weights_bytes + prof.optimizer_state_bytes + prof.input_bytes
-    prof.activation_peak_bytes = max(0, found.peak_bytes - held)
+    set_peak(prof, found, memory)  # the device's capability and workspace settings
     # what of that is no tensor of the model's: a small model's peak can be mostly workspace
     prof.runtime.cublas_workspace_bytes = found.cublas_bytes
     prof.runtime.conv_workspace_bytes = found.conv_workspace_bytes

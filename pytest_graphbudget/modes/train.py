@@ -99,9 +99,21 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     )
     prof.mode = "train"
     prof.optimizer_state_bytes = joint.state_bytes
+    prof.notes += _host_memory(target)
     prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
     _module_phases(prof, measured.nodes, joint.tags.node_phase)
     return prof
+
+
+def _host_memory(target: Any) -> list[str]:
+    """A step priced for a CUDA GPU says that its peak is the host's: the caching allocator's
+    replay (``engine.allocator``) was checked against a GPU on forwards only."""
+    if not target.compute_capability:
+        return []
+    return [
+        f"peak memory counted as on the host, not as {target.name}'s CUDA caching allocator "
+        "would hold it: its rules and workspaces are applied to forwards only"
+    ]
 
 
 def _loss_inputs(measured: Any, gm: Any, loss: Any, model: Any, tensors: list) -> None:

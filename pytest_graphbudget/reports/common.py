@@ -12,8 +12,9 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from pytest_graphbudget.gate import figures
-from pytest_graphbudget.gate.budgets import LIMITS, REGRESSION_FIGURES, measured_as, priced_on
+from pytest_graphbudget.gate.budgets import LIMITS, REGRESSION_FIGURES
 from pytest_graphbudget.gate.check import NEW_KEY, NOT_COMPARED_KEY, UNCHECKED_KEY
+from pytest_graphbudget.gate.described import measured_as, priced_on
 from pytest_graphbudget.gate.figures import Figure
 from pytest_graphbudget.gate.renames import UNMATCHED
 from pytest_graphbudget.units import format_ratio

@@ -267,6 +267,12 @@ def test_hardware_lists_every_profile_with_its_ridge_point(tmp_path):
     # a borrowed family says so, and what it was worth where a card of it was timed
     assert "RTX 4090" in rows["l4"]["family_source"] and rows["generic"]["family_source"] is None
     assert rows["h200"]["family_source"].startswith("ada's figures, borrowed")
+    # how each card's peak memory is counted: a CUDA GPU's allocator, else the host's
+    assert (rows["h200"]["compute_capability"], rows["a100"]["compute_capability"]) == (
+        "9.0",
+        "8.0",
+    )
+    assert rows["mi300x"]["compute_capability"] is None is rows["generic"]["compute_capability"]
     assert "timed by this project on one H200" in rows["h100"]["family_source"]
 
     table = run_cli("hardware", cwd=tmp_path)

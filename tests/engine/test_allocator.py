@@ -115,3 +115,80 @@ def test_max_pool1d_writes_its_indices_on_cuda_while_it_runs():
 @pytest.mark.parametrize("dtype", ["float64"])
 def test_a_convolution_cudnn_runs_without_tensor_cores_takes_no_layout_workspace(dtype):
     assert HOPPER.conv_workspace(3_072, 8_192, dtype) == 0
+
+
+def two_linear() -> tuple[torch.nn.Module, torch.Tensor]:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 4), torch.nn.Linear(4, 4)).eval()
+    return model, torch.randn(2, 16)
+
+
+def test_a_profile_for_a_gpu_counts_its_memory_as_that_gpus_allocator_on_any_host():
+    """A ``memory_max`` for the card a model ships to had been checked, on the CPU runner of
+    a CI, against the host's figure: the tensors' own bytes, without the allocator's blocks or
+    cuBLAS's workspace. A GPU's profile now counts it as that GPU's allocator would."""
+    from pytest_graphbudget.api import profile_model
+
+    model, x = two_linear()
+    host = profile_model(model, x)  # generic: the tensors' own bytes
+    # weights 256 + 16 + 64 + 16 B, input 128 B, both outputs (32 B each) live at the second
+    assert host.peak_memory_bytes == 352 + 128 + 64 and host.cuda_memory is None
+    h100 = profile_model(model, x, hardware="h100")  # compute capability 9.0
+    # as test_two_linear_layers_add_the_cublas_workspace_once counts it by hand
+    assert h100.peak_memory_bytes == 2_048 + 512 + 512 + 512 + 32 * MIB + MIB
+    assert h100.cuda_memory == {
+        "compute_capability": "9.0",
+        "cublas_workspace_bytes": 33 * MIB,
+        "conv_workspace_bytes": 0,
+    }
+    assert h100.weights_bytes == host.weights_bytes and h100.flops == host.flops
+    t4 = profile_model(model, x, hardware="t4")  # 7.5: cuBLAS 8 MiB + 128 KiB
+    assert t4.peak_memory_bytes == 2_048 + 1_536 + 8_519_680 + MIB
+
+
+def test_a_gpu_profile_takes_its_familys_compute_capability_unless_it_gives_its_own():
+    from pytest_graphbudget.hardware import from_table
+
+    card = {"peak_tflops": {"float32": 40, "float16": 160}, "bandwidth_gbs": 900}
+    assert from_table("mine", {**card, "family": "ada"}).compute_capability == (8, 9)
+    assert from_table("mine", {**card, "family": "turing"}).compute_capability == (7, 5)
+    own = {**card, "family": "ada", "compute_capability": "9.0"}
+    assert from_table("mine", own).compute_capability == (9, 0)
+    assert from_table("mine", {**card, "compute_capability": 8.0}).compute_capability == (8, 0)
+    assert from_table("mine", card).compute_capability is None  # a roofline: maybe a CPU
+    assert from_table("mine", {**card, "family": "cdna3"}).compute_capability is None
+
+
+@pytest.mark.parametrize("value", [9, "sm_90", "90", "8.9.1", "2.0", True])
+def test_a_compute_capability_not_written_major_dot_minor_is_refused(value):
+    from pytest_graphbudget.errors import GraphBudgetError
+    from pytest_graphbudget.hardware import from_table
+
+    card = {"peak_tflops": {"float32": 40}, "bandwidth_gbs": 900, "compute_capability": value}
+    with pytest.raises(GraphBudgetError, match=r'compute_capability must be .* as "major.minor"'):
+        from_table("mine", card)
+
+
+def test_memory_not_counted_by_a_gpus_allocator_says_so():
+    """A GPU with no CUDA compute capability (the MI300X), and a training step, keep the
+    host's figure, and the profile says so rather than pass it off as the card's."""
+    from pytest_graphbudget.api import profile_model
+
+    model, x = two_linear()
+    amd = profile_model(model, x, hardware="mi300x")
+    assert amd.peak_memory_bytes == 352 + 128 + 64 and amd.cuda_memory is None
+    assert any("is no CUDA GPU" in note for note in amd.notes)
+    step = profile_model(model, x, hardware="h100", mode="train")
+    assert step.cuda_memory is None
+    assert any("applied to forwards only" in note for note in step.notes)
+    assert not any("CUDA" in note for note in profile_model(model, x).notes)
+
+
+def test_the_allocators_figures_survive_the_profiles_json():
+    from pytest_graphbudget.api import profile_model
+    from pytest_graphbudget.engine.profile import profile_from_dict
+
+    model, x = two_linear()
+    prof = profile_model(model, x, hardware="h200")
+    again = profile_from_dict(prof.to_dict())
+    assert again.cuda_memory == prof.cuda_memory and again.to_dict() == prof.to_dict()
+    assert again.peak_memory_bytes == prof.peak_memory_bytes

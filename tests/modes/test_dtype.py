@@ -25,8 +25,9 @@ from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.hardware import GIGA, TERA, Hardware, get
 
 A100_BANDWIDTH = 2039 * GIGA
-A100 = replace(get("a100"), family="", efficiency={}, launch_s=0.0)
-"""The A100's datasheet roofline alone, without its family's fitted efficiencies."""
+A100 = replace(get("a100"), family="", efficiency={}, launch_s=0.0, compute_capability=None)
+"""The A100's datasheet roofline alone, without its family's fitted efficiencies, its memory
+counted as on the host (the bytes of each dtype's tensors, no allocator blocks)."""
 
 
 def linear() -> tuple[nn.Module, torch.Tensor]:

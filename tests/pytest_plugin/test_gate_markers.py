@@ -465,7 +465,8 @@ def test_two_graph_profile_calls_under_one_label_are_an_error(project):
     """A loop over widths labelled every model ``Linear``: one id, so after an update the
     baseline held one of them, and the other was compared with it (+242% reported as a
     drop). The second call fails in one line; the first model is still checked. The same
-    model profiled again (on other hardware, say) has the same entry: no error."""
+    model profiled again on other hardware that counts its figures alike (two cards of one
+    compute capability) has the same entry: no error."""
     project.makepyfile(
         test_loop="""
         import pytest, torch
@@ -477,7 +478,7 @@ def test_two_graph_profile_calls_under_one_label_are_an_error(project):
 
         @pytest.mark.flops_max("1G")
         def test_again(graph_profile):
-            for hardware in ("generic", "h100"):
+            for hardware in ("h100", "h200"):
                 graph_profile(torch.nn.Linear(8, 8), (torch.randn(1, 8),), hardware=hardware)
 
         @pytest.mark.flops_max("1G")
@@ -606,3 +607,40 @@ def test_a_run_that_checks_no_model_says_so_everywhere(project, monkeypatch):
     assert "### ℹ️ Graph budget: no model was checked" in summary.read_text()
     strict, _ = run(project, "--graph-budget-strict")
     assert strict.ret == 1
+
+
+def test_a_memory_max_on_a_gpu_profile_checks_what_that_gpus_allocator_would_hold(project):
+    """On a CPU runner, ``memory_max`` on ``h100`` had been checked against the tensors' own
+    bytes (432 B for this layer), and passed; on the card, cuBLAS's workspace alone is 33
+    MiB. The same layer on ``generic`` is still counted as on the host."""
+    project.makepyfile(
+        test_gpu_memory="""
+        import pytest, torch
+
+        @pytest.mark.memory_max("1MB")
+        @pytest.mark.graph_budget(hardware="h100")
+        def test_on_the_card(graph_profile):
+            graph_profile(torch.nn.Linear(16, 4), torch.randn(2, 16), name="card")
+
+        @pytest.mark.memory_max("1MB")
+        def test_on_the_host(graph_profile):
+            graph_profile(torch.nn.Linear(16, 4), torch.randn(2, 16), name="host")
+        """
+    )
+    result, report = run(project)
+    result.assert_outcomes(passed=1, failed=1)
+    models = by_id(report)
+    card = models["test_gpu_memory.py::test_on_the_card::card"]
+    # weights 256 + 16 B, input 128 B, output 32 B: four 512 B blocks; cuBLAS 32 MiB, and
+    # cuBLASLt's 1 MiB for a layer with a bias (tests/engine/test_allocator.py counts why)
+    assert card["profile"]["totals"]["peak_memory_bytes"] == 4 * 512 + 33 * 2**20
+    assert card["profile"]["cuda_memory"]["compute_capability"] == "9.0"
+    host = models["test_gpu_memory.py::test_on_the_host::host"]
+    assert host["verdict"] == "pass" and "cuda_memory" not in host["profile"]
+    assert host["profile"]["totals"]["peak_memory_bytes"] == 256 + 16 + 128 + 32
+    result.stdout.fnmatch_lines(
+        [
+            "*peak memory 34.6MB (as h100's CUDA caching allocator holds it, cuBLAS workspace "
+            "34.6MB) exceeds memory_max 1MB*"
+        ]
+    )
