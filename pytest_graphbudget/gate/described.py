@@ -35,14 +35,14 @@ def measured_as(profile: Any) -> str:
 
 
 def held_as(profile: Any) -> str:
-    """``as h100's CUDA caching allocator holds it, cuBLAS workspace 34.6MB``: a peak counted
-    for a GPU (``Profile.cuda_memory``), whose workspaces can be most of a small model's peak;
-    "" for one counted as on the host."""
+    """``as a 9.0 GPU's CUDA caching allocator holds it, cuBLAS workspace 34.6MB``: a peak
+    counted for a GPU (``Profile.cuda_memory``), whose workspaces can be most of a small
+    model's peak; "" for one counted as on the host. By compute capability, not profile name:
+    a profile timed on a GPU is counted as that device's, whatever hardware it was priced on."""
     if isinstance(profile, Mapping):
-        cuda, name = profile.get("cuda_memory"), (profile.get("hardware") or {}).get("name")
+        cuda = profile.get("cuda_memory")
     else:
         cuda = getattr(profile, "cuda_memory", None)
-        name = getattr(getattr(profile, "hardware", None), "name", None)
     if not cuda:
         return ""
     spaces = [
@@ -50,4 +50,6 @@ def held_as(profile: Any) -> str:
         for what, key in (("cuBLAS", "cublas_workspace_bytes"), ("cuDNN", "conv_workspace_bytes"))
         if cuda.get(key)
     ]
-    return ", ".join([f"as {name}'s CUDA caching allocator holds it", *spaces])
+    capability = cuda["compute_capability"]
+    held = f"as a compute capability {capability} GPU's CUDA caching allocator holds it"
+    return ", ".join([held, *spaces])

@@ -640,7 +640,7 @@ def test_a_memory_max_on_a_gpu_profile_checks_what_that_gpus_allocator_would_hol
     assert host["profile"]["totals"]["peak_memory_bytes"] == 256 + 16 + 128 + 32
     result.stdout.fnmatch_lines(
         [
-            "*peak memory 34.6MB (as h100's CUDA caching allocator holds it, cuBLAS workspace "
-            "34.6MB) exceeds memory_max 1MB*"
+            "*peak memory 34.6MB (as a compute capability 9.0 GPU's CUDA caching allocator "
+            "holds it, cuBLAS workspace 34.6MB) exceeds memory_max 1MB*"
         ]
     )
