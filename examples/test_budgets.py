@@ -15,7 +15,7 @@ def test_resnet18_fits(resnet18): ...
 
 
 @pytest.mark.flops_max("300M")
-@pytest.mark.memory_max("5MB")
+@pytest.mark.memory_max("16MB")  # as a T4 holds it: cuBLAS's 8 MiB workspace and cuDNN's too
 @pytest.mark.graph_budget(hardware="t4")
 def test_tiny_classifier_fits(tiny):
     # Parametrized: batch 1 and batch 8, each profiled and checked.
