@@ -39,7 +39,7 @@ the card the model ships to is checked against what that card's allocator would 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 MIB = 2**20
@@ -112,19 +112,22 @@ class Simulator:
     """The caching allocator's blocks over one stream (see the module's note)."""
 
     def __init__(self) -> None:
-        self.segments: list[list[list[int]]] = []  # each: blocks [offset, size, allocated]
+        self.segments: list[list[list[Any]]] = []  # blocks: [offset, size, allocated, owner]
         self.small: list[bool] = []  # each segment's pool
         self.allocated = self.peak = self.reserved = 0
+        self.held: dict[str, int] = {}  # the blocks' bytes allocated now, by owner
+        self.at_peak: dict[str, int] = {}  # ``held`` when ``peak`` was reached
 
-    def malloc(self, nbytes: int) -> tuple[int, int] | None:
-        """A block for ``nbytes``: its (segment, offset), None for 0 bytes."""
+    def malloc(self, nbytes: int, owner: str = "") -> tuple[int, int] | None:
+        """A block for ``nbytes``: its (segment, offset), None for 0 bytes. ``owner`` names
+        what holds it (the node that allocated it; ``""``: the weights and inputs)."""
         size = round_size(nbytes)
         if not size:
             return None
         small = size <= SMALL_SIZE
         found = self._best_fit(size, small)
         if found is None:
-            self.segments.append([[0, segment_size(size), 0]])
+            self.segments.append([[0, segment_size(size), 0, ""]])
             self.small.append(small)
             self.reserved += self.segments[-1][0][1]
             found = (len(self.segments) - 1, 0)
@@ -132,11 +135,13 @@ class Simulator:
         blocks = self.segments[seg]
         rest = blocks[i][1] - size
         if rest >= MIN_BLOCK if small else rest > SMALL_SIZE:  # split off what is left
-            blocks.insert(i + 1, [blocks[i][0] + size, rest, 0])
+            blocks.insert(i + 1, [blocks[i][0] + size, rest, 0, ""])
             blocks[i][1] = size
-        blocks[i][2] = 1
+        blocks[i][2:] = [1, owner]
         self.allocated += blocks[i][1]
-        self.peak = max(self.peak, self.allocated)
+        self.held[owner] = self.held.get(owner, 0) + blocks[i][1]
+        if self.allocated > self.peak:
+            self.peak, self.at_peak = self.allocated, dict(self.held)
         return seg, blocks[i][0]
 
     def free(self, block: tuple[int, int] | None) -> None:
@@ -148,6 +153,7 @@ class Simulator:
         i = next(j for j, b in enumerate(blocks) if b[0] == offset)
         blocks[i][2] = 0
         self.allocated -= blocks[i][1]
+        self.held[blocks[i][3]] -= blocks[i][1]
         if i + 1 < len(blocks) and not blocks[i + 1][2]:
             blocks[i][1] += blocks.pop(i + 1)[1]
         if i > 0 and not blocks[i - 1][2]:
@@ -160,7 +166,7 @@ class Simulator:
         for seg, blocks in enumerate(self.segments):
             if self.small[seg] != small:
                 continue
-            for i, (_, bsize, used) in enumerate(blocks):
+            for i, (_, bsize, used, _) in enumerate(blocks):
                 if not used and bsize >= size and (best is None or bsize < best[0]):
                     best = (bsize, seg, i)
         return None if best is None else (best[1], best[2])
@@ -174,6 +180,10 @@ class CudaPeak:
     reserved_bytes: int  # the segments reserved by then (max_memory_reserved)
     cublas_bytes: int  # cuBLAS's and cuBLASLt's workspaces, held once allocated
     conv_workspace_bytes: int  # the largest cuDNN workspace of one convolution
+    at_peak: dict[str, int] = field(default_factory=dict)
+    """The blocks held at the peak by the node that allocated them (its activations, and the
+    workspaces it set up: the first cuBLAS call's held from then on), as ``live_at_peak``'s;
+    the weights' and inputs' blocks are ``""``'s."""
 
 
 def cuda_peak(weights: list[int], measured: Any, memory: CudaMemory) -> CudaPeak:
@@ -199,23 +209,24 @@ def cuda_peak(weights: list[int], measured: Any, memory: CudaMemory) -> CudaPeak
     conv = 0
     for i, node in enumerate(measured.nodes):
         for key in starts.get(i, ()):
-            held[key] = sim.malloc(size[key])
+            held[key] = sim.malloc(size[key], node.name)
         for handle, nbytes in _blas_workspaces(node.kind, memory):
             if handle not in handles:
                 handles.add(handle)
-                sim.malloc(nbytes)  # held from here on
+                sim.malloc(nbytes, node.name)  # held from here on
         if node.cuda_workspace:  # made by the CUDA kernel alone (max_pool1d's indices)
-            sim.free(sim.malloc(node.cuda_workspace))
+            sim.free(sim.malloc(node.cuda_workspace, node.name))
         if node.kind in CONV_KINDS:
             reads = sum(_known(key, size, measured) for key in node.reads)
             workspace = memory.conv_workspace(reads, sum(node.writes.values()), node.dtype)
             conv = max(conv, workspace)
-            sim.free(sim.malloc(workspace))
+            sim.free(sim.malloc(workspace, node.name))
         for key in ends.get(i, ()):
             sim.free(held.pop(key))
     lt = memory.cublaslt_bytes if "cublaslt" in handles else 0
     blas = (memory.cublas_bytes if "cublas" in handles else 0) + lt
-    return CudaPeak(sim.peak, sim.reserved, blas, conv)
+    at_peak = {name: n for name, n in sim.at_peak.items() if name and n}
+    return CudaPeak(sim.peak, sim.reserved, blas, conv, at_peak)
 
 
 def _blas_workspaces(kind: str, memory: CudaMemory) -> list[tuple[str, int]]:
@@ -258,9 +269,14 @@ def set_peak(prof: Any, found: CudaPeak, memory: CudaMemory) -> None:
     """Make ``found`` the profile's peak: its ``peak_memory_bytes`` the replayed
     ``max_memory_allocated`` (every block rounded, the weights' included, and the
     workspaces), ``activation_peak_bytes`` what it holds beyond the weights' and inputs' own
-    bytes, and ``cuda_memory`` the rules it was counted by."""
+    bytes, each subgraph's ``peak_bytes`` its nodes' blocks at that peak (where the profile's
+    graph is the one replayed), and ``cuda_memory`` the rules it was counted by."""
     held = prof.weights_bytes + prof.optimizer_state_bytes + prof.input_bytes
     prof.activation_peak_bytes = max(0, found.peak_bytes - held)
+    owners = {name: s for s in prof.subgraphs for name in s.nodes}
+    if found.at_peak and found.at_peak.keys() <= owners.keys():  # not a graph traced again
+        for subgraph in prof.subgraphs:
+            subgraph.peak_bytes = sum(found.at_peak.get(name, 0) for name in subgraph.nodes)
     major, minor = memory.capability
     prof.cuda_memory = {
         "compute_capability": f"{major}.{minor}",

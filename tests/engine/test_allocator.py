@@ -145,6 +145,28 @@ def test_a_profile_for_a_gpu_counts_its_memory_as_that_gpus_allocator_on_any_hos
     assert t4.peak_memory_bytes == 2_048 + 1_536 + 8_519_680 + MIB
 
 
+def test_a_gpu_profiles_peak_by_module_is_the_allocators_blocks_at_its_peak():
+    """A baseline's split of a GPU profile's peak had come from the host's figures: the
+    workspaces and block rounding landed in ``<root>`` ("grew most: <root> +9.28MB"), and a
+    T4's split summed to more than its peak. Each layer now holds its blocks at the peak."""
+    from pytest_graphbudget.api import profile_model
+    from pytest_graphbudget.gate.baseline import entry_from
+
+    model, x = two_linear()
+    split = entry_from(profile_model(model, x, hardware="h100")).by_module["peak_memory_bytes"]
+    # the first layer's output (512) and the workspaces its cuBLAS call set up (33 MiB), the
+    # second's output (512), each with its own weights' bytes (272 and 80 B); the model's:
+    # the input's block (512) and the weights' rounding to blocks (2,048 - 352)
+    assert split == {"0": 272 + 512 + 33 * MIB, "1": 80 + 512, "<root>": 512 + 2_048 - 352}
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    t4 = profile_model(conv, torch.randn(1, 3, 16, 16), hardware="t4")
+    split = entry_from(t4).by_module["peak_memory_bytes"]
+    # at the convolution: its output (8,192) and cuDNN's layout copies (3,072 + 8,192) beside
+    # its weights (864 + 32 B), and the input (3,072) and the weights' rounding (1,536 - 896)
+    assert split == {"0": 896 + 8_192 + 11_264, "<root>": 3_072 + 1_536 - 896}
+    assert sum(split.values()) == t4.peak_memory_bytes
+
+
 def test_a_gpu_profile_takes_its_familys_compute_capability_unless_it_gives_its_own():
     from pytest_graphbudget.hardware import from_table
 
