@@ -23,17 +23,36 @@ def call_factory(spec: str, name: str) -> Any:
         raise GraphBudgetError(f"factory {spec!r} for {name}: expected 'package.module:function'")
     if module_name.endswith(".py"):  # a file where a module goes: "No module named 'nets.py'"
         raise GraphBudgetError(f"factory {spec!r} for {name}: {file_hint(module_name, attr)}")
+    module = None
     try:
-        function = getattr(importlib.import_module(module_name), attr)
+        module = importlib.import_module(module_name)
+        function = getattr(module, attr)
     except (Exception, SystemExit) as exc:  # not found, or the module raised (or exited)
         found = isinstance(exc, (ImportError, AttributeError))
         why = str(exc) if found else f"importing it raised {one_line(exc, typed=True)}"
+        if isinstance(exc, AttributeError) and module is not None:
+            why += submodule_hint(module, attr)
         raise GraphBudgetError(f"factory {spec!r} for {name}: {why}") from None
     try:
         return function()
     except (Exception, SystemExit) as exc:  # theirs, never "our bug"; sys.exit(0) no pass
         raised = one_line(exc, typed=True)
         raise GraphBudgetError(f"factory {spec!r} for {name} raised {raised}") from exc
+
+
+def submodule_hint(module: Any, attr: str) -> str:
+    """Where ``attr`` is, when a submodule the package imports has it: ``torchvision:resnet18``
+    is ``torchvision.models:resnet18``."""
+    import types
+
+    for value in vars(module).values():
+        if (
+            isinstance(value, types.ModuleType)
+            and value.__name__.startswith(module.__name__ + ".")
+            and callable(getattr(value, attr, None))
+        ):
+            return f"; did you mean '{value.__name__}:{attr}'?"
+    return ""
 
 
 def file_hint(path: str, attr: str) -> str:

@@ -137,6 +137,13 @@ def test_a_callable_that_cannot_be_profiled_as_asked_is_one_line(project, capsys
     assert len(errors) == 1 and snippet in errors[0], err
 
 
+def test_a_callable_named_on_its_package_says_which_submodule_has_it(capsys):
+    # a user's first try: torchvision.models holds the builders, torchvision imports it
+    assert cli.main(["profile", "torchvision:mobilenet_v3_small"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'torchvision.models:mobilenet_v3_small'?" in err, err
+
+
 def test_a_full_pickle_of_the_users_classes_loads_from_the_current_directory(
     project, capsys, monkeypatch
 ):
