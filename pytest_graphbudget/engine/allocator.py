@@ -248,12 +248,16 @@ def _known(key: Any, size: dict[Any, int], measured: Any) -> int:
 
 def weight_bytes(model: Any) -> list[int]:
     """Each parameter's and buffer's storage bytes, once a storage, in the order
-    ``.to("cuda")`` allocates them (a meta tensor has no address: once a tensor)."""
+    ``.to("cuda")`` allocates them (a meta tensor has no address: once a tensor); a tensor
+    subclass's (torchao's float8 weight) are its inner tensors'."""
+    from pytest_graphbudget.engine.quantized import inner
+
     found: dict[Any, int] = {}
-    for tensor in (*model.parameters(), *model.buffers()):
-        storage = tensor.untyped_storage()
-        key = id(tensor) if tensor.is_meta else storage.data_ptr()
-        found.setdefault(key, storage.nbytes())
+    for held in (*model.parameters(), *model.buffers()):
+        for tensor in inner(held):
+            storage = tensor.untyped_storage()
+            key = id(tensor) if tensor.is_meta else storage.data_ptr()
+            found.setdefault(key, storage.nbytes())
     return list(found.values())
 
 

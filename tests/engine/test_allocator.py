@@ -167,6 +167,21 @@ def test_a_gpu_profiles_peak_by_module_is_the_allocators_blocks_at_its_peak():
     assert sum(split.values()) == t4.peak_memory_bytes
 
 
+def test_a_float8_weight_is_allocated_as_the_tensors_it_stores():
+    # torchao's float8 weight is a tensor subclass with no storage of its own: a GPU profile
+    # of dtype="float8_e4m3fn" had raised "Attempted to access the data pointer on an invalid
+    # python storage"
+    pytest.importorskip("torchao")
+    from pytest_graphbudget.api import profile_model
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64))
+    prof = profile_model(model, torch.randn(4, 64), hardware="h100", dtype="float8_e4m3fn")
+    # weights: 64x64 float8 (4,096 B), 64 float32 row scales (256: 512), bias (256: 512);
+    # input 4x64x4 = 1,024; the weight dequantized to float32 (16,384) as mm reads it, mm's
+    # output (1,024) and cuBLAS's 32 MiB (mm and add: no cuBLASLt)
+    assert prof.peak_memory_bytes == 4_096 + 512 + 512 + 1_024 + 16_384 + 1_024 + 32 * MIB
+
+
 def test_a_gpu_profile_takes_its_familys_compute_capability_unless_it_gives_its_own():
     from pytest_graphbudget.hardware import from_table
 
