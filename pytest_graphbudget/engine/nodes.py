@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from pytest_graphbudget.costs import base_name
-from pytest_graphbudget.costs.registry import REGISTRY, storage_elements
+from pytest_graphbudget.costs.registry import REGISTRY, FormulaError, storage_elements
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.extents import Extent, StorageKey, add, extents, form
 
@@ -151,11 +151,25 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def strided(what: str, tensors: list[Any]) -> None:
+    """Refuse, for every tier at once, a sparse or other non-strided tensor: its bytes are its
+    indices' and values', which no figure here counts (the tiers had each failed on its
+    storage: "Cannot access storage of SparseTensorImpl")."""
+    for t in tensors:
+        if t.layout != torch.strided:
+            layout = str(t.layout).removeprefix("torch.")
+            raise FormulaError(
+                f"{what} is a {layout} tensor: sparse and other non-strided layouts are not "
+                "priced; profile the model with dense tensors (to_dense()) or leave that part out"
+            )
+
+
 def record_output(node: NodeCost, value: Any, tensors: list[Any]) -> None:
     """What ``node`` returned (``tensors``: the tensors in ``value``, in order): its shapes and
     dtype, the storages it wrote (not those it only read: a view or an in-place op writes
     none) and the views it returns. Shared by the graph interpreter and the eager tape of
     ``breaks``, so a node means the same in every tier."""
+    strided(f"{node.target}'s output", tensors)
     node.shapes = [tuple(t.shape) for t in tensors]
     node.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
     writes: dict[Any, int] = {}

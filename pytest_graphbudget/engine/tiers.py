@@ -18,6 +18,7 @@ from typing import Any
 from pytest_graphbudget.costs import FormulaError
 from pytest_graphbudget.engine import first
 from pytest_graphbudget.engine.first import elements
+from pytest_graphbudget.engine.nodes import strided
 from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, TraceError, one_line
 from pytest_graphbudget.heap import heap_frozen
 
@@ -56,6 +57,7 @@ def trace_and_measure(
     instead of the taped forward."""
     if tier is not None and tier not in ASKED:
         raise GraphBudgetError(f"tier must be one of {', '.join(ASKED)}, got {tier!r}")
+    strided("an input", list(example.tensors))  # before a tier fails on its storage
     with heap_frozen():
         # every tier sees ordinary tensors: FX's cost pass too would price a composite op
         # (selu, SDPA) whole on inference tensors, and the tape would not

@@ -540,3 +540,27 @@ def test_keyword_defaults_are_bound_to_the_placeholders_fx_renames():
     prof = profile_model(WithFlags(), (torch.rand(4, 4),), tier="fx")
     assert prof.trace.method == "fx" and prof.trace.failures == {}
     assert prof.flops == 16  # one multiply per element, no tril
+
+
+class SparseProduct(torch.nn.Module):
+    def forward(self, x):
+        return torch.sparse.mm(x.to_sparse(), x.t())
+
+
+@pytest.mark.parametrize(
+    ("model", "make_input", "said"),
+    [
+        (SparseProduct(), lambda: torch.randn(8, 8), "to_sparse's output is a sparse_coo tensor"),
+        (nn.Identity(), lambda: torch.randn(8, 8).to_sparse_csr(), "an input is a sparse_csr"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_a_sparse_tensor_is_refused_in_one_line_for_every_tier(model, make_input, said):
+    # each tier had failed on its storage: "could not trace the model (eager: Cannot access
+    # storage of SparseTensorImpl; fx: ...; dynamo: ...)"; a sparse COO input priced at 0 FLOPs
+    from pytest_graphbudget.errors import GraphBudgetError
+
+    with pytest.raises(GraphBudgetError) as raised:
+        profile_model(model, make_input())
+    message = str(raised.value)
+    assert said in message and "dense tensors" in message and "eager:" not in message
