@@ -277,8 +277,8 @@ def set_peak(prof: Any, found: CudaPeak, memory: CudaMemory) -> None:
     graph is the one replayed), and ``cuda_memory`` the rules it was counted by."""
     held = prof.weights_bytes + prof.optimizer_state_bytes + prof.input_bytes
     prof.activation_peak_bytes = max(0, found.peak_bytes - held)
-    owners = {name: s for s in prof.subgraphs for name in s.nodes}
-    if found.at_peak and found.at_peak.keys() <= owners.keys():  # not a graph traced again
+    names = {name for s in prof.subgraphs for name in s.nodes}
+    if found.at_peak.keys() <= names:  # the graph replayed is the profile's (or named as it)
         for subgraph in prof.subgraphs:
             subgraph.peak_bytes = sum(found.at_peak.get(name, 0) for name in subgraph.nodes)
     major, minor = memory.capability
