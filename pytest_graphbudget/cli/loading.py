@@ -300,6 +300,9 @@ def profile_case(
 
     for where, size in prof.coverage.unregistered.items():
         console.note(f"{prof.model}: {where}: {size} params in {UNREGISTERED}")
+    for note in prof.notes:  # what the profile assumed (its zoo option's note: said above)
+        if note != case.note:
+            console.note(f"{prof.model}: {note}")
 
     if note := missing_peak(prof, PEAK_KEYS):  # hardware.peak() and .kernel() fall back quietly
         console.note(note)

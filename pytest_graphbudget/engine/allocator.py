@@ -56,6 +56,9 @@ LT_KINDS = frozenset({"linear"})
 """Kinds that run through cuBLASLt (``addmm`` with a bias vector)."""
 CONV_KINDS = frozenset({"conv"})
 CUBLASLT_DEFAULT = MIB
+HOST_PEAK = "peak memory counted as on the host"
+"""How a profile's note for a GPU whose peak is not counted here begins (an AMD card, a
+training step), which a failed ``memory_max`` repeats (``gate.described.held_as``)."""
 
 
 def round_size(nbytes: int) -> int:

@@ -100,8 +100,10 @@ def _profile(
 
         count_on_gpu(prof, model, measured, CudaMemory.of(target.compute_capability))
     elif target.family:  # a GPU whose allocator is not CUDA's (cdna3)
+        from pytest_graphbudget.engine.allocator import HOST_PEAK
+
         prof.notes.append(
-            f"peak memory counted as on the host: {target.name} is no CUDA GPU, and its "
+            f"{HOST_PEAK}: {target.name} is no CUDA GPU, and its "
             "allocator's rounding and workspaces are not modelled"
         )
     return prof

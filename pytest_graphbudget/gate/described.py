@@ -37,14 +37,18 @@ def measured_as(profile: Any) -> str:
 def held_as(profile: Any) -> str:
     """``as a 9.0 GPU's CUDA caching allocator holds it, cuBLAS workspace 34.6MB``: a peak
     counted for a GPU (``Profile.cuda_memory``), whose workspaces can be most of a small
-    model's peak; "" for one counted as on the host. By compute capability, not profile name:
+    model's peak; "" for one counted as on the host, unless it was priced for a GPU (its
+    note says why: an AMD card, a training step). By compute capability, not profile name:
     a profile timed on a GPU is counted as that device's, whatever hardware it was priced on."""
+    from pytest_graphbudget.engine.allocator import HOST_PEAK
+
     if isinstance(profile, Mapping):
-        cuda = profile.get("cuda_memory")
+        cuda, notes = profile.get("cuda_memory"), profile.get("notes") or []
     else:
-        cuda = getattr(profile, "cuda_memory", None)
+        cuda, notes = getattr(profile, "cuda_memory", None), getattr(profile, "notes", [])
     if not cuda:
-        return ""
+        host = [note for note in notes if note.startswith(HOST_PEAK)]
+        return host[0].removeprefix("peak memory ") if host else ""
     spaces = [
         f"{what} workspace {format_bytes(cuda[key])}"
         for what, key in (("cuBLAS", "cublas_workspace_bytes"), ("cuDNN", "conv_workspace_bytes"))

@@ -108,10 +108,12 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
 def _host_memory(target: Any) -> list[str]:
     """A step priced for a CUDA GPU says that its peak is the host's: the caching allocator's
     replay (``engine.allocator``) was checked against a GPU on forwards only."""
+    from pytest_graphbudget.engine.allocator import HOST_PEAK
+
     if not target.compute_capability:
         return []
     return [
-        f"peak memory counted as on the host, not as {target.name}'s CUDA caching allocator "
+        f"{HOST_PEAK}, not as {target.name}'s CUDA caching allocator "
         "would hold it: its rules and workspaces are applied to forwards only"
     ]
 

@@ -137,6 +137,16 @@ def test_a_callable_that_cannot_be_profiled_as_asked_is_one_line(project, capsys
     assert len(errors) == 1 and snippet in errors[0], err
 
 
+def test_a_profiles_notes_are_said_on_stderr(project, capsys):
+    # a step priced for a GPU keeps the host's peak; the note had been in the JSON alone
+    code = cli.main(
+        ["profile", f"{PACKAGE}.models:build_cnn", "--mode", "train", "--hardware", "h100"]
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "note: cnn: peak memory counted as on the host, not as h100's CUDA caching" in err, err
+
+
 def test_a_callable_named_on_its_package_says_which_submodule_has_it(capsys):
     # a user's first try: torchvision.models holds the builders, torchvision imports it
     assert cli.main(["profile", "torchvision:mobilenet_v3_small"]) == 2

@@ -644,3 +644,28 @@ def test_a_memory_max_on_a_gpu_profile_checks_what_that_gpus_allocator_would_hol
             "holds it, cuBLAS workspace 34.6MB) exceeds memory_max 1MB*"
         ]
     )
+
+
+def test_a_gpu_training_steps_memory_max_says_its_peak_is_the_hosts(project):
+    """A training step priced for a GPU keeps the host's peak (the allocator's replay is held
+    to a GPU on forwards only). Its failed memory_max had said nothing of it, as if the step
+    had been counted as the card holds it: the note is now in the message."""
+    project.makepyfile(
+        test_gpu_step="""
+        import pytest, torch
+
+        @pytest.mark.memory_max("200B")
+        @pytest.mark.graph_budget(hardware="h100", mode="train")
+        def test_step(graph_profile):
+            graph_profile(torch.nn.Linear(16, 4), torch.randn(2, 16), name="step")
+        """
+    )
+    result, _ = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*peak memory * (counted as on the host, not as h100's CUDA caching allocator "
+            "would hold it: its rules and workspaces are applied to forwards only) exceeds "
+            "memory_max 200B*"
+        ]
+    )
