@@ -49,6 +49,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     start = time.perf_counter()
     if has_lazy_modules(model):  # their weights exist once one forward has run
         warm_up(model, example)
+    _refuse_sparse_grads(model)
     modes = {module: module.training for module in model.modules()}
     model.train()
     failures: dict[str, str] = {}
@@ -75,6 +76,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     except Exception as exc:  # the model, the loss or a backward raised while traced
         raise ModelRunError(
             f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}"
+            + ("; " + SPARSE_HINT if "SparseTensorImpl" in str(exc) else "")
         ) from exc
     finally:
         for module, training in modes.items():
@@ -156,6 +158,32 @@ def _refuse_reentrant(exc: Exception) -> None:
             "with use_reentrant=False (its backward stops recomputing once the tensors it saved "
             "are rebuilt, where reentrant checkpointing reruns the whole checkpointed function)"
         ) from exc
+
+
+SPARSE_FIX = (
+    "profile the step with sparse=False, whose dense gradient is the sparse one's upper "
+    "bound, or mode='eval'"
+)
+SPARSE_HINT = f"a sparse gradient (an embedding's, sparse=True) is not priced: {SPARSE_FIX}"
+
+
+def _refuse_sparse_grads(model: Any) -> None:
+    """An embedding with ``sparse=True`` makes a sparse gradient, which no tier can price (its
+    bytes are its indices' and values', not a storage's): named before the trace fails on it."""
+    import torch
+
+    for path, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if (
+            isinstance(module, torch.nn.Embedding | torch.nn.EmbeddingBag)
+            and module.sparse
+            and isinstance(weight, torch.Tensor)
+            and weight.requires_grad
+        ):
+            raise GraphBudgetError(
+                f"mode='train': {path or '<root>'} ({type(module).__name__}) has sparse=True, "
+                f"and its sparse gradient is not priced: {SPARSE_FIX}"
+            )
 
 
 def _refuse_meta(model: Any, exc: Exception) -> None:

@@ -81,6 +81,42 @@ def test_reentrant_checkpointing_is_refused_as_the_traces_limit_not_the_models()
     assert profile_model(checkpointed, x, mode="train").macs == plain.macs + 2 * 4 * 8
 
 
+class Bag(nn.Module):
+    def __init__(self, sparse: bool) -> None:
+        super().__init__()
+        self.table = nn.Embedding(100, 8, sparse=sparse)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, ids):
+        return self.head(self.table(ids).mean(1))
+
+
+def test_a_sparse_embedding_gradient_is_refused_naming_the_module_and_the_fix():
+    """User trial: ``nn.Embedding(sparse=True)`` (recommenders) failed the step with torch's
+    "Cannot access storage of SparseTensorImpl" and no word of what to change."""
+    ids = torch.randint(0, 100, (4, 6))
+    with pytest.raises(GraphBudgetError, match=r"table \(Embedding\) has sparse=True") as info:
+        profile_model(Bag(True), ids, mode="train", optimizer="sgd")
+    assert "sparse=False" in str(info.value) and "\n" not in str(info.value)
+
+    class Functional(nn.Module):  # no module to name: the trace's failure says it
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(100, 8))
+
+        def forward(self, ids):
+            return F.embedding(ids, self.w, sparse=True).sum()
+
+    with pytest.raises(GraphBudgetError, match="a sparse gradient .* sparse=False"):
+        profile_model(Functional(), ids, mode="train")
+    # A frozen table makes no gradient: the step is the head's alone. Forward: the mean's
+    # 4 x 6 x 8 adds and 4 x 8 divides, the head's 4 x 8 MACs and 4 bias adds; backward: the
+    # head's weight gradient (4 x 8 MACs) and bias gradient (4 adds), no input gradient.
+    frozen = Bag(True)
+    frozen.table.weight.requires_grad_(False)
+    assert profile_model(frozen, ids, mode="train").macs == 4 * 8 + 4 * 8
+
+
 def test_lazy_modules_get_their_weights_before_the_step():
     lazy = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.Linear(8, 2))
     assert profile_model(lazy, torch.randn(3, 4), mode="train").flops == 348 + 438
