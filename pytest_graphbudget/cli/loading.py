@@ -311,20 +311,6 @@ def profile_case(
 
 def module_types(case: ModelCase) -> dict[str, str]:
     """Class name of every module path, for the per-layer table's type column."""
-    graph_module = getattr(case.model, "graph_module", None)
-    if graph_module is not None and hasattr(case.model, "graph_signature"):
-        return _program_module_types(graph_module)
-    try:
-        return {path: type(module).__name__ for path, module in case.model.named_modules()}
-    except Exception:  # a model whose named_modules() fails still profiles: no type column
-        return {}
+    from pytest_graphbudget.engine.walk import classes
 
-
-def _program_module_types(graph_module: Any) -> dict[str, str]:
-    """An exported program keeps its modules' classes only in its nodes' module stacks."""
-    types: dict[str, str] = {}
-    for node in graph_module.graph.nodes:
-        for path, cls in (node.meta.get("nn_module_stack") or {}).values():
-            name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
-            types.setdefault(path, name.rpartition(".")[2])
-    return types
+    return classes(case.model)

@@ -94,7 +94,7 @@ def assemble(
         est_latency_s=sum(s.est_latency_s for s in subgraphs),
         coverage=_coverage(measured.nodes, unregistered(model)),
         subgraphs=subgraphs,
-        modules=_modules(named, packs, measured.nodes, held),
+        modules=_modules(named, packs, measured.nodes, held, walk.classes(model)),
         node_info=_node_info(measured.nodes, subgraphs),
     )
 
@@ -261,11 +261,13 @@ def _ancestors(path: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _modules(named: list, packs: list, nodes: list, held: dict[str, int]) -> dict[str, ModuleCost]:
+def _modules(
+    named: list, packs: list, nodes: list, held: dict[str, int], classes: dict[str, str]
+) -> dict[str, ModuleCost]:
     """FLOPs and MACs per module path, every level (a parent includes its children); the
     paths in the order the nodes first reach them. ``named``: the model's named parameters;
     ``packs``: its packed weights, the parameters of a ``torch.ao`` layer; ``held``: each
-    module's own weight bytes."""
+    module's own weight bytes; ``classes``: each module's class (``walk.classes``)."""
     from pytest_graphbudget.engine.quantized import owner
 
     own: dict[str, list[int]] = {}  # each module's own nodes' figures, summed first
@@ -295,6 +297,8 @@ def _modules(named: list, packs: list, nodes: list, held: dict[str, int]) -> dic
         for path in _ancestors(module):
             entry = table.setdefault(path, ModuleCost())
             entry.weights_bytes = (entry.weights_bytes or 0) + size
+    for path, entry in table.items():
+        entry.type = classes.get(path)
     return table
 
 

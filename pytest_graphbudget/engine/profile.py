@@ -76,9 +76,17 @@ class ModuleCost:
     forward_flops: int | None = None  # the split of a training step (mode "train") only
     backward_flops: int | None = None
     optimizer_flops: int | None = None
+    type: str | None = None  # its class: reports name an index path by it (``layer_label``)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def layer_label(path: str, cls: str | None) -> str:
+    """A module path as a report names it: with its class where the path ends in an index
+    (``features.3 (Conv2d)``, a child of a ``Sequential`` or ``ModuleList``), which alone says
+    nothing of what the layer is."""
+    return f"{path} ({cls})" if cls and path.rpartition(".")[2].isdigit() else path
 
 
 @dataclass

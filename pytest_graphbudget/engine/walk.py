@@ -134,3 +134,21 @@ def plain_tensors(model: nn.Module) -> list[tuple[str, Any]]:
             if isinstance(value, torch.Tensor):
                 found.append((f"{path}.{name}" if path else name, value))
     return found
+
+
+def classes(model: Any) -> dict[str, str]:
+    """The class name of every module path: reports name an index path by it (``features.3
+    (Conv2d)``). An exported program keeps its modules' classes only in its nodes' module
+    stacks; a model whose ``named_modules()`` fails has none."""
+    graph_module = getattr(model, "graph_module", None)
+    if graph_module is not None and hasattr(model, "graph_signature"):
+        found: dict[str, str] = {}
+        for node in graph_module.graph.nodes:
+            for path, cls in (node.meta.get("nn_module_stack") or {}).values():
+                name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+                found.setdefault(path, name.rpartition(".")[2])
+        return found
+    try:
+        return {path: type(module).__name__ for path, module in named_modules(model)}
+    except Exception:  # a model whose walk fails still profiles: no classes to name
+        return {}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_graphbudget.engine.profile import layer_label
 from pytest_graphbudget.errors import GraphBudgetError, closest, toml_position
 from pytest_graphbudget.gate import environment, figures, module_gaps
 from pytest_graphbudget.gate.budgets import (
@@ -58,6 +59,7 @@ class Entry:
     figures: dict[str, float]
     modules: dict[str, int] = field(default_factory=dict)
     by_module: dict[str, dict[str, int]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict, compare=False)  # classes, to name
 
     def layers(self, figure: str) -> dict[str, int]:
         """A figure by module (own share, children excluded); empty when not recorded."""
@@ -94,6 +96,7 @@ def entry_from(profile: Any) -> Entry:
         recorded,
         {m: int(v) for m, v in sorted(modules.items())},
         {f: {m: int(v) for m, v in sorted(layers.items())} for f, layers in by_module.items()},
+        {path: m["type"] for path, m in data["modules"].items() if m.get("type")},
     )
 
 
@@ -427,9 +430,11 @@ def compare(
             # lacks would look grown by its whole value.
             before, layers = base.layers(name), current.layers(name)
             whole = before and not module_gaps.lost(layers, before, old)
-            grown = grew_most(layers, before) if whole else []
+            grown = module_gaps.grew_most(layers, before) if whole else []
             if grown:
-                message += "; grew most: " + ", ".join(f"{m} +{figure.format(d)}" for m, d in grown)
+                message += "; grew most: " + ", ".join(
+                    f"{layer_label(m, current.types.get(m))} +{figure.format(d)}" for m, d in grown
+                )
             findings.append(Finding("fail", f"baseline.{name}", message, new, old))
         elif old and new < old * (1 - tolerance):
             tighten = f"the baseline with {update.split()[-1]}" if update else "its limits"
@@ -439,11 +444,3 @@ def compare(
     if failed:
         failed[-1].message += f"; {accept_hint(baseline, update)}"
     return findings
-
-
-def grew_most(
-    current: Mapping[str, int], base: Mapping[str, int], n: int = 3
-) -> list[tuple[str, int]]:
-    """The modules whose own FLOPs grew most, largest first."""
-    deltas = [(m, current.get(m, 0) - base.get(m, 0)) for m in set(current) | set(base)]
-    return sorted([d for d in deltas if d[1] > 0], key=lambda d: (-d[1], d[0]))[:n]

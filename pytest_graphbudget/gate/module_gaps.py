@@ -1,4 +1,5 @@
-"""A module's line deleted from a baseline entry's table by module: never read as growth.
+"""Which modules grew since a baseline entry, and a module's line deleted from the entry's
+table by module, which is never read as growth.
 
 Every table of a figure by module that the baseline writes adds up to at least the entry's
 total (what no module holds is ``<root>``'s). A table short of its total that lacks a module
@@ -66,3 +67,11 @@ def _where(path: Path, name: str, model: str, keys: tuple[str, ...]) -> str:
         return name
     line = lines.get(("models", model, *keys)) or lines.get(("models", model))
     return f"{name}:{line}" if line else name
+
+
+def grew_most(
+    current: Mapping[str, int], base: Mapping[str, int], n: int = 3
+) -> list[tuple[str, int]]:
+    """The modules whose own FLOPs grew most, largest first."""
+    deltas = [(m, current.get(m, 0) - base.get(m, 0)) for m in set(current) | set(base)]
+    return sorted([d for d in deltas if d[1] > 0], key=lambda d: (-d[1], d[0]))[:n]

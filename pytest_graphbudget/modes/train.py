@@ -39,17 +39,12 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
 
     model, args, kwargs, name = request.model, request.inputs, request.kwargs, request.name
     loss, optimizer, hardware = request.loss, request.variant.optimizer, request.hardware
-    if not isinstance(model, torch.nn.Module):
-        raise GraphBudgetError(
-            f"mode='train' needs a torch.nn.Module, got {type(model).__name__}: "
-            "profile the module itself, not an exported program"
-        )
+    _refuse_untrainable(model)
     target = hw.get(hardware)
     example = Example(args, kwargs)
     start = time.perf_counter()
     if has_lazy_modules(model):  # their weights exist once one forward has run
         warm_up(model, example)
-    _refuse_sparse_grads(model)
     modes = {module: module.training for module in model.modules()}
     model.train()
     failures: dict[str, str] = {}
@@ -167,11 +162,17 @@ SPARSE_FIX = (
 SPARSE_HINT = f"a sparse gradient (an embedding's, sparse=True) is not priced: {SPARSE_FIX}"
 
 
-def _refuse_sparse_grads(model: Any) -> None:
-    """An embedding with ``sparse=True`` makes a sparse gradient, which no tier can price (its
-    bytes are its indices' and values', not a storage's): named before the trace fails on it."""
+def _refuse_untrainable(model: Any) -> None:
+    """What no step can be traced of: an exported program (no parameters to take gradients
+    of), and an embedding with ``sparse=True``, whose sparse gradient no tier can price (its
+    bytes are its indices' and values', not a storage's), named before the trace fails on it."""
     import torch
 
+    if not isinstance(model, torch.nn.Module):
+        raise GraphBudgetError(
+            f"mode='train' needs a torch.nn.Module, got {type(model).__name__}: "
+            "profile the module itself, not an exported program"
+        )
     for path, module in model.named_modules():
         weight = getattr(module, "weight", None)
         if (

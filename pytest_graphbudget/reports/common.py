@@ -8,7 +8,7 @@ here knows about pytest.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from pytest_graphbudget.gate import figures
@@ -179,6 +179,15 @@ def findings(result: Any, *severities: str) -> list[dict[str, Any]]:
     return [f for f in result.findings if f["severity"] in severities]
 
 
+def layer_name(profile: Mapping[str, Any] | None, path: str) -> str:
+    """A module path as the reports name it: its class beside an index (``features.3
+    (Conv2d)``), from the profile's ``modules``."""
+    from pytest_graphbudget.engine.profile import layer_label
+
+    module = ((profile or {}).get("modules") or {}).get(path) or {}
+    return layer_label(path, module.get("type"))
+
+
 def grown_layers(
     result: Any, n: int = 5, figure: str = "flops"
 ) -> list[tuple[str, int, float | None]]:
@@ -191,8 +200,8 @@ def grown_layers(
         base = (getattr(result, "baseline_by_module", None) or {}).get(figure)
     if not base or not result.profile:
         return []
-    from pytest_graphbudget.gate.baseline import entry_from, grew_most
-    from pytest_graphbudget.gate.module_gaps import lost
+    from pytest_graphbudget.gate.baseline import entry_from
+    from pytest_graphbudget.gate.module_gaps import grew_most, lost
 
     current = entry_from(result.profile).layers(figure)
     if lost(current, base, (result.baseline or {}).get(figure)):  # a line deleted: not growth

@@ -195,7 +195,7 @@ def _grown(view: ModelView) -> str:
     """The layers whose own FLOPs grew most since the baseline (or since A in a comparison)."""
     if view.base_own is None or view.profile is None:
         return ""
-    from pytest_graphbudget.gate.baseline import grew_most
+    from pytest_graphbudget.gate.module_gaps import grew_most
 
     grown = grew_most(_own_flops(view.profile), view.base_own, GROWN_SHOWN)
     if not grown:
@@ -206,7 +206,8 @@ def _grown(view: ModelView) -> str:
         before = view.base_own.get(module, 0)
         share = f" ({delta / before:+.1%})" if before else " (new)"
         items.append(
-            f'<li><a href="#" data-find="{escape(module)}">{escape(module)}</a> '
+            f'<li><a href="#" data-find="{escape(module)}">'
+            f"{escape(common.layer_name(view.profile, module))}</a> "
             f"+{flops.format(delta)} FLOPs{share}</li>"
         )
     title = f"Layers that grew since the {escape(view.base_label)}"
@@ -216,7 +217,8 @@ def _grown(view: ModelView) -> str:
             continue
         fig = figures.get(key)
         listed = ", ".join(
-            f"{escape(m)} +{fig.format(d)} ({'new' if r is None else f'{r:+.1%}'})"
+            f"{escape(common.layer_name(view.profile, m))} +{fig.format(d)} "
+            f"({'new' if r is None else f'{r:+.1%}'})"
             for m, d, r in layers
         )
         more += f'<p class="grown-more" data-figure="{key}">{escape(fig.label)}: {listed}</p>'

@@ -132,7 +132,8 @@ def failure_section(result: Any, name: str, root: Path | None) -> list[str]:
         lines.append(f"- {cell(message)}{at}")
     lines.append("")
     if grown:
-        lines += ["Layers that grew most since the baseline:", "", *grown_table(grown), ""]
+        table = grown_table(grown, profile=result.profile)
+        lines += ["Layers that grew most since the baseline:", "", *table, ""]
     elif result.baseline is None and result.profile is not None:
         heading, rows = common.biggest_subgraphs(result)
         top = ", ".join(f"{code(label)} {v}" for label, v in rows)
@@ -177,9 +178,14 @@ def grown_by_figure(result: Any) -> dict[str, list[tuple[str, int, float | None]
     return grown
 
 
-def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int = 8) -> list[str]:
+def grown_table(
+    grown: dict[str, list[tuple[str, int, float | None]]],
+    rows: int = 8,
+    profile: Mapping[str, Any] | None = None,
+) -> list[str]:
     """One row per layer (those that grew most in the first figure first), one column per
-    figure: ``+8.26k (+50.0%)``, ``+1.2kB (new)``, or empty where it did not grow."""
+    figure: ``+8.26k (+50.0%)``, ``+1.2kB (new)``, or empty where it did not grow. A layer is
+    named as ``common.layer_name`` names it in ``profile``."""
     modules: list[str] = []
     for layers in grown.values():
         modules += [m for m, _, _ in layers if m not in modules]
@@ -198,7 +204,8 @@ def grown_table(grown: dict[str, list[tuple[str, int, float | None]]], rows: int
                 continue
             share = "new" if found[2] is None else f"{found[2] * 100:+.1f}%"
             cells.append(f"+{common.FIGURES[figure].format(found[1])} ({share})")
-        lines.append(tables.markdown_row([code(module), *cells], str))  # unescaped, as before
+        name = code(common.layer_name(profile, module))
+        lines.append(tables.markdown_row([name, *cells], str))  # unescaped, as before
     return lines
 
 

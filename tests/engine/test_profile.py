@@ -87,6 +87,7 @@ def test_json_has_every_key_of_the_spec(mlp):
         "macs": 8 * 64 * 256,
         "params": 64 * 256 + 256,
         "weights_bytes": (64 * 256 + 256) * 4,  # its weight and bias, float32
+        "type": "Linear",  # its class: a report names an index path by it ("0 (Linear)")
     }
 
 
@@ -379,3 +380,14 @@ def test_tensors_kept_as_plain_attributes_are_weights_in_eval_and_training():
         assert plain.activation_peak_bytes == held.activation_peak_bytes, mode
         assert plain.peak_memory_bytes == held.peak_memory_bytes, mode
         assert plain.traffic_bytes == held.traffic_bytes, mode
+
+
+def test_a_layer_is_named_by_its_class_where_its_path_ends_in_an_index():
+    """``features.3`` or ``0`` (a Sequential's child) says nothing of what grew."""
+    from pytest_graphbudget.engine.profile import layer_label
+
+    assert layer_label("features.3", "Conv2d") == "features.3 (Conv2d)"
+    assert layer_label("0", "Linear") == "0 (Linear)"
+    assert layer_label("layer1.0.conv1", "Conv2d") == "layer1.0.conv1"
+    assert layer_label("features.3", None) == "features.3"  # a profile saved before types
+    assert layer_label("<root>", "MLP") == "<root>"

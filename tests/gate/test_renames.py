@@ -153,9 +153,10 @@ def test_a_renamed_heavier_model_fails_against_its_old_entry(project, renamed, n
 
     result.assert_outcomes(failed=1)  # today: passed, "new", exit 0
     said = "FLOPs regressed +99.0% (840 -> 1.67k, tolerance 2.0%) against baseline entry"
-    assert (
-        f"  {said} '{OLD_ID}' (renamed?); grew most: 0 +544, 2 +256, 1 +32" in result.stdout.lines
-    )
+    # A Sequential's children are named by their class beside the index: "0" alone says
+    # nothing of which layer grew.
+    grown = "0 (Linear) +544, 2 (Linear) +256, 1 (ReLU) +32"
+    assert f"  {said} '{OLD_ID}' (renamed?); grew most: {grown}" in result.stdout.lines
     lines = section(result)
     assert (
         lines[0] == f"renamed? mlp was compared with baseline entry {OLD_ID}, whose model is gone"
@@ -178,6 +179,8 @@ def test_a_renamed_heavier_model_fails_against_its_old_entry(project, renamed, n
         == f"- renamed? `mlp` was compared with baseline entry `{OLD_ID}`, whose model is gone"
     )
     assert f"<title>graph budget: {title}</title>" in texts["report.html"]
+    assert any(line.startswith("| `0 (Linear)` | +544 (+") for line in comment)  # grew most
+    assert ">0 (Linear)</a> +544 FLOPs" in texts["report.html"]
 
     failure = ET.fromstring(texts["junit.xml"]).find(".//testcase/failure")
     assert f"against baseline entry '{OLD_ID}' (renamed?)" in failure.get("message")

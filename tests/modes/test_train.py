@@ -220,6 +220,7 @@ def test_mlp_with_adam_matches_hand_counts(mlp_adam):
         "forward_flops": 216,
         "backward_flops": 216,
         "optimizer_flops": 480,
+        "type": "Linear",
     }
     assert [modules["fc2"][f"{p}_flops"] for p in ("forward", "backward", "optimizer")] == [
         102,
