@@ -18,6 +18,9 @@ class ModelCase:
     ``name`` labels the model in reports; ``note`` carries a remark from whoever built the
     case (for example a zoo loader that fell back from a missing ``.pt`` file to its YAML).
     ``zoo.resolve`` records how long loading took and the memory after it, for ``measure``.
+    ``train_inputs``: the positional inputs of a training step (``mode="train"``) where the
+    model takes others to train than to infer, as a torchvision detector takes its images and
+    their targets; None: ``inputs``.
     """
 
     model: Any
@@ -27,13 +30,26 @@ class ModelCase:
     note: str | None = None
     load_seconds: float | None = None  # the zoo's build/load time (None: given, not loaded)
     load_rss_bytes: int | None = None  # the process's resident memory right after loading
+    train_inputs: tuple | None = None
 
     def __post_init__(self) -> None:
-        if self.inputs is None:
-            self.inputs = ()
-        elif not isinstance(self.inputs, tuple):
-            self.inputs = tuple(self.inputs) if isinstance(self.inputs, list) else (self.inputs,)
+        self.inputs = () if self.inputs is None else _as_tuple(self.inputs)
+        if self.train_inputs is not None:
+            self.train_inputs = _as_tuple(self.train_inputs)
         self.kwargs = dict(self.kwargs or {})
+
+    def inputs_for(self, mode: str) -> tuple:
+        """The positional inputs of a profile in ``mode`` ("eval" or "train")."""
+        if mode == "train" and self.train_inputs is not None:
+            return self.train_inputs
+        return self.inputs
+
+
+def _as_tuple(inputs: Any) -> tuple:
+    """A tuple of positional inputs: a list is made one; anything else is the one input."""
+    if isinstance(inputs, tuple):
+        return inputs
+    return tuple(inputs) if isinstance(inputs, list) else (inputs,)
 
 
 def as_case(value: Any, name: str | None) -> ModelCase | None:

@@ -252,7 +252,7 @@ def _profile(request: Request) -> Profile:
     note = model.note if isinstance(model, ModelCase) else None  # a zoo option it ignored
     if isinstance(model, ModelCase):
         name = name or model.name
-        inputs = model.inputs if inputs is None else inputs
+        inputs = model.inputs_for(request.variant.mode) if inputs is None else inputs
         kwargs = model.kwargs if kwargs is None else kwargs
         model = model.model
     model = eager_module(model)

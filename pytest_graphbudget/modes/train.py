@@ -69,10 +69,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     except GraphBudgetError:
         raise
     except Exception as exc:  # the model, the loss or a backward raised while traced
-        raise ModelRunError(
-            f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}"
-            + ("; " + SPARSE_HINT if "SparseTensorImpl" in str(exc) else "")
-        ) from exc
+        raise ModelRunError(_failed(exc)) from exc
     finally:
         for module, training in modes.items():
             module.training = training
@@ -187,16 +184,34 @@ def _refuse_untrainable(model: Any) -> None:
             )
 
 
+def _failed(exc: Exception) -> str:
+    """The line a step that raised says: torch's error, and what to change where it is known."""
+    text = f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}"
+    if "SparseTensorImpl" in str(exc):
+        text += f"; {SPARSE_HINT}"
+    if "Expected more than 1 value per channel when training" in str(exc):
+        text += (
+            "; a BatchNorm in training normalizes each channel over the batch: profile the "
+            "step at a batch of 2 or more (batch=2, --batch 2)"
+        )
+    return text
+
+
 def _refuse_meta(model: Any, exc: Exception) -> None:
-    """A model on the meta device has no values for a real step to take its path on."""
+    """A model on the meta device has no values for a real step to take its path on: a step
+    that branched on one says so; any other error is the model's own, said as it is (a
+    detector without targets had been told to build real weights)."""
     from pytest_graphbudget.engine.trace import is_meta
 
-    if is_meta(model):
-        raise ModelRunError(
-            f"mode='train': tracing the training step failed: {one_line(exc, typed=True)}; "
-            "a model on the meta device has no values to branch on: build it with real "
+    if not is_meta(model):
+        return
+    text = _failed(exc)
+    if any(word in text for word in ("DataDependent", "DynamicOutputShape", "meta")):
+        text += (
+            "; a model on the meta device has no values to branch on: build it with real "
             "weights (meta=False) to profile its training step"
-        ) from exc
+        )
+    raise ModelRunError(text) from exc
 
 
 def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str | None) -> Any:

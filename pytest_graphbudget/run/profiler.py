@@ -210,13 +210,14 @@ class Profiler:
         if request.runs:
             self.counts["timed, not cached"] += 1
             return dispatch.profile(request)
+        inputs = case.inputs_for(request.variant.mode)  # a detector trains on its targets too
         return self.cached(
             lambda: cache_keys.module_key(
-                case.model, case.inputs, case.kwargs, repr(request.hardware), how
+                case.model, inputs, case.kwargs, repr(request.hardware), how
             ),
             lambda: dispatch.profile(request),
             request.name or case.name,
-            lambda: cache_keys.values_digest(case.model, case.inputs, case.kwargs),
+            lambda: cache_keys.values_digest(case.model, inputs, case.kwargs),
         )
 
     def _profile_name(self, request: Request) -> Profile:

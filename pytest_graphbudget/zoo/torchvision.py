@@ -86,7 +86,9 @@ class TorchVisionLoader(ModelLoader):
         kwargs = builder_kwargs(name)
         model = build_module(lambda: seeded_model(name, kwargs), options.meta)
         note = f"seq_len ignored: {name} takes images" if options.seq_len is not None else None
-        return ModelCase(model, example_inputs(name, model, options), {}, name=name, note=note)
+        inputs = example_inputs(name, model, options)
+        trains = (inputs[0], targets(name, inputs[0])) if task_of(name) == "detection" else None
+        return ModelCase(model, inputs, {}, name=name, note=note, train_inputs=trains)
 
 
 def builder_kwargs(name: str) -> dict:
@@ -136,6 +138,29 @@ def example_inputs(name: str, model, options: LoadOptions) -> tuple:
         batch, *chw = shape
         return ([image(tuple(chw)) for _ in range(batch)],)
     return (image(shape),)
+
+
+def targets(name: str, images: list) -> list[dict]:
+    """A detector's training targets, which it needs to train ("targets should not be none
+    when in training mode"): one object per image, a box over its middle quarter, of class 1,
+    with the mask (Mask R-CNN) and the 17 visible keypoints (Keypoint R-CNN) inside it. A
+    step's cost hardly depends on them: the heads train on a fixed number of sampled boxes."""
+    import torch
+
+    found = []
+    for img in images:
+        height, width = img.shape[-2:]
+        box = torch.tensor([[width / 4, height / 4, 3 * width / 4, 3 * height / 4]])
+        target = {"boxes": box, "labels": torch.tensor([1])}
+        if name.startswith("maskrcnn"):
+            target["masks"] = torch.zeros(1, height, width, dtype=torch.uint8)
+            target["masks"][:, height // 4 : 3 * height // 4, width // 4 : 3 * width // 4] = 1
+        if name.startswith("keypointrcnn"):
+            x = torch.linspace(width / 4, 3 * width / 4, 17)
+            y = torch.linspace(height / 4, 3 * height / 4, 17)
+            target["keypoints"] = torch.stack([x, y, torch.ones(17)], dim=-1)[None]
+        found.append(target)
+    return found
 
 
 def task_of(name: str) -> str:

@@ -117,6 +117,46 @@ def test_a_sparse_embedding_gradient_is_refused_naming_the_module_and_the_fix():
     assert profile_model(frozen, ids, mode="train").macs == 4 * 8 + 4 * 8
 
 
+class Scored(nn.Module):
+    """Takes its target to train, as a detector does: a loss in training, outputs in eval."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, target=None):
+        out = self.fc(x)
+        if self.training:
+            assert target is not None, "targets should not be none when in training mode"
+            return F.mse_loss(out, target)
+        return out
+
+
+def test_a_case_trains_on_its_train_inputs_and_infers_on_its_inputs():
+    """Hand count: eval is the Linear's 2 x 4 x 3 MACs; the step adds the weight gradient's
+    2 x 4 x 3 (the input needs none), and the loss (sub, square, sum, mean: 6 + 6 + 5 + 1)."""
+    from pytest_graphbudget import ModelCase
+
+    x = torch.randn(2, 4)
+    case = ModelCase(Scored(), (x,), train_inputs=(x, torch.randn(2, 3)))
+    assert profile_model(case).macs == 2 * 4 * 3
+    step = profile_model(case, mode="train")
+    assert step.macs == 2 * (2 * 4 * 3)
+    with pytest.raises(GraphBudgetError, match="targets should not be none"):
+        profile_model(ModelCase(Scored(), (x,)), mode="train")
+
+
+def test_a_batch_norm_at_batch_one_says_to_profile_a_larger_batch():
+    net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    with pytest.raises(GraphBudgetError, match=r"batch of 2 or more \(batch=2") as info:
+        profile_model(net, torch.randn(1, 4), mode="train")
+    assert "meta" not in str(info.value)
+    on_meta = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).to("meta")
+    with pytest.raises(GraphBudgetError, match="batch of 2 or more") as info:
+        profile_model(on_meta, torch.randn(1, 4), mode="train")
+    assert "meta device" not in str(info.value)  # the model's own error, not the device's
+
+
 def test_lazy_modules_get_their_weights_before_the_step():
     lazy = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.Linear(8, 2))
     assert profile_model(lazy, torch.randn(3, 4), mode="train").flops == 348 + 438

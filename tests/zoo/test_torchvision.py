@@ -80,3 +80,47 @@ def test_every_torchvision_name_builds_offline_as_published(torchvision_referenc
             continue
         assert n_params(case.model) == torchvision_reference(name).num_params, name
     assert no_network == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["fasterrcnn_mobilenet_v3_large_320_fpn", "maskrcnn_resnet50_fpn", "keypointrcnn_resnet50_fpn"],
+)
+def test_a_detector_trains_on_targets_torchvision_accepts(name, no_network):
+    """A detector's step raised "targets should not be none when in training mode": the zoo
+    gives it targets, checked here by torchvision's own transform and ROI heads."""
+    case = resolve(name, batch=2, meta=True)  # the transform and the checks hold no weights
+    images, targets = case.train_inputs
+    assert images is case.inputs[0] and len(targets) == 2
+    model = case.model
+    with torch.no_grad():  # resizes the images, and their boxes, masks and keypoints
+        batch, resized = model.transform(images, targets)
+    model.roi_heads.check_targets(resized)
+    for target, (height, width) in zip(resized, batch.image_sizes, strict=True):
+        middle = [width / 4, height / 4, 3 * width / 4, 3 * height / 4]  # its middle quarter
+        assert target["boxes"].tolist() == [pytest.approx(middle)]
+        assert target["labels"].tolist() == [1]
+        assert ("masks" in target, "keypoints" in target) == (
+            name.startswith("maskrcnn"),
+            name.startswith("keypointrcnn"),
+        )
+        if "masks" in target:
+            assert tuple(target["masks"].shape) == (1, height, width)
+        if "keypoints" in target:
+            assert tuple(target["keypoints"].shape) == (1, 17, 3)
+    assert resolve("resnet18").train_inputs is None  # a classifier trains on its inputs
+
+
+@pytest.mark.slow
+def test_a_detectors_training_step_holds_its_sampled_boxes_heads():
+    """Hand count: in training the box head runs on 512 sampled proposals per image
+    (``box_batch_size_per_image``), its two layers 256 x 7 x 7 -> 1024 -> 1024, forward and
+    the two products of each layer's backward (the pooled features need a gradient too).
+    The rest of the step (backbone, RPN, predictor) is at most three times its forward."""
+    from pytest_graphbudget import profile_model
+
+    name = "fasterrcnn_mobilenet_v3_large_320_fpn"
+    step = profile_model(name, mode="train")
+    head = 512 * (256 * 7 * 7 * 1024 + 1024 * 1024)
+    assert step.macs > 3 * head
+    assert step.macs < 3 * head + 3 * 2.5e9  # its eval forward: 0.72 GMACs published
