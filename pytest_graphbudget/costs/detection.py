@@ -26,6 +26,34 @@ def roi_align(
     return OpCost(other=out_numel(out) * (s * s * (BILINEAR + 1) + 1))
 
 
+@register("torchvision._roi_align_backward")
+def roi_align_backward(
+    grad: Shape,
+    rois: Shape,
+    scale,
+    pooled_h,
+    pooled_w,
+    batch,
+    c,
+    h,
+    w,
+    sampling_ratio,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    # The forward in reverse: each bin's gradient divided by its sample count once, then per
+    # sample the four bilinear weights and four weighted adds into the input's gradient.
+    s = sampling_ratio if sampling_ratio > 0 else ADAPTIVE_SAMPLES
+    return OpCost(other=numel(grad) * (s * s * (BILINEAR + 1) + 1))
+
+
+@register("torchvision._roi_pool_backward")
+def roi_pool_backward(grad: Shape, *_, out, **__) -> OpCost:
+    # Each bin's gradient added to the input element its max came from (``argmax``).
+    return OpCost(other=numel(grad))
+
+
 @register("torchvision.roi_pool", "torchvision.ps_roi_pool")
 def roi_pool(x: Shape, rois: Shape, scale, pooled_h, pooled_w, *_, out, **__) -> OpCost:
     # A max over each bin: one comparison per input element the bins cover, at most the

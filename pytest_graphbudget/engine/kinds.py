@@ -66,11 +66,14 @@ few thousand elements where a plain copy of them took 2 to 4, so priced as ``cop
 91 ``nonzero`` and 180 masked ``index`` calls came out at 0.2x to 0.4x of their time
 (``benchmarks/latency_ops.py``): ``select``."""
 ROI_KINDS = frozenset(
-    f"torchvision.{name}" for name in ("roi_align", "ps_roi_align", "roi_pool", "ps_roi_pool")
+    f"torchvision.{name}"
+    for name in ("roi_align", "ps_roi_align", "roi_pool", "ps_roi_pool")
+    + ("_roi_align_backward", "_roi_pool_backward")
 )
 """TorchVision's RoI pooling: a scalar loop over bins and samples. Faster R-CNN's 150 RoIs
 of 256 channels took 17 ms where a pointwise rate (its FLOPs at the matmul's peak) priced them
-at 0.7 (``benchmarks/latency_ops.py``): ``roi_align``."""
+at 0.7 (``benchmarks/latency_ops.py``): ``roi_align``. Their backwards loop alike, adding
+into the input's gradient."""
 SORT_KINDS = frozenset(
     "sort _unique2 _unique unique_dim unique_consecutive unique_dim_consecutive mode".split()
 )

@@ -271,3 +271,43 @@ def test_data_movement_trains_without_unsupported_ops(fn):
     torch.manual_seed(0)
     prof = profile_model(Shifted(fn, (3, 4)), (torch.randn(3, 4),), mode="train")
     assert prof.coverage.unsupported_ops == {}
+
+
+class Pooled(nn.Module):
+    """A 1x1 convolution, then RoI Align or RoI Pool of three boxes into 2 x 2 bins: the box
+    head of an R-CNN, whose step had left ``_roi_align_backward`` unpriced."""
+
+    def __init__(self, align: bool) -> None:
+        super().__init__()
+        self.conv, self.align = nn.Conv2d(2, 2, 1, bias=False), align
+
+    def forward(self, x):
+        from torchvision.ops import roi_align, roi_pool
+
+        boxes = torch.tensor([[0, 0.0, 0.0, 4.0, 4.0], [0, 1.0, 1.0, 6.0, 6.0], [0, 2, 2, 7, 7]])
+        features = self.conv(x)
+        if self.align:
+            return roi_align(features, boxes, (2, 2), 1.0, sampling_ratio=2)
+        return roi_pool(features, boxes, (2, 2), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("align", "pooling"),
+    [
+        # 3 boxes x 2 channels x 2 x 2 bins = 24 bins; each averages 2 x 2 samples, a bilinear
+        # read (4 multiplies, 3 adds) and an add each, then one divide: 24 x 33 both ways
+        (True, 24 * (2 * 2 * (7 + 1) + 1)),
+        # each bin's max over its share of the 2 x 8 x 8 map, 3 x 128 / 4, and one add per bin;
+        # backward: one add per bin into the element its max came from
+        (False, 3 * 128 // 4 + 24),
+    ],
+    ids=["roi_align", "roi_pool"],
+)
+def test_roi_pooling_backward_is_priced(align, pooling):
+    pytest.importorskip("torchvision")
+    step = profile_model(Pooled(align), torch.randn(1, 2, 8, 8), mode="train")
+    assert step.coverage.unsupported_ops == {}
+    conv = 2 * 2 * 8 * 8 * 2  # 256 MACs: the forward, and the weight's gradient
+    backward = (24 * (2 * 2 * (7 + 1) + 1) if align else 24) + conv
+    assert step.phases["forward"]["flops"] == conv + pooling + 24  # and the loss's sum
+    assert step.phases["backward"]["flops"] == backward
