@@ -23,12 +23,12 @@ run (matched by autograd sequence number); an optimizer node takes its parameter
 from __future__ import annotations
 
 import contextlib
-import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_graphbudget.engine.accumulate import Accumulation, handed_over
+from pytest_graphbudget.engine.eager_kernels import saved_workspaces
 from pytest_graphbudget.engine.fakes import eager_linear, fake_mode, traced_as_eager
 from pytest_graphbudget.engine.hf_masks import real_input_masks
 from pytest_graphbudget.engine.watch import restored, tensors_held
@@ -41,10 +41,16 @@ SGD = {"lr": 1e-2, "momentum": 0.9}
 
 
 def default_loss(outputs: Any) -> Any:
-    """The sum of every floating-point output that needs a gradient (in tuples, dicts, a
-    ``ModelOutput`` or a dataclass of the model's own)."""
+    """The loss the model computed, when it returns one (a Hugging Face model given
+    ``labels``: ``outputs.loss``, what its ``Trainer`` steps on); else the sum of every
+    floating-point output that needs a gradient (in tuples, dicts, a ``ModelOutput`` or a
+    dataclass of the model's own). Summing the logits beside a returned loss had added a
+    reduction over the vocabulary and a second gradient into them."""
     from pytest_graphbudget.engine.tree import tensors
 
+    own = outputs.get("loss") if isinstance(outputs, Mapping) else getattr(outputs, "loss", None)
+    if _differentiable(own) and own.dim() == 0:
+        return own
     leaves = [t for t in tensors(outputs) if _differentiable(t)]
     if not leaves:
         raise GraphBudgetError(
@@ -359,7 +365,7 @@ def capture(
     tracing = make_fx_keywords(_error_on_data_dependent_ops=False) if real else {}
     with _tracing(model, example, real):
         gm = make_fx(step, tracing_mode="real" if real else "fake", **tracing)(*flat)
-    _saved_workspaces(gm.graph)  # a real step's are the kernel's own
+    saved_workspaces(gm.graph)  # a real step's are the kernel's own
     tags.sums.rewrite(gm, tags.died)  # in place where eager sums gradients in place
     placeholders = [Binding("state", f"model.{name}") for name in (*params, *frozen)]
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
@@ -384,29 +390,6 @@ def _distinct_inputs(tensors: list[Any]) -> tuple[list[int], list[int]]:
     distinct = list(first.values())
     index = {n: k for k, n in enumerate(distinct)}
     return distinct, [index[first[id(tensor)]] for tensor in tensors]
-
-
-def _saved_workspaces(graph: Any) -> None:
-    """Give each oneDNN LSTM layer's workspace the bytes the real kernel allocates: its meta
-    kernel returns it empty, and the step's peak had left out what every layer keeps from its
-    forward to its backward (a quarter of the measured peak of a 2-layer bidirectional LSTM)."""
-    import torch
-
-    from pytest_graphbudget.engine.eager_kernels import lstm_workspace
-
-    layer = getattr(torch.ops.aten, "mkldnn_rnn_layer", None)
-    for node in graph.nodes:
-        if layer is None or node.target is not layer.default:
-            continue
-        value = node.meta.get("val")
-        args = tuple(a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args)
-        filled = lstm_workspace(node.target, value, args)
-        if filled is value:
-            continue
-        node.meta["val"] = filled
-        for user in node.users:
-            if user.target is operator.getitem and user.args[1] == 3:
-                user.meta["val"] = filled[3]
 
 
 def _update(

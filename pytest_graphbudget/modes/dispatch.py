@@ -68,8 +68,8 @@ def profile_model(
     ``model`` is an ``nn.Module``, a ``ModelCase``, or a zoo name such as ``"resnet50"`` (then
     ``seq_len``, ``batch``, ``input_shape`` and the other zoo options may be given).
     ``mode="train"`` profiles one training step instead: forward, ``loss`` (a callable of the
-    outputs; default their sum), backward and, when ``optimizer`` ("adam" or "sgd") is named,
-    its update (``train.py``).
+    outputs; default the ``loss`` they hold, else their sum), backward and, when ``optimizer``
+    ("adam" or "sgd") is named, its update (``train.py``).
     ``dtype`` ("float32", "bfloat16", "float16"; None: the model's own) profiles a cast copy
     of the model and of its floating inputs (``dtype.py``): bytes and peak are that dtype's;
     "int8" and "float8_e4m3fn" a copy with its Linear layers quantized (``quantize.py``);

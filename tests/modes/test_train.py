@@ -189,6 +189,26 @@ def test_a_forward_that_keeps_a_tensor_leaves_the_model_as_it_was():
     assert normed.weight is weight and type(normed(x)) is torch.Tensor
 
 
+def test_a_loss_the_model_returns_is_the_default_loss():
+    """User trial: a Hugging Face LM given ``labels`` returns its loss beside the logits; the
+    default had summed both, adding a sum over the logits (B x L x V adds), a second gradient
+    into them (as many adds) and the two terms' sum (1 + 1): what Trainer steps on is
+    ``outputs.loss`` alone."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=16)
+    model = transformers.GPT2LMHeadModel(config)
+    ids = torch.randint(0, 100, (2, 8))
+    batch = {"input_ids": ids, "labels": ids}
+    default = profile_model(model, batch, mode="train")
+    assert default.flops == profile_model(model, batch, mode="train", loss=lambda o: o.loss).flops
+
+    def everything(out):
+        return out.loss.sum() + out.logits.sum()
+
+    summed = profile_model(model, batch, mode="train", loss=everything)
+    assert summed.flops == default.flops + 2 * (2 * 8 * 100) + 2
+
+
 def test_a_dataclass_output_is_summed_by_the_default_loss():
     """User trial: a model returning its own dataclass was refused ("no output of the model
     needs a gradient"): pytree saw one opaque leaf. ``Linear(8, 8) -> Linear(8, 4)`` on
