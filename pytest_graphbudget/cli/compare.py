@@ -20,6 +20,7 @@ from pytest_graphbudget.cli.console import (
 )
 from pytest_graphbudget.cli.saved import COMPARED, GROWTH_CHECKED, read_profile_json
 from pytest_graphbudget.cli.views import inputs_text
+from pytest_graphbudget.engine.profile import layer_label
 from pytest_graphbudget.gate import figures
 from pytest_graphbudget.gate.figures import grew_beyond
 from pytest_graphbudget.reports.compare_rows import delta, total_rows
@@ -233,7 +234,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) ->
     zero = {"flops": 0, "macs": 0, "params": 0}
     for path in sorted(set(a["modules"]) | set(b["modules"])):
         x, y = a["modules"].get(path), b["modules"].get(path)
-        if x == y:
+        if _figures(x) == _figures(y):  # the same module, its class recorded or not
             continue
         xs, ys = x or zero, y or zero
         delta = {key: ys[key] - xs[key] for key in ("flops", "macs", "params")}
@@ -248,6 +249,11 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], top: int | None = 20) ->
         "modules_changed": len(modules),
         "modules": modules if top is None else modules[:top],
     }
+
+
+def _figures(module: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A module's figures, without its class (``type``), which older profiles lack."""
+    return None if module is None else {k: v for k, v in module.items() if k != "type"}
 
 
 def _side(prof: Mapping[str, Any]) -> dict[str, Any]:
@@ -307,7 +313,7 @@ def _module_rows(result: Mapping[str, Any], code: bool = False) -> list[list[str
     rows = []
     for m in result["modules"]:
         x, y = m["a"] or {}, m["b"] or {}
-        name = m["module"] or "(model)"
+        name = layer_label(m["module"], (y or x).get("type")) if m["module"] else "(model)"
         rows.append(
             [
                 f"`{name}`" if code else name,

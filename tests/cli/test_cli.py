@@ -565,7 +565,7 @@ def test_compare_two_saved_profiles_in_every_format(work, tiny_json_file):
     assert_ok(md)
     assert "## tiny.pt vs tiny-bigger" in md.stdout
     assert "| FLOPs | 840 | 1k | +160 (+19.0%) |" in md.stdout
-    assert "| `0` | changed | 544 | 704 | +160 (+29.4%) |" in md.stdout
+    assert "| `0 (Linear)` | changed | 544 | 704 | +160 (+29.4%) |" in md.stdout
 
     table = run_cli("compare", "tiny.json", "bigger.json", cwd=work)
     assert_ok(table)

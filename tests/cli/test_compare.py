@@ -423,3 +423,14 @@ def test_sides_of_two_dtypes_say_each_models_dtype(saved, monkeypatch, capsys):
     assert lines[1] == "B: Sequential on h100, eager (input 1x3x16x16 bfloat16, model bfloat16)"
     markdown, _ = compare(saved, monkeypatch, capsys, "e.json", "h.json", "--format", "markdown")
     assert "- B: Sequential on h100, eager (input 1x3x16x16 bfloat16, model bfloat16)" in markdown
+
+
+def test_a_profile_saved_before_module_classes_changes_no_module(saved, monkeypatch, capsys):
+    """A profile saved before ``modules`` carried each module's ``type`` has the same figures:
+    no module of it reads as changed."""
+    untyped = json.loads((saved / "e.json").read_text())
+    for module in untyped["modules"].values():
+        module.pop("type")
+    (saved / "untyped.json").write_text(json.dumps(untyped))
+    out = compare(saved, monkeypatch, capsys, "untyped.json", "e.json", "--format", "json")[0]
+    assert json.loads(out)["modules_changed"] == 0
