@@ -6,7 +6,7 @@ the operations of their textbook formula, e.g. sigmoid = 1/(1+exp(-x)) is 4.
 
 from __future__ import annotations
 
-from pytest_graphbudget.costs.registry import OpCost, out_numel, register
+from pytest_graphbudget.costs.registry import OpCost, numel, out_numel, register
 
 PER_ELEMENT: dict[str, int] = {
     # arithmetic and selection
@@ -140,6 +140,12 @@ def mvlgamma(x, p: int, *_, out, **__) -> OpCost:
 def add(*_, out, alpha=1, **__) -> OpCost:
     # a + alpha * b: one more multiply per element when alpha is not 1.
     return OpCost(other=(1 + int(alpha != 1)) * out_numel(out))
+
+
+@register("_amp_foreach_non_finite_check_and_unscale")
+def amp_unscale(grads, found_inf, inv_scale, *_, out, **__) -> OpCost:
+    # GradScaler's unscale: each gradient element times 1 / scale, and checked for inf or NaN.
+    return OpCost(other=2 * sum(numel(g) for g in grads))
 
 
 @register("addcmul", "addcdiv")

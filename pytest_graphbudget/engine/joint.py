@@ -31,13 +31,9 @@ from pytest_graphbudget.engine.accumulate import Accumulation, handed_over
 from pytest_graphbudget.engine.eager_kernels import saved_workspaces
 from pytest_graphbudget.engine.fakes import eager_linear, fake_mode, traced_as_eager
 from pytest_graphbudget.engine.hf_masks import real_input_masks
+from pytest_graphbudget.engine.optimizer_step import optimizer_state, state_made, update
 from pytest_graphbudget.engine.watch import restored, tensors_held
 from pytest_graphbudget.errors import GraphBudgetError
-
-ADAM = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
-SGD = {"lr": 1e-2, "momentum": 0.9}
-"""The hyperparameters the update is traced with; its cost does not depend on their values
-(nonzero weight decay would add work and is not modelled)."""
 
 
 def default_loss(outputs: Any) -> Any:
@@ -67,11 +63,6 @@ def _differentiable(value: Any) -> bool:
     import torch
 
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.requires_grad
-
-
-def optimizer_slots(optimizer: str | None) -> tuple[str, ...]:
-    """The state tensors the optimizer keeps per parameter."""
-    return {"adam": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}.get(optimizer, ())
 
 
 @dataclass
@@ -298,10 +289,17 @@ def _forward(model: Any, state: dict, args: tuple, kwargs: dict) -> tuple[Any, l
 
 
 def capture(
-    model: Any, example: Any, loss: Callable | None, optimizer: str | None, real: bool = False
+    model: Any,
+    example: Any,
+    loss: Callable | None,
+    optimizer: str | None,
+    real: bool = False,
+    autocast: Callable[[], Any] | None = None,
+    scale: float | None = None,
 ) -> Joint:
-    """Trace one training step of ``model`` at ``example`` as one joint graph: on fake
-    tensors, or, ``real``, on real copies, taking the path their values take."""
+    """One training step of ``model`` at ``example`` as one joint graph, on fakes or (``real``)
+    on real copies; ``autocast`` makes the forward's and the loss's context (AMP: the backward
+    runs outside it), ``scale`` is a ``GradScaler``'s, undone before the update."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils import _pytree as pytree
@@ -317,12 +315,7 @@ def capture(
         raise GraphBudgetError("mode='train': the model has no parameter that requires grad")
     frozen = {k: twins[k] for k, p in named if not p.requires_grad}
     frozen.update((k, twins[k]) for k, _ in model.named_buffers())
-    keys = [
-        (f"{slot}.{name}", p) for name, p in params.items() for slot in optimizer_slots(optimizer)
-    ]
-    with mode or contextlib.nullcontext():  # in the parameter's dtype, as torch.optim keeps
-        # it (zeros_like): float32 for a float32 model, bfloat16 for one cast to bfloat16
-        slots = {k: torch.zeros(p.shape, dtype=p.dtype, device=p.device) for k, p in keys}
+    slots = optimizer_state(params, optimizer, mode)
     leaves, spec = pytree.tree_flatten((example.args, example.kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     distinct, slot_of = _distinct_inputs([leaves[i] for i in where])
@@ -342,9 +335,11 @@ def capture(
         args, kwargs = pytree.tree_unflatten(values, spec)
         state = dict(zip(params, p, strict=True)) | dict(zip(frozen, b, strict=True))
         with _tagging_mode(tags, graph), _module_hooks(model, tags), eager_linear():
-            out, kept = _forward(model, state, args, kwargs)
-            value = loss(out)
+            with autocast() if autocast else contextlib.nullcontext():
+                out, kept = _forward(model, state, args, kwargs)
+                value = loss(out)
             del out  # as `loss(model(x)).backward()` holds no output through the backward
+            value = value * scale if scale else value
             tags.tag(graph)
             tags.phase = "backward"
             tags.sums.follow(value)
@@ -354,7 +349,7 @@ def capture(
             tags.tag(graph)
             tags.phase = "optimizer"
             if optimizer is not None:
-                _update(optimizer, list(params), p, grads, s, tags)
+                update(optimizer, list(params), p, grads, s, tags, scale)
         tags.done = True  # what the step still holds dies at its last reader, not after make_fx
         return value, [g for g in grads if g is not None], kept
 
@@ -371,11 +366,7 @@ def capture(
     placeholders += [Binding("state", f"optimizer.s{i}") for i in range(len(slots))]
     placeholders += [Binding("input", n) for n in distinct]
     traced = Traced(gm, "joint-real" if real else "joint", placeholders, state_in_module=False)
-    # A parameter the loss never reached (an unused head) gets no gradient, and Adam or SGD
-    # makes no state for it (state is made at its first step with a gradient).
-    per = len(optimizer_slots(optimizer))
-    kept = [t for i, t in enumerate(slots.values()) if used[i // per]] if per else []
-    state_bytes = sum(t.numel() * t.element_size() for t in kept)
+    state_bytes = state_made(slots, used, optimizer)
     return Joint(traced, _holder(model, slots, real), tags, state_bytes)
 
 
@@ -390,44 +381,3 @@ def _distinct_inputs(tensors: list[Any]) -> tuple[list[int], list[int]]:
     distinct = list(first.values())
     index = {n: k for k, n in enumerate(distinct)}
     return distinct, [index[first[id(tensor)]] for tensor in tensors]
-
-
-def _update(
-    optimizer: str, names: list[str], params: tuple, grads: tuple, slots: tuple, tags: Tags
-) -> None:
-    """The update of torch's single-tensor Adam or SGD (momentum), in place, one parameter at a
-    time; every node it adds belongs to that parameter's module. As in torch's loop
-    (``_single_tensor_adam``), Adam's ``denom`` is a local of the loop: the previous
-    parameter's stays bound while the next one's ``sqrt`` and division run, and dies when the
-    name is rebound (three parameter-sized temporaries at once, the last one held to the end
-    of the update). SGD's loop keeps no temporary: its buffer is updated in place."""
-    import torch
-
-    per = len(optimizer_slots(optimizer))
-    with torch.no_grad():
-        for i, (name, param, grad) in enumerate(zip(names, params, grads, strict=True)):
-            if grad is None:
-                continue
-            tags.optimizer_module = name.rpartition(".")[0]
-            state = slots[i * per : (i + 1) * per]
-            if optimizer == "adam":
-                denom = _adam_denom(grad, *state)  # the last parameter's dies only now
-                param.addcdiv_(state[0], denom, value=-ADAM["lr"] / (1 - ADAM["betas"][0]))
-            else:
-                _sgd(param, grad, *state)
-
-
-def _adam_denom(grad: Any, exp_avg: Any, exp_avg_sq: Any, step: int = 1) -> Any:
-    """torch.optim.Adam's single-tensor update (no weight decay, not capturable, the first
-    step) up to its ``denom``, which the caller binds and divides by in ``addcdiv_``."""
-    beta1, beta2 = ADAM["betas"]
-    exp_avg.lerp_(grad, 1 - beta1)
-    exp_avg_sq.mul_(beta2).addcmul_(grad, grad.conj(), value=1 - beta2)
-    bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-    return (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(ADAM["eps"])
-
-
-def _sgd(param: Any, grad: Any, momentum_buffer: Any) -> None:
-    """torch.optim.SGD's single-tensor update with momentum (no dampening, no weight decay)."""
-    momentum_buffer.mul_(SGD["momentum"]).add_(grad)
-    param.add_(momentum_buffer, alpha=-SGD["lr"])

@@ -139,7 +139,7 @@ def request(
     )
 
     check_mode(mode, loss, optimizer)
-    check_dtype(dtype, mode)
+    check_dtype(dtype, mode, parallel)
     check_execution(execution)
     runs = runtime.runs_asked(measure, mode, options, isinstance(model, str))
     runtime.check_where(device, runs)

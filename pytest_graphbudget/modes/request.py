@@ -177,17 +177,17 @@ def check_execution(execution: Any, where: str = "") -> str:
     )
 
 
-def check_dtype(dtype: str | None, mode: str = "eval") -> None:
+def check_dtype(dtype: str | None, mode: str = "eval", parallel: Any = None) -> None:
     """Refuse, in one line, a dtype that ``profile_model`` cannot profile in (a quantized one
     in a training step: its packed or float8 weights take no gradient)."""
     if dtype in QUANTIZING and mode != "eval":
         raise GraphBudgetError(
             f"dtype={dtype!r} quantizes the model for inference: use it with mode='eval'"
         )
-    if dtype in AUTOCAST and mode != "eval":
+    if dtype in AUTOCAST and parallel:
         raise GraphBudgetError(
-            f"dtype={dtype!r} profiles an eval forward under autocast; a training step under "
-            "autocast is not priced yet: use mode='eval', or dtype='bfloat16' for the step"
+            f"dtype={dtype!r} with parallel: a sharded step under autocast is not priced yet; "
+            "profile one unsharded step under autocast, or the sharded one with dtype='bfloat16'"
         )
     if dtype is not None and dtype not in DTYPES:
         from pytest_graphbudget.errors import closest

@@ -11,6 +11,7 @@ optimizer's state and the inputs exist before the step and are counted beside it
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     model, args, kwargs, name = request.model, request.inputs, request.kwargs, request.name
     loss, optimizer, hardware = request.loss, request.variant.optimizer, request.hardware
     _refuse_untrainable(model)
+    mixed = _mixed(request.variant.dtype)
     target = hw.get(hardware)
     example = Example(args, kwargs)
     start = time.perf_counter()
@@ -51,7 +53,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     try:
         with held(f"tracing the training step of {name}"), torch.inference_mode(False):
             try:
-                joint = capture(model, example, loss, optimizer)
+                joint = capture(model, example, loss, optimizer, **mixed)
                 # Priced on the fake values the trace left on its nodes; the ordinary fake
                 # pass when they cannot be used (the counts are the same).
                 measured = measure_exported(
@@ -65,7 +67,7 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
                 failures["joint"] = one_line(exc, typed=True)
                 _refuse_reentrant(exc)
                 _refuse_meta(model, exc)
-                joint, measured = _real_step(model, example, loss, optimizer)
+                joint, measured = _real_step(model, example, loss, optimizer, mixed)
     except GraphBudgetError:
         raise
     except Exception as exc:  # the model, the loss or a backward raised while traced
@@ -79,24 +81,41 @@ def profile_step(request: Request, traced: list | None = None) -> Any:
     if traced is not None:
         traced.append(measured)
     seconds = time.perf_counter() - start
-    prof = assemble(
-        model,
-        args,
-        kwargs,
-        name,
-        target,
-        joint.traced,
-        measured,
-        failures,
-        seconds,
-        request.execution,
-    )
+    with mixed.get("autocast", contextlib.nullcontext)():  # the products' dtype, as eval's
+        prof = assemble(
+            model,
+            args,
+            kwargs,
+            name,
+            target,
+            joint.traced,
+            measured,
+            failures,
+            seconds,
+            request.execution,
+        )
     prof.mode = "train"
     prof.optimizer_state_bytes = joint.state_bytes
     prof.notes += _host_memory(target)
     prof.phases = _phases(prof, measured.nodes, joint.tags.node_phase)
     _module_phases(prof, measured.nodes, joint.tags.node_phase)
     return prof
+
+
+GRAD_SCALE = 2.0**16
+"""``torch.amp.GradScaler``'s initial scale; the step's cost does not depend on it."""
+
+
+def _mixed(dtype: str | None) -> dict[str, Any]:
+    """``capture``'s keywords for a step under CUDA's autocast (``dtype="amp_float16"`` or
+    ``"amp_bfloat16"``, ``amp.py``): the context the forward and the loss run in, and for
+    float16 a ``GradScaler``'s scale, as torch's AMP recipe trains (bfloat16 needs none)."""
+    from pytest_graphbudget.modes.amp import AMP, cuda_autocast
+
+    if dtype not in AMP:
+        return {}
+    scale = GRAD_SCALE if AMP[dtype] == "float16" else None
+    return {"autocast": lambda: cuda_autocast(dtype), "scale": scale}
 
 
 def _host_memory(target: Any) -> list[str]:
@@ -214,7 +233,13 @@ def _refuse_meta(model: Any, exc: Exception) -> None:
     raise ModelRunError(text) from exc
 
 
-def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str | None) -> Any:
+def _real_step(
+    model: Any,
+    example: Any,
+    loss: Callable | None,
+    optimizer: str | None,
+    mixed: dict | None = None,
+) -> Any:
     """One step traced on real copies of the weights, the optimizer's state and the inputs, then
     priced on fresh copies: the path and the figures of one real step (``loss.backward()`` and
     the update), from the caller's random state both times, which is left as it was."""
@@ -227,7 +252,7 @@ def _real_step(model: Any, example: Any, loss: Callable | None, optimizer: str |
 
     devices = sorted({t.device.index or 0 for t in model_state(model).values() if t.is_cuda})
     with torch.random.fork_rng(devices=devices):
-        joint = capture(model, example, loss, optimizer, real=True)
+        joint = capture(model, example, loss, optimizer, real=True, **(mixed or {}))
     for slot in joint.holder.optimizer.buffers():  # the update wrote them: as before the step
         slot.zero_()
     with torch.random.fork_rng(devices=devices), reparametrize(model, real_state(model)):

@@ -211,10 +211,58 @@ def test_the_policies_are_undone_after_the_profile():
     assert out.dtype == torch.bfloat16
 
 
-def test_amp_in_a_training_step_is_refused_in_one_line():
+def _mlp() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    return model, torch.randn(4, 16)
+
+
+@pytest.mark.parametrize("dtype", ["amp_float16", "amp_bfloat16"])
+def test_a_training_step_under_autocast_is_torchs_amp_recipe(dtype):
+    """The forward and the loss under autocast, the backward and Adam outside it: the same
+    products and updates as the float32 step (casts compute nothing). float16 adds a
+    GradScaler: the loss scaled and its gradient (1 + 1), and each of the 676 gradient
+    elements unscaled and checked for inf (2 each); bfloat16 needs none."""
+    model, x = _mlp()
+    plain = profile_model(model, (x,), mode="train", optimizer="adam")
+    mixed = profile_model(model, (x,), mode="train", optimizer="adam", dtype=dtype)
+    params = sum(p.numel() for p in model.parameters())
+    scaled = dtype == "amp_float16"
+    assert mixed.macs == plain.macs
+    assert mixed.flops == plain.flops + (2 + 2 * params if scaled else 0)
+    assert mixed.coverage.unsupported_ops == {}
+    data = mixed.to_dict()
+    assert (data["dtype"], data["autocast"], data["mode"]) == (amp.AMP[dtype], True, "train")
+
+
+def test_the_steps_products_run_low_and_its_gradients_and_update_in_float32():
+    from pytest_graphbudget.engine.joint import capture
+    from pytest_graphbudget.engine.trace import Example
+
+    model, x = _mlp()
+    joint = capture(
+        model, Example((x,), {}), None, "sgd", autocast=lambda: amp.cuda_autocast("amp_float16")
+    )
+    graph, phase = joint.traced.graph_module.graph, joint.tags.node_phase
+    dtypes = {n.name: n.meta["val"].dtype for n in graph.nodes if "val" in n.meta}
+
+    def named(*ops):
+        return [n.name for n in graph.nodes if getattr(n.target, "__name__", "") in ops]
+
+    products = named("addmm.default", "mm.default")
+    assert {phase[n] for n in products} == {"forward", "backward"}
+    assert {dtypes[n] for n in products} == {torch.float16}  # forward and backward alike
+    steps = [n for n in named("mul_.Tensor", "add_.Tensor") if phase[n] == "optimizer"]
+    # SGD with momentum: the buffer's mul_ and add_, then the parameter's add_, on 4 tensors
+    assert len(steps) == 3 * 4 and {dtypes[n] for n in steps} == {torch.float32}
+    (_, grads, _) = next(n for n in graph.nodes if n.op == "output").args[0]
+    assert [g.meta["val"].dtype for g in grads] == [torch.float32] * 4  # as .grad holds them
+
+
+def test_a_sharded_step_under_autocast_is_refused_in_one_line():
     model, x = _linear_norm()
-    with pytest.raises(GraphBudgetError, match="profiles an eval forward under autocast"):
-        profile_model(model, (x,), mode="train", dtype="amp_float16")
+    with pytest.raises(GraphBudgetError, match="a sharded step under autocast is not priced"):
+        profile_model(model, (x,), mode="train", dtype="amp_float16", parallel="fsdp=2")
 
 
 def test_the_profile_says_it_was_taken_under_autocast():
