@@ -143,8 +143,9 @@ def example_inputs(name: str, model, options: LoadOptions) -> tuple:
 def targets(name: str, images: list) -> list[dict]:
     """A detector's training targets, which it needs to train ("targets should not be none
     when in training mode"): one object per image, a box over its middle quarter, of class 1,
-    with the mask (Mask R-CNN) and the 17 visible keypoints (Keypoint R-CNN) inside it. A
-    step's cost hardly depends on them: the heads train on a fixed number of sampled boxes."""
+    with the mask (Mask R-CNN) and the 17 visible keypoints (Keypoint R-CNN) inside it. The box
+    heads train on a fixed number of sampled boxes; the mask and keypoint heads on those that
+    overlap a target."""
     import torch
 
     found = []
