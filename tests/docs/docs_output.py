@@ -4,7 +4,8 @@ The docs show output as it was printed once, timings included. A comparison that
 timings would fail on every run, so both sides are normalised first: what varies from run to
 run or machine to machine (a wall-clock time, a temporary path, a date, a commit, the Python
 version) is masked, and runs of spaces count as one, since a masked value may change a
-column's width. Everything else, the figures above all, must match.
+column's width. Everything else, the figures above all, must match. Where nothing in a run of
+lines was masked, its spaces count too: a table whose column widened must be shown widened.
 
 Shown output may leave lines out: a line ``...`` stands for any number of lines (the shown
 lines around it are each a contiguous run of the real output, found by likeness), and ``...``
@@ -70,6 +71,11 @@ Line = tuple[str, str]  # as printed, and normalised
 
 def lines_of(text: list[str]) -> list[Line]:
     return [(raw, normalize(masked)) for raw, masked in zip(text, mask_columns(text), strict=True)]
+
+
+def masked(line: Line) -> bool:
+    """Whether the masks changed the line: a value in it may change its width run to run."""
+    return line[1] != " ".join(line[0].split())
 
 
 def same(shown: Line, actual: Line) -> bool:
@@ -162,15 +168,22 @@ def excerpt(shown: list[str], actual: list[str], floating: bool = False) -> list
 
 
 def _keep_shown(shown: list[Line], actual: list[Line]) -> list[str]:
-    """``actual``, with each line that a shown line stands for written as shown."""
+    """``actual``, with each line that a shown line stands for written as shown.
+
+    Where no line of the run was masked, a shown line must match as printed, spaces included
+    (a line the shown one shortens with ``...`` aside)."""
+    strict = not any(masked(line) for line in (*shown, *actual))
     matcher = difflib.SequenceMatcher(
         None, [s[1] for s in shown], [a[1] for a in actual], autojunk=False
     )
     out = [a[0] for a in actual]
     for _tag, i1, i2, j1, j2 in matcher.get_opcodes():
         for offset in range(min(i2 - i1, j2 - j1)):
-            if same(shown[i1 + offset], actual[j1 + offset]):
-                out[j1 + offset] = shown[i1 + offset][0]
+            s, a = shown[i1 + offset], actual[j1 + offset]
+            if strict and ELLIPSIS not in s[0] and s[0].rstrip() != a[0]:
+                continue
+            if same(s, a):
+                out[j1 + offset] = s[0]
     return out
 
 

@@ -175,6 +175,17 @@ def test_regenerate_keeps_what_matches_and_masks_what_varies():
     assert normalize(banner) == normalize("=================== 2 failed, 3 passed in 12.02s ===")
 
 
+def test_regenerate_keeps_a_tables_alignment_unless_a_value_in_it_varies():
+    """A column that widened is drift (the shown table would read misaligned); a column whose
+    width follows a timing is not."""
+    shown = "layer    MACs\n-----    ----\nfc       10\n"
+    widened = "layer         MACs\n-----         ----\nfc            10\n"
+    assert regenerate(shown, widened) == widened
+    assert regenerate(shown, shown.replace("    ", "     ")) != shown
+    timed = "layer  seconds\nfc     1.5\n"
+    assert regenerate(timed, "layer   seconds\nfc      12.5\n") == timed
+
+
 def test_a_print_lines_comment_is_what_it_printed(pytester):
     write_doc(
         pytester,
