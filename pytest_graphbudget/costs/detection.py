@@ -48,6 +48,46 @@ def roi_align_backward(
     return OpCost(other=numel(grad) * (s * s * (BILINEAR + 1) + 1))
 
 
+@register("torchvision._ps_roi_align_backward")
+def ps_roi_align_backward(
+    grad: Shape,
+    rois: Shape,
+    mapping: Shape,
+    scale,
+    pooled_h,
+    pooled_w,
+    sampling_ratio,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    # As RoI Align's backward: each bin reads one channel of its group, so the count is alike.
+    s = sampling_ratio if sampling_ratio > 0 else ADAPTIVE_SAMPLES
+    return OpCost(other=numel(grad) * (s * s * (BILINEAR + 1) + 1))
+
+
+@register("torchvision._ps_roi_pool_backward")
+def ps_roi_pool_backward(
+    grad: Shape,
+    rois: Shape,
+    mapping: Shape,
+    scale,
+    pooled_h,
+    pooled_w,
+    batch,
+    c,
+    h,
+    w,
+    *_,
+    out,
+    **__,
+) -> OpCost:
+    # Position-sensitive pooling averages each bin: backward divides each bin's gradient by its
+    # area once and adds it to every input element the bin covers, the forward's count.
+    rois_n = rois[0] if rois else 0
+    return OpCost(other=rois_n * c * h * w // max(1, pooled_h * pooled_w) + numel(grad))
+
+
 @register("torchvision._roi_pool_backward")
 def roi_pool_backward(grad: Shape, *_, out, **__) -> OpCost:
     # Each bin's gradient added to the input element its max came from (``argmax``).

@@ -67,8 +67,8 @@ few thousand elements where a plain copy of them took 2 to 4, so priced as ``cop
 (``benchmarks/latency_ops.py``): ``select``."""
 ROI_KINDS = frozenset(
     f"torchvision.{name}"
-    for name in ("roi_align", "ps_roi_align", "roi_pool", "ps_roi_pool")
-    + ("_roi_align_backward", "_roi_pool_backward")
+    for op in ("roi_align", "ps_roi_align", "roi_pool", "ps_roi_pool")
+    for name in (op, f"_{op}_backward")
 )
 """TorchVision's RoI pooling: a scalar loop over bins and samples. Faster R-CNN's 150 RoIs
 of 256 channels took 17 ms where a pointwise rate (its FLOPs at the matmul's peak) priced them

@@ -274,40 +274,49 @@ def test_data_movement_trains_without_unsupported_ops(fn):
 
 
 class Pooled(nn.Module):
-    """A 1x1 convolution, then RoI Align or RoI Pool of three boxes into 2 x 2 bins: the box
-    head of an R-CNN, whose step had left ``_roi_align_backward`` unpriced."""
+    """A 1x1 convolution to 8 channels, then RoI Align or RoI Pool of three boxes into 2 x 2
+    bins: the box head of an R-CNN, whose step had left ``_roi_align_backward`` unpriced.
+    Position-sensitive pooling reads each bin from its own channel of a group of 4."""
 
-    def __init__(self, align: bool) -> None:
+    def __init__(self, op: str) -> None:
         super().__init__()
-        self.conv, self.align = nn.Conv2d(2, 2, 1, bias=False), align
+        self.conv, self.op = nn.Conv2d(2, 8, 1, bias=False), op
 
     def forward(self, x):
-        from torchvision.ops import roi_align, roi_pool
+        import torchvision.ops
 
         boxes = torch.tensor([[0, 0.0, 0.0, 4.0, 4.0], [0, 1.0, 1.0, 6.0, 6.0], [0, 2, 2, 7, 7]])
-        features = self.conv(x)
-        if self.align:
-            return roi_align(features, boxes, (2, 2), 1.0, sampling_ratio=2)
-        return roi_pool(features, boxes, (2, 2), 1.0)
+        pool = getattr(torchvision.ops, self.op)
+        if "align" in self.op:
+            return pool(self.conv(x), boxes, (2, 2), 1.0, sampling_ratio=2)
+        return pool(self.conv(x), boxes, (2, 2), 1.0)
+
+
+ALIGN = 3 * 8 * 2 * 2 * (2 * 2 * (7 + 1) + 1)  # bins x (2 x 2 bilinear reads and adds, 1 divide)
+PS_ALIGN = ALIGN // 4  # 2 output channels, a quarter of the bins, each read alike
 
 
 @pytest.mark.parametrize(
-    ("align", "pooling"),
+    ("op", "forward", "backward"),
     [
-        # 3 boxes x 2 channels x 2 x 2 bins = 24 bins; each averages 2 x 2 samples, a bilinear
-        # read (4 multiplies, 3 adds) and an add each, then one divide: 24 x 33 both ways
-        (True, 24 * (2 * 2 * (7 + 1) + 1)),
-        # each bin's max over its share of the 2 x 8 x 8 map, 3 x 128 / 4, and one add per bin;
+        # 3 boxes x 8 channels x 2 x 2 bins = 96 bins; each averages 2 x 2 samples, a bilinear
+        # read (4 multiplies, 3 adds) and an add each, then one divide: 96 x 33 both ways
+        ("roi_align", ALIGN, ALIGN),
+        # each bin's max over its share of the 8 x 8 x 8 map, 3 x 512 / 4, and one add per bin;
         # backward: one add per bin into the element its max came from
-        (False, 3 * 128 // 4 + 24),
+        ("roi_pool", 3 * 512 // 4 + 96, 96),
+        # 96 / 4 = 24 bins; 24 x 33 both ways
+        ("ps_roi_align", PS_ALIGN, PS_ALIGN),
+        # an average: the forward's adds over the bins' share, and one divide per bin; the
+        # backward divides once per bin and adds into every element the bin covers
+        ("ps_roi_pool", 3 * 512 // 4 + 24, 3 * 512 // 4 + 24),
     ],
-    ids=["roi_align", "roi_pool"],
 )
-def test_roi_pooling_backward_is_priced(align, pooling):
+def test_roi_pooling_backward_is_priced(op, forward, backward):
     pytest.importorskip("torchvision")
-    step = profile_model(Pooled(align), torch.randn(1, 2, 8, 8), mode="train")
+    step = profile_model(Pooled(op), torch.randn(1, 2, 8, 8), mode="train")
     assert step.coverage.unsupported_ops == {}
-    conv = 2 * 2 * 8 * 8 * 2  # 256 MACs: the forward, and the weight's gradient
-    backward = (24 * (2 * 2 * (7 + 1) + 1) if align else 24) + conv
-    assert step.phases["forward"]["flops"] == conv + pooling + 24  # and the loss's sum
-    assert step.phases["backward"]["flops"] == backward
+    conv = 8 * 2 * 8 * 8 * 2  # 1,024 MACs: the forward, and the weight's gradient
+    bins = 24 if op.startswith("ps_") else 96
+    assert step.phases["forward"]["flops"] == conv + forward + bins  # and the loss's sum
+    assert step.phases["backward"]["flops"] == backward + conv
