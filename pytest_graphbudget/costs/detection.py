@@ -26,66 +26,36 @@ def roi_align(
     return OpCost(other=out_numel(out) * (s * s * (BILINEAR + 1) + 1))
 
 
-@register("torchvision._roi_align_backward")
-def roi_align_backward(
-    grad: Shape,
-    rois: Shape,
-    scale,
-    pooled_h,
-    pooled_w,
-    batch,
-    c,
-    h,
-    w,
-    sampling_ratio,
-    *_,
-    out,
-    **__,
-) -> OpCost:
+def _align_backward(grad: Shape, sampling_ratio: int) -> OpCost:
     # The forward in reverse: each bin's gradient divided by its sample count once, then per
     # sample the four bilinear weights and four weighted adds into the input's gradient.
     s = sampling_ratio if sampling_ratio > 0 else ADAPTIVE_SAMPLES
     return OpCost(other=numel(grad) * (s * s * (BILINEAR + 1) + 1))
 
 
+@register("torchvision._roi_align_backward")
+def roi_align_backward(
+    grad: Shape, rois, scale, ph, pw, n, c, h, w, ratio, *_, out, **__
+) -> OpCost:
+    return _align_backward(grad, ratio)
+
+
 @register("torchvision._ps_roi_align_backward")
 def ps_roi_align_backward(
-    grad: Shape,
-    rois: Shape,
-    mapping: Shape,
-    scale,
-    pooled_h,
-    pooled_w,
-    sampling_ratio,
-    *_,
-    out,
-    **__,
+    grad: Shape, rois, mapping, scale, ph, pw, ratio, *_, out, **__
 ) -> OpCost:
-    # As RoI Align's backward: each bin reads one channel of its group, so the count is alike.
-    s = sampling_ratio if sampling_ratio > 0 else ADAPTIVE_SAMPLES
-    return OpCost(other=numel(grad) * (s * s * (BILINEAR + 1) + 1))
+    # Each bin reads one channel of its group: RoI Align's count per bin of the output.
+    return _align_backward(grad, ratio)
 
 
 @register("torchvision._ps_roi_pool_backward")
 def ps_roi_pool_backward(
-    grad: Shape,
-    rois: Shape,
-    mapping: Shape,
-    scale,
-    pooled_h,
-    pooled_w,
-    batch,
-    c,
-    h,
-    w,
-    *_,
-    out,
-    **__,
+    grad: Shape, rois: Shape, mapping, scale, ph, pw, n, c, h, w, *_, out, **__
 ) -> OpCost:
     # Position-sensitive pooling averages each bin: backward divides each bin's gradient by its
     # area once and adds it to every input element the bin covers, the forward's count.
     rois_n = rois[0] if rois else 0
-    return OpCost(other=rois_n * c * h * w // max(1, pooled_h * pooled_w) + numel(grad))
+    return OpCost(other=rois_n * c * h * w // max(1, ph * pw) + numel(grad))
 
 
 @register("torchvision._roi_pool_backward")
