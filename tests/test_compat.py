@@ -103,3 +103,39 @@ def test_make_fx_keywords_keep_only_what_this_torch_takes():
     pytest.importorskip("torch")
     kept = compat.make_fx_keywords(tracing_mode="real", no_such_keyword=1)
     assert kept == {"tracing_mode": "real"}
+
+
+def test_torchs_version_is_read_without_importing_it_as_torch_says_it():
+    """A warm run that the profile cache answers imports no torch: its reports must say the
+    version an imported torch says (``2.14.1+cu130``, not the wheel's ``2.14.1``)."""
+    import torch
+
+    assert compat.torch_build() == (torch.__version__, torch.version.git_version)
+
+
+def test_the_cache_keys_a_fresh_process_alike_before_and_after_torch_is_imported():
+    """The settings a key names only where they differ from ``DEFAULT_SWITCHES``, read in a
+    process where nothing has changed them, on the torch that runs this test: a key made before
+    torch is imported (a warm run) must be the one made after (the cold run that wrote it)."""
+    import subprocess
+
+    script = (
+        "import json, sys\n"
+        "from pytest_graphbudget.run import cache\n"
+        "before = cache.name_key('resnet18', {}, 'generic')\n"
+        "assert 'torch' not in sys.modules\n"
+        "import torch\n"
+        "print(json.dumps([before, cache.name_key('resnet18', {}, 'generic'),\n"
+        "                  cache.torch_switches(torch)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+
+    before, after, switches = json.loads(done.stdout)
+    from pytest_graphbudget.run.cache import DEFAULT_SWITCHES
+
+    assert before == after
+    assert {k: v for k, v in switches.items() if v is not None} == {
+        k: v for k, v in DEFAULT_SWITCHES.items() if switches.get(k) is not None
+    }

@@ -107,6 +107,31 @@ def installed_torch() -> str:
         return str(torch.__version__)
 
 
+@cache
+def torch_build() -> tuple[str, str] | None:
+    """``(torch.__version__, torch.version.git_version)`` of the installed torch, read from its
+    ``torch/version.py`` without importing it (``2.14.1+cu130`` where the wheel's metadata says
+    ``2.14.1``): a warm run that the profile cache answers imports no torch, and says the same
+    version and keys the same profiles as one that did. ``None`` when torch is not installed."""
+    from importlib import metadata
+    from pathlib import Path
+
+    try:
+        dist = metadata.distribution("torch")
+    except metadata.PackageNotFoundError:
+        return None
+    try:
+        text = Path(str(dist.locate_file("torch/version.py"))).read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    found = {
+        name: match.group(1)
+        for name in ("__version__", "git_version")
+        if (match := re.search(rf"^{name}\s*=\s*['\"]([^'\"]*)['\"]", text, re.M))
+    }
+    return found.get("__version__", dist.version), found.get("git_version", "")
+
+
 def check_torch() -> None:
     """Raise ``TorchTooOld`` with one line when the installed torch is below the floor."""
     message = floor_message(installed_torch())

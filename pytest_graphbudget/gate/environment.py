@@ -55,9 +55,11 @@ def _installed(name: str) -> str | None:
 def current(root: Path | None = None) -> dict[str, str]:
     """This process's environment, as strings: python, torch, the model libraries installed,
     pytest-graphbudget and (when its pyproject.toml says) the project."""
-    import torch
+    from pytest_graphbudget.compat import torch_build
 
-    found = {"python": platform.python_version(), "torch": str(torch.__version__)}
+    torch = sys.modules.get("torch")
+    version = torch.__version__ if torch else (torch_build() or ("absent",))[0]
+    found = {"python": platform.python_version(), "torch": str(version)}
     for name in LIBRARIES:
         # the distribution's version first: torchvision's module says 0.29.1+cu130 where its
         # wheel says 0.29.1, and the line would flip with whether this run imported it

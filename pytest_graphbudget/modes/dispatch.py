@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.case import ModelCase
-from pytest_graphbudget.engine.pipeline import is_program, profile_graph
 from pytest_graphbudget.engine.profile import Profile
 from pytest_graphbudget.errors import GraphBudgetError, ModelRunError, closest
 from pytest_graphbudget.modes import runtime
@@ -239,6 +238,9 @@ def profile(request: Request) -> Profile:
 
 
 def _profile(request: Request) -> Profile:
+    from pytest_graphbudget.engine.pipeline import is_program  # imports torch: not at the top,
+    # where a warm run's requests (of budgets the cache answers) would import it for nothing
+
     if request.decode:
         from pytest_graphbudget.modes.decode import step_profile
 
@@ -269,6 +271,7 @@ def _one_forward(
     request: Request, model: Any, inputs: Any, kwargs: Any, name: str, load: Any
 ) -> Profile:
     """The training step, or one forward of the resolved ``model``."""
+    from pytest_graphbudget.engine.pipeline import profile_graph
     from pytest_graphbudget.modes.dtype import cast
     from pytest_graphbudget.modes.quantize import refuse_int8_on_a_gpu, tied_notes
 

@@ -17,11 +17,14 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_graphbudget.case import rss_bytes
-from pytest_graphbudget.engine.profile import Runtime
 from pytest_graphbudget.errors import GraphBudgetError, one_line
+
+if TYPE_CHECKING:  # the engine's profile and hardware: not at pytest's start-up, which
+    # imports this module for its constants (gate.budgets) with or without --graph-budget
+    from pytest_graphbudget.engine.profile import Runtime
 
 DEFAULT_RUNS = 20
 """Timed runs when none are given: enough for a steady minimum, few enough for CI."""
@@ -195,6 +198,8 @@ def measure(
             module.training = training
     batch = batch_of(args, kwargs)
     fastest, mean = min(seconds), statistics.fmean(seconds)
+    from pytest_graphbudget.engine.profile import Runtime
+
     return Runtime(
         device=str(here),
         threads=torch.get_num_threads(),

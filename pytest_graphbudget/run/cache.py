@@ -75,31 +75,50 @@ def _distributions() -> str:
     return hashlib.sha256("\n".join(found).encode()).hexdigest()
 
 
-@functools.cache
 def _torch_build() -> list[str]:
-    from importlib.metadata import PackageNotFoundError, version
+    """torch's version and the commit it was built from, read without importing torch
+    (``compat.torch_build``): the key is the same whether or not something imported it first."""
+    from pytest_graphbudget.compat import torch_build
 
-    try:
-        found = [version("torch")]
-    except PackageNotFoundError:
-        return ["torch: absent"]
-    torch = sys.modules.get("torch")
-    found.append(str(getattr(getattr(torch, "version", None), "git_version", "")))
-    return found
+    found = torch_build()
+    return list(found) if found else ["torch: absent"]
+
+
+DEFAULT_SWITCHES: dict[str, Any] = {
+    "default_dtype": "torch.float32",
+    "mha_fastpath": True,
+    "flash_sdp": True,
+    "mem_efficient_sdp": True,
+    "math_sdp": True,
+    "cudnn_sdp": True,
+}
+"""torch's own settings as every supported release starts (checked in a fresh process by
+``tests/run/test_cache.py`` on each torch of the compat matrix). A key names only the ones
+set otherwise, so that it is the same before torch is imported, when nothing can have set
+them, as after."""
 
 
 def _switches() -> dict[str, Any]:
-    """Runtime settings that change the captured graph (read each time: tests flip them)."""
+    """Runtime settings that change the captured graph (read each time: tests flip them):
+    the environment's, and torch's where they differ from ``DEFAULT_SWITCHES``."""
     found: dict[str, Any] = {v: os.environ.get(v) for v in SWITCH_VARIABLES}
     torch = sys.modules.get("torch")
     if torch is not None:
-        found["default_dtype"] = str(torch.get_default_dtype())
-        backends = torch.backends
-        fastpath = getattr(getattr(backends, "mha", None), "get_fastpath_enabled", None)
-        found["mha_fastpath"] = fastpath() if fastpath else None
-        for name in ("flash", "mem_efficient", "math", "cudnn"):
-            getter = getattr(backends.cuda, f"{name}_sdp_enabled", None)
-            found[f"{name}_sdp"] = getter() if getter else None
+        for key, value in torch_switches(torch).items():
+            if value is not None and value != DEFAULT_SWITCHES.get(key):  # None: no such switch
+                found[key] = value
+    return found
+
+
+def torch_switches(torch: Any) -> dict[str, Any]:
+    """The settings of ``torch`` (imported) that change what a trace captures."""
+    found: dict[str, Any] = {"default_dtype": str(torch.get_default_dtype())}
+    backends = torch.backends
+    fastpath = getattr(getattr(backends, "mha", None), "get_fastpath_enabled", None)
+    found["mha_fastpath"] = fastpath() if fastpath else None
+    for name in ("flash", "mem_efficient", "math", "cudnn"):
+        getter = getattr(backends.cuda, f"{name}_sdp_enabled", None)
+        found[f"{name}_sdp"] = getter() if getter else None
     return found
 
 
@@ -148,19 +167,30 @@ def name_key(name: str, options: dict[str, Any], hardware: str, variant: Any = N
     and the model must be keyed by what it builds (a pickled module, whose classes live in the
     project; a model of another package's loader, whose code is not walked)."""
     from pytest_graphbudget import zoo
+    from pytest_graphbudget.zoo.local import LocalLoader
 
-    found = zoo.find_loader(name)
-    files = None
-    if found is not None:
-        loader, name = found
-        if not type(loader).__module__.startswith("pytest_graphbudget."):
-            return None
-        if loader.family == "local":
-            path = Path(name).expanduser()
-            if path.suffix.lower() in (".pt", ".pth"):
+    files, family = None, None
+    if all(_builtin(loader) for loader in zoo.loaders()):
+        # The built-in loaders alone: the local one, asked first, takes files and folders.
+        # Which other one takes a name is not asked (asking imports torchvision, seconds of
+        # a warm run): the environment in the key covers their libraries.
+        family = "local" if LocalLoader().can_load(name) else None
+    else:  # a plugin's loader, asked first, may take it: its code is not walked
+        found = zoo.find_loader(name)
+        if found is not None:
+            if not _builtin(found[0]):
                 return None
-            files = _files_digest(path)
+            family, name = found[0].family, found[1]
+    if family == "local":
+        path = Path(name).expanduser()
+        if path.suffix.lower() in (".pt", ".pth"):
+            return None
+        files = _files_digest(path)
     return _hash(["zoo", environment(), name, files, describe(options), hardware, variant or {}])
+
+
+def _builtin(loader: Any) -> bool:
+    return type(loader).__module__.startswith("pytest_graphbudget.")
 
 
 def _files_digest(path: Path) -> str:

@@ -8,6 +8,7 @@ than ever reused stale, and says so at ``-v``.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -266,9 +267,11 @@ def _keyed(request: Request) -> dict[str, Any]:
 
 def _tf32() -> tuple[bool, bool]:
     """PyTorch's TF32 switches for convolutions and products, which a float32 estimate
-    follows; PyTorch's defaults are ``(True, False)``."""
-    import torch
-
+    follows; PyTorch's defaults are ``(True, False)``, which they still are where nothing has
+    imported torch (a warm run answered by the cache imports none)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return True, False
     return bool(torch.backends.cudnn.allow_tf32), bool(torch.backends.cuda.matmul.allow_tf32)
 
 

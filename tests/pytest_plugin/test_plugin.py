@@ -149,6 +149,36 @@ def test_disabled_plugin_does_not_import_torch(pytester: pytest.Pytester):
     assert result.ret == 0
 
 
+def test_a_warm_run_of_zoo_budgets_imports_no_torch(pytester: pytest.Pytester):
+    """Budgets of zoo models in TOML are cached by name: a run the cache answers neither
+    builds them nor imports torch. Their keys, the settings and the reports had imported it:
+    3 s of a warm run of seven budgets that took 3.8 s (``benchmarks/plugin.py``)."""
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_unconfigure(config):  # after the reports are written
+            print("torch imported:", "torch" in sys.modules)
+        """
+    )
+    pytester.mkdir("budgets")
+    # torchvision's published parameter count of mobilenet_v3_small: 2,542,856
+    budget = '[models.mobilenet_v3_small]\nparams_max = "2.55M"\n'
+    (pytester.path / "budgets" / "zoo.toml").write_text(budget)
+    for imported in (True, False):  # cold, then warm
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--graph-budget", "-s", "--graph-budget-json=out.json"
+        )
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines([f"*torch imported: {imported}*"])
+    import json
+
+    import torch
+
+    report = json.loads((pytester.path / "out.json").read_text())
+    assert report["environment"]["torch"] == torch.__version__  # as an imported torch says
+
+
 def test_fixture_forms_scopes_params_and_several_models(project):
     project.makepyfile(
         test_fixtures="""

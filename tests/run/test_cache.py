@@ -332,6 +332,37 @@ def test_a_local_model_is_keyed_by_its_bytes_and_a_pickle_by_what_it_builds(tmp_
     assert name_key("resnet18", {}, "generic") == name_key("resnet18", {}, "generic")
 
 
+@pytest.mark.parametrize("switch", ["default dtype", "flash attention", "MHA fast path"])
+def test_a_torch_setting_that_changes_the_graph_changes_a_zoo_key(switch):
+    """A key names torch's settings only where they differ from its defaults (so that a warm
+    run need not import torch), and then it must."""
+    import torch
+
+    from pytest_graphbudget.run.cache import name_key
+
+    before = name_key("resnet18", {}, "generic")
+    if switch == "default dtype":
+        torch.set_default_dtype(torch.float64)
+        try:
+            after = name_key("resnet18", {}, "generic")
+        finally:
+            torch.set_default_dtype(torch.float32)
+    elif switch == "flash attention":
+        torch.backends.cuda.enable_flash_sdp(False)
+        try:
+            after = name_key("resnet18", {}, "generic")
+        finally:
+            torch.backends.cuda.enable_flash_sdp(True)
+    else:
+        torch.backends.mha.set_fastpath_enabled(False)
+        try:
+            after = name_key("resnet18", {}, "generic")
+        finally:
+            torch.backends.mha.set_fastpath_enabled(True)
+    assert after != before
+    assert name_key("resnet18", {}, "generic") == before
+
+
 def test_a_toml_budget_built_by_a_factory_follows_an_edited_helper(project):
     write_models(project, "local(x)")
     project.mkdir("budgets")
