@@ -93,7 +93,7 @@ DEFAULT_SWITCHES: dict[str, Any] = {
     "cudnn_sdp": True,
 }
 """torch's own settings as every supported release starts (checked in a fresh process by
-``tests/run/test_cache.py`` on each torch of the compat matrix). A key names only the ones
+``tests/test_compat.py`` on each torch of the compat matrix). A key names only the ones
 set otherwise, so that it is the same before torch is imported, when nothing can have set
 them, as after."""
 
