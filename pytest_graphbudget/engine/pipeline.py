@@ -126,8 +126,9 @@ def _fresh_casts() -> Iterator[None]:
 
 
 KEEP_BYTES = 2**28
-"""The most bytes of weights, buffers and inputs copied to be put back after profiling
-(``_values_kept``): beyond it the copy would cost what the profile does."""
+"""The most bytes of weights, buffers and inputs copied up front to be put back after a
+forward that no tape watches (``kept.everything``): beyond it the copy would cost what the
+profile does. The taped forward copies what it writes whatever the size."""
 
 
 @contextlib.contextmanager
@@ -135,10 +136,11 @@ def _values_kept(model: Any, example: Any) -> Iterator[None]:
     """The model's weights and buffers, its inputs and the CPU's random state as they were:
     profiling runs a forward to price it, and a forward that writes its own state in place
     (an EMA buffer, a cache, a weight clamped under ``no_grad``, an input) would keep what
-    that run wrote. A tensor is put back only when its version counter moved."""
+    that run wrote. A tensor is copied before it is first written (``kept``), and put back."""
     import torch
 
     from pytest_graphbudget.engine import walk
+    from pytest_graphbudget.engine.kept import keeping
 
     tensors = [t for _, t in walk.named_tensors(model, "_parameters", unique=True)]
     tensors += [t for _, t in walk.named_tensors(model, "_buffers", unique=True)]
@@ -153,23 +155,13 @@ def _values_kept(model: Any, example: Any) -> Iterator[None]:
         and t.device.type == "cpu"
         and not t.is_inference()  # no version counter; nothing outside inference_mode writes it
     ]
-    if sum(t.numel() * t.element_size() for t in real) > KEEP_BYTES:
-        with torch.random.fork_rng(devices=[]):
-            try:
-                yield
-            finally:
-                _put_back(held)
-        return
-    saved = [(t, t._version, t.detach().clone()) for t in real]
+    whole = sum(t.numel() * t.element_size() for t in real) <= KEEP_BYTES
     with torch.random.fork_rng(devices=[]):
         try:
-            yield
+            with keeping(real, whole):
+                yield
         finally:
             _put_back(held)
-            for tensor, version, copy in saved:
-                if tensor._version != version:
-                    with torch.no_grad():
-                        tensor.copy_(copy)
 
 
 HELD_OBJECTS = 10_000

@@ -91,6 +91,7 @@ class Tape(_Recorder):
         # Each op's names and out= arguments, by the op's id: an ``OpOverload`` hashes in
         # Python, an id in C, and the op objects live as long as torch.
         self.ops: dict[int, tuple[str, str, frozenset[str]]] = {}
+        self.kept: Any = None  # a real forward's ``kept.Kept``: what an op writes, copied first
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -125,6 +126,8 @@ class Tape(_Recorder):
             node.segment = self.segment
         self.node = node
         call = None if self.memo is None else self.memo.key_of(func, args, kwargs)
+        if self.kept is not None:
+            self.kept.before(func, args, kwargs)
         try:
             hollow = self.hollow
             if func is self.grouped:
@@ -295,9 +298,12 @@ def input_names(model: nn.Module, example: Example) -> dict[int, str]:
 
 
 def real_tape(model: nn.Module, example: Example, memo: bool) -> Tape:
+    from pytest_graphbudget.engine import kept
+
     tape = Tape(model, model_weights(model))
     tape.eager_segments = False
     tape.frees = {}
+    tape.kept = kept.current()
     if memo:
         tape.memo = Memo(set(tape.weights) | {id(t) for t in example.tensors})
     return tape

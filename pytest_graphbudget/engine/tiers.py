@@ -67,23 +67,26 @@ def trace_and_measure(
 def _trace_and_measure(
     model: Any, example: Any, program: Any, tier: str | None
 ) -> tuple[Any, Any, dict[str, str]]:
+    from pytest_graphbudget.engine import kept
     from pytest_graphbudget.engine.trace import trace_exported
 
+    failures: dict[str, str] = {}
+    failed_in: set[int] = set()
+    tape_first = program is None and tier is None and first.tape_first(model, example)
+    if tape_first:  # a forward that built lazy state is followed by a second tape, not FX
+        # the one forward every op of which the tape sees: it copies what an op writes
+        taped = _taped(model, example, failures, failed_in, fx=False)
+        if taped is not None:
+            return taped
+    kept.everything()  # the forwards below run outside that tape: what they may write, copied
     if program is not None:
         chosen = [("export", lambda _model, live: trace_exported(program, live))]
         traced, measured, failures = _tiers(model, example, chosen, REAL_PASS_SECONDS)
         if traced is None:  # an exported program is one graph or nothing
             raise TraceError(failures)
         return traced, measured, failures
-    failures: dict[str, str] = {}
-    failed_in: set[int] = set()
     if tier == "eager":
         return _eager_alone(model, example)
-    tape_first = tier is None and first.tape_first(model, example)
-    if tape_first:  # a forward that built lazy state is followed by a second tape, not FX
-        taped = _taped(model, example, failures, failed_in, fx=False)
-        if taped is not None:
-            return taped
     known = first.fx_failed(model, example) if tier is None else None
     if known is not None:  # the same trace failed before: the tape comes first
         failures["fx"], failed_in = known
@@ -172,6 +175,7 @@ def _taped(
     A model on the meta device (no data to run on) is taped on fake twins of its weights and
     inputs, never materialised. None when the tape fails: the whole-graph tiers then run, and
     say why the model failed (a meta model that branches on values: build it with weights)."""
+    from pytest_graphbudget.engine import kept
     from pytest_graphbudget.engine.breaks import capture_eager
     from pytest_graphbudget.engine.hollow import worth_trying
     from pytest_graphbudget.engine.trace import evaluating, is_meta, trace_fx
@@ -200,6 +204,7 @@ def _taped(
     _settle(model, not watch.changed)
     if not watch.changed:
         return captured, captured.measured, failures
+    kept.everything()  # a second forward follows, which no tape that copies may watch
     if fx and _fx_again(failed_in, watch):
         traced, measured, failures = _tiers(model, example, [("fx", trace_fx)], captured.seconds)
         if traced is not None:

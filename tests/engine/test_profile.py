@@ -229,20 +229,26 @@ def test_an_embedding_lookup_reads_the_rows_it_returns_not_the_table():
     assert prof.weights_bytes == 10_000 * 16 * 4
 
 
-def test_profiling_leaves_the_models_state_its_inputs_and_the_random_state_as_they_were():
+@pytest.mark.parametrize("layers", [0, 64], ids=["fx first", "taped first"])
+def test_profiling_leaves_the_models_state_its_inputs_and_the_random_state_as_they_were(layers):
     """User trial: an eval profile ran the forward, and kept what it wrote in place: an EMA
     buffer moved (twice: warm-up and tape), a weight clamped under no_grad stayed clamped, an
-    input the model adds to in place changed, and the global random state advanced."""
+    input the model adds to in place changed, and the global random state advanced. With 64
+    layers more the model is taped first, and the tape copies only what an op writes: the
+    weight, the buffer and the input here, none of the 64 layers' weights (a copy of every
+    tensor up front had cost resnet50 20 ms a profile)."""
     import torch
     from torch import nn
 
     from pytest_graphbudget import profile_model
+    from pytest_graphbudget.engine import kept
 
     class Stateful(nn.Module):
         def __init__(self):
             super().__init__()
             self.proj = nn.Linear(16, 16)
             self.register_buffer("ema", torch.zeros(16))
+            self.rest = nn.Sequential(*(nn.Linear(16, 16, bias=False) for _ in range(layers)))
 
         def forward(self, x):
             with torch.no_grad():
@@ -250,18 +256,26 @@ def test_profiling_leaves_the_models_state_its_inputs_and_the_random_state_as_th
             x.add_(1)
             y = nn.functional.dropout(self.proj(x), 0.1, training=True)
             self.ema.mul_(0.9).add_(y.detach().mean(0), alpha=0.1)
-            return y
+            return self.rest(y)
 
     torch.manual_seed(0)
     model, x = Stateful().eval(), torch.randn(4, 16)
     weight, given = model.proj.weight.detach().clone(), x.clone()
     state = torch.random.get_rng_state()
-    found = profile_model(model, (x,))
-    # the Linear (2*4*16*16 + 4*16) is priced as it runs
-    assert found.macs == 4 * 16 * 16
+    copied = []
+    keep = kept.Kept._save
+    with pytest.MonkeyPatch.context() as patch:  # which tensors the profile copied
+        patch.setattr(kept.Kept, "_save", lambda self, key: copied.append(key) or keep(self, key))
+        found = profile_model(model, (x,))
+    # the Linears (4*16*16 each) are priced as they run
+    assert found.macs == (1 + layers) * 4 * 16 * 16
     assert torch.equal(model.ema, torch.zeros(16)) and torch.equal(model.proj.weight, weight)
     assert torch.equal(x, given) and torch.equal(torch.random.get_rng_state(), state)
     assert model.proj.weight.requires_grad and not model.training
+    written = {t.untyped_storage().data_ptr() for t in (model.proj.weight, model.ema, x)}
+    assert written <= set(copied)
+    if layers:  # taped first: what no op wrote was never copied
+        assert set(copied) == written
 
 
 def test_an_object_among_the_inputs_is_left_as_it_was():
