@@ -114,7 +114,7 @@ def test_torchs_version_is_read_without_importing_it_as_torch_says_it():
 
 
 def test_the_cache_keys_a_fresh_process_alike_before_and_after_torch_is_imported():
-    """The settings a key names only where they differ from ``DEFAULT_SWITCHES``, read in a
+    """The settings a key names only where they differ from ``default_switches()``, read in a
     process where nothing has changed them, on the torch that runs this test: a key made before
     torch is imported (a warm run) must be the one made after (the cold run that wrote it)."""
     import subprocess
@@ -133,9 +133,10 @@ def test_the_cache_keys_a_fresh_process_alike_before_and_after_torch_is_imported
     import json
 
     before, after, switches = json.loads(done.stdout)
-    from pytest_graphbudget.run.cache import DEFAULT_SWITCHES
+    from pytest_graphbudget.run.cache import default_switches
 
-    assert before == after
+    defaults = default_switches()
     assert {k: v for k, v in switches.items() if v is not None} == {
-        k: v for k, v in DEFAULT_SWITCHES.items() if switches.get(k) is not None
+        k: v for k, v in defaults.items() if switches.get(k) is not None
     }
+    assert before == after

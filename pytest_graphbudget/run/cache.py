@@ -84,28 +84,32 @@ def _torch_build() -> list[str]:
     return list(found) if found else ["torch: absent"]
 
 
-DEFAULT_SWITCHES: dict[str, Any] = {
-    "default_dtype": "torch.float32",
-    "mha_fastpath": True,
-    "flash_sdp": True,
-    "mem_efficient_sdp": True,
-    "math_sdp": True,
-    "cudnn_sdp": True,
-}
-"""torch's own settings as every supported release starts (checked in a fresh process by
-``tests/test_compat.py`` on each torch of the compat matrix). A key names only the ones
-set otherwise, so that it is the same before torch is imported, when nothing can have set
-them, as after."""
+def default_switches() -> dict[str, Any]:
+    """torch's own settings as the installed release starts (checked in a fresh process by
+    ``tests/test_compat.py`` on each torch of the compat matrix), from its version. A key
+    names only the settings that differ (asked once torch is imported), so that it is the
+    same before torch is imported, when nothing can have set them, as after."""
+    from pytest_graphbudget.compat import torch_at_least
+
+    return {
+        "default_dtype": "torch.float32",
+        "mha_fastpath": True,
+        "flash_sdp": True,
+        "mem_efficient_sdp": True,
+        "math_sdp": True,
+        "cudnn_sdp": torch_at_least(2, 5),  # on by default since 2.5 (pytorch#125343)
+    }
 
 
 def _switches() -> dict[str, Any]:
     """Runtime settings that change the captured graph (read each time: tests flip them):
-    the environment's, and torch's where they differ from ``DEFAULT_SWITCHES``."""
+    the environment's, and torch's where they differ from ``default_switches``."""
     found: dict[str, Any] = {v: os.environ.get(v) for v in SWITCH_VARIABLES}
     torch = sys.modules.get("torch")
     if torch is not None:
+        defaults = default_switches()
         for key, value in torch_switches(torch).items():
-            if value is not None and value != DEFAULT_SWITCHES.get(key):  # None: no such switch
+            if value is not None and value != defaults.get(key):  # None: no such switch
                 found[key] = value
     return found
 
