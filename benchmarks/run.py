@@ -4,8 +4,9 @@
 model, our ``profile_model`` against ``torch.utils.flop_counter.FlopCounterMode`` (one forward
 pass under it), fvcore (``FlopCountAnalysis(...).total()``), ptflops (``pytorch`` and ``aten``
 backends) and thop (``profile``): our FX and taped tiers are held to one forward under
-FlopCounterMode, and models that our tracer captures with its Dynamo tier are held to a bare ``torch.export.export(model, args, kwargs, strict=False)``. A GPT-Neo-1.3B-sized
-model built on the ``meta`` device is profiled on its own to check that no weight is allocated.
+FlopCounterMode, and models that our tracer captures with its Dynamo tier to a bare
+``torch.export.export(model, args, kwargs, strict=False)``. A GPT-Neo-1.3B-sized model built
+on the ``meta`` device is profiled on its own to check that no weight is allocated.
 
 Every measurement runs in a fresh subprocess (``run.py --worker TOOL MODEL``), so that the peak
 RSS (``ru_maxrss``) belongs to one tool and import and first-call costs are comparable. A worker
