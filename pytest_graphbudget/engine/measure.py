@@ -18,7 +18,7 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.compat import below_autograd_undone, grouped_mm, grouped_mm_op
+from pytest_graphbudget.compat import below_autograd_undone, grouped_mm, grouped_mm_op, is_fake
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
 from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
 from pytest_graphbudget.engine import trace, tree
@@ -290,6 +290,21 @@ class _CostInterpreter(fx.Interpreter):
         self.nodes.append(node)
         self.position[n.name] = len(self.nodes) - 1
         return value
+
+    def get_attr(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        """A constant (a tensor kept as a plain attribute) as the fake the pass's mode makes of
+        it, a weight under that id too: its views then share the storage it reads. Read as the
+        real tensor, each view of it under the mode had a storage of its own, a fresh write of
+        the whole table (a training step's activations on torch before 2.14, which prices the
+        joint graph on fresh fakes)."""
+        value = super().get_attr(target, args, kwargs)
+        mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+        if mode is None or not isinstance(value, torch.Tensor) or is_fake(value):
+            return value
+        fake = mode.from_tensor(value)
+        if id(value) in self.recorder.weights:
+            self.recorder.weights[id(fake)] = self.recorder.weights[id(value)]
+        return fake
 
     def returned_extents(self, output: fx.Node) -> dict[Any, Any]:
         """The views of its storages the graph's ``output`` node returns."""

@@ -43,18 +43,6 @@ class _ExportedInterpreter(_CostInterpreter):
         self.current, self.ran, self.widened = n, False, False
         return super().run_node(n)
 
-    def get_attr(self, target: Any, args: tuple, kwargs: dict) -> Any:
-        """A constant (a tensor kept as a plain attribute) as the fake the pass's mode makes of
-        it, a weight under that id too: its views then share the storage it reads."""
-        value = super().get_attr(target, args, kwargs)
-        mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
-        if mode is None or not isinstance(value, torch.Tensor) or _is_fake(value):
-            return value
-        fake = mode.from_tensor(value)
-        if id(value) in self.recorder.weights:
-            self.recorder.weights[id(fake)] = self.recorder.weights[id(value)]
-        return fake
-
     def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
         recorded = self.current.meta.get("val")
         if getattr(target, "is_view", False) and any(
@@ -77,12 +65,6 @@ class _ExportedInterpreter(_CostInterpreter):
     def result(self, n: fx.Node, value: Any) -> Any:
         recorded = n.meta.get("val")
         return value if recorded is None or self.ran or self.widened else recorded
-
-
-def _is_fake(tensor: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(tensor, FakeTensor)
 
 
 @functools.cache
