@@ -23,6 +23,25 @@ def write_keeping_notes(path: Path, text: str) -> None:
     path.write_text(text.rstrip("\n") + "\n" + old[at:])
 
 
+def replace_section(path: Path, title: str, text: str) -> None:
+    """Put ``text`` (a section that starts with the line ``title``) in place of the file's
+    section of that title, keeping that section's own notes (from its ``Notes (`` line) under
+    the new figures; appended when the file has no such section. A rerun of one section had
+    dropped the notes written under it."""
+    old = path.read_text() if path.exists() else ""
+    start = old.find(title)
+    if start < 0:
+        path.write_text(old.rstrip("\n") + "\n\n" + text)
+        return
+    end = old.find("\n## ", start + len(title))
+    section = old[start : end + 1] if end >= 0 else old[start:]
+    at = section.find(MARK)
+    if at >= 0:  # MARK starts with the blank line that parts the notes from the figures
+        notes = section[at:].rstrip("\n") + ("\n\n" if end >= 0 else "\n")
+        text = text.rstrip("\n") + "\n" + notes
+    path.write_text(old[:start] + text + (old[end + 1 :] if end >= 0 else ""))
+
+
 def save_results(path: Path, text: str, *, partial: bool, chosen: bool = False) -> None:
     """Write a run's table to its results file, unless the run measured only part of the set.
 

@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from notes import replace_section  # benchmarks/notes.py
+
 HERE = Path(__file__).resolve().parent
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "vit_b_16", "bert-base", "gpt2", "yolov8n")
 TOOLS = ("ours", "flopcounter")
@@ -116,17 +118,6 @@ def table(rows: dict[str, dict[str, list[dict]]], load: tuple[float, float], thr
     return "\n".join(lines) + "\n"
 
 
-def replace_section(path: Path, text: str) -> None:
-    """Put ``text`` in place of the file's section of the same title (appended if none)."""
-    old = path.read_text() if path.exists() else ""
-    start = old.find(SECTION)
-    if start < 0:
-        path.write_text(old.rstrip("\n") + "\n\n" + text)
-        return
-    end = old.find("\n## ", start + len(SECTION))
-    path.write_text(old[:start] + text + (old[end + 1 :] if end >= 0 else ""))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="comma-separated zoo names (default: run.py's models)")
@@ -150,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 if "error" not in result:
                     rows[name][tool].append(result)
     text = table(rows, (before, os.getloadavg()[0]), args.threads)
-    replace_section(args.output, text)
+    replace_section(args.output, SECTION, text)
     print(text)
     return 0
 
