@@ -9,6 +9,7 @@ What differs between releases is decided here and nowhere else:
 - ``NEWER_OPS`` and ``op_available``: ATen ops that some supported torch lacks, with the release
   that added them; the registry leaves an op's entry out on a torch without it.
 - ``dynamo_breaks_unavailable``: tier ``dynamo-breaks`` needs 2.9 (``DYNAMO_UNDER_MODES``).
+- ``dim_auto``: ``torch.export.Dim.AUTO``, which a symbolic sweep exports with (2.4 lacks it).
 - ``export_values_match_fresh``: an exported graph's recorded values are reused from 2.14
   (``EXPORT_VALUES_AS_FRESH``); before, the graph is priced on fresh fakes.
 - ``compat.kernels``: CPU kernels that allocate differently by release (torch's own and
@@ -354,6 +355,15 @@ def dynamo_breaks_unavailable() -> str | None:
         return None
     need = ".".join(map(str, DYNAMO_UNDER_MODES))
     return f"tier dynamo-breaks needs torch>={need} (Dynamo skips frames under a dispatch mode)"
+
+
+def dim_auto() -> Any:
+    """``torch.export.Dim.AUTO`` (a dimension export keeps dynamic where the graph allows), or
+    None on a torch without it (2.4, where ``Dim`` is a function): a symbolic sweep then says
+    why it fell back to its points instead of failing on the attribute."""
+    import torch
+
+    return getattr(torch.export.Dim, "AUTO", None)
 
 
 EXPORT_VALUES_AS_FRESH = (2, 14)

@@ -71,14 +71,19 @@ def derive(case: Any, dims: Mapping[tuple[int, int], str], axes: Sequence[str]) 
     import sympy
     import torch
 
+    from pytest_graphbudget.compat import dim_auto
     from pytest_graphbudget.engine.measure_export import measure_exported
     from pytest_graphbudget.engine.trace import Example, trace_dynamo
     from pytest_graphbudget.errors import one_line
 
+    auto = dim_auto()
+    if auto is None:
+        raise GraphBudgetError(
+            f"it needs torch.export.Dim.AUTO, which torch {torch.__version__} lacks"
+        )
     example = Example(case.inputs, case.kwargs)
     dynamic = [
-        {d: torch.export.Dim.AUTO for (i, d) in dims if i == index} or None
-        for index in range(len(example.tensors))
+        {d: auto for (i, d) in dims if i == index} or None for index in range(len(example.tensors))
     ]
     modes = {module: module.training for module in case.model.modules()}
     try:

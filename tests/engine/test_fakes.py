@@ -15,6 +15,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
 from pytest_graphbudget.engine.fakes import eager_linear, elementwise, fake_mode, linear  # noqa: E402
 from pytest_graphbudget.engine.strides import iterator_strides  # noqa: E402
 
@@ -238,7 +239,18 @@ class _UntraceablePermutedLinear(_PermutedLinear):
         return super().forward(x)
 
 
-@pytest.mark.parametrize("tier", ["dynamo", "dynamo-breaks"])
+@pytest.mark.parametrize(
+    "tier",
+    [
+        "dynamo",
+        pytest.param(
+            "dynamo-breaks",
+            marks=pytest.mark.skipif(
+                dynamo_breaks_unavailable() is not None, reason=str(dynamo_breaks_unavailable())
+            ),
+        ),
+    ],
+)
 def test_a_linear_on_a_permuted_input_holds_one_output_in_dynamos_graphs(tier):
     # Export's graph keeps ``aten.linear``, run under its fake mode: the bias was added out of
     # place there, the sum live beside the product (+31%, 32,768 bytes over).

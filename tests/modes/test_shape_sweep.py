@@ -288,6 +288,18 @@ class Branchy:
         return Branch()
 
 
+def _dim_auto_missing() -> bool:
+    from pytest_graphbudget.compat import dim_auto
+
+    return dim_auto() is None
+
+
+NEEDS_DIM_AUTO = pytest.mark.skipif(
+    "_dim_auto_missing()", reason="a symbolic sweep exports with torch.export.Dim.AUTO"
+)
+
+
+@NEEDS_DIM_AUTO
 def test_symbolic_formulas_from_one_export_match_the_hand_count():
     import torch
 
@@ -310,6 +322,7 @@ def test_symbolic_formulas_from_one_export_match_the_hand_count():
     assert fit_json["figures"]["macs"]["method"] == "symbolic"
 
 
+@NEEDS_DIM_AUTO
 def test_a_symbolic_formula_that_misses_a_point_is_not_used():
     import torch
 
@@ -327,6 +340,28 @@ def test_a_symbolic_formula_that_misses_a_point_is_not_used():
     assert macs.method == "interpolated"
     assert "symbolic macs = 128*s gives 1024 at seq_len=8, measured 512" in macs.note
     assert not macs.polynomial or macs.held_out == 0  # no honest low-degree fit either
+
+
+def test_a_torch_without_dim_auto_falls_back_to_the_points_and_says_why(monkeypatch):
+    """On torch 2.4 (``torch.export.Dim`` a function, no ``AUTO``) ``symbolic=True`` had ended
+    in a traceback, ``'function' object has no attribute 'AUTO'``."""
+    import torch
+
+    from pytest_graphbudget import compat, profile_sweep
+
+    monkeypatch.setattr(compat, "dim_auto", lambda: None)
+    grid = profile_sweep(
+        TinyAttention.build(),
+        seq_len=[8, 16, 32],
+        batch=[2, 3],
+        inputs=lambda seq_len, batch: torch.zeros(batch, seq_len, 8),
+        symbolic=True,
+    )
+    macs = grid.fits["macs"]
+    assert macs.method != "symbolic" and grid.method != "symbolic"
+    assert "symbolic derivation not used: it needs torch.export.Dim.AUTO" in macs.note
+    # each point still profiled: b * (64*s + 16*s^2) MACs, the hand count above
+    assert [p.profile.macs for p in grid.points[:2]] == [b * (64 * 8 + 16 * 8**2) for b in (2, 3)]
 
 
 def test_symbolic_is_not_tried_at_a_size_export_fixes():
