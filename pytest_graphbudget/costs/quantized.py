@@ -123,8 +123,10 @@ def scaled_mm(
     a: Shape, b: Shape, scale_a=None, scale_b=None, bias=None, *_, out: Shape, **__
 ) -> OpCost:
     # (m, k) @ (k, n) in float8: m*k*n MACs; each output scaled by scale_a and scale_b
-    # (2 multiplies) and the bias added when there is one.
-    return OpCost(macs=numel(a) * b[-1], other=numel(out) * (2 + int(bias is not None)))
+    # (2 multiplies) and the bias added when there is one. Torch 2.4's op also returns the
+    # output's amax (scales as keywords): the product is its first result.
+    product = out[0] if out and not isinstance(out[0], int) else out
+    return OpCost(macs=numel(a) * b[-1], other=numel(product) * (2 + int(bias is not None)))
 
 
 @register("_int_mm", role="anchor", kind="matmul")
