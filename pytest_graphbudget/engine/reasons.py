@@ -6,8 +6,10 @@ Apart from ``breaks.py``, which captures them: the reasons are text work, not tr
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pytest_graphbudget.errors import one_line
@@ -39,11 +41,22 @@ def _plain(text: str) -> str:
     return text
 
 
+OWN = str(Path(__file__).resolve().parents[1]) + os.sep
+"""This package's directory: a break whose stack passes through it is the tape's, not the
+model's."""
+
+
 def plain_breaks(found_reasons: list[Any]) -> list[Break]:
-    """Dynamo's break reasons as ``Break``s, in order, each place once."""
+    """Dynamo's break reasons as ``Break``s, in order, each place once. Dynamo before 2.14
+    also traces into the tape's own dispatch (a mode that asks it not to) and breaks there:
+    those are left out, since the model's graphs and figures are the same either way (torch
+    2.9 reported ten such breaks, in ``tape.py``, ``nodes.py`` and ``extents.py``, beside the
+    model's one)."""
     found: dict[tuple[str, str], Break] = {}
     for reason in found_reasons:
         stack = list(getattr(reason, "user_stack", []) or [])
+        if any(str(frame.filename).startswith(OWN) for frame in stack):
+            continue
         where = f"{_short(stack[-1].filename)}:{stack[-1].lineno}" if stack else ""
         text = _plain(one_line(Exception(str(getattr(reason, "reason", reason))), limit=200))
         found.setdefault((where, text), Break(where, text))
