@@ -162,20 +162,18 @@ def _runs_on_meta(op: str) -> bool:
     return has(op, "Meta") or has(op, "CompositeImplicitAutograd")
 
 
-@pytest.mark.skipif(
-    not _runs_on_meta("aten::_flash_attention_forward"),
-    reason="this torch has no meta kernel for aten::_flash_attention_forward",
-)
 def test_flash_attention_forward_formula():
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import sdpa_flop_count
 
     q, k, v = meta(B, S, H, D), meta(B, SK, H, D), meta(B, SK, H, DV)
     args = (q, k, v, None, None, S, SK, 0.0, False, False)
     cost = price("_flash_attention_forward", shapes(args), {}, None)
     assert (cost.macs, cost.other) == (ATTENTION_MACS, ATTENTION_OTHER)
-    with FlopCounterMode(display=False) as counter:
-        torch.ops.aten._flash_attention_forward(*args)
-    assert 2 * cost.macs == counter.get_total_flops()
+    # The op takes (B, S, H, D); torch's SDPA count of the same data in (B, H, S, D) is the
+    # reference (FlopCounterMode's own formula for this op read it as (B, H, S, D) on torch
+    # 2.9 and asserted on these shapes; torch 2.4 has no meta kernel to run it on)
+    heads_first = [t.transpose(1, 2).shape for t in (q, k, v)]
+    assert 2 * cost.macs == sdpa_flop_count(*heads_first)
     causal = price("_flash_attention_forward", shapes(args[:8] + (True, False)), {}, None)
     assert causal.other == ATTENTION_OTHER + SCORES  # the mask: 1 per score
 
