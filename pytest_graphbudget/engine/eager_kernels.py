@@ -22,6 +22,7 @@ from torch import fx, nn
 
 from pytest_graphbudget.compat import kernels as releases
 from pytest_graphbudget.costs.channels_last import channels_last
+from pytest_graphbudget.costs.registry import workspace_bytes
 from pytest_graphbudget.costs.rnn_workspace import rnn_training_workspace
 from pytest_graphbudget.engine import tree
 from pytest_graphbudget.engine.nodes import NodeCost, _nbytes, _op_name
@@ -239,3 +240,19 @@ def saved_workspaces(graph: Any) -> None:
         for user in node.users:
             if user.target is operator.getitem and user.args[1] == 3:
                 user.meta["val"] = filled[3]
+
+
+def cpu_workspace(name: str, args: tuple, out: Any, shapes: tuple) -> int:
+    """The op's workspace on the CPU kernels ``costs/workspace.py`` and ``costs/scratch.py``
+    describe; none on a GPU. ``shapes``: the call's arguments, keyword arguments and output as
+    its formula saw them; the arguments go with their strides (a convolution's memory format
+    decides its copies)."""
+    first = next(iter(tree.tensors(out)), None)
+    if first is None or first.device.type not in ("cpu", "meta"):
+        return 0
+    try:
+        strided = tree.strided_shapes(args)
+        dtype_name = str(first.dtype).removeprefix("torch.")
+        return workspace_bytes(name, strided, *shapes[1:], first.element_size(), dtype_name)
+    except Exception:  # symbolic sizes, an odd call: the tensors' own bytes still count
+        return 0

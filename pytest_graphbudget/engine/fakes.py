@@ -48,6 +48,23 @@ def fake_mode() -> Any:
     return compat.fake_mode(after=restride)
 
 
+def fake_constant(value: Any, weights: dict[int, Any]) -> Any:
+    """A constant a graph reads (a tensor kept as a plain attribute, a rotary table) as the fake
+    the current fake mode makes of it, a weight under that id too, so that its views share the
+    storage it reads. Read as the real tensor, each view of it under the mode had a storage of
+    its own: a fresh write of the whole table (a training step's activations on torch before
+    2.14, which prices the joint graph on fresh fakes)."""
+    import torch
+
+    mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+    if mode is None or not isinstance(value, torch.Tensor) or compat.is_fake(value):
+        return value
+    fake = mode.from_tensor(value)
+    if id(value) in weights:
+        weights[id(fake)] = weights[id(value)]
+    return fake
+
+
 def restride(mode: Any, func: Any, args: tuple, kwargs: Any, out: Any) -> Any:
     """``out``, the mode's result of ``func``, strided as eager torch strides it where the two
     can differ: a ``view`` with a size-1 dimension (ATen's meta kernel: ``computeStride``), an

@@ -18,19 +18,20 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_graphbudget.compat import below_autograd_undone, grouped_mm, grouped_mm_op, is_fake
+from pytest_graphbudget.compat import below_autograd_undone, grouped_mm, grouped_mm_op
 from pytest_graphbudget.costs import FormulaError, kind_of, lookup, price
-from pytest_graphbudget.costs.registry import may_contract, workspace_bytes
+from pytest_graphbudget.costs.registry import may_contract
 from pytest_graphbudget.engine import trace, tree
 from pytest_graphbudget.engine.eager_kernels import (
     check_dtypes,
+    cpu_workspace,
     eager_cpu_max_pool1d,
     eager_extras,
     is_max_pool1d,
     lstm_workspace,
 )
 from pytest_graphbudget.engine.extents import extents
-from pytest_graphbudget.engine.fakes import fake_mode, linear
+from pytest_graphbudget.engine.fakes import fake_constant, fake_mode, linear
 from pytest_graphbudget.engine.fx_tracer import HELD, KEPT
 from pytest_graphbudget.engine.lookups import add_lookups
 from pytest_graphbudget.engine.nodes import (
@@ -139,7 +140,7 @@ class _Recorder(TorchDispatchMode):
             node.other += cost.other
             add_lookups(node, name, args)
             if entry.workspace is not None:
-                held = _workspace(name, args, out, shapes)
+                held = cpu_workspace(name, args, out, shapes)
                 held += tree.strided_bytes(args, entry.contiguous)
                 node.workspace = max(node.workspace, held)
             eager_extras(node, name, args, tensors, out)
@@ -151,22 +152,6 @@ class _Recorder(TorchDispatchMode):
                 node.category, node.kind = "elementwise", entry.kind
         if not node.kind and role != "free":
             node.kind = kind_of(name)
-
-
-def _workspace(name: str, args: tuple, out: Any, shapes: tuple) -> int:
-    """The op's workspace on the CPU kernels ``costs/workspace.py`` and ``costs/scratch.py``
-    describe; none on a GPU. ``shapes``: the call's arguments, keyword arguments and output as
-    its formula saw them; the arguments go with their strides (a convolution's memory format
-    decides its copies)."""
-    first = next(iter(tree.tensors(out)), None)
-    if first is None or first.device.type not in ("cpu", "meta"):
-        return 0
-    try:
-        strided = tree.strided_shapes(args)
-        dtype_name = str(first.dtype).removeprefix("torch.")
-        return workspace_bytes(name, strided, *shapes[1:], first.element_size(), dtype_name)
-    except Exception:  # symbolic sizes, an odd call: the tensors' own bytes still count
-        return 0
 
 
 def _call(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -292,19 +277,8 @@ class _CostInterpreter(fx.Interpreter):
         return value
 
     def get_attr(self, target: Any, args: tuple, kwargs: dict) -> Any:
-        """A constant (a tensor kept as a plain attribute) as the fake the pass's mode makes of
-        it, a weight under that id too: its views then share the storage it reads. Read as the
-        real tensor, each view of it under the mode had a storage of its own, a fresh write of
-        the whole table (a training step's activations on torch before 2.14, which prices the
-        joint graph on fresh fakes)."""
-        value = super().get_attr(target, args, kwargs)
-        mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
-        if mode is None or not isinstance(value, torch.Tensor) or is_fake(value):
-            return value
-        fake = mode.from_tensor(value)
-        if id(value) in self.recorder.weights:
-            self.recorder.weights[id(fake)] = self.recorder.weights[id(value)]
-        return fake
+        # a constant (a plain-attribute table) as the mode's fake, so its views share a storage
+        return fake_constant(super().get_attr(target, args, kwargs), self.recorder.weights)
 
     def returned_extents(self, output: fx.Node) -> dict[Any, Any]:
         """The views of its storages the graph's ``output`` node returns."""
