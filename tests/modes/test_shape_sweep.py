@@ -299,19 +299,24 @@ NEEDS_DIM_AUTO = pytest.mark.skipif(
 )
 
 
-@NEEDS_DIM_AUTO
-def test_symbolic_formulas_from_one_export_match_the_hand_count():
+def _symbolic_attention_grid():
+    """TinyAttention swept over 3 lengths and 2 batches, its formulas asked of one export."""
     import torch
 
     from pytest_graphbudget import profile_sweep
 
-    grid = profile_sweep(
+    return profile_sweep(
         TinyAttention.build(),
         seq_len=[8, 16, 32],
         batch=[2, 3],
         inputs=lambda seq_len, batch: torch.zeros(batch, seq_len, 8),
         symbolic=True,
     )
+
+
+@NEEDS_DIM_AUTO
+def test_symbolic_formulas_from_one_export_match_the_hand_count():
+    grid = _symbolic_attention_grid()
     macs = grid.fits["macs"]
     assert macs.method == "symbolic" and grid.method == "symbolic"
     assert macs.formula() == "macs = 64*s*b + 16*s^2*b"
@@ -345,18 +350,10 @@ def test_a_symbolic_formula_that_misses_a_point_is_not_used():
 def test_a_torch_without_dim_auto_falls_back_to_the_points_and_says_why(monkeypatch):
     """On torch 2.4 (``torch.export.Dim`` a function, no ``AUTO``) ``symbolic=True`` had ended
     in a traceback, ``'function' object has no attribute 'AUTO'``."""
-    import torch
-
-    from pytest_graphbudget import compat, profile_sweep
+    from pytest_graphbudget import compat
 
     monkeypatch.setattr(compat, "dim_auto", lambda: None)
-    grid = profile_sweep(
-        TinyAttention.build(),
-        seq_len=[8, 16, 32],
-        batch=[2, 3],
-        inputs=lambda seq_len, batch: torch.zeros(batch, seq_len, 8),
-        symbolic=True,
-    )
+    grid = _symbolic_attention_grid()
     macs = grid.fits["macs"]
     assert macs.method != "symbolic" and grid.method != "symbolic"
     assert "symbolic derivation not used: it needs torch.export.Dim.AUTO" in macs.note
