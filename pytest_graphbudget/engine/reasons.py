@@ -41,16 +41,17 @@ def _plain(text: str) -> str:
     return text
 
 
-OWN = str(Path(__file__).resolve().parents[1]) + os.sep
-"""This package's directory: a break whose stack passes through it is the tape's, not the
-model's."""
+OWN = str(Path(__file__).resolve().parent) + os.sep
+"""The engine's directory: a break whose stack passes through it is the tape's, not the
+model's. Not the whole package: a decode step's wrapper (``modes/decode_step.py``) is the
+frame every break of a decoded model's stack starts from."""
 
 
 def plain_breaks(found_reasons: list[Any]) -> list[Break]:
-    """Dynamo's break reasons as ``Break``s, in order, each place once. Dynamo before 2.14
+    """Dynamo's break reasons as ``Break``s, in order, each place once. Dynamo on torch 2.9
     also traces into the tape's own dispatch (a mode that asks it not to) and breaks there:
-    those are left out, since the model's graphs and figures are the same either way (torch
-    2.9 reported ten such breaks, in ``tape.py``, ``nodes.py`` and ``extents.py``, beside the
+    those are left out, since the model's graphs and figures are the same either way (it
+    reported ten such breaks, in ``tape.py``, ``nodes.py`` and ``extents.py``, beside the
     model's one)."""
     found: dict[tuple[str, str], Break] = {}
     for reason in found_reasons:
