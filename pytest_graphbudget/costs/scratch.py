@@ -286,17 +286,47 @@ def embedding_bag_backward_indices(
     itemsize: int,
     **__,
 ) -> int:
-    """``nn.EmbeddingBag``'s CPU backward, beside the weight's gradient: sum and mean sort the
-    looked-up indices and gather through them (four int64 arrays of them for sum, three for
-    mean); max gathers each bag's winning rows (bags x dim int64) and their gradients (bags x
-    dim), and the bags that have any (int64 each). Measured with neither per-sample weights nor
-    ``scale_grad_by_freq`` nor a sparse gradient, which take other paths: none then."""
-    if sparse or scale_grad_by_freq or isinstance(per_sample_weights, Shape) or len(grad) != 2:
+    """``nn.EmbeddingBag``'s CPU backward, beside the weight's gradient: the dense kernel's
+    scratch (below) and, where the forward kept no bag for each index (sum over 2-D input),
+    that map made again (one int64 more than the indices) and held while the kernel runs."""
+    if sparse:
+        return 0
+    scratch = embedding_bag_dense_backward_indices(
+        grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq,
+        mode, per_sample_weights, out=out, itemsize=itemsize,
+    )  # fmt: skip
+    remade = isinstance(offset2bag, Shape) and numel(offset2bag) == 0 and numel(indices) > 0
+    return scratch + ((numel(indices) + 1) * 8 if remade else 0)
+
+
+@workspace("_embedding_bag_dense_backward")
+def embedding_bag_dense_backward_indices(
+    grad: Shape,
+    indices: Shape,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    per_sample_weights=None,
+    *_,
+    out,
+    itemsize: int,
+    **__,
+) -> int:
+    """The dense kernel ``_embedding_bag_backward`` calls (a joint graph names it where torch's
+    decomposition splits the backward, as 2.4's does): sum and mean sort the looked-up indices
+    and gather through them (three int64 arrays of them); max gathers each bag's winning rows
+    (bags x dim int64) and their gradients (bags x dim), and the bags that have any (int64
+    each). Measured with neither per-sample weights nor ``scale_grad_by_freq``, which take
+    other paths: none then."""
+    if scale_grad_by_freq or isinstance(per_sample_weights, Shape) or len(grad) != 2:
         return 0
     if mode == 2:  # EmbeddingBag's max
         bags, dim = grad
         return bags * dim * (8 + itemsize) + bags * 8
-    return (3 if mode == 1 else 4) * numel(indices) * 8
+    return 3 * numel(indices) * 8
 
 
 @workspace("im2col", "col2im", contiguous=(0,))
