@@ -275,6 +275,10 @@ def test_sdpa_kernels_read_is_causal_from_their_own_arguments(case, causal):
     if op is None or (case == "cudnn" and torch_version() < (2, 5)):
         pytest.skip(f"aten.{name} with these arguments is newer than this torch")
     q = meta(1, 2, 4, 8)
+    try:
+        op(q, q, q, *before, causal)
+    except NotImplementedError:  # the overrideable kernel before its meta kernel (2.6's)
+        pytest.skip(f"aten.{name} has no meta kernel in this torch")
     prof = profile_model(SdpaCall(op, before, causal), (q, q, q))
     assert prof.coverage.unsupported_ops == {}
     assert (prof.macs, prof.flops) == (512, 1248 if causal else 1216)
