@@ -93,11 +93,11 @@ def test_meta_llama_is_taped_not_exported(llama):
     assert all(p.is_meta for p in model.parameters())  # nothing materialised
 
 
-def _cpu_attention_is_math(transformers, config) -> bool:
-    """Whether this torch and transformers run the Llama's attention on CPU as SDPA's math
-    decomposition, not the CPU's flash kernel: transformers passes ``enable_gqa`` where there
-    is no mask, and torch 2.5 and 2.6's flash kernel takes no grouped heads. Asked of the same
-    model built on CPU and run, not of the profiler."""
+def _cpu_ops(transformers, config) -> set[str]:
+    """The ATen ops the Llama runs on CPU, built there and run: whether its attention is SDPA's
+    math decomposition, not the CPU's flash kernel (transformers passes ``enable_gqa`` where
+    there is no mask, and torch 2.5 and 2.6's flash kernel takes no grouped heads), and how
+    that decomposition turns the causal mask into a bias. Asked of torch, not the profiler."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seen: set[str] = set()
@@ -110,7 +110,7 @@ def _cpu_attention_is_math(transformers, config) -> bool:
     model = transformers.LlamaForCausalLM(config).eval()
     with torch.no_grad(), Log():
         model(torch.zeros(1, S, dtype=torch.long))
-    return "_scaled_dot_product_flash_attention_for_cpu" not in seen
+    return seen
 
 
 def test_meta_llama_counts_are_the_closed_form(llama, transformers):
@@ -127,10 +127,12 @@ def test_meta_llama_counts_are_the_closed_form(llama, transformers):
     assert prof.macs == llama_macs(*shape) + table
     # SDPA's math decomposition, per layer: q and the repeated k each scaled by sqrt(scale)
     # (heads*s*d each) where the kernel scales each score once (heads*s*s), the causal mask
-    # turned into a bias (a where, s*s) and added (heads*s*s, as the kernel's), a safe softmax
-    # (5 per score, as the kernel's)
-    math = 2 * HEADS * S * D + S * S - HEADS * S * S
-    math *= LAYERS if _cpu_attention_is_math(transformers, model.config) else 0
+    # turned into a bias (a where, s*s; torch 2.5 a logical_not and a masked_fill, 2*s*s) and
+    # added (heads*s*s, as the kernel's), a safe softmax (5 per score, as the kernel's)
+    ran = _cpu_ops(transformers, model.config)
+    bias = 2 * S * S if "logical_not" in ran else S * S
+    math = 2 * HEADS * S * D + bias - HEADS * S * S
+    math *= LAYERS if "_scaled_dot_product_flash_attention_for_cpu" not in ran else 0
     assert prof.flops == llama_flops(*shape) + table - (S if older else 0) + math
     assert prof.params == llama_params(H_DIM, F, KV, LAYERS, VOCAB) == 105_280
     # float32, counted though never allocated: the weights, and the rotary buffers inv_freq and
