@@ -93,6 +93,7 @@ CORE = [
     "tests/modes/test_train.py",
     "tests/modes/test_decode.py",
     "tests/modes/test_dtype.py",
+    "tests/modes/test_shape_sweep.py",
     "tests/gate/test_environment.py",
     "tests/pytest_plugin/test_plugin.py",
 ]

@@ -24,6 +24,7 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.compat import fake_empty, reparametrize
+from pytest_graphbudget.compat.export import export_keywords
 from pytest_graphbudget.engine import walk
 from pytest_graphbudget.engine.fakes import fake_mode
 from pytest_graphbudget.engine.fx_tracer import MADE, symbolic_trace
@@ -280,16 +281,30 @@ def tensor_leaves(value: Any, _depth: int = 0) -> Iterator[torch.Tensor]:
             yield from tensor_leaves(item, _depth + 1)
 
 
-def trace_dynamo(model: nn.Module, example: Example, dynamic: Any = None) -> Traced:
+def trace_dynamo(
+    model: nn.Module, example: Example, dynamic: Any = None, composites: dict | None = None
+) -> Traced:
     """Tier 2: ``torch.export.export`` (non-strict): control flow, keyword inputs, model outputs.
-    ``dynamic``: each input tensor's ``{dim: Dim}`` (or None), for a symbolic graph."""
+    ``dynamic``: each input tensor's ``{dim: Dim}`` (or None), for a symbolic graph;
+    ``composites``: decompositions to run the program through
+    (``compat.export.composite_decompositions``)."""
     wrapper = _FlatCall(model, example)
     shapes = None if dynamic is None else (tuple(dynamic),)
+    # Decomposing runs the program again, and with it torch 2.9's guard function, which names
+    # the wrapper's inputs as its frame's (``L['tensors']``) and fails: asserts in the graph
+    # instead of a guard function, where this torch has the choice.
+    options = (
+        export_keywords(prefer_deferred_runtime_asserts_over_guards=True)
+        if composites is not None
+        else {}
+    )
     # On failure export prints the partial graph to stderr: the one-line reason is enough.
     with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()), _dense_encoders(model):
         program = torch.export.export(
-            wrapper, tuple(example.tensors), dynamic_shapes=shapes, strict=False
+            wrapper, tuple(example.tensors), dynamic_shapes=shapes, strict=False, **options
         )
+        if composites is not None:
+            program = program.run_decompositions(composites)
     placeholders, user = [], 0
     for spec in program.graph_signature.input_specs:
         kind = spec.kind.name

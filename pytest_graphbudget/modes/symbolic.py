@@ -72,6 +72,7 @@ def derive(case: Any, dims: Mapping[tuple[int, int], str], axes: Sequence[str]) 
     import torch
 
     from pytest_graphbudget.compat import dim_auto
+    from pytest_graphbudget.compat.export import composite_decompositions
     from pytest_graphbudget.engine.measure_export import measure_exported
     from pytest_graphbudget.engine.trace import Example, trace_dynamo
     from pytest_graphbudget.errors import one_line
@@ -89,7 +90,7 @@ def derive(case: Any, dims: Mapping[tuple[int, int], str], axes: Sequence[str]) 
     try:
         case.model.eval()
         with torch.inference_mode(False):
-            traced = trace_dynamo(case.model, example, dynamic)
+            traced = trace_dynamo(case.model, example, dynamic, composite_decompositions())
             measured = measure_exported(case.model, traced, symbolic=True)
     except Exception as exc:  # export's reasons are long: the first line says enough
         raise GraphBudgetError(f"export at symbolic shapes failed: {one_line(exc)}") from None
