@@ -36,13 +36,14 @@ CONFIG = {
 }
 SEQ = 2048
 NOTE = (
-    "The tape's FLOPs are the closed form. The export's are s*s + 2*s = 4,198,400 more: traced,"
-    " Hugging Face builds the causal mask as a tensor (a comparison per score position, s*s, "
-    "and two index adds of s) where the eager forward passes `is_causal` to SDPA "
-    "(docs/metrics.md). Before issue 25 every meta model FX cannot trace took the export "
-    "route (12-13 s here; the issue's 12 s, 0.84 GB); the export is now only asked for "
-    '(`tier="dynamo"`). The peak resident size before profiling is the imports (torch, '
-    "transformers) and the model's meta tensors; neither route allocates a weight."
+    "Both routes give the closed form. The export's FLOPs had been s*s + 2*s = 4,198,400 more "
+    "(to 2026-12-06): traced, Hugging Face built the causal mask as a tensor where the eager "
+    "forward passes `is_causal` to SDPA; the decision is now answered as eager takes it, from "
+    "the real inputs, on every route (`engine/hf_masks.py`, docs/metrics.md). Before issue 25 "
+    "every meta model FX cannot trace took the export route (12-13 s here; the issue's 12 s, "
+    '0.84 GB); the export is now only asked for (`tier="dynamo"`). The peak resident size '
+    "before profiling is the imports (torch, transformers) and the model's meta tensors; "
+    "neither route allocates a weight."
 )
 
 

@@ -159,25 +159,28 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     own = {name: vars(masking).get(name) for name in _DECISIONS}
 
     def unmasked(padding_mask: Any) -> Any:  # what an unpadded mask decides: no token masked
-        if padding_mask is None or not compat.is_fake(padding_mask):
-            return padding_mask
+        if padding_mask is None:
+            return None
         return None if unpadded or padding_mask in getattr(made, "ones", ()) else padding_mask
 
     def ignore_causal_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
-        return own["_ignore_causal_mask_sdpa"](unmasked(padding_mask), *rest, **options)
+        given = unmasked(padding_mask)
+        with _not_exporting(masking) if given is None else contextlib.nullcontext():
+            return own["_ignore_causal_mask_sdpa"](given, *rest, **options)
 
     def ignore_bidirectional_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
-        return own["_ignore_bidirectional_mask_sdpa"](unmasked(padding_mask), *rest, **options)
+        given = unmasked(padding_mask)
+        with _not_exporting(masking) if given is None else contextlib.nullcontext():
+            return own["_ignore_bidirectional_mask_sdpa"](given, *rest, **options)
 
     def packed_sequences(position_ids: Any) -> Any:
-        counted = unpacked or position_ids in getattr(made, "rows", ())
-        if counted and compat.is_fake(position_ids):
+        if unpacked or position_ids in getattr(made, "rows", ()):
             return None  # what transformers returns for one sequence a row
         return own["find_packed_sequence_indices"](position_ids)
 
     def recurrent_mask(config: Any, inputs_embeds: Any, attention_mask: Any, *rest, **options):
-        fake = attention_mask is not None and unmasked(attention_mask) is None
-        if fake and attention_mask.dim() == 2:
+        known = attention_mask is not None and unmasked(attention_mask) is None
+        if known and attention_mask.dim() == 2:
             return None  # an unpadded mask is not multiplied in
         return own["create_recurrent_attention_mask"](
             config, inputs_embeds, attention_mask, *rest, **options
@@ -187,6 +190,27 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     replaced = {own[k]: new for k, new in zip(_DECISIONS, answers, strict=True) if own[k]}
     with _everywhere(replaced), made:
         yield
+
+
+@contextlib.contextmanager
+def _not_exporting(masking: Any) -> Iterator[None]:
+    """transformers' decisions as eager takes them, under ``torch.export`` too, for a mask that
+    masks no token (or none given): they keep the mask whenever export traces, as they cannot
+    read its values there, and an exported graph (the ``dynamo`` tier's, a symbolic sweep's)
+    then built and applied a mask eager never builds (DistilBERT: a where per layer and one
+    FLOP more a score). The check is ``is_torchdynamo_exporting`` (transformers 5) or
+    ``is_torchdynamo_compiling`` (4)."""
+    names = [
+        n for n in ("is_torchdynamo_exporting", "is_torchdynamo_compiling") if n in vars(masking)
+    ]
+    kept = {name: vars(masking)[name] for name in names}
+    for name in names:
+        setattr(masking, name, lambda: False)
+    try:
+        yield
+    finally:
+        for name, value in kept.items():
+            setattr(masking, name, value)
 
 
 _DECISIONS = (

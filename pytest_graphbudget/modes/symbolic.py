@@ -73,6 +73,7 @@ def derive(case: Any, dims: Mapping[tuple[int, int], str], axes: Sequence[str]) 
 
     from pytest_graphbudget.compat import dim_auto
     from pytest_graphbudget.compat.export import composite_decompositions
+    from pytest_graphbudget.engine.hf_masks import real_input_masks
     from pytest_graphbudget.engine.measure_export import measure_exported
     from pytest_graphbudget.engine.trace import Example, trace_dynamo
     from pytest_graphbudget.errors import one_line
@@ -89,7 +90,7 @@ def derive(case: Any, dims: Mapping[tuple[int, int], str], axes: Sequence[str]) 
     modes = {module: module.training for module in case.model.modules()}
     try:
         case.model.eval()
-        with torch.inference_mode(False):
+        with torch.inference_mode(False), real_input_masks(case.model, example.args, case.kwargs):
             traced = trace_dynamo(case.model, example, dynamic, composite_decompositions())
             measured = measure_exported(case.model, traced, symbolic=True)
     except Exception as exc:  # export's reasons are long: the first line says enough

@@ -181,3 +181,55 @@ def test_unpadded_masks_are_skipped_on_fakes(model_type, masked, scalars):
     assert ours.trace.method == "joint" and ours.peak_memory_bytes + scalars == measured(
         model, args
     )
+
+
+def _bert() -> nn.Module:
+    config = transformers.BertConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=128, attn_implementation="sdpa",
+    )  # fmt: skip
+    return transformers.BertModel(config).eval()
+
+
+def _eager_sdpa_masks(model: nn.Module, args: tuple) -> list:
+    """The ``attn_mask`` of every SDPA call eager torch makes, logged as it runs."""
+    seen: list = []
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def logged(*call, **options):
+        seen.append(options.get("attn_mask", call[3] if len(call) > 3 else None))
+        return original(*call, **options)
+
+    torch.nn.functional.scaled_dot_product_attention = logged
+    try:
+        with torch.no_grad():
+            model(*args)
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = original
+    return seen
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_every_tier_drops_an_unpadded_mask_as_eager_does(masked):
+    """An encoder given a mask that masks nothing (or none): eager drops it, and SDPA runs
+    without one. Export (``tier="dynamo"``, a symbolic sweep) keeps it, as transformers cannot
+    read the values there: it had built the mask and added it to every score (+0.011% FLOPs on
+    bert-base-uncased); on fakes the check of its values was skipped, with real weights it was
+    counted (one FLOP a token). Now every tier prices eager's path, the check left out."""
+    skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
+    torch.manual_seed(0)
+    model, ids = _bert(), torch.randint(0, 128, (2, 16))
+    args = (ids, _mask(ids, False)) if masked else (ids,)
+    assert _eager_sdpa_masks(model, args) == [None, None]  # eager: no mask, both layers
+    with torch.device("meta"):
+        on_meta = _bert()
+    profiles = [
+        profile_model(model, args),
+        profile_model(on_meta, args),
+        profile_model(model, args, tier="dynamo"),
+    ]
+    assert [p.trace.method for p in profiles] == ["eager", "eager", "dynamo"]
+    assert len({(p.flops, p.macs, p.traffic_bytes) for p in profiles}) == 1
+    for prof in profiles:
+        kinds = {info.kind for info in prof.node_info}
+        assert not kinds & {"where", "all"}, kinds  # no mask made, no value check counted

@@ -328,6 +328,33 @@ def test_symbolic_formulas_from_one_export_match_the_hand_count():
 
 
 @NEEDS_DIM_AUTO
+def test_a_symbolic_sweep_of_bert_given_a_mask_derives_its_flops_too(bert):
+    """The export at symbolic shapes had kept the attention mask an unpadded one lets eager
+    drop (transformers cannot read its values there): a mask built and added to every score,
+    so FLOPs came out over every point and fell back to interpolation, on every Hugging Face
+    encoder and decoder. MACs: the closed form above."""
+    import torch
+    from conftest import skip_before_transformers_5
+
+    skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
+
+    from pytest_graphbudget import profile_sweep
+
+    sweep = profile_sweep(
+        bert,
+        seq_len=[8, 16, 32],
+        inputs=lambda seq_len: (token_ids(seq_len), torch.ones(1, seq_len, dtype=torch.long)),
+        symbolic=True,
+    )
+    assert {name: sweep.fits[name].method for name in ("flops", "macs")} == {
+        "flops": "symbolic",
+        "macs": "symbolic",
+    }, sweep.fits["flops"].note
+    macs = f"macs = {H * H} + {12 * LAYERS * H * H}*s + {2 * LAYERS * H}*s^2"
+    assert sweep.fits["macs"].formula() == macs
+
+
+@NEEDS_DIM_AUTO
 def test_a_symbolic_formula_that_misses_a_point_is_not_used():
     import torch
 
