@@ -304,6 +304,14 @@ def is_fake(tensor: Any) -> bool:
     return _is_fake(tensor)
 
 
+def unrecorded() -> contextlib.AbstractContextManager:
+    """No dispatch mode sees the ops of the block (the tape's recorder among them): a value
+    eager reads to decide a branch, read off a real tensor without entering the books."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
+
 def lazy_graph_modules() -> contextlib.AbstractContextManager:
     """FX graph modules that compile their code when first called, not when built (2.2 on)."""
     from torch.fx._lazy_graph_module import _use_lazy_graph_module

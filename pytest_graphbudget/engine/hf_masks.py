@@ -144,9 +144,13 @@ def _transformers_model(model: Any) -> bool:
 
 @contextlib.contextmanager
 def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
-    """transformers' mask decisions, in the block, answered for fakes from the real inputs
-    the model was called with (``args``, ``kwargs``), read on entry: outside any trace, where
-    reading a value is no data-dependent op."""
+    """transformers' mask decisions, in the block, as eager takes them on every tier: for
+    fakes, answered from the real inputs the model was called with (``args``, ``kwargs``),
+    read on entry, outside any trace, where reading a value is no data-dependent op; for real
+    tensors, transformers' own, with the read of their values kept off the books; under
+    export, without its rule that a trace keeps every mask. No tier counts the read."""
+    import torch
+
     masking = sys.modules.get("transformers.masking_utils")
     if masking is None:
         yield
@@ -158,30 +162,43 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     made = _provenance() if _transformers_model(model) else contextlib.nullcontext()
     own = {name: vars(masking).get(name) for name in _DECISIONS}
 
-    def unmasked(padding_mask: Any) -> Any:  # what an unpadded mask decides: no token masked
-        if padding_mask is None:
+    def unmasked(padding_mask: Any) -> Any:  # None where it is known to mask no token
+        if padding_mask is None or padding_mask in getattr(made, "ones", ()):
             return None
-        return None if unpadded or padding_mask in getattr(made, "ones", ()) else padding_mask
+        return None if unpadded and compat.is_fake(padding_mask) else padding_mask
+
+    def decide(name: str, padding_mask: Any, *rest: Any, **options: Any) -> bool:
+        given = unmasked(padding_mask)
+        if given is not None and not compat.is_fake(given):
+            with compat.unrecorded():  # eager's decision off the values; the read on no books
+                return own[name](given, *rest, **options)
+        with _not_exporting(masking) if given is None else contextlib.nullcontext():
+            return own[name](given, *rest, **options)
 
     def ignore_causal_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
-        given = unmasked(padding_mask)
-        with _not_exporting(masking) if given is None else contextlib.nullcontext():
-            return own["_ignore_causal_mask_sdpa"](given, *rest, **options)
+        return decide("_ignore_causal_mask_sdpa", padding_mask, *rest, **options)
 
     def ignore_bidirectional_mask(padding_mask: Any, *rest: Any, **options: Any) -> bool:
-        given = unmasked(padding_mask)
-        with _not_exporting(masking) if given is None else contextlib.nullcontext():
-            return own["_ignore_bidirectional_mask_sdpa"](given, *rest, **options)
+        return decide("_ignore_bidirectional_mask_sdpa", padding_mask, *rest, **options)
 
     def packed_sequences(position_ids: Any) -> Any:
         if unpacked or position_ids in getattr(made, "rows", ()):
             return None  # what transformers returns for one sequence a row
+        if isinstance(position_ids, torch.Tensor) and not compat.is_fake(position_ids):
+            with compat.unrecorded():
+                packed = own["find_packed_sequence_indices"](position_ids)
+            if packed is None:  # one sequence a row, read off the values
+                return None
         return own["find_packed_sequence_indices"](position_ids)
 
     def recurrent_mask(config: Any, inputs_embeds: Any, attention_mask: Any, *rest, **options):
-        known = attention_mask is not None and unmasked(attention_mask) is None
-        if known and attention_mask.dim() == 2:
-            return None  # an unpadded mask is not multiplied in
+        if attention_mask is not None and attention_mask.dim() == 2:
+            given = unmasked(attention_mask)
+            if given is not None and not compat.is_fake(given):
+                with compat.unrecorded():
+                    given = None if bool((given == 1).all()) else given
+            if given is None:
+                return None  # an unpadded mask is not multiplied in
         return own["create_recurrent_attention_mask"](
             config, inputs_embeds, attention_mask, *rest, **options
         )

@@ -209,18 +209,22 @@ def _eager_sdpa_masks(model: nn.Module, args: tuple) -> list:
     return seen
 
 
-@pytest.mark.parametrize("masked", [True, False])
-def test_every_tier_drops_an_unpadded_mask_as_eager_does(masked):
+@pytest.mark.parametrize("given", ["unpadded", "nothing", "padded"])
+def test_every_tier_takes_eagers_mask_decision(given):
     """An encoder given a mask that masks nothing (or none): eager drops it, and SDPA runs
-    without one. Export (``tier="dynamo"``, a symbolic sweep) keeps it, as transformers cannot
-    read the values there: it had built the mask and added it to every score (+0.011% FLOPs on
-    bert-base-uncased); on fakes the check of its values was skipped, with real weights it was
-    counted (one FLOP a token). Now every tier prices eager's path, the check left out."""
+    without one; given padding, it keeps it. Export (``tier="dynamo"``, a symbolic sweep) kept
+    every mask, as transformers cannot read the values there: it had built the unpadded one
+    and added it to every score (+0.011% FLOPs on bert-base-uncased). transformers' read of
+    the values (an ``all``, one FLOP a token) was counted with real weights, never on fakes.
+    Now every tier prices eager's path, and none counts the read."""
     skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
     torch.manual_seed(0)
     model, ids = _bert(), torch.randint(0, 128, (2, 16))
-    args = (ids, _mask(ids, False)) if masked else (ids,)
-    assert _eager_sdpa_masks(model, args) == [None, None]  # eager: no mask, both layers
+    mask = torch.ones_like(ids)
+    mask[1, 12:] = 0 if given == "padded" else 1  # the second row's last 4 tokens padding
+    args = (ids,) if given == "nothing" else (ids, mask)
+    masks = _eager_sdpa_masks(model, args)
+    assert len(masks) == 2 and all((m is not None) == (given == "padded") for m in masks)
     with torch.device("meta"):
         on_meta = _bert()
     profiles = [
@@ -232,4 +236,5 @@ def test_every_tier_drops_an_unpadded_mask_as_eager_does(masked):
     assert len({(p.flops, p.macs, p.traffic_bytes) for p in profiles}) == 1
     for prof in profiles:
         kinds = {info.kind for info in prof.node_info}
-        assert not kinds & {"where", "all"}, kinds  # no mask made, no value check counted
+        assert "all" not in kinds, kinds  # the read of the mask's values, on no tier's books
+        assert ("where" in kinds) == (given == "padded")  # the mask made into a bias, or none
