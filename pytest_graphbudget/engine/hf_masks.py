@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pytest_graphbudget import compat
@@ -149,8 +149,6 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     read on entry, outside any trace, where reading a value is no data-dependent op; for real
     tensors, transformers' own, with the read of their values kept off the books; under
     export, without its rule that a trace keeps every mask. No tier counts the read."""
-    import torch
-
     masking = sys.modules.get("transformers.masking_utils")
     if masking is None:
         yield
@@ -165,11 +163,11 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     def unmasked(padding_mask: Any) -> Any:  # None where it is known to mask no token
         if padding_mask is None or padding_mask in getattr(made, "ones", ()):
             return None
-        return None if unpadded and compat.is_fake(padding_mask) else padding_mask
+        return None if unpadded and not _plain(padding_mask) else padding_mask
 
     def decide(name: str, padding_mask: Any, *rest: Any, **options: Any) -> bool:
         given = unmasked(padding_mask)
-        if given is not None and not compat.is_fake(given):
+        if _plain(given):
             with compat.unrecorded():  # eager's decision off the values; the read on no books
                 return own[name](given, *rest, **options)
         with _not_exporting(masking) if given is None else contextlib.nullcontext():
@@ -184,7 +182,7 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     def packed_sequences(position_ids: Any) -> Any:
         if unpacked or position_ids in getattr(made, "rows", ()):
             return None  # what transformers returns for one sequence a row
-        if isinstance(position_ids, torch.Tensor) and not compat.is_fake(position_ids):
+        if _plain(position_ids):
             with compat.unrecorded():
                 packed = own["find_packed_sequence_indices"](position_ids)
             if packed is None:  # one sequence a row, read off the values
@@ -194,7 +192,7 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
     def recurrent_mask(config: Any, inputs_embeds: Any, attention_mask: Any, *rest, **options):
         if attention_mask is not None and attention_mask.dim() == 2:
             given = unmasked(attention_mask)
-            if given is not None and not compat.is_fake(given):
+            if _plain(given):
                 with compat.unrecorded():
                     given = None if bool((given == 1).all()) else given
             if given is None:
@@ -205,8 +203,62 @@ def real_input_masks(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
 
     answers = (ignore_causal_mask, ignore_bidirectional_mask, packed_sequences, recurrent_mask)
     replaced = {own[k]: new for k, new in zip(_DECISIONS, answers, strict=True) if own[k]}
-    with _everywhere(replaced), made:
+    with _everywhere(replaced), _transformers_4(unmasked), made:
         yield
+
+
+@contextlib.contextmanager
+def _transformers_4(unmasked: Callable[[Any], Any]) -> Iterator[None]:
+    """The decisions transformers 4 takes outside ``masking_utils`` (BERT's, on torch 2.4 and
+    2.5), answered as the ones above: ``unmasked`` says which masks are known to mask no
+    token."""
+    import torch
+
+    legacy = getattr(sys.modules.get("transformers.modeling_attn_mask_utils"), "__dict__", {})
+    converter = legacy.get("AttentionMaskConverter")
+
+    def prepared_mask(mask: Any, dtype: Any, tgt_len: Any = None) -> Any:
+        """transformers 4's encoder mask for SDPA (BERT's), dropped where it masks no token:
+        its check read the values of fakes too (a meta BERT given a mask failed), and under
+        export it kept every mask. Else expanded, as transformers expands it."""
+        given = unmasked(mask)
+        if _plain(given):
+            with compat.unrecorded():
+                given = None if bool(torch.all(given == 1)) else given
+        if given is None:
+            return None
+        return converter._expand_mask(mask=mask, dtype=dtype, tgt_len=tgt_len)
+
+    pretrained = getattr(sys.modules.get("transformers.modeling_utils"), "PreTrainedModel", None)
+    warn = getattr(pretrained, "warn_if_padding_and_no_attention_mask", None)
+
+    def warn_if_padding(self: Any, input_ids: Any, attention_mask: Any) -> None:
+        """transformers 4 reads the ids' values for a warning when no mask is given, fakes'
+        too (a meta BERT called without a mask failed): only real ids are read, off the
+        books, as the mask's values are."""
+        if _plain(input_ids):
+            with compat.unrecorded():
+                warn(self, input_ids, attention_mask)
+
+    replaced = {}
+    if legacy.get("_prepare_4d_attention_mask_for_sdpa") and converter is not None:
+        replaced[legacy["_prepare_4d_attention_mask_for_sdpa"]] = prepared_mask
+    if warn is not None:
+        pretrained.warn_if_padding_and_no_attention_mask = warn_if_padding
+    try:
+        with _everywhere(replaced):
+            yield
+    finally:
+        if warn is not None:
+            pretrained.warn_if_padding_and_no_attention_mask = warn
+
+
+def _plain(tensor: Any) -> bool:
+    """A real tensor with values to read: not a fake, nor export's functional wrapper of one
+    (torch 2.4's), nor a meta tensor."""
+    import torch
+
+    return type(tensor) in (torch.Tensor, torch.nn.Parameter) and not tensor.is_meta
 
 
 @contextlib.contextmanager

@@ -334,9 +334,6 @@ def test_a_symbolic_sweep_of_bert_given_a_mask_derives_its_flops_too(bert):
     so FLOPs came out over every point and fell back to interpolation, on every Hugging Face
     encoder and decoder. MACs: the closed form above."""
     import torch
-    from conftest import skip_before_transformers_5
-
-    skip_before_transformers_5("its masks are decided in modeling_attn_mask_utils")
 
     from pytest_graphbudget import profile_sweep
 
