@@ -430,3 +430,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return rank.get(path, len(rank))
 
     items.sort(key=first)  # stable: each file's items stay together, in their order
+
+
+def skip_detr_without_timm(name: str = "facebook/detr-resnet-50") -> None:
+    """transformers 4 (torch 2.4 and 2.5) builds DETR's backbone with timm, which the core
+    environments lack: loading it is then a one-line error naming timm. transformers 5 builds
+    the backbone itself."""
+    import importlib.util
+
+    major = transformers_major()
+    if "detr" in name and major is not None and major < 5 and not importlib.util.find_spec("timm"):
+        pytest.skip("transformers 4 builds DETR's backbone with timm, which is not installed")
+
+
+def ultralytics_safe_load() -> bool:
+    """Whether ultralytics can load a checkpoint with weights_only safety on this torch: its
+    safe loader needs ``torch.serialization.get_unsafe_globals_in_checkpoint`` (2.5 on)."""
+    import torch
+
+    return hasattr(torch.serialization, "get_unsafe_globals_in_checkpoint")

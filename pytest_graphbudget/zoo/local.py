@@ -11,6 +11,7 @@ and is refused as well.
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import zipfile
 from pathlib import Path
@@ -245,16 +246,27 @@ def _load_ultralytics(path: Path, name: str, *, trust: bool) -> Any:
                     "pass trust_pickle=True (--trust-pickle) if you trust the file"
                 ) from None
     elif not trust:
-        raise GraphBudgetError(
-            f"{name} is an ultralytics checkpoint and this ultralytics version cannot load it "
-            "with weights_only safety; pass trust_pickle=True (--trust-pickle) if you trust it"
+        import torch
+
+        why = (
+            "this ultralytics version cannot load it with weights_only safety"
+            if safe is None  # else its safe loader wants torch's finder of a file's globals
+            else f"ultralytics' weights_only loader needs torch>=2.5, not {torch.__version__}"
         )
+        raise GraphBudgetError(
+            f"{name} is an ultralytics checkpoint and {why}; "
+            "pass trust_pickle=True (--trust-pickle) if you trust it"
+        )
+    # The checkpoint as saved, not ``load_checkpoint``'s model: that one's ``args`` are replaced
+    # by ultralytics' defaults and ``train_args``, which loses the trainer's own ``imgsz``.
+    taken = inspect.signature(tasks.torch_safe_load).parameters
+    unsafe = {"safe_only": False} if "safe_only" in taken else {}
     try:
-        model, _ = tasks.load_checkpoint(str(path))
+        checkpoint, _ = tasks.torch_safe_load(str(path), **unsafe)
     except Exception as exc:
         first = one_line(exc)
         raise GraphBudgetError(f"{name}: ultralytics could not load it ({first})") from None
-    return model
+    return checkpoint
 
 
 def _unpickle(path: Path, name: str) -> Any:

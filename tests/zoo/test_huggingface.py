@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import skip_detr_without_timm
 
 torch = pytest.importorskip("torch")
 
@@ -101,19 +102,6 @@ def test_unknown_hub_id_with_the_hub_unreachable(no_network, hub_allowed):
         resolve("facebook/opt-126m")
 
 
-def _skip_detr_without_timm(name: str = "facebook/detr-resnet-50") -> None:
-    """transformers 4 (torch 2.4 and 2.5) builds DETR's backbone with timm, which the core
-    environments lack: loading it is then a one-line error naming timm. transformers 5 builds
-    the backbone itself."""
-    import importlib.util
-
-    from conftest import transformers_major
-
-    major = transformers_major()
-    if "detr" in name and major is not None and major < 5 and not importlib.util.find_spec("timm"):
-        pytest.skip("transformers 4 builds DETR's backbone with timm, which is not installed")
-
-
 # Inputs are chosen from forward's signature and the configuration, never from the name.
 @pytest.mark.parametrize(
     "name, expected",
@@ -141,7 +129,7 @@ def _skip_detr_without_timm(name: str = "facebook/detr-resnet-50") -> None:
     ],
 )
 def test_hf_inputs_come_from_the_forward_signature(name, expected, no_network):
-    _skip_detr_without_timm(name)
+    skip_detr_without_timm(name)
     case = resolve(name, meta=True)
     assert case.inputs == ()
     assert shapes(case) == expected
@@ -156,7 +144,7 @@ def test_hf_overrides_seq_len_batch_and_input_shape(no_network):
     assert set(shapes(case).values()) == {(2, 64)}
     case = resolve("t5-small", input_shape=(3, 32), meta=True)
     assert shapes(case)["decoder_input_ids"] == (3, 32)
-    _skip_detr_without_timm()
+    skip_detr_without_timm()
     case = resolve("facebook/detr-resnet-50", input_shape="1,3,640,480", meta=True)
     assert shapes(case) == {"pixel_values": (1, 3, 640, 480), "pixel_mask": (1, 640, 480)}
 
@@ -210,7 +198,7 @@ def test_hf_seq_len_beyond_the_model_is_a_clear_error():
 
 
 def test_detr_needs_neither_timm_nor_a_download(no_network, hub_allowed):
-    _skip_detr_without_timm()
+    skip_detr_without_timm()
     case = resolve("facebook/detr-resnet-50", meta=True)
     assert type(case.model).__name__ == "DetrForObjectDetection"
     assert case.model.config.num_queries == 100

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import skip_detr_without_timm
 
 torch = pytest.importorskip("torch")
 
@@ -74,6 +75,7 @@ def test_encoder_decoders_trace(name, no_network):
 
 @pytest.mark.slow
 def test_detr_traces(no_network):
+    skip_detr_without_timm()
     case, prof = profile("facebook/detr-resnet-50", input_shape=(1, 3, 320, 320))
     assert set(case.kwargs) == {"pixel_values", "pixel_mask"}
     assert prof.params == 41_524_768
