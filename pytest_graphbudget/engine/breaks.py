@@ -29,13 +29,14 @@ from pytest_graphbudget.engine.names import name_as_fx
 from pytest_graphbudget.engine.nodes import (
     Measured,
 )
-from pytest_graphbudget.engine.reasons import Break, module_path, plain_breaks
+from pytest_graphbudget.engine.reasons import Break, plain_breaks
 from pytest_graphbudget.engine.replay import Memo
 from pytest_graphbudget.engine.tape import Tape, hollow_run, model_weights, real_tape, run_taped
 from pytest_graphbudget.engine.trace import (
     Example,
     is_meta,
 )
+from pytest_graphbudget.engine.walk import module_path
 
 _NEEDS_WEIGHTS = (
     "needs real weights to run the model: build it on the CPU (meta=False) to profile "

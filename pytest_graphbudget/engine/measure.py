@@ -52,6 +52,7 @@ from pytest_graphbudget.engine.nodes import (
 from pytest_graphbudget.engine.quantized import packed_keys, rows_read, stored_bytes, weight_ids
 from pytest_graphbudget.engine.split import Split
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
+from pytest_graphbudget.engine.walk import module_path
 
 
 class _Recorder(TorchDispatchMode):
@@ -325,7 +326,7 @@ class _CostInterpreter(fx.Interpreter):
             path = str(n.target)
         else:
             stack = n.meta.get("nn_module_stack") or {}
-            path = next(reversed(stack.values()))[0] if stack else ""
+            path = module_path(next(reversed(stack.values()))[0]) if stack else ""
         path = path.removeprefix(self.traced.module_prefix)
         return "" if path == self.traced.module_prefix.rstrip(".") else path
 

@@ -7,7 +7,6 @@ Apart from ``breaks.py``, which captures them: the reasons are text work, not tr
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,15 +69,3 @@ def _short(filename: str) -> str:
         if marker in filename:
             return filename.split(marker, 1)[1]
     return filename
-
-
-_ROOT = re.compile(r"^[LG]\['[^']*'\]")
-_ITEM = re.compile(r"\._modules\['([^']*)'\]|\[['\"]?([^'\"\]]*)['\"]?\]")
-
-
-def module_path(expr: str) -> str:
-    """Dynamo's source expression of a module as a module path, relative to the compiled frame:
-    ``L['self'].backbone.body._modules['0'][1]`` -> ``backbone.body.0.1``."""
-    rest = _ROOT.sub("", expr)
-    rest = _ITEM.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), rest)
-    return rest.strip(".").replace("..", ".")

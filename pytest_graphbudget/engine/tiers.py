@@ -80,7 +80,7 @@ def _trace_and_measure(
             return taped
     kept.everything()  # the forwards below run outside that tape: what they may write, copied
     if program is not None:
-        chosen = [("export", lambda _model, live: trace_exported(program, live))]
+        chosen = [("export", lambda module, live: trace_exported(program, live, module))]
         traced, measured, failures = _tiers(model, example, chosen, REAL_PASS_SECONDS)
         if traced is None:  # an exported program is one graph or nothing
             raise TraceError(failures)

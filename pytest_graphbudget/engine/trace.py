@@ -342,10 +342,15 @@ def _dense_encoders(model: nn.Module) -> Iterator[None]:
             module.use_nested_tensor = True
 
 
-def trace_exported(program: torch.export.ExportedProgram, example: Example) -> Traced:
+def trace_exported(
+    program: torch.export.ExportedProgram, example: Example, module: nn.Module | None = None
+) -> Traced:
     """The ``export`` tier, for a program saved with ``torch.export.save``: its graph is already
     captured, so it is used as it is. The program's module is never called, put in eval mode or
-    traced again (an exported program's module refuses ``.eval()``)."""
+    traced again (an exported program's module refuses ``.eval()``). A buffer the graph takes
+    that ``module`` (``program.module()``) lacks is read from the program's state: torch 2.4's
+    module drops those the graph never reads (BatchNorm's ``num_batches_tracked`` in eval)."""
+    held = model_state(module) if module is not None else None
     leaves = example.leaves
     users = [s for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     if len(users) != len(leaves):
@@ -364,8 +369,10 @@ def trace_exported(program: torch.export.ExportedProgram, example: Example) -> T
             placeholders.append(
                 Binding("input", index[id(value)]) if tensor else Binding("constant", value)
             )
-        elif kind in ("PARAMETER", "BUFFER"):
+        elif kind in ("PARAMETER", "BUFFER") and (held is None or spec.target in held):
             placeholders.append(Binding("state", spec.target))
+        elif kind in ("PARAMETER", "BUFFER"):
+            placeholders.append(Binding("constant", program.state_dict[spec.target]))
         elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
             placeholders.append(Binding("constant", program.constants[spec.target]))
         else:

@@ -12,6 +12,7 @@ it when a forward assigned module attributes (lazy state may hold new modules). 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -146,9 +147,25 @@ def classes(model: Any) -> dict[str, str]:
         for node in graph_module.graph.nodes:
             for path, cls in (node.meta.get("nn_module_stack") or {}).values():
                 name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
-                found.setdefault(path, name.rpartition(".")[2])
+                found.setdefault(module_path(path), name.rpartition(".")[2])
         return found
     try:
         return {path: type(module).__name__ for path, module in named_modules(model)}
     except Exception:  # a model whose walk fails still profiles: no classes to name
         return {}
+
+
+_ROOT = re.compile(r"^[LG]\['[^']*'\]")
+_ITEM = re.compile(r"\._modules\['([^']*)'\]|\[['\"]?([^'\"\]]*)['\"]?\]")
+_GETATTR = re.compile(r"getattr\(([^()]*), '([^']*)'\)")
+
+
+def module_path(expr: str) -> str:
+    """Dynamo's source expression of a module as a module path, relative to the compiled frame:
+    ``L['self'].backbone.body._modules['0'][1]`` -> ``backbone.body.0.1``, and torch 2.4's
+    strict export's ``getattr(L['fn'], '0')`` -> ``0``. A plain path is returned as it is."""
+    while (unwrapped := _GETATTR.sub(r"\1.\2", expr)) != expr:
+        expr = unwrapped
+    rest = _ROOT.sub("", expr)
+    rest = _ITEM.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), rest)
+    return rest.strip(".").replace("..", ".")

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import ultralytics_safe_load
 
 from pytest_graphbudget import cli
 
@@ -366,11 +367,12 @@ def test_model_paths_are_the_roots_under_pytest_and_check_from_any_directory(pyt
         model = "yolov8n.pt"
         input_shape = [1, 3, 64, 64]
         params_max = "10M"
+        trust_pickle = TRUST
 
         [models.gone]
         model = "weights/yolov8n.pt"
         params_max = "10M"
-        """,
+        """.replace("TRUST", "false" if ultralytics_safe_load() else "true"),  # torch 2.4: trusted
     )
     (pytester.path / "pyproject.toml").write_text(
         "[tool.pytest.ini_options]\n[tool.graph_budget]\ncache_dir = '.cache'\n"

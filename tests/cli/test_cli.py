@@ -950,8 +950,12 @@ def test_example_profile_bert_visualize_svg_multi_input_dynamo_graph(tmp_path, o
     assert_ok(result)
     svg = (tmp_path / "bert.svg").read_text()
     assert "<svg" in svg
-    # Multi-input Dynamo graph: every input is drawn, and every kernel is a cluster.
-    for name in ("input_ids", "attention_mask", "token_type_ids"):
+    # Multi-input Dynamo graph: every input read is drawn, and every kernel is a cluster.
+    # transformers 4 drops the unpadded mask without an op reading it (5 casts it first)
+    from conftest import transformers_major
+
+    read = ("input_ids", "token_type_ids")
+    for name in read if (transformers_major() or 5) < 5 else (*read, "attention_mask"):
         assert f"input {name}" in svg
     assert svg.count('class="cluster"') >= 100
     assert "encoder.layer.11.intermediate.dense" in svg

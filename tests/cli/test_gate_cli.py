@@ -64,12 +64,24 @@ def test_profile_pt2_counts_by_hand(tmp_path, capsys):
     data = json.loads(out)
     assert data["trace"]["method"] == "export"
     assert {k: data["totals"][k] for k in TINY} == TINY
-    assert data["inputs"] == [{"name": "input", "shape": [2, 8], "dtype": "float32"}]
+    # named as the program's own module names its input: "input" (Sequential's), or torch
+    # 2.4's generated "arg_0"
+    import inspect
+
+    import torch
+
+    (name,) = inspect.signature(torch.export.load(model).module().forward).parameters
+    assert data["inputs"] == [{"name": name, "shape": [2, 8], "dtype": "float32"}]
     assert data["coverage"]["unsupported_ops"] == {}
 
 
 def test_profile_pt2_table_names_layer_types(tmp_path, capsys):
+    import torch
+
     model = save_exported(tmp_path / "tiny.pt2")
+    stacks = [n.meta.get("nn_module_stack") or {} for n in torch.export.load(model).graph.nodes]
+    if any(path == "getattr" for stack in stacks for path, _ in stack.values()):
+        pytest.skip("this torch's archive cuts each module's path to 'getattr' (2.4's)")
     assert cli.main(["profile", str(model), "-q"]) == 0
     out = capsys.readouterr().out
     assert "export trace" in out
@@ -285,8 +297,12 @@ def test_torch_own_flood_is_held_back(capsys, caplog):
     assert (out, err) == ("", "")
     (record,) = [r for r in caplog.records if r.name == "pytest_graphbudget.torch"]
     assert record.levelno == logging.DEBUG
-    assert "torch's output while exporting Branchy" in record.getMessage()
-    assert "def forward" in record.getMessage()
+    header, _, body = record.getMessage().partition("\n")
+    assert header == "torch's output while exporting Branchy:" and body.strip()
+    from pytest_graphbudget.compat import torch_at_least
+
+    if torch_at_least(2, 9):  # 2.4 logs the failed guard, not the graph's code
+        assert "def forward" in body
 
 
 # ---------------------------------------------------------------------------------------------

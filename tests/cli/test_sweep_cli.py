@@ -65,11 +65,15 @@ def test_json_sweep_is_plot_ready_and_exact(bert_dir, capsys):
         (s, closed_form_macs(s)) for s in SEQ
     ]
     fit = sweep["fit"]
-    assert fit["method"] == "symbolic"  # from one export with a dynamic seq_len, checked
     assert fit["figures"]["macs"]["formula"] == (
         f"macs = {H * H} + {12 * LAYERS * H * H}*s + {2 * LAYERS * H}*s^2"
     )
-    assert fit["figures"]["macs"]["method"] == "symbolic"
+    from pytest_graphbudget.compat import dim_auto
+
+    # from one export with a dynamic seq_len, checked; torch 2.4 has no Dim.AUTO: the points'
+    # fit, saying why
+    symbolic = "symbolic" if dim_auto() is not None else "interpolated"
+    assert fit["method"] == fit["figures"]["macs"]["method"] == symbolic
     assert fit["figures"]["traffic_bytes"]["method"] == "interpolated"
     assert set(fit["figures"]) == {"flops", "macs", "peak_memory_bytes", "traffic_bytes"}
 

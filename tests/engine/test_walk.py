@@ -84,3 +84,16 @@ def test_storage_keys_are_one_per_storage_and_outlive_it():
     assert torch.UntypedStorage._expired(key)  # freed, and the key says so
     # while a key lives, no new storage takes its address
     assert all(StorageKey(torch.ones(8).untyped_storage()) != key for _ in range(50))
+
+
+def test_module_paths_read_from_every_source_form_dynamo_writes():
+    """A module's path from the source Dynamo records in ``nn_module_stack``: torch 2.4's strict
+    export writes ``getattr(L['fn'], '0')``, which the per-layer table had shown whole, each
+    layer of a Sequential under its own name and its MACs under none."""
+    from pytest_graphbudget.engine.walk import module_path
+
+    assert module_path("getattr(L['fn'], '0')") == "0"
+    assert module_path("getattr(getattr(L['fn'], 'layer1'), '0').conv1") == "layer1.0.conv1"
+    assert module_path("L['self'].backbone.body._modules['0'][1]") == "backbone.body.0.1"
+    assert module_path("L['fn']") == ""
+    assert module_path("layer1.0.downsample") == "layer1.0.downsample"  # a plain path as it is
