@@ -371,8 +371,9 @@ def trace_exported(
             )
         elif kind in ("PARAMETER", "BUFFER") and (held is None or spec.target in held):
             placeholders.append(Binding("state", spec.target))
-        elif kind in ("PARAMETER", "BUFFER"):
-            placeholders.append(Binding("constant", program.state_dict[spec.target]))
+        elif kind in ("PARAMETER", "BUFFER"):  # a non-persistent buffer is a constant there
+            kept = program.state_dict if spec.target in program.state_dict else program.constants
+            placeholders.append(Binding("constant", kept[spec.target]))
         elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
             placeholders.append(Binding("constant", program.constants[spec.target]))
         else:
