@@ -251,7 +251,7 @@ class _CostInterpreter(fx.Interpreter):
             self.recorder.node = None
         if self.splits and self.recorder.kernels > 1:
             return self.split(n)
-        value = self.result(n, value)
+        ran, value = value, self.result(n, value)
         producers = list(n.all_input_nodes)
         # What an op wrote through out= is read from that op, as on the tape (mm(.., out=y); y+1)
         node.inputs = list(dict.fromkeys(m for p in producers for m in self.makers(p.name)))
@@ -265,7 +265,10 @@ class _CostInterpreter(fx.Interpreter):
         node.overwrites = set().union(*storages) - node.reads
         tensors = tree.tensor_list(value)
         record_output(node, value, tensors)
-        seen = node.writes.keys() | node.reads | node.overwrites  # fresh: made and let go here
+        # fresh: made and let go here. What it ran returned is its value, though the graph
+        # reads export's recorded twin of it (``measure_export``): not a second write.
+        seen = node.writes.keys() | node.reads | node.overwrites
+        seen |= {_storage(t) for t in tree.tensors(ran)} if ran is not value else set()
         held = {k: size for k, size in self.recorder.fresh.items() if k not in seen}
         node.writes.update(held)
         if held and is_max_pool1d(n, self.module):  # the indices it did not return
