@@ -223,7 +223,7 @@ PHASES = (
     ("pytest_graphbudget.engine.measure_export", "measure_exported", "cost pass"),
     ("pytest_graphbudget.engine.partition", "partition", "partition"),
     ("pytest_graphbudget.engine.partition", "traffic", "traffic"),
-    ("pytest_graphbudget.engine.partition", "live_at_peak", "liveness"),
+    ("pytest_graphbudget.engine.liveness", "live_at_peak", "liveness"),
 )
 
 

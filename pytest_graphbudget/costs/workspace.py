@@ -1,6 +1,6 @@
 """Workspaces: the bytes a kernel allocates and frees while it runs, beside its inputs and output.
 
-They count toward the peak (``engine/partition.live_at_peak``) during the op only. Each function
+They count toward the peak (``engine/liveness.live_at_peak``) during the op only. Each function
 gets the op's arguments as shapes, like its formula, ``itemsize`` and ``dtype_name``; it returns
 bytes. The figures are those of CPU convolutions (other kernels' are in ``costs/scratch.py``),
 read off ``torch.profiler(profile_memory=True)`` (``benchmarks/peak.py --explain``): float32's

@@ -192,8 +192,8 @@ class CudaPeak:
 def cuda_peak(weights: list[int], measured: Any, memory: CudaMemory) -> CudaPeak:
     """Replay a forward on an empty allocator: ``weights`` (each parameter's and buffer's
     bytes, allocated as ``.to("cuda")`` moves them), the inputs, then each node's new storages,
-    its workspaces, and the frees of ``partition.lifetimes``."""
-    from pytest_graphbudget.engine.partition import lifetimes
+    its workspaces, and the frees of ``liveness.lifetimes``."""
+    from pytest_graphbudget.engine.liveness import lifetimes
 
     sim = Simulator()
     for nbytes in weights:

@@ -6,6 +6,7 @@ import inspect
 from collections import Counter
 from typing import Any
 
+from pytest_graphbudget.engine.liveness import live_at_peak
 from pytest_graphbudget.engine.profile import (
     Coverage,
     InputInfo,
@@ -34,7 +35,7 @@ def assemble(
     import torch
 
     from pytest_graphbudget.engine import walk
-    from pytest_graphbudget.engine.partition import live_at_peak, partition, traffic
+    from pytest_graphbudget.engine.partition import partition, traffic
     from pytest_graphbudget.engine.quantized import packed
 
     groups = partition(measured)

@@ -47,6 +47,7 @@ from pytest_graphbudget.engine.nodes import (
     note_input,
     record_output,
     record_reads,
+    source_stack,
     widened,
 )
 from pytest_graphbudget.engine.quantized import packed_keys, rows_read, stored_bytes, weight_ids
@@ -244,6 +245,7 @@ class _CostInterpreter(fx.Interpreter):
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
         )
+        node.stack = source_stack(n.meta)
         self.recorder.node, self.recorder.kernels, self.recorder.fresh = node, 0, {}
         try:
             value = super().run_node(n)

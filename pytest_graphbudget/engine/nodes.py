@@ -7,6 +7,7 @@ exported graphs of ``measure_export``), so that a node means the same in all of 
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,10 +70,22 @@ class NodeCost:
     extra_kernels: int = 0  # eager kernels its ops run beyond one each (a roll over k dims)
     channels_last: bool = False  # a convolution on a channels-last input (``eager_kernels``)
     in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
+    stack: tuple = ()  # the code that called it, ("file:function", line) outermost first,
+    # where the graph records it (``liveness``)
 
     @property
     def flops(self) -> int:
         return 2 * self.macs + self.other
+
+
+def source_stack(meta: dict) -> tuple[tuple[str, int], ...]:
+    """The frames of an FX node's ``stack_trace`` (export records one: the code that called
+    the op), ``("file:function", line)`` outermost first; ``()`` without one."""
+    trace = meta.get("stack_trace") or ""
+    return tuple((f"{f}:{name}", int(line)) for f, line, name in _FRAME.findall(trace))
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 @dataclass

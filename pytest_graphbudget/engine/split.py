@@ -24,6 +24,7 @@ from pytest_graphbudget.engine.nodes import (
     _storage,
     record_output,
     record_reads,
+    source_stack,
     widened,
 )
 
@@ -37,6 +38,7 @@ class Split:
 
     def __init__(self, recorder: Any, n: fx.Node, module: str, made_by: dict, at: int):
         self.recorder, self.prefix, self.module, self.at = recorder, n.name, module, at
+        self.stack = source_stack(n.meta)
         self.rnn = n.op == "call_module" and isinstance(_submodule(n), torch.nn.RNNBase)
         self.made_by: dict[int, tuple[str, Any]] = made_by  # id -> (maker, weak ref or None)
         self.nodes: list[NodeCost] = []
@@ -68,6 +70,7 @@ class Split:
             target=target,
             module=self.module,
             index=self.at + len(self.nodes),
+            stack=self.stack,
         )
         outs = _out_arguments(func)
         inputs = {k: v for k, v in kwargs.items() if k not in outs} if outs else kwargs

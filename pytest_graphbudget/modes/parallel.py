@@ -301,7 +301,7 @@ def _dtype(model: Any) -> str:
 def _before_update(measured: Any) -> int | None:
     """The step's activation peak before its optimizer's first op, or None without one: a
     rank's activations and all-gathers are live then, not during the update."""
-    from pytest_graphbudget.engine.partition import live_at_peak
+    from pytest_graphbudget.engine.liveness import live_at_peak
     from pytest_graphbudget.modes.train import PHASES
 
     update = PHASES.index("optimizer")

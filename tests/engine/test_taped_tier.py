@@ -185,9 +185,10 @@ def test_hugging_face_encoder_and_decoder_figures_equal_exports(family, transfor
     # (``is_causal`` instead). The export prices that mask: its construction over at most the
     # s*s = 64 score positions (a few pointwise ops each, bounded here by 4) and, for BERT,
     # one add per score (2 heads * 64). The tape prices what ran. BERT's peak moves with it, by
-    # at most four s*s float32 masks (4 * 64 * 4 bytes). GPT-2's attention rebinds its locals
-    # (``attn_weights = ...``): the tape frees them as the forward does (test_peak_measured
-    # holds it to the memory profiler), the export keeps a module's own results to its end.
+    # at most four s*s float32 masks (4 * 64 * 4 bytes). GPT-2's peak is in its GELU, one
+    # expression of nine ops: the export had kept each of its temporaries to the module's end
+    # (a 16-wide model: 11,328 B taped, 19,968 exported), as if each were a local; the code
+    # it records says which are (``engine/liveness.py``), and the peaks are equal.
     # torch 2.6's export builds GPT-2 no mask, and keeps none of the packed-sequence check that
     # eager runs on the positions (transformers' find_packed_sequence_indices: the first
     # position less 1, diff, != 1, cumsum over s = 8, then == 0 and all on the last: 27 FLOPs).
@@ -201,7 +202,7 @@ def test_hugging_face_encoder_and_decoder_figures_equal_exports(family, transfor
         # whose scores and softmax are tensors of their own: priced as it runs, a higher peak
         assert exported.activation_peak_bytes > taped.activation_peak_bytes
     else:
-        assert taped.activation_peak_bytes < exported.activation_peak_bytes
+        assert taped.activation_peak_bytes == exported.activation_peak_bytes
 
 
 class Branchy(nn.Module):

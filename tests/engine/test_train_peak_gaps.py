@@ -44,8 +44,8 @@ def measured(
     loss=total,
 ) -> int:
     """Weights, buffers, inputs (each storage once) and Adam's state, plus the peak of one step of
-    ``loss(outputs).backward()`` (their sum unless told) and torch's single-tensor update (its state made by a first
-    step outside the measurement, the gradients None before it)."""
+    ``loss(outputs).backward()`` (their sum unless told) and torch's single-tensor update (its
+    state made by a first step outside the measurement, the gradients None before it)."""
     model.train()
     params = list(model.parameters())
     opt = torch.optim.Adam(params, foreach=False) if optimizer == "adam" else None

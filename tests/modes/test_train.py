@@ -762,8 +762,8 @@ def test_a_real_step_prices_a_graph_as_the_fake_step_does():
     """The same step traced both ways (no branch, so fake tensors can take it): every figure
     of every node, and the liveness over them, are the same."""
     from pytest_graphbudget.engine.joint import capture
+    from pytest_graphbudget.engine.liveness import live_at_peak
     from pytest_graphbudget.engine.measure import measure
-    from pytest_graphbudget.engine.partition import live_at_peak
     from pytest_graphbudget.engine.trace import Example
     from pytest_graphbudget.modes.train import _real_step
 
