@@ -150,6 +150,14 @@ class Tags:
         made, slot = self.owner.pop(storage)
         self.died[made][slot] = self.last.name if self.last is not None else made
 
+    def backward_ended(self, kept: set[int]) -> None:
+        """Storages ``kept`` (``ctx_tensors``) die here, after the backward's last node: eager's
+        ``loss.backward()`` lets go of the graph as it returns; the trace holds it to the end of
+        the step, which would count as their last reader."""
+        for storage in kept & self.owner.keys():
+            made, slot = self.owner[storage]
+            self.died[made][slot] = self.last.name if self.last is not None else made
+
     def frees(self, nodes: list[Any]) -> dict[Any, int]:
         """``Measured.frees`` of the joint graph: the node after which each activation the
         step let go of may die (its last reader, if later, still holds it); one it held to
@@ -278,6 +286,30 @@ def _tracing(model: Any, example: Any, real: bool) -> Iterator[None]:
         yield
 
 
+def ctx_tensors(loss: Any) -> set[int]:
+    """The storages of tensors custom autograd Functions keep on their ``ctx`` as attributes
+    (``ctx.offs = offs``, transformers' ``grouped_mm_fallback``) in the graph behind ``loss``:
+    unlike what ``save_for_backward`` keeps, freed once its node has run, they live as long as
+    the node, to the end of the backward."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    found: set[int] = set()
+    seen: set[int] = set()
+    todo = [getattr(loss, "grad_fn", None)]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        todo.extend(fn for fn, _ in node.next_functions)
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            values = pytree.tree_leaves(list(vars(node).values()))
+            tensors = (v for v in values if isinstance(v, torch.Tensor))
+            found.update(t.untyped_storage()._cdata for t in tensors)
+    return found
+
+
 def _forward(model: Any, state: dict, args: tuple, kwargs: dict) -> tuple[Any, list]:
     """The model's forward on ``state``, and the tensors it left on its modules (a recurrent
     layer's last state): eager torch holds them after the step, so the step returns them."""
@@ -343,10 +375,12 @@ def capture(
             tags.tag(graph)
             tags.phase = "backward"
             tags.sums.follow(value)
+            kept_on_ctx = ctx_tensors(value)
             with handed_over(p, [name.rpartition(".")[0] for name in params], tags):
                 grads = torch.autograd.grad(value, p, allow_unused=True)
             used[:] = [g is not None for g in grads]
             tags.tag(graph)
+            tags.backward_ended(kept_on_ctx)
             tags.phase = "optimizer"
             if optimizer is not None:
                 update(optimizer, list(params), p, grads, s, tags, scale)

@@ -773,3 +773,39 @@ def test_a_custom_ops_two_gradients_are_written_once():
     ours = profile_model(model, x, mode="train", optimizer=None, loss=squared)
     assert ours.trace.method == "joint"
     assert ours.peak_memory_bytes == measured(model, (x,), loss=squared)
+
+
+class _Masked(torch.autograd.Function):
+    """A mask kept on ``ctx`` as an attribute, not through ``save_for_backward``."""
+
+    @staticmethod
+    def forward(ctx, x, mask):
+        ctx.mask = mask
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.mask, None
+
+
+class KeptOnCtx(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.wide = nn.Linear(1024, 64)
+
+    def forward(self, x):
+        h = self.wide(x)
+        return _Masked.apply(h, h > 0)
+
+
+def test_a_tensor_kept_on_a_custom_functions_ctx_lives_to_the_end_of_the_backward():
+    # Saved tensors are freed once their node has run; a ctx attribute lives with the node,
+    # which eager's ``loss.backward()`` holds until it returns. The peak is later, in the
+    # wide layer's gradients: the 256 x 64 boolean mask (16,384 B) is still live there. Its
+    # last reader had freed it: 16,384 B under the measured step (so was Jamba's routing
+    # offsets, 64 B, on torch 2.8 and older).
+    torch.manual_seed(0)
+    model, x = KeptOnCtx(), torch.randn(256, 1024)
+    ours = profile_model(model, x, mode="train", optimizer=None)
+    assert ours.trace.method == "joint"
+    assert ours.peak_memory_bytes == measured(model, (x,))
