@@ -86,6 +86,7 @@ class Tags:
     made: Any = None  # the first node the last op added: the one that writes its outputs
     sums: Accumulation = field(default_factory=Accumulation)  # the engine's gradient sums
     accumulating: str | None = None  # the module of the parameter whose gradient is copied
+    kept_on_ctx: set[int] = field(default_factory=set)  # storages (``ctx_tensors``)
 
     def module_now(self) -> str:
         import torch
@@ -150,11 +151,17 @@ class Tags:
         made, slot = self.owner.pop(storage)
         self.died[made][slot] = self.last.name if self.last is not None else made
 
-    def backward_ended(self, kept: set[int]) -> None:
-        """Storages ``kept`` (``ctx_tensors``) die here, after the backward's last node: eager's
-        ``loss.backward()`` lets go of the graph as it returns; the trace holds it to the end of
-        the step, which would count as their last reader."""
-        for storage in kept & self.owner.keys():
+    def backward_starts(self, loss: Any) -> None:
+        """Follow the gradient sums and note what custom Functions keep on ``ctx``."""
+        self.sums.follow(loss)
+        self.kept_on_ctx = ctx_tensors(loss)
+
+    def backward_ended(self, graph: Any) -> None:
+        """Tag the backward's nodes. What custom Functions keep on ``ctx`` (``ctx_tensors``)
+        dies after its last: eager's ``loss.backward()`` lets go of the graph as it returns;
+        the trace holds it to the end of the step, which would count as their last reader."""
+        self.tag(graph)
+        for storage in self.kept_on_ctx & self.owner.keys():
             made, slot = self.owner[storage]
             self.died[made][slot] = self.last.name if self.last is not None else made
 
@@ -374,13 +381,11 @@ def capture(
             value = value * scale if scale else value
             tags.tag(graph)
             tags.phase = "backward"
-            tags.sums.follow(value)
-            kept_on_ctx = ctx_tensors(value)
+            tags.backward_starts(value)
             with handed_over(p, [name.rpartition(".")[0] for name in params], tags):
                 grads = torch.autograd.grad(value, p, allow_unused=True)
             used[:] = [g is not None for g in grads]
-            tags.tag(graph)
-            tags.backward_ended(kept_on_ctx)
+            tags.backward_ended(graph)
             tags.phase = "optimizer"
             if optimizer is not None:
                 update(optimizer, list(params), p, grads, s, tags, scale)
