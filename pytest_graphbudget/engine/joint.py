@@ -302,13 +302,13 @@ def ctx_tensors(loss: Any) -> set[int]:
     from torch.utils import _pytree as pytree
 
     found: set[int] = set()
-    seen: set[int] = set()
+    seen: dict[int, Any] = {}  # each node kept, so that no id is reused by another's wrapper
     todo = [getattr(loss, "grad_fn", None)]
     while todo:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         todo.extend(fn for fn, _ in node.next_functions)
         if isinstance(node, torch.autograd.function.BackwardCFunction):
             values = pytree.tree_leaves(list(vars(node).values()))
