@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,9 +81,10 @@ class NodeCost:
 
 def source_stack(meta: dict) -> tuple[tuple[str, int], ...]:
     """The frames of an FX node's ``stack_trace`` (export records one: the code that called
-    the op), ``("file:function", line)`` outermost first; ``()`` without one."""
+    the op), ``("file:function", line)`` outermost first; ``()`` without one. The names are
+    interned: a large graph's nodes share a few hundred functions."""
     trace = meta.get("stack_trace") or ""
-    return tuple((f"{f}:{name}", int(line)) for f, line, name in _FRAME.findall(trace))
+    return tuple((sys.intern(f"{f}:{name}"), int(line)) for f, line, name in _FRAME.findall(trace))
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
