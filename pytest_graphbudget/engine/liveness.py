@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
+from pytest_graphbudget.engine.rebinding import rebinding
 
 
 def live_at_peak(measured: Measured, stop: int | None = None) -> dict[str, int]:
@@ -124,21 +125,132 @@ def _locals(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], c
     (``0.5 * x * (1 + tanh(...))``, GELU's) is freed after its last reader, as Python frees it.
     Told apart by the code that called each op (``NodeCost.stack``, the graph's record): below
     the frames the maker and the reader share, both ran in one function at different lines.
-    The forward is the maker's or the reader's module, whichever holds the other: in a loop
-    over blocks, one block's function is another block's call. Where a rebinding
-    (``x = x + 1``) freed the old value sooner, this holds it to the call's end."""
+    The function is the innermost module's that holds both (``path``), not one of its
+    children's: in a loop over blocks, one block's function is another block's call. It is
+    that module's if each child it called (maker's, reader's) ran from one line of it
+    (``_shared``). Where the code rebinds the name
+    (``x = self.ln(x)`` ... ``x = a + r``), the old value dies once that statement has run
+    (``_rebound``), not at the call's end."""
     ends: dict[str, list[tuple[int, int]]] = {}
     for path, first, last in calls:
         ends.setdefault(path, []).append((first, last))
+    sources: dict = {}  # file -> its parsed code
+    shared: dict = {}  # (path, first node) -> frames shared by that call's nodes
+    rebound: dict = {}  # (key, frame, end) -> ``_rebound``
     for i, reader in enumerate(nodes):
         for key in reader.reads if reader.stack and reader.in_call else ():
             maker = nodes[born[key]] if key in born else reader
             if maker is reader or not maker.stack:
                 continue
             path = _common(maker.module, reader.module)
-            if path in (maker.module, reader.module) and _two_statements(maker, reader):
+            frame = _two_statements(maker, reader)
+            if frame >= 0 and all(
+                _shared(nodes, ends, _child(path, node.module), at, shared) > frame
+                for node, at in ((maker, born[key]), (reader, i))
+                if node.module != path
+            ):
                 runs = ends.get(path, [(0, len(nodes) - 1)])  # the root's: the whole graph
-                dies[key] = max(dies[key], *(last for first, last in runs if first <= i <= last))
+                end = max(last for first, last in runs if first <= i <= last)
+                if (key, frame, end) not in rebound:
+                    rebound[key, frame, end] = _rebound(
+                        nodes, key, (born[key], i), frame, end, sources
+                    )
+                until = rebound[key, frame, end]
+                if until is None and path in (maker.module, reader.module):
+                    until = end  # a local the code does not say more of: to the call's end
+                dies[key] = max(dies[key], until if until is not None else -1)
+
+
+def _rebound(
+    nodes: list[NodeCost], key: Any, pair: tuple[int, int], frame: int, end: int, sources: dict
+) -> int | None:
+    """The last node before the statement that rebinds the name the value ``key`` is bound to
+    has run (``rebinding.rebinding``, at ``frame`` of the stacks of ``pair``: the nodes that
+    made it and that read it in another statement), or before its function returned if none
+    does; ``end`` where another name may still hold it (it is read after, or returned);
+    ``None`` where the code does not say.
+    A rebinding that hands the value on (``x = self.drop(x)``, the same tensor) is followed
+    to the next."""
+    start, reader = pair
+    prefix, (where, line) = nodes[start].stack[:frame], nodes[start].stack[frame]
+    found = rebinding(where, line, sources, nodes[reader].stack[frame][1])
+    if found is None:
+        return None
+    after, spans = start + 1, []
+    for _ in range(64):
+        spans = spans[:-1] + found.spans  # from the binding to this rebinding
+        at, how = _ran(nodes[after : end + 1], frame, prefix, where, spans or None, found.confirm)
+        if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
+            found = rebinding(where, found.spans[-1][0], sources)
+            if found is None:
+                return end
+            continue
+        if how is None:
+            return end
+        at += after
+        read = any(key in n.reads for n in nodes[at : end + 1])
+        if how == "returned":  # its locals go; a value it returns, its caller holds if it reads
+            return end if found.returned and not read else at - 1
+        if not read:
+            return at - 1
+        if not found.hands_on:  # another name holds it
+            return end
+        found, after, spans = rebinding(where, found.spans[-1][0], sources), at, []
+        if found is None:
+            return end
+    return end
+
+
+def _ran(
+    nodes: list[NodeCost], frame: int, prefix: tuple, where: str, spans: list | None, confirm: bool
+) -> tuple[int, str | None]:
+    """The first of ``nodes`` after the last of ``spans`` (statements, the rebinding last) ran,
+    and how: ``"ran"``, at a statement of that function's call outside them or at an earlier
+    one of them (a loop's next turn); ``"skipped"``, the same with no op seen of a rebinding
+    that might not run (``confirm``); ``"returned"``, outside the function's call before the
+    rebinding ran (or at all where ``spans`` is None: nothing rebinds it); ``None`` where none
+    is."""
+    seen, ran = 0, False
+    for j, node in enumerate(nodes):
+        stack = node.stack
+        if not stack:
+            continue
+        if len(stack) <= frame or stack[:frame] != prefix or stack[frame][0] != where:
+            return j, "ran" if ran else "returned"
+        if spans is None:
+            continue
+        at = next((k for k, (a, b) in enumerate(spans) if a <= stack[frame][1] <= b), -1)
+        if at < seen:
+            return j, "ran" if ran or not confirm else "skipped"
+        seen, ran = at, ran or at == len(spans) - 1
+    return 0, None
+
+
+def _shared(nodes: list[NodeCost], ends: dict, path: str, at: int, memo: dict) -> int:
+    """How many outer frames every node of the call of ``path`` that runs node ``at`` shares:
+    the frames of its callers, down to the line that called it."""
+    for first, last in ends.get(path, ()):
+        if first <= at <= last:
+            if (path, first) not in memo:
+                common: tuple = ()
+                for k, node in enumerate(n for n in nodes[first : last + 1] if n.stack):
+                    common = node.stack if k == 0 else _prefix(common, node.stack)
+                memo[path, first] = len(common)
+            return memo[path, first]
+    return 0
+
+
+def _prefix(a: tuple, b: tuple) -> tuple:
+    for k, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return a[:k]
+    return a if len(a) <= len(b) else b
+
+
+def _child(path: str, module: str) -> str:
+    """The child of ``path`` that holds ``module`` (``path`` holds it)."""
+    depth = len(path.split(".")) if path else 0
+    return ".".join(module.split(".")[: depth + 1])
 
 
 def _common(a: str, b: str) -> str:
@@ -151,12 +263,13 @@ def _common(a: str, b: str) -> str:
     return ".".join(shared)
 
 
-def _two_statements(maker: NodeCost, reader: NodeCost) -> bool:
-    """Whether, below the frames they share, the two ops ran in one function at two lines."""
-    for made, read in zip(maker.stack, reader.stack, strict=False):
+def _two_statements(maker: NodeCost, reader: NodeCost) -> int:
+    """The frame at which, below the frames they share, the two ops ran in one function at
+    two lines; -1 where they did not."""
+    for k, (made, read) in enumerate(zip(maker.stack, reader.stack, strict=False)):
         if made != read:
-            return made[0] == read[0]
-    return False
+            return k if made[0] == read[0] else -1
+    return -1
 
 
 def _prefixes(path: str) -> list[str]:

@@ -25,7 +25,7 @@ from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.compat import fake_empty, reparametrize
 from pytest_graphbudget.compat.export import export_keywords
-from pytest_graphbudget.engine import walk
+from pytest_graphbudget.engine import helper_frames, walk
 from pytest_graphbudget.engine.fakes import fake_mode
 from pytest_graphbudget.engine.fx_tracer import MADE, symbolic_trace
 from pytest_graphbudget.errors import ModelRunError, one_line
@@ -299,7 +299,8 @@ def trace_dynamo(
         else {}
     )
     # On failure export prints the partial graph to stderr: the one-line reason is enough.
-    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()), _dense_encoders(model):
+    quiet = contextlib.redirect_stderr(io.StringIO())
+    with torch.no_grad(), quiet, _dense_encoders(model), helper_frames.recorded(model):
         program = torch.export.export(
             wrapper, tuple(example.tensors), dynamic_shapes=shapes, strict=False, **options
         )

@@ -47,6 +47,26 @@ class Embeddings(nn.Module):
         return self.out(h)
 
 
+class Residuals(nn.Module):
+    """GPT-2's block: the name rebound after each residual add, so the old value is dropped
+    there; the submodules' results the forward binds are held to its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm1, self.attn, self.norm2 = nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64)
+        self.up, self.down = nn.Linear(64, 256), nn.Linear(256, 64)
+
+    def forward(self, x):
+        residual = x
+        x = self.norm1(x)
+        a = self.attn(x)
+        x = a + residual  # norm1's result is no one's now
+        residual = x
+        x = self.norm2(x)  # held by x to the end, though only up reads it
+        f = self.down(torch.relu(self.up(x)))
+        return residual + f
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -57,8 +77,11 @@ class Embeddings(nn.Module):
         (Locals(), 4 * ROW),
         # e and p are the forward's locals through the ReLU's call: e, p, h and the ReLU's.
         (Embeddings(), 4 * ROW),
+        # At the ReLU: a, the add's, norm2's, up's (4 rows) and the ReLU's (4 rows); norm1's
+        # was dropped when x was rebound to the add's.
+        (Residuals(), 11 * ROW),
     ],
-    ids=["one-expression", "locals", "submodules-results"],
+    ids=["one-expression", "locals", "submodules-results", "rebound"],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
     x = torch.randn(1, 64)
@@ -66,3 +89,56 @@ def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
     exported = profile_model(torch.export.export(model, (x,)), x)
     assert (taped.trace.method, exported.trace.method) == ("eager", "export")
     assert taped.activation_peak_bytes == exported.activation_peak_bytes == peak
+
+
+def _scaled(x):
+    """A helper with a local held past its last reader, as torchvision's
+    ``shifted_window_attention`` holds its windows: an export records none of its lines
+    unless this project asks (``engine/helper_frames.py``)."""
+    h = x * 2
+    g = torch.relu(h)  # h's last reader; h is a local until the helper returns
+    g = g + 1  # the first g is dropped here
+    return g * 3
+
+
+class Helpers(nn.Module):
+    """A forward FX cannot trace (a loop over a size), so ``tier="dynamo"`` exports it: a
+    method's result unpacked into two names, a helper function's locals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(64, 64), nn.Linear(64, 64)
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        y, s = self._pair(x)
+        y = _scaled(y)  # the pair's first is dropped once the helper returns
+        return self.b(y) + s
+
+    def _pair(self, x):
+        a = self.a(x)
+        return a, a.sum()
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS"),
+    reason="torch < 2.13 records only forwards' lines in an export",
+)
+def test_a_helper_functions_locals_live_until_it_returns():
+    x = torch.randn(1, 64)
+    taped = profile_model(Helpers(), x, tier="eager")
+    exported = profile_model(Helpers(), x, tier="dynamo")
+    assert (taped.trace.method, exported.trace.method) == ("eager", "dynamo")
+    # At ``g * 3``: the pair's first and its sum (4 bytes), then the helper's h, g and the
+    # product. Without the helper's lines h reads as one expression's temporary: 3 rows.
+    assert taped.activation_peak_bytes == exported.activation_peak_bytes == 4 * ROW + 4
+
+
+def test_the_anchor_registry_is_left_as_found():
+    registry = getattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS", None)
+    if registry is None:
+        pytest.skip("torch < 2.13 has no registry of functions whose lines an export records")
+    before = set(registry)
+    profile_model(Helpers(), torch.randn(1, 64), tier="dynamo")
+    assert registry == before

@@ -1,0 +1,236 @@
+"""Where a forward's code rebinds a local: an exported graph records the line that called each
+op but not which names hold which values, so the source says when a local's old value was
+dropped (``x = self.ln(x)`` ... ``x = a + r``), as eager Python drops it.
+
+Read with ``ast`` from the file the stack trace names. Only the plain case counts: one name
+bound by one statement and bound again by a later one (in its block, or in a loop or a branch
+after it: the graph says whether that ran), with nothing in between that could keep a second
+reference (an alias, a container, a method of another object, a closure, a jump). Anything
+else gives ``None``: the caller holds the value longer, over rather than under what eager
+holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+from dataclasses import dataclass
+
+SAFE_CALLERS = frozenset({"self", "torch", "F", "nn", "functional", "math"})
+"""Objects whose methods take a tensor without keeping it: the module's submodules, torch's
+functions. A method of any other object (``cache.update(k, v)``) may store its argument."""
+
+METADATA = frozenset(
+    {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "size", "dim"}
+    | {"numel", "stride", "element_size", "is_contiguous", "is_floating_point", "get_device"}
+)
+"""What a tensor says of itself that is not a tensor: ``b = x.shape[0]``, ``x.size(1)``."""
+
+JUMPS = ast.Break | ast.Continue | ast.Yield | ast.YieldFrom | ast.Await
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+DEFS = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda  # a closure may keep what it reads
+BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+@dataclass(frozen=True)
+class Rebound:
+    """The statements from the one that binds a name to the one that binds it again."""
+
+    spans: list[tuple[int, int]]  # each statement's (first, last) line, in order; [] none
+    confirm: bool  # in a block that may not run (a loop's, a branch's): it ran if an op did
+    hands_on: bool  # its value is computed from the old one (``x = self.drop(x)``)
+    returned: bool  # the function returns the name (``return x``, ``return x, w``)
+
+
+Unit = tuple[ast.stmt, tuple[int, int], tuple]  # a statement, its lines, the blocks holding it
+
+
+def rebinding(where: str, line: int, sources: dict, read_at: int | None = None) -> Rebound | None:
+    """From the statement at ``line`` (``name = ...``) to the next that binds ``name`` again;
+    no spans where nothing later binds it (it lives until the function returns); ``None``
+    where the code does not say (a rebinding after the loop that binds it, a second reference
+    it may keep). Where the statement unpacks a tuple (``x, _ = self.attn(x)``), the name is
+    the one of them the statement at ``read_at`` reads. ``where``: ``"file:function"``, as in
+    ``NodeCost.stack``; ``sources``: a cache of parsed files and their functions' statements,
+    one per profile."""
+    file, _, function = where.rpartition(":")
+    cache = sources.setdefault((file, function), {})
+    units = _in(cache, line, lambda: _units(_function(file, function, line, sources)))
+    at = _at(units, line)
+    names = _binds(units[at][0]) if at is not None else []
+    if len(names) > 1 and read_at is not None and _at(units, read_at) is not None:
+        names = [n for n in names if _reads(units[_at(units, read_at)][0], n)]
+    if len(names) != 1:
+        return None
+    name, held = names[0], units[at][2]
+    returned = any(
+        isinstance(node, ast.Return) and node.value is not None and _hands_on(node.value, name)
+        for unit in units
+        for node in _own(unit[0])
+    )
+    loops = {block for block in held if isinstance(block[0], LOOPS)}
+    for i in range(at + 1, len(units)):
+        stmt, _, blocks = units[i]
+        if _escapes(stmt, name):
+            return None
+        if name in _binds(stmt):
+            if not loops <= set(blocks):
+                return None  # after the loop that binds it: the loop's next turn rebinds it
+            spans = [u[1] for u in units[at : i + 1]]
+            entered = [b for b in blocks if b not in held]  # a loop's, a branch's: may not run
+            return Rebound(spans, bool(entered), _hands_on(stmt.value, name), returned)
+        if _stores(stmt, name):
+            return None
+    return None if loops else Rebound([], False, False, returned)
+
+
+def _in(cache: dict, line: int, make) -> list[Unit]:
+    """A function's units, parsed once for all the lines of it asked about."""
+    for (first, last), units in cache.items():
+        if first <= line <= last:
+            return units
+    units = make()
+    span = (units[0][1][0], units[-1][1][1]) if units else (line, line)
+    cache[min(span[0], line), max(span[1], line)] = units
+    return units
+
+
+def _at(units: list[Unit], line: int) -> int | None:
+    return next((i for i, u in enumerate(units) if u[1][0] <= line <= u[1][1]), None)
+
+
+def _parse(file: str, sources: dict) -> ast.Module | None:
+    if file not in sources:
+        try:
+            source = "".join(linecache.getlines(file))
+            sources[file] = ast.parse(source) if source else None
+        except (SyntaxError, ValueError):
+            sources[file] = None
+    return sources[file]
+
+
+def _function(file: str, name: str, line: int, sources: dict) -> ast.AST | None:
+    """The innermost ``def name`` in ``file`` whose lines hold ``line``."""
+    tree, found = _parse(file, sources), None
+    for node in ast.walk(tree) if tree is not None else ():
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name == name
+            and node.lineno <= line <= (node.end_lineno or node.lineno)
+            and (found is None or node.lineno > found.lineno)
+        ):
+            found = node
+    return found
+
+
+def _units(func: ast.AST | None) -> list[Unit]:
+    """The function's statements in the order of its code: each simple statement, and each
+    compound one's header (its lines before its first block), with the blocks that hold it."""
+    units: list[Unit] = []
+
+    def visit(body: list[ast.stmt], blocks: tuple) -> None:
+        for stmt in body:
+            inner = [(f, getattr(stmt, f, None)) for f in BLOCKS[:3]]
+            inner += [("handlers", h.body) for h in getattr(stmt, "handlers", ())]
+            inner = [(f, b) for f, b in inner if b and isinstance(b, list)]
+            if not inner or isinstance(stmt, DEFS | ast.ClassDef):
+                units.append((stmt, (stmt.lineno, stmt.end_lineno or stmt.lineno), blocks))
+                continue
+            first = min(b[0].lineno for _, b in inner)
+            units.append((stmt, (stmt.lineno, max(stmt.lineno, first - 1)), blocks))
+            for field, block in inner:
+                visit(block, (*blocks, (stmt, field)))
+
+    visit(getattr(func, "body", []), ())
+    return units
+
+
+def _binds(stmt: ast.stmt) -> list[str]:
+    """The names a statement binds to its value or its value's items (``x = ...``,
+    ``x: T = ...``, ``x, _ = ...``); none for an attribute, a starred item, ``x += ...``."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        target = stmt.target
+    else:
+        return []
+    items = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+    return [t.id for t in items] if all(isinstance(t, ast.Name) for t in items) else []
+
+
+def _own(stmt: ast.stmt) -> list[ast.AST]:
+    """The nodes of a statement, less the blocks of a compound one (they are units of their own)."""
+    if isinstance(stmt, DEFS | ast.ClassDef):
+        return list(ast.walk(stmt))
+    fields = [v for f, v in ast.iter_fields(stmt) if f not in BLOCKS]
+    found: list[ast.AST] = [stmt]
+    for value in fields:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, ast.AST):
+                found += ast.walk(item)
+    return found
+
+
+def _reads(node: ast.AST, name: str) -> list[ast.Name]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and _load(n)]
+
+
+def _hands_on(value: ast.AST, name: str) -> bool:
+    """Whether a value may be the name's old tensor, or a view of it: it reads the name other
+    than for what the tensor says of itself (``x.size(0)``)."""
+    parents = {child: node for node in ast.walk(value) for child in ast.iter_child_nodes(node)}
+    return any(
+        not (isinstance(parents.get(n), ast.Attribute) and parents[n].attr in METADATA)
+        for n in _reads(value, name)
+    )
+
+
+def _load(node: ast.Name) -> bool:
+    return isinstance(node.ctx, ast.Load)
+
+
+def _stores(stmt: ast.stmt, name: str) -> bool:
+    """Whether the statement binds or deletes ``name`` some other way (a tuple, a loop's
+    target, ``x += ...``, ``del x``)."""
+    return any(isinstance(n, ast.Name) and n.id == name and not _load(n) for n in _own(stmt))
+
+
+def _escapes(stmt: ast.stmt, name: str) -> bool:
+    """Whether ``stmt`` could keep a reference to ``name``'s value or leave the block early."""
+    nodes = _own(stmt)
+    parents = {child: node for node in nodes for child in ast.iter_child_nodes(node)}
+    for node in nodes:
+        if isinstance(node, JUMPS | DEFS):
+            return True
+        if isinstance(node, ast.Name) and node.id == name and _load(node):
+            if _kept(node, parents):
+                return True
+    return False
+
+
+def _kept(node: ast.AST, parents: dict) -> bool:
+    """Whether this read of the name could hand its value to something that keeps it."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.keyword):
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare):
+        return False  # an operator: a new value
+    if isinstance(parent, ast.Return):
+        return False  # to the caller (``Rebound.returned``)
+    if isinstance(parent, ast.Tuple | ast.List | ast.Starred):  # kept if the container is
+        return _kept(parent, parents)  # (``torch.cat([t, x])`` keeps neither)
+    if isinstance(parent, ast.Subscript | ast.Attribute) and isinstance(parent.ctx, ast.Store):
+        return False  # written into (``mask[a:b] = 1``), not handed on
+    if isinstance(parent, ast.Subscript):  # an index is read; ``x[0]`` of a tuple is x's
+        return node is parent.value and _kept(parent, parents)
+    if isinstance(parent, ast.Attribute):  # a method's result is new or a view the graph has
+        called = isinstance(parents.get(parent), ast.Call) and parents[parent].func is parent
+        return not (called or parent.attr in METADATA) and _kept(parent, parents)
+    if isinstance(parent, ast.Call) and node is not parent.func:
+        func = parent.func
+        if isinstance(func, ast.Name):
+            return False  # a function: its locals die when it returns
+        while isinstance(func, ast.Attribute):
+            func = func.value
+        return not (isinstance(func, ast.Name) and func.id in SAFE_CALLERS)
+    return True  # an alias, a container, a return: kept
