@@ -51,11 +51,16 @@ def rebinding(where: str, line: int, sources: dict, read_at: int | None = None) 
     where the code does not say (a rebinding after the loop that binds it, a second reference
     it may keep). Where the statement unpacks a tuple (``x, _ = self.attn(x)``), the name is
     the one of them the statement at ``read_at`` reads. ``where``: ``"file:function"``, as in
-    ``NodeCost.stack``; ``sources``: a cache of parsed files and their functions' statements,
-    one per profile."""
+    ``NodeCost.stack``; ``sources``: a cache of parsed files, their functions' statements and
+    these answers, one per profile."""
+    if (where, line, read_at) not in sources:
+        sources[where, line, read_at] = _rebinding(where, line, sources, read_at)
+    return sources[where, line, read_at]
+
+
+def _rebinding(where: str, line: int, sources: dict, read_at: int | None) -> Rebound | None:
     file, _, function = where.rpartition(":")
-    cache = sources.setdefault((file, function), {})
-    units = _in(cache, line, lambda: _units(_function(file, function, line, sources)))
+    units, returns = _statements(file, function, line, sources)
     at = _at(units, line)
     names = _binds(units[at][0]) if at is not None else []
     if len(names) > 1 and read_at is not None and _at(units, read_at) is not None:
@@ -63,11 +68,6 @@ def rebinding(where: str, line: int, sources: dict, read_at: int | None = None) 
     if len(names) != 1:
         return None
     name, held = names[0], units[at][2]
-    returned = any(
-        isinstance(node, ast.Return) and node.value is not None and _hands_on(node.value, name)
-        for unit in units
-        for node in _own(unit[0])
-    )
     loops = {block for block in held if isinstance(block[0], LOOPS)}
     for i in range(at + 1, len(units)):
         stmt, _, blocks = units[i]
@@ -78,48 +78,53 @@ def rebinding(where: str, line: int, sources: dict, read_at: int | None = None) 
                 return None  # after the loop that binds it: the loop's next turn rebinds it
             spans = [u[1] for u in units[at : i + 1]]
             entered = [b for b in blocks if b not in held]  # a loop's, a branch's: may not run
-            return Rebound(spans, bool(entered), _hands_on(stmt.value, name), returned)
+            return Rebound(spans, bool(entered), _hands_on(stmt.value, name), name in returns)
         if _stores(stmt, name):
             return None
-    return None if loops else Rebound([], False, False, returned)
+    return None if loops else Rebound([], False, False, name in returns)
 
 
-def _in(cache: dict, line: int, make) -> list[Unit]:
-    """A function's units, parsed once for all the lines of it asked about."""
-    for (first, last), units in cache.items():
-        if first <= line <= last:
-            return units
-    units = make()
-    span = (units[0][1][0], units[-1][1][1]) if units else (line, line)
-    cache[min(span[0], line), max(span[1], line)] = units
-    return units
+def _statements(file: str, function: str, line: int, sources: dict) -> tuple[list[Unit], set]:
+    """The units of the innermost ``def function`` in ``file`` holding ``line``, and the names
+    its ``return`` statements hand back; parsed once a profile."""
+    if file not in sources:
+        sources[file] = _definitions(file)
+    found = None
+    for node in sources[file].get(function, ()):
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            if found is None or node.lineno > found.lineno:
+                found = node
+    if found is None:
+        return [], set()
+    if id(found) not in sources:
+        units = _units(found)
+        returns = {
+            n.id
+            for unit in units
+            for node in _own(unit[0])
+            if isinstance(node, ast.Return) and node.value is not None
+            for n in ast.walk(node.value)
+            if isinstance(n, ast.Name) and _hands_on(node.value, n.id)
+        }
+        sources[id(found)] = units, returns, found  # the node kept: its id stays its own
+    return sources[id(found)][:2]
 
 
 def _at(units: list[Unit], line: int) -> int | None:
     return next((i for i, u in enumerate(units) if u[1][0] <= line <= u[1][1]), None)
 
 
-def _parse(file: str, sources: dict) -> ast.Module | None:
-    if file not in sources:
-        try:
-            source = "".join(linecache.getlines(file))
-            sources[file] = ast.parse(source) if source else None
-        except (SyntaxError, ValueError):
-            sources[file] = None
-    return sources[file]
-
-
-def _function(file: str, name: str, line: int, sources: dict) -> ast.AST | None:
-    """The innermost ``def name`` in ``file`` whose lines hold ``line``."""
-    tree, found = _parse(file, sources), None
+def _definitions(file: str) -> dict[str, list[ast.AST]]:
+    """Each function's definitions in ``file`` by name; none where its source is not found."""
+    try:
+        source = "".join(linecache.getlines(file))
+        tree = ast.parse(source) if source else None
+    except (SyntaxError, ValueError):
+        tree = None
+    found: dict[str, list[ast.AST]] = {}
     for node in ast.walk(tree) if tree is not None else ():
-        if (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            and node.name == name
-            and node.lineno <= line <= (node.end_lineno or node.lineno)
-            and (found is None or node.lineno > found.lineno)
-        ):
-            found = node
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.setdefault(node.name, []).append(node)
     return found
 
 
