@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
-from pytest_graphbudget.engine.rebinding import rebinding
+from pytest_graphbudget.engine.rebinding import calls_helper, one_statement, rebinding
 
 
 def live_at_peak(measured: Measured, stop: int | None = None) -> dict[str, int]:
@@ -115,10 +115,64 @@ def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, 
                 for key in node.views:
                     if key in born and dies[key] > born[key]:
                         dies[key] = max(dies[key], last)
-    _locals(nodes, born, dies, calls)
+    _held_by_composites(nodes, born, dies)
+    sources: dict = {}  # file -> its parsed code, and what ``rebinding`` read of it
+    _locals(nodes, born, dies, calls, sources)
+    _helpers(nodes, born, dies, sources)
 
 
-def _locals(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: list) -> None:
+def _held_by_composites(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int]) -> None:
+    """Keep an op's arguments alive until its last ATen op returns, where torch runs it as
+    several (``matmul``'s expand, clone and ``bmm``; ``engine/split.py`` names them
+    ``matmul_2.clone``): the call holds them, as a module's call holds its arguments. So
+    ``F.normalize(q) @ F.normalize(k).T`` holds both normalized tensors through the ``bmm``."""
+    first = 0
+    for i in range(len(nodes) + 1 if nodes else 0):
+        group = nodes[first].name.partition(".")
+        if i < len(nodes) and group[1] and nodes[i].name.partition(".")[0] == group[0]:
+            continue
+        for node in nodes[first:i] if group[1] else ():
+            for key in node.reads:
+                if key in born and born[key] < first:
+                    dies[key] = max(dies[key], i - 1)
+        first = i if i < len(nodes) else first
+
+
+def _helpers(
+    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], sources: dict
+) -> None:
+    """Hold what a helper function makes across the module calls it makes after. An export
+    keeps only ``forward`` frames, so a helper's ops (densenet's ``self.bn_function(x)``,
+    timm swin's ``self._attn(x)``) all read as its caller's one line, where its locals cannot
+    be told from one expression's temporaries; eager holds them until it returns or rebinds
+    them. Held to the end of the last module call the statement makes (``cat`` ... ``conv1``,
+    the windows ... ``self.attn``): a helper's locals outlive its submodules' calls, as these
+    do; what it makes after its last call, and a helper that calls no module (torchvision's
+    ``shifted_window_attention``), read as temporaries, under eager by a local or two. A
+    helper whose lines were recorded (``engine/helper_frames.py``) runs its ops in frames of
+    its own, and they are not held so."""
+    paths = {p for node in nodes for p in _prefixes(node.module)}
+    run: tuple[tuple, int, int] = ((), -1, -1)  # a statement's stack, last node, last call's
+    for key, start in born.items():
+        node = nodes[start]
+        if not (node.stack and node.in_call) or start > dies[key]:
+            continue
+        where, line = node.stack[-1]
+        own = f"{node.module}." if node.module else ""
+        if not calls_helper(where, line, sources, lambda name, own=own: own + name in paths):
+            continue
+        if run[0] != node.stack or run[1] < start:
+            end, depth, called = start, len(node.stack), -1
+            while end + 1 < len(nodes) and nodes[end + 1].stack[:depth] in (node.stack, ()):
+                end += 1
+                called = end if len(nodes[end].stack) > depth else called
+            run = (node.stack, end, called)
+        dies[key] = max(dies[key], run[2])
+
+
+def _locals(
+    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: list, sources: dict
+) -> None:
     """Keep what a module's forward binds to a local alive until its call ends: a value made
     by one statement of the forward and read by another (``e = self.wte(ids)`` ...
     ``h = e + p``; ``h = x * 2`` ... ``self.fc(h)``). A temporary of one expression
@@ -134,7 +188,6 @@ def _locals(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], c
     ends: dict[str, list[tuple[int, int]]] = {}
     for path, first, last in calls:
         ends.setdefault(path, []).append((first, last))
-    sources: dict = {}  # file -> its parsed code
     shared: dict = {}  # (path, first node) -> frames shared by that call's nodes
     rebound: dict = {}  # (key, frame, end) -> ``_rebound``
     for i, reader in enumerate(nodes):
@@ -143,7 +196,7 @@ def _locals(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], c
             if maker is reader or not maker.stack:
                 continue
             path = _common(maker.module, reader.module)
-            frame = _two_statements(maker, reader)
+            frame = _two_statements(maker, reader, sources)
             if frame >= 0 and all(
                 _shared(nodes, ends, _child(path, node.module), at, shared) > frame
                 for node, at in ((maker, born[key]), (reader, i))
@@ -155,10 +208,8 @@ def _locals(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], c
                     rebound[key, frame, end] = _rebound(
                         nodes, key, (born[key], i), frame, end, sources
                     )
-                until = rebound[key, frame, end]
-                if until is None and path in (maker.module, reader.module):
-                    until = end  # a local the code does not say more of: to the call's end
-                dies[key] = max(dies[key], until if until is not None else -1)
+                until = rebound[key, frame, end]  # None: the code does not say more of it
+                dies[key] = max(dies[key], end if until is None else until)
 
 
 def _rebound(
@@ -173,7 +224,15 @@ def _rebound(
     to the next."""
     start, reader = pair
     prefix, (where, line) = nodes[start].stack[:frame], nodes[start].stack[frame]
-    found = rebinding(where, line, sources, nodes[reader].stack[frame][1])
+    read_at = frozenset(
+        n.stack[frame][1]
+        for n in nodes[start + 1 : end + 1]
+        if key in n.reads
+        and n.stack[:frame] == prefix
+        and len(n.stack) > frame
+        and n.stack[frame][0] == where  # fmt: skip
+    )
+    found = rebinding(where, line, sources, read_at)
     if found is None:
         return None
     after, spans = start + 1, []
@@ -263,12 +322,13 @@ def _common(a: str, b: str) -> str:
     return ".".join(shared)
 
 
-def _two_statements(maker: NodeCost, reader: NodeCost) -> int:
+def _two_statements(maker: NodeCost, reader: NodeCost, sources: dict) -> int:
     """The frame at which, below the frames they share, the two ops ran in one function at
-    two lines; -1 where they did not."""
+    two statements; -1 where they did not (two lines of one statement are one)."""
     for k, (made, read) in enumerate(zip(maker.stack, reader.stack, strict=False)):
         if made != read:
-            return k if made[0] == read[0] else -1
+            same = made[0] == read[0] and not one_statement(made[0], (made[1], read[1]), sources)
+            return k if same else -1
     return -1
 
 

@@ -13,7 +13,9 @@ holds.
 from __future__ import annotations
 
 import ast
+import builtins
 import linecache
+from collections.abc import Callable
 from dataclasses import dataclass
 
 SAFE_CALLERS = frozenset({"self", "torch", "F", "nn", "functional", "math"})
@@ -45,29 +47,44 @@ class Rebound:
 Unit = tuple[ast.stmt, tuple[int, int], tuple]  # a statement, its lines, the blocks holding it
 
 
-def rebinding(where: str, line: int, sources: dict, read_at: int | None = None) -> Rebound | None:
+def rebinding(
+    where: str, line: int, sources: dict, read_at: frozenset = frozenset()
+) -> Rebound | None:
     """From the statement at ``line`` (``name = ...``) to the next that binds ``name`` again;
     no spans where nothing later binds it (it lives until the function returns); ``None``
     where the code does not say (a rebinding after the loop that binds it, a second reference
-    it may keep). Where the statement unpacks a tuple (``x, _ = self.attn(x)``), the name is
-    the one of them the statement at ``read_at`` reads. ``where``: ``"file:function"``, as in
-    ``NodeCost.stack``; ``sources``: a cache of parsed files, their functions' statements and
-    these answers, one per profile."""
+    it may keep). Where the statement unpacks a tuple (``x, _ = self.attn(x)``), the names
+    are those of them the statements at the lines ``read_at`` read: to the last of their
+    rebindings (``q, k, v = qkv.unbind(2)``, views of one tensor, each pooled in turn).
+    ``where``: ``"file:function"``, as in ``NodeCost.stack``; ``sources``: a cache of parsed
+    files, their functions' statements and these answers, one per profile."""
     if (where, line, read_at) not in sources:
         sources[where, line, read_at] = _rebinding(where, line, sources, read_at)
     return sources[where, line, read_at]
 
 
-def _rebinding(where: str, line: int, sources: dict, read_at: int | None) -> Rebound | None:
+def _rebinding(where: str, line: int, sources: dict, read_at: frozenset) -> Rebound | None:
     file, _, function = where.rpartition(":")
     units, returns = _statements(file, function, line, sources)
     at = _at(units, line)
     names = _binds(units[at][0]) if at is not None else []
-    if len(names) > 1 and read_at is not None and _at(units, read_at) is not None:
-        names = [n for n in names if _reads(units[_at(units, read_at)][0], n)]
-    if len(names) != 1:
+    readers = [units[i][0] for i in {_at(units, r) for r in read_at} if i is not None]
+    if len(names) > 1:
+        names = [n for n in names if any(_reads(stmt, n) for stmt in readers)]
+    found = [_rebound_name(units, at, name, returns) for name in names]
+    if not found or None in found:
         return None
-    name, held = names[0], units[at][2]
+    if len(found) == 1:
+        return found[0]
+    last = max(found, key=lambda f: len(f.spans) if f.spans else len(units) + 1)
+    if not last.spans or not all(f.spans for f in found):
+        return Rebound([], False, False, any(f.returned for f in found))
+    return Rebound(last.spans, any(f.confirm for f in found), False, any(f.returned for f in found))
+
+
+def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Rebound | None:
+    """``rebinding`` for one name the statement ``units[at]`` binds."""
+    held = units[at][2]
     loops = {block for block in held if isinstance(block[0], LOOPS)}
     for i in range(at + 1, len(units)):
         stmt, _, blocks = units[i]
@@ -220,6 +237,8 @@ def _kept(node: ast.AST, parents: dict) -> bool:
         node, parent = parent, parents.get(parent)
     if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare):
         return False  # an operator: a new value
+    if isinstance(parent, ast.AugAssign) and node is parent.value:
+        return False  # added into another (``attn += rel_pos``)
     if isinstance(parent, ast.Return):
         return False  # to the caller (``Rebound.returned``)
     if isinstance(parent, ast.Tuple | ast.List | ast.Starred):  # kept if the container is
@@ -239,3 +258,32 @@ def _kept(node: ast.AST, parents: dict) -> bool:
             func = func.value
         return not (isinstance(func, ast.Name) and func.id in SAFE_CALLERS)
     return True  # an alias, a container, a return: kept
+
+
+def one_statement(where: str, lines: tuple[int, int], sources: dict) -> bool:
+    """Whether two lines of a function are one statement's (a call written over lines)."""
+    file, _, function = where.rpartition(":")
+    units, _ = _statements(file, function, lines[0], sources)
+    at = _at(units, lines[0])
+    return at is not None and at == _at(units, lines[1])
+
+
+def calls_helper(where: str, line: int, sources: dict, submodule: Callable[[str], bool]) -> bool:
+    """Whether the statement at ``line`` calls a Python function whose own lines an export
+    may not have recorded (``torch.export`` keeps ``forward`` frames only): a function by
+    name that is not a builtin (``window_partition(x)``), or a method of ``self`` that is not
+    a submodule (``self._attn(x)``; ``submodule(name)`` says). The ops it runs then all read
+    as that one line's."""
+    if ("helper", where, line) not in sources:
+        file, _, function = where.rpartition(":")
+        units, _ = _statements(file, function, line, sources)
+        at = _at(units, line)
+        found = False
+        for node in _own(units[at][0]) if at is not None else ():
+            func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Name):
+                found = found or not hasattr(builtins, func.id)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                found = found or (func.value.id == "self" and not submodule(func.attr))
+        sources["helper", where, line] = found
+    return sources["helper", where, line]

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
 
@@ -142,3 +143,47 @@ def test_the_anchor_registry_is_left_as_found():
     before = set(registry)
     profile_model(Helpers(), torch.randn(1, 64), tier="dynamo")
     assert registry == before
+
+
+class Normalized(nn.Module):
+    """swin v2's cosine attention: ``matmul`` of two permuted tensors copies both before its
+    ``bmm``, and its call holds both normalized tensors meanwhile."""
+
+    def forward(self, x):
+        qkv = x.reshape(2, 8, 3, 2, 16).permute(2, 0, 3, 1, 4)  # 2 windows, 2 heads, 8 x 16
+        q, k = qkv[0], qkv[1]
+        return F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+
+
+class CatThenCall(nn.Module):
+    """densenet's ``bn_function``: a helper method joins its inputs, then calls submodules;
+    the joined tensor is its local until it returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act, self.fc = nn.ReLU(), nn.Linear(128, 64)
+
+    def forward(self, x):
+        return self._cat_then_call([x, x * 2])
+
+    def _cat_then_call(self, inputs):
+        joined = torch.cat(inputs, 1)
+        return self.fc(self.act(joined))
+
+
+@pytest.mark.parametrize(
+    ("model", "x", "peak"),
+    [
+        # At the bmm: both normalized tensors (2 * 2 * 8 * 16 floats each), matmul's copy of
+        # each, and the 2 * 2 * 8 * 8 scores.
+        (Normalized(), torch.randn(2, 8, 96), 4 * 2048 + 1024),
+        # At the Linear: x * 2 (the list holds it), the joined 2 rows, the ReLU's 2, the
+        # Linear's 1. A program exported outside this project has no line of the helper's.
+        (CatThenCall(), torch.randn(1, 64), 6 * ROW),
+    ],
+    ids=["a-composite-holds-its-arguments", "a-helpers-local-outlives-its-calls"],
+)
+def test_a_users_exported_program_holds_what_eager_holds(model, x, peak):
+    taped = profile_model(model, x, tier="eager")
+    exported = profile_model(torch.export.export(model, (x,)), x)
+    assert taped.activation_peak_bytes == exported.activation_peak_bytes == peak
