@@ -219,9 +219,8 @@ def _rebound(
     has run (``rebinding.rebinding``, at ``frame`` of the stacks of ``pair``: the nodes that
     made it and that read it in another statement), or before its function returned if none
     does; ``end`` where another name may still hold it (it is read after, or returned);
-    ``None`` where the code does not say.
-    A rebinding that hands the value on (``x = self.drop(x)``, the same tensor) is followed
-    to the next."""
+    ``None`` where the code does not say. A rebinding that hands the value on
+    (``x = self.drop(x)``, the same tensor) is followed to the next."""
     start, reader = pair
     prefix, (where, line) = nodes[start].stack[:frame], nodes[start].stack[frame]
     read_at = frozenset(
@@ -237,8 +236,9 @@ def _rebound(
         return None
     after, spans = start + 1, []
     for _ in range(64):
-        spans = spans[:-1] + found.spans  # from the binding to this rebinding
-        at, how = _ran(nodes[after : end + 1], frame, prefix, where, spans or None, found.confirm)
+        # from the binding to this rebinding; None where nothing rebinds it: to the return
+        spans = spans[:-1] + found.spans if found.spans else None
+        at, how = _ran(nodes[after : end + 1], frame, prefix, where, spans, found.confirm)
         if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
             found = rebinding(where, found.spans[-1][0], sources)
             if found is None:

@@ -68,6 +68,21 @@ class Residuals(nn.Module):
         return residual + f
 
 
+class Branch(nn.Module):
+    """A rebinding in a branch not taken: the name keeps its value to the end."""
+
+    def __init__(self, double: bool = False) -> None:
+        super().__init__()
+        self.a, self.b, self.double = nn.Linear(64, 64), nn.Linear(64, 64), double
+
+    def forward(self, x):
+        h = self.a(x)
+        y = self.b(h)
+        if self.double:
+            h = h * 2
+        return y + 1
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -81,8 +96,10 @@ class Residuals(nn.Module):
         # At the ReLU: a, the add's, norm2's, up's (4 rows) and the ReLU's (4 rows); norm1's
         # was dropped when x was rebound to the add's.
         (Residuals(), 11 * ROW),
+        # At the last add: h (not rebound, the branch not taken), y and the sum.
+        (Branch(), 3 * ROW),
     ],
-    ids=["one-expression", "locals", "submodules-results", "rebound"],
+    ids=["one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
     x = torch.randn(1, 64)
