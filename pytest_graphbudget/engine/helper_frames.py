@@ -49,8 +49,16 @@ def helpers(model: nn.Module) -> set[tuple[str, str]]:
             if inspect.isclass(value) and value.__module__ == name:
                 candidates = [getattr(a, "__func__", a) for a in vars(value).values()]
             for function in candidates:
-                function = inspect.unwrap(function) if inspect.isfunction(function) else None
-                code = getattr(function, "__code__", None)
+                code = getattr(_unwrapped(function), "__code__", None)
                 if code is not None:
                     found.add((code.co_filename, code.co_name))
     return found
+
+
+def _unwrapped(value: object) -> object:
+    """The function under a plain function's decorators; None for anything else, or a chain
+    of wrappers that loops."""
+    try:
+        return inspect.unwrap(value) if inspect.isfunction(value) else None
+    except ValueError:
+        return None
