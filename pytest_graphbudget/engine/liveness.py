@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
-from pytest_graphbudget.engine.rebinding import calls_helper, one_statement, rebinding
+from pytest_graphbudget.engine.rebinding import Rebound, calls_helper, one_statement, rebinding
 
 
 def live_at_peak(measured: Measured, stop: int | None = None) -> dict[str, int]:
@@ -72,7 +72,7 @@ def lifetimes(measured: Measured) -> tuple[dict[Any, int], dict[Any, int], dict[
                 dies[key] = i
     end = len(measured.nodes)
     if measured.frees is None:
-        _held_by_calls(measured.nodes, born, dies)
+        _held_by_calls(measured.nodes, born, dies, measured.uncalled)
     else:  # the forward that ran freed them: what no one freed is live to the end
         for key in born:
             dies[key] = max(dies[key], measured.frees.get(key, end))
@@ -87,18 +87,25 @@ GATHERED = frozenset({"cat", "stack"})
 after ``y.append(...)``): the list is one of its locals, so they live until it returns."""
 
 
-def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int]) -> None:
+def _held_by_calls(
+    nodes: list[NodeCost],
+    born: dict[Any, int],
+    dies: dict[Any, int],
+    uncalled: frozenset = frozenset(),
+) -> None:
     """Keep a module call's arguments alive until the call ends: the caller's frame
     (``x = self.block(x)``) and the callee's parameter both refer to them while it runs, so an
     input read only by the call's first op is freed after its last op, not after that op.
 
     A call is a run of consecutive nodes under one module path; a storage born before the run
     and read inside it dies no earlier than the run's last node, as does every input of a
-    ``GATHERED`` op that the module's own code calls, and a module's locals (``_locals``)."""
+    ``GATHERED`` op that the module's own code calls, and a module's locals (``_locals``). A
+    container never called (``uncalled``: an ``nn.ModuleList`` that the caller's loop walks)
+    holds nothing: its blocks are calls of their own, not one call."""
     calls: list[tuple[str, int, int]] = []  # (path, first node, last node)
     open_: dict[str, int] = {}
     for i, node in enumerate(nodes):
-        paths = set(_prefixes(node.module)) if node.in_call else set()
+        paths = set(_prefixes(node.module)) - uncalled if node.in_call else set()
         for path in [p for p in open_ if p not in paths]:
             calls.append((path, open_.pop(path), i - 1))
         for path in paths - open_.keys():
@@ -117,7 +124,7 @@ def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, 
                         dies[key] = max(dies[key], last)
     _held_by_composites(nodes, born, dies)
     sources: dict = {}  # file -> its parsed code, and what ``rebinding`` read of it
-    _locals(nodes, born, dies, calls, sources)
+    _locals(nodes, born, dies, (calls, uncalled), sources)
     _helpers(nodes, born, dies, sources)
 
 
@@ -171,7 +178,7 @@ def _helpers(
 
 
 def _locals(
-    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: list, sources: dict
+    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: tuple, sources: dict
 ) -> None:
     """Keep what a module's forward binds to a local alive until its call ends: a value made
     by one statement of the forward and read by another (``e = self.wte(ids)`` ...
@@ -182,10 +189,12 @@ def _locals(
     The function is the innermost module's that holds both (``path``), not one of its
     children's: in a loop over blocks, one block's function is another block's call. It is
     that module's if each child it called (maker's, reader's) ran from one line of it
-    (``_shared``). Where the code rebinds the name
+    (``_shared``). ``calls``: the calls, and the containers never called (a ``ModuleList``: the
+    function that walks it is its caller's). Where the code rebinds the name
     (``x = self.ln(x)`` ... ``x = a + r``), the old value dies once that statement has run
     (``_rebound``), not at the call's end."""
     ends: dict[str, list[tuple[int, int]]] = {}
+    calls, uncalled = calls
     for path, first, last in calls:
         ends.setdefault(path, []).append((first, last))
     shared: dict = {}  # (path, first node) -> frames shared by that call's nodes
@@ -195,10 +204,10 @@ def _locals(
             maker = nodes[born[key]] if key in born else reader
             if maker is reader or not maker.stack:
                 continue
-            path = _common(maker.module, reader.module)
+            path = _common(maker.module, reader.module, uncalled)
             frame = _two_statements(maker, reader, sources)
             if frame >= 0 and all(
-                _shared(nodes, ends, _child(path, node.module), at, shared) > frame
+                _shared(nodes, ends, _child(path, node.module, uncalled), at, shared) > frame
                 for node, at in ((maker, born[key]), (reader, i))
                 if node.module != path
             ):
@@ -206,22 +215,23 @@ def _locals(
                 end = max(last for first, last in runs if first <= i <= last)
                 if (key, frame, end) not in rebound:
                     rebound[key, frame, end] = _rebound(
-                        nodes, key, (born[key], i), frame, end, sources
+                        nodes, key, (born[key], i), (frame, end), sources, uncalled
                     )
                 until = rebound[key, frame, end]  # None: the code does not say more of it
                 dies[key] = max(dies[key], end if until is None else until)
 
 
 def _rebound(
-    nodes: list[NodeCost], key: Any, pair: tuple[int, int], frame: int, end: int, sources: dict
+    nodes: list[NodeCost], key: Any, pair: tuple, within: tuple, sources: dict, uncalled: frozenset
 ) -> int | None:
     """The last node before the statement that rebinds the name the value ``key`` is bound to
     has run (``rebinding.rebinding``, at ``frame`` of the stacks of ``pair``: the nodes that
     made it and that read it in another statement), or before its function returned if none
     does; ``end`` where another name may still hold it (it is read after, or returned);
     ``None`` where the code does not say. A rebinding that hands the value on
-    (``x = self.drop(x)``, the same tensor) is followed to the next."""
-    start, reader = pair
+    (``x = self.drop(x)``, the same tensor) is followed to the next. ``within``: ``frame``
+    and ``end``; ``uncalled``: the containers whose blocks a loop calls (``_ran``)."""
+    start, (frame, end) = pair[0], within
     prefix, (where, line) = nodes[start].stack[:frame], nodes[start].stack[frame]
     read_at = frozenset(
         n.stack[frame][1]
@@ -238,7 +248,8 @@ def _rebound(
     for _ in range(64):
         # from the binding to this rebinding; None where nothing rebinds it: to the return
         spans = spans[:-1] + found.spans if found.spans else None
-        at, how = _ran(nodes[after : end + 1], frame, prefix, where, spans, found.confirm)
+        code = (frame, prefix, where)
+        at, how = _ran(nodes[after : end + 1], code, spans, found, uncalled)
         if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
             found = rebinding(where, found.spans[-1][0], sources)
             if found is None:
@@ -261,15 +272,22 @@ def _rebound(
 
 
 def _ran(
-    nodes: list[NodeCost], frame: int, prefix: tuple, where: str, spans: list | None, confirm: bool
+    nodes: list[NodeCost], code: tuple, spans: list | None, found: Rebound, uncalled: frozenset
 ) -> tuple[int, str | None]:
     """The first of ``nodes`` after the last of ``spans`` (statements, the rebinding last) ran,
     and how: ``"ran"``, at a statement of that function's call outside them or at an earlier
     one of them (a loop's next turn); ``"skipped"``, the same with no op seen of a rebinding
-    that might not run (``confirm``); ``"returned"``, outside the function's call before the
-    rebinding ran (or at all where ``spans`` is None: nothing rebinds it); ``None`` where none
-    is."""
-    seen, ran = 0, False
+    that might not run (``Rebound.confirm``); ``"returned"``, outside the function's call
+    before the rebinding ran (or at all where ``spans`` is None: nothing rebinds it); ``None``
+    where none is, or where the loop that binds it turns again before a rebinding after it
+    (``Rebound.turns``: that turn rebinds it, the graph does not say when). ``code``: the
+    function's frame, the frames above it and its ``"file:function"``.
+
+    A loop whose one statement calls the next block of a container (``for block in self.h:
+    x = block(x)``) runs its next turn at the same line: the turn changes where the block
+    does (``h.0`` ... ``h.1``, ``uncalled`` holding ``h``), where the rebinding may run."""
+    frame, prefix, where = code
+    confirm, seen, ran, turn = found.confirm, 0, False, ""
     for j, node in enumerate(nodes):
         stack = node.stack
         if not stack:
@@ -279,10 +297,25 @@ def _ran(
         if spans is None:
             continue
         at = next((k for k, (a, b) in enumerate(spans) if a <= stack[frame][1] <= b), -1)
+        if at < seen and found.turns and not ran:
+            return 0, None
         if at < seen:
             return j, "ran" if ran or not confirm else "skipped"
-        seen, ran = at, ran or at == len(spans) - 1
+        block = _block(node.module, uncalled) if confirm and at == len(spans) - 1 else ""
+        if block and turn not in ("", block):
+            return j, "ran"
+        seen, ran, turn = at, ran or at == len(spans) - 1, block or turn
     return 0, None
+
+
+def _block(module: str, uncalled: frozenset) -> str:
+    """The block of a container never called that holds ``module`` (``h.0`` for ``h.0.attn``
+    where ``h`` is a ``ModuleList``); ``""`` where none holds it."""
+    parts = module.split(".") if module else []
+    for i in range(1, len(parts)):
+        if ".".join(parts[:i]) in uncalled:
+            return ".".join(parts[: i + 1])
+    return ""
 
 
 def _shared(nodes: list[NodeCost], ends: dict, path: str, at: int, memo: dict) -> int:
@@ -306,19 +339,26 @@ def _prefix(a: tuple, b: tuple) -> tuple:
     return a if len(a) <= len(b) else b
 
 
-def _child(path: str, module: str) -> str:
-    """The child of ``path`` that holds ``module`` (``path`` holds it)."""
+def _child(path: str, module: str, uncalled: frozenset) -> str:
+    """The call ``path`` makes that holds ``module`` (``path`` holds it): its child, or the
+    child's child where the child is a container never called."""
+    parts = module.split(".")
     depth = len(path.split(".")) if path else 0
-    return ".".join(module.split(".")[: depth + 1])
+    while ".".join(parts[: depth + 1]) in uncalled:
+        depth += 1
+    return ".".join(parts[: depth + 1])
 
 
-def _common(a: str, b: str) -> str:
-    """The innermost module path that holds both ``a`` and ``b`` (``""``: the root)."""
+def _common(a: str, b: str, uncalled: frozenset) -> str:
+    """The innermost module call that holds both ``a`` and ``b`` (``""``: the root): a
+    container never called holds none."""
     shared = []
     for x, y in zip(a.split(".") if a else [], b.split(".") if b else [], strict=False):
         if x != y:
             break
         shared.append(x)
+    while ".".join(shared) in uncalled:
+        shared.pop()
     return ".".join(shared)
 
 

@@ -53,7 +53,7 @@ from pytest_graphbudget.engine.nodes import (
 from pytest_graphbudget.engine.quantized import packed_keys, rows_read, stored_bytes, weight_ids
 from pytest_graphbudget.engine.split import Split
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
-from pytest_graphbudget.engine.walk import module_path
+from pytest_graphbudget.engine.walk import module_path, uncalled
 
 
 class _Recorder(TorchDispatchMode):
@@ -418,6 +418,7 @@ def measure(
     measured.input_extents = extents(run.input_tensors)
     measured.input_masks = frozenset(run.input_masks)
     measured.input_channels = run.input_channels
+    measured.uncalled = uncalled(gm.graph, traced.module_prefix)
     return measured
 
 

@@ -42,6 +42,7 @@ class Rebound:
     confirm: bool  # in a block that may not run (a loop's, a branch's): it ran if an op did
     hands_on: bool  # its value is computed from the old one (``x = self.drop(x)``)
     returned: bool  # the function returns the name (``return x``, ``return x, w``)
+    turns: bool = False  # rebound after the loop that binds it: a next turn rebinds it first
 
 
 Unit = tuple[ast.stmt, tuple[int, int], tuple]  # a statement, its lines, the blocks holding it
@@ -52,10 +53,11 @@ def rebinding(
 ) -> Rebound | None:
     """From the statement at ``line`` (``name = ...``) to the next that binds ``name`` again;
     no spans where nothing later binds it (it lives until the function returns); ``None``
-    where the code does not say (a rebinding after the loop that binds it, a second reference
-    it may keep). Where the statement unpacks a tuple (``x, _ = self.attn(x)``), the names
-    are those of them the statements at the lines ``read_at`` read: to the last of their
-    rebindings (``q, k, v = qkv.unbind(2)``, views of one tensor, each pooled in turn).
+    where the code does not say (a second reference it may keep). A rebinding after the loop
+    that binds it is the last turn's (``Rebound.turns``): the graph says whether another ran.
+    Where the statement unpacks a tuple (``x, _ = self.attn(x)``), the names are those of them
+    the statements at the lines ``read_at`` read: to the last of their rebindings
+    (``q, k, v = qkv.unbind(2)``, views of one tensor, each pooled in turn).
     ``where``: ``"file:function"``, as in ``NodeCost.stack``; ``sources``: a cache of parsed
     files, their functions' statements and these answers, one per profile."""
     if (where, line, read_at) not in sources:
@@ -79,7 +81,8 @@ def _rebinding(where: str, line: int, sources: dict, read_at: frozenset) -> Rebo
     last = max(found, key=lambda f: len(f.spans) if f.spans else len(units) + 1)
     if not last.spans or not all(f.spans for f in found):
         return Rebound([], False, False, any(f.returned for f in found))
-    return Rebound(last.spans, any(f.confirm for f in found), False, any(f.returned for f in found))
+    confirm, turns = any(f.confirm for f in found), any(f.turns for f in found)
+    return Rebound(last.spans, confirm, False, any(f.returned for f in found), turns)
 
 
 def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Rebound | None:
@@ -91,11 +94,11 @@ def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Reboun
         if _escapes(stmt, name):
             return None
         if name in _binds(stmt):
-            if not loops <= set(blocks):
-                return None  # after the loop that binds it: the loop's next turn rebinds it
+            turns = not loops <= set(blocks)  # after the loop that binds it: its last turn's
             spans = [u[1] for u in units[at : i + 1]]
             entered = [b for b in blocks if b not in held]  # a loop's, a branch's: may not run
-            return Rebound(spans, bool(entered), _hands_on(stmt.value, name), name in returns)
+            hands_on = _hands_on(stmt.value, name)
+            return Rebound(spans, bool(entered), hands_on, name in returns, turns)
         if _stores(stmt, name):
             return None
     return None if loops else Rebound([], False, False, name in returns)
@@ -254,7 +257,7 @@ def _kept(node: ast.AST, parents: dict) -> bool:
         func = parent.func
         if isinstance(func, ast.Name):
             return False  # a function: its locals die when it returns
-        while isinstance(func, ast.Attribute):
+        while isinstance(func, ast.Attribute | ast.Subscript):  # ``self.layer[1](x)``
             func = func.value
         return not (isinstance(func, ast.Name) and func.id in SAFE_CALLERS)
     return True  # an alias, a container, a return: kept

@@ -256,6 +256,7 @@ def pruned(first: Measured, kept: list[int], outputs: set[str]) -> Measured:
     measured.frees = frees
     measured.input_masks = first.input_masks
     measured.input_channels = first.input_channels
+    measured.uncalled = first.uncalled
     return measured
 
 

@@ -169,3 +169,19 @@ def module_path(expr: str) -> str:
     rest = _ROOT.sub("", expr)
     rest = _ITEM.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), rest)
     return rest.strip(".").replace("..", ".")
+
+
+def uncalled(graph: Any, prefix: str = "") -> frozenset[str]:
+    """The module paths that hold modules the graph calls but were never called themselves:
+    an ``nn.ModuleList`` or ``ModuleDict``, whose blocks the caller's own loop calls, where a
+    ``Sequential``'s call runs them (``liveness._held_by_calls`` reads no call there). An
+    export's module stacks name every call a node runs in; where one names only its own module
+    (a training step's joint graph, its classes None) nothing is read as uncalled."""
+    called: set[str] = set()
+    for node in graph.nodes:
+        for path, cls in (node.meta.get("nn_module_stack") or {}).values():
+            if cls is None:
+                return frozenset()
+            called.add(module_path(path).removeprefix(prefix))
+    held = {".".join(p.split(".")[:i]) for p in called if p for i in range(1, p.count(".") + 1)}
+    return frozenset(held - called)

@@ -83,6 +83,59 @@ class Branch(nn.Module):
         return y + 1
 
 
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(64, 256), nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+class Blocks(nn.Module):
+    """GPT-2's and T5's stacks: a loop over an ``nn.ModuleList`` that is never called, each
+    turn's block rebinding x; after the loop, x rebound once more (T5's final norm)."""
+
+    def __init__(self, head: int = 64) -> None:
+        super().__init__()
+        self.a, self.h = nn.Linear(64, 64), nn.ModuleList([Block(), Block()])
+        self.norm, self.out = nn.Linear(64, 64), nn.Linear(64, head)
+
+    def forward(self, x):
+        x = self.a(x)
+        for block in self.h:
+            x = block(x)
+        x = self.norm(x)  # the last block's result is no one's once this has run
+        return self.out(x)
+
+
+class Called(nn.Module):
+    """The same blocks in an ``nn.Sequential``, which is called: the caller's x holds a's
+    result until the call returns, though the Sequential's own loop rebinds its argument."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.h = nn.Linear(64, 64), nn.Sequential(Block(), Block())
+
+    def forward(self, x):
+        x = self.a(x)
+        x = self.h(x)
+        return x
+
+
+class Indexed(nn.Module):
+    """T5's block: its layers indexed from an ``nn.ModuleList``, x rebound by each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList([nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 1024)])
+
+    def forward(self, x):
+        x = self.layer[0](x)
+        x = self.layer[1](x)  # layer 0's result is no one's once this has run
+        return self.layer[2](x)
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -98,8 +151,22 @@ class Branch(nn.Module):
         (Residuals(), 11 * ROW),
         # At the last add: h (not rebound, the branch not taken), y and the sum.
         (Branch(), 3 * ROW),
+        # At the second block's ReLU: the block's argument, up's and the ReLU's (1 + 4 + 4
+        # rows); a's result was dropped when the first block's call rebound x.
+        (Blocks(), 9 * ROW),
+        # At the second block's ReLU: a's result besides (1 + 1 + 4 + 4 rows).
+        (Called(), 10 * ROW),
+        # At the head: norm's result and the head's (1 + 16 rows); the last block's result was
+        # dropped when norm's call rebound x, after the loop.
+        (Blocks(head=1024), 17 * ROW),
+        # At layer 2: its argument and its result (1 + 16 rows).
+        (Indexed(), 17 * ROW),
     ],
-    ids=["one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"],
+    ids=[
+        *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
+        *("a-module-list-loop", "a-sequential-call", "rebound-after-the-loop"),
+        "indexed-module-list",
+    ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
     x = torch.randn(1, 64)
