@@ -11,7 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
-from pytest_graphbudget.engine.rebinding import Rebound, calls_helper, one_statement, rebinding
+from pytest_graphbudget.engine.rebinding import (
+    Rebound,
+    calls_helper,
+    in_loop,
+    one_function,
+    one_statement,
+    rebinding,
+)
 
 
 def live_at_peak(measured: Measured, stop: int | None = None) -> dict[str, int]:
@@ -72,7 +79,7 @@ def lifetimes(measured: Measured) -> tuple[dict[Any, int], dict[Any, int], dict[
                 dies[key] = i
     end = len(measured.nodes)
     if measured.frees is None:
-        _held_by_calls(measured.nodes, born, dies, measured.uncalled)
+        _held_by_calls(measured.nodes, born, dies)
     else:  # the forward that ran freed them: what no one freed is live to the end
         for key in born:
             dies[key] = max(dies[key], measured.frees.get(key, end))
@@ -87,34 +94,32 @@ GATHERED = frozenset({"cat", "stack"})
 after ``y.append(...)``): the list is one of its locals, so they live until it returns."""
 
 
-def _held_by_calls(
-    nodes: list[NodeCost],
-    born: dict[Any, int],
-    dies: dict[Any, int],
-    uncalled: frozenset = frozenset(),
-) -> None:
+def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int]) -> None:
     """Keep a module call's arguments alive until the call ends: the caller's frame
     (``x = self.block(x)``) and the callee's parameter both refer to them while it runs, so an
     input read only by the call's first op is freed after its last op, not after that op.
 
-    A call is a run of consecutive nodes under one module path; a storage born before the run
-    and read inside it dies no earlier than the run's last node, as does every input of a
-    ``GATHERED`` op that the module's own code calls, and a module's locals (``_locals``). A
-    container never called (``uncalled``: an ``nn.ModuleList`` that the caller's loop walks)
-    holds nothing: its blocks are calls of their own, not one call."""
+    A call is a run of consecutive nodes in one call of a module (``NodeCost.calls``: one
+    module's second call is another), or under one module path where the graph does not
+    record its calls; a storage born before the run and read inside it dies no earlier than
+    the run's last node, as does every input of a ``GATHERED`` op that the module's own code
+    calls, and a module's locals (``_locals``). A container never called (``_uncalled``: an
+    ``nn.ModuleList`` that the caller's loop walks) holds nothing: its blocks are calls of
+    their own, not one call."""
+    uncalled = _uncalled(nodes)
     calls: list[tuple[str, int, int]] = []  # (path, first node, last node)
     open_: dict[str, int] = {}
     for i, node in enumerate(nodes):
-        paths = set(_prefixes(node.module)) - uncalled if node.in_call else set()
-        for path in [p for p in open_ if p not in paths]:
-            calls.append((path, open_.pop(path), i - 1))
-        for path in paths - open_.keys():
-            open_[path] = i
-    calls += [(path, first, len(nodes) - 1) for path, first in open_.items()]
+        paths = set(node.calls or _prefixes(node.module)) if node.in_call else set()
+        for call in [p for p in open_ if p not in paths]:
+            calls.append((call.partition("@")[0], open_.pop(call), i - 1))
+        for call in paths - open_.keys():
+            open_[call] = i
+    calls += [(call.partition("@")[0], first, len(nodes) - 1) for call, first in open_.items()]
     for path, first, last in calls:
         for node in nodes[first : last + 1]:
             own = node.module == path
-            gathered = own and node.kind in GATHERED
+            gathered = own and node.kind in GATHERED and not node.stack
             for key in node.reads:
                 if key in born and (born[key] < first or gathered):
                     dies[key] = max(dies[key], last)
@@ -126,6 +131,15 @@ def _held_by_calls(
     sources: dict = {}  # file -> its parsed code, and what ``rebinding`` read of it
     _locals(nodes, born, dies, (calls, uncalled), sources)
     _helpers(nodes, born, dies, sources)
+
+
+def _uncalled(nodes: list[NodeCost]) -> frozenset[str]:
+    """The module paths that hold modules the graph calls but were never called themselves:
+    an ``nn.ModuleList`` or ``ModuleDict``, whose blocks the caller's own loop calls, where a
+    ``Sequential``'s call runs them. Only where the graph records each node's calls."""
+    called = {call.partition("@")[0] for node in nodes for call in node.calls}
+    held = {path for node in nodes if node.calls for path in _prefixes(node.module)}
+    return frozenset(held - called)
 
 
 def _held_by_composites(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int]) -> None:
@@ -206,11 +220,19 @@ def _locals(
                 continue
             path = _common(maker.module, reader.module, uncalled)
             frame = _two_statements(maker, reader, sources)
-            if frame >= 0 and all(
+            if frame >= 0 and not all(
                 _shared(nodes, ends, _child(path, node.module, uncalled), at, shared) > frame
                 for node, at in ((maker, born[key]), (reader, i))
                 if node.module != path
             ):
+                frame = -1
+            pair = ((maker, born[key]), (reader, i))
+            frame = (
+                frame
+                if frame >= 0
+                else _two_turns(nodes, ends, path, pair, (uncalled, shared, sources))
+            )
+            if frame >= 0:
                 runs = ends.get(path, [(0, len(nodes) - 1)])  # the root's: the whole graph
                 end = max(last for first, last in runs if first <= i <= last)
                 if (key, frame, end) not in rebound:
@@ -219,6 +241,27 @@ def _locals(
                     )
                 until = rebound[key, frame, end]  # None: the code does not say more of it
                 dies[key] = max(dies[key], end if until is None else until)
+
+
+def _two_turns(nodes: list[NodeCost], ends: dict, path: str, pair: tuple, memo: tuple) -> int:
+    """The frame of the line that called both, where the maker and the reader ran in two
+    blocks of one container never called, from one line: one turn's result read by the next
+    turn's call (``for block in self.h: x = block(x)``), so a name held it between them; -1
+    where not. ``memo``: the containers never called, ``_shared``'s answers and the parsed
+    sources."""
+    uncalled, shared, sources = memo
+    (maker, made), (reader, read) = pair
+    a, b = _child(path, maker.module, uncalled), _child(path, reader.module, uncalled)
+    container = a.rpartition(".")[0]
+    if _call(maker, a) == _call(reader, b) or container != b.rpartition(".")[0]:
+        return -1
+    if container not in uncalled:
+        return -1
+    calls = _shared(nodes, ends, a, made, shared), _shared(nodes, ends, b, read, shared)
+    for frame in range(min(len(_prefix(maker.stack, reader.stack)), *calls) - 1, -1, -1):
+        if in_loop(*maker.stack[frame], sources):  # a block's one-line forward shares its line
+            return frame
+    return -1
 
 
 def _rebound(
@@ -248,7 +291,7 @@ def _rebound(
     for _ in range(64):
         # from the binding to this rebinding; None where nothing rebinds it: to the return
         spans = spans[:-1] + found.spans if found.spans else None
-        code = (frame, prefix, where)
+        code = (frame, prefix, where, _block(nodes[after - 1], uncalled))
         at, how = _ran(nodes[after : end + 1], code, spans, found, uncalled)
         if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
             found = rebinding(where, found.spans[-1][0], sources)
@@ -259,11 +302,13 @@ def _rebound(
             return end
         at += after
         read = any(key in n.reads for n in nodes[at : end + 1])
+        if how == "turned":  # the binding statement, run again, rebound it
+            return end if read else at - 1
         if how == "returned":  # its locals go; a value it returns, its caller holds if it reads
             return end if found.returned and not read else at - 1
         if not read:
             return at - 1
-        if not found.hands_on:  # another name holds it
+        if not found.hands_on or found.maybe:  # another name holds it, or a container may
             return end
         found, after, spans = rebinding(where, found.spans[-1][0], sources), at, []
         if found is None:
@@ -278,44 +323,58 @@ def _ran(
     and how: ``"ran"``, at a statement of that function's call outside them or at an earlier
     one of them (a loop's next turn); ``"skipped"``, the same with no op seen of a rebinding
     that might not run (``Rebound.confirm``); ``"returned"``, outside the function's call
-    before the rebinding ran (or at all where ``spans`` is None: nothing rebinds it); ``None``
-    where none is, or where the loop that binds it turns again before a rebinding after it
-    (``Rebound.turns``: that turn rebinds it, the graph does not say when). ``code``: the
-    function's frame, the frames above it and its ``"file:function"``.
+    before the rebinding ran (or at all where ``spans`` is None: nothing rebinds it);
+    ``"turned"``, after the loop's next turn ran the binding statement again (``Rebound.turns``:
+    a value bound in a loop, rebound after it); ``None`` where none is, or where the graph does
+    not say. ``code``: the function's frame, the frames above it, its ``"file:function"`` and
+    the block the value's statement ran (``_block``).
 
     A loop whose one statement calls the next block of a container (``for block in self.h:
     x = block(x)``) runs its next turn at the same line: the turn changes where the block
     does (``h.0`` ... ``h.1``, ``uncalled`` holding ``h``), where the rebinding may run."""
-    frame, prefix, where = code
-    confirm, seen, ran, turn = found.confirm, 0, False, ""
+    frame, prefix, where, turn = code
+    seen, ran, again = 0, False, False
     for j, node in enumerate(nodes):
         stack = node.stack
         if not stack:
             continue
         if len(stack) <= frame or stack[:frame] != prefix or stack[frame][0] != where:
-            return j, "ran" if ran else "returned"
+            return j, "ran" if ran else "turned" if again else "returned"
         if spans is None:
             continue
         at = next((k for k, (a, b) in enumerate(spans) if a <= stack[frame][1] <= b), -1)
-        if at < seen and found.turns and not ran:
-            return 0, None
+        block = _block(node, uncalled)
+        if found.turns and not ran:  # the loop's next turn may run before the rebinding after it
+            if again and (at != 0 or block != turn):
+                return j, "turned"
+            if at == 0 and block and block != turn:
+                again, turn = True, block
+                continue
+            if at < seen:
+                return 0, None  # a turn the graph cannot tell apart: the caller holds it
         if at < seen:
-            return j, "ran" if ran or not confirm else "skipped"
-        block = _block(node.module, uncalled) if confirm and at == len(spans) - 1 else ""
+            return j, "ran" if ran or not found.confirm else "skipped"
+        block = block if found.confirm and at == len(spans) - 1 else ""
         if block and turn not in ("", block):
             return j, "ran"
         seen, ran, turn = at, ran or at == len(spans) - 1, block or turn
     return 0, None
 
 
-def _block(module: str, uncalled: frozenset) -> str:
-    """The block of a container never called that holds ``module`` (``h.0`` for ``h.0.attn``
-    where ``h`` is a ``ModuleList``); ``""`` where none holds it."""
-    parts = module.split(".") if module else []
+def _block(node: NodeCost, uncalled: frozenset) -> str:
+    """The call of a block of a container never called that runs ``node`` (``h.0`` for an op
+    of ``h.0.attn`` where ``h`` is a ``ModuleList``; ``layers.0@2`` for its third call);
+    ``""`` where none holds it."""
+    parts = node.module.split(".") if node.module else []
     for i in range(1, len(parts)):
         if ".".join(parts[:i]) in uncalled:
-            return ".".join(parts[: i + 1])
+            return _call(node, ".".join(parts[: i + 1]))
     return ""
+
+
+def _call(node: NodeCost, path: str) -> str:
+    """The call of ``path`` that runs ``node``: ``path@k`` for its k-th call after the first."""
+    return next((c for c in node.calls if c.partition("@")[0] == path), path)
 
 
 def _shared(nodes: list[NodeCost], ends: dict, path: str, at: int, memo: dict) -> int:
@@ -367,8 +426,9 @@ def _two_statements(maker: NodeCost, reader: NodeCost, sources: dict) -> int:
     two statements; -1 where they did not (two lines of one statement are one)."""
     for k, (made, read) in enumerate(zip(maker.stack, reader.stack, strict=False)):
         if made != read:
-            same = made[0] == read[0] and not one_statement(made[0], (made[1], read[1]), sources)
-            return k if same else -1
+            lines = made[1], read[1]
+            same = made[0] == read[0] and one_function(made[0], lines, sources)
+            return k if same and not one_statement(made[0], lines, sources) else -1
     return -1
 
 

@@ -53,7 +53,7 @@ from pytest_graphbudget.engine.nodes import (
 from pytest_graphbudget.engine.quantized import packed_keys, rows_read, stored_bytes, weight_ids
 from pytest_graphbudget.engine.split import Split
 from pytest_graphbudget.engine.trace import Traced, fake_like, fake_state, model_state
-from pytest_graphbudget.engine.walk import module_path, uncalled
+from pytest_graphbudget.engine.walk import module_calls, module_path
 
 
 class _Recorder(TorchDispatchMode):
@@ -245,7 +245,7 @@ class _CostInterpreter(fx.Interpreter):
         node = NodeCost(
             name=n.name, op=n.op, target=_target(n), module=self._module(n), index=len(self.nodes)
         )
-        node.stack = source_stack(n.meta)
+        node.stack, node.calls = source_stack(n.meta), self._calls(n)
         self.recorder.node, self.recorder.kernels, self.recorder.fresh = node, 0, {}
         try:
             value = super().run_node(n)
@@ -318,6 +318,8 @@ class _CostInterpreter(fx.Interpreter):
         self.parts[n.name] = list(dict.fromkeys(makers.values()))
         self.storage_of[n.name] = {_storage(t) for t in tree.tensors(value)}
         self.nodes.extend(split.nodes)
+        for node in split.nodes:
+            node.calls = self._calls(n)
         self.freed.update(split.freed)
         self.position[n.name] = len(self.nodes) - 1
         return value
@@ -325,6 +327,9 @@ class _CostInterpreter(fx.Interpreter):
     def result(self, n: fx.Node, value: Any) -> Any:
         """The value the rest of the graph sees for ``n``: what running it returned."""
         return value
+
+    def _calls(self, n: fx.Node) -> tuple[str, ...]:
+        return module_calls(n.meta, self.traced.module_prefix)
 
     def _module(self, n: fx.Node) -> str:
         if n.op == "call_module":
@@ -418,7 +423,6 @@ def measure(
     measured.input_extents = extents(run.input_tensors)
     measured.input_masks = frozenset(run.input_masks)
     measured.input_channels = run.input_channels
-    measured.uncalled = uncalled(gm.graph, traced.module_prefix)
     return measured
 
 

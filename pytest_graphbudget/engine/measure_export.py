@@ -31,7 +31,6 @@ from pytest_graphbudget.engine.nodes import (
     widened,
 )
 from pytest_graphbudget.engine.trace import Traced, graph_constants, held_constants, model_state
-from pytest_graphbudget.engine.walk import uncalled
 
 
 class _ExportedInterpreter(_CostInterpreter):
@@ -147,5 +146,4 @@ def measure_exported(
     measured.input_extents = extents(walk.input_tensors)
     measured.input_masks = frozenset(walk.input_masks)
     measured.input_channels = walk.input_channels
-    measured.uncalled = uncalled(gm.graph, traced.module_prefix)
     return measured

@@ -73,6 +73,7 @@ class NodeCost:
     in_call: bool = True  # runs inside its module's call (not backward or the optimizer's)
     stack: tuple = ()  # the code that called it, ("file:function", line) outermost first,
     # where the graph records it (``liveness``)
+    calls: tuple = ()  # the module calls it runs in, where recorded (``walk.module_calls``)
 
     @property
     def flops(self) -> int:
@@ -106,7 +107,6 @@ class Measured:
     hollow: int = 0  # ops of a real forward not computed, their results rebuilt (``hollow``)
     input_masks: frozenset[str] = frozenset()  # inputs that are boolean tensors (``latency``)
     input_channels: dict[str, int] = field(default_factory=dict)  # and their dim 1 (``latency``)
-    uncalled: frozenset[str] = frozenset()  # containers never called (``walk.uncalled``)
 
     def outputs(self) -> set:
         """The storages the graph returns: not the other outputs of the op that made them (the

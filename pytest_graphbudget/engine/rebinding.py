@@ -22,6 +22,13 @@ SAFE_CALLERS = frozenset({"self", "torch", "F", "nn", "functional", "math"})
 """Objects whose methods take a tensor without keeping it: the module's submodules, torch's
 functions. A method of any other object (``cache.update(k, v)``) may store its argument."""
 
+TENSOR_METHODS = frozenset(
+    {"type_as", "expand_as", "view_as", "reshape_as", "to", "copy_", "masked_fill", "where"}
+    | {"matmul", "mul", "div", "sub", "pow", "bmm", "mm", "eq", "ne", "lt", "le", "gt", "ge"}
+)
+"""Tensor methods that read a tensor argument without keeping it (``x.type_as(y)``): a
+method of another object may store it; ``add`` is left out (a ``set`` has one)."""
+
 METADATA = frozenset(
     {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "size", "dim"}
     | {"numel", "stride", "element_size", "is_contiguous", "is_floating_point", "get_device"}
@@ -42,7 +49,10 @@ class Rebound:
     confirm: bool  # in a block that may not run (a loop's, a branch's): it ran if an op did
     hands_on: bool  # its value is computed from the old one (``x = self.drop(x)``)
     returned: bool  # the function returns the name (``return x``, ``return x, w``)
-    turns: bool = False  # rebound after the loop that binds it: a next turn rebinds it first
+    # bound in a loop: its next turn rebinds it first; the spans end with the loop's body and
+    # the binding again where nothing after the loop rebinds it
+    turns: bool = False
+    maybe: bool = False  # a container may keep it (``MAYBE``): kept if read after it is rebound
 
 
 Unit = tuple[ast.stmt, tuple[int, int], tuple]  # a statement, its lines, the blocks holding it
@@ -89,19 +99,31 @@ def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Reboun
     """``rebinding`` for one name the statement ``units[at]`` binds."""
     held = units[at][2]
     loops = {block for block in held if isinstance(block[0], LOOPS)}
+    maybe = False
     for i in range(at + 1, len(units)):
         stmt, _, blocks = units[i]
-        if _escapes(stmt, name):
+        escapes = _escapes(stmt, name)
+        if escapes is True:
             return None
+        maybe = maybe or escapes == MAYBE
         if name in _binds(stmt):
             turns = not loops <= set(blocks)  # after the loop that binds it: its last turn's
             spans = [u[1] for u in units[at : i + 1]]
             entered = [b for b in blocks if b not in held]  # a loop's, a branch's: may not run
             hands_on = _hands_on(stmt.value, name)
-            return Rebound(spans, bool(entered), hands_on, name in returns, turns)
+            return Rebound(spans, bool(entered), hands_on, name in returns, turns, maybe)
         if _stores(stmt, name):
             return None
-    return None if loops else Rebound([], False, False, name in returns)
+    if not loops:
+        return Rebound([], False, False, name in returns, False, maybe)
+    # Nothing after the loop binds it: the loop's next turn, running the statement again, does
+    body = [u for u in units[at + 1 :] + units[:at] if loops <= set(u[2])]
+    escapes = [_escapes(u[0], name) for u in body]
+    if True in escapes:
+        return None
+    spans = [units[at][1], *(u[1] for u in body), units[at][1]]
+    hands_on = _hands_on(units[at][0].value, name)
+    return Rebound(spans, False, hands_on, name in returns, True, maybe or MAYBE in escapes)
 
 
 def _statements(file: str, function: str, line: int, sources: dict) -> tuple[list[Unit], set]:
@@ -118,14 +140,11 @@ def _statements(file: str, function: str, line: int, sources: dict) -> tuple[lis
         return [], set()
     if id(found) not in sources:
         units = _units(found)
-        returns = {
-            n.id
-            for unit in units
-            for node in _own(unit[0])
-            if isinstance(node, ast.Return) and node.value is not None
-            for n in ast.walk(node.value)
-            if isinstance(n, ast.Name) and _hands_on(node.value, n.id)
-        }
+        returns = set()
+        for node in (n for unit in units for n in _own(unit[0]) if isinstance(n, ast.Return)):
+            parents = {child: n for n in ast.walk(node) for child in ast.iter_child_nodes(n)}
+            names = [n for n in ast.walk(node) if isinstance(n, ast.Name) and _load(n)]
+            returns |= {n.id for n in names if _returned(n, parents)}
         sources[id(found)] = units, returns, found  # the node kept: its id stays its own
     return sources[id(found)][:2]
 
@@ -210,6 +229,35 @@ def _hands_on(value: ast.AST, name: str) -> bool:
     )
 
 
+def _returned(node: ast.AST, parents: dict) -> bool:
+    """Whether a ``return`` hands this read of the name to the caller: the value itself, in a
+    container or an object (``return x, w``, ``Output(hidden=x)``), or a view a method of it
+    makes (``return x.view(b, -1)``); not a new tensor that an operator, torch's functions or
+    a submodule make of it (``return torch.cat((a, b), dim)``)."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.keyword):
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.Return):
+        return True
+    if isinstance(parent, ast.Call) and node is not parent.func:  # kept by a constructor,
+        func = parent.func  # (``Output(hidden=x)``), not made anew by torch's functions
+        while isinstance(func, ast.Attribute | ast.Subscript):
+            func = func.value
+        safe = isinstance(func, ast.Name) and func.id in SAFE_CALLERS
+        return not safe and _returned(parent, parents)
+    if isinstance(parent, ast.IfExp):
+        return node is not parent.test and _returned(parent, parents)
+    if isinstance(parent, ast.Tuple | ast.List | ast.Starred | ast.Dict):
+        return _returned(parent, parents)
+    if isinstance(parent, ast.Subscript):
+        return node is parent.value and _returned(parent, parents)
+    if isinstance(parent, ast.Attribute) and parent.attr not in METADATA:
+        call = parents.get(parent)
+        called = isinstance(call, ast.Call) and call.func is parent
+        return _returned(call if called else parent, parents)
+    return False
+
+
 def _load(node: ast.Name) -> bool:
     return isinstance(node.ctx, ast.Load)
 
@@ -220,24 +268,38 @@ def _stores(stmt: ast.stmt, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and not _load(n) for n in _own(stmt))
 
 
-def _escapes(stmt: ast.stmt, name: str) -> bool:
-    """Whether ``stmt`` could keep a reference to ``name``'s value or leave the block early."""
+def _escapes(stmt: ast.stmt, name: str) -> bool | str:
+    """Whether ``stmt`` could keep a reference to ``name``'s value or leave the block early:
+    ``MAYBE`` where it keeps it only if a condition holds (``_kept``)."""
     nodes = _own(stmt)
     parents = {child: node for node in nodes for child in ast.iter_child_nodes(node)}
+    found: bool | str = False
     for node in nodes:
         if isinstance(node, JUMPS | DEFS):
             return True
         if isinstance(node, ast.Name) and node.id == name and _load(node):
-            if _kept(node, parents):
+            kept = _kept(node, parents)
+            if kept is True:
                 return True
-    return False
+            found = found or kept
+    return found
 
 
-def _kept(node: ast.AST, parents: dict) -> bool:
-    """Whether this read of the name could hand its value to something that keeps it."""
+MAYBE = "maybe"
+"""A container keeps the value only if a condition holds (``y.append(x if m.i in self.save
+else None)``, YOLO's saved outputs): kept where the graph reads it later."""
+
+
+def _kept(node: ast.AST, parents: dict) -> bool | str:
+    """Whether this read of the name could hand its value to something that keeps it
+    (``MAYBE``: only if a condition holds)."""
     parent = parents.get(node)
     if isinstance(parent, ast.keyword):
         node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.IfExp) and node is not parent.test:
+        return MAYBE if _kept(parent, parents) else False
+    if isinstance(parent, ast.Tuple | ast.List) and isinstance(parents.get(parent), ast.BinOp):
+        return True  # joined to another container (``hidden + (x,)``): kept
     if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare):
         return False  # an operator: a new value
     if isinstance(parent, ast.AugAssign) and node is parent.value:
@@ -257,6 +319,8 @@ def _kept(node: ast.AST, parents: dict) -> bool:
         func = parent.func
         if isinstance(func, ast.Name):
             return False  # a function: its locals die when it returns
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
+            return False
         while isinstance(func, ast.Attribute | ast.Subscript):  # ``self.layer[1](x)``
             func = func.value
         return not (isinstance(func, ast.Name) and func.id in SAFE_CALLERS)
@@ -269,6 +333,22 @@ def one_statement(where: str, lines: tuple[int, int], sources: dict) -> bool:
     units, _ = _statements(file, function, lines[0], sources)
     at = _at(units, lines[0])
     return at is not None and at == _at(units, lines[1])
+
+
+def one_function(where: str, lines: tuple[int, int], sources: dict) -> bool:
+    """Whether two lines named by one ``"file:function"`` are of one function: a file may
+    define several of that name (two classes' ``forward``)."""
+    file, _, function = where.rpartition(":")
+    units, _ = _statements(file, function, lines[0], sources)
+    return _at(units, lines[1]) is not None
+
+
+def in_loop(where: str, line: int, sources: dict) -> bool:
+    """Whether the statement at ``line`` of the function runs in a loop of it."""
+    file, _, function = where.rpartition(":")
+    units, _ = _statements(file, function, line, sources)
+    at = _at(units, line)
+    return at is not None and any(isinstance(block[0], LOOPS) for block in units[at][2])
 
 
 def calls_helper(where: str, line: int, sources: dict, submodule: Callable[[str], bool]) -> bool:

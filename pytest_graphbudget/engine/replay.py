@@ -256,7 +256,6 @@ def pruned(first: Measured, kept: list[int], outputs: set[str]) -> Measured:
     measured.frees = frees
     measured.input_masks = first.input_masks
     measured.input_channels = first.input_channels
-    measured.uncalled = first.uncalled
     return measured
 
 

@@ -171,17 +171,17 @@ def module_path(expr: str) -> str:
     return rest.strip(".").replace("..", ".")
 
 
-def uncalled(graph: Any, prefix: str = "") -> frozenset[str]:
-    """The module paths that hold modules the graph calls but were never called themselves:
-    an ``nn.ModuleList`` or ``ModuleDict``, whose blocks the caller's own loop calls, where a
-    ``Sequential``'s call runs them (``liveness._held_by_calls`` reads no call there). An
-    export's module stacks name every call a node runs in; where one names only its own module
-    (a training step's joint graph, its classes None) nothing is read as uncalled."""
-    called: set[str] = set()
-    for node in graph.nodes:
-        for path, cls in (node.meta.get("nn_module_stack") or {}).values():
-            if cls is None:
-                return frozenset()
-            called.add(module_path(path).removeprefix(prefix))
-    held = {".".join(p.split(".")[:i]) for p in called if p for i in range(1, p.count(".") + 1)}
-    return frozenset(held - called)
+def module_calls(meta: dict, prefix: str = "") -> tuple[str, ...]:
+    """The module calls an FX node runs in, outermost first, from an export's module stack:
+    each a module path, with ``@k`` for the module's k-th call after its first (albert's one
+    layer, called in turn: ``encoder.albert_layer_groups.0@3``). ``()`` where the graph
+    records none, or names only the node's own module (a training step's joint graph)."""
+    found = []
+    for key, (path, cls) in (meta.get("nn_module_stack") or {}).items():
+        if cls is None:
+            return ()
+        path = module_path(path).removeprefix(prefix)
+        if path and path != prefix.rstrip("."):
+            again = str(key).rpartition("@")[2] if "@" in str(key) else ""
+            found.append(f"{path}@{again}" if again.isdigit() else path)
+    return tuple(found)

@@ -109,6 +109,59 @@ class Blocks(nn.Module):
         return self.out(x)
 
 
+class LocalBlock(Block):
+    def forward(self, x):
+        h = self.up(x)  # a local: held until the block returns
+        return self.down(torch.relu(h))
+
+
+class Shared(nn.Module):
+    """ALBERT's encoder: one block of an ``nn.ModuleList`` called in turn, x rebound by each
+    call; the export tells its calls apart (``layer.0@1``), so each call's locals die when it
+    returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.layer = nn.Linear(64, 64), nn.ModuleList([LocalBlock()])
+
+    def forward(self, x):
+        x = self.a(x)
+        for _ in range(2):
+            x = self.layer[0](x)
+        return x
+
+
+class Saved(nn.Module):
+    """YOLO's loop: a layer's result kept in a list only where a later layer reads it
+    (``y.append(x if m.i in self.save else None)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers, self.save = nn.ModuleList([Block() for _ in range(4)]), {0}
+
+    def forward(self, x):
+        y = []
+        for i, m in enumerate(self.layers):
+            x = m(x)
+            y.append(x if i in self.save else None)
+        return x + y[0]
+
+
+class Joined(nn.Module):
+    """DeBERTa's encoder: each layer's result joined to a tuple the forward keeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([Block() for _ in range(3)])
+
+    def forward(self, x):
+        states = ()
+        for m in self.layers:
+            x = m(x)
+            states = states + (x,)
+        return x
+
+
 class Called(nn.Module):
     """The same blocks in an ``nn.Sequential``, which is called: the caller's x holds a's
     result until the call returns, though the Sequential's own loop rebinds its argument."""
@@ -154,6 +207,14 @@ class Indexed(nn.Module):
         # At the second block's ReLU: the block's argument, up's and the ReLU's (1 + 4 + 4
         # rows); a's result was dropped when the first block's call rebound x.
         (Blocks(), 9 * ROW),
+        # One block called twice, h its local: at either call's down, its argument, h, the
+        # ReLU's and down's (1 + 4 + 4 + 1 rows); the first call's h died when it returned.
+        (Shared(), 10 * ROW),
+        # At the last layer's ReLU: layer 0's (saved), its argument, up's and the ReLU's (1 + 1
+        # + 4 + 4 rows); layers 1 and 2's, not saved, died when x was rebound.
+        (Saved(), 10 * ROW),
+        # At the last layer's ReLU: the two layers' results in the tuple, up's and the ReLU's.
+        (Joined(), 10 * ROW),
         # At the second block's ReLU: a's result besides (1 + 1 + 4 + 4 rows).
         (Called(), 10 * ROW),
         # At the head: norm's result and the head's (1 + 16 rows); the last block's result was
@@ -164,7 +225,8 @@ class Indexed(nn.Module):
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
-        *("a-module-list-loop", "a-sequential-call", "rebound-after-the-loop"),
+        *("a-module-list-loop", "one-block-called-in-turn", "a-list-that-keeps-some"),
+        *("a-tuple-that-keeps-all", "a-sequential-call", "rebound-after-the-loop"),
         "indexed-module-list",
     ],
 )
