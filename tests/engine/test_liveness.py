@@ -231,11 +231,25 @@ class Indexed(nn.Module):
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
+    if isinstance(model, Shared) and not _numbers_calls():
+        pytest.skip("this torch's export does not number a module's calls (torch 2.4)")
     x = torch.randn(1, 64)
     taped = profile_model(model, x, tier="eager")
     exported = profile_model(torch.export.export(model, (x,)), x)
     assert (taped.trace.method, exported.trace.method) == ("eager", "export")
     assert taped.activation_peak_bytes == exported.activation_peak_bytes == peak
+
+
+def _numbers_calls() -> bool:
+    """Whether this torch's export names a module's second call apart (``block@1``): 2.9 and
+    later do, 2.4 does not (its calls then read as one call, over the tape)."""
+    block = nn.Linear(2, 2)
+    twice = nn.Sequential()
+    twice.forward = lambda x: block(block(x))  # type: ignore[method-assign]
+    twice.block = block
+    program = torch.export.export(twice, (torch.randn(1, 2),))
+    stacks = [n.meta.get("nn_module_stack") or {} for n in program.graph.nodes]
+    return any("@" in str(key) for stack in stacks for key in stack)
 
 
 def _scaled(x):
