@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_graphbudget.engine import walk
 from pytest_graphbudget.engine.profile import Profile
+from pytest_graphbudget.engine.unrecorded import unrecorded_note
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.heap import heap_frozen
 
@@ -95,6 +96,7 @@ def _profile(
         prof = assemble(
             model, args, kwargs, name, target, traced, measured, failures, seconds, execution
         )
+    prof.notes += [note] if (note := unrecorded_note(measured)) else []
     if target.compute_capability:  # a CUDA GPU's: memory as its caching allocator holds it
         from pytest_graphbudget.engine.allocator import CudaMemory, count_on_gpu
 

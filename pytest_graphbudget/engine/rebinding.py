@@ -370,22 +370,24 @@ def in_loop(where: str, line: int, sources: dict) -> bool:
     return at is not None and any(isinstance(block[0], LOOPS) for block in units[at][2])
 
 
-def calls_helper(where: str, line: int, sources: dict, submodule: Callable[[str], bool]) -> bool:
-    """Whether the statement at ``line`` calls a Python function whose own lines an export
-    may not have recorded (``torch.export`` keeps ``forward`` frames only): a function by
-    name that is not a builtin (``window_partition(x)``), or a method of ``self`` that is not
-    a submodule (``self._attn(x)``; ``submodule(name)`` says). The ops it runs then all read
-    as that one line's."""
+def calls_helper(
+    where: str, line: int, sources: dict, submodule: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """The Python functions the statement at ``line`` calls whose own lines an export may not
+    have recorded (``torch.export`` keeps ``forward`` frames only): a function by name that
+    is not a builtin (``window_partition(x)``), or a method of ``self`` that is not a
+    submodule (``self._attn(x)``; ``submodule(name)`` says). The ops they run then all read
+    as that one line's. Empty where it calls none."""
     if ("helper", where, line) not in sources:
         file, _, function = where.rpartition(":")
         units, _ = _statements(file, function, line, sources)
         at = _at(units, line)
-        found = False
+        found: list[str] = []
         for node in _own(units[at][0]) if at is not None else ():
             func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
-            if isinstance(func, ast.Name):
-                found = found or not hasattr(builtins, func.id)
+            if isinstance(func, ast.Name) and not hasattr(builtins, func.id):
+                found.append(func.id)
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-                found = found or (func.value.id == "self" and not submodule(func.attr))
-        sources["helper", where, line] = found
+                found += [func.attr] if func.value.id == "self" and not submodule(func.attr) else []
+        sources["helper", where, line] = tuple(dict.fromkeys(found))
     return sources["helper", where, line]

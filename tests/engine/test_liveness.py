@@ -13,6 +13,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from pytest_graphbudget import profile_model  # noqa: E402
+from pytest_graphbudget.engine.unrecorded import UNRECORDED  # noqa: E402
 
 ROW = 64 * 4  # bytes of one (1, 64) float32 activation
 
@@ -294,6 +295,18 @@ def test_a_helper_functions_locals_live_until_it_returns():
     # At ``g * 3``: the pair's first and its sum (4 bytes), then the helper's h, g and the
     # product. Without the helper's lines h reads as one expression's temporary: 3 rows.
     assert taped.activation_peak_bytes == exported.activation_peak_bytes == 4 * ROW + 4
+
+
+def test_a_users_export_names_the_helpers_whose_locals_it_cannot_see():
+    """A user's own export records ``forward`` lines only: ``_scaled``'s h reads as a
+    temporary, 3 rows under the tape at ``g * 3``, and the profile says so, naming it (not
+    ``_pair``, whose ops are a submodule's and one sum). The tape sees every frame."""
+    x = torch.randn(1, 64)
+    exported = profile_model(torch.export.export(Helpers(), (x,)), x)
+    assert exported.activation_peak_bytes == profile_model(Helpers(), x).activation_peak_bytes - ROW
+    [note] = exported.notes
+    assert note.startswith(f"{UNRECORDED}: the graph records no lines of _scaled,")
+    assert profile_model(Helpers(), x, tier="eager").notes == []
 
 
 def test_the_anchor_registry_is_left_as_found():

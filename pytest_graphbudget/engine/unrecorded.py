@@ -1,0 +1,49 @@
+"""Helper functions whose lines an exported graph does not record, said in the profile.
+
+``torch.export`` records the line that called each op in ``forward`` methods only (this
+project's own export records the model's helper functions too, ``engine/helper_frames.py``,
+on torch 2.13 and later). The ops of a helper it did not record all read as its caller's one
+line, so ``engine/liveness.py`` cannot tell the helper's locals, which eager holds until it
+returns, from one expression's temporaries, and reads them freed after their last reader: the
+peak can read under eager's. That under is not measured, so the profile names the helpers.
+"""
+
+from __future__ import annotations
+
+from pytest_graphbudget.engine.nodes import Measured
+from pytest_graphbudget.engine.rebinding import calls_helper
+
+UNRECORDED = "peak memory may read under"
+
+
+def unrecorded_note(measured: Measured) -> str:
+    """A note naming the helper functions the graph ran without recording their lines, or
+    ``""``: a statement that runs ops one of which reads another's result (a helper's body,
+    read as one line) calls a function whose name no frame bears. Only a graph that records
+    lines and no frees (an export) is read so."""
+    nodes = measured.nodes
+    if measured.frees is not None or not any(node.stack for node in nodes):
+        return ""
+    named = {where.rpartition(":")[2] for node in nodes for where, _ in node.stack}
+    parts = [node.module.split(".") for node in nodes if node.module]
+    paths = {".".join(p[: i + 1]) for p in parts for i in range(len(p))}  # every module's
+    made: dict[tuple, set] = {}  # a statement's frames -> what its own ops wrote
+    chained: dict[tuple, str] = {}  # statements one of whose ops reads another's, -> module
+    for node in nodes:
+        if node.stack and node.in_call:
+            if node.reads & made.get(node.stack, set()):
+                chained[node.stack] = node.module
+            made.setdefault(node.stack, set()).update(node.writes)
+    sources: dict = {}
+    found: dict[str, None] = {}
+    for stack, module in chained.items():
+        own = f"{module}." if module else ""
+        called = calls_helper(*stack[-1], sources, lambda name, own=own: own + name in paths)
+        found.update(dict.fromkeys(name for name in called if name not in named))
+    if not found:
+        return ""
+    return (
+        f"{UNRECORDED}: the graph records no lines of {', '.join(sorted(found))}, functions "
+        "its forward calls, so their locals read as freed after their last use; profile the "
+        "model itself, not an export of it, on torch 2.13 or later to count them"
+    )
