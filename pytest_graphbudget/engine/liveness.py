@@ -129,7 +129,7 @@ def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, 
                         dies[key] = max(dies[key], last)
     _held_by_composites(nodes, born, dies)
     sources: dict = {}  # file -> its parsed code, and what ``rebinding`` read of it
-    _locals(nodes, born, dies, (calls, uncalled), sources)
+    _locals(nodes, born, dies, calls, (sources, uncalled))
     _helpers(nodes, born, dies, sources)
 
 
@@ -192,7 +192,7 @@ def _helpers(
 
 
 def _locals(
-    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: tuple, sources: dict
+    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: list, read: tuple
 ) -> None:
     """Keep what a module's forward binds to a local alive until its call ends: a value made
     by one statement of the forward and read by another (``e = self.wte(ids)`` ...
@@ -203,12 +203,12 @@ def _locals(
     The function is the innermost module's that holds both (``path``), not one of its
     children's: in a loop over blocks, one block's function is another block's call. It is
     that module's if each child it called (maker's, reader's) ran from one line of it
-    (``_shared``). ``calls``: the calls, and the containers never called (a ``ModuleList``: the
-    function that walks it is its caller's). Where the code rebinds the name
+    (``_shared``). ``read``: the parsed sources, and the containers never called (a
+    ``ModuleList``: the function that walks it is its caller's). Where the code rebinds the name
     (``x = self.ln(x)`` ... ``x = a + r``), the old value dies once that statement has run
     (``_rebound``), not at the call's end."""
     ends: dict[str, list[tuple[int, int]]] = {}
-    calls, uncalled = calls
+    sources, uncalled = read
     for path, first, last in calls:
         ends.setdefault(path, []).append((first, last))
     shared: dict = {}  # (path, first node) -> frames shared by that call's nodes
@@ -226,12 +226,9 @@ def _locals(
                 if node.module != path
             ):
                 frame = -1
-            pair = ((maker, born[key]), (reader, i))
-            frame = (
-                frame
-                if frame >= 0
-                else _two_turns(nodes, ends, path, pair, (uncalled, shared, sources))
-            )
+            if frame < 0:
+                pair = ((maker, born[key]), (reader, i))
+                frame = _two_turns(nodes, ends, path, pair, (uncalled, shared, sources))
             if frame >= 0:
                 runs = ends.get(path, [(0, len(nodes) - 1)])  # the root's: the whole graph
                 end = max(last for first, last in runs if first <= i <= last)
@@ -253,9 +250,8 @@ def _two_turns(nodes: list[NodeCost], ends: dict, path: str, pair: tuple, memo: 
     (maker, made), (reader, read) = pair
     a, b = _child(path, maker.module, uncalled), _child(path, reader.module, uncalled)
     container = a.rpartition(".")[0]
-    if _call(maker, a) == _call(reader, b) or container != b.rpartition(".")[0]:
-        return -1
-    if container not in uncalled:
+    one_container = container in uncalled and container == b.rpartition(".")[0]
+    if not one_container or _call(maker, a) == _call(reader, b):
         return -1
     calls = _shared(nodes, ends, a, made, shared), _shared(nodes, ends, b, read, shared)
     for frame in range(min(len(_prefix(maker.stack, reader.stack)), *calls) - 1, -1, -1):

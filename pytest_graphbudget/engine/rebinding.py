@@ -167,7 +167,7 @@ def _definitions(file: str) -> dict[str, list[ast.AST]]:
     return _parsed(file, stat.st_size, stat.st_mtime_ns)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=32)  # a model reads a dozen files; an AST is 10-50x its source
 def _parsed(file: str, size: int, mtime: int) -> dict[str, list[ast.AST]]:
     linecache.checkcache(file)
     return _parse(file)

@@ -177,7 +177,7 @@ def module_calls(meta: dict, prefix: str = "") -> tuple[str, ...]:
     layer, called in turn: ``encoder.albert_layer_groups.0@3``). ``()`` where the graph
     records none, or names only the node's own module (a training step's joint graph)."""
     found = []
-    for key, (path, cls) in (meta.get("nn_module_stack") or {}).items():
+    for key, (path, cls, *_) in (meta.get("nn_module_stack") or {}).items():
         if cls is None:
             return ()
         path = module_path(path).removeprefix(prefix)

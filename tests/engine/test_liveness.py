@@ -299,7 +299,7 @@ def test_a_helper_functions_locals_live_until_it_returns():
 
 def test_a_users_export_names_the_helpers_whose_locals_it_cannot_see():
     """A user's own export records ``forward`` lines only: ``_scaled``'s h reads as a
-    temporary, 3 rows under the tape at ``g * 3``, and the profile says so, naming it (not
+    temporary, one row under the tape at ``g * 3``, and the profile says so, naming it (not
     ``_pair``, whose ops are a submodule's and one sum). The tape sees every frame."""
     x = torch.randn(1, 64)
     exported = profile_model(torch.export.export(Helpers(), (x,)), x)
