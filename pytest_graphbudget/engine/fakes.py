@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_graphbudget import compat
-from pytest_graphbudget.engine.strides import iterator_strides
+from pytest_graphbudget.engine.strides import iterator_strides, row_major
 
 
 def fake_mode() -> Any:
@@ -71,6 +71,8 @@ def restride(mode: Any, func: Any, args: tuple, kwargs: Any, out: Any) -> Any:
     elementwise result (``strides.iterator_strides``), a tensor made like another."""
     import torch
 
+    if func is torch.ops.aten.native_layer_norm.default and isinstance(out, tuple):
+        return (_contiguous(mode, out[0]), *out[1:])
     if not isinstance(out, compat.fake_tensor_type()):
         return out
     if getattr(out, "constant", None) is not None:
@@ -97,6 +99,20 @@ NOT_ITERATOR = frozenset({"hardtanh.default", "native_dropout_backward.default",
 """Elementwise ops with kernels of their own that lay their result out otherwise:
 ``hardtanh`` as ``empty_like`` of its input, ``native_dropout_backward`` as the product of the
 gradient and a scaled copy of the mask, ``pow`` of a number row-major."""
+
+
+def _contiguous(mode: Any, out: Any) -> Any:
+    """``out`` row-major, as a kernel that allocates its result contiguous lays it out
+    (``native_layer_norm``: ``empty_like(X, MemoryFormat::Contiguous)``), where the fake
+    mode kept its input's strides: a size-1 dimension's stride differs (LayerNorm2d's
+    permuted input, batch 1), which decides whether the next convolution runs channels-last."""
+    if not isinstance(out, compat.fake_tensor_type()) or not all(type(n) is int for n in out.shape):
+        return out
+    stride = row_major(tuple(out.shape))
+    if stride == tuple(out.stride()):
+        return out
+    return compat.fake_empty(mode, out.shape, stride, out.dtype, out.device)
+
 
 ITERATOR_ORDER = {
     "threshold_backward.default": ("self", "grad_output"),
