@@ -36,6 +36,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterator
+from math import prod
 from typing import Any
 
 from pytest_graphbudget import compat
@@ -71,8 +72,10 @@ def restride(mode: Any, func: Any, args: tuple, kwargs: Any, out: Any) -> Any:
     elementwise result (``strides.iterator_strides``), a tensor made like another."""
     import torch
 
-    if func is torch.ops.aten.native_layer_norm.default and isinstance(out, tuple):
-        return (_contiguous(mode, out[0]), *out[1:])
+    if func.__name__ in FRESH:
+        first = out[0] if isinstance(out, tuple) else out
+        laid = _fresh(mode, first, FRESH[func.__name__] and args[0])
+        return (laid, *out[1:]) if isinstance(out, tuple) else laid
     if not isinstance(out, compat.fake_tensor_type()):
         return out
     if getattr(out, "constant", None) is not None:
@@ -101,17 +104,49 @@ NOT_ITERATOR = frozenset({"hardtanh.default", "native_dropout_backward.default",
 gradient and a scaled copy of the mask, ``pow`` of a number row-major."""
 
 
-def _contiguous(mode: Any, out: Any) -> Any:
-    """``out`` row-major, as a kernel that allocates its result contiguous lays it out
-    (``native_layer_norm``: ``empty_like(X, MemoryFormat::Contiguous)``), where the fake
-    mode kept its input's strides: a size-1 dimension's stride differs (LayerNorm2d's
-    permuted input, batch 1), which decides whether the next convolution runs channels-last."""
+FRESH = {
+    "native_layer_norm.default": False,
+    "_log_softmax.default": False,
+    "native_batch_norm.default": True,
+    "_native_batch_norm_legit.default": True,
+    "_native_batch_norm_legit_no_training.default": True,
+}
+"""Ops whose CPU kernels allocate their result afresh, not like their input: row-major
+(``layer_norm``'s ``empty_like(X, Contiguous)``, ``log_softmax``'s structured output), or, where
+True, in the input's suggested memory format (batch norm's ``empty_like(input,
+input.suggest_memory_format())``). The fake mode keeps the input's strides, which differ where
+a dimension has size 1 (LayerNorm2d's permuted batch-1 map): ATen's channels-last test, and so
+the next convolution's kernel, read that stride."""
+
+
+def _fresh(mode: Any, out: Any, source: Any) -> Any:
+    """``out`` laid out as ``FRESH`` says: row-major, or channels-last where ``source`` (the
+    input, else False) suggests it (``_suggests``)."""
+    import torch
+
     if not isinstance(out, compat.fake_tensor_type()) or not all(type(n) is int for n in out.shape):
         return out
-    stride = row_major(tuple(out.shape))
+    shape = tuple(out.shape)
+    stride = row_major(shape)
+    last = {4: torch.channels_last, 5: torch.channels_last_3d}.get(len(shape))
+    if source is not False and last is not None and _suggests(source, last):
+        inner = (shape[1], *row_major((*shape[2:], shape[1]))[:-1])  # channels innermost
+        stride = (prod(shape[1:]), 1, *inner[1:])
     if stride == tuple(out.stride()):
         return out
     return compat.fake_empty(mode, out.shape, stride, out.dtype, out.device)
+
+
+def _suggests(source: Any, last: Any) -> bool:
+    """ATen's ``suggest_memory_format`` is channels-last: the strides are channels-last and
+    not row-major too (a size-1 dimension's stride aside, as ``is_contiguous`` reads them:
+    eager's batch norm of a (1, C, H, W) map strided (C, 1, W * C, C) is channels-last, of a
+    (1, C, 1, 1) one row-major), or look it (``is_channels_last_strides``)."""
+    import torch
+
+    if source.is_contiguous(memory_format=last) and not source.is_contiguous():
+        return True
+    return torch._prims_common.suggest_memory_format(source) == last
 
 
 ITERATOR_ORDER = {

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -31,20 +32,30 @@ def test_tokens_viewed_as_an_image_at_batch_1_are_strided_as_eager():
     assert fake.untyped_storage().nbytes() == tokens.untyped_storage().nbytes()  # still a view
 
 
-def test_a_layer_norms_result_is_row_major_as_eager_lays_it_out():
-    # MetaFormer's LayerNorm2d on tokens viewed as a map, at batch 1: eager's layer_norm
-    # allocates its result contiguous, whatever its input's size-1 stride, so the permute
-    # after it is channels-last to ATen and the next convolution runs so (caformer_s18's
-    # downsample: an 11.8 MB workspace, read as 6.4 MB while the fake kept the input's).
-    def norm(tokens):
-        image = tokens.transpose(1, 2).view(1, 32, 14, 14).permute(0, 2, 3, 1)
-        return torch.nn.functional.layer_norm(image, (32,))
+def _map(tokens):
+    """MetaFormer's tokens viewed as a batch-1 map: strided (C, 1, W * C, C), a batch stride
+    that ATen's channels-last test reads."""
+    return tokens.transpose(1, 2).view(1, 32, 14, 14)
 
+
+@pytest.mark.parametrize(
+    ("name", "op"),
+    [
+        # LayerNorm2d: eager's layer_norm allocates its result contiguous, so the permute
+        # after it is channels-last to ATen and the next convolution runs so (caformer_s18's
+        # downsample: an 11.8 MB workspace, read as 6.4 MB while the fake kept the input's)
+        ("layer_norm", lambda t: F.layer_norm(_map(t).permute(0, 2, 3, 1), (32,))),
+        ("log_softmax", lambda t: torch.log_softmax(_map(t).permute(0, 2, 3, 1), -1)),
+        # batch norm allocates in the input's suggested format: channels-last here
+        ("batch_norm", lambda t: F.batch_norm(_map(t), torch.zeros(32), torch.ones(32))),
+    ],
+)
+def test_a_result_allocated_afresh_is_strided_as_eager(name, op):
     tokens = torch.empty(1, 196, 32)
     mode = fake_mode()
     with mode:
-        fake = norm(mode.from_tensor(tokens))
-    assert fake.stride() == norm(tokens).stride() == (6272, 448, 32, 1)
+        fake = op(mode.from_tensor(tokens))
+    assert fake.stride() == op(tokens).stride(), name
 
 
 def _cases(count: int):
