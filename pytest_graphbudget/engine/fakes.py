@@ -73,8 +73,11 @@ def restride(mode: Any, func: Any, args: tuple, kwargs: Any, out: Any) -> Any:
     import torch
 
     if func.__name__ in FRESH:
-        first = out[0] if isinstance(out, tuple) else out
-        laid = _fresh(mode, first, FRESH[func.__name__] and args[0])
+        source = (args or [(kwargs or {}).get("input")])[0]
+        try:
+            laid = _fresh(mode, out[0] if isinstance(out, tuple) else out, source, func)
+        except Exception:  # symbolic sizes, an odd call: the mode's layout stands
+            return out
         return (laid, *out[1:]) if isinstance(out, tuple) else laid
     if not isinstance(out, compat.fake_tensor_type()):
         return out
@@ -119,9 +122,9 @@ a dimension has size 1 (LayerNorm2d's permuted batch-1 map): ATen's channels-las
 the next convolution's kernel, read that stride."""
 
 
-def _fresh(mode: Any, out: Any, source: Any) -> Any:
-    """``out`` laid out as ``FRESH`` says: row-major, or channels-last where ``source`` (the
-    input, else False) suggests it (``_suggests``)."""
+def _fresh(mode: Any, out: Any, source: Any, func: Any) -> Any:
+    """``out`` laid out as ``FRESH`` says for ``func``: row-major, or channels-last where its
+    input ``source`` suggests it (``_suggests``)."""
     import torch
 
     if not isinstance(out, compat.fake_tensor_type()) or not all(type(n) is int for n in out.shape):
@@ -129,9 +132,9 @@ def _fresh(mode: Any, out: Any, source: Any) -> Any:
     shape = tuple(out.shape)
     stride = row_major(shape)
     last = {4: torch.channels_last, 5: torch.channels_last_3d}.get(len(shape))
-    if source is not False and last is not None and _suggests(source, last):
-        inner = (shape[1], *row_major((*shape[2:], shape[1]))[:-1])  # channels innermost
-        stride = (prod(shape[1:]), 1, *inner[1:])
+    if FRESH[func.__name__] and last is not None and _suggests(source, last):
+        spatial = row_major((*shape[2:], shape[1]))[:-1]  # channels innermost
+        stride = (prod(shape[1:]), 1, *spatial)
     if stride == tuple(out.stride()):
         return out
     return compat.fake_empty(mode, out.shape, stride, out.dtype, out.device)
