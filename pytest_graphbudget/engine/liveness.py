@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_graphbudget.engine.held import common_frames, held_by_composites, held_by_helpers
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
 from pytest_graphbudget.engine.rebinding import (
     Rebound,
@@ -127,7 +128,8 @@ def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, 
                 for key in node.views:
                     if key in born and dies[key] > born[key]:
                         dies[key] = max(dies[key], last)
-    _held_by_composites(nodes, born, dies)
+    held_by_composites(nodes, born, dies)
+    held_by_helpers(nodes, born, dies)
     sources: dict = {}  # file -> its parsed code, and what ``rebinding`` read of it
     _locals(nodes, born, dies, calls, (sources, uncalled))
     _helpers(nodes, born, dies, sources)
@@ -140,23 +142,6 @@ def _uncalled(nodes: list[NodeCost]) -> frozenset[str]:
     called = {call.partition("@")[0] for node in nodes for call in node.calls}
     held = {path for node in nodes if node.calls for path in _prefixes(node.module)}
     return frozenset(held - called)
-
-
-def _held_by_composites(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int]) -> None:
-    """Keep an op's arguments alive until its last ATen op returns, where torch runs it as
-    several (``matmul``'s expand, clone and ``bmm``; ``engine/split.py`` names them
-    ``matmul_2.clone``): the call holds them, as a module's call holds its arguments. So
-    ``F.normalize(q) @ F.normalize(k).T`` holds both normalized tensors through the ``bmm``."""
-    first = 0
-    for i in range(len(nodes) + 1 if nodes else 0):
-        group = nodes[first].name.partition(".")
-        if i < len(nodes) and group[1] and nodes[i].name.partition(".")[0] == group[0]:
-            continue
-        for node in nodes[first:i] if group[1] else ():
-            for key in node.reads:
-                if key in born and born[key] < first:
-                    dies[key] = max(dies[key], i - 1)
-        first = i if i < len(nodes) else first
 
 
 def _helpers(
@@ -254,7 +239,7 @@ def _two_turns(nodes: list[NodeCost], ends: dict, path: str, pair: tuple, memo: 
     if not one_container or _call(maker, a) == _call(reader, b):
         return -1
     calls = _shared(nodes, ends, a, made, shared), _shared(nodes, ends, b, read, shared)
-    for frame in range(min(len(_prefix(maker.stack, reader.stack)), *calls) - 1, -1, -1):
+    for frame in range(min(len(common_frames(maker.stack, reader.stack)), *calls) - 1, -1, -1):
         if in_loop(*maker.stack[frame], sources):  # a block's one-line forward shares its line
             return frame
     return -1
@@ -381,17 +366,10 @@ def _shared(nodes: list[NodeCost], ends: dict, path: str, at: int, memo: dict) -
             if (path, first) not in memo:
                 common: tuple = ()
                 for k, node in enumerate(n for n in nodes[first : last + 1] if n.stack):
-                    common = node.stack if k == 0 else _prefix(common, node.stack)
+                    common = node.stack if k == 0 else common_frames(common, node.stack)
                 memo[path, first] = len(common)
             return memo[path, first]
     return 0
-
-
-def _prefix(a: tuple, b: tuple) -> tuple:
-    for k, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return a[:k]
-    return a if len(a) <= len(b) else b
 
 
 def _child(path: str, module: str, uncalled: frozenset) -> str:

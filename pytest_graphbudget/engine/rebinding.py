@@ -105,6 +105,8 @@ def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Reboun
     for i in range(at + 1, len(units)):
         stmt, _, blocks = units[i]
         escapes = _escapes(stmt, name)
+        if escapes is True and _branch_alias(stmt, name, blocks, held):
+            escapes = MAYBE
         if escapes is True:
             return None
         maybe = maybe or escapes == MAYBE
@@ -126,6 +128,15 @@ def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Reboun
     spans = [units[at][1], *(u[1] for u in body), units[at][1]]
     hands_on = _hands_on(units[at][0].value, name)
     return Rebound(spans, False, hands_on, name in returns, True, maybe or MAYBE in escapes)
+
+
+def _branch_alias(stmt: ast.stmt, name: str, blocks: tuple, held: tuple) -> bool:
+    """Whether ``stmt`` only binds another name to the value (``x = shifted_x``), in a branch
+    of an ``if`` the binding statement is outside: it keeps the value only if that branch ran,
+    and then the graph reads the value where it reads the other name (``MAYBE``)."""
+    branch = any(isinstance(b[0], ast.If) for b in blocks if b not in held)
+    alias = isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name)
+    return branch and alias and stmt.value.id == name and len(_binds(stmt)) == 1
 
 
 def _statements(file: str, function: str, line: int, sources: dict) -> tuple[list[Unit], set]:

@@ -309,6 +309,64 @@ def test_a_users_export_names_the_helpers_whose_locals_it_cannot_see():
     assert profile_model(Helpers(), x, tier="eager").notes == []
 
 
+class Shifted(nn.Module):
+    """timm's Swin block: its helper method ``_attn`` is handed norm's result, which the
+    parameter holds until the method returns, and hands back a value bound in one branch of an
+    ``if`` or the other (``x = torch.roll(...)``, else ``x = shifted``)."""
+
+    def __init__(self, shift: int, head: int = 0) -> None:
+        super().__init__()
+        self.norm, self.fc, self.shift = nn.LayerNorm(64), nn.Linear(64, 64), shift
+        self.head = nn.Linear(64, head) if head else nn.Identity()
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        x = x + self._attn(self.norm(x))
+        return self.head(x)
+
+    def _attn(self, x):
+        if self.shift:
+            shifted = torch.roll(x, self.shift, 1)
+        else:
+            shifted = x
+        shifted = F.pad(shifted, (0, 0))
+        out = self.fc(shifted)
+        out = out * 2
+        shifted = out.view(1, 64)
+        shifted = shifted.contiguous() + 1
+        if self.shift:
+            x = torch.roll(shifted, -self.shift, 1)
+        else:
+            x = shifted  # an alias in a branch: read as one only where the branch ran
+        return x
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS"),
+    reason="torch < 2.13 records only forwards' lines in an export",
+)
+@pytest.mark.parametrize(
+    ("model", "peak"),
+    [
+        # At ``out * 2``: norm's result (``_attn``'s x holds it though no later line reads
+        # it), the pad's, fc's and the product; the roll's, when shifted, died at the pad.
+        (Shifted(shift=0), 4 * ROW),
+        (Shifted(shift=1), 4 * ROW),
+        # At the head: the sum and the head's 16 rows; what ``_attn`` returned died at the sum,
+        # though the else branch, not run, would have bound it to x.
+        (Shifted(shift=1, head=1024), 17 * ROW),
+    ],
+    ids=["a-helpers-parameter", "a-helpers-parameter-shifted", "a-branch-alias-not-run"],
+)
+def test_a_helper_holds_its_arguments_and_a_branch_not_run_holds_nothing(model, peak):
+    x = torch.randn(1, 64)
+    taped = profile_model(model, x, tier="eager")
+    exported = profile_model(model, x, tier="dynamo")
+    assert (taped.trace.method, exported.trace.method) == ("eager", "dynamo")
+    assert taped.activation_peak_bytes == exported.activation_peak_bytes == peak
+
+
 def test_the_anchor_registry_is_left_as_found():
     registry = getattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS", None)
     if registry is None:
