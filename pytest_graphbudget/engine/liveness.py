@@ -132,6 +132,7 @@ def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, 
     held_by_helpers(nodes, born, dies)
     sources: dict = {}  # file -> its parsed code, and what ``rebinding`` read of it
     _locals(nodes, born, dies, calls, (sources, uncalled))
+    _unread(nodes, born, dies, calls, (sources, uncalled))
     _helpers(nodes, born, dies, sources)
 
 
@@ -223,6 +224,28 @@ def _locals(
                     )
                 until = rebound[key, frame, end]  # None: the code does not say more of it
                 dies[key] = max(dies[key], end if until is None else until)
+
+
+def _unread(
+    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: list, read: tuple
+) -> None:
+    """Hold a value no op reads until its name is bound again, where the statement that made
+    it binds it to one (DeBERTa's ``token_type_ids = torch.zeros(...)``, which an embedding
+    with no token types never reads): Python holds a local until then, or until the function
+    returns, and frees only a temporary at once. ``read``: as ``_locals``'s."""
+    sources, uncalled = read
+    readers = {key for node in nodes for key in node.reads}
+    for i, node in enumerate(nodes):
+        for key in node.writes if node.stack and node.in_call else ():
+            if born.get(key) != i or key in readers or dies[key] > i:
+                continue
+            if rebinding(*node.stack[-1], sources) is None:  # a temporary, or the code won't say
+                continue
+            runs = [last for path, first, last in calls if path == node.module and first <= i]
+            end = min((last for last in runs if last >= i), default=len(nodes) - 1)
+            within = (len(node.stack) - 1, end)
+            until = _rebound(nodes, key, (i, i), within, sources, uncalled)
+            dies[key] = max(dies[key], end if until is None else until)
 
 
 def _two_turns(nodes: list[NodeCost], ends: dict, path: str, pair: tuple, memo: tuple) -> int:

@@ -37,6 +37,14 @@ METADATA = frozenset(
 )
 """What a tensor says of itself that is not a tensor: ``b = x.shape[0]``, ``x.size(1)``."""
 
+VIEWS = frozenset(
+    {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "swapaxes", "movedim"}
+    | {"unsqueeze", "squeeze", "expand", "narrow", "select", "unfold", "diagonal", "t"}
+    | {"chunk", "split", "unbind", "view_as", "expand_as", "reshape_as", "detach"}
+)
+"""Tensor methods whose result may be a view of the tensor: bound to another name
+(``windows = shifted.view(-1, C)``), that name holds the storage too."""
+
 JUMPS = ast.Break | ast.Continue | ast.Yield | ast.YieldFrom | ast.Await
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 DEFS = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda  # a closure may keep what it reads
@@ -110,6 +118,9 @@ def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Reboun
         if escapes is True:
             return None
         maybe = maybe or escapes == MAYBE
+        if viewed := _viewed_into(stmt, name):  # held by that name until the function returns
+            returned = any(n in returns for n in (name, *viewed))
+            return Rebound([], False, False, returned, False, maybe)
         if name in _binds(stmt):
             turns = not loops <= set(blocks)  # after the loop that binds it: its last turn's
             spans = [u[1] for u in units[at : i + 1]]
@@ -128,6 +139,26 @@ def _rebound_name(units: list[Unit], at: int, name: str, returns: set) -> Reboun
     spans = [units[at][1], *(u[1] for u in body), units[at][1]]
     hands_on = _hands_on(units[at][0].value, name)
     return Rebound(spans, False, hands_on, name in returns, True, maybe or MAYBE in escapes)
+
+
+def _viewed_into(stmt: ast.stmt, name: str) -> list[str]:
+    """The other names ``stmt`` binds to a view of the name (``windows = shifted.view(-1,
+    C)``, ``a, b = x.chunk(2)``): they hold the storage after the name is bound again, until
+    the function returns, though no later op may read it. A view into its own name
+    (``x = x.view(...)``) is a rebinding that hands the value on."""
+    if not _binds(stmt):
+        return []
+    parents = {child: node for node in _own(stmt) for child in ast.iter_child_nodes(node)}
+    for node in _reads(stmt.value, name):
+        viewed: ast.AST = node
+        while isinstance(parents.get(viewed), ast.Attribute) and parents[viewed].attr in VIEWS:
+            call = parents.get(parents[viewed])
+            if not (isinstance(call, ast.Call) and call.func is parents[viewed]):
+                break
+            viewed = call
+        if viewed is not node and parents.get(viewed) is stmt:
+            return [bound for bound in _binds(stmt) if bound != name]
+    return []
 
 
 def _branch_alias(stmt: ast.stmt, name: str, blocks: tuple, held: tuple) -> bool:

@@ -342,6 +342,28 @@ class Shifted(nn.Module):
         return x
 
 
+class Viewed(nn.Module):
+    """A view bound to another name (``windows = shifted.view(-1, C)``, timm's window
+    attention) holds the storage after the first name is bound again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        return self._attn(x)
+
+    def _attn(self, x):
+        shifted = F.pad(x * 2, (0, 0))
+        windows = shifted.view(-1, 64)
+        out = self.fc(windows)
+        shifted = out * 2  # the pad's is no longer shifted's, but windows still holds it
+        shifted = shifted + 1
+        return shifted
+
+
 @pytest.mark.skipif(
     not hasattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS"),
     reason="torch < 2.13 records only forwards' lines in an export",
@@ -349,6 +371,9 @@ class Shifted(nn.Module):
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
+        # At ``shifted + 1``: the pad's (windows), fc's, the product and the sum; x * 2 died
+        # at the pad.
+        (Viewed(), 4 * ROW),
         # At ``out * 2``: norm's result (``_attn``'s x holds it though no later line reads
         # it), the pad's, fc's and the product; the roll's, when shifted, died at the pad.
         (Shifted(shift=0), 4 * ROW),
@@ -357,9 +382,12 @@ class Shifted(nn.Module):
         # though the else branch, not run, would have bound it to x.
         (Shifted(shift=1, head=1024), 17 * ROW),
     ],
-    ids=["a-helpers-parameter", "a-helpers-parameter-shifted", "a-branch-alias-not-run"],
+    ids=[
+        *("a-view-bound-to-another-name", "a-helpers-parameter"),
+        *("a-helpers-parameter-shifted", "a-branch-alias-not-run"),
+    ],
 )
-def test_a_helper_holds_its_arguments_and_a_branch_not_run_holds_nothing(model, peak):
+def test_a_helpers_names_hold_what_eager_holds(model, peak):
     x = torch.randn(1, 64)
     taped = profile_model(model, x, tier="eager")
     exported = profile_model(model, x, tier="dynamo")
@@ -402,9 +430,25 @@ class CatThenCall(nn.Module):
         return self.fc(self.act(joined))
 
 
+class Unread(nn.Module):
+    """DeBERTa's ``token_type_ids = torch.zeros(...)``, which no op reads: a local still,
+    held until the forward returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.head = nn.Linear(64, 64), nn.Linear(64, 1024)
+
+    def forward(self, x):
+        ids = torch.zeros(1, 64)  # noqa: F841 (bound and never read, as DeBERTa's)
+        h = self.fc(x)
+        return self.head(h)
+
+
 @pytest.mark.parametrize(
     ("model", "x", "peak"),
     [
+        # At the head: ids, h and the head's 16 rows.
+        (Unread(), torch.randn(1, 64), 18 * ROW),
         # At the bmm: both normalized tensors (2 * 2 * 8 * 16 floats each), matmul's copy of
         # each, and the 2 * 2 * 8 * 8 scores.
         (Normalized(), torch.randn(2, 8, 96), 4 * 2048 + 1024),
@@ -412,7 +456,10 @@ class CatThenCall(nn.Module):
         # Linear's 1. A program exported outside this project has no line of the helper's.
         (CatThenCall(), torch.randn(1, 64), 6 * ROW),
     ],
-    ids=["a-composite-holds-its-arguments", "a-helpers-local-outlives-its-calls"],
+    ids=[
+        *("a-local-no-op-reads", "a-composite-holds-its-arguments"),
+        "a-helpers-local-outlives-its-calls",
+    ],
 )
 def test_a_users_exported_program_holds_what_eager_holds(model, x, peak):
     taped = profile_model(model, x, tier="eager")
