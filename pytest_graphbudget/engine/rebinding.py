@@ -418,8 +418,9 @@ def calls_helper(
     """The Python functions the statement at ``line`` calls whose own lines an export may not
     have recorded (``torch.export`` keeps ``forward`` frames only): a function by name that
     is not a builtin (``window_partition(x)``), or a method of ``self`` that is not a
-    submodule (``self._attn(x)``; ``submodule(name)`` says). The ops they run then all read
-    as that one line's. Empty where it calls none."""
+    submodule (``self._attn(x)``; ``submodule(name)`` says) nor an attribute the file's code
+    binds (``self.drop_path1 = nn.Identity()``, a submodule that runs no op). The ops they run
+    then all read as that one line's. Empty where it calls none."""
     if ("helper", where, line) not in sources:
         file, _, function = where.rpartition(":")
         units, _ = _statements(file, function, line, sources)
@@ -430,6 +431,18 @@ def calls_helper(
             if isinstance(func, ast.Name) and not hasattr(builtins, func.id):
                 found.append(func.id)
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-                found += [func.attr] if func.value.id == "self" and not submodule(func.attr) else []
+                method = func.value.id == "self" and not submodule(func.attr)
+                found += [func.attr] if method and func.attr not in _attributes(file) else []
         sources["helper", where, line] = tuple(dict.fromkeys(found))
     return sources["helper", where, line]
+
+
+def _attributes(file: str) -> frozenset[str]:
+    """The names the file's functions bind on ``self`` (``self.a, self.b = ...``)."""
+    nodes = (n for defs in _definitions(file).values() for d in defs for n in ast.walk(d))
+    return frozenset(
+        node.attr
+        for node in nodes
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+        if isinstance(node.value, ast.Name) and node.value.id == "self"
+    )

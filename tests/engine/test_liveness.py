@@ -318,11 +318,12 @@ class Shifted(nn.Module):
         super().__init__()
         self.norm, self.fc, self.shift = nn.LayerNorm(64), nn.Linear(64, 64), shift
         self.head = nn.Linear(64, head) if head else nn.Identity()
+        self.drop_path = nn.Identity()  # a submodule that runs no op: in no graph
 
     def forward(self, x):
         for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
             pass
-        x = x + self._attn(self.norm(x))
+        x = x + self.drop_path(self._attn(self.norm(x)))
         return self.head(x)
 
     def _attn(self, x):
@@ -428,6 +429,15 @@ class CatThenCall(nn.Module):
     def _cat_then_call(self, inputs):
         joined = torch.cat(inputs, 1)
         return self.fc(self.act(joined))
+
+
+def test_a_users_export_names_helpers_not_submodules_that_run_no_op():
+    """``self.drop_path(self._attn(...))``: both are calls of ``self`` the graph has no line
+    of, but ``drop_path`` is an attribute (an ``nn.Identity``), not a helper."""
+    x = torch.randn(1, 64)
+    exported = profile_model(torch.export.export(Shifted(shift=1), (x,)), x)
+    [note] = exported.notes
+    assert note.startswith(f"{UNRECORDED}: the graph records no lines of _attn, functions")
 
 
 class Unread(nn.Module):
