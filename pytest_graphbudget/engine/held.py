@@ -52,11 +52,16 @@ def held_by_helpers(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any,
             dies[key] = max(dies[key], last)
 
 
+MODULE_CALLS = (":forward", "_call_impl")
+"""Frames of a module's call: its ``forward``, and torch's ``Module._call_impl`` (and
+``_wrapped_call_impl``), which torch 2.4's export records in its stacks too."""
+
+
 def _entered(maker: NodeCost, reader: NodeCost) -> tuple | None:
     """The call the reader runs in and the maker does not: the frames they share and the
     function of the reader's next frame (one frame further where both stand in one function
     at two lines: a loop's body, not a call). None where the reader runs in no such call, or
-    where the call is a module's ``forward``, whose call ``liveness._held_by_calls`` holds by
+    where the call is a module's (``MODULE_CALLS``), whose call ``liveness._held_by_calls`` holds by
     the module calls the graph records (a stack cannot tell ``layer1``'s from ``layer2``'s
     where both ran from one line, ResNet's ``_forward_impl``)."""
     if not maker.stack:
@@ -64,7 +69,7 @@ def _entered(maker: NodeCost, reader: NodeCost) -> tuple | None:
     k = len(common_frames(maker.stack, reader.stack))
     if k < min(len(maker.stack), len(reader.stack)) and maker.stack[k][0] == reader.stack[k][0]:
         k += 1
-    if k >= len(reader.stack) or reader.stack[k][0].endswith(":forward"):
+    if k >= len(reader.stack) or reader.stack[k][0].endswith(MODULE_CALLS):
         return None
     return reader.stack[:k], reader.stack[k][0]
 

@@ -220,7 +220,7 @@ def _locals(
                 end = max(last for first, last in runs if first <= i <= last)
                 if (key, frame, end) not in rebound:
                     rebound[key, frame, end] = _rebound(
-                        nodes, key, (born[key], i), (frame, end), sources, uncalled
+                        nodes, key, (born[key], i), (frame, end, path), sources, uncalled
                     )
                 until = rebound[key, frame, end]  # None: the code does not say more of it
                 dies[key] = max(dies[key], end if until is None else until)
@@ -243,7 +243,7 @@ def _unread(
                 continue
             runs = [last for path, first, last in calls if path == node.module and first <= i]
             end = min((last for last in runs if last >= i), default=len(nodes) - 1)
-            within = (len(node.stack) - 1, end)
+            within = (len(node.stack) - 1, end, node.module)
             until = _rebound(nodes, key, (i, i), within, sources, uncalled)
             dies[key] = max(dies[key], end if until is None else until)
 
@@ -276,9 +276,10 @@ def _rebound(
     made it and that read it in another statement), or before its function returned if none
     does; ``end`` where another name may still hold it (it is read after, or returned);
     ``None`` where the code does not say. A rebinding that hands the value on
-    (``x = self.drop(x)``, the same tensor) is followed to the next. ``within``: ``frame``
-    and ``end``; ``uncalled``: the containers whose blocks a loop calls (``_ran``)."""
-    start, (frame, end) = pair[0], within
+    (``x = self.drop(x)``, the same tensor) is followed to the next. ``within``: ``frame``,
+    ``end`` and the module whose code that frame runs; ``uncalled``: the containers whose
+    blocks a loop calls (``_ran``)."""
+    start, (frame, end, path) = pair[0], within
     prefix, (where, line) = nodes[start].stack[:frame], nodes[start].stack[frame]
     read_at = frozenset(
         n.stack[frame][1]
@@ -295,7 +296,7 @@ def _rebound(
     for _ in range(64):
         # from the binding to this rebinding; None where nothing rebinds it: to the return
         spans = spans[:-1] + found.spans if found.spans else None
-        code = (frame, prefix, where, _block(nodes[after - 1], uncalled))
+        code = (frame, prefix, where, _block(nodes[after - 1], uncalled, path), path)
         at, how = _ran(nodes[after : end + 1], code, spans, found, uncalled)
         if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
             found = rebinding(where, found.spans[-1][0], sources)
@@ -330,13 +331,13 @@ def _ran(
     before the rebinding ran (or at all where ``spans`` is None: nothing rebinds it);
     ``"turned"``, after the loop's next turn ran the binding statement again (``Rebound.turns``:
     a value bound in a loop, rebound after it); ``None`` where none is, or where the graph does
-    not say. ``code``: the function's frame, the frames above it, its ``"file:function"`` and
-    the block the value's statement ran (``_block``).
+    not say. ``code``: the function's frame, the frames above it, its ``"file:function"``,
+    the block the value's statement ran (``_block``) and the module whose code it is.
 
     A loop whose one statement calls the next block of a container (``for block in self.h:
     x = block(x)``) runs its next turn at the same line: the turn changes where the block
     does (``h.0`` ... ``h.1``, ``uncalled`` holding ``h``), where the rebinding may run."""
-    frame, prefix, where, turn = code
+    frame, prefix, where, turn, path = code
     seen, ran, again = 0, False, False
     for j, node in enumerate(nodes):
         stack = node.stack
@@ -347,7 +348,7 @@ def _ran(
         if spans is None:
             continue
         at = next((k for k, (a, b) in enumerate(spans) if a <= stack[frame][1] <= b), -1)
-        block = _block(node, uncalled)
+        block = _block(node, uncalled, path)
         if found.turns and not ran:  # the loop's next turn may run before the rebinding after it
             if again and (at != 0 or block != turn):
                 return j, "turned"
@@ -365,14 +366,20 @@ def _ran(
     return 0, None
 
 
-def _block(node: NodeCost, uncalled: frozenset) -> str:
+def _block(node: NodeCost, uncalled: frozenset, path: str) -> str:
     """The call of a block of a container never called that runs ``node`` (``h.0`` for an op
-    of ``h.0.attn`` where ``h`` is a ``ModuleList``; ``layers.0@2`` for its third call);
-    ``""`` where none holds it."""
+    of ``h.0.attn`` where ``h`` is a ``ModuleList``; ``layers.0@2`` for its third call), a
+    container of ``path``'s own, whose code the loop is: not one inside a module it calls
+    (res2net's ``convs``, inside the ``layer1`` that ``x = self.layer1(x)`` calls); ``""``
+    where none holds it."""
     parts = node.module.split(".") if node.module else []
-    for i in range(1, len(parts)):
+    start = len(path.split(".")) if path else 0
+    called = {call.partition("@")[0] for call in node.calls}
+    for i in range(max(start, 1), len(parts)):
         if ".".join(parts[:i]) in uncalled:
             return _call(node, ".".join(parts[: i + 1]))
+        if i > start and ".".join(parts[:i]) in called:
+            return ""
     return ""
 
 

@@ -21,6 +21,7 @@ from torch import fx, nn
 from pytest_graphbudget.compat import export_values_match_fresh
 from pytest_graphbudget.costs import lookup
 from pytest_graphbudget.engine.extents import extents
+from pytest_graphbudget.engine.fakes import restride
 from pytest_graphbudget.engine.measure import _CostInterpreter, _Recorder
 from pytest_graphbudget.engine.nodes import (
     Measured,
@@ -39,11 +40,21 @@ class _ExportedInterpreter(_CostInterpreter):
     recorder would see the same call. Every other node runs, under export's mode, for the
     recorder to price what it decomposes into (``conv2d`` into ``convolution``)."""
 
+    mode: Any = None  # export's fake mode, for ``_as_eager``
+
     def run_node(self, n: fx.Node) -> Any:
         self.current, self.ran, self.widened = n, False, False
         return super().run_node(n)
 
     def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        value = self._priced(target, args, kwargs)
+        if target in VIEWS and args and isinstance(value, torch.Tensor):
+            laid = _as_eager(self.mode, args[0], value)
+            self.widened = self.widened or laid is not value
+            return laid
+        return value
+
+    def _priced(self, target: Any, args: tuple, kwargs: dict) -> Any:
         recorded = self.current.meta.get("val")
         if getattr(target, "is_view", False) and any(
             a.op == "get_attr" for a in self.current.all_input_nodes
@@ -65,6 +76,21 @@ class _ExportedInterpreter(_CostInterpreter):
     def result(self, n: fx.Node, value: Any) -> Any:
         recorded = n.meta.get("val")
         return value if recorded is None or self.ran or self.widened else recorded
+
+
+VIEWS = (torch.ops.aten.view.default, torch.ops.aten.reshape.default)
+"""Ops whose result, where it views its input, export strides otherwise than eager torch."""
+
+
+def _as_eager(mode: Any, source: Any, out: Any) -> Any:
+    """``out``, a view of ``source``, strided as eager's ``view`` strides it: export's fake
+    mode gives a size-1 dimension another stride than ATen's ``computeStride``, and ATen's
+    channels-last test, and so the next convolution's kernel, reads it (pvt_v2's
+    ``x.transpose(1, 2).view(B, C, H, W)`` at batch 1: a depthwise convolution's 6.4 MB copy
+    of its input read as none)."""
+    if not isinstance(source, torch.Tensor) or _storage(source) != _storage(out):
+        return out
+    return restride(mode, torch.ops.aten.view.default, (source, list(out.shape)), None, out)
 
 
 @functools.cache
@@ -135,6 +161,7 @@ def measure_exported(
     recorder = _Recorder(weights)
     walk = interpreter(gm, recorder, traced)
     walk.splits = not symbolic  # symbolic figures are formulas of FLOPs, kernels aside
+    walk.mode = mode
     with torch.no_grad(), mode, recorder:
         walk.run(*values)
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")

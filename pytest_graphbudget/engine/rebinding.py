@@ -146,10 +146,8 @@ def _viewed_into(stmt: ast.stmt, name: str) -> list[str]:
     C)``, ``a, b = x.chunk(2)``): they hold the storage after the name is bound again, until
     the function returns, though no later op may read it. A view into its own name
     (``x = x.view(...)``) is a rebinding that hands the value on."""
-    if not _binds(stmt):
-        return []
     parents = {child: node for node in _own(stmt) for child in ast.iter_child_nodes(node)}
-    for node in _reads(stmt.value, name):
+    for node in _reads(stmt.value, name) if _binds(stmt) else ():
         viewed: ast.AST = node
         while isinstance(parents.get(viewed), ast.Attribute) and parents[viewed].attr in VIEWS:
             call = parents.get(parents[viewed])
@@ -360,7 +358,10 @@ def _kept(node: ast.AST, parents: dict) -> bool | str:
     if isinstance(parent, ast.IfExp) and node is not parent.test:
         return MAYBE if _kept(parent, parents) else False
     if isinstance(parent, ast.Tuple | ast.List) and isinstance(parents.get(parent), ast.BinOp):
-        return True  # joined to another container (``hidden + (x,)``): kept
+        joined = parents[parent]  # joined to another container: kept where that is kept
+        while isinstance(parents.get(joined), ast.BinOp):  # (``states = states + (x,)``),
+            joined = parents[joined]  # not where a call reads it (``torch.cat(a + [x])``)
+        return _kept(joined, parents)
     if isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare):
         return False  # an operator: a new value
     if isinstance(parent, ast.AugAssign) and node is parent.value:

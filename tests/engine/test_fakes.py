@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from pytest_graphbudget import profile_model  # noqa: E402
 from pytest_graphbudget.compat import dynamo_breaks_unavailable  # noqa: E402
 from pytest_graphbudget.engine.fakes import eager_linear, elementwise, fake_mode, linear  # noqa: E402
+from pytest_graphbudget.engine.measure_export import _as_eager  # noqa: E402
 from pytest_graphbudget.engine.strides import iterator_strides  # noqa: E402
 
 
@@ -292,3 +293,29 @@ def test_linear_is_torchs_own_outside_the_capture():
     with eager_linear():
         assert torch.nn.functional.linear is linear
     assert torch.nn.functional.linear is before is torch._C._nn.linear
+
+
+class TokensToMap(nn.Module):
+    """pvt_v2's MLP: tokens viewed as a batch-1 map, then a depthwise convolution, whose
+    kernel copies an input ATen does not read as channels-last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.dw = nn.Linear(64, 64), nn.Conv2d(64, 64, 3, padding=1, groups=64)
+
+    def forward(self, x):
+        x = self.fc(x)
+        return self.dw(x.transpose(1, 2).view(1, 64, 16, 16))
+
+
+def test_an_exported_graphs_view_is_strided_as_eager():
+    x = torch.randn(1, 256, 64)
+    program = torch.export.export(TokensToMap(), (x,))
+    [view] = [n for n in program.graph.nodes if n.target is torch.ops.aten.view.default]
+    source, recorded = view.args[0].meta["val"], view.meta["val"]
+    eager = torch.empty(1, 256, 64).transpose(1, 2).view(1, 64, 16, 16)
+    mode = torch._guards.detect_fake_mode([recorded])
+    assert _as_eager(mode, source, recorded).stride() == eager.stride() == (64, 1, 1024, 64)
+    # so the convolution's copy of its input is counted, as on the tape
+    taped = profile_model(TokensToMap(), x, tier="eager").activation_peak_bytes
+    assert profile_model(program, x).activation_peak_bytes == taped
