@@ -313,7 +313,7 @@ def _rebound(
             return end if found.returned and not read else at - 1
         if not read:
             return at - 1
-        if not found.hands_on or found.maybe:  # another name holds it, or a container may
+        if not found.hands_on:  # another name holds it (a container that may: read after)
             return end
         found, after, spans = rebinding(where, found.spans[-1][0], sources), at, []
         if found is None:

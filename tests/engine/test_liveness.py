@@ -222,6 +222,26 @@ class Stages(nn.Module):
         return self.layer2(x)
 
 
+class ShortcutAfter(nn.Module):
+    """EdgeNeXt's block: ``if self.shortcut_after_dw: shortcut = x``, a branch not run, then
+    x handed on through a view to the next rebinding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dw, self.norm = nn.Linear(64, 64), nn.LayerNorm(64)
+        self.fc, self.out, self.after = nn.Linear(64, 1024), nn.Linear(1024, 64), False
+
+    def forward(self, x):
+        shortcut = x
+        x = self.dw(x)
+        if self.after:
+            shortcut = x
+        x = x.view(1, 64)
+        x = self.norm(x)  # dw's result is no one's once this has run
+        x = self.fc(x)
+        return shortcut + self.out(x)
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -257,12 +277,14 @@ class Stages(nn.Module):
         (Indexed(), 17 * ROW),
         # At layer2: layer1's result and layer2's (1 + 16 rows).
         (Stages(), 17 * ROW),
+        # At the sum: fc's 16 rows (x holds them), out's and the sum.
+        (ShortcutAfter(), 18 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
         *("a-module-list-loop", "one-block-called-in-turn", "a-list-that-keeps-some"),
         *("a-tuple-that-keeps-all", "a-sequential-call", "rebound-after-the-loop"),
-        *("indexed-module-list", "a-called-blocks-own-loop"),
+        *("indexed-module-list", "a-called-blocks-own-loop", "a-branch-alias-then-a-view"),
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
