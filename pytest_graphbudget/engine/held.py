@@ -8,6 +8,7 @@ line of the caller's names it after the call starts.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pytest_graphbudget.engine.nodes import NodeCost
@@ -27,7 +28,45 @@ def held_by_composites(nodes: list[NodeCost], born: dict[Any, int], dies: dict[A
             for key in node.reads:
                 if key in born and born[key] < first:
                     dies[key] = max(dies[key], i - 1)
+        if group[1]:
+            _held_inside(nodes, (first, i - 1), born, dies)
         first = i if i < len(nodes) else first
+
+
+KERNEL_LOCALS = {"scaled_dot_product_attention": frozenset({"mul", "_safe_softmax", "_softmax"})}
+"""ATen composites' own locals, held until the kernel returns: the math attention kernel's
+(``_scaled_dot_product_attention_math``, CPU attention on 5-D inputs or with dropout in
+training) scaled query, ``query_ * scaling_factor``, and its weights, which it returns too."""
+
+MATMUL_OPERANDS = frozenset({"expand", "clone", "_unsafe_view", "view", "reshape"})
+"""What ``matmul`` runs before its ``bmm``: its operands broadcast, copied and flattened."""
+
+
+def _held_inside(nodes: list[NodeCost], span: tuple[int, int], born: dict, dies: dict) -> None:
+    """Inside one composite's ops (``span``): a ``matmul`` it calls holds its operands and its
+    copies of them until its last op (the ``bmm`` and the view after it), and the kernel's
+    locals (``KERNEL_LOCALS``) live until the composite's last op."""
+    first, last = span
+    kernel = re.sub(r"_\d+$", "", nodes[first].name.partition(".")[0])
+    for j in range(first, last + 1):
+        if nodes[j].name.partition(".")[2] in KERNEL_LOCALS.get(kernel, ()):
+            for key in nodes[j].writes:
+                dies[key] = max(dies[key], last)
+        if _op(nodes[j]) != "bmm":
+            continue
+        start, end = j, min(j + 1, last)
+        while start > first and _op(nodes[start - 1]) in MATMUL_OPERANDS:
+            start -= 1
+        end = end if _op(nodes[end]) in MATMUL_OPERANDS else j
+        for node in nodes[start : end + 1]:
+            for key in node.reads | node.writes.keys():
+                if key in born and born[key] <= end:
+                    dies[key] = max(dies[key], end)
+
+
+def _op(node: NodeCost) -> str:
+    """The ATen op a composite's node ran: ``matmul_2.clone_1`` -> ``clone``."""
+    return re.sub(r"_\d+$", "", node.name.partition(".")[2])
 
 
 def held_by_helpers(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int]) -> None:

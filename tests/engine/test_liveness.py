@@ -523,6 +523,21 @@ class JoinedForCat(nn.Module):
         return self.head(x)
 
 
+class WindowAttention(nn.Module):
+    """Twins' locally grouped attention: 5-D query, key and value, which CPU attention runs
+    on ATen's math kernel, a composite of a scaled query, a ``matmul``, a softmax and another
+    ``matmul``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(64, 192)
+
+    def forward(self, x):
+        qkv = self.qkv(x).reshape(1, 2, 8, 3, 2, 32).permute(3, 0, 1, 4, 2, 5)
+        q, k, v = qkv.unbind(0)  # each (1, 2, 2, 8, 32): 4,096 bytes
+        return F.scaled_dot_product_attention(q, k, v)
+
+
 class Unread(nn.Module):
     """DeBERTa's ``token_type_ids = torch.zeros(...)``, which no op reads: a local still,
     held until the forward returns."""
@@ -544,6 +559,10 @@ class Unread(nn.Module):
         (Unread(), torch.randn(1, 64), 18 * ROW),
         # At the head: the two rows joined and the head's 2 x 16 rows.
         (JoinedForCat(), torch.randn(1, 64), 34 * ROW),
+        # At the first bmm: qkv (12,288 bytes); the scaled query, a local of the kernel; the
+        # scaled key and matmul's copies of both, held until that matmul returns; the 2 x 2 x
+        # 8 x 8 scores.
+        (WindowAttention(), torch.randn(1, 16, 64), 12288 + 4 * 4096 + 1024),
         # At the bmm: both normalized tensors (2 * 2 * 8 * 16 floats each), matmul's copy of
         # each, and the 2 * 2 * 8 * 8 scores.
         (Normalized(), torch.randn(2, 8, 96), 4 * 2048 + 1024),
@@ -552,7 +571,8 @@ class Unread(nn.Module):
         (CatThenCall(), torch.randn(1, 64), 6 * ROW),
     ],
     ids=[
-        *("a-local-no-op-reads", "a-list-joined-for-a-call", "a-composite-holds-its-arguments"),
+        *("a-local-no-op-reads", "a-list-joined-for-a-call", "a-math-attention-kernel"),
+        "a-composite-holds-its-arguments",
         "a-helpers-local-outlives-its-calls",
     ],
 )
