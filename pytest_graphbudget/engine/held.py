@@ -33,10 +33,11 @@ def held_by_composites(nodes: list[NodeCost], born: dict[Any, int], dies: dict[A
         first = i if i < len(nodes) else first
 
 
-KERNEL_LOCALS = {"scaled_dot_product_attention": frozenset({"mul", "_safe_softmax", "_softmax"})}
+KERNEL_LOCALS = {"scaled_dot_product_attention": frozenset({"mul"})}
 """ATen composites' own locals, held until the kernel returns: the math attention kernel's
-(``_scaled_dot_product_attention_math``, CPU attention on 5-D inputs or with dropout in
-training) scaled query, ``query_ * scaling_factor``, and its weights, which it returns too."""
+(``_scaled_dot_product_attention_math``, CPU attention on 5-D inputs or with dropout) scaled
+query, ``query_ * scaling_factor``. Its weights, which it returns too, are the last matmul's
+operand, held to the end by that."""
 
 MATMUL_OPERANDS = frozenset({"expand", "clone", "_unsafe_view", "view", "reshape"})
 """What ``matmul`` runs before its ``bmm``: its operands broadcast, copied and flattened."""

@@ -538,6 +538,20 @@ class WindowAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v)
 
 
+class DroppedAttention(nn.Module):
+    """Attention with dropout, which CPU torch also runs on the math kernel: the dropped
+    weights, not the softmax's, are what the kernel keeps and its last ``matmul`` reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(64, 192)
+
+    def forward(self, x):
+        qkv = self.qkv(x).reshape(1, 16, 3, 2, 32).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (1, 2, 16, 32): 4,096 bytes
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+
+
 class Unread(nn.Module):
     """DeBERTa's ``token_type_ids = torch.zeros(...)``, which no op reads: a local still,
     held until the forward returns."""
@@ -563,6 +577,10 @@ class Unread(nn.Module):
         # scaled key and matmul's copies of both, held until that matmul returns; the 2 x 2 x
         # 8 x 8 scores.
         (WindowAttention(), torch.randn(1, 16, 64), 12288 + 4 * 4096 + 1024),
+        # At the first bmm: qkv, the scaled query and key (views of them are matmul's
+        # operands here: no copies), the 2 x 16 x 16 scores. At the last, less than that: the
+        # softmax's weights died when dropout's product was bound in their place.
+        (DroppedAttention(), torch.randn(1, 16, 64), 12288 + 2 * 4096 + 2048),
         # At the bmm: both normalized tensors (2 * 2 * 8 * 16 floats each), matmul's copy of
         # each, and the 2 * 2 * 8 * 8 scores.
         (Normalized(), torch.randn(2, 8, 96), 4 * 2048 + 1024),
@@ -572,7 +590,7 @@ class Unread(nn.Module):
     ],
     ids=[
         *("a-local-no-op-reads", "a-list-joined-for-a-call", "a-math-attention-kernel"),
-        "a-composite-holds-its-arguments",
+        *("a-math-attention-kernel-with-dropout", "a-composite-holds-its-arguments"),
         "a-helpers-local-outlives-its-calls",
     ],
 )
