@@ -3,7 +3,9 @@
 Two rules of ``liveness``'s for an exported graph, which records no frees: torch's own
 composite ops (``matmul`` run as several ATen ops) and the user's helper functions
 (``self._attn(self.norm1(x))``) hold what they are handed until their last op, though no
-line of the caller's names it after the call starts.
+line of the caller's names it after the call starts. Inside a composite, what it makes
+lives as its C++ code holds it: a ``matmul`` it calls holds its operands, a local of the
+kernel lives to its end.
 """
 
 from __future__ import annotations
@@ -101,9 +103,9 @@ def _entered(maker: NodeCost, reader: NodeCost) -> tuple | None:
     """The call the reader runs in and the maker does not: the frames they share and the
     function of the reader's next frame (one frame further where both stand in one function
     at two lines: a loop's body, not a call). None where the reader runs in no such call, or
-    where the call is a module's (``MODULE_CALLS``), whose call ``liveness._held_by_calls`` holds by
-    the module calls the graph records (a stack cannot tell ``layer1``'s from ``layer2``'s
-    where both ran from one line, ResNet's ``_forward_impl``)."""
+    where the call is a module's (``MODULE_CALLS``), which ``liveness._held_by_calls`` holds
+    by the module calls the graph records (a stack cannot tell ``layer1``'s from
+    ``layer2``'s where both ran from one line, ResNet's ``_forward_impl``)."""
     if not maker.stack:
         return None
     k = len(common_frames(maker.stack, reader.stack))
