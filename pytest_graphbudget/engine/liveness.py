@@ -299,7 +299,7 @@ def _rebound(
         code = (frame, prefix, where, _block(nodes[after - 1], uncalled, path), path)
         at, how = _ran(nodes[after : end + 1], code, spans, found, uncalled)
         if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
-            found = rebinding(where, found.spans[-1][0], sources)
+            found = rebinding(where, found.spans[-1][0], sources, read_at)
             if found is None:
                 return end
             continue
@@ -315,7 +315,7 @@ def _rebound(
             return at - 1
         if not found.hands_on:  # another name holds it (a container that may: read after)
             return end
-        found, after, spans = rebinding(where, found.spans[-1][0], sources), at, []
+        found, after, spans = rebinding(where, found.spans[-1][0], sources, read_at), at, []
         if found is None:
             return end
     return end

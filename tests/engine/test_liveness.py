@@ -242,6 +242,25 @@ class ShortcutAfter(nn.Module):
         return shortcut + self.out(x)
 
 
+def _post_pool(x):
+    """mvitv2's ``reshape_post_pool``: a view of its input, returned with a size."""
+    return x.view(1, 64), x.shape[-1]
+
+
+class Pooled(nn.Module):
+    """mvitv2's attention: the pooled query handed on through a tuple (``q, size = ...``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pool, self.norm, self.head = nn.Linear(64, 64), nn.LayerNorm(64), nn.Linear(64, 1024)
+
+    def forward(self, x):
+        q = self.pool(x)
+        q, size = _post_pool(q)  # unpacked as mvitv2 unpacks it
+        q = self.norm(q)  # the pool's result is no one's once this has run
+        return self.head(q)
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -279,12 +298,15 @@ class ShortcutAfter(nn.Module):
         (Stages(), 17 * ROW),
         # At the sum: fc's 16 rows (x holds them), out's and the sum.
         (ShortcutAfter(), 18 * ROW),
+        # At the head: norm's and the head's (1 + 16 rows).
+        (Pooled(), 17 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
         *("a-module-list-loop", "one-block-called-in-turn", "a-list-that-keeps-some"),
         *("a-tuple-that-keeps-all", "a-sequential-call", "rebound-after-the-loop"),
         *("indexed-module-list", "a-called-blocks-own-loop", "a-branch-alias-then-a-view"),
+        "handed-on-through-a-tuple",
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
