@@ -310,7 +310,8 @@ def _rebound(
         if how == "turned":  # the binding statement, run again, rebound it
             return end if read else at - 1
         if how == "returned":  # its locals go; a value it returns, its caller holds if it reads
-            return end if found.returned and not read else at - 1
+            copied = key in nodes[at - 1].reads and nodes[at - 1].writes  # ``.contiguous()``
+            return end if found.returned and not (read or copied) else at - 1
         if not read:
             return at - 1
         if not found.hands_on:  # another name holds it (a container that may: read after)

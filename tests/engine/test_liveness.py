@@ -452,6 +452,27 @@ class Viewed(nn.Module):
         return shifted
 
 
+class Biased(nn.Module):
+    """timm's ``RelPosBias.get_bias``: a local handed on through a view, then returned as a
+    copy (``.contiguous()``): the caller gets the copy, and the local dies with the call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.head = nn.Linear(64, 64), nn.Linear(64, 1024)
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        bias = self._bias(x)
+        y = self.fc(x) + bias.view(1, 64)
+        return self.head(y)
+
+    def _bias(self, x):
+        b = x * 2
+        b = b.view(8, 8).t()
+        return b.contiguous()
+
+
 @pytest.mark.skipif(
     not hasattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS"),
     reason="torch < 2.13 records only forwards' lines in an export",
@@ -459,6 +480,8 @@ class Viewed(nn.Module):
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
+        # At the head: the bias (the copy ``_bias`` returned), y and the head's 16 rows.
+        (Biased(), 18 * ROW),
         # At ``shifted + 1``: the pad's (windows), fc's, the product and the sum; x * 2 died
         # at the pad.
         (Viewed(), 4 * ROW),
@@ -471,7 +494,7 @@ class Viewed(nn.Module):
         (Shifted(shift=1, head=1024), 17 * ROW),
     ],
     ids=[
-        *("a-view-bound-to-another-name", "a-helpers-parameter"),
+        *("a-local-returned-as-a-copy", "a-view-bound-to-another-name", "a-helpers-parameter"),
         *("a-helpers-parameter-shifted", "a-branch-alias-not-run"),
     ],
 )
