@@ -339,7 +339,7 @@ def _ran(
     x = block(x)``) runs its next turn at the same line: the turn changes where the block
     does (``h.0`` ... ``h.1``, ``uncalled`` holding ``h``), where the rebinding may run."""
     frame, prefix, where, turn, path = code
-    seen, ran, again = 0, False, False
+    seen, ran, again, called = 0, False, False, {}
     for j, node in enumerate(nodes):
         stack = node.stack
         if not stack:
@@ -360,10 +360,12 @@ def _ran(
                 return 0, None  # a turn the graph cannot tell apart: the caller holds it
         if at < seen:
             return j, "ran" if ran or not found.confirm else "skipped"
-        block = block if found.confirm and at == len(spans) - 1 else ""
-        if block and turn not in ("", block):
-            return j, "ran"
-        seen, ran, turn = at, ran or at == len(spans) - 1, block or turn
+        if block and found.confirm and at == len(spans) - 1:  # a block of a container it
+            container = block.partition("@")[0].rpartition(".")[0]  # called, called anew: the
+            if ran and called.get(container, block) != block:  # rebinding ran, the loop's
+                return j, "ran"  # next turn runs it again
+            called[container] = block
+        seen, ran = at, ran or at == len(spans) - 1
     return 0, None
 
 

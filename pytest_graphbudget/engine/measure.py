@@ -329,7 +329,7 @@ class _CostInterpreter(fx.Interpreter):
         return value
 
     def _calls(self, n: fx.Node) -> tuple[str, ...]:
-        return module_calls(n.meta, self.traced.module_prefix)
+        return module_calls(n.meta, self.traced.module_prefix, source_stack(n.meta))
 
     def _module(self, n: fx.Node) -> str:
         if n.op == "call_module":

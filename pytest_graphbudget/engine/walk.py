@@ -171,12 +171,14 @@ def module_path(expr: str) -> str:
     return rest.strip(".").replace("..", ".")
 
 
-def module_calls(meta: dict, prefix: str = "") -> tuple[str, ...]:
+def module_calls(meta: dict, prefix: str = "", stack: tuple = ()) -> tuple[str, ...]:
     """The module calls an FX node runs in, outermost first, from an export's module stack:
     each a module path, with ``@k`` for the module's k-th call after its first (albert's one
     layer, called in turn: ``encoder.albert_layer_groups.0@3``). ``()`` where the graph
-    records none, or names only the node's own module (a training step's joint graph)."""
-    found = []
+    records none, or names only the node's own module (a training step's joint graph).
+    ``stack``: the node's frames (``nodes.source_stack``), where a module whose ``forward`` was
+    called directly is a call too (``_forwarded``)."""
+    found, entries = [], []
     for key, (path, cls, *_) in (meta.get("nn_module_stack") or {}).items():
         if cls is None:
             return ()
@@ -184,4 +186,64 @@ def module_calls(meta: dict, prefix: str = "") -> tuple[str, ...]:
         if path and path != prefix.rstrip("."):
             again = str(key).rpartition("@")[2] if "@" in str(key) else ""
             found.append(f"{path}@{again}" if again.isdigit() else path)
-    return tuple(found)
+        entries.append((path if path != prefix.rstrip(".") else "", cls))
+    if sum(where.endswith(":forward") for where, _ in stack) <= len(entries) or not found:
+        return tuple(found)  # a forward frame each: none ran without its call
+    return _forwarded(tuple(found), entries, stack)
+
+
+def _forwarded(calls: tuple, entries: list, stack: tuple) -> tuple[str, ...]:
+    """``calls`` with the module whose ``forward`` ran without its ``__call__`` (timm HRNet's
+    ``down.forward(y)``, a ``Sequential``'s): the export records no call of it, but its frame
+    is on the stack, and its blocks run in it as in any call, not in a loop of the caller's.
+    Each call's frame is its class's ``forward``, matched from the innermost out; a
+    ``forward`` frame between two matched is the call of the deepest module between their
+    two that the graph records no call of (a forward calls its children). ``calls`` as they
+    are where a class's frame is not found."""
+    at, placed = len(stack), []
+    for path, cls in reversed(entries):
+        code = _forward_code(cls)
+        at = next((j for j in range(at - 1, -1, -1) if stack[j][0] == code), -1)
+        if at < 0:  # not found (None: a class no longer imported)
+            return calls
+        placed.append((at, path))
+    placed.reverse()
+    called = {c.partition("@")[0] for c in calls}
+    added: list[tuple[str, str]] = []  # (the call it runs just outside, the module)
+    for (low, outer), (high, inner) in zip(placed, placed[1:], strict=False):
+        extra = [j for j in range(low + 1, high) if stack[j][0].endswith(":forward")]
+        parts = inner.split(".")
+        start = len(outer.split(".")) if outer else 0
+        between = [".".join(parts[:i]) for i in range(start + 1, len(parts))]
+        between = [p for p in between if p not in called][::-1]  # the deepest first
+        added += [(inner, p) for p in reversed(between[: len(extra)])]
+    if not added:
+        return calls
+    out: list[str] = []
+    for call in calls:
+        out += [p for before, p in added if before == call.partition("@")[0]] + [call]
+    return tuple(out)
+
+
+def _forward_code(cls: Any) -> str | None:
+    """``"file:function"`` of the ``forward`` of a module class, as an export's stack names its
+    frame; ``cls`` a class or its qualified name (``torch.nn.modules.conv.Conv2d``). None
+    where it cannot be found (a class no longer imported)."""
+    import inspect
+    import sys
+
+    found = cls
+    if isinstance(cls, str):
+        parts, found = cls.split("."), None
+        for i in range(len(parts) - 1, 0, -1):
+            module = sys.modules.get(".".join(parts[:i]))
+            if module is not None:
+                found = module
+                for name in parts[i:]:
+                    found = getattr(found, name, None)
+                break
+    try:
+        code = inspect.unwrap(found.forward).__code__
+    except (AttributeError, ValueError):
+        return None
+    return f"{code.co_filename}:{code.co_name}"

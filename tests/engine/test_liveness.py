@@ -261,6 +261,33 @@ class Pooled(nn.Module):
         return self.head(q)
 
 
+class Incremental(nn.Module):
+    """timm HRNet's head: y bound in one branch of a loop's first turn and rebound in the
+    other by each later turn, from a block called by name (``incre(x)``) and a
+    ``Sequential``'s forward called directly (``down.forward(y)``), of which the export records
+    no call: the frame of its forward is the only sign."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.incre = nn.ModuleList([nn.Linear(64, 1024), nn.Linear(64, 64), nn.Linear(64, 1024)])
+        self.down = nn.ModuleList(
+            [
+                nn.Sequential(nn.Linear(1024, 64), nn.ReLU()),
+                nn.Sequential(nn.Linear(64, 1024), nn.ReLU()),
+            ]
+        )
+
+    def forward(self, x):
+        y = None
+        for i, incre in enumerate(self.incre):
+            if y is None:
+                y = incre(x)
+            else:
+                down = self.down[i - 1]
+                y = incre(x) + down.forward(y)
+        return y
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -300,13 +327,17 @@ class Pooled(nn.Module):
         (ShortcutAfter(), 18 * ROW),
         # At the head: norm's and the head's (1 + 16 rows).
         (Pooled(), 17 * ROW),
+        # At the last turn's ReLU: y (1 row, the second turn's), incre's, down's first
+        # Linear's and the ReLU's (16 rows each); the first turn's y (16 rows) died when the
+        # second turn rebound it.
+        (Incremental(), 49 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
         *("a-module-list-loop", "one-block-called-in-turn", "a-list-that-keeps-some"),
         *("a-tuple-that-keeps-all", "a-sequential-call", "rebound-after-the-loop"),
         *("indexed-module-list", "a-called-blocks-own-loop", "a-branch-alias-then-a-view"),
-        "handed-on-through-a-tuple",
+        *("handed-on-through-a-tuple", "a-forward-called-directly-in-a-branchy-loop"),
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
@@ -513,6 +544,54 @@ def test_the_anchor_registry_is_left_as_found():
     before = set(registry)
     profile_model(Helpers(), torch.randn(1, 64), tier="dynamo")
     assert registry == before
+
+
+class Features(nn.Module):
+    """timm HRNet's ``forward_features``: a helper method whose ``x``, after its last reader
+    (``self.stages(x)``), it holds to its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.stages = nn.Linear(64, 1024), nn.Linear(1024, 64)
+        self.post, self.head = nn.Linear(64, 64), nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.head(self._features(x))
+
+    def _features(self, x):
+        x = self.stem(x)
+        y = self.stages(x)
+        return self.post(y)
+
+
+class Chained(Features):
+    """timm ResNet's ``forward_features``: x rebound at each line, each value dropped at its
+    last reader, as the export reads it."""
+
+    def forward(self, x):
+        return self.head(self._chain(x))
+
+    def _chain(self, x):
+        x = self.stem(x)
+        x = self.stages(x)
+        return self.post(x)
+
+
+def test_a_users_export_names_a_helper_that_holds_a_submodules_result():
+    """The note reads the helper's source: ``_features`` holds x past its last reader, one
+    row under the tape at ``post``, and is named; ``_chain`` drops each value at its last
+    reader, equal to the tape, and is not. Neither helper's own ops read one another's."""
+    if not _forward_lines_only():
+        pytest.skip("this torch's export records every frame (2.4): no helper goes unseen")
+    x = torch.randn(1, 64)
+    held, chain = Features(), Chained()
+    exported = profile_model(torch.export.export(held, (x,)), x)
+    assert exported.activation_peak_bytes == profile_model(held, x).activation_peak_bytes - ROW
+    [note] = exported.notes
+    assert note.startswith(f"{UNRECORDED}: the graph records no lines of _features, functions")
+    exported = profile_model(torch.export.export(chain, (x,)), x)
+    assert exported.activation_peak_bytes == profile_model(chain, x).activation_peak_bytes
+    assert exported.notes == []
 
 
 class Normalized(nn.Module):
