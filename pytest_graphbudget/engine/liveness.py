@@ -13,13 +13,13 @@ from typing import Any
 from pytest_graphbudget.engine.held import common_frames, held_by_composites, held_by_helpers
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
 from pytest_graphbudget.engine.rebinding import (
-    Rebound,
     calls_helper,
     in_loop,
     one_function,
     one_statement,
     rebinding,
 )
+from pytest_graphbudget.engine.turns import call_of, held_until
 
 
 def live_at_peak(measured: Measured, stop: int | None = None) -> dict[str, int]:
@@ -192,13 +192,13 @@ def _locals(
     (``_shared``). ``read``: the parsed sources, and the containers never called (a
     ``ModuleList``: the function that walks it is its caller's). Where the code rebinds the name
     (``x = self.ln(x)`` ... ``x = a + r``), the old value dies once that statement has run
-    (``_rebound``), not at the call's end."""
+    (``held_until``), not at the call's end."""
     ends: dict[str, list[tuple[int, int]]] = {}
     sources, uncalled = read
     for path, first, last in calls:
         ends.setdefault(path, []).append((first, last))
     shared: dict = {}  # (path, first node) -> frames shared by that call's nodes
-    rebound: dict = {}  # (key, frame, end) -> ``_rebound``
+    rebound: dict = {}  # (key, frame, end) -> ``held_until``
     for i, reader in enumerate(nodes):
         for key in reader.reads if reader.stack and reader.in_call else ():
             maker = nodes[born[key]] if key in born else reader
@@ -219,7 +219,7 @@ def _locals(
                 runs = ends.get(path, [(0, len(nodes) - 1)])  # the root's: the whole graph
                 end = max(last for first, last in runs if first <= i <= last)
                 if (key, frame, end) not in rebound:
-                    rebound[key, frame, end] = _rebound(
+                    rebound[key, frame, end] = held_until(
                         nodes, key, (born[key], i), (frame, end, path), sources, uncalled
                     )
                 until = rebound[key, frame, end]  # None: the code does not say more of it
@@ -244,7 +244,7 @@ def _unread(
             runs = [last for path, first, last in calls if path == node.module and first <= i]
             end = min((last for last in runs if last >= i), default=len(nodes) - 1)
             within = (len(node.stack) - 1, end, node.module)
-            until = _rebound(nodes, key, (i, i), within, sources, uncalled)
+            until = held_until(nodes, key, (i, i), within, sources, uncalled)
             dies[key] = max(dies[key], end if until is None else until)
 
 
@@ -259,136 +259,13 @@ def _two_turns(nodes: list[NodeCost], ends: dict, path: str, pair: tuple, memo: 
     a, b = _child(path, maker.module, uncalled), _child(path, reader.module, uncalled)
     container = a.rpartition(".")[0]
     one_container = container in uncalled and container == b.rpartition(".")[0]
-    if not one_container or _call(maker, a) == _call(reader, b):
+    if not one_container or call_of(maker, a) == call_of(reader, b):
         return -1
     calls = _shared(nodes, ends, a, made, shared), _shared(nodes, ends, b, read, shared)
     for frame in range(min(len(common_frames(maker.stack, reader.stack)), *calls) - 1, -1, -1):
         if in_loop(*maker.stack[frame], sources):  # a block's one-line forward shares its line
             return frame
     return -1
-
-
-def _rebound(
-    nodes: list[NodeCost], key: Any, pair: tuple, within: tuple, sources: dict, uncalled: frozenset
-) -> int | None:
-    """The last node before the statement that rebinds the name the value ``key`` is bound to
-    has run (``rebinding.rebinding``, at ``frame`` of the stacks of ``pair``: the nodes that
-    made it and that read it in another statement), or before its function returned if none
-    does; ``end`` where another name may still hold it (it is read after, or returned);
-    ``None`` where the code does not say. A rebinding that hands the value on
-    (``x = self.drop(x)``, the same tensor) is followed to the next. ``within``: ``frame``,
-    ``end`` and the module whose code that frame runs; ``uncalled``: the containers whose
-    blocks a loop calls (``_ran``)."""
-    start, (frame, end, path) = pair[0], within
-    prefix, (where, line) = nodes[start].stack[:frame], nodes[start].stack[frame]
-    read_at = frozenset(
-        n.stack[frame][1]
-        for n in nodes[start + 1 : end + 1]
-        if key in n.reads
-        and n.stack[:frame] == prefix
-        and len(n.stack) > frame
-        and n.stack[frame][0] == where  # fmt: skip
-    )
-    found = rebinding(where, line, sources, read_at)
-    if found is None:
-        return None
-    after, spans = start + 1, []
-    for _ in range(64):
-        # from the binding to this rebinding; None where nothing rebinds it: to the return
-        spans = spans[:-1] + found.spans if found.spans else None
-        code = (frame, prefix, where, _block(nodes[after - 1], uncalled, path), path)
-        at, how = _ran(nodes[after : end + 1], code, spans, found, uncalled)
-        if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
-            found = rebinding(where, found.spans[-1][0], sources, read_at)
-            if found is None:
-                return end
-            continue
-        if how is None:
-            return end
-        at += after
-        read = any(key in n.reads for n in nodes[at : end + 1])
-        if how == "turned":  # the binding statement, run again, rebound it
-            return end if read else at - 1
-        if how == "returned":  # its locals go; a value it returns, its caller holds if it reads
-            copied = key in nodes[at - 1].reads and nodes[at - 1].writes  # ``.contiguous()``
-            return end if found.returned and not (read or copied) else at - 1
-        if not read:
-            return at - 1
-        if not found.hands_on:  # another name holds it (a container that may: read after)
-            return end
-        found, after, spans = rebinding(where, found.spans[-1][0], sources, read_at), at, []
-        if found is None:
-            return end
-    return end
-
-
-def _ran(
-    nodes: list[NodeCost], code: tuple, spans: list | None, found: Rebound, uncalled: frozenset
-) -> tuple[int, str | None]:
-    """The first of ``nodes`` after the last of ``spans`` (statements, the rebinding last) ran,
-    and how: ``"ran"``, at a statement of that function's call outside them or at an earlier
-    one of them (a loop's next turn); ``"skipped"``, the same with no op seen of a rebinding
-    that might not run (``Rebound.confirm``); ``"returned"``, outside the function's call
-    before the rebinding ran (or at all where ``spans`` is None: nothing rebinds it);
-    ``"turned"``, after the loop's next turn ran the binding statement again (``Rebound.turns``:
-    a value bound in a loop, rebound after it); ``None`` where none is, or where the graph does
-    not say. ``code``: the function's frame, the frames above it, its ``"file:function"``,
-    the block the value's statement ran (``_block``) and the module whose code it is.
-
-    A loop whose one statement calls the next block of a container (``for block in self.h:
-    x = block(x)``) runs its next turn at the same line: the turn changes where the block
-    does (``h.0`` ... ``h.1``, ``uncalled`` holding ``h``), where the rebinding may run."""
-    frame, prefix, where, turn, path = code
-    seen, ran, again, called = 0, False, False, {}
-    for j, node in enumerate(nodes):
-        stack = node.stack
-        if not stack:
-            continue
-        if len(stack) <= frame or stack[:frame] != prefix or stack[frame][0] != where:
-            return j, "ran" if ran else "turned" if again else "returned"
-        if spans is None:
-            continue
-        at = next((k for k, (a, b) in enumerate(spans) if a <= stack[frame][1] <= b), -1)
-        block = _block(node, uncalled, path)
-        if found.turns and not ran:  # the loop's next turn may run before the rebinding after it
-            if again and (at != 0 or block != turn):
-                return j, "turned"
-            if at == 0 and block and block != turn:
-                again, turn = True, block
-                continue
-            if at < seen:
-                return 0, None  # a turn the graph cannot tell apart: the caller holds it
-        if at < seen:
-            return j, "ran" if ran or not found.confirm else "skipped"
-        if block and found.confirm and at == len(spans) - 1:  # a block of a container it
-            container = block.partition("@")[0].rpartition(".")[0]  # called, called anew: the
-            if ran and called.get(container, block) != block:  # rebinding ran, the loop's
-                return j, "ran"  # next turn runs it again
-            called[container] = block
-        seen, ran = at, ran or at == len(spans) - 1
-    return 0, None
-
-
-def _block(node: NodeCost, uncalled: frozenset, path: str) -> str:
-    """The call of a block of a container never called that runs ``node`` (``h.0`` for an op
-    of ``h.0.attn`` where ``h`` is a ``ModuleList``; ``layers.0@2`` for its third call), a
-    container of ``path``'s own, whose code the loop is: not one inside a module it calls
-    (res2net's ``convs``, inside the ``layer1`` that ``x = self.layer1(x)`` calls); ``""``
-    where none holds it."""
-    parts = node.module.split(".") if node.module else []
-    start = len(path.split(".")) if path else 0
-    called = {call.partition("@")[0] for call in node.calls}
-    for i in range(max(start, 1), len(parts)):
-        if ".".join(parts[:i]) in uncalled:
-            return _call(node, ".".join(parts[: i + 1]))
-        if i > start and ".".join(parts[:i]) in called:
-            return ""
-    return ""
-
-
-def _call(node: NodeCost, path: str) -> str:
-    """The call of ``path`` that runs ``node``: ``path@k`` for its k-th call after the first."""
-    return next((c for c in node.calls if c.partition("@")[0] == path), path)
 
 
 def _shared(nodes: list[NodeCost], ends: dict, path: str, at: int, memo: dict) -> int:

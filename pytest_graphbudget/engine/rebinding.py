@@ -18,7 +18,7 @@ import functools
 import linecache
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_graphbudget.engine import references as refs
 
@@ -37,6 +37,9 @@ class Rebound:
     # the binding again where nothing after the loop rebinds it
     turns: bool = False
     maybe: bool = False  # a container may keep it (``MAYBE``): kept if read after it is rebound
+    # where ``turns``: the statements before the binding in its loop that bind the name, the
+    # first a next turn runs (twins' ``x = blk(x, size)`` before ``x = pos_blk(x, size)``)
+    before: tuple = ()
 
 
 Unit = tuple[ast.stmt, tuple[int, int], tuple]  # a statement, its lines, the blocks holding it
@@ -51,7 +54,9 @@ def rebinding(
     that binds it is the last turn's (``Rebound.turns``): the graph says whether another ran.
     Where the statement unpacks a tuple (``x, _ = self.attn(x)``), the names are those of them
     the statements at the lines ``read_at`` read: to the last of their rebindings
-    (``q, k, v = qkv.unbind(2)``, views of one tensor, each pooled in turn).
+    (``q, k, v = qkv.unbind(2)``, views of one tensor, each pooled in turn); of a call's
+    result other than a view's, the one every such statement reads, where one is (``x, size =
+    embed(x)`` ... ``x = drop(x)``: x holds it, not size).
     ``where``: ``"file:function"``, as in ``NodeCost.stack``; ``sources``: a cache of parsed
     files, their functions' statements and these answers, one per profile."""
     if (where, line, read_at) not in sources:
@@ -66,7 +71,12 @@ def _rebinding(where: str, line: int, sources: dict, read_at: frozenset) -> Rebo
     names = refs.binds(units[at][0]) if at is not None else []
     readers = [units[i][0] for i in {_at(units, r) for r in read_at} if i is not None]
     if len(names) > 1:
-        names = [n for n in names if any(refs.reads(stmt, n) for stmt in readers)]
+        read = [{n for n in names if refs.reads(stmt, n)} for stmt in readers]
+        names = [n for n in names if any(n in r for r in read)]
+        value = units[at][0].value
+        views = not isinstance(value, ast.Call) or getattr(value.func, "attr", "") in refs.VIEWS
+        every = [n for n in names if all(n in r for r in read)]
+        names = every if every and not views else names  # a call's items: one holds it
     found = [_rebound_name(units, at, name, (returns, safe)) for name in names]
     if not found or None in found:
         return None
@@ -90,6 +100,8 @@ def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Reboun
         escapes = refs.escapes(stmt, name, safe)
         if escapes is True and _branch_alias(stmt, name, blocks, held):
             escapes = refs.MAYBE
+        if escapes is True and (kept := _appended(stmt, name, units, safe)):
+            return Rebound([], False, False, kept in returns, False, maybe)  # the list's
         if escapes is True:
             return None
         maybe = maybe or escapes == refs.MAYBE
@@ -101,7 +113,10 @@ def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Reboun
             spans = [u[1] for u in units[at : i + 1]]
             entered = [b for b in blocks if b not in held]  # a loop's, a branch's: may not run
             hands_on = refs.hands_on(stmt.value, name)
-            return Rebound(spans, bool(entered), hands_on, name in returns, turns, maybe)
+            left = loops - set(blocks)
+            before = tuple(u[1] for u in units[:at] if left & set(u[2]) and refs.stores(u[0], name))
+            rebound = Rebound(spans, bool(entered), hands_on, name in returns, turns, maybe)
+            return replace(rebound, before=before) if before and turns else rebound
         if refs.stores(stmt, name):
             return None
     if not loops:
@@ -114,6 +129,43 @@ def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Reboun
     spans = [units[at][1], *(u[1] for u in body), units[at][1]]
     hands_on = refs.hands_on(units[at][0].value, name)
     return Rebound(spans, False, hands_on, name in returns, True, maybe or refs.MAYBE in escapes)
+
+
+def from_binding(found: Rebound, where: str, line: int, sources: dict) -> Rebound:
+    """``found``, a rebinding read from a statement that did not run (a branch not taken),
+    with its loops' turns read from the statement at ``line`` that bound the value: a
+    rebinding in a loop after it is the last turn's only where that statement is in the
+    loop too (eva's ``x = blk(x)``, after ``x = self.norm_pre(x)``)."""
+    if not found.spans or found.spans[-1] == found.spans[0]:
+        return found  # nothing rebinds it, or the loop's next turn: read where it ran
+    file, _, function = where.rpartition(":")
+    units, *_ = _statements(file, function, line, sources)
+    at, end = _at(units, line), _at(units, found.spans[-1][0])
+    if at is None or end is None:
+        return found
+    loops = {block for block in units[at][2] if isinstance(block[0], LOOPS)}
+    left, names = loops - set(units[end][2]), set(refs.binds(units[at][0]))
+    names &= set(refs.binds(units[end][0]))
+    again = [u for u in units[:at] if left & set(u[2]) and any(refs.stores(u[0], n) for n in names)]
+    return replace(found, turns=bool(left), before=tuple(u[1] for u in again))
+
+
+def _appended(stmt: ast.stmt, name: str, units: list[Unit], safe: frozenset) -> str:
+    """The list ``stmt`` appends the name to (``xs.append(x_)``, crossvit's ``_embed``), where
+    the function makes the list (``xs = []``) and nothing it does keeps the list: the value
+    lives while the list does, until the function returns (``Rebound.returned`` where it
+    returns it). ``""`` where ``stmt`` does anything else."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    func = getattr(call, "func", None)
+    appended = isinstance(func, ast.Attribute) and func.attr == "append"
+    if not (appended and isinstance(func.value, ast.Name) and len(call.args) == 1):
+        return ""
+    if not (isinstance(call.args[0], ast.Name) and call.args[0].id == name):
+        return ""
+    made = [u[0] for u in units if func.value.id in refs.binds(u[0])]
+    lists = all(isinstance(u.value, ast.List) and not u.value.elts for u in made)
+    kept = any(refs.escapes(u[0], func.value.id, safe) for u in units)
+    return func.value.id if made and lists and not kept else ""
 
 
 def _branch_alias(stmt: ast.stmt, name: str, blocks: tuple, held: tuple) -> bool:

@@ -288,6 +288,81 @@ class Incremental(nn.Module):
         return y
 
 
+class _Embed(nn.Module):
+    """Twins' patch embedding: its result and the size of the map it came from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.fc(x), (x.shape[0], 64)
+
+
+class _Sized(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x, size):
+        return self.fc(x).view(size)
+
+
+class Pegged(nn.Module):
+    """timm Twins' stages: ``x, size = embed(x)``, a call's two items, x the one the next
+    line reads; then ``x = blk(x, size)`` in the blocks' loop, and in its first turn only ``x
+    = pos_blk(x, size)``, whose result the next turn's ``blk`` reads and rebinds, before the
+    rebinding after the loop (``x = norm(x)``) runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embeds, self.drops = nn.ModuleList([_Embed()]), nn.ModuleList([nn.Linear(64, 64)])
+        self.blocks = nn.ModuleList([nn.ModuleList([_Sized(), _Sized(), _Sized()])])
+        self.pos, self.norms = nn.ModuleList([_Sized()]), nn.ModuleList([nn.LayerNorm(64)])
+        self.head = nn.Linear(64, 4096)
+
+    def forward(self, x):
+        stages = zip(self.embeds, self.drops, self.blocks, self.pos, self.norms, strict=True)
+        for embed, drop, blocks, pos_blk, norm in stages:
+            x, size = embed(x)
+            x = drop(x)
+            for j, blk in enumerate(blocks):
+                x = blk(x, size)
+                if j == 0:
+                    x = pos_blk(x, size)
+            x = norm(x)
+        return self.head(x)
+
+
+class Mixed(nn.Module):
+    """timm EVA's ``forward_features``: x bound outside any loop; the statements after it
+    that bind it again stand first in a branch not taken (a loop's, itself in two
+    branches), then in the loop of the other branch, whose first block's call rebinds it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mixed = self.checkpointing = False
+        self.a, self.blocks = nn.Linear(64, 64), nn.ModuleList([Block(), Block()])
+        self.norm, self.head = nn.LayerNorm(64), nn.Linear(64, 4096)
+
+    def forward(self, x):
+        x = self.a(x)
+        if self.mixed:
+            for blk in self.blocks:
+                if self.checkpointing:
+                    x = blk(x) * 2
+                else:
+                    x = blk(x) * 3
+        else:
+            for blk in self.blocks:
+                if self.checkpointing:
+                    x = blk(x) * 2
+                else:
+                    x = blk(x)
+        x = self.norm(x)
+        return self.head(x)
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -331,6 +406,12 @@ class Incremental(nn.Module):
         # Linear's and the ReLU's (16 rows each); the first turn's y (16 rows) died when the
         # second turn rebound it.
         (Incremental(), 49 * ROW),
+        # At the head: norm's and the head's (1 + 64 rows); embed's, pos_blk's and the
+        # blocks' results died as the next line rebound x.
+        (Pegged(), 65 * ROW),
+        # At the head: norm's and the head's (1 + 64 rows); a's result died when the first
+        # block's call rebound x.
+        (Mixed(), 65 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
@@ -338,6 +419,7 @@ class Incremental(nn.Module):
         *("a-tuple-that-keeps-all", "a-sequential-call", "rebound-after-the-loop"),
         *("indexed-module-list", "a-called-blocks-own-loop", "a-branch-alias-then-a-view"),
         *("handed-on-through-a-tuple", "a-forward-called-directly-in-a-branchy-loop"),
+        *("a-call-unpacked-and-a-first-turn-only-rebinding", "rebound-past-branches-not-taken"),
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
@@ -504,6 +586,43 @@ class Biased(nn.Module):
         return b.contiguous()
 
 
+class _Pair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(64, 64), nn.Linear(64, 64)
+
+    def forward(self, xs):
+        return [self.a(xs[0]), self.b(xs[1])]
+
+
+class Listed(nn.Module):
+    """CrossViT's ``_embed``: each branch's embedding appended to a list the helper makes and
+    returns; the blocks' loop then rebinds the list, each block's call holding the one
+    before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embeds = nn.ModuleList([nn.Linear(64, 64), nn.Linear(64, 64)])
+        self.drop = nn.Dropout(0.0)  # eval: hands its argument on
+        self.blocks, self.head = nn.ModuleList([_Pair(), _Pair()]), nn.Linear(64, 4096)
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        xs = self._embed(x)
+        for blk in self.blocks:
+            xs = blk(xs)
+        return self.head(xs[0] + xs[1])
+
+    def _embed(self, x):
+        xs = []
+        for embed in self.embeds:
+            e = embed(x) * 2
+            e = self.drop(e)
+            xs.append(e)
+        return xs
+
+
 @pytest.mark.skipif(
     not hasattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS"),
     reason="torch < 2.13 records only forwards' lines in an export",
@@ -523,10 +642,13 @@ class Biased(nn.Module):
         # At the head: the sum and the head's 16 rows; what ``_attn`` returned died at the sum,
         # though the else branch, not run, would have bound it to x.
         (Shifted(shift=1, head=1024), 17 * ROW),
+        # At the head: the last block's two results (the list xs holds them), their sum and
+        # the head's 64 rows; the embeddings died with the first block's call.
+        (Listed(), 67 * ROW),
     ],
     ids=[
         *("a-local-returned-as-a-copy", "a-view-bound-to-another-name", "a-helpers-parameter"),
-        *("a-helpers-parameter-shifted", "a-branch-alias-not-run"),
+        *("a-helpers-parameter-shifted", "a-branch-alias-not-run", "appended-to-a-list-returned"),
     ],
 )
 def test_a_helpers_names_hold_what_eager_holds(model, peak):
