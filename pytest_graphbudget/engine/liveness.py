@@ -18,6 +18,7 @@ from pytest_graphbudget.engine.rebinding import (
     one_function,
     one_statement,
     rebinding,
+    returns_argument,
 )
 from pytest_graphbudget.engine.turns import call_of, held_until
 
@@ -133,6 +134,7 @@ def _held_by_calls(nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, 
     sources: dict = {}  # file -> its parsed code, and what ``rebinding`` read of it
     _locals(nodes, born, dies, calls, (sources, uncalled))
     _unread(nodes, born, dies, calls, (sources, uncalled))
+    _handed_back(nodes, born, dies, calls, (sources, uncalled))
     _helpers(nodes, born, dies, sources)
 
 
@@ -246,6 +248,51 @@ def _unread(
             within = (len(node.stack) - 1, end, node.module)
             until = held_until(nodes, key, (i, i), within, sources, uncalled)
             dies[key] = max(dies[key], end if until is None else until)
+
+
+def _handed_back(
+    nodes: list[NodeCost], born: dict[Any, int], dies: dict[Any, int], calls: list, read: tuple
+) -> None:
+    """Hold what a module's call hands back as it was handed in (SelecSLS's block returns
+    ``[self.conv6(torch.cat([d1, d2, d3, x[1]], 1)), x[1]]``) as its caller holds the call's
+    result (``x = module(x)``: until the next turn's call returns), and its caller's caller
+    where the caller returns it in turn, though nothing the graph records reads it after: a
+    value made before the call and last read by the ``return`` statement of its ``forward``
+    (``rebinding.returns_argument``). ``read``: as ``_locals``'s."""
+    sources, uncalled = read
+    last: dict = {}
+    for i, node in enumerate(nodes):
+        last.update(dict.fromkeys(node.reads, i))
+    for key, i in last.items():
+        reader = nodes[i]
+        if key not in born or not reader.calls or not reader.in_call:
+            continue
+        path, modules = reader.calls[-1].partition("@")[0], _frame_modules(reader)
+        if path != reader.module or not reader.stack[-1][0].endswith(":forward") or not modules:
+            continue
+        run = next(((f, t) for p, f, t in calls if p == path and f <= i <= t), (0, 0))
+        if born[key] >= run[0] or not returns_argument(*reader.stack[-1], sources):
+            continue
+        for frame in range(len(reader.stack) - 2, -1, -1):  # each caller it is handed back to
+            path = modules[frame]
+            end = next((t for p, f, t in calls if p == path and f <= i <= t), len(nodes) - 1)
+            until = held_until(nodes, key, (i, i), (frame, end, path), sources, uncalled)
+            dies[key] = max(dies[key], end if until is None else until)
+            found = rebinding(*reader.stack[frame], sources)
+            if until is None or until < end or not (found and found.returned):
+                break
+
+
+def _frame_modules(node: NodeCost) -> list[str] | None:
+    """The module whose code each frame of ``node``'s stack runs: ``""`` (the root's) from the
+    first frame, each recorded call's from its ``forward``, a helper's its caller's; None
+    where the frames of ``forward`` are not one a call."""
+    modules, calls = [], ["", *(call.partition("@")[0] for call in node.calls)]
+    at = -1
+    for where, _ in node.stack:
+        at += where.endswith(":forward") or at < 0
+        modules.append(calls[at] if at < len(calls) else None)
+    return None if None in modules or at != len(calls) - 1 else modules
 
 
 def _two_turns(nodes: list[NodeCost], ends: dict, path: str, pair: tuple, memo: tuple) -> int:

@@ -183,13 +183,7 @@ def _statements(
     """The units of the innermost ``def function`` in ``file`` holding ``line``, the names its
     ``return`` statements hand back, and the names whose methods keep nothing (``self``,
     torch's, its submodules': ``references.submodules``); parsed once a profile."""
-    if file not in sources:
-        sources[file] = _definitions(file)
-    found = None
-    for node in sources[file].get(function, ()):
-        if node.lineno <= line <= (node.end_lineno or node.lineno):
-            if found is None or node.lineno > found.lineno:
-                found = node
+    found = _function(file, function, line, sources)
     if found is None:
         return [], set(), refs.SAFE_CALLERS
     if id(found) not in sources:
@@ -201,6 +195,45 @@ def _statements(
             returns |= {n.id for n in names if refs.returned(n, parents, safe)}
         sources[id(found)] = units, returns, safe, found  # the node kept: its id its own
     return sources[id(found)][:3]
+
+
+def _function(file: str, function: str, line: int, sources: dict) -> ast.AST | None:
+    """The innermost ``def function`` in ``file`` holding ``line``."""
+    if file not in sources:
+        sources[file] = _definitions(file)
+    found = None
+    for node in sources[file].get(function, ()):
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            if found is None or node.lineno > found.lineno:
+                found = node
+    return found
+
+
+def returns_argument(where: str, line: int, sources: dict) -> bool:
+    """Whether the statement at ``line`` returns one of its function's parameters or an item
+    of one, as it is (SelecSLS's ``return [self.conv6(...), x[1]]``; not a method's result,
+    ``x.mul_(gamma)``): its caller gets back what it passed in, and holds it as the call's
+    result."""
+    file, _, function = where.rpartition(":")
+    func = _function(file, function, line, sources)
+    units, _, safe = _statements(file, function, line, sources)
+    at = _at(units, line)
+    if func is None or at is None or not isinstance(units[at][0], ast.Return):
+        return False
+    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+    params.discard("self")
+    found, value = [], units[at][0].value
+    while value is not None:  # the returned value's items, down to a parameter's name
+        if isinstance(value, ast.Name) and value.id in params:
+            return True
+        if isinstance(value, ast.Subscript):
+            found.append(value.value)
+        elif isinstance(value, ast.Tuple | ast.List):
+            found += value.elts
+        elif isinstance(value, ast.IfExp):
+            found += [value.body, value.orelse]
+        value = found.pop() if found else None
+    return False
 
 
 def _at(units: list[Unit], line: int) -> int | None:

@@ -45,7 +45,7 @@ def held_until(
         # from the binding to this rebinding; None where nothing rebinds it: to the return
         spans = spans[:-1] + found.spans if found.spans else None
         block = block_of(nodes[after - 1], uncalled, path)
-        code = (frame, prefix, where, (block, turn_of(nodes[after - 1], path, block)), path)
+        code = (frame, prefix, where, turn_of(nodes[after - 1], path, block), path)
         at, how = where_ran(nodes[after : end + 1], code, spans, found, uncalled)
         if how == "skipped":  # in a branch not taken or a loop that did not turn: the next one
             found = rebinding(where, found.spans[-1][0], sources, read_at)
@@ -84,15 +84,14 @@ def where_ran(
     ``"turned"``, after the loop's next turn ran the binding statement again, or a statement
     before it that binds the name (``Rebound.turns``, ``Rebound.before``: a value bound in a
     loop, rebound after it); ``None`` where none is, or where the graph does not say.
-    ``code``: the function's frame, the frames above it, its ``"file:function"``, the block
-    the value's statement ran (``block_of``) and its turn (``turn_of``), and the module whose
-    code it is.
+    ``code``: the function's frame, the frames above it, its ``"file:function"``, the turn
+    the value's statement ran in (``turn_of``), and the module whose code it is.
 
     A loop whose one statement calls the next block of a container (``for block in self.h:
     x = block(x)``) runs its next turn at the same line: the turn changes where the block
     does (``h.0`` ... ``h.1``, ``uncalled`` holding ``h``), where the rebinding may run."""
-    frame, prefix, where, (turn, first), path = code
-    seen, ran, again, called = 0, False, False, {}
+    frame, prefix, where, first, path = code
+    seen, ran, again, called, turn = 0, False, False, {}, ""
     for j, node in enumerate(nodes):
         stack = node.stack
         if not stack:
@@ -110,9 +109,10 @@ def where_ran(
                     return j, "turned"
                 continue
             before = next((s for s in found.before if s[0] <= line <= s[1]), None)
-            before = before if turn_of(node, path, block) != first else None  # a new turn
-            if before or (at == 0 and block and block != turn):
-                again, turn = before or spans[0], turn_of(node, path, block)
+            now = turn_of(node, path, block)
+            before = before if now != first else None  # a new turn
+            if before or (at == 0 and now and now != first):
+                again, turn = before or spans[0], now
                 continue
             if at < seen:
                 return 0, None  # a turn the graph cannot tell apart: the caller holds it

@@ -363,6 +363,45 @@ class Mixed(nn.Module):
         return self.head(x)
 
 
+class _Sls(nn.Module):
+    """SelecSLS's block: the first of a stage returns its result twice, the others their
+    result and the skip they were handed (``x[1]``)."""
+
+    def __init__(self, first: bool, wide: int = 64) -> None:
+        super().__init__()
+        self.first, self.conv = first, nn.Linear(64, wide)
+        self.out = nn.Linear(wide if first else wide + 64, 64)
+
+    def forward(self, x):
+        d = self.conv(x[0])
+        if self.first:
+            out = self.out(d)
+            return [out, out]
+        return [self.out(torch.cat([d, x[1]], 1)), x[1]]
+
+
+class _SequentialList(nn.Sequential):
+    def forward(self, x):
+        for module in self:
+            x = module(x)
+        return x
+
+
+class Handed(nn.Module):
+    """timm SelecSLS: blocks that hand back the skip they were handed, which no later op
+    reads: the loop's x holds it through the next block's call, and what the last block
+    hands back, the caller's x through the head."""
+
+    def __init__(self, head: int = 64) -> None:
+        super().__init__()
+        blocks = _Sls(True), _Sls(False), _Sls(True, wide=4096), _Sls(False)
+        self.features, self.head = _SequentialList(*blocks), nn.Linear(64, head)
+
+    def forward(self, x):
+        x = self.features([x])
+        return self.head(x[0])
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -412,6 +451,12 @@ class Mixed(nn.Module):
         # At the head: norm's and the head's (1 + 64 rows); a's result died when the first
         # block's call rebound x.
         (Mixed(), 65 * ROW),
+        # At the wide block's out: the second block's result and the skip it handed back
+        # (the loop's x holds both), the conv's 64 rows and out's.
+        (Handed(), 67 * ROW),
+        # At the head: the last block's result and the skip it handed back (the forward's x
+        # holds both), and the head's 128 rows.
+        (Handed(head=8192), 130 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
@@ -420,6 +465,7 @@ class Mixed(nn.Module):
         *("indexed-module-list", "a-called-blocks-own-loop", "a-branch-alias-then-a-view"),
         *("handed-on-through-a-tuple", "a-forward-called-directly-in-a-branchy-loop"),
         *("a-call-unpacked-and-a-first-turn-only-rebinding", "rebound-past-branches-not-taken"),
+        *("handed-back-to-the-loop", "handed-back-to-the-callers-caller"),
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):

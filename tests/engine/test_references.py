@@ -41,3 +41,29 @@ def test_a_submodules_call_keeps_nothing_another_objects_may():
     (stmt,) = ast.parse("y = incre(a) + down.forward(y)").body
     assert escapes(stmt, "y") is True  # down may be anything: it may keep y
     assert escapes(stmt, "y", frozenset({"self", "down"})) is False
+
+
+def test_a_return_hands_back_a_parameter_only_as_it_is(tmp_path):
+    """SelecSLS's block returns its argument's item as it is; LayerScale's returns a method's
+    result (``x.mul_(g)``, in place or not) or an operator's: a new value or the graph's op."""
+    from pytest_graphbudget.engine.rebinding import returns_argument
+
+    source = textwrap.dedent(
+        """
+        def block(self, x):
+            return [self.conv6(torch.cat([x[0], x[1]], 1)), x[1]]
+
+        def scale(self, x):
+            return x.mul_(self.gamma) if self.inplace else x * self.gamma
+
+        def passed(self, x, y):
+            return (y, x) if self.swap else (x, y)
+        """
+    )
+    file = tmp_path / "blocks.py"
+    file.write_text(source)
+    lines = {name: n + 2 for n, name in enumerate(source.splitlines()) if "def " in name}
+    at = {name.split("(")[0].split()[-1]: line for name, line in lines.items()}
+    assert returns_argument(f"{file}:block", at["block"], {})
+    assert not returns_argument(f"{file}:scale", at["scale"], {})
+    assert returns_argument(f"{file}:passed", at["passed"], {})
