@@ -265,7 +265,7 @@ def _handed_back(
         last.update(dict.fromkeys(node.reads, i))
     for key, i in last.items():
         reader = nodes[i]
-        if key not in born or not reader.calls or not reader.in_call:
+        if key not in born or not (reader.calls and reader.stack and reader.in_call):
             continue
         path, modules = reader.calls[-1].partition("@")[0], _frame_modules(reader)
         if path != reader.module or not reader.stack[-1][0].endswith(":forward") or not modules:

@@ -714,6 +714,35 @@ def test_the_anchor_registry_is_left_as_found():
     assert registry == before
 
 
+class _Cast(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.fc(x).to(torch.float64)
+
+
+class Cast(nn.Module):
+    """A cast inside a module's call: ``.to`` runs as two ops, the first of which (torch's
+    ``_assert_tensor_metadata``) records no line, and is the last to read fc's result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Cast()
+
+    def forward(self, x):
+        return self.inner(x) * 2
+
+
+def test_an_op_with_no_line_ends_a_value_in_a_users_export():
+    # At the product: the cast's and the product's rows in float64 (2 + 2 rows).
+    x = torch.randn(1, 64)
+    exported = profile_model(torch.export.export(Cast(), (x,)), x)
+    assert exported.activation_peak_bytes == profile_model(Cast(), x).activation_peak_bytes
+    assert exported.activation_peak_bytes == 4 * ROW
+
+
 class Features(nn.Module):
     """timm HRNet's ``forward_features``: a helper method whose ``x``, after its last reader
     (``self.stages(x)``), it holds to its end."""
