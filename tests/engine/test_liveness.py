@@ -735,11 +735,40 @@ class Cast(nn.Module):
         return self.inner(x) * 2
 
 
-def test_an_op_with_no_line_ends_a_value_in_a_users_export():
-    # At the product: the cast's and the product's rows in float64 (2 + 2 rows).
+NO_FILE = """
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.fc(x).to(torch.float64)
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x):
+        return self.inner(x) * 2
+"""
+
+
+@pytest.mark.parametrize("where", ["a-file", "no-file"])
+def test_an_op_with_no_line_ends_a_value_in_a_users_export(where):
+    """Where the export records no line of the op that last reads a value (a model made by
+    code with no file, ``python -c``; ``.to``'s first op), the value dies there."""
+    if where == "a-file":
+        model = Cast()
+    else:
+        namespace = {"nn": nn, "torch": torch}
+        exec(compile(NO_FILE, "<string>", "exec"), namespace)
+        model = namespace["Outer"]()
     x = torch.randn(1, 64)
-    exported = profile_model(torch.export.export(Cast(), (x,)), x)
-    assert exported.activation_peak_bytes == profile_model(Cast(), x).activation_peak_bytes
+    exported = profile_model(torch.export.export(model, (x,)), x)
+    assert exported.activation_peak_bytes == profile_model(model, x).activation_peak_bytes
+    # At the product: the cast's and the product's rows in float64 (2 + 2 rows).
     assert exported.activation_peak_bytes == 4 * ROW
 
 
