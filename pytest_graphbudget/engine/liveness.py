@@ -13,6 +13,7 @@ from typing import Any
 from pytest_graphbudget.engine.held import common_frames, held_by_composites, held_by_helpers
 from pytest_graphbudget.engine.nodes import Measured, NodeCost
 from pytest_graphbudget.engine.rebinding import (
+    appends_to_parameter,
     calls_helper,
     in_loop,
     one_function,
@@ -225,7 +226,19 @@ def _locals(
                         nodes, key, (born[key], i), (frame, end, path), sources, uncalled
                     )
                 until = rebound[key, frame, end]  # None: the code does not say more of it
+                if until is None and appends_to_parameter(*maker.stack[frame], sources):
+                    end = _caller_end(calls, maker, path, (i, len(nodes) - 1))  # its list's
                 dies[key] = max(dies[key], end if until is None else until)
+
+
+def _caller_end(calls: list, node: NodeCost, path: str, at: tuple[int, int]) -> int:
+    """The last node of the call that called ``path``'s call running node ``at[0]``: the
+    module call ``node`` runs in just outside it; the root's (the graph's last node,
+    ``at[1]``) where none is."""
+    names = [call.partition("@")[0] for call in node.calls]
+    outer = names[names.index(path) - 1] if path in names[1:] else ""
+    runs = [last for p, first, last in calls if p == outer and first <= at[0] <= last]
+    return max(runs, default=at[1])
 
 
 def _unread(

@@ -97,7 +97,8 @@ def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Reboun
     maybe = False
     for i in range(at + 1, len(units)):
         stmt, _, blocks = units[i]
-        escapes = refs.escapes(stmt, name, safe)
+        viewed = refs.viewed_into(stmt, name)  # views bound to names: held to the return
+        escapes = refs.escapes(stmt, name, safe) if not viewed else False
         if escapes is True and _branch_alias(stmt, name, blocks, held):
             escapes = refs.MAYBE
         if escapes is True and (kept := _appended(stmt, name, units, safe)):
@@ -105,7 +106,7 @@ def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Reboun
         if escapes is True:
             return None
         maybe = maybe or escapes == refs.MAYBE
-        if viewed := refs.viewed_into(stmt, name):  # held by that name until the function returns
+        if viewed:  # held by those names until the function returns
             returned = any(n in returns for n in (name, *viewed))
             return Rebound([], False, False, returned, False, maybe)
         if name in refs.binds(stmt):
@@ -128,7 +129,9 @@ def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Reboun
         return None
     spans = [units[at][1], *(u[1] for u in body), units[at][1]]
     hands_on = refs.hands_on(units[at][0].value, name)
-    return Rebound(spans, False, hands_on, name in returns, True, maybe or refs.MAYBE in escapes)
+    maybe = maybe or refs.MAYBE in escapes
+    before = tuple(u[1] for u in units[:at] if loops <= set(u[2]) and refs.stores(u[0], name))
+    return Rebound(spans, False, hands_on, name in returns, True, maybe, before)
 
 
 def from_binding(found: Rebound, where: str, line: int, sources: dict) -> Rebound:
@@ -234,6 +237,24 @@ def returns_argument(where: str, line: int, sources: dict) -> bool:
             found += [value.body, value.orelse]
         value = found.pop() if found else None
     return False
+
+
+def appends_to_parameter(where: str, line: int, sources: dict) -> bool:
+    """Whether the statement at ``line`` appends to a list its caller passed in (timm
+    VoVNet's ``concat_list.append(module(x))``, ``output`` in the caller): the caller's list
+    holds what it appends, past this function's return."""
+    file, _, function = where.rpartition(":")
+    func = _function(file, function, line, sources)
+    units, *_ = _statements(file, function, line, sources)
+    at = _at(units, line)
+    if func is None or at is None or not isinstance(units[at][0], ast.Expr):
+        return False
+    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+    call = units[at][0].value
+    method = getattr(call, "func", None)
+    if not (isinstance(method, ast.Attribute) and method.attr in ("append", "extend", "insert")):
+        return False
+    return isinstance(method.value, ast.Name) and method.value.id in params - {"self"}
 
 
 def _at(units: list[Unit], line: int) -> int | None:

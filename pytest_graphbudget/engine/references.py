@@ -52,18 +52,26 @@ BLOCKS = ("body", "orelse", "finalbody", "handlers")
 
 def viewed_into(stmt: ast.stmt, name: str) -> list[str]:
     """The other names ``stmt`` binds to a view of the name (``windows = shifted.view(-1,
-    C)``, ``a, b = x.chunk(2)``): they hold the storage after the name is bound again, until
-    the function returns, though no later op may read it. A view into its own name
-    (``x = x.view(...)``) is a rebinding that hands the value on."""
+    C)``, ``a, b = x.chunk(2)``, ``q, k = qk[0], qk[1]``): they hold the storage after the
+    name is bound again, until the function returns, though no later op may read it. A view
+    into its own name (``x = x.view(...)``) is a rebinding that hands the value on."""
     parents = {child: node for node in own(stmt) for child in ast.iter_child_nodes(node)}
     for node in reads(stmt.value, name) if binds(stmt) else ():
         viewed: ast.AST = node
-        while isinstance(parents.get(viewed), ast.Attribute) and parents[viewed].attr in VIEWS:
-            call = parents.get(parents[viewed])
-            if not (isinstance(call, ast.Call) and call.func is parents[viewed]):
+        while True:
+            parent = parents.get(viewed)
+            if isinstance(parent, ast.Subscript) and parent.value is viewed:
+                viewed = parent  # ``qk[0]``: a view, or an item the name held
+                continue
+            call = parents.get(parent)
+            if not (isinstance(parent, ast.Attribute) and parent.attr in VIEWS):
+                break
+            if not (isinstance(call, ast.Call) and call.func is parent):
                 break
             viewed = call
-        if viewed is not node and parents.get(viewed) is stmt:
+        whole = parents.get(viewed) is stmt  # or an item of a tuple bound (``q, k = ...``)
+        item = isinstance(stmt.value, ast.Tuple) and parents.get(viewed) is stmt.value
+        if viewed is not node and (whole or item):
             return [bound for bound in binds(stmt) if bound != name]
     return []
 

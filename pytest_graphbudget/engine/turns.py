@@ -118,7 +118,7 @@ def where_ran(
                 return 0, None  # a turn the graph cannot tell apart: the caller holds it
         if at < seen:
             return j, "ran" if ran or not found.confirm else "skipped"
-        if block and found.confirm and at == len(spans) - 1:  # a block of a container it
+        if block and at == len(spans) - 1:  # a block of a container it
             container = block.partition("@")[0].rpartition(".")[0]  # called, called anew: the
             if ran and called.get(container, block) != block:  # rebinding ran, the loop's
                 return j, "ran"  # next turn runs it again

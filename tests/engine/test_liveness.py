@@ -402,6 +402,55 @@ class Handed(nn.Module):
         return self.head(x[0])
 
 
+class Tokens(nn.Module):
+    """ConViT's ``forward_features``: x bound before the blocks' loop, whose body rebinds it
+    in one turn only (``if u == self.local_up_to_layer: x = torch.cat((cls, x), 1)``), then
+    by the block's call in every turn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.head = nn.Linear(64, 64), nn.Linear(64, 64)
+        self.blocks = nn.ModuleList([Block(), Block(), Block()])
+
+    def forward(self, x):
+        x = self.a(x)
+        for u, blk in enumerate(self.blocks):
+            if u == 2:
+                x = torch.cat((x[:, :32], x[:, 32:]), dim=1)
+            x = blk(x)
+        return self.head(x)
+
+
+class _AppendList(nn.Sequential):
+    """timm VoVNet's ``SequentialAppendList``: each layer's result appended to the list its
+    caller passed in."""
+
+    def forward(self, x, concat_list):
+        for i, module in enumerate(self):
+            if i == 0:
+                concat_list.append(module(x))
+            else:
+                concat_list.append(module(concat_list[-1]))
+        return torch.cat(concat_list, dim=1)
+
+
+class Osa(nn.Module):
+    """timm VoVNet's OSA block: ``output = [x]``, handed to ``self.conv_mid(x, output)``,
+    which appends its layers' results to it: they live until the block returns, past the
+    ``cat`` that last reads them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv_mid = _AppendList(nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64))
+        self.concat, self.attn = nn.Linear(256, 1024), nn.Linear(1024, 64)
+
+    def forward(self, x):
+        output = [x]
+        x = self.conv_mid(x, output)
+        x = self.concat(x)
+        return self.attn(x)
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -457,6 +506,12 @@ class Handed(nn.Module):
         # At the head: the last block's result and the skip it handed back (the forward's x
         # holds both), and the head's 128 rows.
         (Handed(head=8192), 130 * ROW),
+        # At a block's ReLU: its argument, up's and the ReLU's (1 + 4 + 4 rows); a's result
+        # died when the first block's call rebound x.
+        (Tokens(), 9 * ROW),
+        # At concat: the three layers' results (output holds them), the cat's 4 rows and
+        # concat's 16.
+        (Osa(), 23 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
@@ -466,6 +521,7 @@ class Handed(nn.Module):
         *("handed-on-through-a-tuple", "a-forward-called-directly-in-a-branchy-loop"),
         *("a-call-unpacked-and-a-first-turn-only-rebinding", "rebound-past-branches-not-taken"),
         *("handed-back-to-the-loop", "handed-back-to-the-callers-caller"),
+        *("rebound-in-one-turn-only-then-by-each-block", "appended-to-the-callers-list"),
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
@@ -632,6 +688,26 @@ class Biased(nn.Module):
         return b.contiguous()
 
 
+class Scored(nn.Module):
+    """ConViT's ``get_attention``: ``q, k = qk[0], qk[1]``, items of a local bound to two more
+    names: all three are the helper's, dropped when it returns, not at its caller's end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qk, self.head = nn.Linear(64, 128), nn.Linear(64, 1024)
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        s = self._score(x)
+        return self.head(s)
+
+    def _score(self, x):
+        qk = self.qk(x).reshape(1, 2, 64).permute(1, 0, 2)
+        q, k = qk[0], qk[1]
+        return q * k
+
+
 class _Pair(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -691,10 +767,13 @@ class Listed(nn.Module):
         # At the head: the last block's two results (the list xs holds them), their sum and
         # the head's 64 rows; the embeddings died with the first block's call.
         (Listed(), 67 * ROW),
+        # At the head: the product and the head's 16 rows; qk (2 rows) died with ``_score``.
+        (Scored(), 17 * ROW),
     ],
     ids=[
         *("a-local-returned-as-a-copy", "a-view-bound-to-another-name", "a-helpers-parameter"),
         *("a-helpers-parameter-shifted", "a-branch-alias-not-run", "appended-to-a-list-returned"),
+        "items-bound-to-names",
     ],
 )
 def test_a_helpers_names_hold_what_eager_holds(model, peak):
