@@ -251,8 +251,10 @@ def _unread(
     sources, uncalled = read
     readers = {key for node in nodes for key in node.reads}
     for i, node in enumerate(nodes):
+        if readers.intersection(node.writes):  # what the statement binds is what is read; the
+            continue  # rest its op's own (``F.batch_norm``'s saved mean, timm's ScaledStdConv2d)
         for key in node.writes if node.stack and node.in_call else ():
-            if born.get(key) != i or key in readers or dies[key] > i:
+            if born.get(key) != i or dies[key] > i:
                 continue
             if rebinding(*node.stack[-1], sources) is None:  # a temporary, or the code won't say
                 continue

@@ -451,6 +451,20 @@ class Osa(nn.Module):
         return self.attn(x)
 
 
+class Standardized(nn.Module):
+    """timm's ``ScaledStdConv2d``: ``weight = F.batch_norm(...)`` of its weights, whose op
+    also makes the batch's mean and inverse deviation, which nothing reads or names: freed at
+    once, not held as ``weight`` is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(1024, 64))
+
+    def forward(self, x):
+        weight = F.batch_norm(self.w.reshape(1, 1024, -1), None, None, training=True, eps=1e-6)
+        return F.linear(x.expand(64, 64), weight.reshape_as(self.w))
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -512,6 +526,9 @@ class Osa(nn.Module):
         # At concat: the three layers' results (output holds them), the cat's 4 rows and
         # concat's 16.
         (Osa(), 23 * ROW),
+        # At the linear: the standardized weights (1024 rows), the result's 1024 and the
+        # expanded input's copy the matmul makes (64).
+        (Standardized(), 2112 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
@@ -522,6 +539,7 @@ class Osa(nn.Module):
         *("a-call-unpacked-and-a-first-turn-only-rebinding", "rebound-past-branches-not-taken"),
         *("handed-back-to-the-loop", "handed-back-to-the-callers-caller"),
         *("rebound-in-one-turn-only-then-by-each-block", "appended-to-the-callers-list"),
+        "an-ops-own-outputs-no-name-holds",
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
