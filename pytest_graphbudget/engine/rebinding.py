@@ -98,7 +98,8 @@ def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Reboun
     for i in range(at + 1, len(units)):
         stmt, _, blocks = units[i]
         viewed = refs.viewed_into(stmt, name)  # views bound to names: held to the return
-        escapes = refs.escapes(stmt, name, safe) if not viewed else False
+        view = viewed or refs.bound_view(stmt, name)  # or to its own: a rebinding, handed on
+        escapes = refs.escapes(stmt, name, safe) if not view else False
         if escapes is True and _branch_alias(stmt, name, blocks, held):
             escapes = refs.MAYBE
         if escapes is True and (kept := _appended(stmt, name, units, safe)):

@@ -54,7 +54,15 @@ def viewed_into(stmt: ast.stmt, name: str) -> list[str]:
     """The other names ``stmt`` binds to a view of the name (``windows = shifted.view(-1,
     C)``, ``a, b = x.chunk(2)``, ``q, k = qk[0], qk[1]``): they hold the storage after the
     name is bound again, until the function returns, though no later op may read it. A view
-    into its own name (``x = x.view(...)``) is a rebinding that hands the value on."""
+    into its own name (``x = x.view(...)``, ``x = x[:, :, perm]``) is a rebinding that hands
+    the value on."""
+    return [bound for bound in binds(stmt) if bound != name] if bound_view(stmt, name) else []
+
+
+def bound_view(stmt: ast.stmt, name: str) -> bool:
+    """Whether ``stmt`` binds a view of the name, or an item of it, as its value or an item
+    of the tuple it unpacks (``viewed_into``): a new name for the storage, not a second
+    reference some object keeps."""
     parents = {child: node for node in own(stmt) for child in ast.iter_child_nodes(node)}
     for node in reads(stmt.value, name) if binds(stmt) else ():
         viewed: ast.AST = node
@@ -72,8 +80,8 @@ def viewed_into(stmt: ast.stmt, name: str) -> list[str]:
         whole = parents.get(viewed) is stmt  # or an item of a tuple bound (``q, k = ...``)
         item = isinstance(stmt.value, ast.Tuple) and parents.get(viewed) is stmt.value
         if viewed is not node and (whole or item):
-            return [bound for bound in binds(stmt) if bound != name]
-    return []
+            return True
+    return False
 
 
 def binds(stmt: ast.stmt) -> list[str]:

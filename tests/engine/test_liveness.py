@@ -465,6 +465,24 @@ class Standardized(nn.Module):
         return F.linear(x.expand(64, 64), weight.reshape_as(self.w))
 
 
+class Permuted(nn.Module):
+    """timm CSATv2's DCT stem: ``x = x.reshape(...)`` of a permuted tensor (a copy), then ``x
+    = x[:, self.perm]``, an index of the name into itself: the copy is no one's once that has
+    run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.head = nn.Linear(64, 1024), nn.Linear(1024, 1024)
+        self.register_buffer("perm", torch.arange(1023, -1, -1))
+
+    def forward(self, x):
+        x = self.up(x).reshape(1, 32, 32).permute(0, 2, 1)
+        x = x.reshape(1, 1024)
+        x = x[:, self.perm]
+        x = x * 2
+        return self.head(x)
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -529,6 +547,8 @@ class Standardized(nn.Module):
         # At the linear: the standardized weights (1024 rows), the result's 1024 and the
         # expanded input's copy the matmul makes (64).
         (Standardized(), 2112 * ROW),
+        # Two of 16 rows at each op: its argument and its result.
+        (Permuted(), 32 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
@@ -539,7 +559,7 @@ class Standardized(nn.Module):
         *("a-call-unpacked-and-a-first-turn-only-rebinding", "rebound-past-branches-not-taken"),
         *("handed-back-to-the-loop", "handed-back-to-the-callers-caller"),
         *("rebound-in-one-turn-only-then-by-each-block", "appended-to-the-callers-list"),
-        "an-ops-own-outputs-no-name-holds",
+        *("an-ops-own-outputs-no-name-holds", "indexed-into-its-own-name"),
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
