@@ -15,6 +15,7 @@ from pytest_graphbudget.engine.nodes import Measured, NodeCost
 from pytest_graphbudget.engine.rebinding import (
     appends_to_parameter,
     calls_helper,
+    holds_past_reads,
     in_loop,
     one_function,
     one_statement,
@@ -160,7 +161,9 @@ def _helpers(
     do; what it makes after its last call, and a helper that calls no module (torchvision's
     ``shifted_window_attention``), read as temporaries, under eager by a local or two. A
     helper whose lines were recorded (``engine/helper_frames.py``) runs its ops in frames of
-    its own, and they are not held so."""
+    its own, and they are not held so; nor one whose code, and its helpers', holds no name
+    past its last read (``rebinding.holds_past_reads``: timm ResNet's ``forward_features``,
+    ``x = self.conv1(x)`` ... ``x = self.layer4(x)``)."""
     paths = {p for node in nodes for p in _prefixes(node.module)}
     run: tuple[tuple, int, int] = ((), -1, -1)  # a statement's stack, last node, last call's
     for key, start in born.items():
@@ -169,8 +172,9 @@ def _helpers(
             continue
         where, line = node.stack[-1]
         own = f"{node.module}." if node.module else ""
-        if not calls_helper(where, line, sources, lambda name, own=own: own + name in paths):
-            continue
+        called = calls_helper(where, line, sources, lambda name, own=own: own + name in paths)
+        if not any(holds_past_reads(where, name, sources) for name in called):
+            continue  # none, or each drops every value at its last read
         if run[0] != node.stack or run[1] < start:
             end, depth, called = start, len(node.stack), -1
             while end + 1 < len(nodes) and nodes[end + 1].stack[:depth] in (node.stack, ()):

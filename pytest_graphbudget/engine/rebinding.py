@@ -365,28 +365,76 @@ def calls_helper(
     return sources["helper", where, line]
 
 
-def holds_past_reads(where: str, function: str, sources: dict) -> bool:
-    """Whether ``function``, a helper called from ``where`` (``"file:function"``), binds a
-    name that a later statement reads last without binding it again, with statements after:
-    eager holds its value past that read (HRNet's ``x`` after ``yl = self.stages(x)``),
-    where a chain of ``x = self.f(x)`` drops each value at its last read. True where its
-    code is not in that file (a base class's, elsewhere)."""
+def holds_past_reads(where: str, function: str, sources: dict, depth: int = 3) -> bool:
+    """Whether ``function``, a helper called from ``where`` (``"file:function"``), or one it
+    calls, binds a name that a later statement reads last without binding it again, with
+    statements after: eager holds its value past that read (HRNet's ``x`` after ``yl =
+    self.stages(x)``), where a chain of ``x = self.f(x)`` drops each value at its last read.
+    Names no op makes (``references.statics``: ``B = x.shape[0]``) hold nothing. True where
+    its code is not in that file (a base class's, elsewhere), or calls run deeper than
+    ``depth``."""
     file = where.rpartition(":")[0]
     definitions = _definitions(file).get(function, [])
+    if not definitions or depth <= 0:
+        return True
     for func in definitions:
         units, *_ = _statements(file, function, func.lineno, sources)
+        static = refs.statics(func)
         for i, (stmt, _, _) in enumerate(units):
-            for name in refs.binds(stmt):
+            for name in set(refs.binds(stmt)) - static:
                 last = None
                 for j in range(i + 1, len(units)):
                     if refs.reads(units[j][0], name):
                         last = j
                     if name in refs.binds(units[j][0]) or refs.stores(units[j][0], name):
                         break
-                if last is not None and name not in refs.binds(units[last][0]):
-                    if last < len(units) - 1:
-                        return True
-    return not definitions
+                reader = units[last][0] if last is not None else None
+                if reader is None or name in refs.binds(reader) or _appends(reader):
+                    continue  # rebound, or into a list that holds it as long (``_appended``)
+                if last < len(units) - 1 or not _read_last(reader, name):
+                    return True
+        for called in _called(func, file) - {function}:
+            if holds_past_reads(where, called, sources, depth - 1):
+                return True
+    return False
+
+
+def _appends(stmt: ast.stmt) -> bool:
+    """Whether the statement appends to a list (``xs.append(x_)``)."""
+    value = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "append"
+
+
+def _read_last(stmt: ast.stmt, name: str) -> bool:
+    """Whether the statement's last op reads the name: it is the value (``return x``), or
+    an argument or operand of the value's own call or operator (``return self.fc(x)``), not
+    of one nested in it (``return self.fc(self.act(joined))``: joined outlives act)."""
+    value = getattr(stmt, "value", None)
+    if value is None:
+        return False
+    top = [value]
+    if isinstance(value, ast.Call):
+        top += [*value.args, *(k.value for k in value.keywords)]
+    elif isinstance(value, ast.BinOp):
+        top += [value.left, value.right]
+    elif isinstance(value, ast.Tuple | ast.List):
+        top += value.elts
+    return all(any(read is t for t in top) for read in refs.reads(value, name))
+
+
+def _called(func: ast.AST, file: str) -> set[str]:
+    """The functions of ``file`` that ``func`` calls: by name (``window_partition(x)``), or
+    as a method of ``self`` (``self._pos_embed(x)``)."""
+    defined, found = _definitions(file), set()
+    for node in ast.walk(func):
+        target = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            name = target.attr if target.value.id == "self" else ""
+        else:
+            name = target.id if isinstance(target, ast.Name) else ""
+        if name in defined:
+            found.add(name)
+    return found
 
 
 def _attributes(file: str) -> frozenset[str]:

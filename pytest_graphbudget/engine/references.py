@@ -240,8 +240,8 @@ def submodules(func: ast.AST) -> frozenset[str]:
     for _ in range(8):  # a name bound from another such name: found on the next pass
         bound: dict[str, bool] = {}
         for node in ast.walk(func):
-            if isinstance(node, ast.arg):  # a parameter: whatever the caller passes
-                bound[node.arg] = node.arg == "self"
+            if isinstance(node, ast.arg):  # a parameter: whatever the caller passes, but
+                bound[node.arg] = node.arg == "self" or _sizes(node.annotation)  # sizes
                 continue
             if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
                 targets = getattr(node, "targets", None) or [node.target]
@@ -280,3 +280,70 @@ def _items_of(value: ast.AST, names: frozenset) -> bool:
         method = isinstance(func, ast.Attribute) and func.attr in ("items", "values")
         return method and not value.args and _of(func.value, names)
     return _of(value, names)
+
+
+SHAPES = frozenset({"len", "int", "float", "bool", "tuple", "list", "range", "min", "max"})
+SHAPES |= {"round", "abs"}
+"""Builtins that, given sizes, give sizes (``int(N ** 0.5)``): no op of the forward's."""
+
+
+def statics(func: ast.AST) -> frozenset[str]:
+    """The names ``func`` binds only to what no op of the forward makes: what a tensor says
+    of itself (``B, N, C = x.shape``), its module's attributes, their items and views
+    (``self.pos_embed``, ``cls = self.cls_token.expand(B, -1, -1)``), sizes computed from
+    these, and its submodules (``submodules``). A name bound anything else anywhere in
+    ``func`` is not one."""
+    stored = (n.id for n in ast.walk(func) if isinstance(n, ast.Name) and not load(n))
+    found = frozenset(stored) | {"self"}  # all, less each pass those bound otherwise
+    for _ in range(8):
+        bound: dict[str, bool] = {}
+        for node in ast.walk(func):
+            if isinstance(node, ast.arg):  # a parameter: whatever the caller passes, but
+                bound[node.arg] = node.arg == "self" or _sizes(node.annotation)  # sizes
+                continue
+            if isinstance(node, ast.Assign):
+                targets, ok = node.targets, _static(node.value, found)
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+                targets, ok = [node.target], node.target is not None and _static(node.iter, found)
+                ok = ok or _items_of(node.iter, found)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+                targets, ok = [node.target], False
+            else:
+                continue
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and not load(name):
+                        bound[name.id] = bound.get(name.id, True) and ok
+        now = frozenset(name for name, ok in bound.items() if ok) | submodules(func) | {"self"}
+        if now == found:
+            break
+        found = now
+    return found - {"self"}
+
+
+SIZES = frozenset({"int", "float", "bool", "str", "Tuple", "tuple", "List", "list", "Optional"})
+"""Annotations of a parameter that holds no tensor (``ss: Tuple[int, int]``)."""
+
+
+def _sizes(annotation: ast.AST | None) -> bool:
+    """Whether a parameter's annotation names no type but ``SIZES``: no tensor in it."""
+    names = [n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)] if annotation else []
+    return bool(names) and all(name in SIZES for name in names)
+
+
+def _static(value: ast.AST, names: frozenset) -> bool:
+    """Whether no op of the forward makes ``value``: it reads only ``names``, constants and
+    what tensors say of themselves, through attributes, items, views and size builtins."""
+    parents = {child: node for node in ast.walk(value) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(value):
+        if isinstance(node, ast.Name) and load(node) and node.id not in names:
+            parent = parents.get(node)
+            said = isinstance(parent, ast.Attribute) and parent.attr in METADATA
+            if not (said or node.id in SHAPES):
+                return False
+        if isinstance(node, ast.Call):
+            func = node.func
+            method = isinstance(func, ast.Attribute) and func.attr in VIEWS | METADATA
+            if not (method or (isinstance(func, ast.Name) and func.id in SHAPES)):
+                return False
+    return True

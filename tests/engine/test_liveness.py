@@ -1033,6 +1033,37 @@ class Unread(nn.Module):
         return self.head(h)
 
 
+class Embedded(nn.Module):
+    """CrossViT's ``forward_features``: ``_branches`` rebinds the list ``_embed`` makes at
+    each block, and ``_embed`` appends each branch's embedding to it. In a program exported
+    outside this project, their ops read as ``forward``'s one line; neither helper holds a
+    name past its last read (``rebinding.holds_past_reads``), so what they make is not held
+    through the blocks' calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embeds = nn.ModuleList([nn.Linear(64, 64), nn.Linear(64, 64)])
+        self.blocks = nn.ModuleList([_Pair(), _Pair(), _Pair()])
+        self.head = nn.Linear(64, 64)
+
+    def forward(self, x):
+        xs = self._branches(x)
+        return self.head(xs[0] + xs[1])
+
+    def _branches(self, x):
+        xs = self._embed(x)
+        for blk in self.blocks:
+            xs = blk(xs)
+        return xs
+
+    def _embed(self, x):
+        xs = []
+        for embed in self.embeds:
+            e = embed(x) * 2
+            xs.append(e)
+        return xs
+
+
 @pytest.mark.parametrize(
     ("model", "x", "peak"),
     [
@@ -1054,11 +1085,14 @@ class Unread(nn.Module):
         # At the Linear: x * 2 (the list holds it), the joined 2 rows, the ReLU's 2, the
         # Linear's 1. A program exported outside this project has no line of the helper's.
         (CatThenCall(), torch.randn(1, 64), 6 * ROW),
+        # At any block: the list it was handed (2 rows) and its two results; the embeddings
+        # died with the first block's call.
+        (Embedded(), torch.randn(1, 64), 4 * ROW),
     ],
     ids=[
         *("a-local-no-op-reads", "a-list-joined-for-a-call", "a-math-attention-kernel"),
         *("a-math-attention-kernel-with-dropout", "a-composite-holds-its-arguments"),
-        "a-helpers-local-outlives-its-calls",
+        *("a-helpers-local-outlives-its-calls", "helpers-that-hold-no-name-past-its-read"),
     ],
 )
 def test_a_users_exported_program_holds_what_eager_holds(model, x, peak):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from pytest_graphbudget.engine.references import escapes, submodules
+from pytest_graphbudget.engine.references import escapes, statics, submodules
 
 SOURCE = textwrap.dedent(
     """
@@ -67,3 +67,23 @@ def test_a_return_hands_back_a_parameter_only_as_it_is(tmp_path):
     assert returns_argument(f"{file}:block", at["block"], {})
     assert not returns_argument(f"{file}:scale", at["scale"], {})
     assert returns_argument(f"{file}:passed", at["passed"], {})
+
+
+def test_names_no_op_of_the_forward_makes():
+    source = textwrap.dedent(
+        """
+        def embed(self, x, ss: Tuple[int, int], y):
+            B, N = x.shape[0], x.size(1)
+            cls = self.cls_token_0 if B == 1 else self.cls_token_1
+            cls = cls.expand(B, -1, -1)
+            cu = int(round((N - ss[0]) / 2.0))
+            h = self.fc(x)
+            pos = resample(self.pos_embed, cu)
+            z = y
+            return h
+        """
+    )
+    func = ast.parse(source).body[0]
+    # Sizes, the module's attributes and their views, sizes of an annotated parameter; not
+    # a submodule's or a function's result, nor an unannotated parameter or its alias.
+    assert statics(func) == {"B", "N", "cls", "cu", "ss"}
