@@ -236,26 +236,37 @@ def submodules(func: ast.AST) -> frozenset[str]:
     enumerate(self.incre_modules)``; ``for j, f in enumerate(fuse_outer)``): its submodules,
     whose calls (``incre(x)``, ``down.forward(y)``) keep nothing, as ``self``'s methods' do.
     A name bound anything else anywhere in ``func`` is not one."""
-    found: frozenset[str] = frozenset({"self"})
-    for _ in range(8):  # a name bound from another such name: found on the next pass
+    return _bound_only(func, frozenset({"self"}), (_of, _items_of, lambda arg: False))
+
+
+def _bound_only(func: ast.AST, start: frozenset, rules: tuple) -> frozenset[str]:
+    """The names ``func`` binds only where ``rules`` hold of what it binds them to, given the
+    names found so far: an assignment's value, a loop's iterable (each ``(node, found)``),
+    a parameter (``arg``); ``self`` always. Each pass starts from the last one's names (from
+    ``start``: a name bound from another such name is found on the next), until none
+    changes."""
+    value_ok, items_ok, arg_ok = rules
+    found = start | {"self"}
+    for _ in range(8):
         bound: dict[str, bool] = {}
         for node in ast.walk(func):
-            if isinstance(node, ast.arg):  # a parameter: whatever the caller passes, but
-                bound[node.arg] = node.arg == "self" or _sizes(node.annotation)  # sizes
+            if isinstance(node, ast.arg):  # a parameter: whatever the caller passes
+                bound[node.arg] = node.arg == "self" or arg_ok(node)
                 continue
-            if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
-                targets = getattr(node, "targets", None) or [node.target]
-                of_self = isinstance(node, ast.Assign) and _of(node.value, found)
+            if isinstance(node, ast.Assign):
+                targets, ok = node.targets, value_ok(node.value, found)
             elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
-                targets, of_self = [node.target], _items_of(node.iter, found)
+                targets, ok = [node.target], items_ok(node.iter, found)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+                targets, ok = [node.target], False
             elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-                targets, of_self = [node.optional_vars], False
+                targets, ok = [node.optional_vars], False
             else:
                 continue
             for target in targets:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name) and not load(name):
-                        bound[name.id] = bound.get(name.id, True) and of_self
+                        bound[name.id] = bound.get(name.id, True) and ok
         now = frozenset(name for name, ok in bound.items() if ok) | {"self"}
         if now == found:
             break
@@ -291,34 +302,11 @@ def statics(func: ast.AST) -> frozenset[str]:
     """The names ``func`` binds only to what no op of the forward makes: what a tensor says
     of itself (``B, N, C = x.shape``), its module's attributes, their items and views
     (``self.pos_embed``, ``cls = self.cls_token.expand(B, -1, -1)``), sizes computed from
-    these, and its submodules (``submodules``). A name bound anything else anywhere in
-    ``func`` is not one."""
-    stored = (n.id for n in ast.walk(func) if isinstance(n, ast.Name) and not load(n))
-    found = frozenset(stored) | {"self"}  # all, less each pass those bound otherwise
-    for _ in range(8):
-        bound: dict[str, bool] = {}
-        for node in ast.walk(func):
-            if isinstance(node, ast.arg):  # a parameter: whatever the caller passes, but
-                bound[node.arg] = node.arg == "self" or _sizes(node.annotation)  # sizes
-                continue
-            if isinstance(node, ast.Assign):
-                targets, ok = node.targets, _static(node.value, found)
-            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
-                targets, ok = [node.target], node.target is not None and _static(node.iter, found)
-                ok = ok or _items_of(node.iter, found)
-            elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
-                targets, ok = [node.target], False
-            else:
-                continue
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name) and not load(name):
-                        bound[name.id] = bound.get(name.id, True) and ok
-        now = frozenset(name for name, ok in bound.items() if ok) | submodules(func) | {"self"}
-        if now == found:
-            break
-        found = now
-    return found - {"self"}
+    these or handed in (a parameter annotated ``Tuple[int, int]``), and its submodules. A
+    name bound anything else anywhere in ``func`` is not one."""
+    stored = frozenset(n.id for n in ast.walk(func) if isinstance(n, ast.Name) and not load(n))
+    items = lambda value, found: _static(value, found) or _items_of(value, found)  # noqa: E731
+    return _bound_only(func, stored, (_static, items, lambda arg: _sizes(arg.annotation)))
 
 
 SIZES = frozenset({"int", "float", "bool", "str", "Tuple", "tuple", "List", "list", "Optional"})
