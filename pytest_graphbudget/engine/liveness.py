@@ -172,8 +172,8 @@ def _helpers(
             continue
         where, line = node.stack[-1]
         own = f"{node.module}." if node.module else ""
-        called = calls_helper(where, line, sources, lambda name, own=own: own + name in paths)
-        if not any(holds_past_reads(where, name, sources) for name in called):
+        helpers = calls_helper(where, line, sources, lambda name, own=own: own + name in paths)
+        if not any(holds_past_reads(where, name, sources) for name in helpers):
             continue  # none, or each drops every value at its last read
         if run[0] != node.stack or run[1] < start:
             end, depth, called = start, len(node.stack), -1
@@ -251,7 +251,8 @@ def _unread(
     """Hold a value no op reads until its name is bound again, where the statement that made
     it binds it to one (DeBERTa's ``token_type_ids = torch.zeros(...)``, which an embedding
     with no token types never reads): Python holds a local until then, or until the function
-    returns, and frees only a temporary at once. ``read``: as ``_locals``'s."""
+    returns, and frees only a temporary at once. Not an op's output where another of its
+    outputs is read: that one is the name's. ``read``: as ``_locals``'s."""
     sources, uncalled = read
     readers = {key for node in nodes for key in node.reads}
     for i, node in enumerate(nodes):

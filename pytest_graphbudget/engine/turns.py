@@ -26,7 +26,7 @@ def held_until(
     (``x = self.drop(x)``, the same tensor) is followed to the next, and so is one in a
     branch not taken, from the statement that bound it still. ``within``: ``frame``,
     ``end`` and the module whose code that frame runs; ``uncalled``: the containers whose
-    blocks a loop calls (``ran``)."""
+    blocks a loop calls (``where_ran``)."""
     start, (frame, end, path) = pair[0], within
     prefix, (where, line) = nodes[start].stack[:frame], nodes[start].stack[frame]
     read_at = frozenset(

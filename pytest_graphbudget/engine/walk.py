@@ -12,7 +12,9 @@ it when a forward assigned module attributes (lazy state may hold new modules). 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
+import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -229,9 +231,6 @@ def _forward_code(cls: Any) -> str | None:
     """``"file:function"`` of the ``forward`` of a module class, as an export's stack names its
     frame; ``cls`` a class or its qualified name (``torch.nn.modules.conv.Conv2d``). None
     where it cannot be found (a class no longer imported)."""
-    import inspect
-    import sys
-
     found = cls
     if isinstance(cls, str):
         parts, found = cls.split("."), None
