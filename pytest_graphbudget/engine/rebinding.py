@@ -224,9 +224,7 @@ def returns_argument(where: str, line: int, sources: dict) -> bool:
     at = _at(units, line)
     if func is None or at is None or not isinstance(units[at][0], ast.Return):
         return False
-    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
-    params.discard("self")
-    found, value = [], units[at][0].value
+    params, (found, value) = _parameters(func), ([], units[at][0].value)
     while value is not None:  # the returned value's items, down to a parameter's name
         if isinstance(value, ast.Name) and value.id in params:
             return True
@@ -250,12 +248,16 @@ def appends_to_parameter(where: str, line: int, sources: dict) -> bool:
     at = _at(units, line)
     if func is None or at is None or not isinstance(units[at][0], ast.Expr):
         return False
-    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
-    call = units[at][0].value
-    method = getattr(call, "func", None)
+    method = getattr(units[at][0].value, "func", None)
     if not (isinstance(method, ast.Attribute) and method.attr in ("append", "extend", "insert")):
         return False
-    return isinstance(method.value, ast.Name) and method.value.id in params - {"self"}
+    return isinstance(method.value, ast.Name) and method.value.id in _parameters(func)
+
+
+def _parameters(func: ast.AST) -> set[str]:
+    """The names of the function's parameters but ``self``."""
+    args = func.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {"self"}
 
 
 def _at(units: list[Unit], line: int) -> int | None:
