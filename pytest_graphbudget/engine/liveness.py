@@ -294,6 +294,8 @@ def _handed_back(
         if born[key] >= run[0] or not returns_argument(*reader.stack[-1], sources):
             continue
         for frame in range(len(reader.stack) - 2, -1, -1):  # each caller it is handed back to
+            if reader.stack[frame][0].endswith("_call_impl"):
+                continue  # torch's own, that torch 2.4's export records: not the caller's code
             path = modules[frame]
             end = next((t for p, f, t in calls if p == path and f <= i <= t), len(nodes) - 1)
             until = held_until(nodes, key, (i, i), (frame, end, path), sources, uncalled)
