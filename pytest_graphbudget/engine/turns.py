@@ -111,9 +111,11 @@ def where_ran(
             before = next((s for s in found.before if s[0] <= line <= s[1]), None)
             now = turn_of(node, path, block)
             before = before if now != first else None  # a new turn
-            if before or (at == 0 and now and now != first):
-                again, turn = before or spans[0], now
-                continue
+            if before or (at == 0 and ((now and now != first) or seen > 0)):
+                again, turn = before or spans[0], now  # a new turn: another block, or the
+                continue  # body run from its start again
+            if at < 0 and spans[-1] == spans[0]:
+                continue  # past the loop, and nothing after it rebinds the name: to the return
             if at < seen:
                 return 0, None  # a turn the graph cannot tell apart: the caller holds it
         if at < seen:

@@ -483,6 +483,25 @@ class Permuted(nn.Module):
         return self.head(x)
 
 
+class Pyramid(nn.Module):
+    """torchvision RAFT's ``index_pyramid``: a loop over a list of tensors, no block to tell
+    its turns apart, binding ``sampling`` at the body's first line: the body run from its
+    start again is the next turn, which rebinds it, and after the loop, which nothing after
+    rebinds it in, the last turn's lives until the function returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(192, 4096)
+
+    def forward(self, x):
+        levels = [x * 2, x * 3, x * 4]
+        out = []
+        for level in levels:
+            sampling = level + 1
+            out.append(sampling * 2)
+        return self.head(torch.cat(out, 1))
+
+
 @pytest.mark.parametrize(
     ("model", "peak"),
     [
@@ -549,6 +568,9 @@ class Permuted(nn.Module):
         (Standardized(), 2112 * ROW),
         # Two of 16 rows at each op: its argument and its result.
         (Permuted(), 32 * ROW),
+        # At the head: the levels and the list's (3 rows each), the last turn's sampling, the
+        # cat's 3 rows and the head's 64; the other turns' sampling died as the next rebound it.
+        (Pyramid(), 74 * ROW),
     ],
     ids=[
         *("one-expression", "locals", "submodules-results", "rebound", "branch-not-taken"),
@@ -560,6 +582,7 @@ class Permuted(nn.Module):
         *("handed-back-to-the-loop", "handed-back-to-the-callers-caller"),
         *("rebound-in-one-turn-only-then-by-each-block", "appended-to-the-callers-list"),
         *("an-ops-own-outputs-no-name-holds", "indexed-into-its-own-name"),
+        "a-loop-over-tensors-its-body-run-again",
     ],
 )
 def test_an_exported_graph_frees_what_the_forward_frees(model, peak):
