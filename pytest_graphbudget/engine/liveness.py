@@ -16,12 +16,10 @@ from pytest_graphbudget.engine.rebinding import (
     appends_to_parameter,
     calls_helper,
     holds_past_reads,
-    in_loop,
-    one_function,
-    one_statement,
     rebinding,
     returns_argument,
 )
+from pytest_graphbudget.engine.source import in_loop, one_function, one_statement
 from pytest_graphbudget.engine.turns import call_of, held_until
 
 

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
-import linecache
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from pytest_graphbudget.engine import references as refs
-
-LOOPS = (ast.For, ast.AsyncFor, ast.While)
+from pytest_graphbudget.engine import source as src
 
 
 @dataclass(frozen=True)
@@ -40,9 +36,6 @@ class Rebound:
     # where ``turns``: the statements before the binding in its loop that bind the name, the
     # first a next turn runs (twins' ``x = blk(x, size)`` before ``x = pos_blk(x, size)``)
     before: tuple = ()
-
-
-Unit = tuple[ast.stmt, tuple[int, int], tuple]  # a statement, its lines, the blocks holding it
 
 
 def rebinding(
@@ -66,10 +59,10 @@ def rebinding(
 
 def _rebinding(where: str, line: int, sources: dict, read_at: frozenset) -> Rebound | None:
     file, _, function = where.rpartition(":")
-    units, returns, safe = _statements(file, function, line, sources)
-    at = _at(units, line)
+    units, returns, safe = src.statements(file, function, line, sources)
+    at = src.index_of(units, line)
     names = refs.binds(units[at][0]) if at is not None else []
-    readers = [units[i][0] for i in {_at(units, r) for r in read_at} if i is not None]
+    readers = [units[i][0] for i in {src.index_of(units, r) for r in read_at} if i is not None]
     if len(names) > 1:
         read = [{n for n in names if refs.reads(stmt, n)} for stmt in readers]
         names = [n for n in names if any(n in r for r in read)]
@@ -89,11 +82,11 @@ def _rebinding(where: str, line: int, sources: dict, read_at: frozenset) -> Rebo
     return Rebound(last.spans, confirm, False, any(f.returned for f in found), turns)
 
 
-def _rebound_name(units: list[Unit], at: int, name: str, names: tuple) -> Rebound | None:
+def _rebound_name(units: list[src.Unit], at: int, name: str, names: tuple) -> Rebound | None:
     """``rebinding`` for one name the statement ``units[at]`` binds. ``names``: those the
-    function returns, and those whose methods keep nothing (``_statements``)."""
+    function returns, and those whose methods keep nothing (``source.statements``)."""
     (returns, safe), held = names, units[at][2]
-    loops = {block for block in held if isinstance(block[0], LOOPS)}
+    loops = {block for block in held if isinstance(block[0], src.LOOPS)}
     maybe = False
     for i in range(at + 1, len(units)):
         stmt, _, blocks = units[i]
@@ -143,18 +136,18 @@ def from_binding(found: Rebound, where: str, line: int, sources: dict) -> Reboun
     if not found.spans or found.spans[-1] == found.spans[0]:
         return found  # nothing rebinds it, or the loop's next turn: read where it ran
     file, _, function = where.rpartition(":")
-    units, *_ = _statements(file, function, line, sources)
-    at, end = _at(units, line), _at(units, found.spans[-1][0])
+    units, *_ = src.statements(file, function, line, sources)
+    at, end = src.index_of(units, line), src.index_of(units, found.spans[-1][0])
     if at is None or end is None:
         return found
-    loops = {block for block in units[at][2] if isinstance(block[0], LOOPS)}
+    loops = {block for block in units[at][2] if isinstance(block[0], src.LOOPS)}
     left, names = loops - set(units[end][2]), set(refs.binds(units[at][0]))
     names &= set(refs.binds(units[end][0]))
     again = [u for u in units[:at] if left & set(u[2]) and any(refs.stores(u[0], n) for n in names)]
     return replace(found, turns=bool(left), before=tuple(u[1] for u in again))
 
 
-def _appended(stmt: ast.stmt, name: str, units: list[Unit], safe: frozenset) -> str:
+def _appended(stmt: ast.stmt, name: str, units: list[src.Unit], safe: frozenset) -> str:
     """The list ``stmt`` appends the name to (``xs.append(x_)``, crossvit's ``_embed``), where
     the function makes the list (``xs = []``) and nothing it does keeps the list: the value
     lives while the list does, until the function returns (``Rebound.returned`` where it
@@ -176,41 +169,16 @@ def _branch_alias(stmt: ast.stmt, name: str, blocks: tuple, held: tuple) -> bool
     """Whether ``stmt`` only binds another name to the value (``x = shifted_x``), in a branch
     of an ``if`` the binding statement is outside: it keeps the value only if that branch ran,
     and then the graph reads the value where it reads the other name (``MAYBE``)."""
-    branch = any(isinstance(b[0], ast.If) for b in blocks if b not in held)
     alias = isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name)
-    return branch and alias and stmt.value.id == name and len(refs.binds(stmt)) == 1
+    single = alias and stmt.value.id == name and len(refs.binds(stmt)) == 1
+    return single and _in_branch(blocks, held)
 
 
-def _statements(
-    file: str, function: str, line: int, sources: dict
-) -> tuple[list[Unit], set, frozenset]:
-    """The units of the innermost ``def function`` in ``file`` holding ``line``, the names its
-    ``return`` statements hand back, and the names whose methods keep nothing (``self``,
-    torch's, its submodules': ``references.submodules``); parsed once a profile."""
-    found = _function(file, function, line, sources)
-    if found is None:
-        return [], set(), refs.SAFE_CALLERS
-    if id(found) not in sources:
-        units, safe = _units(found), refs.SAFE_CALLERS | refs.submodules(found)
-        returns = set()
-        for node in (n for unit in units for n in refs.own(unit[0]) if isinstance(n, ast.Return)):
-            parents = {child: n for n in ast.walk(node) for child in ast.iter_child_nodes(n)}
-            names = [n for n in ast.walk(node) if isinstance(n, ast.Name) and refs.load(n)]
-            returns |= {n.id for n in names if refs.returned(n, parents, safe)}
-        sources[id(found)] = units, returns, safe, found  # the node kept: its id its own
-    return sources[id(found)][:3]
-
-
-def _function(file: str, function: str, line: int, sources: dict) -> ast.AST | None:
-    """The innermost ``def function`` in ``file`` holding ``line``."""
-    if file not in sources:
-        sources[file] = _definitions(file)
-    found = None
-    for node in sources[file].get(function, ()):
-        if node.lineno <= line <= (node.end_lineno or node.lineno):
-            if found is None or node.lineno > found.lineno:
-                found = node
-    return found
+def _in_branch(blocks: tuple, held: tuple) -> bool:
+    """Whether a statement in ``blocks`` is in a branch of an ``if`` that the statement in
+    ``held`` is outside of: it runs only if that branch is taken (timm mobilenetv5's
+    ``if feat_idx in self.msfa_indices: intermediates.append(x)``)."""
+    return any(isinstance(b[0], ast.If) for b in blocks if b not in held)
 
 
 def returns_argument(where: str, line: int, sources: dict) -> bool:
@@ -219,12 +187,12 @@ def returns_argument(where: str, line: int, sources: dict) -> bool:
     ``x.mul_(gamma)``): its caller gets back what it passed in, and holds it as the call's
     result."""
     file, _, function = where.rpartition(":")
-    func = _function(file, function, line, sources)
-    units, _, safe = _statements(file, function, line, sources)
-    at = _at(units, line)
+    func = src.definition(file, function, line, sources)
+    units, _, safe = src.statements(file, function, line, sources)
+    at = src.index_of(units, line)
     if func is None or at is None or not isinstance(units[at][0], ast.Return):
         return False
-    params, (found, value) = _parameters(func), ([], units[at][0].value)
+    params, (found, value) = src.parameters(func), ([], units[at][0].value)
     while value is not None:  # the returned value's items, down to a parameter's name
         if isinstance(value, ast.Name) and value.id in params:
             return True
@@ -243,102 +211,15 @@ def appends_to_parameter(where: str, line: int, sources: dict) -> bool:
     VoVNet's ``concat_list.append(module(x))``, ``output`` in the caller): the caller's list
     holds what it appends, past this function's return."""
     file, _, function = where.rpartition(":")
-    func = _function(file, function, line, sources)
-    units, *_ = _statements(file, function, line, sources)
-    at = _at(units, line)
+    func = src.definition(file, function, line, sources)
+    units, *_ = src.statements(file, function, line, sources)
+    at = src.index_of(units, line)
     if func is None or at is None or not isinstance(units[at][0], ast.Expr):
         return False
     method = getattr(units[at][0].value, "func", None)
     if not (isinstance(method, ast.Attribute) and method.attr in ("append", "extend", "insert")):
         return False
-    return isinstance(method.value, ast.Name) and method.value.id in _parameters(func)
-
-
-def _parameters(func: ast.AST) -> set[str]:
-    """The names of the function's parameters but ``self``."""
-    args = func.args
-    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {"self"}
-
-
-def _at(units: list[Unit], line: int) -> int | None:
-    return next((i for i, u in enumerate(units) if u[1][0] <= line <= u[1][1]), None)
-
-
-def _definitions(file: str) -> dict[str, list[ast.AST]]:
-    """Each function's definitions in ``file`` by name; none where its source is not found.
-    A file on disk is parsed once while its size and time stay (``_parsed``): a model's
-    profiles, and each pass of one, read the same files (ultralytics' and torch's modules
-    took 0.4 s a profile to parse)."""
-    try:
-        stat = os.stat(file)
-    except OSError:  # not a file (a notebook's cell): read from linecache each time
-        return _parse(file)
-    return _parsed(file, stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=32)  # a model reads a dozen files; an AST is 10-50x its source
-def _parsed(file: str, size: int, mtime: int) -> dict[str, list[ast.AST]]:
-    linecache.checkcache(file)
-    return _parse(file)
-
-
-def _parse(file: str) -> dict[str, list[ast.AST]]:
-    try:
-        source = "".join(linecache.getlines(file))
-        tree = ast.parse(source) if source else None
-    except (SyntaxError, ValueError):
-        tree = None
-    found: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            found.setdefault(node.name, []).append(node)
-    return found
-
-
-def _units(func: ast.AST | None) -> list[Unit]:
-    """The function's statements in the order of its code: each simple statement, and each
-    compound one's header (its lines before its first block), with the blocks that hold it."""
-    units: list[Unit] = []
-
-    def visit(body: list[ast.stmt], blocks: tuple) -> None:
-        for stmt in body:
-            inner = [(f, getattr(stmt, f, None)) for f in refs.BLOCKS[:3]]
-            inner += [("handlers", h.body) for h in getattr(stmt, "handlers", ())]
-            inner = [(f, b) for f, b in inner if b and isinstance(b, list)]
-            if not inner or isinstance(stmt, refs.DEFS | ast.ClassDef):
-                units.append((stmt, (stmt.lineno, stmt.end_lineno or stmt.lineno), blocks))
-                continue
-            first = min(b[0].lineno for _, b in inner)
-            units.append((stmt, (stmt.lineno, max(stmt.lineno, first - 1)), blocks))
-            for field, block in inner:
-                visit(block, (*blocks, (stmt, field)))
-
-    visit(getattr(func, "body", []), ())
-    return units
-
-
-def one_statement(where: str, lines: tuple[int, int], sources: dict) -> bool:
-    """Whether two lines of a function are one statement's (a call written over lines)."""
-    file, _, function = where.rpartition(":")
-    units, *_ = _statements(file, function, lines[0], sources)
-    at = _at(units, lines[0])
-    return at is not None and at == _at(units, lines[1])
-
-
-def one_function(where: str, lines: tuple[int, int], sources: dict) -> bool:
-    """Whether two lines named by one ``"file:function"`` are of one function: a file may
-    define several of that name (two classes' ``forward``)."""
-    file, _, function = where.rpartition(":")
-    units, *_ = _statements(file, function, lines[0], sources)
-    return _at(units, lines[1]) is not None
-
-
-def in_loop(where: str, line: int, sources: dict) -> bool:
-    """Whether the statement at ``line`` of the function runs in a loop of it."""
-    file, _, function = where.rpartition(":")
-    units, *_ = _statements(file, function, line, sources)
-    at = _at(units, line)
-    return at is not None and any(isinstance(block[0], LOOPS) for block in units[at][2])
+    return isinstance(method.value, ast.Name) and method.value.id in src.parameters(func)
 
 
 def calls_helper(
@@ -353,8 +234,8 @@ def calls_helper(
     then all read as that one line's. Empty where it calls none."""
     if ("helper", where, line) not in sources:
         file, _, function = where.rpartition(":")
-        units, _, safe = _statements(file, function, line, sources)
-        at = _at(units, line)
+        units, _, safe = src.statements(file, function, line, sources)
+        at = src.index_of(units, line)
         found: list[str] = []
         for node in refs.own(units[at][0]) if at is not None else ():
             func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
@@ -376,11 +257,11 @@ def holds_past_reads(where: str, function: str, sources: dict, depth: int = 3) -
     its code is not in that file (a base class's, elsewhere), or calls run deeper than
     ``depth``."""
     file = where.rpartition(":")[0]
-    definitions = _definitions(file).get(function, [])
+    definitions = src.definitions(file).get(function, [])
     if not definitions or depth <= 0:
         return True
     for func in definitions:
-        units, *_ = _statements(file, function, func.lineno, sources)
+        units, *_ = src.statements(file, function, func.lineno, sources)
         static = refs.statics(func)
         for i, (stmt, _, _) in enumerate(units):
             for name in set(refs.binds(stmt)) - static:
@@ -427,7 +308,7 @@ def _read_last(stmt: ast.stmt, name: str) -> bool:
 def _called(func: ast.AST, file: str) -> set[str]:
     """The functions of ``file`` that ``func`` calls: by name (``window_partition(x)``), or
     as a method of ``self`` (``self._pos_embed(x)``)."""
-    defined, found = _definitions(file), set()
+    defined, found = src.definitions(file), set()
     for node in ast.walk(func):
         target = getattr(node, "func", None) if isinstance(node, ast.Call) else None
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
@@ -441,7 +322,7 @@ def _called(func: ast.AST, file: str) -> set[str]:
 
 def _attributes(file: str) -> frozenset[str]:
     """The names the file's functions bind on ``self`` (``self.a, self.b = ...``)."""
-    nodes = (n for defs in _definitions(file).values() for d in defs for n in ast.walk(d))
+    nodes = (n for defs in src.definitions(file).values() for d in defs for n in ast.walk(d))
     return frozenset(
         node.attr
         for node in nodes
