@@ -39,7 +39,7 @@ class Rebound:
 
 
 def rebinding(
-    where: str, line: int, sources: dict, read_at: frozenset = frozenset()
+    where: str, line: int, sources: dict, read_at: frozenset = frozenset(), callee: tuple = ()
 ) -> Rebound | None:
     """From the statement at ``line`` (``name = ...``) to the next that binds ``name`` again;
     no spans where nothing later binds it (it lives until the function returns); ``None``
@@ -49,21 +49,27 @@ def rebinding(
     the statements at the lines ``read_at`` read: to the last of their rebindings
     (``q, k, v = qkv.unbind(2)``, views of one tensor, each pooled in turn); of a call's
     result other than a view's, the one every such statement reads, where one is (``x, size =
-    embed(x)`` ... ``x = drop(x)``: x holds it, not size).
+    embed(x)`` ... ``x = drop(x)``: x holds it, not size); or, where ``callee`` (the frame
+    the value was made in, below this one) returns it by place, the name at that place.
     ``where``: ``"file:function"``, as in ``NodeCost.stack``; ``sources``: a cache of parsed
     files, their functions' statements and these answers, one per profile."""
-    if (where, line, read_at) not in sources:
-        sources[where, line, read_at] = _rebinding(where, line, sources, read_at)
-    return sources[where, line, read_at]
+    if (where, line, read_at, callee) not in sources:
+        found = _rebinding(where, line, sources, read_at, callee)
+        sources[where, line, read_at, callee] = found
+    return sources[where, line, read_at, callee]
 
 
-def _rebinding(where: str, line: int, sources: dict, read_at: frozenset) -> Rebound | None:
+def _rebinding(
+    where: str, line: int, sources: dict, read_at: frozenset, callee: tuple
+) -> Rebound | None:
     file, _, function = where.rpartition(":")
     units, returns, safe = src.statements(file, function, line, sources)
     at = src.index_of(units, line)
     names = refs.binds(units[at][0]) if at is not None else []
     readers = [units[i][0] for i in {src.index_of(units, r) for r in read_at} if i is not None]
-    if len(names) > 1:
+    if len(names) > 1 and (placed := _returned_at(units[at][0], file, callee, sources)):
+        names = [placed]
+    elif len(names) > 1:
         read = [{n for n in names if refs.reads(stmt, n)} for stmt in readers]
         names = [n for n in names if any(n in r for r in read)]
         value = units[at][0].value
@@ -80,6 +86,33 @@ def _rebinding(where: str, line: int, sources: dict, read_at: frozenset) -> Rebo
         return Rebound([], False, False, any(f.returned for f in found))
     confirm, turns = any(f.confirm for f in found), any(f.turns for f in found)
     return Rebound(last.spans, confirm, False, any(f.returned for f in found), turns)
+
+
+def _returned_at(stmt: ast.stmt, file: str, callee: tuple, sources: dict) -> str:
+    """The name ``stmt`` (``x, rope = self._pos_embed(x)``) binds to the value that its
+    callee, at ``callee`` (``"file:function"`` and line), bound to one name and returns at
+    one place of each ``return`` (``return x, rope``): Qwen3-ViT's rope is read by every
+    block, its x rebound by the first. ``""`` where the code does not say."""
+    call, targets = getattr(stmt, "value", None), refs.binds(stmt)
+    if not (callee and isinstance(call, ast.Call) and len(targets) > 1):
+        return ""
+    (where, line), called = callee, getattr(call.func, "attr", getattr(call.func, "id", ""))
+    name = where.rpartition(":")[2]
+    module = name == "forward" and called not in src.definitions(file)  # a submodule's call
+    if name != called and not module:
+        return ""
+    units, *_ = src.statements(*where.rsplit(":", 1), line, sources)
+    at = src.index_of(units, line)
+    bound = refs.binds(units[at][0]) if at is not None else []
+    if len(bound) != 1 or any(bound[0] in refs.binds(u[0]) for u in units[at + 1 :]):
+        return ""  # bound again before a return: another value goes back by that name
+    places = set()
+    for node in (n for u in units for n in refs.own(u[0]) if isinstance(n, ast.Return)):
+        items = node.value.elts if isinstance(node.value, ast.Tuple) else []
+        if len(items) != len(targets):
+            return ""
+        places |= {i for i, e in enumerate(items) if isinstance(e, ast.Name) and e.id == bound[0]}
+    return targets[places.pop()] if len(places) == 1 else ""
 
 
 def _rebound_name(units: list[src.Unit], at: int, name: str, names: tuple) -> Rebound | None:

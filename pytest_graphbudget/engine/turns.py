@@ -37,7 +37,8 @@ def held_until(
         and len(n.stack) > frame
         and n.stack[frame][0] == where  # fmt: skip
     )
-    found = rebinding(where, line, sources, read_at)
+    callee = nodes[start].stack[frame + 1] if len(nodes[start].stack) > frame + 1 else ()
+    found = rebinding(where, line, sources, read_at, callee)
     if found is None:
         return None
     after, spans = start + 1, []

@@ -806,6 +806,39 @@ class Listed(nn.Module):
         return xs
 
 
+class _Roped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.up = nn.Linear(1024, 1024), nn.Linear(64, 1024)
+
+    def forward(self, x, rope):
+        return self.fc(x) + self.up(rope)
+
+
+class Unpacked(nn.Module):
+    """timm Qwen3-ViT's ``x, rope = self._pos_embed(x)``: a helper returns the tokens and a
+    table every block reads; x holds the tokens until the first block's call rebinds it,
+    rope holds the table to the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.table = nn.Linear(64, 1024), nn.Linear(64, 64)
+        self.blocks, self.head = nn.ModuleList([_Roped(), _Roped()]), nn.Linear(1024, 64)
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        x, rope = self._pos_embed(x)
+        for blk in self.blocks:
+            x = blk(x, rope=rope)
+        return self.head(x)
+
+    def _pos_embed(self, x):
+        table = self.table(x)
+        x = self.embed(x) * 2
+        return x, table
+
+
 @pytest.mark.skipif(
     not hasattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS"),
     reason="torch < 2.13 records only forwards' lines in an export",
@@ -830,11 +863,14 @@ class Listed(nn.Module):
         (Listed(), 67 * ROW),
         # At the head: the product and the head's 16 rows; qk (2 rows) died with ``_score``.
         (Scored(), 17 * ROW),
+        # At either block's sum: its argument, rope's row, fc's, up's and the sum's (16 rows
+        # each but rope); the helper's tokens died as the first block's call rebound x.
+        (Unpacked(), 65 * ROW),
     ],
     ids=[
         *("a-local-returned-as-a-copy", "a-view-bound-to-another-name", "a-helpers-parameter"),
         *("a-helpers-parameter-shifted", "a-branch-alias-not-run", "appended-to-a-list-returned"),
-        "items-bound-to-names",
+        *("items-bound-to-names", "a-helpers-items-unpacked-by-place"),
     ],
 )
 def test_a_helpers_names_hold_what_eager_holds(model, peak):
