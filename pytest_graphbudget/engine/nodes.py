@@ -107,6 +107,7 @@ class Measured:
     hollow: int = 0  # ops of a real forward not computed, their results rebuilt (``hollow``)
     input_masks: frozenset[str] = frozenset()  # inputs that are boolean tensors (``latency``)
     input_channels: dict[str, int] = field(default_factory=dict)  # and their dim 1 (``latency``)
+    placed: frozenset[str] = frozenset()  # helpers whose lines ``placed`` put in the stacks
 
     def outputs(self) -> set:
         """The storages the graph returns: not the other outputs of the op that made them (the

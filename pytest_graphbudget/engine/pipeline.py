@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_graphbudget.engine import walk
+from pytest_graphbudget.engine.placed import place_helper_lines
 from pytest_graphbudget.engine.profile import Profile
 from pytest_graphbudget.engine.unrecorded import unrecorded_note
 from pytest_graphbudget.errors import GraphBudgetError
@@ -91,6 +92,8 @@ def _profile(
     finally:
         for module, training in modes.items():
             module.training = training
+    if measured.frees is None:  # an export's: the lines of helpers that call submodules
+        measured.placed = place_helper_lines(measured.nodes)
     seconds = time.perf_counter() - start
     with heap_frozen():  # partitioning makes as many objects as the cost pass
         prof = assemble(

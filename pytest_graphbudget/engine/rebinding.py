@@ -309,7 +309,7 @@ def holds_past_reads(where: str, function: str, sources: dict, depth: int = 3) -
                     continue  # rebound, or into a list that holds it as long (``_appended``)
                 if last < len(units) - 1 or not _read_last(reader, name):
                     return True
-        for called in _called(func, file) - {function}:
+        for called in src.called_functions(ast.walk(func), file) - {function}:
             if holds_past_reads(where, called, sources, depth - 1):
                 return True
     return False
@@ -336,21 +336,6 @@ def _read_last(stmt: ast.stmt, name: str) -> bool:
     elif isinstance(value, ast.Tuple | ast.List):
         top += value.elts
     return all(any(read is t for t in top) for read in refs.reads(value, name))
-
-
-def _called(func: ast.AST, file: str) -> set[str]:
-    """The functions of ``file`` that ``func`` calls: by name (``window_partition(x)``), or
-    as a method of ``self`` (``self._pos_embed(x)``)."""
-    defined, found = src.definitions(file), set()
-    for node in ast.walk(func):
-        target = getattr(node, "func", None) if isinstance(node, ast.Call) else None
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-            name = target.attr if target.value.id == "self" else ""
-        else:
-            name = target.id if isinstance(target, ast.Name) else ""
-        if name in defined:
-            found.add(name)
-    return found
 
 
 def _attributes(file: str) -> frozenset[str]:

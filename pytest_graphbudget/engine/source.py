@@ -11,6 +11,7 @@ import ast
 import functools
 import linecache
 import os
+from collections.abc import Iterable
 
 from pytest_graphbudget.engine import references as refs
 
@@ -84,6 +85,43 @@ def in_loop(where: str, line: int, sources: dict) -> bool:
     units, *_ = statements(file, function, line, sources)
     at = index_of(units, line)
     return at is not None and any(isinstance(block[0], LOOPS) for block in units[at][2])
+
+
+def called_functions(nodes: Iterable[ast.AST], file: str) -> set[str]:
+    """The functions of ``file`` that calls among ``nodes`` call: by name
+    (``window_partition(x)``), or as a method of ``self`` (``self._pos_embed(x)``)."""
+    defined, found = definitions(file), set()
+    for node in nodes:
+        target = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            name = target.attr if target.value.id == "self" else ""
+        else:
+            name = target.id if isinstance(target, ast.Name) else ""
+        if name in defined:
+            found.add(name)
+    return found
+
+
+def enclosing_class(file: str, line: int) -> ast.ClassDef | None:
+    """The innermost class of ``file`` whose body holds ``line``; None at module level."""
+    try:
+        stat = os.stat(file)
+    except OSError:
+        return None
+    found = None
+    for node in _classes(file, stat.st_size, stat.st_mtime_ns):
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            found = node if found is None or node.lineno > found.lineno else found
+    return found
+
+
+@functools.lru_cache(maxsize=32)
+def _classes(file: str, size: int, mtime: int) -> list[ast.ClassDef]:
+    try:
+        tree = ast.parse("".join(linecache.getlines(file)))
+    except (SyntaxError, ValueError):
+        return []
+    return [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
 
 
 def definitions(file: str) -> dict[str, list[ast.AST]]:

@@ -26,7 +26,8 @@ def unrecorded_note(measured: Measured) -> str:
     nodes = measured.nodes
     if measured.frees is not None or not any(node.stack for node in nodes):
         return ""
-    named = {where.rpartition(":")[2] for node in nodes for where, _ in node.stack}
+    frames = {where for node in nodes for where, _ in node.stack} - measured.placed
+    named = {where.rpartition(":")[2] for where in frames}  # recorded, not placed
     parts = [node.module.split(".") for node in nodes if node.module]
     paths = {".".join(p[: i + 1]) for p in parts for i in range(len(p))}  # every module's
     made: dict[tuple, set] = {}  # a statement's frames -> what its own ops wrote

@@ -950,7 +950,8 @@ def test_an_op_with_no_line_ends_a_value_in_a_users_export(where):
 
 class Features(nn.Module):
     """timm HRNet's ``forward_features``: a helper method whose ``x``, after its last reader
-    (``self.stages(x)``), it holds to its end."""
+    (``self.stages(x)``), it holds to its end; an op of its own (HRNet's sums) leaves its
+    lines unplaced (``engine/placed.py``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -963,7 +964,7 @@ class Features(nn.Module):
     def _features(self, x):
         x = self.stem(x)
         y = self.stages(x)
-        return self.post(y)
+        return self.post(y * 2)
 
 
 class Chained(Features):
@@ -980,15 +981,17 @@ class Chained(Features):
 
 
 def test_a_users_export_names_a_helper_that_holds_a_submodules_result():
-    """The note reads the helper's source: ``_features`` holds x past its last reader, one
-    row under the tape at ``post``, and is named; ``_chain`` drops each value at its last
-    reader, equal to the tape, and is not. Neither helper's own ops read one another's."""
+    """The note reads the helper's source: ``_features`` holds x past its last reader, read
+    freed after it (the tape's peak, at ``post``: x's 16 rows, y, ``y * 2`` and post's; the
+    export's, at ``stages``: x and stages'), and is named; ``_chain`` drops each value at its
+    last reader, equal to the tape, and is not. Neither helper's own ops read one another's."""
     if not _forward_lines_only():
         pytest.skip("this torch's export records every frame (2.4): no helper goes unseen")
     x = torch.randn(1, 64)
     held, chain = Features(), Chained()
     exported = profile_model(torch.export.export(held, (x,)), x)
-    assert exported.activation_peak_bytes == profile_model(held, x).activation_peak_bytes - ROW
+    assert profile_model(held, x).activation_peak_bytes == 19 * ROW
+    assert exported.activation_peak_bytes == 17 * ROW
     [note] = exported.notes
     assert note.startswith(f"{UNRECORDED}: the graph records no lines of _features, functions")
     exported = profile_model(torch.export.export(chain, (x,)), x)
@@ -1123,6 +1126,59 @@ class Embedded(nn.Module):
         return xs
 
 
+class _Cell(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(1024, 1024)
+
+    def forward(self, left, right):
+        return self.fc(left) + right
+
+
+class Cells(nn.Module):
+    """timm PNASNet's ``forward_features``: each cell's result named and read by the next two
+    cells; eager holds every name until the helper returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.head = nn.Linear(64, 1024), nn.Linear(1024, 64)
+        self.cell_0, self.cell_1, self.cell_2 = _Cell(), _Cell(), _Cell()
+
+    def forward(self, x):
+        x = self.forward_features(x)
+        return self.head(x)
+
+    def forward_features(self, x):
+        x_stem = self.stem(x)
+        x_0 = self.cell_0(x_stem, x_stem)
+        x_1 = self.cell_1(x_stem, x_0)
+        x_2 = self.cell_2(x_0, x_1)
+        return x_2
+
+
+class Staged(nn.Module):
+    """HRNet's ``forward_features`` less its own ops: the stem's result bound to x, which a
+    helper's loop over the blocks reads (``yl = self.stages(x)``); x lives to the return."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.head = nn.Linear(64, 1024), nn.Linear(1024, 64)
+        self.blocks = nn.ModuleList([nn.Linear(1024, 1024), nn.Linear(1024, 1024)])
+
+    def forward(self, x):
+        return self.head(self.forward_features(x))
+
+    def forward_features(self, x):
+        x = self.stem(x)
+        y = self._stages(x)
+        return y
+
+    def _stages(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        return x
+
+
 @pytest.mark.parametrize(
     ("model", "x", "peak"),
     [
@@ -1147,11 +1203,17 @@ class Embedded(nn.Module):
         # At any block: the list it was handed (2 rows) and its two results; the embeddings
         # died with the first block's call.
         (Embedded(), torch.randn(1, 64), 4 * ROW),
+        # At the last cell's sum: the stem's, the two cells' before (the helper's names hold
+        # them), fc's and the sum's, 16 rows each.
+        (Cells(), torch.randn(1, 64), 80 * ROW),
+        # At the second block: the stem's (x holds it), the first block's and its own.
+        (Staged(), torch.randn(1, 64), 48 * ROW),
     ],
     ids=[
         *("a-local-no-op-reads", "a-list-joined-for-a-call", "a-math-attention-kernel"),
         *("a-math-attention-kernel-with-dropout", "a-composite-holds-its-arguments"),
         *("a-helpers-local-outlives-its-calls", "helpers-that-hold-no-name-past-its-read"),
+        *("a-helper-that-only-calls-submodules", "a-helpers-helper-that-loops-over-blocks"),
     ],
 )
 def test_a_users_exported_program_holds_what_eager_holds(model, x, peak):
@@ -1161,3 +1223,13 @@ def test_a_users_exported_program_holds_what_eager_holds(model, x, peak):
     taped = profile_model(model, x, tier="eager")
     exported = profile_model(program, x)
     assert taped.activation_peak_bytes == exported.activation_peak_bytes == peak
+
+
+def test_a_users_export_names_no_helper_whose_lines_it_placed():
+    """``Cells``' helper runs submodules only: each call's line is placed, nothing read
+    under, no note. ``Chained``'s, the same, and ``Features``' runs an op of its own: none
+    placed, and the note names it (``test_a_users_export_names_a_helper_that_holds...``)."""
+    x = torch.randn(1, 64)
+    exported = profile_model(torch.export.export(Cells(), (x,)), x)
+    assert exported.activation_peak_bytes == profile_model(Cells(), x).activation_peak_bytes
+    assert exported.notes == []
