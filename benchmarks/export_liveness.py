@@ -42,7 +42,8 @@ MODELS = (
     "yolov5nu timm:pvt_v2_b0 timm:twins_svt_small timm:selecsls42b timm:hrnet_w18_small "
     "timm:deit3_small_patch16_224 timm:edgenext_xx_small timm:mvitv2_tiny timm:tnt_s_patch16_224 "
     "timm:eva02_tiny_patch14_224 timm:crossvit_tiny_240 timm:ese_vovnet19b_dw timm:convit_tiny "
-    "timm:csatv2 timm:nf_resnet26 raft_small"
+    "timm:csatv2 timm:nf_resnet26 raft_small timm:qwen3_vit_88m timm:pnasnet5large "
+    "timm:nasnetalarge"
 ).split()
 """Models whose whole forward a non-strict export takes with the zoo's inputs (the causal
 language models return a cache object export cannot flatten)."""

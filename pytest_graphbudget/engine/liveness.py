@@ -18,6 +18,7 @@ from pytest_graphbudget.engine.rebinding import (
     holds_past_reads,
     rebinding,
     returns_argument,
+    stores_attribute,
 )
 from pytest_graphbudget.engine.source import in_loop, one_function, one_statement
 from pytest_graphbudget.engine.turns import call_of, held_until
@@ -249,8 +250,9 @@ def _unread(
     """Hold a value no op reads until its name is bound again, where the statement that made
     it binds it to one (DeBERTa's ``token_type_ids = torch.zeros(...)``, which an embedding
     with no token types never reads): Python holds a local until then, or until the function
-    returns, and frees only a temporary at once. Not an op's output where another of its
-    outputs is read: that one is the name's. ``read``: as ``_locals``'s."""
+    returns, and frees only a temporary at once; to the graph's end where it binds it to an
+    object's attribute (``rebinding.stores_attribute``). Not an op's output where another of
+    its outputs is read: that one is the name's. ``read``: as ``_locals``'s."""
     sources, uncalled = read
     readers = {key for node in nodes for key in node.reads}
     for i, node in enumerate(nodes):
@@ -260,6 +262,8 @@ def _unread(
             if born.get(key) != i or dies[key] > i:
                 continue
             if rebinding(*node.stack[-1], sources) is None:  # a temporary, or the code won't say
+                if stores_attribute(*node.stack[-1], sources):  # an object's: held to the end
+                    dies[key] = len(nodes) - 1
                 continue
             runs = [last for path, first, last in calls if path == node.module and first <= i]
             end = min((last for last in runs if last >= i), default=len(nodes) - 1)

@@ -239,6 +239,19 @@ def returns_argument(where: str, line: int, sources: dict) -> bool:
     return False
 
 
+def stores_attribute(where: str, line: int, sources: dict) -> bool:
+    """Whether the statement at ``line`` binds its value to an object's attribute
+    (diffusers' ``DiagonalGaussianDistribution``: ``self.std = torch.exp(...)``): the object
+    holds it as long as anything holds the object, which the graph does not say."""
+    file, _, function = where.rpartition(":")
+    units, *_ = src.statements(file, function, line, sources)
+    at = src.index_of(units, line)
+    stmt = units[at][0] if at is not None else None
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+    items = [t for target in targets for t in getattr(target, "elts", [target])]
+    return any(isinstance(item, ast.Attribute) for item in items)
+
+
 def appends_to_parameter(where: str, line: int, sources: dict) -> bool:
     """Whether the statement at ``line`` appends to a list its caller passed in (timm
     VoVNet's ``concat_list.append(module(x))``, ``output`` in the caller): the caller's list

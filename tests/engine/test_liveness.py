@@ -839,6 +839,30 @@ class Unpacked(nn.Module):
         return x, table
 
 
+class _Posterior:
+    def __init__(self, moments):
+        self.mean, self.logvar = torch.chunk(moments, 2, dim=1)
+        self.std = torch.exp(0.5 * self.logvar)
+
+    def mode(self):
+        return self.mean
+
+
+class Posterior(nn.Module):
+    """diffusers' AutoencoderKL: its ``DiagonalGaussianDistribution`` keeps ``std``, which no
+    op reads, as long as the forward holds the posterior."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc, self.dec = nn.Linear(64, 2048), nn.Linear(1024, 4096)
+
+    def forward(self, x):
+        for _ in range(x.shape[0]):  # FX cannot iterate over a traced size
+            pass
+        posterior = _Posterior(self.enc(x))
+        return self.dec(posterior.mode())
+
+
 @pytest.mark.skipif(
     not hasattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS"),
     reason="torch < 2.13 records only forwards' lines in an export",
@@ -866,11 +890,15 @@ class Unpacked(nn.Module):
         # At either block's sum: its argument, rope's row, fc's, up's and the sum's (16 rows
         # each but rope); the helper's tokens died as the first block's call rebound x.
         (Unpacked(), 65 * ROW),
+        # At the decoder: the moments (mean and logvar are views of them), std and the
+        # decoder's 64 rows; ``0.5 * logvar`` died as exp read it.
+        (Posterior(), 112 * ROW),
     ],
     ids=[
         *("a-local-returned-as-a-copy", "a-view-bound-to-another-name", "a-helpers-parameter"),
         *("a-helpers-parameter-shifted", "a-branch-alias-not-run", "appended-to-a-list-returned"),
         *("items-bound-to-names", "a-helpers-items-unpacked-by-place"),
+        "an-objects-attribute-no-op-reads",
     ],
 )
 def test_a_helpers_names_hold_what_eager_holds(model, peak):
