@@ -52,8 +52,29 @@ def symbolic_trace(model: nn.Module, concrete_args: dict[str, Any] | None) -> fx
     ]
     if assigned:  # the graph module would hold the proxy, and every run would grow the graph
         raise TypeError(_assigns_buffers(assigned))
+    if cached := _cached(model):
+        named = ", ".join(cached[:2]) + (f" and {len(cached) - 2} more" if len(cached) > 2 else "")
+        raise TypeError(
+            f"the forward keeps what it computes in module state ({named}), which its next "
+            "call reads back instead: FX's graph of one call would price it every time"
+        )
     with lazy_graph_modules():
         return make_graph_module(tracer.root, graph, type(model).__name__)
+
+
+def _cached(model: nn.Module) -> list[str]:
+    """The containers of module state the trace put proxies in: a cache a forward fills once
+    and reads after (timm LeViT's and EfficientFormer's ``attention_bias_cache``, keyed by
+    ``str(x.device)``, which a proxy never matches), whose graph is the first call's."""
+    return [
+        f"{path}.{key}" if path else key
+        for path, module in model.named_modules()
+        for key, value in vars(module).items()
+        if isinstance(value, dict | list | set)
+        and any(
+            isinstance(v, fx.Proxy) for v in (value.values() if isinstance(value, dict) else value)
+        )
+    ]
 
 
 def _assigns_buffers(names: list[str]) -> str:
