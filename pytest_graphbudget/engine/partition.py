@@ -10,7 +10,8 @@ Walking the nodes in topological order:
 - a reduction (softmax, norms, pooling) starts a kernel unless its latest producer's kernel is
   a pure pointwise chain, which it absorbs as a prologue;
 - views and shape ops cost nothing and ride along with their producer (or, for views of graph
-  inputs and weights, with their first consumer): they never form a kernel of their own,
+  inputs and weights, with their first consumer that reads their data, not their shape):
+  they never form a kernel of their own,
   but for a write (in place, ``WRITES_IN_PLACE``, or a factory's) in a graph with no other;
   neither do free ops that read nothing computed (``arange``, ``zeros``): they join their
   first consumer, as a compiler would generate them inside it; but a cast of a graph input or
@@ -127,7 +128,9 @@ def partition(measured: Measured) -> list[Group]:
     consumers = _consumers(measured.nodes)
     left: list[NodeCost] = []
     for node in reversed(deferred):
-        target = next((group_of[c] for c in consumers.get(node.name, []) if c in group_of), None)
+        readers = [c for c in consumers.get(node.name, []) if c in group_of]
+        readers = [c for c in readers if c not in tensorless] or readers  # not a ``.shape``
+        target = group_of[readers[0]] if readers else None
         library = _narrows(node) and _library_reader(node, consumers, by_name)
         if library:
             start(node, f"{node.kind}: a cast for {library.kind}, a library call: no prologue")

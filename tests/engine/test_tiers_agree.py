@@ -151,8 +151,28 @@ class MadeInForward(nn.Module):
         return self.proj(x + state) + torch.arange(16.0)  # 64 B
 
 
+class ClassToken(nn.Module):
+    """timm PiT's stage: a class token expanded to the batch and joined to the tokens, its
+    length (``cls.shape[1]``) read after the blocks to slice it back out. The expand, a view
+    of the weight, is read with the join that reads its data, not the slice that reads its
+    size (FX's ``getattr`` node; nothing on the tape): the token's bytes counted once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, 16))
+        self.embed, self.block, self.head = nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = self.embed(x)
+        cls = self.cls_token.expand(x.shape[0], -1, -1)
+        length = cls.shape[1]
+        x = self.block(torch.cat((cls, x), dim=1))
+        return self.head(x[:, :length])
+
+
 HAND = {
     "augmented": (Augmented, lambda: (torch.rand(64, 256),)),
+    "class_token": (ClassToken, lambda: (torch.rand(2, 8, 16),)),
     "made_in_forward": (MadeInForward, lambda: (torch.rand(2, 10, 16),)),
     "shared_act": (SharedAct, lambda: (torch.rand(2, 8),)),
     "out_variants": (OutVariants, lambda: (torch.rand(10, 10),)),
