@@ -295,9 +295,9 @@ class _CostInterpreter(fx.Interpreter):
         return self.parts.get(name) or [self.written_by.get(name, name)]
 
     def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
-        if target in LINEARS:  # F.linear in a module's code (or export's), as eager runs it
-            target = linear
-        return super().call_function(target, args, kwargs)
+        target = linear if target in LINEARS else target  # F.linear, as eager runs it
+        # lists the function may mutate, as the graph's code passes them (``tree.mutable``)
+        return super().call_function(target, *tree.mutable((args, kwargs)))
 
     def split(self, n: fx.Node) -> Any:
         """Run ``n`` again, one node per ATen op (``Split``), in place of one node for all."""

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.fx.immutable_collections import immutable_dict, immutable_list
 from torch.utils import _pytree as pytree
 
 from pytest_graphbudget.costs import Shape
@@ -57,6 +58,20 @@ def strided_shapes(value: Any) -> Any:
     """``shapes`` with each tensor's strides kept (``Strided``): for the few ops with a
     workspace, whose kernels copy or reorder by memory format (a channels-last convolution)."""
     return pytree.tree_map(_strided, value)
+
+
+def mutable(value: Any) -> Any:
+    """``value`` with FX's immutable lists and dicts (a node's arguments) as plain ones, as
+    the graph's generated code passes them: a function FX wraps may mutate its arguments
+    (torchvision swin3d's ``_get_window_and_shift_size`` sets ``window_size[i]``), which
+    ``fx.Interpreter`` refuses."""
+    kind = type(value)
+    if kind is immutable_list or kind is list or kind is tuple:
+        items = [mutable(item) for item in value]
+        return items if kind is not tuple else tuple(items)
+    if kind is immutable_dict or kind is dict:
+        return {key: mutable(item) for key, item in value.items()}
+    return value
 
 
 def tensors(value: Any) -> Iterator[torch.Tensor]:

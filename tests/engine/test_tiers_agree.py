@@ -170,8 +170,34 @@ class ClassToken(nn.Module):
         return self.head(x[:, :length])
 
 
+def _fit_window(window: list, size: list) -> list:
+    """torchvision swin3d's ``_get_window_and_shift_size``: clips the window to the input, in
+    the list it is handed (FX hands a wrapped function immutable lists)."""
+    for i in range(len(window)):
+        if size[i] <= window[i]:
+            window[i] = size[i]
+    return window
+
+
+torch.fx.wrap("_fit_window")
+
+
+class WindowFitted(nn.Module):
+    """A window fitted to the input by a function FX wraps: its graph's cost pass hands it
+    plain lists, as the graph's code would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        window = _fit_window([4, 16], [x.shape[0], x.shape[1]])
+        return self.proj(x[: window[0], : window[1]])
+
+
 HAND = {
     "augmented": (Augmented, lambda: (torch.rand(64, 256),)),
+    "window_fitted": (WindowFitted, lambda: (torch.rand(2, 8),)),
     "class_token": (ClassToken, lambda: (torch.rand(2, 8, 16),)),
     "made_in_forward": (MadeInForward, lambda: (torch.rand(2, 10, 16),)),
     "shared_act": (SharedAct, lambda: (torch.rand(2, 8),)),
