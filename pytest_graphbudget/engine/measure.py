@@ -44,6 +44,7 @@ from pytest_graphbudget.engine.nodes import (
     _out_arguments,
     _storage,
     _views,
+    in_place,
     note_input,
     record_output,
     record_reads,
@@ -185,8 +186,7 @@ def _launches(func: Any) -> int:
 def higher_order(mode: TorchDispatchMode, func: Any, args: tuple) -> Any:
     """``torch.cond`` runs the branch its predicate picks with ``mode`` on, as its dense kernel
     would, so the branch's ops are priced (reading the predicate is an ``is_nonzero`` the tape
-    sees: a path values decide). Another higher-order op is refused by its name, not with
-    torch's text, which names the mode's object."""
+    sees: a path values decide). Another higher-order op is refused by name, not by torch."""
     name = func.name()
     if name != "cond":
         raise NotImplementedError(f"torch.{name} is a higher-order op the tape cannot follow")
@@ -255,11 +255,11 @@ class _CostInterpreter(fx.Interpreter):
             return self.split(n)
         ran, value = value, self.result(n, value)
         producers = list(n.all_input_nodes)
-        # What an op wrote through out= is read from that op, as on the tape (mm(.., out=y); y+1)
         node.inputs = list(dict.fromkeys(m for p in producers for m in self.makers(p.name)))
+        # what an op wrote through out= or in place is read from it, as on the tape (y.add_(1))
         outs = {k for k in ("out", "values", "indices") if k in n.kwargs}
-        for target in pytree.tree_leaves([n.kwargs[k] for k in outs]):
-            self.written_by.update({target.name: n.name} if isinstance(target, fx.Node) else {})
+        written = [*pytree.tree_leaves([n.kwargs[k] for k in outs]), *in_place(n, value, self)]
+        self.written_by.update({t.name: n.name for t in written if isinstance(t, fx.Node)})
         sources = (n.args, {k: v for k, v in n.kwargs.items() if k not in outs})
         read = dict.fromkeys(a for a in pytree.tree_leaves(sources) if isinstance(a, fx.Node))
         record_reads(node, tree.tensor_list([self.env[a] for a in read]))

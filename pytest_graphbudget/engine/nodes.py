@@ -240,3 +240,18 @@ def _op_name(func: Any) -> str:
     name = base_name(func.name())
     namespace = getattr(func, "namespace", "aten")
     return name if namespace in ("aten", "prim") else f"{namespace}.{name}"
+
+
+def in_place(n: Any, value: Any, run: Any) -> list:
+    """The FX node whose tensor ``n`` wrote in place and returned (``pos.add_(y)``: torch's
+    ``x.add_`` returns x): what reads that node after reads ``n``'s write, as the tape's
+    readers read the in-place op's, which FX's graph names by the node before it (torchvision
+    MViT v1's ``pos_embedding.add_(...)``, then ``torch.cat((..., pos_embedding))``). Not a
+    weight or buffer written in place: read as a weight after, as on the tape. ``run``: the
+    cost pass's interpreter (its ``env`` and its recorder's ``weights``)."""
+    first = n.args[0] if n.args else None
+    name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+    if not (name.endswith("_") and not name.endswith("__") and hasattr(first, "name")):
+        return []
+    kept = run.env.get(first) is value and id(value) not in run.recorder.weights
+    return [first] if kept else []

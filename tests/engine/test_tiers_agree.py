@@ -195,8 +195,33 @@ class WindowFitted(nn.Module):
         return self.proj(x[: window[0], : window[1]])
 
 
+class PositionAdded(nn.Module):
+    """torchvision MViT v1's positional encoding: a table made from weights, added to in place
+    and then joined (``pos.add_(...)``, ``torch.cat((cls, pos))``), and added to the tokens in
+    place: what reads the table or the tokens after reads the in-place write, whose kernel it
+    joins, as on the tape (FX's graph names the node before the write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.norm = nn.Linear(16, 16), nn.LayerNorm(16)
+        self.temporal, self.spatial = (
+            nn.Parameter(torch.randn(2, 16)),
+            nn.Parameter(torch.randn(4, 16)),
+        )
+        self.cls = nn.Parameter(torch.randn(1, 16))
+
+    def forward(self, x):
+        x = self.embed(x)
+        pos = torch.repeat_interleave(self.temporal, 4, dim=0)
+        pos.add_(self.spatial.unsqueeze(0).expand(2, -1, -1).reshape(-1, 16))
+        pos = torch.cat((self.cls, pos), dim=0).unsqueeze(0)
+        x.add_(pos)
+        return self.norm(x)
+
+
 HAND = {
     "augmented": (Augmented, lambda: (torch.rand(64, 256),)),
+    "position_added": (PositionAdded, lambda: (torch.rand(1, 9, 16),)),
     "window_fitted": (WindowFitted, lambda: (torch.rand(2, 8),)),
     "class_token": (ClassToken, lambda: (torch.rand(2, 8, 16),)),
     "made_in_forward": (MadeInForward, lambda: (torch.rand(2, 10, 16),)),
