@@ -56,8 +56,8 @@ def _helper_lines(
 ) -> tuple:
     """The frames of the statements of the helpers, called at ``frame`` (of module
     ``parent``), that led to the call of the submodule ``child``: one helper's statement
-    that calls it, or one that calls another helper of the file that does (HRNet's
-    ``forward_features`` ... ``yl = self.stages(x)`` ... ``x = self.layer1(x)``). ``()``
+    that calls it, or one that calls another helper of the file that does (``yl =
+    self.stages(x)`` in one helper, ``x = self.layer1(x)`` in ``stages``). ``()``
     where the statement at ``frame`` calls it itself, or no helper does, or more than one
     statement may."""
     (where, line), own = frame, f"{parent}." if parent else ""
