@@ -24,10 +24,11 @@ already built. What the row holds:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from corpus_models import THRESHOLD, Built, Skip, build, count_params, one_line  # benchmarks/
@@ -114,13 +115,34 @@ def ours(model: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def reference_flops(model: Any, args: tuple, kwargs: dict) -> tuple[int, set[str]]:
-    """FlopCounterMode's total over one forward, and the ops it counted (by base name)."""
+    """FlopCounterMode's total over one forward, and the ops it counted (by base name).
+
+    A float32 mixture of experts on the meta device runs its experts through ``_grouped_mm``,
+    whose CPU meta kernel takes bfloat16 alone and which FlopCounterMode has no formula for:
+    the reference then runs them as transformers' ``batched_mm`` (every routed token against
+    its expert's gathered weights, a ``bmm`` that FlopCounterMode counts), the same products.
+    """
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter, experts_counted(model):
         forward(model, args, kwargs)
     counted = {_base(op) for op in counter.get_flop_counts().get("Global", {})}
     return counter.get_total_flops(), counted
+
+
+@contextlib.contextmanager
+def experts_counted(model: Any) -> Iterator[None]:
+    """transformers' experts as ``batched_mm`` in the block, where they were ``grouped_mm``."""
+    config = getattr(model, "config", None)
+    before = getattr(config, "_experts_implementation", None)
+    if before != "grouped_mm" or not hasattr(model, "set_experts_implementation"):
+        yield
+        return
+    model.set_experts_implementation("batched_mm")
+    try:
+        yield
+    finally:
+        model.set_experts_implementation(before)
 
 
 def forward(model: Any, args: tuple, kwargs: dict) -> Any:

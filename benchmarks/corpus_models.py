@@ -125,10 +125,8 @@ def _hf(model_type: str, threshold: int) -> Built:
 
     def case(meta: bool) -> Any:
         config = transformers.AutoConfig.for_model(model_type)
-        limit = huggingface._position_limit(config)
-        seq_len = min(huggingface.DEFAULT_SEQ_LEN, limit) if limit else None
-        options = LoadOptions(meta=meta, seq_len=seq_len)
-        return huggingface.build_case(config, model_type, options)
+        # no seq_len: the zoo's own default, cut to the model's positions, as a user gets it
+        return huggingface.build_case(config, model_type, LoadOptions(meta=meta))
 
     try:
         found = case(True)

@@ -70,6 +70,50 @@ def test_vit_row_on_the_meta_device():
     assert VIT_MACS == flop_counter_macs(model, torch.rand(1, 3, 160, 160))
 
 
+def test_bert_row_from_transformers_defaults_has_the_closed_form():
+    """The transformers family through the harness as ``make corpus`` runs it: BERT-base from
+    its default configuration, on the meta device, at the zoo's 128 tokens. By hand, per layer:
+    q, k, v and o 128 x 768 x 768 each, the FFN 2 x 128 x 768 x 3072, scores and values
+    2 x 128 x 128 x 768; then the pooler, one token 768 x 768."""
+    pytest.importorskip("transformers")
+    row = corpus_measure.measure("hf", "bert", repeats=0)
+    assert row["status"] == "ok", row
+    assert row["meta"] is True and row["input"] == "input_ids=1x128 attention_mask=1x128 " + (
+        "token_type_ids=1x128"
+    )
+    tokens, width = 128, 768
+    layer = 4 * tokens * width * width + 2 * tokens * width * 4 * width
+    layer += 2 * tokens * tokens * width
+    assert row["macs"] == row["macs_ref"] == 12 * layer + width * width == 11_174_215_680
+    assert row["agreement"] == "equal"
+
+
+def test_a_float32_mixture_of_experts_on_meta_has_its_reference():
+    """A float32 Mixtral on the meta device: ``_grouped_mm``'s CPU kernel takes bfloat16
+    alone, so FlopCounterMode's forward raised and the corpus listed every mixture of experts
+    as skipped. Its reference runs the experts as ``batched_mm``; by hand (2 layers, hidden 64,
+    4 heads, 2 key-value heads, 4 experts of 128, top 2, 64 tokens), per layer: q and o
+    64 x 64 x 64, k and v 64 x 64 x 32, scores and values 4 x 64 x 64 x 16 each, the router
+    64 x 64 x 4, the experts 64 x 2 x (64 x 256 + 128 x 64); then the head 64 x 64 x 128."""
+    transformers = pytest.importorskip("transformers")
+    if int(transformers.__version__.split(".")[0]) < 5:
+        pytest.skip("transformers 4 routes experts by value, which the meta device cannot")
+    config = transformers.MixtralConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, vocab_size=128,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = transformers.MixtralForCausalLM(config).eval()
+    assert model.config._experts_implementation == "grouped_mm"
+    built = corpus_models.Built(model, (torch.randint(0, 128, (1, 64)),), meta=True)
+    row = corpus_measure.measure_built(built, repeats=0)
+    attention = 2 * 64 * 64 * 64 + 2 * 64 * 64 * 32 + 2 * 4 * 64 * 64 * 16
+    layer = attention + 64 * 64 * 4 + 64 * 2 * (64 * 256 + 128 * 64)
+    assert row["macs"] == row["macs_ref"] == 2 * layer + 64 * 64 * 128
+    assert row["agreement"] == "equal"
+    assert model.config._experts_implementation == "grouped_mm"  # put back
+
+
 def test_a_fast_path_flop_counter_leaves_at_zero_is_a_known_gap():
     class Attention(torch.nn.Module):
         def __init__(self):
