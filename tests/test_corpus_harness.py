@@ -132,6 +132,27 @@ def test_a_fast_path_flop_counter_leaves_at_zero_is_a_known_gap():
     assert row["gap_ops"] == ["_native_multi_head_attention"]
 
 
+def test_a_model_whose_shapes_are_drawn_at_random_is_priced_on_the_same_draw():
+    """transformers' VITS draws its spectrogram's length (a stochastic duration predictor): two
+    unseeded forwards had priced two lengths, and the corpus listed it as differing by 3.7%."""
+
+    class Drawn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(16, 8)
+
+        def forward(self, x):
+            frames = int(torch.randint(1, 1000, ()).item())
+            return self.proj(x.expand(frames, 16))
+
+    built = corpus_models.Built(Drawn().eval(), (torch.rand(1, 16),))
+    row = corpus_measure.measure_built(built, repeats=1)
+    torch.manual_seed(corpus_measure.SEED)
+    frames = int(torch.randint(1, 1000, ()).item())
+    assert row["macs"] == row["macs_ref"] == frames * 16 * 8
+    assert row["agreement"] == "equal"
+
+
 def test_a_model_that_does_not_build_is_skipped_with_its_reason():
     row = corpus_measure.measure("timm", "no_such_model")
     assert row["status"] == "skipped"
