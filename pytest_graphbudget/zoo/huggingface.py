@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo._audio import audio_inputs
 from pytest_graphbudget.zoo._positions import (
     DEFAULT_SEQ_LEN,
     default_seq_len,
@@ -213,7 +214,7 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
 
     model = build_module(factory, options.meta)
     kwargs = example_inputs(model, config, options, name=name)
-    if options.seq_len is not None and "input_ids" not in kwargs:
+    if options.seq_len is not None and not {"input_ids", "decoder_input_ids"} & kwargs.keys():
         notes.append(f"seq_len ignored: {name} takes no token ids")
     elif options.seq_len is None and "input_ids" in kwargs:
         tokens = kwargs["input_ids"].shape[-1]
@@ -237,10 +238,12 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
       whose tokenizers do not return them);
     - ``decoder_input_ids``: ``batch x seq_len``, for encoder-decoders (T5, BART);
     - ``pixel_values``: ``batch x channels x H x W`` from the configuration's ``image_size``
-      (800 x 800 for DETR-style detectors), and ``pixel_mask`` of ones when taken.
+      (800 x 800 for DETR-style detectors), and ``pixel_mask`` of ones when taken;
+    - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``).
 
-    ``input_shape`` is ``(batch, seq_len)`` for a text model and the ``pixel_values`` shape for
-    an image model. A required parameter outside this list is an error that names it.
+    ``input_shape`` is ``(batch, seq_len)`` for a text model and the ``pixel_values`` (or
+    audio) shape for an image (or speech) model. A required parameter outside this list is an
+    error that names it.
     """
     import torch
 
@@ -285,6 +288,9 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
         if "pixel_mask" in params:
             kwargs["pixel_mask"] = torch.ones(shape[0], *shape[2:], dtype=torch.long)
 
+    if not text and not vision:  # speech: a waveform or a spectrogram (_audio.py)
+        kwargs.update(audio_inputs(params, config, options, name=name))
+
     named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     kinds = (*named, inspect.Parameter.KEYWORD_ONLY)
     empty = inspect.Parameter.empty
@@ -297,8 +303,9 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
         )
     if not kwargs:
         raise GraphBudgetError(
-            f"cannot make example inputs for {name}: its forward takes neither input_ids nor "
-            "pixel_values; build the ModelCase yourself in a fixture"
+            f"cannot make example inputs for {name}: its forward takes no input_ids, "
+            "pixel_values or speech input the zoo shapes; build the ModelCase yourself in a "
+            "fixture"
         )
     return kwargs
 

@@ -205,3 +205,77 @@ def test_detr_needs_neither_timm_nor_a_download(no_network, hub_allowed):
     assert n_params(case.model) == 41_524_768
     assert "timm resnet50" in case.note
     assert no_network == []
+
+
+def tiny_wav2vec2(folder) -> None:
+    """A wav2vec2 of width 32: two feature convolutions of 8 channels (kernel 10 stride 5,
+    kernel 3 stride 2), a grouped positional convolution (kernel 16, 4 groups), one layer."""
+    transformers = pytest.importorskip("transformers")
+    transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, vocab_size=16,
+    ).save_pretrained(folder)  # fmt: skip
+
+
+def test_a_speech_encoder_gets_one_second_of_16_khz_audio(tmp_path, no_network):
+    """User trial: a wav2vec2 configuration folder was refused ("its forward requires
+    input_values"), as were HuBERT, WavLM and every model of that family. By hand, over 16,000
+    samples: the first convolution gives (16,000 - 10) // 5 + 1 = 3,199 frames of 8 (x 10 taps),
+    the second (3,199 - 3) // 2 + 1 = 1,599 frames of 8 (x 8 x 3); the projection 1,599 x 8 x
+    32; the positional convolution 1,600 outputs (padding 8 each side, its last dropped) of 32,
+    each 8 channels of its group x 16 taps; the layer q, k, v, o 4 x 1,599 x 32 x 32, scores
+    and values 2 x 1,599 x 1,599 x 32, its MLP 2 x 1,599 x 32 x 64."""
+    from pytest_graphbudget import profile_model
+
+    tiny_wav2vec2(tmp_path)
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"input_values": (1, 16_000)}
+    frames = (3_199 - 3) // 2 + 1
+    expected = 3_199 * 8 * 10 + frames * 8 * 8 * 3 + frames * 8 * 32 + 1_600 * 32 * 8 * 16
+    expected += 4 * frames * 32 * 32 + 2 * frames * frames * 32 + 2 * frames * 32 * 64
+    assert profile_model(case).macs == expected
+    assert shapes(resolve(str(tmp_path), batch=2, meta=True)) == {"input_values": (2, 16_000)}
+    resized = resolve(str(tmp_path), input_shape=(1, 8_000), meta=True)
+    assert shapes(resized) == {"input_values": (1, 8_000)}
+    with pytest.raises(GraphBudgetError, match=r"input shape 1,1,8000 has 3 dimensions"):
+        resolve(str(tmp_path), input_shape=(1, 1, 8_000), meta=True)
+
+
+def tiny_whisper(folder) -> None:
+    """A Whisper of width 32, one encoder and one decoder layer, 8 mel bins, 16 encoder and 12
+    decoder positions."""
+    transformers = pytest.importorskip("transformers")
+    transformers.WhisperConfig(
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
+        max_source_positions=16, max_target_positions=12, vocab_size=64, pad_token_id=0,
+        bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+    ).save_pretrained(folder)  # fmt: skip
+
+
+def test_whisper_gets_its_padded_window_and_decoder_tokens(tmp_path, no_network):
+    """User trial: a Whisper configuration folder was refused as taking no input. Its feature
+    extractor pads every clip to the window its encoder checks, two frames per position (32
+    here; 3,000 for the published models), and the decoder gets tokens as T5's does, here all
+    12 of its positions. By hand: the convolutions 32 x 32 x 8 x 3 and (stride 2) 16 x 32 x 32
+    x 3; the encoder layer over 16 frames, q, k, v, o 4 x 16 x 32 x 32, scores and values
+    2 x 16 x 16 x 32, MLP 2 x 16 x 32 x 64; the decoder layer over 12 tokens: its own q, k, v,
+    o 4 x 12 x 32 x 32, scores and values 2 x 12 x 12 x 32; cross-attention q and o
+    2 x 12 x 32 x 32, k and v over the 16 frames 2 x 16 x 32 x 32, scores and values
+    2 x 12 x 16 x 32; MLP 2 x 12 x 32 x 64."""
+    from pytest_graphbudget import profile_model
+
+    tiny_whisper(tmp_path)
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"input_features": (1, 8, 32), "decoder_input_ids": (1, 12)}
+    encoder = 32 * 32 * 8 * 3 + 16 * 32 * 32 * 3
+    encoder += 4 * 16 * 32 * 32 + 2 * 16 * 16 * 32 + 2 * 16 * 32 * 64
+    decoder = 4 * 12 * 32 * 32 + 2 * 12 * 12 * 32 + 2 * 12 * 32 * 32 + 2 * 16 * 32 * 32
+    decoder += 2 * 12 * 16 * 32 + 2 * 12 * 32 * 64
+    assert profile_model(case).macs == encoder + decoder
+    short = resolve(str(tmp_path), seq_len=5, batch=2, meta=True)
+    assert shapes(short) == {"input_features": (2, 8, 32), "decoder_input_ids": (2, 5)}
+    assert "seq_len" not in (short.note or "")
+    with pytest.raises(GraphBudgetError, match=r"seq_len 20 is longer than .*decoder supports"):
+        resolve(str(tmp_path), seq_len=20, meta=True)

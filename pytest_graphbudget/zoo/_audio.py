@@ -1,0 +1,70 @@
+"""Example audio inputs for Hugging Face speech models (``huggingface.example_inputs``), chosen
+from the configuration as their feature extractors shape them, never from the name.
+
+- a raw waveform, ``input_values``: the wav2vec 2.0 family (wav2vec2, HuBERT, WavLM,
+  data2vec-audio, SEW, UniSpeech; an encoder whose configuration has ``conv_stride``, its
+  convolutional feature encoder; SpeechT5's base model, an encoder-decoder, takes hidden
+  states there) takes ``batch x samples``, one second at 16 kHz, the rate their feature
+  extractors resample to; a codec whose configuration names ``audio_channels`` and
+  ``sampling_rate`` (EnCodec, Mimi) takes ``batch x channels x samples``, one second at its
+  rate;
+- a log-mel spectrogram, ``input_features``: a Whisper encoder (``num_mel_bins`` and
+  ``max_source_positions``: Whisper, Qwen2-Audio's and Voxtral's encoders) takes
+  ``batch x num_mel_bins x frames``, the 30 s window its feature extractor pads every clip to
+  (two frames per position: 3,000), which the encoder checks;
+- and, for an encoder-decoder (Whisper), ``decoder_input_ids``: ``batch x seq_len`` tokens,
+  as for T5 or BART, within its ``max_target_positions``.
+
+``input_shape`` replaces the audio tensor's shape, ``batch`` its first dimension. Any other
+audio model is left to the caller's error, which names what its ``forward`` requires.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo._positions import default_seq_len
+from pytest_graphbudget.zoo.base import LoadOptions
+
+SPEECH_RATE = 16_000  # samples a second: what wav2vec2's and Whisper's extractors resample to
+WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,000 -> 1,500
+
+
+def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, ...]] | None:
+    """The audio input ``forward`` takes and its default shape, or None: not one we know."""
+    if "input_values" in params:
+        if hasattr(config, "conv_stride") and not getattr(config, "is_encoder_decoder", False):
+            return "input_values", (batch, SPEECH_RATE)
+        channels = getattr(config, "audio_channels", None)
+        rate = getattr(config, "sampling_rate", None)
+        if isinstance(channels, int) and isinstance(rate, int):
+            return "input_values", (batch, channels, rate)
+    if "input_features" in params:
+        mels = getattr(config, "num_mel_bins", None)
+        positions = getattr(config, "max_source_positions", None)
+        if isinstance(mels, int) and isinstance(positions, int):
+            return "input_features", (batch, mels, WHISPER_FRAMES_PER_POSITION * positions)
+    return None
+
+
+def audio_inputs(params: Any, config: Any, options: LoadOptions, *, name: str) -> dict[str, Any]:
+    """The audio tensor (and an encoder-decoder's decoder tokens) for ``forward``, or nothing."""
+    from pytest_graphbudget.zoo._build import image, token_ids
+
+    found = audio_shape(params, config, options.batch or 1)
+    if found is None:
+        return {}
+    key, default = found
+    kwargs: dict[str, Any] = {key: image(options.image_shape(default))}
+    batch = kwargs[key].shape[0]
+    if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
+        limit = getattr(config, "max_target_positions", None)
+        limit = limit if isinstance(limit, int) else None
+        seq_len = options.seq_len or default_seq_len(limit)
+        if limit is not None and seq_len > limit:
+            raise GraphBudgetError(
+                f"seq_len {seq_len} is longer than {name}'s decoder supports ({limit} positions)"
+            )
+        kwargs["decoder_input_ids"] = token_ids(batch, seq_len, config.vocab_size, low=3)
+    return kwargs
