@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.zoo._audio import audio_inputs
+from pytest_graphbudget.zoo._images import image_inputs, reads_image_tokens, takes_image
 from pytest_graphbudget.zoo._positions import (
     DEFAULT_SEQ_LEN,
     default_seq_len,
@@ -78,11 +79,6 @@ TASK_CLASSES = {
     "conditional_detr": "ConditionalDetrForObjectDetection",
     "table-transformer": "TableTransformerForObjectDetection",
 }
-
-# Image sizes for models whose configuration has no ``image_size``: DETR-style detectors are
-# fed the shortest edge their image processor resizes to (800), as a square.
-DETECTION_IMAGE_SIZE = 800
-DEFAULT_IMAGE_SIZE = 224
 
 _TIMM_RESNETS = {
     "resnet18": ("basic", [2, 2, 2, 2], [64, 128, 256, 512]),
@@ -223,6 +219,11 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
                 f"seq_len {tokens}: {name} has {tokens} positions, under the default "
                 f"{DEFAULT_SEQ_LEN}"
             )
+    if "input_ids" in kwargs and "pixel_values" not in kwargs and reads_image_tokens(config):
+        notes.append(
+            f"text only: {name} reads an image at image tokens in its text, which example ids "
+            "do not hold; for the image's cost, profile its processor's inputs in a fixture"
+        )
     if source == "hub":
         notes.append("configuration downloaded from the Hugging Face hub")
     return ModelCase(model, (), kwargs, name=name, note="; ".join(notes) or None)
@@ -238,7 +239,9 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
       whose tokenizers do not return them);
     - ``decoder_input_ids``: ``batch x seq_len``, for encoder-decoders (T5, BART);
     - ``pixel_values``: ``batch x channels x H x W`` from the configuration's ``image_size``
-      (800 x 800 for DETR-style detectors), and ``pixel_mask`` of ones when taken;
+      (800 x 800 for DETR-style detectors), and ``pixel_mask`` of ones when taken; beside text
+      where the model reads them apart (CLIP), not where it reads an image at image tokens
+      (LLaVA: ``_images.py``);
     - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``).
 
     ``input_shape`` is ``(batch, seq_len)`` for a text model and the ``pixel_values`` (or
@@ -247,13 +250,13 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     """
     import torch
 
-    from pytest_graphbudget.zoo._build import image, token_ids
+    from pytest_graphbudget.zoo._build import token_ids
 
     params = inspect.signature(model.forward).parameters
     kwargs: dict[str, Any] = {}
     batch = options.batch or 1
     text = "input_ids" in params
-    vision = "pixel_values" in params
+    vision = takes_image(params, config)
 
     if text:
         limit = position_limit(config)
@@ -278,17 +281,10 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
         if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
             kwargs["decoder_input_ids"] = token_ids(batch, seq_len, vocab, low=3)
 
-    # text and image (CLIP, SigLIP): both inputs, the image's size its vision_config's
-    seen = getattr(config, "vision_config", None) if text else config
-    if vision and seen is not None:
-        channels = getattr(seen, "num_channels", 3) or 3
-        height, width = _image_size(seen)
-        shape = options.image_shape((batch, channels, height, width))
-        kwargs["pixel_values"] = image(shape)
-        if "pixel_mask" in params:
-            kwargs["pixel_mask"] = torch.ones(shape[0], *shape[2:], dtype=torch.long)
-
-    if not text and not vision:  # speech: a waveform or a spectrogram (_audio.py)
+    if vision:  # an image (_images.py), beside text where the model reads them apart (CLIP)
+        detection = config.model_type in TASK_CLASSES
+        kwargs.update(image_inputs(params, config, options, detection=detection))
+    elif not text:  # speech: a waveform or a spectrogram (_audio.py)
         kwargs.update(audio_inputs(params, config, options, name=name))
 
     named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -340,17 +336,6 @@ def _portable_backbone(config: Any) -> tuple[Any, str | None]:
         if hasattr(config, key):
             setattr(config, key, False)
     return config, f"backbone: timm {timm_name} built as the identical transformers ResNet"
-
-
-def _image_size(config: Any) -> tuple[int, int]:
-    size = getattr(config, "image_size", None)
-    if isinstance(size, int):
-        return size, size
-    if isinstance(size, (list, tuple)) and len(size) == 2:
-        return int(size[0]), int(size[1])
-    if getattr(config, "model_type", "") in TASK_CLASSES:
-        return DETECTION_IMAGE_SIZE, DETECTION_IMAGE_SIZE
-    return DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE
 
 
 def _from_pretrained(transformers: Any, name: str, *, local_files_only: bool) -> Any:

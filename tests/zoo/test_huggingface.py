@@ -279,3 +279,38 @@ def test_whisper_gets_its_padded_window_and_decoder_tokens(tmp_path, no_network)
     assert "seq_len" not in (short.note or "")
     with pytest.raises(GraphBudgetError, match=r"seq_len 20 is longer than .*decoder supports"):
         resolve(str(tmp_path), seq_len=20, meta=True)
+
+
+def tiny_llava(folder) -> None:
+    """A LLaVA: a CLIP vision tower and a Llama of width 32, one layer each."""
+    transformers = pytest.importorskip("transformers")
+    vision = transformers.CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=32, patch_size=16,
+    )  # fmt: skip
+    text = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, vocab_size=64, pad_token_id=0,
+    )  # fmt: skip
+    config = transformers.LlavaConfig(vision_config=vision, text_config=text)
+    config.image_token_index = config.image_token_id = 63
+    config.save_pretrained(folder)
+
+
+def test_a_vision_language_model_gets_its_text_alone_with_a_note(tmp_path, no_network):
+    """User trial: a LLaVA configuration folder, since the zoo gave CLIP both inputs, got an
+    image beside token ids that do not place it, and its forward raised ("Image features and
+    image tokens do not match"; on the meta device, reading values); Qwen-VL, Gemma 3 and
+    80-odd others alike. It gets the
+    text, as before, and a note says the image's path is not priced. By hand, 128 tokens through
+    the Llama layer: q, k, v, o 4 x 128 x 32 x 32, scores and values 2 x 128 x 128 x 32, its
+    gated MLP 3 x 128 x 32 x 64."""
+    from pytest_graphbudget import profile_model
+
+    tiny_llava(tmp_path)
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"input_ids": (1, 128), "attention_mask": (1, 128)}
+    assert "text only:" in case.note and "image tokens" in case.note
+    assert profile_model(case).macs == 4 * 128 * 32 * 32 + 2 * 128 * 128 * 32 + 3 * 128 * 32 * 64
+    resized = resolve(str(tmp_path), input_shape=(2, 16), meta=True)
+    assert shapes(resized)["input_ids"] == (2, 16)

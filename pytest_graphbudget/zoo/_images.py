@@ -1,0 +1,60 @@
+"""Example images for Hugging Face models (``huggingface.example_inputs``), from the
+configuration: ``pixel_values`` at its ``image_size`` and a ``pixel_mask`` of ones.
+
+A model that takes text and an image gets both where its forward reads the two apart (CLIP,
+SigLIP: the image at its ``vision_config``'s size). A vision-language model (LLaVA, Qwen-VL,
+Gemma 3, PaliGemma: a configuration with ``image_token_id`` or ``image_token_index``) places
+the image's features at placeholder tokens in its text, which example token ids do not hold:
+given an image beside them its forward raises, so it gets the text alone, said in a note.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_graphbudget.zoo.base import LoadOptions
+
+DETECTION_IMAGE_SIZE = 800  # DETR-style detectors: the shortest edge their processor resizes to
+DEFAULT_IMAGE_SIZE = 224
+IMAGE_TOKENS = ("image_token_id", "image_token_index")
+
+
+def reads_image_tokens(config: Any) -> bool:
+    """Whether the model's text carries its image, as placeholder tokens."""
+    return any(getattr(config, key, None) is not None for key in IMAGE_TOKENS)
+
+
+def takes_image(params: Any, config: Any) -> bool:
+    """Whether the example inputs include an image (see the module's docstring)."""
+    if "pixel_values" not in params:
+        return False
+    if "input_ids" in params:
+        return getattr(config, "vision_config", None) is not None and not reads_image_tokens(config)
+    return True
+
+
+def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: bool) -> dict:
+    """``pixel_values`` (and ``pixel_mask``) for a model ``takes_image`` accepts."""
+    import torch
+
+    from pytest_graphbudget.zoo._build import image
+
+    seen = getattr(config, "vision_config", None) if "input_ids" in params else config
+    channels = getattr(seen, "num_channels", 3) or 3
+    height, width = image_size(seen, detection=detection)
+    shape = options.image_shape((options.batch or 1, channels, height, width))
+    kwargs = {"pixel_values": image(shape)}
+    if "pixel_mask" in params:
+        kwargs["pixel_mask"] = torch.ones(shape[0], *shape[2:], dtype=torch.long)
+    return kwargs
+
+
+def image_size(config: Any, *, detection: bool) -> tuple[int, int]:
+    size = getattr(config, "image_size", None)
+    if isinstance(size, int):
+        return size, size
+    if isinstance(size, (list, tuple)) and len(size) == 2:
+        return int(size[0]), int(size[1])
+    if detection:
+        return DETECTION_IMAGE_SIZE, DETECTION_IMAGE_SIZE
+    return DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE
