@@ -153,6 +153,33 @@ def test_a_model_whose_shapes_are_drawn_at_random_is_priced_on_the_same_draw():
     assert row["agreement"] == "equal"
 
 
+def test_a_model_that_reads_a_value_on_the_meta_device_is_measured_with_weights(monkeypatch):
+    """Longformer, LED and XLM read values of their own tensors (``.item()``), which the meta
+    device has none of: the corpus listed them as skipped. Built again with real weights, as a
+    user profiles them, they are measured, and the row says why."""
+
+    class Kept(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(16, 8)
+            self.register_buffer("keep", torch.tensor([1.0, 1.0, 1.0, 0.0]))
+
+        def forward(self, x):
+            return self.proj(x[: int(self.keep.sum().item())])
+
+    def kept(name: str, threshold: int) -> corpus_models.Built:
+        model = Kept().eval()
+        meta = corpus_models.count_params(model) > threshold
+        args = (torch.rand(4, 16),)
+        return corpus_models.Built(model.to("meta") if meta else model, args, meta=meta)
+
+    monkeypatch.setitem(corpus_models.BUILDERS, "test", kept)
+    row = corpus_measure.measure("test", "kept", repeats=0, threshold=0)
+    assert row["status"] == "ok" and row["meta"] is False, row
+    assert "DataDependentOutputException" in row["real_after"]
+    assert row["macs"] == row["macs_ref"] == 3 * 16 * 8
+
+
 def test_a_model_that_does_not_build_is_skipped_with_its_reason():
     row = corpus_measure.measure("timm", "no_such_model")
     assert row["status"] == "skipped"
