@@ -8,6 +8,9 @@ from the configuration as their feature extractors shape them, never from the na
   extractors resample to; a codec whose configuration names ``audio_channels`` and
   ``sampling_rate`` (EnCodec, Mimi) takes ``batch x channels x samples``, one second at its
   rate;
+- a spectrogram as ``input_values``: the Audio Spectrogram Transformer (``num_mel_bins`` and
+  ``max_length``) takes ``batch x max_length x num_mel_bins``, the frames its feature extractor
+  pads every clip to (1,024, about 10 s);
 - a log-mel spectrogram, ``input_features``: a Whisper encoder (``num_mel_bins`` and
   ``max_source_positions``: Whisper, Qwen2-Audio's and Voxtral's encoders) takes
   ``batch x num_mel_bins x frames``, the 30 s window its feature extractor pads every clip to
@@ -36,6 +39,9 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
     if "input_values" in params:
         if hasattr(config, "conv_stride") and not getattr(config, "is_encoder_decoder", False):
             return "input_values", (batch, SPEECH_RATE)
+        mels, frames = getattr(config, "num_mel_bins", None), getattr(config, "max_length", None)
+        if isinstance(mels, int) and isinstance(frames, int):
+            return "input_values", (batch, frames, mels)
         channels = getattr(config, "audio_channels", None)
         rate = getattr(config, "sampling_rate", None)
         if isinstance(channels, int) and isinstance(rate, int):

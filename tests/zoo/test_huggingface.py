@@ -318,3 +318,22 @@ def test_a_vision_language_model_gets_its_text_alone_with_a_note(tmp_path, no_ne
     assert profile_model(case).macs == expected
     resized = resolve(str(tmp_path), input_shape=(2, 16), meta=True)
     assert shapes(resized)["input_ids"] == (2, 16)
+
+
+def test_the_audio_spectrogram_transformer_gets_its_padded_frames(tmp_path, no_network):
+    """Its feature extractor pads every clip to ``max_length`` frames of ``num_mel_bins``
+    (1,024 x 128 published; 36 x 26 here). By hand: the spectrogram, an image of 26 x 36,
+    gives (26 - 16) // 10 + 1 = 2 by (36 - 16) // 10 + 1 = 3 patches of 16 x 16 (stride 10),
+    each 32 x 256; 8 tokens with the class and distillation tokens through one layer: q, k, v,
+    o 4 x 8 x 32 x 32, scores and values 2 x 8 x 8 x 32, MLP 2 x 8 x 32 x 64."""
+    from pytest_graphbudget import profile_model
+
+    transformers = pytest.importorskip("transformers")
+    transformers.ASTConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        num_mel_bins=26, max_length=36,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"input_values": (1, 36, 26)}
+    expected = 6 * 32 * 16 * 16 + 4 * 8 * 32 * 32 + 2 * 8 * 8 * 32 + 2 * 8 * 32 * 64
+    assert profile_model(case).macs == expected
