@@ -15,16 +15,28 @@ from pytest_graphbudget.errors import GraphBudgetError
 
 MARK = " ignored: "
 """How a zoo loader's note says an option had no effect (``zoo/torchvision.py``)."""
+PARTIAL = "text only: "
+"""How a zoo loader's note says its example inputs reach part of the model: a vision-language
+model given its text alone (``zoo/_images.py``)."""
 
 
 def refuse_ignored(case: Any, name: str) -> Any:
-    """``case`` when the zoo used every option of table ``name``, else a one-line error."""
-    ignored = [part for part in (case.note or "").split("; ") if MARK in part]
+    """``case`` when the zoo used every option of table ``name`` and its inputs reach the whole
+    model, else a one-line error: a budget on a vision-language model's text alone would pass
+    with its vision tower never checked."""
+    notes = (case.note or "").split("; ")
+    ignored = [part for part in notes if MARK in part]
     if ignored:
         option = ignored[0].split(MARK)[0]
         raise GraphBudgetError(
             f"{ignored[0]} (budget table {name}); remove {option} from the table: "
             "it would check the same profile as without it"
+        )
+    partial = [part for part in notes if part.startswith(PARTIAL)]
+    if partial:
+        raise GraphBudgetError(
+            f"{partial[0]} (budget table {name}); a budget on these inputs would check the "
+            "text alone"
         )
     return case
 

@@ -222,7 +222,7 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
     if "input_ids" in kwargs and "pixel_values" not in kwargs and reads_image_tokens(config):
         notes.append(
             f"text only: {name} reads an image at image tokens in its text, which example ids "
-            "do not hold; for the image's cost, profile its processor's inputs in a fixture"
+            "do not hold: to price the image, profile its processor's inputs in a fixture"
         )
     if source == "hub":
         notes.append("configuration downloaded from the Hugging Face hub")

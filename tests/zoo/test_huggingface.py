@@ -337,3 +337,24 @@ def test_the_audio_spectrogram_transformer_gets_its_padded_frames(tmp_path, no_n
     assert shapes(case) == {"input_values": (1, 36, 26)}
     expected = 6 * 32 * 16 * 16 + 4 * 8 * 32 * 32 + 2 * 8 * 8 * 32 + 2 * 8 * 32 * 64
     assert profile_model(case).macs == expected
+
+
+def test_a_budget_on_a_vision_language_model_from_the_zoo_is_refused(
+    tmp_path, monkeypatch, capsys, no_network
+):
+    """A budget table on that LLaVA would check its text alone and pass, its vision tower never
+    priced (the note is read by nobody at run time): the table's one-line error says so."""
+    from pytest_graphbudget import cli
+
+    tiny_llava(tmp_path / "llava")
+    (tmp_path / "pyproject.toml").write_text("[tool.graph_budget]\n")
+    (tmp_path / "budgets").mkdir()
+    (tmp_path / "budgets" / "vlm.toml").write_text(
+        '[models.vlm]\nmodel = "llava"\nmeta = true\nflops_max = "1G"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "--no-cache", "budgets"]) == 1
+    out = capsys.readouterr().out
+    assert "error: vlm: text only: llava reads an image at image tokens" in out
+    assert "(budget table vlm); a budget on these inputs would check the text alone" in out
+    assert "1 model could not be checked" in out
