@@ -1,5 +1,7 @@
 """Example images for Hugging Face models (``huggingface.example_inputs``), from the
-configuration: ``pixel_values`` at its ``image_size`` and a ``pixel_mask`` of ones.
+configuration: ``pixel_values`` at its ``image_size`` and a ``pixel_mask`` of ones. A video
+model (VideoMAE, TimeSformer, ViViT: ``num_frames`` in its configuration) gets a clip,
+``batch x num_frames x channels x H x W``, as its video processor stacks the frames.
 
 A model that takes text and an image gets both where its forward reads the two apart (CLIP,
 SigLIP: the image at its ``vision_config``'s size). A vision-language model (LLaVA, Qwen-VL,
@@ -42,7 +44,9 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
     seen = getattr(config, "vision_config", None) if "input_ids" in params else config
     channels = getattr(seen, "num_channels", 3) or 3
     height, width = image_size(seen, detection=detection)
-    shape = options.image_shape((options.batch or 1, channels, height, width))
+    frames = getattr(seen, "num_frames", None)  # a video model: a clip of its frames
+    clip = (frames,) if isinstance(frames, int) else ()
+    shape = options.image_shape((options.batch or 1, *clip, channels, height, width))
     kwargs = {"pixel_values": image(shape)}
     if "pixel_mask" in params:
         kwargs["pixel_mask"] = torch.ones(shape[0], *shape[2:], dtype=torch.long)

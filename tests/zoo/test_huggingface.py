@@ -358,3 +358,23 @@ def test_a_budget_on_a_vision_language_model_from_the_zoo_is_refused(
     assert "error: vlm: text only: llava reads an image at image tokens" in out
     assert "(budget table vlm); a budget on these inputs would check the text alone" in out
     assert "1 model could not be checked" in out
+
+
+def test_a_video_model_gets_a_clip_of_its_frames(tmp_path, no_network):
+    """User trial: VideoMAE, TimeSformer and ViViT were given one image, and their forward raised
+    "not enough values to unpack (expected 5, got 4)". A clip of ``num_frames`` frames, as the
+    video processor stacks them: 4 frames of 32 x 32 here. By hand: tubelets of 2 frames x
+    16 x 16 give 2 x 2 x 2 = 8 tokens, each 32 x (3 x 2 x 16 x 16); one layer over 8 tokens:
+    q, k, v, o 4 x 8 x 32 x 32, scores and values 2 x 8 x 8 x 32, MLP 2 x 8 x 32 x 64."""
+    from pytest_graphbudget import profile_model
+
+    transformers = pytest.importorskip("transformers")
+    transformers.VideoMAEConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        image_size=32, patch_size=16, num_frames=4, tubelet_size=2,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"pixel_values": (1, 4, 3, 32, 32)}
+    expected = 8 * 32 * 3 * 2 * 16 * 16 + 4 * 8 * 32 * 32 + 2 * 8 * 8 * 32 + 2 * 8 * 32 * 64
+    assert profile_model(case).macs == expected
+    assert shapes(resolve(str(tmp_path), batch=2, meta=True)) == {"pixel_values": (2, 4, 3, 32, 32)}
