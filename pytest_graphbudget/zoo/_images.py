@@ -1,7 +1,8 @@
 """Example images for Hugging Face models (``huggingface.example_inputs``), from the
 configuration: ``pixel_values`` at its ``image_size`` and a ``pixel_mask`` of ones. A video
 model (VideoMAE, TimeSformer, ViViT: ``num_frames`` in its configuration) gets a clip,
-``batch x num_frames x channels x H x W``, as its video processor stacks the frames.
+``batch x num_frames x channels x H x W``, as its video processor stacks the frames. SigLIP 2's
+NaFlex (``spatial_shapes`` in its forward) gets its patches flattened (``naflex_inputs``).
 
 A model that takes text and an image gets both where its forward reads the two apart (CLIP,
 SigLIP: the image at its ``vision_config``'s size). A vision-language model (LLaVA, Qwen-VL,
@@ -12,9 +13,11 @@ given an image beside them its forward raises, so it gets the text alone, said i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from pytest_graphbudget.zoo.base import LoadOptions
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo.base import LoadOptions, written_shape
 
 DETECTION_IMAGE_SIZE = 800  # DETR-style detectors: the shortest edge their processor resizes to
 DEFAULT_IMAGE_SIZE = 224
@@ -42,6 +45,9 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
     from pytest_graphbudget.zoo._build import image
 
     seen = getattr(config, "vision_config", None) if "input_ids" in params else config
+    patches = getattr(seen, "num_patches", None)
+    if "spatial_shapes" in params and isinstance(patches, int):
+        return naflex_inputs(seen, options, patches)
     channels = getattr(seen, "num_channels", 3) or 3
     height, width = image_size(seen, detection=detection)
     frames = getattr(seen, "num_frames", None)  # a video model: a clip of its frames
@@ -49,7 +55,7 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
     shape = options.image_shape((options.batch or 1, *clip, channels, height, width))
     kwargs = {"pixel_values": image(shape)}
     if "pixel_mask" in params:
-        kwargs["pixel_mask"] = torch.ones(shape[0], *shape[2:], dtype=torch.long)
+        kwargs["pixel_mask"] = torch.ones(shape[0], *shape[-2:], dtype=torch.long)
     return kwargs
 
 
@@ -62,3 +68,26 @@ def image_size(config: Any, *, detection: bool) -> tuple[int, int]:
     if detection:
         return DETECTION_IMAGE_SIZE, DETECTION_IMAGE_SIZE
     return DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE
+
+
+def naflex_inputs(config: Any, options: LoadOptions, patches: int) -> dict:
+    """SigLIP 2's NaFlex: the image as ``num_patches`` flattened patches of a square grid, a
+    ``pixel_attention_mask`` of ones over them and the grid's ``spatial_shapes``, as its
+    processor gives a square image."""
+    import torch
+
+    from pytest_graphbudget.zoo._build import image
+
+    flat = config.num_channels * config.patch_size**2
+    shape = options.image_shape((options.batch or 1, patches, flat))
+    side = math.isqrt(shape[1])
+    if side * side != shape[1] or shape[2] != flat:
+        raise GraphBudgetError(
+            f"input shape {written_shape(shape)}: a NaFlex model takes (batch, patches, {flat}), "
+            "its patches a square grid such as 256 (16 x 16)"
+        )
+    return {
+        "pixel_values": image(shape),
+        "pixel_attention_mask": torch.ones(shape[:2], dtype=torch.long),
+        "spatial_shapes": torch.tensor([[side, side]] * shape[0], dtype=torch.long),
+    }

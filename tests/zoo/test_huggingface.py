@@ -378,3 +378,28 @@ def test_a_video_model_gets_a_clip_of_its_frames(tmp_path, no_network):
     expected = 8 * 32 * 3 * 2 * 16 * 16 + 4 * 8 * 32 * 32 + 2 * 8 * 8 * 32 + 2 * 8 * 32 * 64
     assert profile_model(case).macs == expected
     assert shapes(resolve(str(tmp_path), batch=2, meta=True)) == {"pixel_values": (2, 4, 3, 32, 32)}
+
+
+def test_siglip2_naflex_gets_its_patches_mask_and_grid(tmp_path, no_network):
+    """User trial: SigLIP 2 (NaFlex) was given an image, and its forward raised ("a and b must
+    have same reduction dim"): it takes its image as flattened patches, a mask over them and
+    the grid they came from. 4 patches of 3 x 4 x 4 here (a 2 x 2 grid). By hand, the vision
+    tower's layer over its 4 patches: q, k, v, o 4 x 4 x 32 x 32, scores and values
+    2 x 4 x 4 x 32, MLP 2 x 4 x 32 x 64."""
+    from pytest_graphbudget import profile_model
+
+    transformers = pytest.importorskip("transformers")
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
+    tower["num_attention_heads"] = 2
+    transformers.Siglip2Config(
+        text_config={**tower, "vocab_size": 64},
+        vision_config={**tower, "num_patches": 4, "patch_size": 4},
+    ).save_pretrained(tmp_path)
+    case = resolve(str(tmp_path), seq_len=8, meta=False)  # it reads the grid's values
+    found = shapes(case)
+    assert found["pixel_values"] == (1, 4, 48) and found["pixel_attention_mask"] == (1, 4)
+    assert case.kwargs["spatial_shapes"].tolist() == [[2, 2]]
+    modules = profile_model(case).modules
+    assert modules["vision_model.encoder"].macs == 4 * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 4 * 4 * 32
+    with pytest.raises(GraphBudgetError, match=r"input shape 1,6,48: a NaFlex model takes"):
+        resolve(str(tmp_path), input_shape=(1, 6, 48), meta=True)
