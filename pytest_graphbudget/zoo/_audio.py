@@ -1,7 +1,8 @@
 """Example audio inputs for Hugging Face speech models (``huggingface.example_inputs``), chosen
 from the configuration as their feature extractors shape them, never from the name.
 
-- a raw waveform, ``input_values``: the wav2vec 2.0 family (wav2vec2, HuBERT, WavLM,
+- a raw waveform, ``input_values``: Moonshine (an encoder-decoder whose forward takes
+  ``decoder_input_ids``) and the wav2vec 2.0 family (wav2vec2, HuBERT, WavLM,
   data2vec-audio, SEW, UniSpeech; an encoder whose configuration has ``conv_stride``, its
   convolutional feature encoder; SpeechT5's base model, an encoder-decoder, takes hidden
   states there) takes ``batch x samples``, one second at 16 kHz, the rate their feature
@@ -15,8 +16,8 @@ from the configuration as their feature extractors shape them, never from the na
   ``max_source_positions``: Whisper, Qwen2-Audio's and Voxtral's encoders) takes
   ``batch x num_mel_bins x frames``, the 30 s window its feature extractor pads every clip to
   (two frames per position: 3,000), which the encoder checks;
-- and, for an encoder-decoder (Whisper), ``decoder_input_ids``: ``batch x seq_len`` tokens,
-  as for T5 or BART, within its ``max_target_positions``.
+- and, for an encoder-decoder (Whisper, Moonshine), ``decoder_input_ids``: ``batch x seq_len``
+  tokens, as for T5 or BART, within its ``max_target_positions`` (``max_position_embeddings``).
 
 ``input_shape`` replaces the audio tensor's shape, ``batch`` its first dimension. Any other
 audio model is left to the caller's error, which names what its ``forward`` requires.
@@ -37,7 +38,10 @@ WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,
 def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, ...]] | None:
     """The audio input ``forward`` takes and its default shape, or None: not one we know."""
     if "input_values" in params:
-        if hasattr(config, "conv_stride") and not getattr(config, "is_encoder_decoder", False):
+        seq2seq = getattr(config, "is_encoder_decoder", False)
+        if hasattr(config, "conv_stride") and not seq2seq:
+            return "input_values", (batch, SPEECH_RATE)
+        if seq2seq and "decoder_input_ids" in params:  # Moonshine: a waveform in, tokens out
             return "input_values", (batch, SPEECH_RATE)
         mels, frames = getattr(config, "num_mel_bins", None), getattr(config, "max_length", None)
         if isinstance(mels, int) and isinstance(frames, int):
@@ -66,6 +70,7 @@ def audio_inputs(params: Any, config: Any, options: LoadOptions, *, name: str) -
     batch = kwargs[key].shape[0]
     if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
         limit = getattr(config, "max_target_positions", None)
+        limit = getattr(config, "max_position_embeddings", None) if limit is None else limit
         limit = limit if isinstance(limit, int) else None
         seq_len = options.seq_len or default_seq_len(limit)
         if limit is not None and seq_len > limit:

@@ -403,3 +403,25 @@ def test_siglip2_naflex_gets_its_patches_mask_and_grid(tmp_path, no_network):
     assert modules["vision_model.encoder"].macs == 4 * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 4 * 4 * 32
     with pytest.raises(GraphBudgetError, match=r"input shape 1,6,48: a NaFlex model takes"):
         resolve(str(tmp_path), input_shape=(1, 6, 48), meta=True)
+
+
+def test_moonshine_gets_one_second_of_audio_and_decoder_tokens(tmp_path, no_network):
+    """User trial: Moonshine (a waveform in, tokens out) was refused as taking no input. One
+    second at 16 kHz, and decoder tokens as Whisper's. By hand, its convolutional stem over
+    16,000 samples: (16,000 - 127) // 64 + 1 = 249 frames of 32 (x 127 taps), then
+    (249 - 7) // 3 + 1 = 81 frames of 64 (x 32 x 7), then (81 - 3) // 2 + 1 = 40 of 32
+    (x 64 x 3)."""
+    from pytest_graphbudget import profile_model
+
+    transformers = pytest.importorskip("transformers")
+    transformers.MoonshineConfig(
+        hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=1,
+        decoder_num_hidden_layers=1, encoder_num_attention_heads=2,
+        decoder_num_attention_heads=2, vocab_size=64, max_position_embeddings=24,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"input_values": (1, 16_000), "decoder_input_ids": (1, 24)}
+    modules = profile_model(case).modules
+    stem = {"conv1": 249 * 32 * 127, "conv2": 81 * 64 * 32 * 7, "conv3": 40 * 32 * 64 * 3}
+    assert {name: modules[f"encoder.{name}"].macs for name in stem} == stem
