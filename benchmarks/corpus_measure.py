@@ -164,17 +164,21 @@ def reference_flops(model: Any, args: tuple, kwargs: dict) -> tuple[int, set[str
 
 @contextlib.contextmanager
 def experts_counted(model: Any) -> Iterator[None]:
-    """transformers' experts as ``batched_mm`` in the block, where they were ``grouped_mm``."""
-    config = getattr(model, "config", None)
-    before = getattr(config, "_experts_implementation", None)
-    if before != "grouped_mm" or not hasattr(model, "set_experts_implementation"):
-        yield
-        return
-    model.set_experts_implementation("batched_mm")
+    """transformers' experts as ``batched_mm`` in the block, where they were ``grouped_mm``:
+    the model's own, or a submodel's (Kimi K2.5's language model, inside a vision wrapper)."""
+    grouped = [
+        module
+        for module in model.modules()
+        if hasattr(module, "set_experts_implementation")
+        and getattr(module.config, "_experts_implementation", None) == "grouped_mm"
+    ]
+    for module in grouped:
+        module.set_experts_implementation("batched_mm")
     try:
         yield
     finally:
-        model.set_experts_implementation(before)
+        for module in grouped:
+            module.set_experts_implementation("grouped_mm")
 
 
 def forward(model: Any, args: tuple, kwargs: dict) -> Any:
