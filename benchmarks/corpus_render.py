@@ -107,8 +107,13 @@ def _header(runs: list[dict], sums: dict[str, dict]) -> list[str]:
         f"{options.get('timeout', 0):g} s or a crash), `pretrained=False` and built from its "
         "defaults, nothing downloaded; on the meta device above "
         f"{_thresholds(sums, options.get('threshold', 0))} (counted there first), real weights "
-        "below. Ours: `profile_model(model, args, kwargs)`; FlopCounterMode: one forward under "
-        "`torch.no_grad()` with SDPA forced to the math backend, its MACs half its FLOPs. Warm "
+        "below; a model on the meta device whose forward reads a value (`.item()`, `nonzero`) "
+        "is built again with real weights up to 1B parameters (its tier says `weights`). Ours: "
+        "`profile_model(model, args, kwargs)`; FlopCounterMode: one forward under "
+        "`torch.no_grad()` with SDPA forced to the math backend, its MACs half its FLOPs, a "
+        "float32 mixture of experts' `_grouped_mm` (no formula there, no float32 kernel on "
+        "the meta device) run as transformers' `batched_mm`; both seeded alike (a model may "
+        "draw its shapes). Warm "
         "times: one call of each, then "
         f"{options.get('repeats', 0)} alternating pairs (1 for a model whose first call took "
         "over 2 s), medians; ratio = ours / FlopCounterMode; the build is not counted. "
@@ -188,7 +193,7 @@ def _family(family: str, s: dict, runs: list[dict], rows: list[dict]) -> list[st
 
 
 def _row(r: dict) -> str:
-    tier = r["tier"] + (", meta" if r.get("meta") else "")
+    tier = r["tier"] + (", meta" if r.get("meta") else ", weights" if r.get("real_after") else "")
     return (
         f"| `{r['name']}` | {tier} | {_si(r['params'])} | {_si(r['macs'])} | "
         f"{_si(r.get('macs_ref'))} | {AGREE[r['agreement']]} | {_s(r.get('ours_s'))} | "

@@ -204,18 +204,20 @@ def test_rendering_gives_the_family_summary_counted_by_hand(tmp_path):
         _row("e", "skipped", reason="build: TypeError: no"),
         _row("f", "timeout", reason="timed out after 600 s"),
         _row("a", ratio=0.6),  # measured again: the last line counts
+        _row("g", ratio=1.0, real_after="reference: DataDependentOutputException: x"),
     ]
     path = tmp_path / "corpus.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"kind": "mod')  # cut short
     text = corpus_render.render(path)
-    # tried 6 (a..f); profiled a-d: 4 of 6 = 67%; params exact 3 of 4 = 75%; MACs of the 4 with
-    # a reference: equal 2 (50%), known gap 1 (25%), differ 1 (25%); ratios 0.6, 0.8, 1.0, 2.0:
-    # median 0.9, p90 the 4th of 4 (nearest rank), worst b.
+    # tried 7 (a..g); profiled a-d and g: 5 of 7 = 71%; params exact 4 of 5 = 80%; MACs of the
+    # 5 with a reference: equal 3 (60%), known gap 1 (20%), differ 1 (20%); ratios 0.6, 0.8,
+    # 1.0, 1.0, 2.0: median 1.0, p90 the 5th of 5 (nearest rank), worst b.
     assert (
-        "| timm | 6 | 1 | 4 (67%) | 1 | 75% | 50% | 25% | 25% | 0.90x | 2.00x | 2.00x `b` |"
+        "| timm | 7 | 1 | 5 (71%) | 1 | 80% | 60% | 20% | 20% | 1.00x | 2.00x | 2.00x `b` |"
     ) in text
-    assert "Tried: timm 6 of 50 listed." in text
-    assert "- params exact: 3 of 4 (75%);" in text
+    assert "Tried: timm 7 of 50 listed." in text
+    assert "- params exact: 4 of 5 (80%);" in text
+    assert "| `g` | fx, weights | 10 | 100 | 100 | = | 0.100 | 0.100 | 1.00x |" in text
     assert "| `b` | fx, meta | 10 | 100 | 100 | = | 0.100 | 0.100 | 2.00x |" in text
     assert "| `a` | fx | 10 | 100 | 100 | = | 0.100 | 0.100 | 0.60x |" in text
     assert "- `c`: ours 150 MACs, FlopCounterMode 100 (+50.00%); to investigate" in text
