@@ -108,7 +108,7 @@ def _header(runs: list[dict], sums: dict[str, dict]) -> list[str]:
         "defaults, nothing downloaded; on the meta device above "
         f"{_thresholds(sums, options.get('threshold', 0))} (counted there first), real weights "
         "below; a model on the meta device whose forward reads a value (`.item()`, `nonzero`) "
-        "is built again with real weights up to 1B parameters (its tier says `weights`). Ours: "
+        "is built again with real weights up to 2B parameters (its tier says `weights`). Ours: "
         "`profile_model(model, args, kwargs)`; FlopCounterMode: one forward under "
         "`torch.no_grad()` with SDPA forced to the math backend, its MACs half its FLOPs, a "
         "float32 mixture of experts' `_grouped_mm` (no formula there, no float32 kernel on "
