@@ -71,7 +71,10 @@ def measure(family: str, name: str, *, repeats: int = 3, threshold: int = THRESH
     finally:
         del built
         gc.collect()
-    real = build(family, name, REAL_LIMIT)
+    try:
+        real = build(family, name, REAL_LIMIT)
+    except Skip as exc:  # the meta row stands, saying why no second build
+        return {**row, **measured, "reason": f"{measured['reason']}; with weights, {exc}"}
     try:
         return {**row, **measure_built(real, repeats=repeats), "real_after": measured["reason"]}
     finally:

@@ -180,6 +180,30 @@ def test_a_model_that_reads_a_value_on_the_meta_device_is_measured_with_weights(
     assert row["macs"] == row["macs_ref"] == 3 * 16 * 8
 
 
+def test_a_model_that_cannot_be_rebuilt_with_weights_keeps_its_row(monkeypatch):
+    """The second build, with weights, can fail (memory, a library): the meta row stands, and
+    says why, rather than the worker dying on it."""
+
+    class Reads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", torch.tensor(2.0))
+
+        def forward(self, x):
+            return x[: int(self.n.item())]
+
+    def reads(name: str, threshold: int) -> corpus_models.Built:
+        if threshold > 0:
+            raise corpus_models.Skip("build: MemoryError")
+        return corpus_models.Built(Reads().to("meta"), (torch.rand(4, 2),), meta=True)
+
+    monkeypatch.setitem(corpus_models.BUILDERS, "test", reads)
+    row = corpus_measure.measure("test", "reads", repeats=0, threshold=0)
+    assert row["status"] == "skipped" and row["meta"] is True
+    assert row["reason"].endswith("; with weights, build: MemoryError")
+    assert "DataDependentOutputException" in row["reason"]
+
+
 def test_a_model_that_does_not_build_is_skipped_with_its_reason():
     row = corpus_measure.measure("timm", "no_such_model")
     assert row["status"] == "skipped"
