@@ -12,8 +12,10 @@ A folder with a ``config.json`` is handled by ``local.py``, which calls ``build_
 
 The model is the base class of the architecture (``AutoModel``: ``BertModel`` with its pooler,
 ``GPT2Model`` without the LM head, ``T5Model``), except where the published model is a task
-model (DETR: ``DetrForObjectDetection``). It is built in float32 whatever dtype the weights are
-published in, with the configuration as published (``use_cache`` included), and
+model (DETR: ``DetrForObjectDetection``), or ``AutoModel`` has no class for the configuration
+(a part of a larger model, such as CLAP's audio tower; an architecture published only as a
+task model, such as UperNet: ``_model_class.py``). It is built in float32 whatever dtype the
+weights are published in, with the configuration as published (``use_cache`` included), and
 ``trust_remote_code`` is never enabled.
 
 Example inputs come from the signature of the model's ``forward``; see ``example_inputs``.
@@ -33,6 +35,7 @@ from urllib.parse import urlparse
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.zoo._audio import audio_inputs
 from pytest_graphbudget.zoo._images import image_inputs, reads_image_tokens, takes_image
+from pytest_graphbudget.zoo._model_class import model_class
 from pytest_graphbudget.zoo._positions import (
     DEFAULT_SEQ_LEN,
     default_seq_len,
@@ -196,17 +199,20 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
         notes.append(backbone_note)
 
     class_name = TASK_CLASSES.get(config.model_type)
-    model_class = getattr(transformers, class_name) if class_name else transformers.AutoModel
+    chosen = getattr(transformers, class_name) if class_name else None
+    if chosen is None:
+        chosen, class_note = model_class(transformers, config, name=name)
+        notes.extend([class_note] if class_note else [])
     dtype = {"dtype" if _major(transformers.__version__) >= 5 else "torch_dtype": torch.float32}
 
     def factory():
         # held: a model's code, imported on first use, may import torchao, whose import logs
         # deprecation notes of torch's that speak to neither us nor the user
         with held(f"building {name}"):
-            if class_name:
+            if chosen is not None:
                 # from_config is the AutoModel entry point; concrete classes build from the config.
-                return model_class._from_config(config, **dtype)
-            return model_class.from_config(config, trust_remote_code=False, **dtype)
+                return chosen._from_config(config, **dtype)
+            return transformers.AutoModel.from_config(config, trust_remote_code=False, **dtype)
 
     model = build_module(factory, options.meta)
     kwargs = example_inputs(model, config, options, name=name)

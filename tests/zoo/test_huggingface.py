@@ -425,3 +425,72 @@ def test_moonshine_gets_one_second_of_audio_and_decoder_tokens(tmp_path, no_netw
     modules = profile_model(case).modules
     stem = {"conv1": 249 * 32 * 127, "conv2": 81 * 64 * 32 * 7, "conv3": 40 * 32 * 64 * 3}
     assert {name: modules[f"encoder.{name}"].macs for name in stem} == stem
+
+
+def registered(model_type: str):
+    """transformers, where its AutoConfig knows ``model_type`` (parts of larger models are
+    registered from transformers 5 on)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} does not register {model_type}")
+    return transformers
+
+
+def test_a_part_of_a_larger_model_is_built_as_its_own_class(tmp_path, no_network):
+    """User trial: a folder holding BLIP-2's vision tower alone (``blip_2_vision_model``) was
+    refused: transformers' AutoModel has no class for it, though ``Blip2VisionModel`` builds
+    it. By hand, a 32 x 32 image in 8 x 8 patches: the patch embedding 16 x 32 x (3 x 8 x 8);
+    17 tokens with the class token through one layer: qkv and projection 4 x 32 x 32, MLP
+    2 x 32 x 64 per token, scores and values 2 x 17 x 17 x 32."""
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("blip_2_vision_model")
+    transformers.Blip2VisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=32, patch_size=8,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), meta=True)
+    assert type(case.model).__name__ == "Blip2VisionModel" and case.note is None
+    assert shapes(case) == {"pixel_values": (1, 3, 32, 32)}
+    expected = 16 * 32 * 3 * 8 * 8 + 17 * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 17 * 17 * 32
+    assert profile_model(case).macs == expected
+
+
+def test_an_architecture_published_only_as_a_task_model_is_built_as_it(tmp_path, no_network):
+    """TrOCR has no base class, only ``TrOCRForCausalLM``: a folder of it was refused; now it
+    is built as that, and a note says so. By hand, per token of 16: one layer's q, k, v, o
+    4 x 32 x 32 and MLP 2 x 32 x 64, and the output projection onto 100 tokens."""
+    from pytest_graphbudget import profile_model
+
+    transformers = pytest.importorskip("transformers")
+    transformers.TrOCRConfig(
+        d_model=32, decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=64,
+        vocab_size=100, max_position_embeddings=64,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), seq_len=16, meta=True)
+    assert type(case.model).__name__ == "TrOCRForCausalLM"
+    assert "built as TrOCRForCausalLM: transformers' AutoModel has no class for TrOCRConfig" in (
+        case.note
+    )
+    modules = profile_model(case).modules
+    assert modules["model.decoder.layers.0.self_attn"].macs - 2 * 16 * 16 * 32 == 16 * 4 * 32 * 32
+    assert modules["model.decoder.layers.0.fc1"].macs == 16 * 32 * 64
+    assert modules["output_projection"].macs == 16 * 32 * 100
+
+
+@pytest.mark.parametrize(
+    ("model_type", "message"),
+    [
+        ("musicgen_decoder", r"several \(MusicgenForCausalLM, MusicgenModel\); build the one"),
+        ("sam_prompt_encoder", "no model class for SamPromptEncoderConfig .*in a fixture"),
+    ],
+)
+def test_a_configuration_with_no_one_class_to_build_is_a_clear_error(
+    model_type, message, tmp_path, no_network
+):
+    transformers = registered(model_type)
+    transformers.AutoConfig.for_model(model_type).save_pretrained(tmp_path)
+    with pytest.raises(GraphBudgetError, match=message):
+        resolve(str(tmp_path), meta=True)
