@@ -18,8 +18,9 @@ What differs between releases is decided here and nowhere else:
 - ``proxy_mode``: ``get_proxy_mode`` from 2.5, ``get_innermost_proxy_mode`` in 2.4.
 - ``make_fx_keywords``: ``make_fx``'s private ``_error_on_data_dependent_ops`` only where the
   signature has it.
-- ``reparametrize``, ``fake_mode`` (its ``after``), ``meta_kernel``, ``fake_empty``,
-  ``is_fake``, ``lazy_graph_modules``, ``make_graph_module``: torch's private
+- ``compat.fakes``: ``FakeTensorMode`` as the engine uses it (``fake_mode``, ``fake_index``,
+  ``meta_kernel``, ``fake_empty``, ``fake_results``, ``fake_view``).
+- ``reparametrize``, ``is_fake``, ``lazy_graph_modules``, ``make_graph_module``: torch's private
   ``_reparametrize_module``, ``FakeTensorMode`` (its ``dispatch``, the ``FakeTensor``
   constructor, ``in_kernel_invocation_manager``), ``_use_lazy_graph_module``,
   ``_make_graph_module``, the same on every supported release, behind one function each so
@@ -41,6 +42,16 @@ import sys
 from functools import cache
 from typing import Any
 
+from pytest_graphbudget.compat.fakes import (  # noqa: F401  (the fake-tensor helpers)
+    INDEX_LIMIT,
+    fake_empty,
+    fake_index,
+    fake_mode,
+    fake_results,
+    fake_tensor_type,
+    fake_view,
+    meta_kernel,
+)
 from pytest_graphbudget.errors import GraphBudgetError
 
 TORCH_FLOOR = (2, 4)
@@ -154,104 +165,6 @@ def reparametrize(module: Any, state: dict[str, Any]) -> contextlib.AbstractCont
     from torch.nn.utils.stateless import _reparametrize_module
 
     return _reparametrize_module(module, state)
-
-
-def fake_mode(after: Any = None) -> Any:
-    """A FakeTensorMode that also accepts real tensors (the model's constants). ``after``, if
-    given, is handed each op's result inside the mode's dispatch, as
-    ``after(mode, func, args, kwargs, result)``, and returns the result to give
-    (``engine.fakes``): the mode's private ``dispatch``, the same from 2.4 on."""
-    mode = _after_mode()(allow_non_fake_inputs=True)
-    mode.after = after
-    return mode
-
-
-@cache
-def _after_mode() -> type:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    class After(FakeTensorMode):
-        after = None
-
-        def dispatch(self, func, types, args=(), kwargs=None):
-            result = super().dispatch(func, types, args, kwargs)
-            return result if self.after is None else self.after(self, func, args, kwargs, result)
-
-    return After
-
-
-def meta_kernel(mode: Any, func: Any, args: tuple, kwargs: Any) -> Any:
-    """``func``'s result on ``mode``'s fakes from ATen's meta kernel, as the mode calls one
-    where it has no rule of its own (``in_kernel_invocation_manager``): meta tensors."""
-    from torch._subclasses.fake_tensor import in_kernel_invocation_manager
-
-    with in_kernel_invocation_manager(mode):
-        return func(*args, **(kwargs or {}))
-
-
-def fake_empty(
-    mode: Any, shape: Any, stride: Any, dtype: Any, device: Any, parameter: Any = None
-) -> Any:
-    """A fake tensor of these metadata under ``mode``: what ``torch.empty_strided`` makes under
-    the mode, built directly (``FakeTensor(mode, meta, device)``, the same constructor from 2.4
-    on) without the mode's dispatch. ``parameter``: the ``requires_grad`` of an
-    ``nn.Parameter`` made of it, marked as ``nn.Parameter`` marks a tensor subclass, without
-    its ``detach`` through the mode. Each dispatch costs about 150 us: a few tenths of a second
-    for the fake weights of a model of a few hundred tensors."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-    if parameter is not None:
-        meta.requires_grad_(parameter)
-    twin = FakeTensor(mode, meta, torch.device(device))
-    if parameter is not None:
-        twin._is_param = True
-    return twin
-
-
-def fake_tensor_type() -> type:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return FakeTensor
-
-
-def fake_results(mode: Any, specs: list) -> list:
-    """Fresh fake tensors, one per (shape, stride, dtype, device, requires_grad) in ``specs``
-    (None for None), made inside ``mode``'s dispatch (``engine.fake_ops``): their meta tensors
-    under ``in_kernel_invocation_manager``, as the mode's cache rebuilds a result, and wrapped
-    as ``fake_empty`` wraps one (the same private names from 2.4 on)."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
-
-    metas = []
-    with in_kernel_invocation_manager(mode):
-        for spec in specs:
-            if spec is None:
-                metas.append(None)
-                continue
-            shape, stride, dtype, _device, grad = spec
-            metas.append(
-                torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=grad)
-            )
-    return [
-        None if meta is None else FakeTensor(mode, meta, spec[3])
-        for meta, spec in zip(metas, specs, strict=True)
-    ]
-
-
-def fake_view(mode: Any, source: Any, shape: Any, stride: Any, offset: int, grad: bool) -> Any:
-    """A fake view of ``source``'s storage at this layout, made inside ``mode``'s dispatch as
-    the mode's cache rebuilds a view (``set_`` on the source's storage, 2.4 on)."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
-
-    with in_kernel_invocation_manager(mode):
-        meta = torch.empty_strided(shape, stride, dtype=source.dtype, device="meta")
-        meta.set_(source.untyped_storage(), offset, shape, stride)
-        if grad:
-            meta.requires_grad_(True)
-    return FakeTensor(mode, meta, source.device)
 
 
 @cache

@@ -23,7 +23,7 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from pytest_graphbudget.compat import fake_empty, reparametrize
+from pytest_graphbudget.compat import fake_empty, fake_index, reparametrize
 from pytest_graphbudget.compat.export import export_keywords
 from pytest_graphbudget.engine import helper_frames, walk
 from pytest_graphbudget.engine.fakes import fake_mode
@@ -121,9 +121,16 @@ def fake_state(model: nn.Module, mode: FakeTensorMode | None) -> dict[str, torch
 
 def fake_like(value: Any, mode: FakeTensorMode | None) -> Any:
     """Fake twins of the tensors in ``value`` (meta tensors become CPU fakes); without a
-    ``mode``, twins on the meta device."""
+    ``mode``, twins on the meta device. Under a mode, a small integer tensor keeps its values
+    (``compat.fake_index``): a forward may read an image grid's, a mask's."""
 
-    return pytree.tree_map(lambda t: _twin(t, mode) if isinstance(t, torch.Tensor) else t, value)
+    def twin(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        kept = None if mode is None else fake_index(mode, t)
+        return _twin(t, mode) if kept is None else kept
+
+    return pytree.tree_map(twin, value)
 
 
 def _twin(tensor: torch.Tensor, mode: FakeTensorMode | None, parameter: Any = None) -> Any:

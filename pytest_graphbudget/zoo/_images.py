@@ -2,7 +2,8 @@
 configuration: ``pixel_values`` at its ``image_size`` and a ``pixel_mask`` of ones. A video
 model (VideoMAE, TimeSformer, ViViT: ``num_frames`` in its configuration) gets a clip,
 ``batch x num_frames x channels x H x W``, as its video processor stacks the frames. SigLIP 2's
-NaFlex (``spatial_shapes`` in its forward) gets its patches flattened (``naflex_inputs``).
+NaFlex (``spatial_shapes`` in its forward) gets its patches flattened (``naflex_inputs``), and
+so does a Qwen-VL-style vision tower (``grid_thw`` in its forward: ``grid_inputs``).
 
 A model that takes text and an image gets both where its forward reads the two apart (CLIP,
 SigLIP: the image at its ``vision_config``'s size). A vision-language model (LLaVA, Qwen-VL,
@@ -31,6 +32,8 @@ def reads_image_tokens(config: Any) -> bool:
 
 def takes_image(params: Any, config: Any) -> bool:
     """Whether the example inputs include an image (see the module's docstring)."""
+    if "grid_thw" in params:
+        return True
     if "pixel_values" not in params:
         return False
     if "input_ids" in params:
@@ -44,6 +47,8 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
 
     from pytest_graphbudget.zoo._build import image
 
+    if "grid_thw" in params:
+        return grid_inputs(params, config, options)
     seen = getattr(config, "vision_config", None) if "input_ids" in params else config
     patches = getattr(seen, "num_patches", None)
     if "spatial_shapes" in params and isinstance(patches, int):
@@ -90,4 +95,42 @@ def naflex_inputs(config: Any, options: LoadOptions, patches: int) -> dict:
         "pixel_values": image(shape),
         "pixel_attention_mask": torch.ones(shape[:2], dtype=torch.long),
         "spatial_shapes": torch.tensor([[side, side]] * shape[0], dtype=torch.long),
+    }
+
+
+def grid_inputs(params: Any, config: Any, options: LoadOptions) -> dict:
+    """A Qwen-VL-style vision tower (Qwen2.5-VL's, Qwen3-VL's, GLM-4V's: ``grid_thw`` in its
+    forward, ``temporal_patch_size`` in its configuration) takes an image as its processor
+    gives it: ``t x h x w`` patches of ``channels x temporal_patch_size x patch x patch``
+    values (the image repeated over the temporal patch), ``(t, h, w)`` in ``grid_thw``, one row
+    an image. ``input_shape`` is the images' ``batch x channels x H x W``, H and W multiples of
+    ``patch_size x spatial_merge_size``, as the processor resizes them; the default is 224 x
+    224 rounded up to such a multiple. A tower of another layout gets nothing here, and the
+    caller's error names what its forward requires."""
+    import torch
+
+    from pytest_graphbudget.zoo._build import image
+
+    patch, frames = (
+        getattr(config, "patch_size", None),
+        getattr(config, "temporal_patch_size", None),
+    )
+    merge = getattr(config, "spatial_merge_size", 1)
+    if not all(isinstance(value, int) for value in (patch, frames, merge)):
+        return {}
+    channels = getattr(config, "in_channels", None) or getattr(config, "num_channels", 3)
+    step = patch * merge
+    side = -(-DEFAULT_IMAGE_SIZE // step) * step
+    batch, given, height, width = options.image_shape((options.batch or 1, channels, side, side))
+    if height % step or width % step or given != channels:
+        raise GraphBudgetError(
+            f"input shape {written_shape(options.input_shape)}: this vision tower takes images "
+            f"(batch, {channels}, H, W), H and W multiples of {step}, such as "
+            f"{written_shape((1, channels, side, side))}"
+        )
+    grid = (1, height // patch, width // patch)
+    key = "hidden_states" if "hidden_states" in params else "pixel_values"
+    return {
+        key: image((batch * math.prod(grid), channels * frames * patch * patch)),
+        "grid_thw": torch.tensor([grid] * batch, dtype=torch.long),
     }

@@ -184,3 +184,27 @@ def test_meta_model_with_lazy_state_is_taped_on_the_forward_after_the_first():
     assert prof.flops == 2 * 8 * 64 * 27 + 8 * 64
     assert "aten.arange" not in {n.target for n in prof.node_info}
     assert model.shape is None and model.anchors.is_meta  # what the forwards assigned is undone
+
+
+class ReadsItsIndex(nn.Module):
+    """A Qwen-VL vision tower's pattern: how many patches to take, and where, read from an
+    integer input (its image grid) into Python and into ``nonzero``."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+
+    def forward(self, x, grid):
+        take = int((grid[:, 0] * grid[:, 1]).sum())  # .item() of the grid
+        rows = (grid[:, 1] > 2).nonzero().squeeze(-1)  # a result sized by the grid's values
+        return self.proj(x[:take]), rows
+
+
+def test_a_meta_model_reading_its_integer_input_is_profiled_with_those_values():
+    """Such a forward raised on the meta device ("depends on tensor values ... build it with
+    real weights"): its inputs' fakes had no values. An integer input now keeps them. By hand:
+    2 x 3 + 1 x 4 = 10 of the 12 rows through the 8 -> 16 projection."""
+    x, grid = torch.zeros(12, 8), torch.tensor([[2, 3], [1, 4]])
+    meta = profile_model(_on_meta(ReadsItsIndex), (x, grid))
+    assert meta.macs == 10 * 8 * 16
+    assert meta.macs == profile_model(ReadsItsIndex().eval(), (x, grid)).macs

@@ -494,3 +494,39 @@ def test_a_configuration_with_no_one_class_to_build_is_a_clear_error(
     transformers.AutoConfig.for_model(model_type).save_pretrained(tmp_path)
     with pytest.raises(GraphBudgetError, match=message):
         resolve(str(tmp_path), meta=True)
+
+
+def tiny_qwen3_vl_vision(folder) -> None:
+    """Qwen3-VL's vision tower alone: one layer 32 wide, 16 x 16 patches over 2 frames, merged
+    2 x 2, as published but for its size."""
+    transformers = registered("qwen3_vl_vision")
+    transformers.AutoConfig.for_model(
+        "qwen3_vl_vision", depth=1, hidden_size=32, intermediate_size=64, num_heads=2,
+        out_hidden_size=16, num_position_embeddings=64, deepstack_visual_indexes=[0],
+    ).save_pretrained(folder)  # fmt: skip
+
+
+def test_a_qwen_vl_vision_tower_gets_its_patches_and_grid(tmp_path, no_network):
+    """User trial: a Qwen-VL vision tower was refused ("its forward requires hidden_states,
+    grid_thw"). Its processor gives a 224 x 224 image as 14 x 14 patches of 3 x 2 x 16 x 16
+    values and ``grid_thw`` (1, 14, 14); the forward reads the grid's values, which the meta
+    device keeps. FlopCounterMode counts the same MACs on the tower built with weights (its
+    attention as the math backend runs it: it has no formula for the CPU's flash kernel)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    tiny_qwen3_vl_vision(tmp_path)
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"hidden_states": (196, 1536), "grid_thw": (1, 3)}
+    assert case.kwargs["grid_thw"].tolist() == [[1, 14, 14]]
+    real = resolve(str(tmp_path), meta=False)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert profile_model(case).macs == counter.get_total_flops() // 2
+    wide = resolve(str(tmp_path), input_shape=(2, 3, 64, 96), meta=True)
+    assert shapes(wide)["hidden_states"] == (2 * 4 * 6, 1536)
+    assert wide.kwargs["grid_thw"].tolist() == [[1, 4, 6]] * 2
+    with pytest.raises(GraphBudgetError, match=r"H and W multiples of 32, such as 1,3,224,224"):
+        resolve(str(tmp_path), input_shape=(1, 3, 100, 96), meta=True)
