@@ -15,9 +15,12 @@ from the configuration as their feature extractors shape them, never from the na
 - a log-mel spectrogram, ``input_features``: a Whisper encoder (``num_mel_bins`` and
   ``max_source_positions``: Whisper, Qwen2-Audio's and Voxtral's encoders) takes
   ``batch x num_mel_bins x frames``, the 30 s window its feature extractor pads every clip to
-  (two frames per position: 3,000), which the encoder checks;
-- and, for an encoder-decoder (Whisper, Moonshine), ``decoder_input_ids``: ``batch x seq_len``
-  tokens, as for T5 or BART, within its ``max_target_positions`` (``max_position_embeddings``).
+  (two frames per position: 3,000), which the encoder checks; a Speech2Text encoder
+  (``input_feat_per_channel`` and ``input_channels``) takes ``batch x frames x features``,
+  one second of its filterbank's 10 ms frames (100);
+- and, for an encoder-decoder (Whisper, Moonshine, Speech2Text), ``decoder_input_ids``:
+  ``batch x seq_len`` tokens, as for T5 or BART, within its ``max_target_positions``
+  (``max_position_embeddings``).
 
 ``input_shape`` replaces the audio tensor's shape, ``batch`` its first dimension. Any other
 audio model is left to the caller's error, which names what its ``forward`` requires.
@@ -33,6 +36,7 @@ from pytest_graphbudget.zoo.base import LoadOptions
 
 SPEECH_RATE = 16_000  # samples a second: what wav2vec2's and Whisper's extractors resample to
 WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,000 -> 1,500
+FBANK_FRAMES = 100  # a second of Speech2Text's filterbank: 25 ms windows every 10 ms
 
 
 def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, ...]] | None:
@@ -55,6 +59,10 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
         positions = getattr(config, "max_source_positions", None)
         if isinstance(mels, int) and isinstance(positions, int):
             return "input_features", (batch, mels, WHISPER_FRAMES_PER_POSITION * positions)
+        features = getattr(config, "input_feat_per_channel", None)
+        channels = getattr(config, "input_channels", None)
+        if isinstance(features, int) and isinstance(channels, int):
+            return "input_features", (batch, FBANK_FRAMES, features * channels)
     return None
 
 

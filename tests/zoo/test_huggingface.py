@@ -530,3 +530,32 @@ def test_a_qwen_vl_vision_tower_gets_its_patches_and_grid(tmp_path, no_network):
     assert wide.kwargs["grid_thw"].tolist() == [[1, 4, 6]] * 2
     with pytest.raises(GraphBudgetError, match=r"H and W multiples of 32, such as 1,3,224,224"):
         resolve(str(tmp_path), input_shape=(1, 3, 100, 96), meta=True)
+
+
+def test_speech2text_gets_a_second_of_filterbank_frames_and_decoder_tokens(tmp_path, no_network):
+    """User trial: a Speech2Text folder was refused ("takes no input_ids, pixel_values or
+    speech input the zoo shapes"). Its feature extractor gives 100 frames a second of
+    ``input_feat_per_channel x input_channels`` filterbank values. By hand, 8 features, 16
+    decoder tokens, 32 wide: the subsampler's convolutions (kernel 5, stride 2, each halved
+    by a GLU) 50 x 16 x 8 x 5 and 25 x 64 x 8 x 5; the encoder layer over 25 frames, q, k, v, o
+    4 x 32 x 32 and MLP 2 x 32 x 64 a frame, scores and values 2 x 25 x 25 x 32; the decoder
+    layer's self-attention 16 x 4 x 32 x 32 + 2 x 16 x 16 x 32, its cross-attention q, o on
+    16 tokens and k, v on 25 frames (32 x 32 each) + 2 x 16 x 25 x 32, MLP 16 x 2 x 32 x 64."""
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("speech_to_text")
+    transformers.Speech2TextConfig(
+        input_feat_per_channel=8, input_channels=1, conv_channels=16, d_model=32,
+        encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=100,
+        max_source_positions=64, max_target_positions=64,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), seq_len=16, meta=True)
+    assert shapes(case) == {"input_features": (1, 100, 8), "decoder_input_ids": (1, 16)}
+    convolutions = 50 * 16 * 8 * 5 + 25 * 64 * 8 * 5
+    encoder = 25 * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 25 * 25 * 32
+    decoder = 16 * 4 * 32 * 32 + 2 * 16 * 16 * 32 + (16 + 25) * 2 * 32 * 32
+    decoder += 2 * 16 * 25 * 32 + 16 * 2 * 32 * 64
+    assert profile_model(case).macs == convolutions + encoder + decoder
+    longer = resolve(str(tmp_path), input_shape=(1, 300, 8), seq_len=16, meta=True)
+    assert shapes(longer)["input_features"] == (1, 300, 8)
