@@ -42,6 +42,7 @@ from pytest_graphbudget.zoo._positions import (
     position_limit,
     text_config,
 )
+from pytest_graphbudget.zoo._series import series_inputs
 from pytest_graphbudget.zoo.base import LoadOptions, ModelLoader, NotFound, written_shape
 
 if TYPE_CHECKING:
@@ -248,7 +249,8 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
       (800 x 800 for DETR-style detectors), and ``pixel_mask`` of ones when taken; beside text
       where the model reads them apart (CLIP), not where it reads an image at image tokens
       (LLaVA: ``_images.py``);
-    - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``).
+    - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``);
+    - for a time-series model, ``past_values`` (``_series.py``).
 
     ``input_shape`` is ``(batch, seq_len)`` for a text model and the ``pixel_values`` (or
     audio) shape for an image (or speech) model. A required parameter outside this list is an
@@ -290,8 +292,9 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     if vision:  # an image (_images.py), beside text where the model reads them apart (CLIP)
         detection = config.model_type in TASK_CLASSES
         kwargs.update(image_inputs(params, config, options, detection=detection))
-    elif not text:  # speech: a waveform or a spectrogram (_audio.py)
+    elif not text:  # speech (_audio.py), or a time series' history (_series.py)
         kwargs.update(audio_inputs(params, config, options, name=name))
+        kwargs.update(series_inputs(params, config, options))
 
     named = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     kinds = (*named, inspect.Parameter.KEYWORD_ONLY)

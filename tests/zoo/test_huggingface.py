@@ -559,3 +559,24 @@ def test_speech2text_gets_a_second_of_filterbank_frames_and_decoder_tokens(tmp_p
     assert profile_model(case).macs == convolutions + encoder + decoder
     longer = resolve(str(tmp_path), input_shape=(1, 300, 8), seq_len=16, meta=True)
     assert shapes(longer)["input_features"] == (1, 300, 8)
+
+
+def test_patchtst_gets_its_history_of_every_channel(tmp_path, no_network):
+    """User trial: a PatchTST folder was refused ("its forward requires past_values"). A
+    forecaster reads ``context_length`` steps of ``num_input_channels`` series. By hand, 32
+    steps of 2 series in 4 patches of 8: the patch embedding 8 x 8 x 16; one layer over each
+    series' 4 patches, 16 wide: q, k, v, o 4 x 16 x 16 and MLP 2 x 16 x 32 per patch, scores
+    and values 2 x 4 x 4 x 16 per series."""
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("patchtst")
+    transformers.PatchTSTConfig(
+        context_length=32, num_input_channels=2, patch_length=8, patch_stride=8, d_model=16,
+        num_hidden_layers=1, num_attention_heads=2, ffn_dim=32,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"past_values": (1, 32, 2)}
+    patches = 2 * 4
+    expected = patches * 8 * 16 + patches * (4 * 16 * 16 + 2 * 16 * 32) + 2 * (2 * 4 * 4 * 16)
+    assert profile_model(case).macs == expected
+    assert shapes(resolve(str(tmp_path), batch=3, meta=True)) == {"past_values": (3, 32, 2)}
