@@ -8,7 +8,7 @@ from the configuration as their feature extractors shape them, never from the na
   states there) takes ``batch x samples``, one second at 16 kHz, the rate their feature
   extractors resample to; a codec whose configuration names ``audio_channels`` and
   ``sampling_rate`` (EnCodec, Mimi) takes ``batch x channels x samples``, one second at its
-  rate;
+  rate, and a mono codec (``sampling_rate`` and ``hop_length``: DAC) one channel of it;
 - a spectrogram as ``input_values``: the Audio Spectrogram Transformer (``num_mel_bins`` and
   ``max_length``) takes ``batch x max_length x num_mel_bins``, the frames its feature extractor
   pads every clip to (1,024, about 10 s);
@@ -17,7 +17,9 @@ from the configuration as their feature extractors shape them, never from the na
   ``batch x num_mel_bins x frames``, the 30 s window its feature extractor pads every clip to
   (two frames per position: 3,000), which the encoder checks; a Speech2Text encoder
   (``input_feat_per_channel`` and ``input_channels``) takes ``batch x frames x features``,
-  one second of its filterbank's 10 ms frames (100);
+  one second of its filterbank's 10 ms frames (100); a Conformer whose subsampler reads
+  frames first (``num_mel_bins`` and ``subsampling_factor`` or ``subsampling_conv_channels``:
+  Parakeet, LASR) takes ``batch x frames x num_mel_bins``, a second of 10 ms frames;
 - and, for an encoder-decoder (Whisper, Moonshine, Speech2Text), ``decoder_input_ids``:
   ``batch x seq_len`` tokens, as for T5 or BART, within its ``max_target_positions``
   (``max_position_embeddings``).
@@ -37,6 +39,8 @@ from pytest_graphbudget.zoo.base import LoadOptions
 SPEECH_RATE = 16_000  # samples a second: what wav2vec2's and Whisper's extractors resample to
 WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,000 -> 1,500
 FBANK_FRAMES = 100  # a second of Speech2Text's filterbank: 25 ms windows every 10 ms
+# A Conformer's convolutional subsampler reads log-mel frames first (Parakeet, LASR, Nemotron)
+SUBSAMPLERS = ("subsampling_factor", "subsampling_conv_channels")
 
 
 def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, ...]] | None:
@@ -54,6 +58,8 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
         rate = getattr(config, "sampling_rate", None)
         if isinstance(channels, int) and isinstance(rate, int):
             return "input_values", (batch, channels, rate)
+        if isinstance(rate, int) and isinstance(getattr(config, "hop_length", None), int):
+            return "input_values", (batch, 1, rate)  # a mono codec (DAC)
     if "input_features" in params:
         mels = getattr(config, "num_mel_bins", None)
         positions = getattr(config, "max_source_positions", None)
@@ -63,6 +69,8 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
         channels = getattr(config, "input_channels", None)
         if isinstance(features, int) and isinstance(channels, int):
             return "input_features", (batch, FBANK_FRAMES, features * channels)
+        if isinstance(mels, int) and any(hasattr(config, key) for key in SUBSAMPLERS):
+            return "input_features", (batch, FBANK_FRAMES, mels)  # frames first (Parakeet)
     return None
 
 

@@ -580,3 +580,46 @@ def test_patchtst_gets_its_history_of_every_channel(tmp_path, no_network):
     expected = patches * 8 * 16 + patches * (4 * 16 * 16 + 2 * 16 * 32) + 2 * (2 * 4 * 4 * 16)
     assert profile_model(case).macs == expected
     assert shapes(resolve(str(tmp_path), batch=3, meta=True)) == {"past_values": (3, 32, 2)}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "config", "expected"),
+    [
+        (
+            # log-mel frames first, into its convolutional subsampler: a second of 10 ms frames
+            "parakeet_encoder",
+            {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 64, "subsampling_conv_channels": 8, "num_mel_bins": 16},
+            {"input_features": (1, 100, 16)},
+        ),
+        (
+            # a mono codec: one second at its rate
+            "dac",
+            {"encoder_hidden_size": 4, "decoder_hidden_size": 8, "downsampling_ratios": [2, 4],
+             "upsampling_ratios": [4, 2], "hidden_size": 16, "n_codebooks": 2,
+             "codebook_size": 32, "codebook_dim": 4, "hop_length": 8, "sampling_rate": 1600},
+            {"input_values": (1, 1, 1600)},
+        ),
+    ],
+)  # fmt: skip
+def test_more_speech_models_get_audio_counted_as_flop_counter_mode_counts(
+    model_type, config, expected, tmp_path, no_network
+):
+    """User trial: a Parakeet encoder and a DAC codec were refused ("its forward requires
+    input_features", "input_values"). Their audio as their feature extractors give it, and
+    the MACs FlopCounterMode counts on the model built with weights (attention by the math
+    backend, which it has formulas for), on the meta device too."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered(model_type)
+    transformers.AutoConfig.for_model(model_type, **config).save_pretrained(tmp_path)
+    real = resolve(str(tmp_path), meta=False)
+    assert shapes(real) == expected
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
