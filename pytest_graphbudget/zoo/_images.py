@@ -102,35 +102,38 @@ def grid_inputs(params: Any, config: Any, options: LoadOptions) -> dict:
     """A Qwen-VL-style vision tower (Qwen2.5-VL's, Qwen3-VL's, GLM-4V's: ``grid_thw`` in its
     forward, ``temporal_patch_size`` in its configuration) takes an image as its processor
     gives it: ``t x h x w`` patches of ``channels x temporal_patch_size x patch x patch``
-    values (the image repeated over the temporal patch), ``(t, h, w)`` in ``grid_thw``, one row
-    an image. ``input_shape`` is the images' ``batch x channels x H x W``, H and W multiples of
-    ``patch_size x spatial_merge_size``, as the processor resizes them; the default is 224 x
-    224 rounded up to such a multiple. A tower of another layout gets nothing here, and the
-    caller's error names what its forward requires."""
+    values (the image repeated over the temporal patch), the images' patches one after the
+    other, and ``(t, h, w)`` in ``grid_thw``, one row an image. The default image is 224 x 224
+    rounded up to a multiple of ``patch_size x spatial_merge_size``, as the processor resizes
+    one; ``batch`` images, one after the other. ``input_shape``, like the tensor's shape, is
+    ``(patches, values)``: one square image of that many patches (a 256 x 256 image in 16-pixel
+    patches: 16 x 16 = 256).
+    A tower of another layout gets nothing here, and the caller's error names what its forward
+    requires."""
     import torch
 
     from pytest_graphbudget.zoo._build import image
 
-    patch, frames = (
-        getattr(config, "patch_size", None),
-        getattr(config, "temporal_patch_size", None),
-    )
+    patch = getattr(config, "patch_size", None)
+    frames = getattr(config, "temporal_patch_size", None)
     merge = getattr(config, "spatial_merge_size", 1)
     if not all(isinstance(value, int) for value in (patch, frames, merge)):
         return {}
     channels = getattr(config, "in_channels", None) or getattr(config, "num_channels", 3)
-    step = patch * merge
-    side = -(-DEFAULT_IMAGE_SIZE // step) * step
-    batch, given, height, width = options.image_shape((options.batch or 1, channels, side, side))
-    if height % step or width % step or given != channels:
+    flat, batch = channels * frames * patch * patch, options.batch or 1
+    usual = -(-DEFAULT_IMAGE_SIZE // (patch * merge)) * merge  # an image's side, in patches
+    shape = tuple(options.input_shape or (batch * usual * usual, flat))
+    side = math.isqrt(shape[0] // batch)
+    if len(shape) != 2 or shape[1] != flat or batch * side * side != shape[0] or side % merge:
         raise GraphBudgetError(
-            f"input shape {written_shape(options.input_shape)}: this vision tower takes images "
-            f"(batch, {channels}, H, W), H and W multiples of {step}, such as "
-            f"{written_shape((1, channels, side, side))}"
+            f"input shape {written_shape(options.input_shape)}: this vision tower takes "
+            f"(patches, {flat}), the patches of a square image a multiple of {merge} patches "
+            f"wide, such as {written_shape((usual * usual, flat))} (one image, "
+            f"{usual} x {usual})"
         )
-    grid = (1, height // patch, width // patch)
+    grid = (1, side, side)
     key = "hidden_states" if "hidden_states" in params else "pixel_values"
     return {
-        key: image((batch * math.prod(grid), channels * frames * patch * patch)),
+        key: image(shape),
         "grid_thw": torch.tensor([grid] * batch, dtype=torch.long),
     }

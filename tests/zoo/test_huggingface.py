@@ -525,11 +525,16 @@ def test_a_qwen_vl_vision_tower_gets_its_patches_and_grid(tmp_path, no_network):
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         real.model(**real.kwargs)
     assert profile_model(case).macs == counter.get_total_flops() // 2
-    wide = resolve(str(tmp_path), input_shape=(2, 3, 64, 96), meta=True)
-    assert shapes(wide)["hidden_states"] == (2 * 4 * 6, 1536)
-    assert wide.kwargs["grid_thw"].tolist() == [[1, 4, 6]] * 2
-    with pytest.raises(GraphBudgetError, match=r"H and W multiples of 32, such as 1,3,224,224"):
-        resolve(str(tmp_path), input_shape=(1, 3, 100, 96), meta=True)
+    # input_shape is the tensor's, (patches, values), as `graph-budget init` writes it
+    wide = resolve(str(tmp_path), input_shape=(32 * 32, 1536), meta=True)
+    assert shapes(wide)["hidden_states"] == (1024, 1536)
+    assert wide.kwargs["grid_thw"].tolist() == [[1, 32, 32]]
+    two = resolve(str(tmp_path), batch=2, meta=True)  # two images, one after the other
+    assert shapes(two)["hidden_states"] == (2 * 196, 1536)
+    assert two.kwargs["grid_thw"].tolist() == [[1, 14, 14]] * 2
+    for wrong in ((225, 1536), (196, 768), (1, 3, 224, 224), (14 * 14 * 3, 1536)):
+        with pytest.raises(GraphBudgetError, match=r"takes \(patches, 1536\).* 196,1536 \(one"):
+            resolve(str(tmp_path), input_shape=wrong, meta=True)
 
 
 def test_speech2text_gets_a_second_of_filterbank_frames_and_decoder_tokens(tmp_path, no_network):
