@@ -202,7 +202,8 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
     class_name = TASK_CLASSES.get(config.model_type)
     chosen = getattr(transformers, class_name) if class_name else None
     if chosen is None:
-        chosen, class_note = model_class(transformers, config, name=name)
+        with held(f"importing {name}'s model code"):  # torchao's import logs, as below
+            chosen, class_note = model_class(transformers, config, name=name)
         notes.extend([class_note] if class_note else [])
     dtype = {"dtype" if _major(transformers.__version__) >= 5 else "torch_dtype": torch.float32}
 

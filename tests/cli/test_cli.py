@@ -974,16 +974,25 @@ def test_example_profile_yolov8n_pt_falls_back_to_its_yaml(tmp_path):
     assert "model.22" in out and "Detect" in out
 
 
-def test_a_hugging_face_model_profiles_without_torch_log_lines(tmp_path):
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"model_type": "bert", "hidden_size": 16, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "intermediate_size": 32, "vocab_size": 64},
+        # no AutoModel class: its modeling module is imported to find TrOCRForCausalLM
+        {"model_type": "trocr", "d_model": 16, "decoder_layers": 1,
+         "decoder_attention_heads": 2, "decoder_ffn_dim": 32, "vocab_size": 64},
+    ],
+    ids=lambda config: config["model_type"],
+)  # fmt: skip
+def test_a_hugging_face_model_profiles_without_torch_log_lines(config, tmp_path):
     """Building a transformers model imports its code, which imports torchao when installed
     (the ``quant`` extra); torchao's import makes torch log deprecation notes (``W1126 ...
     _pytree.py ... register_constant``). They speak to neither us nor the user: only our
     lines reach the terminal, in a fresh process where that import happens."""
     pytest.importorskip("transformers")
-    folder = tmp_path / "tiny-bert"
+    folder = tmp_path / "tiny"
     folder.mkdir()
-    config = {"model_type": "bert", "hidden_size": 16, "num_hidden_layers": 1,
-              "num_attention_heads": 2, "intermediate_size": 32, "vocab_size": 64}  # fmt: skip
     (folder / "config.json").write_text(json.dumps(config))
     result = run_python(
         ["-m", "pytest_graphbudget.cli", "profile", str(folder), "-q"], cwd=tmp_path
