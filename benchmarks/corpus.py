@@ -15,7 +15,7 @@ long run can be stopped and continued: a model already in the file is skipped (`
 starts the file again, ``--retry-failed`` measures the failed, timed-out and crashed ones
 again, and names given with ``--models`` are always measured again; the last row counts).
 ``docs/corpus.md`` is rendered from the whole file (``corpus_render.py``), keeping its hand
-notes.
+notes, and the figures of a family the file has no row of (a run of ``--family hf`` alone).
 
     python benchmarks/corpus.py                                  # everything (hours)
     python benchmarks/corpus.py --family timm --sample 30        # 30 names spread over timm
@@ -304,7 +304,8 @@ def main(argv: list[str]) -> int:
         with args.out.open("a") as out:
             out.write(json.dumps(environment(args, listed, len(todo))) + "\n")
         run_all(todo, args, args.out)
-    write_keeping_notes(args.doc, render(args.out))
+    previous = args.doc.read_text() if args.doc.exists() else ""
+    write_keeping_notes(args.doc, render(args.out, previous))
     print(f"wrote {args.doc}", file=sys.stderr)
     return 0
 

@@ -75,17 +75,102 @@ def _counter(rows: list[dict]) -> Any:
     return lambda test: sum(1 for r in rows if test(r))
 
 
-def render(path: Path) -> str:
+def render(path: Path, previous: str = "") -> str:
+    """The page of ``path``'s rows. A family the file has no row of keeps what ``previous``
+    (the page it replaces) says of it: its summary row, its section and the runs its rows came
+    from, so that a run of one family (``--family hf``) leaves the others' figures on the page
+    (they had to be put back by hand)."""
     lines = read_lines(path) if path.exists() else []
     runs = [r for r in lines if r.get("kind") == "run"]
     rows = read_rows(path) if path.exists() else {}
     by_family = {f: [r for (fam, _), r in sorted(rows.items()) if fam == f] for f in FAMILIES}
     by_family = {f: found for f, found in by_family.items() if found}
     sums = {f: summary(found) for f, found in by_family.items()}
-    out = [TITLE, "", *_header(runs, sums), "", "## Summary", "", *_summary_table(sums)]
-    for family, found in by_family.items():
-        out += ["", f"## {TITLES[family]}", "", *_family(family, sums[family], runs, found)]
+    kept = _kept(previous, [f for f in FAMILIES if f not in by_family])
+    lines = _summary_table(sums)
+    by_row = dict(zip(sums, lines[2:], strict=True)) | {f: k["row"] for f, k in kept.items()}
+    table = [*lines[:2], *(by_row[f] for f in FAMILIES if f in by_row)]
+    header = _header(runs, sums)
+    if kept:
+        header = _with_kept_runs(header, sums, kept)
+    out = [TITLE, "", *header, "", "## Summary", "", *table]
+    for family in FAMILIES:
+        if family in by_family:
+            found = by_family[family]
+            out += ["", f"## {TITLES[family]}", "", *_family(family, sums[family], runs, found)]
+        elif family in kept:
+            out += ["", *kept[family]["section"]]
     return "\n".join(out) + "\n"
+
+
+def _kept(previous: str, families: list[str]) -> dict[str, dict]:
+    """What ``previous`` says of each of ``families`` that has a section there."""
+    lines = previous.split("\n")
+    runs = _run_paragraphs(previous)
+    tried = next((line for line in lines if line.startswith("Tried: ")), "Tried: .")
+    kept = {}
+    for family in families:
+        title = TITLES[family]
+        if f"## {title}" not in lines:
+            continue
+        start = lines.index(f"## {title}")
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "Notes ("))),
+            len(lines),
+        )
+        section = lines[start:end]
+        while section and not section[-1].strip():
+            section.pop()
+        clauses = tried.removeprefix("Tried: ").rstrip(".").split("; ")
+        kept[family] = {
+            "row": next(line for line in lines if line.startswith(f"| {title} | ")),
+            "section": section,
+            "tried": next((c for c in clauses if c.startswith(f"{title} ")), title),
+            "runs": [text for names, text in runs if title in names],
+        }
+    return kept
+
+
+def _run_paragraphs(page: str) -> list[tuple[list[str], str]]:
+    """The paragraphs of a page's header that say which runs its rows came from: the families
+    they speak for (every family with a section, for one that names none) and what follows
+    ``run with``."""
+    header = page.split("\n## ", 1)[0]
+    sections = [t for t in TITLES.values() if f"\n## {t}\n" in page]
+    found = []
+    for paragraph in header.split("\n\n"):
+        if paragraph.startswith("Run with "):
+            found.append((sections, paragraph.removeprefix("Run with ")))
+        elif " rows: run with " in paragraph:
+            whose, text = paragraph.split(" rows: run with ", 1)
+            names = [t for t in TITLES.values() if f"{t}'" in whose]
+            found.append((names, text))
+    return found
+
+
+def _with_kept_runs(header: list[str], sums: dict[str, dict], kept: dict[str, dict]) -> list[str]:
+    """``header`` with its runs said to be the rendered families' and the kept families' runs
+    after them, and ``Tried:`` naming every family in order."""
+    at = next(i for i, line in enumerate(header) if line.startswith("Run with "))
+    said = [f"{_whose([TITLES[f] for f in sums])} rows: r{header[at][1:]}"] if sums else []
+    by_text: dict[str, list[str]] = {}
+    for family, found in kept.items():
+        for text in found["runs"]:
+            by_text.setdefault(text, []).append(TITLES[family])
+    said += [f"{_whose(names)} rows: run with {text}" for text, names in by_text.items()]
+    tried = [line for line in header if line.startswith("Tried: ")][0]
+    said_tried = tried.removeprefix("Tried: ").rstrip(".").split("; ") if sums else []
+    clauses = dict(zip(sums, said_tried, strict=True))
+    clauses |= {f: k["tried"] for f, k in kept.items()}
+    merged = "Tried: " + "; ".join(clauses[f] for f in FAMILIES if f in clauses) + "."
+    out = [*header[:at], *"\n\n".join(said).split("\n"), *header[at + 1 :]]
+    return [merged if line.startswith("Tried: ") else line for line in out]
+
+
+def _whose(titles: list[str]) -> str:
+    """``timm's``, ``transformers' and diffusers'``: whose rows a paragraph speaks of."""
+    owned = [t + ("'" if t.endswith("s") else "'s") for t in titles]
+    return owned[0] if len(owned) == 1 else ", ".join(owned[:-1]) + " and " + owned[-1]
 
 
 def _header(runs: list[dict], sums: dict[str, dict]) -> list[str]:

@@ -249,3 +249,37 @@ def test_rendering_gives_the_family_summary_counted_by_hand(tmp_path):
     assert f"- `d`: ours 120 MACs, FlopCounterMode 100 (+20.00%); {known}" in text
     assert "- `e` (skipped): build: TypeError: no" in text
     assert "- `f` (timeout): timed out after 600 s" in text
+
+
+def _run(started: str, listed: dict) -> dict:
+    return {"kind": "run", "started": started, "load": 0.5, "listed": listed,
+            "machine": "x86_64", "processor": started[:10]}  # fmt: skip
+
+
+def test_a_run_of_one_family_keeps_the_others_on_the_page(tmp_path):
+    """``make corpus --family hf`` wrote a file of transformers' rows alone, and its page lost
+    timm's section, summary row and runs: they were put back by hand each time. Now a family
+    the file has no row of keeps what the page it replaces says of it."""
+    first = tmp_path / "first.jsonl"
+    rows = [_run("2026-01-01 00:00 UTC", {"timm": 5, "hf": 9}), _row("a"), _row("b", ratio=2.0)]
+    rows += [{**_row("bert"), "family": "hf"}]
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = corpus_render.render(first)
+    second = tmp_path / "second.jsonl"
+    rows = [_run("2026-02-02 00:00 UTC", {"hf": 9}), {**_row("gpt2", ratio=3.0), "family": "hf"}]
+    second.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = corpus_render.render(second, page)
+
+    timm = page[page.index("## timm") : page.index("## transformers")]
+    assert timm in text  # its section, word for word
+    assert "| timm | 2 | 0 | 2 (100%) | 0 |" in text
+    assert "| transformers | 1 | 0 | 1 (100%) |" in text and "3.00x `gpt2`" in text
+    assert "`bert`" not in text  # transformers' rows are the new file's
+    assert "Tried: timm 2 of 5 listed; transformers 1 of 9 listed." in text
+    assert "transformers' rows: run with " in text and "started 2026-02-02 00:00 UTC" in text
+    kept = text[text.index("timm's rows: run with ") :].split("\n\n")[0]
+    assert "(2026-01-01)" in kept and "started 2026-01-01 00:00 UTC" in kept
+    assert text.index("timm's rows") > text.index("transformers' rows")
+    assert text.index("## timm") < text.index("## transformers")
+    # and again: the kept family's runs stay its own
+    assert "timm's rows: run with " in corpus_render.render(second, text)
