@@ -29,6 +29,9 @@ def _after_mode() -> type:
         after = None
 
         def dispatch(self, func, types, args=(), kwargs=None):
+            made = _index_factory(self, func, args, kwargs)
+            if made is not None:
+                return made
             result = super().dispatch(func, types, args, kwargs)
             return result if self.after is None else self.after(self, func, args, kwargs, result)
 
@@ -67,6 +70,37 @@ def fake_index(mode: Any, tensor: Any) -> Any:
     ):
         return None
     return mode.fake_tensor_converter.from_real_tensor(mode, tensor, make_constant=True)
+
+
+@cache
+def _factories() -> frozenset:
+    import torch
+
+    aten = torch.ops.aten
+    made = (aten.arange.default, aten.arange.start, aten.arange.start_step, aten.zeros.default)
+    return frozenset((*made, aten.ones.default, aten.full.default))
+
+
+def _index_factory(mode: Any, func: Any, args: tuple, kwargs: Any) -> Any:
+    """An integer or boolean ``arange``, ``zeros``, ``ones`` or ``full`` on the CPU of up to
+    ``INDEX_LIMIT`` elements, as a constant (its values kept, as ``fake_index`` keeps an
+    input's): indices a forward builds from its inputs' sizes (Qwen2.5-VL's attention
+    windows) and then reads. None for any other op, made by the mode as usual."""
+    import torch
+    from torch.utils._mode_utils import no_dispatch
+
+    if func not in _factories():
+        return None
+    kwargs = dict(kwargs or {})
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type != "cpu":
+        return None
+    with no_dispatch():
+        shaped = func(*args, **{**kwargs, "device": "meta"})  # its size, before any memory
+        if shaped.numel() > INDEX_LIMIT or shaped.is_floating_point() or shaped.is_complex():
+            return None
+        real = func(*args, **kwargs)
+    return mode.fake_tensor_converter.from_real_tensor(mode, real, make_constant=True)
 
 
 def meta_kernel(mode: Any, func: Any, args: tuple, kwargs: Any) -> Any:

@@ -208,3 +208,25 @@ def test_a_meta_model_reading_its_integer_input_is_profiled_with_those_values():
     meta = profile_model(_on_meta(ReadsItsIndex), (x, grid))
     assert meta.macs == 10 * 8 * 16
     assert meta.macs == profile_model(ReadsItsIndex().eval(), (x, grid)).macs
+
+
+class WindowsOfItsIndex(nn.Module):
+    """Qwen2.5-VL's pattern: indices built with ``arange`` from its input's values (its
+    attention windows), then read (``nonzero``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+
+    def forward(self, x, grid):
+        order = torch.arange(int(grid.prod())).reshape(-1, 2).flip(-1).flatten()
+        return self.proj(x[(order % 3 != 0).nonzero().squeeze(-1)])
+
+
+def test_indices_a_meta_model_builds_from_its_input_keep_their_values():
+    """By hand: a 2 x 3 grid orders its 6 rows 1, 0, 3, 2, 5, 4, and keeps those not a
+    multiple of 3: 1, 2, 5, 4, four rows through the 8 -> 16 projection."""
+    x, grid = torch.zeros(6, 8), torch.tensor([[2, 3]])
+    meta = profile_model(_on_meta(WindowsOfItsIndex), (x, grid))
+    assert meta.macs == 4 * 8 * 16
+    assert meta.macs == profile_model(WindowsOfItsIndex().eval(), (x, grid)).macs
