@@ -49,7 +49,7 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
 
     if "grid_thw" in params:
         return grid_inputs(params, config, options)
-    seen = getattr(config, "vision_config", None) if "input_ids" in params else config
+    seen = getattr(config, "vision_config", None) if "input_ids" in params else sized(config)
     patches = getattr(seen, "num_patches", None)
     if "spatial_shapes" in params and isinstance(patches, int):
         return naflex_inputs(seen, options, patches)
@@ -62,6 +62,19 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
     if "pixel_mask" in params:
         kwargs["pixel_mask"] = torch.ones(shape[0], *shape[-2:], dtype=torch.long)
     return kwargs
+
+
+def sized(config: Any) -> Any:
+    """The configuration that sizes an image-only model's input: its own, else that of the
+    part that reads the image (SAM's ``vision_config``: 1024 x 1024; ViTPose's
+    ``backbone_config``: 256 x 192), which the model checks the image against."""
+    if getattr(config, "image_size", None) is not None:
+        return config
+    for part in ("vision_config", "backbone_config"):
+        inner = getattr(config, part, None)
+        if getattr(inner, "image_size", None) is not None:
+            return inner
+    return config
 
 
 def image_size(config: Any, *, detection: bool) -> tuple[int, int]:

@@ -628,3 +628,23 @@ def test_more_speech_models_get_audio_counted_as_flop_counter_mode_counts(
     assert counter.get_total_flops() > 0
     assert profile_model(real).macs == counter.get_total_flops() // 2
     assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
+
+
+def test_an_image_model_sized_by_its_backbone_gets_that_size(tmp_path, no_network):
+    """User trial: ViTPose (and SAM, sized by its ``vision_config``) got a 224 x 224 image and
+    raised "Input image size (224*224) doesn't match model (256*192)": its size is its
+    backbone's. By hand, 64 x 48 in 16 x 16 patches: 12 patches embedded, 12 x 32 x 3 x 16 x
+    16; one layer, q, k, v, o 4 x 32 x 32 and MLP 2 x 32 x 64 a token, scores and values
+    2 x 12 x 12 x 32; the simple head's 3 x 3 convolution onto 17 keypoints at 4x, 16 x 12 x 17
+    x 32 x 9."""
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("vitpose")
+    backbone = {"model_type": "vitpose_backbone", "image_size": [64, 48], "patch_size": [16, 16],
+                "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                "mlp_ratio": 2, "out_indices": [1]}  # fmt: skip
+    transformers.VitPoseConfig(backbone_config=backbone, num_labels=17).save_pretrained(tmp_path)
+    case = resolve(str(tmp_path), meta=True)
+    assert shapes(case) == {"pixel_values": (1, 3, 64, 48)}
+    expected = 12 * 32 * 3 * 16 * 16 + 12 * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 12 * 12 * 32
+    assert profile_model(case).macs == expected + 16 * 12 * 17 * 32 * 9
