@@ -117,6 +117,7 @@ def enclosing_class(file: str, line: int) -> ast.ClassDef | None:
 
 @functools.lru_cache(maxsize=32)
 def _classes(file: str, size: int, mtime: int) -> list[ast.ClassDef]:
+    linecache.checkcache(file)  # as ``_parsed``: linecache keeps a file's old lines until told
     try:
         tree = ast.parse("".join(linecache.getlines(file)))
     except (SyntaxError, ValueError):
