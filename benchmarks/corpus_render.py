@@ -111,7 +111,8 @@ def _kept(previous: str, families: list[str]) -> dict[str, dict]:
     kept = {}
     for family in families:
         title = TITLES[family]
-        if f"## {title}" not in lines:
+        row = next((line for line in lines if line.startswith(f"| {title} | ")), None)
+        if f"## {title}" not in lines or row is None:
             continue
         start = lines.index(f"## {title}")
         end = next(
@@ -123,7 +124,7 @@ def _kept(previous: str, families: list[str]) -> dict[str, dict]:
             section.pop()
         clauses = tried.removeprefix("Tried: ").rstrip(".").split("; ")
         kept[family] = {
-            "row": next(line for line in lines if line.startswith(f"| {title} | ")),
+            "row": row,
             "section": section,
             "tried": next((c for c in clauses if c.startswith(f"{title} ")), title),
             "runs": [text for names, text in runs if title in names],
@@ -181,7 +182,7 @@ def _header(runs: list[dict], sums: dict[str, dict]) -> list[str]:
     started = ", ".join(f"{r['started']} (1-min load {r['load']:.2f})" for r in runs)
     return [
         "Written by `benchmarks/corpus.py` (`make corpus`) from its JSON-lines file "
-        "(`benchmarks/out/corpus.jsonl`); rerendered by `--render-only`, hand notes kept below "
+        "(`benchmarks/data/corpus.jsonl`); rerendered by `--render-only`, hand notes kept below "
         "a line that starts `Notes (`.",
         "",
         f"Run with {stack}, Python {last.get('python', '?')}, on {last.get('machine', '?')} "
