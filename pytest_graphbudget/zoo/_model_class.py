@@ -5,8 +5,9 @@ transformers ships: the parts of a larger model a user may ship alone (CLAP's au
 Kosmos-2's vision model, BLIP-2's vision model) and the architectures published only as task
 models (UperNet, ViTPose, ZoeDepth, TrOCR). For those, the class comes from the configuration's
 own modeling module, as a user who ships one imports it: the base class (``<Name>Model`` or
-``<Name>``) where there is one, else the module's only class for that configuration. Where the
-module has several (a backbone and a classifier), none is guessed: the error names them.
+``<Name>``) where there is one, else the module's only class for that configuration (one it
+does not export, where it exports none: Qwen2-VL's vision tower). Where the module has several
+(a backbone and a classifier), none is guessed: the error names them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def model_class(transformers: Any, config: Any, *, name: str) -> tuple[Any | Non
     config_class = type(config)
     if config_class in transformers.MODEL_MAPPING:
         return None, None
-    candidates = _module_classes(config_class)
+    exported, internal = _module_classes(transformers, config_class)
+    candidates = exported or internal
     stem = config_class.__name__.removesuffix("Config")
     base = [c for c in candidates if c.__name__ in (stem + "Model", stem)]
     chosen = candidates if len(candidates) == 1 else []
@@ -49,24 +51,29 @@ def model_class(transformers: Any, config: Any, *, name: str) -> tuple[Any | Non
     )
 
 
-def _module_classes(config_class: type) -> list[type]:
-    """The model classes of the configuration's modeling module that take that configuration."""
+def _module_classes(transformers: Any, config_class: type) -> tuple[list[type], list[type]]:
+    """The model classes of the configuration's modeling module that take that configuration:
+    those the module exports, and those it does not (Qwen2-VL's vision tower,
+    ``Qwen2VisionTransformerPretrainedModel``, is built only inside the model that holds it),
+    which count only where it exports none: an exported decoder's inner stack is not another
+    choice."""
     module_name = config_class.__module__.replace(".configuration_", ".modeling_")
     if module_name == config_class.__module__:
-        return []
+        return [], []
     try:
         module = importlib.import_module(module_name)
     except ImportError:
-        return []
-    names = getattr(module, "__all__", None) or dir(module)
-    found = []
-    for attribute in names:
+        return [], []
+    exported = set(getattr(module, "__all__", ()))
+    found: tuple[list[type], list[type]] = ([], [])
+    for attribute in sorted(set(dir(module)) | exported):
         cls = getattr(module, attribute, None)
         if (
             inspect.isclass(cls)
+            and issubclass(cls, transformers.PreTrainedModel)
             and getattr(cls, "config_class", None) is config_class
             and "PreTrainedModel" not in cls.__name__  # a base, not a model
-            and cls not in found  # a class exported under two names counts once
+            and cls not in found[0] + found[1]  # a class exported under two names counts once
         ):
-            found.append(cls)
+            found[0 if attribute in exported else 1].append(cls)
     return found

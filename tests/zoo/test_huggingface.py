@@ -648,3 +648,26 @@ def test_an_image_model_sized_by_its_backbone_gets_that_size(tmp_path, no_networ
     assert shapes(case) == {"pixel_values": (1, 3, 64, 48)}
     expected = 12 * 32 * 3 * 16 * 16 + 12 * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 12 * 12 * 32
     assert profile_model(case).macs == expected + 16 * 12 * 17 * 32 * 9
+
+
+def test_a_vision_tower_its_module_does_not_export_is_built(tmp_path, no_network):
+    """Qwen2-VL's vision tower alone: transformers builds it only inside Qwen2-VL and exports
+    no class for it, so a folder of its configuration was refused; it is built as the
+    module's own class for that configuration, with a note, and counted as FlopCounterMode
+    counts it on the tower built with weights (attention by the math backend)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("qwen2_vl_vision")
+    transformers.AutoConfig.for_model(
+        "qwen2_vl_vision", depth=1, embed_dim=32, hidden_size=16, num_heads=2, mlp_ratio=2,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    case = resolve(str(tmp_path), meta=True)
+    assert "built as Qwen2VisionTransformerPretrainedModel" in case.note
+    assert shapes(case) == {"hidden_states": (256, 3 * 2 * 14 * 14), "grid_thw": (1, 3)}
+    real = resolve(str(tmp_path), meta=False)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert profile_model(case).macs == counter.get_total_flops() // 2 > 0
