@@ -200,7 +200,7 @@ zoo: setup
 
 # Every timm architecture, every transformers model type that builds from its default
 # configuration and diffusers' UNets, VAEs and transformers, each profiled beside one
-# FlopCounterMode forward and both timed warm: rows to benchmarks/out/corpus.jsonl, resumed where a
+# FlopCounterMode forward and both timed warm: rows to benchmarks/data/corpus.jsonl, resumed where a
 # stopped run left off (CORPUS_ARGS=--fresh starts again), then docs/corpus.md. Hours on a quiet
 # machine; CORPUS_ARGS="--family timm --sample 30" for a spread sample, --jobs N to share cores.
 CORPUS_ARGS ?=

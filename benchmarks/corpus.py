@@ -10,7 +10,8 @@ both timed warm (one call each, then ``--repeats`` alternating pairs, medians); 
 model that hangs past ``--timeout`` or kills its worker is a row with that reason, and a fresh
 worker takes the next one.
 
-Rows are appended to a JSON-lines file (``benchmarks/out/corpus.jsonl``) as they come, so a
+Rows are appended to a JSON-lines file (``benchmarks/data/corpus.jsonl``, committed with the
+page it renders, so that a later run of a few models adds to it) as they come, so a
 long run can be stopped and continued: a model already in the file is skipped (``--fresh``
 starts the file again, ``--retry-failed`` measures the failed, timed-out and crashed ones
 again, and names given with ``--models`` are always measured again; the last row counts).
@@ -46,7 +47,7 @@ from pytest_graphbudget.cli.zoo_sweep import OFFLINE_ENV  # what make zoo runs o
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-JSONL = HERE / "out" / "corpus.jsonl"
+JSONL = HERE / "data" / "corpus.jsonl"
 DOC = ROOT / "docs" / "corpus.md"
 DEFAULT_TIMEOUT = 600.0
 STARTUP_TIMEOUT = 600.0
