@@ -294,17 +294,44 @@ _DECISIONS = (
 def _everywhere(answers: dict[Any, Any]) -> Iterator[None]:
     """Each function of ``answers`` replaced, in the block, in every transformers module that
     holds it: modeling files import ``create_recurrent_attention_mask`` by name. Read by
-    ``vars``: a lazy module's attribute would import what it names."""
-    modules = [m for n, m in list(sys.modules.items()) if n.startswith("transformers") and m]
+    ``vars``: a lazy module's attribute would import what it names. Where each module holds
+    them is remembered (``_holders``): with 300 modeling files imported, reading all their
+    names took 31 ms, twice a profile."""
+    if not answers:
+        yield
+        return
     by_id = {id(function): function for function in answers}
+    wanted = frozenset(by_id)
     swapped = []
-    for module in modules:
-        for name, value in list(vars(module).items()):
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("transformers") or module is None:
+            continue
+        names = vars(module)
+        for attribute in _holders(module, names, by_id, wanted):
+            value = names.get(attribute)
             if id(value) in by_id and by_id[id(value)] is value:
-                swapped.append((module, name, value))
-                setattr(module, name, answers[value])
+                swapped.append((module, attribute, value))
+                setattr(module, attribute, answers[value])
     try:
         yield
     finally:
-        for module, name, value in swapped:
-            setattr(module, name, value)
+        for module, attribute, value in swapped:
+            setattr(module, attribute, value)
+
+
+_HOLDERS: dict[tuple[int, frozenset[int]], tuple[Any, int, tuple[str, ...]]] = {}
+"""(Module id, the functions looked for) -> (the module, its number of names when read, the
+names that held one). Read again when the module gained or lost a name (an import that was
+under way); the names found are checked at each use."""
+
+
+def _holders(
+    module: Any, names: dict[str, Any], by_id: dict[int, Any], wanted: frozenset[int]
+) -> tuple[str, ...]:
+    key = (id(module), wanted)
+    known = _HOLDERS.get(key)
+    if known is not None and known[0] is module and known[1] == len(names):
+        return known[2]
+    found = tuple(n for n, v in list(names.items()) if id(v) in by_id and by_id[id(v)] is v)
+    _HOLDERS[key] = (module, len(names), found)
+    return found
