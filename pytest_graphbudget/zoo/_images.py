@@ -1,7 +1,9 @@
 """Example images for Hugging Face models (``huggingface.example_inputs``), from the
 configuration: ``pixel_values`` at its ``image_size`` and a ``pixel_mask`` of ones. A video
 model (VideoMAE, TimeSformer, ViViT: ``num_frames`` in its configuration) gets a clip,
-``batch x num_frames x channels x H x W``, as its video processor stacks the frames. SigLIP 2's
+``batch x num_frames x channels x H x W``, as its video processor stacks the frames, and a
+keypoint matcher (SuperGlue, LightGlue, EfficientLoFTR) a pair, ``batch x 2 x channels x H x
+W``, at the 480 x 640 its image processor resizes to. SigLIP 2's
 NaFlex (``spatial_shapes`` in its forward) gets its patches flattened (``naflex_inputs``), and
 so does a Qwen-VL-style vision tower (``grid_thw`` in its forward: ``grid_inputs``).
 
@@ -22,6 +24,7 @@ from pytest_graphbudget.zoo.base import LoadOptions, written_shape
 
 DETECTION_IMAGE_SIZE = 800  # DETR-style detectors: the shortest edge their processor resizes to
 DEFAULT_IMAGE_SIZE = 224
+PAIR_IMAGE_SIZE = (480, 640)  # keypoint matchers: what their image processors resize to
 IMAGE_TOKENS = ("image_token_id", "image_token_index")
 
 
@@ -57,11 +60,24 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
     height, width = image_size(seen, detection=detection)
     frames = getattr(seen, "num_frames", None)  # a video model: a clip of its frames
     clip = (frames,) if isinstance(frames, int) else ()
+    if matches_pairs(config):  # two images whose keypoints it matches
+        clip = (2,)
+        if getattr(seen, "image_size", None) is None:
+            height, width = PAIR_IMAGE_SIZE
     shape = options.image_shape((options.batch or 1, *clip, channels, height, width))
     kwargs = {"pixel_values": image(shape)}
     if "pixel_mask" in params:
         kwargs["pixel_mask"] = torch.ones(shape[0], *shape[-2:], dtype=torch.long)
     return kwargs
+
+
+def matches_pairs(config: Any) -> bool:
+    """Whether the model matches keypoints across two images (transformers' keypoint-matching
+    models: ``pixel_values`` of ``batch x 2 x channels x H x W``)."""
+    from transformers.models.auto import modeling_auto
+
+    pairs = getattr(modeling_auto, "MODEL_FOR_KEYPOINT_MATCHING_MAPPING_NAMES", {})
+    return getattr(config, "model_type", None) in pairs
 
 
 def sized(config: Any) -> Any:

@@ -671,3 +671,35 @@ def test_a_vision_tower_its_module_does_not_export_is_built(tmp_path, no_network
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         real.model(**real.kwargs)
     assert profile_model(case).macs == counter.get_total_flops() // 2 > 0
+
+
+@pytest.mark.parametrize("model_type", ["superglue", "lightglue", "efficientloftr"])
+def test_a_keypoint_matcher_gets_a_pair_of_images_at_its_processors_size(
+    model_type, tmp_path, no_network
+):
+    """User trial: SuperGlue, LightGlue and EfficientLoFTR got one image and raised "Input must
+    be a 5D tensor of shape (batch_size, 2, num_channels, height, width)". They get the pair
+    they match, at the size their image processor resizes to (transformers' own, read here),
+    and are counted as FlopCounterMode counts them on a smaller pair (attention by the math
+    backend): how many keypoints the detector keeps depends on the weights' values, so no
+    count by hand holds across them."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered(model_type)
+    transformers.AutoConfig.for_model(model_type).save_pretrained(tmp_path)
+    processor = {"superglue": "SuperGlue", "lightglue": "LightGlue"}.get(
+        model_type, "EfficientLoFTR"
+    )
+    size = getattr(transformers, f"{processor}ImageProcessor")().size
+    assert shapes(resolve(str(tmp_path))) == {
+        "pixel_values": (1, 2, 3, size["height"], size["width"])
+    }
+    torch.manual_seed(0)
+    case = resolve(str(tmp_path), input_shape=(1, 2, 3, 64, 96))
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        case.model(**case.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(case).macs == counter.get_total_flops() // 2
