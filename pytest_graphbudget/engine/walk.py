@@ -23,15 +23,15 @@ import torch
 from torch import nn
 
 _WALK: ContextVar[list | None] = ContextVar("graph_budget_walk", default=None)
-"""``[model, its named modules or None, each module once or None]`` while a profile of
-``model`` runs. Only which modules there are is kept: their tensors are read afresh at each
-question (a fake pass swaps them for fakes while it runs)."""
+"""``[model, its named modules or None, each module once or None, its unregistered modules
+or None]`` while a profile of ``model`` runs. Only which modules there are is kept: their
+tensors are read afresh at each question (a fake pass swaps them for fakes while it runs)."""
 
 
 @contextlib.contextmanager
 def walking(model: nn.Module) -> Iterator[None]:
     """Share one walk of ``model``'s modules among the questions asked inside the block."""
-    token = _WALK.set([model, None, None])
+    token = _WALK.set([model, None, None, None])
     try:
         yield
     finally:
@@ -42,7 +42,7 @@ def forget(model: nn.Module) -> None:
     """Walk ``model`` again at the next question: a forward assigned its modules' state."""
     held = _WALK.get()
     if held is not None and held[0] is model:
-        held[1] = held[2] = None
+        held[1] = held[2] = held[3] = None
 
 
 def named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -101,12 +101,18 @@ def unregistered(model: nn.Module) -> list[tuple[str, str, nn.Module]]:
     ``nn.ModuleList`` registers them) and registered nowhere in the model: the attribute
     (``layers``), each module's path (``layers.0``, and the modules under it) and the module.
     The forward still runs them."""
+    walked = _WALK.get()
+    if walked is not None and walked[0] is model and walked[3] is not None:
+        return walked[3]
     registered = {id(m) for m in modules(model)}
     found: list[tuple[str, str, nn.Module]] = []
     for path, module in named_modules(model):
         for name, value in vars(module).items():
             if name.startswith("_") or not isinstance(value, (list, tuple, dict)):
                 continue
+            kinds = set(map(type, value.values() if isinstance(value, dict) else value))
+            if not any(issubclass(kind, nn.Module) for kind in kinds):
+                continue  # no module in it, told in C: LeViT's 38,416 attention indices a layer
             attribute = f"{path}.{name}" if path else name
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, held in items:
@@ -116,6 +122,8 @@ def unregistered(model: nn.Module) -> list[tuple[str, str, nn.Module]]:
                         (attribute, f"{where}.{sub}" if sub else where, inner)
                         for sub, inner in held.named_modules()
                     ]
+    if walked is not None and walked[0] is model:
+        walked[3] = found
     return found
 
 

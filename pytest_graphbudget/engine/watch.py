@@ -5,6 +5,7 @@ half-built or built from values it did not compute."""
 from __future__ import annotations
 
 import contextlib
+import operator
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -92,10 +93,13 @@ def _attributes(model: nn.Module) -> list[tuple[nn.Module, dict[str, Any], dict[
 
 def _same_items(before: Any, after: Any) -> bool:
     """Whether a container holds the same objects as its copy ``before`` did."""
+    # compared in C (``map(operator.is_, ...)``): LeViT keeps 38,416 attention indices a layer
     if isinstance(before, dict):
-        return before.keys() == after.keys() and all(before[k] is after[k] for k in before)
+        return before.keys() == after.keys() and all(
+            map(operator.is_, before.values(), map(after.__getitem__, before))
+        )
     if isinstance(before, (list, tuple)):
-        return len(before) == len(after) and all(a is b for a, b in zip(before, after, strict=True))
+        return len(before) == len(after) and all(map(operator.is_, before, after))
     return {id(v) for v in before} == {id(v) for v in after}
 
 

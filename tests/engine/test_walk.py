@@ -97,3 +97,17 @@ def test_module_paths_read_from_every_source_form_dynamo_writes():
     assert module_path("L['self'].backbone.body._modules['0'][1]") == "backbone.body.0.1"
     assert module_path("L['fn']") == ""
     assert module_path("layer1.0.downsample") == "layer1.0.downsample"  # a plain path as it is
+
+
+def test_a_module_in_a_plain_container_is_found_beside_other_values():
+    """Containers are read by the types they hold (LeViT keeps 38,416 attention indices in a
+    plain list a layer, read item by item three times a profile: a fifth of it); a module
+    beside numbers, or under a key of a dict, is found all the same, and a list of numbers
+    holds none."""
+    model = nn.Sequential(nn.Linear(2, 2))
+    extra = nn.Linear(2, 3)
+    model[0].indices = list(range(40_000))
+    model[0].mixed = [1, "two", extra]
+    model[0].table = {"scale": 2.0, "head": extra}
+    found = [(attribute, path) for attribute, path, _ in walk.unregistered(model)]
+    assert found == [("0.mixed", "0.mixed.2"), ("0.table", "0.table.head")]
