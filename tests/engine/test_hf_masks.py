@@ -246,7 +246,7 @@ def test_a_function_imported_by_name_is_answered_in_every_module_that_holds_it(m
     """Modeling files import transformers' mask decisions by name, so each module holding one
     is swapped for the block. Where they are held is remembered (reading every name of 300
     modeling files took 31 ms, twice a profile), but a module that gained a name since (an
-    import under way) is read again, and each is put back after."""
+    import under way), or a module imported since, is read again, and each is put back after."""
     import types
 
     from pytest_graphbudget.engine.hf_masks import _everywhere
@@ -267,3 +267,9 @@ def test_a_function_imported_by_name_is_answered_in_every_module_that_holds_it(m
     with _everywhere({decision: answer}):
         assert module.decision is answer and module.imported_later is answer
     assert module.decision is decision and module.imported_later is decision
+    second = types.ModuleType("transformers.graphbudget_test_imported_after")
+    second.decision = decision
+    monkeypatch.setitem(sys.modules, second.__name__, second)
+    with _everywhere({decision: answer}):
+        assert second.decision is answer and module.decision is answer
+    assert second.decision is decision
