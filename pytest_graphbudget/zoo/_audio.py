@@ -19,8 +19,11 @@ from the configuration as their feature extractors shape them, never from the na
   (``input_feat_per_channel`` and ``input_channels``) takes ``batch x frames x features``,
   one second of its filterbank's 10 ms frames (100); a Conformer whose subsampler reads
   frames first (``num_mel_bins`` and ``subsampling_factor`` or ``subsampling_conv_channels``:
-  Parakeet, LASR) takes ``batch x frames x num_mel_bins``, a second of 10 ms frames;
-- and, for an encoder-decoder (Whisper, Moonshine, Speech2Text), ``decoder_input_ids``:
+  Parakeet, LASR) takes ``batch x frames x num_mel_bins``, a second of 10 ms frames, also
+  where a head's configuration holds the encoder's (``encoder_config``: Parakeet's CTC, TDT
+  and RNN-T models);
+- and, for an encoder-decoder (Whisper, Moonshine, Speech2Text, a transducer: Parakeet's TDT
+  and RNN-T models, whose joint network pairs every frame with every token), ``decoder_input_ids``:
   ``batch x seq_len`` tokens, as for T5 or BART, within its ``max_target_positions``
   (``max_position_embeddings``).
 
@@ -71,6 +74,9 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
             return "input_features", (batch, FBANK_FRAMES, features * channels)
         if isinstance(mels, int) and any(hasattr(config, key) for key in SUBSAMPLERS):
             return "input_features", (batch, FBANK_FRAMES, mels)  # frames first (Parakeet)
+    encoder = getattr(config, "encoder_config", None)  # a head on an encoder (Parakeet's CTC)
+    if encoder is not None and encoder is not config:
+        return audio_shape(params, encoder, batch)
     return None
 
 
