@@ -587,6 +587,57 @@ def test_patchtst_gets_its_history_of_every_channel(tmp_path, no_network):
     assert shapes(resolve(str(tmp_path), batch=3, meta=True)) == {"past_values": (3, 32, 2)}
 
 
+_WINDOW = {"past_values": (1, 31), "past_time_features": (1, 31, 2),
+           "past_observed_mask": (1, 31), "future_values": (1, 12),
+           "future_time_features": (1, 12, 2)}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model_type", "config", "expected"),
+    [
+        ("time_series_transformer", {}, _WINDOW),
+        ("informer", {}, _WINDOW),
+        ("autoformer", {}, _WINDOW),
+        (
+            # three series, a static category, two static reals, a dynamic real feature
+            "time_series_transformer",
+            {"input_size": 3, "num_static_categorical_features": 1, "cardinality": [5],
+             "embedding_dimension": [2], "num_static_real_features": 2,
+             "num_dynamic_real_features": 1},
+            {"past_values": (1, 31, 3), "past_time_features": (1, 31, 3),
+             "past_observed_mask": (1, 31, 3), "future_values": (1, 12, 3),
+             "future_time_features": (1, 12, 3), "static_categorical_features": (1, 1),
+             "static_real_features": (1, 2)},
+        ),
+    ],
+)  # fmt: skip
+def test_a_forecaster_reading_time_features_gets_its_history_and_window(
+    model_type, config, expected, tmp_path, no_network
+):
+    """User trial: Informer, Autoformer and the Time Series Transformer were refused ("its
+    forward requires past_time_features"). Each gets the history its lags reach back over
+    (24 steps of context and lags up to 7), their time features, the observed mask and the
+    prediction window (12 steps), and is counted as FlopCounterMode counts it built with
+    weights (attention by the math backend), on the meta device too."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered(model_type)
+    transformers.AutoConfig.for_model(
+        model_type, context_length=24, prediction_length=12, num_time_features=2, d_model=16,
+        encoder_layers=1, decoder_layers=1, encoder_ffn_dim=32, decoder_ffn_dim=32, **config
+    ).save_pretrained(tmp_path)  # fmt: skip
+    real = resolve(str(tmp_path), meta=False)
+    assert shapes(real) == expected
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
+
+
 @pytest.mark.parametrize(
     ("model_type", "config", "expected", "uncounted"),
     [
