@@ -94,7 +94,14 @@ def sized(config: Any) -> Any:
 
 
 def image_size(config: Any, *, detection: bool) -> tuple[int, int]:
+    """The configuration's ``image_size``; else, for a model that cuts its image into patches
+    at several scales (Depth Pro: ``patch_size`` and ``scaled_images_ratios``), the side whose
+    smallest scale is one patch (1,536, what its processor resizes to); else 800 for a
+    detector and 224."""
     size = getattr(config, "image_size", None)
+    ratios, patch = getattr(config, "scaled_images_ratios", None), getattr(config, "patch_size", 0)
+    if size is None and ratios and isinstance(patch, int) and patch > 0:
+        size = math.ceil(patch / min(ratios))
     if isinstance(size, int):
         return size, size
     if isinstance(size, (list, tuple)) and len(size) == 2:

@@ -726,6 +726,33 @@ def test_an_image_model_sized_by_its_backbone_gets_that_size(tmp_path, no_networ
     assert profile_model(case).macs == expected + 16 * 12 * 17 * 32 * 9
 
 
+def test_a_model_of_scaled_patches_gets_the_image_its_smallest_scale_needs(tmp_path, no_network):
+    """User trial: Depth Pro got 224 x 224 and raised "Image size 224x224 is too small to be
+    scaled with scaled_images_ratios=(0.25, 0.5, 1) when patch_size=384". Its image is the side
+    whose smallest scale is one patch (its processor's 1,536 by default; 32 / 0.25 = 128 here),
+    counted as FlopCounterMode counts it built with weights, on the meta device too."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("depth_pro")
+    part = {"model_type": "dinov2", "image_size": 32, "patch_size": 8, "hidden_size": 16,
+            "num_hidden_layers": 2, "num_attention_heads": 2, "mlp_ratio": 2}  # fmt: skip
+    transformers.AutoConfig.for_model(
+        "depth_pro", patch_size=32, fusion_hidden_size=8, intermediate_hook_ids=[1, 0],
+        intermediate_feature_dims=[8, 8], scaled_images_feature_dims=[16, 16, 8],
+        image_model_config=part, patch_model_config=part, fov_model_config=part,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    real = resolve(str(tmp_path), meta=False)
+    assert shapes(real) == {"pixel_values": (1, 3, 128, 128)}
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
+
+
 def test_a_vision_tower_its_module_does_not_export_is_built(tmp_path, no_network):
     """Qwen2-VL's vision tower alone: transformers builds it only inside Qwen2-VL and exports
     no class for it, so a folder of its configuration was refused; it is built as the
