@@ -21,7 +21,11 @@ from the configuration as their feature extractors shape them, never from the na
   frames first (``num_mel_bins`` and ``subsampling_factor`` or ``subsampling_conv_channels``:
   Parakeet, LASR) takes ``batch x frames x num_mel_bins``, a second of 10 ms frames, also
   where a head's configuration holds the encoder's (``encoder_config``: Parakeet's CTC, TDT
-  and RNN-T models);
+  and RNN-T models); CLAP's audio tower (``num_mel_bins`` and ``spec_size``) takes
+  ``batch x 1 x 1001 x num_mel_bins``, the 10 s its feature extractor pads or cuts every clip
+  to (``x 4``: the whole clip and three crops, where ``enable_fusion``, with ``is_longer``
+  true: a clip longer than 10 s, whose crops the tower fuses), also beside text (the CLAP
+  model, whose ``audio_config`` it reads);
 - and, for an encoder-decoder (Whisper, Moonshine, Speech2Text, a transducer: Parakeet's TDT
   and RNN-T models, whose joint network pairs every frame with every token), ``decoder_input_ids``:
   ``batch x seq_len`` tokens, as for T5 or BART, within its ``max_target_positions``
@@ -42,6 +46,7 @@ from pytest_graphbudget.zoo.base import LoadOptions
 SPEECH_RATE = 16_000  # samples a second: what wav2vec2's and Whisper's extractors resample to
 WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,000 -> 1,500
 FBANK_FRAMES = 100  # a second of Speech2Text's filterbank: 25 ms windows every 10 ms
+CLAP_FRAMES = 1001  # CLAP's extractor: 10 s at 48 kHz, a frame every 480 samples, and one
 # A Conformer's convolutional subsampler reads log-mel frames first (Parakeet, LASR, Nemotron)
 SUBSAMPLERS = ("subsampling_factor", "subsampling_conv_channels")
 
@@ -65,6 +70,9 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
             return "input_values", (batch, 1, rate)  # a mono codec (DAC)
     if "input_features" in params:
         mels = getattr(config, "num_mel_bins", None)
+        if isinstance(mels, int) and isinstance(getattr(config, "spec_size", None), int):
+            fused = 4 if getattr(config, "enable_fusion", False) else 1  # CLAP's audio tower
+            return "input_features", (batch, fused, CLAP_FRAMES, mels)
         positions = getattr(config, "max_source_positions", None)
         if isinstance(mels, int) and isinstance(positions, int):
             return "input_features", (batch, mels, WHISPER_FRAMES_PER_POSITION * positions)
@@ -80,16 +88,28 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
     return None
 
 
+def hears_beside_text(params: Any, config: Any) -> bool:
+    """Whether a model of text also takes audio it reads apart (CLAP)."""
+    audio = getattr(config, "audio_config", None)
+    return "input_ids" in params and audio is not None and "input_features" in params
+
+
 def audio_inputs(params: Any, config: Any, options: LoadOptions, *, name: str) -> dict[str, Any]:
     """The audio tensor (and an encoder-decoder's decoder tokens) for ``forward``, or nothing."""
+    import torch
+
     from pytest_graphbudget.zoo._build import image, token_ids
 
+    if hears_beside_text(params, config):
+        config = config.audio_config
     found = audio_shape(params, config, options.batch or 1)
     if found is None:
         return {}
     key, default = found
     kwargs: dict[str, Any] = {key: image(options.image_shape(default))}
     batch = kwargs[key].shape[0]
+    if "is_longer" in params and getattr(config, "enable_fusion", False):
+        kwargs["is_longer"] = torch.ones(batch, 1, dtype=torch.bool)  # its crops fused
     if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
         limit = getattr(config, "max_target_positions", None)
         limit = getattr(config, "max_position_embeddings", None) if limit is None else limit

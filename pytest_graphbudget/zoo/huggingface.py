@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from pytest_graphbudget.errors import GraphBudgetError
-from pytest_graphbudget.zoo._audio import audio_inputs
+from pytest_graphbudget.zoo._audio import audio_inputs, hears_beside_text
 from pytest_graphbudget.zoo._images import image_inputs, reads_image_tokens, takes_image
 from pytest_graphbudget.zoo._model_class import model_class
 from pytest_graphbudget.zoo._positions import (
@@ -250,12 +250,13 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
       (800 x 800 for DETR-style detectors), and ``pixel_mask`` of ones when taken; beside text
       where the model reads them apart (CLIP), not where it reads an image at image tokens
       (LLaVA: ``_images.py``);
-    - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``);
+    - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``), beside text
+      where the model reads them apart (CLAP);
     - for a time-series model, ``past_values`` (``_series.py``).
 
     ``input_shape`` is ``(batch, seq_len)`` for a text model and the ``pixel_values`` (or
-    audio) shape for an image (or speech) model. A required parameter outside this list is an
-    error that names it.
+    audio) shape for a model of images (or speech), beside text too. A required parameter
+    outside this list is an error that names it.
     """
     import torch
 
@@ -266,11 +267,14 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     batch = options.batch or 1
     text = "input_ids" in params
     vision = takes_image(params, config)
+    hears = hears_beside_text(params, config)  # CLAP: audio it reads apart from the text
 
     if text:
         limit = position_limit(config)
         seq_len = options.seq_len or default_seq_len(limit)
-        if options.input_shape is not None and not vision:
+        if options.input_shape and (vision or hears):  # the image's or audio's batch
+            batch = options.input_shape[0]
+        elif options.input_shape is not None:
             if len(options.input_shape) != 2:
                 raise GraphBudgetError(
                     f"input shape for {name} is (batch, seq_len), such as 1,128, got "
@@ -293,7 +297,7 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     if vision:  # an image (_images.py), beside text where the model reads them apart (CLIP)
         detection = config.model_type in TASK_CLASSES
         kwargs.update(image_inputs(params, config, options, detection=detection))
-    elif not text:  # speech (_audio.py), or a time series' history (_series.py)
+    elif hears or not text:  # speech (_audio.py), or a time series' history (_series.py)
         kwargs.update(audio_inputs(params, config, options, name=name))
         kwargs.update(series_inputs(params, config, options))
 

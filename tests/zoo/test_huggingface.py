@@ -178,6 +178,10 @@ def test_a_text_and_image_model_gets_both_inputs(tmp_path, no_network):
     for tower, tokens in (("text_model", 16), ("vision_model", 17)):
         expected = tokens * (4 * 32 * 32 + 2 * 32 * 64) + 2 * tokens * tokens * 32
         assert towers[f"{tower}.encoder"].macs == expected, tower
+    # input_shape is the image's, and its batch the text's too
+    assert shapes(resolve(str(tmp_path), seq_len=16, input_shape=(2, 3, 32, 32), meta=True)) == {
+        "input_ids": (2, 16), "attention_mask": (2, 16), "pixel_values": (2, 3, 32, 32)
+    }  # fmt: skip
 
 
 def test_a_model_with_fewer_positions_than_the_default_gets_them_in_a_note(tmp_path, no_network):
@@ -638,6 +642,11 @@ def test_a_forecaster_reading_time_features_gets_its_history_and_window(
     assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
 
 
+_CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
+               "patch_embeds_hidden_size": 16, "depths": [1, 1], "num_attention_heads": [2, 2],
+               "window_size": 4, "projection_dim": 8}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("model_type", "config", "expected", "uncounted"),
     [
@@ -671,6 +680,31 @@ def test_a_forecaster_reading_time_features_gets_its_history_and_window(
             4 * 16 * (16 + 16) * 128,
         ),
         (
+            # CLAP's audio tower: 10 s of its extractor's frames, one crop
+            "clap_audio_model",
+            _CLAP_AUDIO,
+            {"input_features": (1, 1, 1001, 16)},
+            0,
+        ),
+        (
+            # fused: the whole clip and three crops, of a clip longer than 10 s
+            "clap_audio_model",
+            {**_CLAP_AUDIO, "enable_fusion": True},
+            {"input_features": (1, 4, 1001, 16), "is_longer": (1, 1)},
+            0,
+        ),
+        (
+            # CLAP: text, and audio it reads apart from the text
+            "clap",
+            {"audio_config": _CLAP_AUDIO, "projection_dim": 8,
+             "text_config": {"hidden_size": 32, "num_hidden_layers": 1,
+                             "num_attention_heads": 2, "intermediate_size": 32,
+                             "vocab_size": 100, "projection_dim": 8}},
+            {"input_ids": (1, 128), "attention_mask": (1, 128),
+             "input_features": (1, 1, 1001, 16)},
+            0,
+        ),
+        (
             # a mono codec: one second at its rate
             "dac",
             {"encoder_hidden_size": 4, "decoder_hidden_size": 8, "downsampling_ratios": [2, 4],
@@ -684,11 +718,11 @@ def test_a_forecaster_reading_time_features_gets_its_history_and_window(
 def test_more_speech_models_get_audio_counted_as_flop_counter_mode_counts(
     model_type, config, expected, uncounted, tmp_path, no_network
 ):
-    """User trial: a Parakeet encoder, its CTC and TDT models and a DAC codec were refused
-    ("its forward requires input_features", "input_values"). Their audio as their feature
-    extractors give it, and the MACs FlopCounterMode counts on the model built with weights
-    (attention by the math backend, which it has formulas for) and the LSTM it counts as 0,
-    on the meta device too."""
+    """User trial: a Parakeet encoder, its CTC and TDT models, CLAP and its audio tower and a
+    DAC codec were refused ("its forward requires input_features", "input_values"). Their
+    audio as their feature extractors give it, and the MACs FlopCounterMode counts on the
+    model built with weights (attention by the math backend, which it has formulas for) and
+    the LSTM it counts as 0, on the meta device too."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
