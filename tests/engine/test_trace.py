@@ -516,8 +516,10 @@ def test_cost_pass_walks_arguments_as_pytree_does():
     from pytest_graphbudget.engine import tree
 
     a, b, c = torch.zeros(2, 3), torch.zeros(4), torch.zeros(1, 1, 5)
+    last = torch.zeros(1, 3, 4, 4).to(memory_format=torch.channels_last)
     values = [
         (a, [b, 2.0, None], {"alpha": 1, "out": c}),
+        (last, a.t(), [last[:, :, 1:]], {"x": torch.zeros(3).to_sparse()}),
         [torch.float16, torch.device("cpu"), "mean", True],
         torch.max(a, dim=1),  # a structseq: left to pytree
         (torch.Size([2, 3]), {"nested": ((a,), [b])}),
@@ -530,6 +532,9 @@ def test_cost_pass_walks_arguments_as_pytree_does():
         assert [id(t) for t in tree.tensors(value)] == [
             id(t) for t in pytree.tree_leaves(value) if torch.is_tensor(t)
         ]
+        strided = tree.strided_shapes(value)  # with strides, for workspaces
+        expected = pytree.tree_map(tree._strided, value)
+        assert strided == expected and type(strided) is type(expected)
     assert type(tree.shapes((a, [b]))[1][0]) is Shape
 
 
