@@ -17,7 +17,9 @@ from the configuration as their feature extractors shape them, never from the na
   ``batch x num_mel_bins x frames``, the 30 s window its feature extractor pads every clip to
   (two frames per position: 3,000), which the encoder checks; a Speech2Text encoder
   (``input_feat_per_channel`` and ``input_channels``) takes ``batch x frames x features``,
-  one second of its filterbank's 10 ms frames (100); a Conformer whose subsampler reads
+  one second of its filterbank's 10 ms frames (100); Wav2Vec2-BERT
+  (``feature_projection_input_dim``) takes ``batch x 49 x 160``, one second of its
+  extractor's 80 mel bins stacked in pairs; a Conformer whose subsampler reads
   frames first (``num_mel_bins`` and ``subsampling_factor`` or ``subsampling_conv_channels``:
   Parakeet, LASR) takes ``batch x frames x num_mel_bins``, a second of 10 ms frames, also
   where a head's configuration holds the encoder's (``encoder_config``: Parakeet's CTC, TDT
@@ -46,6 +48,7 @@ from pytest_graphbudget.zoo.base import LoadOptions
 SPEECH_RATE = 16_000  # samples a second: what wav2vec2's and Whisper's extractors resample to
 WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,000 -> 1,500
 FBANK_FRAMES = 100  # a second of Speech2Text's filterbank: 25 ms windows every 10 ms
+STACKED_FRAMES = 49  # a second of SeamlessM4T's extractor: 98 frames of 10 ms, in pairs
 CLAP_FRAMES = 1001  # CLAP's extractor: 10 s at 48 kHz, a frame every 480 samples, and one
 # A Conformer's convolutional subsampler reads log-mel frames first (Parakeet, LASR, Nemotron)
 SUBSAMPLERS = ("subsampling_factor", "subsampling_conv_channels")
@@ -76,6 +79,9 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
         positions = getattr(config, "max_source_positions", None)
         if isinstance(mels, int) and isinstance(positions, int):
             return "input_features", (batch, mels, WHISPER_FRAMES_PER_POSITION * positions)
+        stacked = getattr(config, "feature_projection_input_dim", None)  # Wav2Vec2-BERT
+        if isinstance(stacked, int):
+            return "input_features", (batch, STACKED_FRAMES, stacked)
         features = getattr(config, "input_feat_per_channel", None)
         channels = getattr(config, "input_channels", None)
         if isinstance(features, int) and isinstance(channels, int):

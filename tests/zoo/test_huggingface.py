@@ -680,6 +680,23 @@ _CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
             4 * 16 * (16 + 16) * 128,
         ),
         (
+            # Wav2Vec2-BERT: a second of its extractor's 80 mel bins stacked in pairs
+            "wav2vec2-bert",
+            {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 64, "output_hidden_size": 32},
+            {"input_features": (1, 49, 160)},
+            0,
+        ),
+        (
+            # LASR's CTC model: its encoder's frames, from encoder_config
+            "lasr_ctc",
+            {"encoder_config": {"hidden_size": 32, "num_hidden_layers": 1,
+             "num_attention_heads": 2, "intermediate_size": 64, "num_mel_bins": 16,
+             "conv_kernel_size": 9}, "vocab_size": 40},
+            {"input_features": (1, 100, 16)},
+            0,
+        ),
+        (
             # CLAP's audio tower: 10 s of its extractor's frames, one crop
             "clap_audio_model",
             _CLAP_AUDIO,
@@ -718,11 +735,11 @@ _CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
 def test_more_speech_models_get_audio_counted_as_flop_counter_mode_counts(
     model_type, config, expected, uncounted, tmp_path, no_network
 ):
-    """User trial: a Parakeet encoder, its CTC and TDT models, CLAP and its audio tower and a
-    DAC codec were refused ("its forward requires input_features", "input_values"). Their
-    audio as their feature extractors give it, and the MACs FlopCounterMode counts on the
-    model built with weights (attention by the math backend, which it has formulas for) and
-    the LSTM it counts as 0, on the meta device too."""
+    """User trial: a Parakeet encoder, its CTC and TDT models, LASR's CTC model, Wav2Vec2-BERT,
+    CLAP and its audio tower and a DAC codec were refused ("its forward requires
+    input_features", "input_values"). Their audio as their feature extractors give it, and the
+    MACs FlopCounterMode counts on the model built with weights (attention by the math
+    backend, which it has formulas for) and the LSTM it counts as 0, on the meta device too."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
