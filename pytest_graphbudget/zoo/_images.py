@@ -8,7 +8,9 @@ NaFlex (``spatial_shapes`` in its forward) gets its patches flattened (``naflex_
 so does a Qwen-VL-style vision tower (``grid_thw`` in its forward: ``grid_inputs``).
 
 A model that takes text and an image gets both where its forward reads the two apart (CLIP,
-SigLIP: the image at its ``vision_config``'s size). A vision-language model (LLaVA, Qwen-VL,
+SigLIP: the image at its ``vision_config``'s size; Grounding DINO, whose forward requires the
+image, at a detector's size). A DETR-style detector's image is the side its image processor
+resizes to (``DETECTION_SIZES``). A vision-language model (LLaVA, Qwen-VL,
 Gemma 3, PaliGemma: a configuration with ``image_token_id`` or ``image_token_index``) places
 the image's features at placeholder tokens in its text, which example token ids do not hold:
 given an image beside them its forward raises, so it gets the text alone, said in a note.
@@ -22,7 +24,15 @@ from typing import Any
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.zoo.base import LoadOptions, written_shape
 
-DETECTION_IMAGE_SIZE = 800  # DETR-style detectors: the shortest edge their processor resizes to
+DETECTION_SIZES = {
+    # DETR-style detectors: the shortest edge their image processors resize to (800, longest
+    # 1333), or the square they resize to (RT-DETR's and D-FINE's 640)
+    **dict.fromkeys(
+        ("detr", "conditional_detr", "table-transformer", "deformable_detr", "dab-detr"), 800
+    ),
+    **dict.fromkeys(("grounding-dino", "mm-grounding-dino"), 800),
+    **dict.fromkeys(("rt_detr", "rt_detr_v2", "d_fine"), 640),
+}
 DEFAULT_IMAGE_SIZE = 224
 PAIR_IMAGE_SIZE = (480, 640)  # keypoint matchers: what their image processors resize to
 IMAGE_TOKENS = ("image_token_id", "image_token_index")
@@ -39,12 +49,14 @@ def takes_image(params: Any, config: Any) -> bool:
         return True
     if "pixel_values" not in params:
         return False
-    if "input_ids" in params:
-        return getattr(config, "vision_config", None) is not None and not reads_image_tokens(config)
+    if "input_ids" in params:  # an image beside text: one the forward reads apart from it
+        needs = params["pixel_values"].default is params["pixel_values"].empty
+        sized_apart = getattr(config, "vision_config", None) is not None or needs
+        return sized_apart and not reads_image_tokens(config)
     return True
 
 
-def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: bool) -> dict:
+def image_inputs(params: Any, config: Any, options: LoadOptions) -> dict:
     """``pixel_values`` (and ``pixel_mask``) for a model ``takes_image`` accepts."""
     import torch
 
@@ -52,12 +64,13 @@ def image_inputs(params: Any, config: Any, options: LoadOptions, *, detection: b
 
     if "grid_thw" in params:
         return grid_inputs(params, config, options)
-    seen = getattr(config, "vision_config", None) if "input_ids" in params else sized(config)
+    seen = getattr(config, "vision_config", None) if "input_ids" in params else None
+    seen = seen if seen is not None else sized(config)
     patches = getattr(seen, "num_patches", None)
     if "spatial_shapes" in params and isinstance(patches, int):
         return naflex_inputs(seen, options, patches)
     channels = getattr(seen, "num_channels", 3) or 3
-    height, width = image_size(seen, detection=detection)
+    height, width = image_size(seen, detection=DETECTION_SIZES.get(config.model_type))
     frames = getattr(seen, "num_frames", None)  # a video model: a clip of its frames
     clip = (frames,) if isinstance(frames, int) else ()
     if matches_pairs(config):  # two images whose keypoints it matches
@@ -93,11 +106,14 @@ def sized(config: Any) -> Any:
     return config
 
 
-def image_size(config: Any, *, detection: bool) -> tuple[int, int]:
-    """The configuration's ``image_size``; else, for a model that cuts its image into patches
-    at several scales (Depth Pro: ``patch_size`` and ``scaled_images_ratios``), the side whose
-    smallest scale is one patch (1,536, what its processor resizes to); else 800 for a
-    detector and 224."""
+def image_size(config: Any, *, detection: int | None = None) -> tuple[int, int]:
+    """A DETR-style detector's side (``DETECTION_SIZES``: what its processor resizes to,
+    whatever its backbone's nominal size, such as Grounding DINO's Swin at 224); else the
+    configuration's ``image_size``; else, for a model that cuts its image into patches at
+    several scales (Depth Pro: ``patch_size`` and ``scaled_images_ratios``), the side whose
+    smallest scale is one patch (1,536, what its processor resizes to); else 224."""
+    if detection:
+        return detection, detection
     size = getattr(config, "image_size", None)
     ratios, patch = getattr(config, "scaled_images_ratios", None), getattr(config, "patch_size", 0)
     if size is None and ratios and isinstance(patch, int) and patch > 0:
@@ -106,8 +122,6 @@ def image_size(config: Any, *, detection: bool) -> tuple[int, int]:
         return size, size
     if isinstance(size, (list, tuple)) and len(size) == 2:
         return int(size[0]), int(size[1])
-    if detection:
-        return DETECTION_IMAGE_SIZE, DETECTION_IMAGE_SIZE
     return DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE
 
 

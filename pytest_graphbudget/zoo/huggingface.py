@@ -247,9 +247,9 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
       whose tokenizers do not return them);
     - ``decoder_input_ids``: ``batch x seq_len``, for encoder-decoders (T5, BART);
     - ``pixel_values``: ``batch x channels x H x W`` from the configuration's ``image_size``
-      (800 x 800 for DETR-style detectors), and ``pixel_mask`` of ones when taken; beside text
-      where the model reads them apart (CLIP), not where it reads an image at image tokens
-      (LLaVA: ``_images.py``);
+      (a DETR-style detector's processor size: 800 or 640), and ``pixel_mask`` of ones when
+      taken; beside text where the model reads them apart (CLIP, Grounding DINO), not where it
+      reads an image at image tokens (LLaVA: ``_images.py``);
     - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``), beside text
       where the model reads them apart (CLAP);
     - for a time-series model, ``past_values`` (``_series.py``).
@@ -295,8 +295,7 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
             kwargs["decoder_input_ids"] = token_ids(batch, seq_len, vocab, low=3)
 
     if vision:  # an image (_images.py), beside text where the model reads them apart (CLIP)
-        detection = config.model_type in TASK_CLASSES
-        kwargs.update(image_inputs(params, config, options, detection=detection))
+        kwargs.update(image_inputs(params, config, options))
     elif hears or not text:  # speech (_audio.py), or a time series' history (_series.py)
         kwargs.update(audio_inputs(params, config, options, name=name))
         kwargs.update(series_inputs(params, config, options))

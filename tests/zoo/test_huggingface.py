@@ -804,6 +804,66 @@ def test_a_model_of_scaled_patches_gets_the_image_its_smallest_scale_needs(tmp_p
     assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
 
 
+def test_a_detector_reading_text_gets_its_image_at_its_processors_size(tmp_path, no_network):
+    """User trial: Grounding DINO was refused ("its forward requires pixel_values"): it reads
+    text and an image apart, the image through a backbone (no ``vision_config``). It gets both,
+    the image at the 800 px its processor resizes to (not its Swin's nominal 224), and is
+    counted as FlopCounterMode counts it built with weights, on the meta device too."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("grounding-dino")
+    backbone = {
+        "model_type": "swin",
+        "embed_dim": 16,
+        "depths": [1, 1],
+        "num_heads": [1, 2],
+        "window_size": 4,
+        "out_indices": [1, 2],
+        "image_size": 224,
+    }
+    text = {
+        "model_type": "bert",
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+    }
+    transformers.AutoConfig.for_model(
+        "grounding-dino", backbone_config=backbone, text_config=text, d_model=32,
+        encoder_layers=1, decoder_layers=1, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        encoder_attention_heads=2, decoder_attention_heads=2, num_queries=10,
+        num_feature_levels=2, max_text_len=16,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    assert shapes(resolve(str(tmp_path), seq_len=16, meta=True)) == {
+        "input_ids": (1, 16), "attention_mask": (1, 16), "pixel_values": (1, 3, 800, 800),
+        "pixel_mask": (1, 800, 800),
+    }  # fmt: skip
+    small = {"seq_len": 16, "input_shape": (1, 3, 64, 64)}
+    real = resolve(str(tmp_path), meta=False, **small)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    meta = resolve(str(tmp_path), meta=True, **small)
+    assert profile_model(meta).macs == counter.get_total_flops() // 2
+
+
+@pytest.mark.parametrize(
+    ("model_type", "side"), [("deformable_detr", 800), ("rt_detr", 640), ("d_fine", 640)]
+)
+def test_a_detr_style_detector_gets_the_image_its_processor_resizes_to(
+    model_type, side, tmp_path, no_network
+):
+    """User trial: Deformable DETR, RT-DETR and D-FINE were profiled at 224 x 224, where their
+    image processors resize to a shortest edge of 800 (RT-DETR's and D-FINE's: 640 x 640)."""
+    registered(model_type).AutoConfig.for_model(model_type).save_pretrained(tmp_path)
+    found = shapes(resolve(str(tmp_path), meta=True))
+    assert found["pixel_values"] == (1, 3, side, side)
+
+
 def test_a_vision_tower_its_module_does_not_export_is_built(tmp_path, no_network):
     """Qwen2-VL's vision tower alone: transformers builds it only inside Qwen2-VL and exports
     no class for it, so a folder of its configuration was refused; it is built as the
