@@ -7,6 +7,10 @@ W``, at the 480 x 640 its image processor resizes to. SigLIP 2's
 NaFlex (``spatial_shapes`` in its forward) gets its patches flattened (``naflex_inputs``), and
 so does a Qwen-VL-style vision tower (``grid_thw`` in its forward: ``grid_inputs``).
 
+A model that takes its clip as ``pixel_values_videos`` (V-JEPA 2, VideoPrism: the frames
+and size in its configuration or its ``vision_config``) gets ``batch x frames x channels x H x
+W``, beside its text for VideoPrism's CLIP-style model.
+
 A model that takes text and an image gets both where its forward reads the two apart (CLIP,
 SigLIP: the image at its ``vision_config``'s size; Grounding DINO, whose forward requires the
 image, at a detector's size). A DETR-style detector's image is the side its image processor
@@ -56,12 +60,38 @@ def takes_image(params: Any, config: Any) -> bool:
     return True
 
 
+def takes_video(params: Any, config: Any) -> bool:
+    """Whether the model takes a clip as ``pixel_values_videos`` alone (V-JEPA 2, VideoPrism:
+    their configuration has the clip's frames), not at video tokens in its text."""
+    if "pixel_values_videos" not in params or "pixel_values" in params:
+        return False
+    if reads_image_tokens(config) or getattr(config, "video_token_id", None) is not None:
+        return False
+    return _clip(config) is not None
+
+
+def _clip(config: Any) -> tuple[int, int, int] | None:
+    """A video model's ``(frames, channels, side)``: ``num_frames`` or ``frames_per_clip``, at
+    ``image_size`` or ``crop_size`` (its own configuration's or its ``vision_config``'s)."""
+    seen = getattr(config, "vision_config", None) or config
+    frames = getattr(seen, "num_frames", None) or getattr(seen, "frames_per_clip", None)
+    side = getattr(seen, "image_size", None) or getattr(seen, "crop_size", None)
+    if not (isinstance(frames, int) and isinstance(side, int)):
+        return None
+    return frames, getattr(seen, "num_channels", 3) or 3, side
+
+
 def image_inputs(params: Any, config: Any, options: LoadOptions) -> dict:
-    """``pixel_values`` (and ``pixel_mask``) for a model ``takes_image`` accepts."""
+    """``pixel_values`` (and ``pixel_mask``) for a model ``takes_image`` accepts, or the
+    ``pixel_values_videos`` of one ``takes_video`` accepts."""
     import torch
 
     from pytest_graphbudget.zoo._build import image
 
+    if takes_video(params, config):
+        frames, channels, side = _clip(config)  # type: ignore[misc]
+        shape = options.image_shape((options.batch or 1, frames, channels, side, side))
+        return {"pixel_values_videos": image(shape)}
     if "grid_thw" in params:
         return grid_inputs(params, config, options)
     seen = getattr(config, "vision_config", None) if "input_ids" in params else None

@@ -34,7 +34,12 @@ from urllib.parse import urlparse
 
 from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.zoo._audio import audio_inputs, hears_beside_text
-from pytest_graphbudget.zoo._images import image_inputs, reads_image_tokens, takes_image
+from pytest_graphbudget.zoo._images import (
+    image_inputs,
+    reads_image_tokens,
+    takes_image,
+    takes_video,
+)
 from pytest_graphbudget.zoo._model_class import model_class
 from pytest_graphbudget.zoo._positions import (
     DEFAULT_SEQ_LEN,
@@ -266,7 +271,7 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     kwargs: dict[str, Any] = {}
     batch = options.batch or 1
     text = "input_ids" in params
-    vision = takes_image(params, config)
+    vision = takes_image(params, config) or takes_video(params, config)
     hears = hears_beside_text(params, config)  # CLAP: audio it reads apart from the text
 
     if text:

@@ -804,6 +804,72 @@ def test_a_model_of_scaled_patches_gets_the_image_its_smallest_scale_needs(tmp_p
     assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
 
 
+_VIDEOPRISM = {"image_size": 36, "num_frames": 4, "tubelet_size": [1, 18, 18], "hidden_size": 32,
+               "num_spatial_layers": 1, "num_temporal_layers": 1, "num_attention_heads": 2,
+               "intermediate_size": 32}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model_type", "config", "expected"),
+    [
+        (
+            # V-JEPA 2: frames_per_clip at crop_size
+            "vjepa2",
+            {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "mlp_ratio": 2, "pred_hidden_size": 16, "pred_num_hidden_layers": 1,
+             "pred_num_attention_heads": 2, "frames_per_clip": 4, "crop_size": 32},
+            (1, 4, 3, 32, 32),
+        ),
+        ("videoprism_vision_model", _VIDEOPRISM, (1, 4, 3, 36, 36)),
+    ],
+)  # fmt: skip
+def test_a_video_model_gets_its_clip_as_pixel_values_videos(
+    model_type, config, expected, tmp_path, no_network
+):
+    """User trial: V-JEPA 2 and VideoPrism were refused ("its forward requires
+    pixel_values_videos"). Each gets the clip its configuration describes, counted as
+    FlopCounterMode counts it built with weights, on the meta device too."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    registered(model_type).AutoConfig.for_model(model_type, **config).save_pretrained(tmp_path)
+    real = resolve(str(tmp_path), meta=False)
+    assert shapes(real) == {"pixel_values_videos": expected}
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
+
+
+def test_a_video_and_text_model_gets_both(tmp_path, no_network):
+    """VideoPrism's CLIP-style model reads text and a clip apart: it gets both, the clip its
+    vision_config describes, counted as FlopCounterMode counts it (with autograd on: under
+    no_grad its module tracker asserts on this model)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    text = {"hidden_size": 32, "num_text_layers": 1, "num_attention_heads": 2,
+            "intermediate_size": 32, "vocab_size": 100}  # fmt: skip
+    transformers = registered("videoprism")
+    config = {"vision_config": _VIDEOPRISM, "text_config": text}
+    transformers.AutoConfig.for_model("videoprism", **config).save_pretrained(tmp_path)
+    real = resolve(str(tmp_path), seq_len=16, meta=False)
+    assert shapes(real) == {
+        "input_ids": (1, 16), "attention_mask": (1, 16), "pixel_values_videos": (1, 4, 3, 36, 36)
+    }  # fmt: skip
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    meta = resolve(str(tmp_path), seq_len=16, meta=True)
+    assert profile_model(meta).macs == counter.get_total_flops() // 2
+
+
 def test_a_detector_reading_text_gets_its_image_at_its_processors_size(tmp_path, no_network):
     """User trial: Grounding DINO was refused ("its forward requires pixel_values"): it reads
     text and an image apart, the image through a backbone (no ``vision_config``). It gets both,
