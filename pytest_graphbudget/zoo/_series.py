@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_graphbudget.zoo.base import LoadOptions
+from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo.base import LoadOptions, written_shape
 
 
 def series_inputs(params: Any, config: Any, options: LoadOptions) -> dict[str, Any]:
@@ -60,8 +61,15 @@ def _forecaster_inputs(config: Any, options: LoadOptions) -> dict[str, Any]:
     lags = getattr(config, "lags_sequence", None) or [0]
     channels = config.input_size
     extra = (channels,) if channels > 1 else ()
-    shape = options.image_shape((options.batch or 1, config.context_length + max(lags), *extra))
+    needed = config.context_length + max(lags)
+    shape = options.image_shape((options.batch or 1, needed, *extra))
     batch, steps = shape[0], shape[1]
+    if steps < needed:  # the model's own words name a history length the user never gave
+        raise GraphBudgetError(
+            f"input shape {written_shape(shape)}: this forecaster reads {needed} steps of "
+            f"history (context_length {config.context_length} and lags up to {max(lags)}); "
+            f"give at least {needed}, such as {written_shape((batch, needed, *extra))}"
+        )
     features = config.num_time_features + getattr(config, "num_dynamic_real_features", 0)
     window = (batch, config.prediction_length, *shape[2:])
     kwargs = {

@@ -640,6 +640,9 @@ def test_a_forecaster_reading_time_features_gets_its_history_and_window(
     assert counter.get_total_flops() > 0
     assert profile_model(real).macs == counter.get_total_flops() // 2
     assert profile_model(resolve(str(tmp_path), meta=True)).macs == counter.get_total_flops() // 2
+    # a history shorter than the lags reach: our words, not the model's "history length 32"
+    with pytest.raises(GraphBudgetError, match=r"reads 31 steps of history .* at least 31"):
+        resolve(str(tmp_path), input_shape=(1, 20, *expected["past_values"][2:]), meta=True)
 
 
 _CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
