@@ -28,6 +28,10 @@ from the configuration as their feature extractors shape them, never from the na
   to (``x 4``: the whole clip and three crops, where ``enable_fusion``, with ``is_longer``
   true: a clip longer than 10 s, whose crops the tower fuses), also beside text (the CLAP
   model, whose ``audio_config`` it reads);
+- a vocoder's mel frames: a HiFi-GAN's ``spectrogram`` (``model_in_dim``: SpeechT5's,
+  FastSpeech2's) or UnivNet's ``input_features`` (``model_in_channels``), ``batch x frames x
+  mel bins``, a second of its frames where the configuration gives ``sampling_rate`` and
+  ``upsample_rates`` (SpeechT5's 16 kHz in steps of 256: 63), else 100;
 - and, for an encoder-decoder (Whisper, Moonshine, Speech2Text, a transducer: Parakeet's TDT
   and RNN-T models, whose joint network pairs every frame with every token), ``decoder_input_ids``:
   ``batch x seq_len`` tokens, as for T5 or BART, within its ``max_target_positions``
@@ -39,6 +43,7 @@ audio model is left to the caller's error, which names what its ``forward`` requ
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pytest_graphbudget.errors import GraphBudgetError
@@ -48,6 +53,7 @@ from pytest_graphbudget.zoo.base import LoadOptions
 SPEECH_RATE = 16_000  # samples a second: what wav2vec2's and Whisper's extractors resample to
 WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,000 -> 1,500
 FBANK_FRAMES = 100  # a second of Speech2Text's filterbank: 25 ms windows every 10 ms
+VOCODER_FRAMES = 100  # a vocoder's mel frames where its configuration gives no rate
 STACKED_FRAMES = 49  # a second of SeamlessM4T's extractor: 98 frames of 10 ms, in pairs
 CLAP_FRAMES = 1001  # CLAP's extractor: 10 s at 48 kHz, a frame every 480 samples, and one
 # A Conformer's convolutional subsampler reads log-mel frames first (Parakeet, LASR, Nemotron)
@@ -71,6 +77,9 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
             return "input_values", (batch, channels, rate)
         if isinstance(rate, int) and isinstance(getattr(config, "hop_length", None), int):
             return "input_values", (batch, 1, rate)  # a mono codec (DAC)
+    vocoded = _vocoder_input(params, config, batch)
+    if vocoded is not None:
+        return vocoded
     if "input_features" in params:
         mels = getattr(config, "num_mel_bins", None)
         if isinstance(mels, int) and isinstance(getattr(config, "spec_size", None), int):
@@ -92,6 +101,24 @@ def audio_shape(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, .
     if encoder is not None and encoder is not config:
         return audio_shape(params, encoder, batch)
     return None
+
+
+def _vocoder_input(params: Any, config: Any, batch: int) -> tuple[str, tuple[int, ...]] | None:
+    """A vocoder's mel frames: a HiFi-GAN's ``spectrogram`` (``model_in_dim``: SpeechT5's,
+    FastSpeech2's) or UnivNet's ``input_features`` (``model_in_channels``), ``batch x frames x
+    mel bins``, a second of frames where the configuration gives its rate and its upsampling
+    (16 kHz / 256: 63), else 100."""
+    if "spectrogram" in params and isinstance(getattr(config, "model_in_dim", None), int):
+        key, mels = "spectrogram", config.model_in_dim
+    elif "input_features" in params and isinstance(getattr(config, "model_in_channels", None), int):
+        key, mels = "input_features", config.num_mel_bins
+    else:
+        return None
+    rate, rates = getattr(config, "sampling_rate", None), getattr(config, "upsample_rates", None)
+    frames = VOCODER_FRAMES
+    if isinstance(rate, int) and rates:
+        frames = -(-rate // math.prod(rates))
+    return key, (batch, frames, mels)
 
 
 def hears_beside_text(params: Any, config: Any) -> bool:

@@ -725,6 +725,27 @@ _CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
             0,
         ),
         (
+            # a vocoder: a second of mel frames at its rate, 16 kHz in steps of 4 x 4 x 4 x 4
+            "speecht5_hifigan",
+            {"upsample_initial_channel": 16, "model_in_dim": 8},
+            {"spectrogram": (1, 63, 8)},
+            0,
+        ),
+        (
+            # a vocoder whose configuration gives no rate: 100 frames
+            "fastspeech2_conformer_hifigan",
+            {"upsample_initial_channel": 16, "model_in_dim": 8},
+            {"spectrogram": (1, 100, 8)},
+            0,
+        ),
+        (
+            "univnet",
+            {"model_in_channels": 8, "model_hidden_channels": 8, "num_mel_bins": 10,
+             "kernel_predictor_hidden_channels": 8},
+            {"input_features": (1, 100, 10)},
+            0,
+        ),
+        (
             # a mono codec: one second at its rate
             "dac",
             {"encoder_hidden_size": 4, "decoder_hidden_size": 8, "downsampling_ratios": [2, 4],
@@ -739,7 +760,7 @@ def test_more_speech_models_get_audio_counted_as_flop_counter_mode_counts(
     model_type, config, expected, uncounted, tmp_path, no_network
 ):
     """User trial: a Parakeet encoder, its CTC and TDT models, LASR's CTC model, Wav2Vec2-BERT,
-    CLAP and its audio tower and a DAC codec were refused ("its forward requires
+    CLAP and its audio tower, three vocoders and a DAC codec were refused ("its forward requires
     input_features", "input_values"). Their audio as their feature extractors give it, and the
     MACs FlopCounterMode counts on the model built with weights (attention by the math
     backend, which it has formulas for) and the LSTM it counts as 0, on the meta device too."""
