@@ -29,12 +29,12 @@ from pytest_graphbudget.errors import GraphBudgetError
 from pytest_graphbudget.zoo.base import LoadOptions, written_shape
 
 DETECTION_SIZES = {
-    # DETR-style detectors: the shortest edge their image processors resize to (800, longest
-    # 1333), or the square they resize to (RT-DETR's and D-FINE's 640)
+    # DETR-style detectors and segmenters: the shortest edge their image processors resize to
+    # (800, longest 1333), or the square they resize to (RT-DETR's and D-FINE's 640)
     **dict.fromkeys(
         ("detr", "conditional_detr", "table-transformer", "deformable_detr", "dab-detr"), 800
     ),
-    **dict.fromkeys(("grounding-dino", "mm-grounding-dino"), 800),
+    **dict.fromkeys(("grounding-dino", "mm-grounding-dino", "maskformer", "mask2former"), 800),
     **dict.fromkeys(("rt_detr", "rt_detr_v2", "d_fine"), 640),
 }
 DEFAULT_IMAGE_SIZE = 224

@@ -942,13 +942,15 @@ def test_a_detector_reading_text_gets_its_image_at_its_processors_size(tmp_path,
 
 
 @pytest.mark.parametrize(
-    ("model_type", "side"), [("deformable_detr", 800), ("rt_detr", 640), ("d_fine", 640)]
+    ("model_type", "side"),
+    [("deformable_detr", 800), ("mask2former", 800), ("rt_detr", 640), ("d_fine", 640)],
 )
 def test_a_detr_style_detector_gets_the_image_its_processor_resizes_to(
     model_type, side, tmp_path, no_network
 ):
-    """User trial: Deformable DETR, RT-DETR and D-FINE were profiled at 224 x 224, where their
-    image processors resize to a shortest edge of 800 (RT-DETR's and D-FINE's: 640 x 640)."""
+    """User trial: Deformable DETR, Mask2Former, RT-DETR and D-FINE were profiled at 224 x 224,
+    where their image processors resize to a shortest edge of 800 (RT-DETR's and D-FINE's:
+    640 x 640)."""
     registered(model_type).AutoConfig.for_model(model_type).save_pretrained(tmp_path)
     found = shapes(resolve(str(tmp_path), meta=True))
     assert found["pixel_values"] == (1, 3, side, side)
