@@ -14,7 +14,8 @@ W``, beside its text for VideoPrism's CLIP-style model.
 A model that takes text and an image gets both where its forward reads the two apart (CLIP,
 SigLIP: the image at its ``vision_config``'s size; Grounding DINO, whose forward requires the
 image, at a detector's size). A DETR-style detector's image is the side its image processor
-resizes to (``DETECTION_SIZES``). A vision-language model (LLaVA, Qwen-VL,
+resizes to (``DETECTION_SIZES``); OneFormer's task (``task_inputs``) is ``task_seq_len`` token
+ids, as its processor tokenizes "the task is semantic". A vision-language model (LLaVA, Qwen-VL,
 Gemma 3, PaliGemma: a configuration with ``image_token_id`` or ``image_token_index``) places
 the image's features at placeholder tokens in its text, which example token ids do not hold:
 given an image beside them its forward raises, so it gets the text alone, said in a note.
@@ -35,6 +36,7 @@ DETECTION_SIZES = {
         ("detr", "conditional_detr", "table-transformer", "deformable_detr", "dab-detr"), 800
     ),
     **dict.fromkeys(("grounding-dino", "mm-grounding-dino", "maskformer", "mask2former"), 800),
+    "oneformer": 800,
     **dict.fromkeys(("rt_detr", "rt_detr_v2", "d_fine"), 640),
 }
 DEFAULT_IMAGE_SIZE = 224
@@ -86,7 +88,7 @@ def image_inputs(params: Any, config: Any, options: LoadOptions) -> dict:
     ``pixel_values_videos`` of one ``takes_video`` accepts."""
     import torch
 
-    from pytest_graphbudget.zoo._build import image
+    from pytest_graphbudget.zoo._build import image, token_ids
 
     if takes_video(params, config):
         frames, channels, side = _clip(config)  # type: ignore[misc]
@@ -111,6 +113,10 @@ def image_inputs(params: Any, config: Any, options: LoadOptions) -> dict:
     kwargs = {"pixel_values": image(shape)}
     if "pixel_mask" in params:
         kwargs["pixel_mask"] = torch.ones(shape[0], *shape[-2:], dtype=torch.long)
+    length = getattr(config, "task_seq_len", None)
+    if "task_inputs" in params and isinstance(length, int):  # OneFormer: its task, as text
+        vocab = config.text_encoder_vocab_size
+        kwargs["task_inputs"] = token_ids(shape[0], length, vocab, low=3)
     return kwargs
 
 

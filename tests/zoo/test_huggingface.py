@@ -941,6 +941,41 @@ def test_a_detector_reading_text_gets_its_image_at_its_processors_size(tmp_path,
     assert profile_model(meta).macs == counter.get_total_flops() // 2
 
 
+def test_oneformer_gets_its_task_beside_its_image(tmp_path, no_network):
+    """User trial: OneFormer was refused ("its forward requires task_inputs"). Its task is
+    ``task_seq_len`` token ids, as its processor tokenizes "the task is semantic", beside the
+    800 px image its processor resizes to; counted as FlopCounterMode counts it built with
+    weights (with autograd on: under no_grad its module tracker asserts on this model)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("oneformer")
+    backbone = {
+        "model_type": "swin",
+        "embed_dim": 16,
+        "depths": [1, 1, 1, 1],
+        "num_heads": [1, 1, 2, 2],
+        "window_size": 4,
+        "out_features": ["stage1", "stage2", "stage3", "stage4"],
+    }
+    transformers.AutoConfig.for_model(
+        "oneformer", backbone_config=backbone, hidden_dim=32, conv_dim=32, mask_dim=32,
+        encoder_feedforward_dim=32, dim_feedforward=32, encoder_layers=1, decoder_layers=2,
+        num_attention_heads=2, num_queries=8, text_encoder_width=32, text_encoder_num_layers=1,
+        text_encoder_proj_layers=1, text_encoder_n_ctx=4, task_seq_len=8,
+        text_encoder_context_length=8, num_classes=5,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    assert shapes(resolve(str(tmp_path), meta=True)) == {
+        "pixel_values": (1, 3, 800, 800), "pixel_mask": (1, 800, 800), "task_inputs": (1, 8)
+    }  # fmt: skip
+    real = resolve(str(tmp_path), meta=False, input_shape=(1, 3, 64, 64))
+    with FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+
+
 @pytest.mark.parametrize(
     ("model_type", "side"),
     [("deformable_detr", 800), ("mask2former", 800), ("rt_detr", 640), ("d_fine", 640)],
