@@ -305,6 +305,32 @@ def test_torch_own_flood_is_held_back(capsys, caplog):
         assert "def forward" in body
 
 
+def test_a_torch_logger_made_since_is_held_back_too(capsys):
+    """The loggers named torch are remembered between blocks; one made after, or a placeholder
+    that became a logger since and got a handler (as torch's own logging set-up does), is held
+    back by the next block all the same."""
+    import logging
+
+    from pytest_graphbudget.quiet import held
+
+    child = logging.getLogger("torch.graphbudget_test_late.child")  # its parent: a placeholder
+    with held("before"):
+        pass
+    loggers = [child, logging.getLogger("torch.graphbudget_test_late")]  # the parent, made now
+    handlers = [logging.StreamHandler() for _ in loggers]
+    try:
+        for logger, handler in zip(loggers, handlers, strict=True):
+            logger.addHandler(handler)
+            logger.propagate = False
+        with held("after"):
+            for logger in loggers:
+                logger.warning("torch's noise")
+        assert capsys.readouterr() == ("", "")
+    finally:
+        for logger, handler in zip(loggers, handlers, strict=True):
+            logger.removeHandler(handler)
+
+
 # ---------------------------------------------------------------------------------------------
 # init --trust-pickle writes a budget that loads the file the same way, and passes
 
