@@ -18,7 +18,7 @@ from the configuration as their feature extractors shape them, never from the na
   (two frames per position: 3,000), which the encoder checks; a Speech2Text encoder
   (``input_feat_per_channel`` and ``input_channels``) takes ``batch x frames x features``,
   one second of its filterbank's 10 ms frames (100); Wav2Vec2-BERT
-  (``feature_projection_input_dim``) takes ``batch x 49 x 160``, one second of its
+  (``feature_projection_input_dim``, 160) takes ``batch x 49 x 160``, one second of its
   extractor's 80 mel bins stacked in pairs; a Conformer whose subsampler reads
   frames first (``num_mel_bins`` and ``subsampling_factor`` or ``subsampling_conv_channels``:
   Parakeet, LASR) takes ``batch x frames x num_mel_bins``, a second of 10 ms frames, also
@@ -55,7 +55,7 @@ WHISPER_FRAMES_PER_POSITION = 2  # Whisper's second convolution has stride 2: 3,
 FBANK_FRAMES = 100  # a second of Speech2Text's filterbank: 25 ms windows every 10 ms
 VOCODER_FRAMES = 100  # a vocoder's mel frames where its configuration gives no rate
 STACKED_FRAMES = 49  # a second of SeamlessM4T's extractor: 98 frames of 10 ms, in pairs
-CLAP_FRAMES = 1001  # CLAP's extractor: 10 s at 48 kHz, a frame every 480 samples, and one
+CLAP_FRAMES = 1001  # CLAP's extractor: 10 s at 48 kHz, a frame every 480 samples, one more
 # A Conformer's convolutional subsampler reads log-mel frames first (Parakeet, LASR, Nemotron)
 SUBSAMPLERS = ("subsampling_factor", "subsampling_conv_channels")
 
