@@ -645,6 +645,9 @@ def test_a_forecaster_reading_time_features_gets_its_history_and_window(
         resolve(str(tmp_path), input_shape=(1, 20, *expected["past_values"][2:]), meta=True)
 
 
+_CONFORMER = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "intermediate_size": 64, "subsampling_conv_channels": 8,
+              "num_mel_bins": 16}  # fmt: skip
 _CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
                "patch_embeds_hidden_size": 16, "depths": [1, 1], "num_attention_heads": [2, 2],
                "window_size": 4, "projection_dim": 8}  # fmt: skip
@@ -656,26 +659,21 @@ _CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
         (
             # log-mel frames first, into its convolutional subsampler: a second of 10 ms frames
             "parakeet_encoder",
-            {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-             "intermediate_size": 64, "subsampling_conv_channels": 8, "num_mel_bins": 16},
+            _CONFORMER,
             {"input_features": (1, 100, 16)},
             0,
         ),
         (
             # a CTC head on that encoder: the frames as its encoder_config gives them
             "parakeet_ctc",
-            {"encoder_config": {"hidden_size": 32, "num_hidden_layers": 1,
-             "num_attention_heads": 2, "intermediate_size": 64, "subsampling_conv_channels": 8,
-             "num_mel_bins": 16}, "vocab_size": 40},
+            {"encoder_config": _CONFORMER, "vocab_size": 40},
             {"input_features": (1, 100, 16)},
             0,
         ),
         (
             # a transducer: the frames and the decoder's tokens, which its joint pairs
             "parakeet_tdt",
-            {"encoder_config": {"hidden_size": 32, "num_hidden_layers": 1,
-             "num_attention_heads": 2, "intermediate_size": 64, "subsampling_conv_channels": 8,
-             "num_mel_bins": 16}, "vocab_size": 40, "blank_token_id": 39,
+            {"encoder_config": _CONFORMER, "vocab_size": 40, "blank_token_id": 39,
              "decoder_hidden_size": 16, "num_decoder_layers": 1},
             {"input_features": (1, 100, 16), "decoder_input_ids": (1, 128)},
             # its prediction network's LSTM, which FlopCounterMode counts as 0: four gates of
@@ -693,9 +691,7 @@ _CLAP_AUDIO = {"spec_size": 128, "num_mel_bins": 16, "hidden_size": 32,
         (
             # LASR's CTC model: its encoder's frames, from encoder_config
             "lasr_ctc",
-            {"encoder_config": {"hidden_size": 32, "num_hidden_layers": 1,
-             "num_attention_heads": 2, "intermediate_size": 64, "num_mel_bins": 16,
-             "conv_kernel_size": 9}, "vocab_size": 40},
+            {"encoder_config": {**_CONFORMER, "conv_kernel_size": 9}, "vocab_size": 40},
             {"input_features": (1, 100, 16)},
             0,
         ),
