@@ -27,19 +27,27 @@ def _after_mode() -> type:
 
     class After(FakeTensorMode):
         after = None
+        uninitialized = False  # the op running makes memory it does not write
 
         def dispatch(self, func, types, args=(), kwargs=None):
             made = _index_factory(self, func, args, kwargs)
             if made is not None:
                 return made
-            result = super().dispatch(func, types, args, kwargs)
+            outer, self.uninitialized = self.uninitialized, func in _uninitialized()
+            try:
+                result = super().dispatch(func, types, args, kwargs)
+            finally:
+                self.uninitialized = outer
             return result if self.after is None else self.after(self, func, args, kwargs, result)
 
         def may_turn_const(self, t):
             # an op on constants only (``fake_index``) keeps its result a constant up to
-            # INDEX_LIMIT elements, not the mode's one: a grid's rows, a mask's cumsum
+            # INDEX_LIMIT elements, not the mode's one: a grid's rows, a mask's cumsum. Not
+            # an empty one's: its memory holds whatever was there (an index's result, made
+            # by ``new_empty`` from a constant, had held garbage indices)
             return super().may_turn_const(t) or (
-                t.numel() <= INDEX_LIMIT
+                not self.uninitialized
+                and t.numel() <= INDEX_LIMIT
                 and not t.is_sparse
                 and t.device.type != "meta"
                 and not self.is_our_fake(t)
@@ -70,6 +78,17 @@ def fake_index(mode: Any, tensor: Any) -> Any:
     ):
         return None
     return mode.fake_tensor_converter.from_real_tensor(mode, tensor, make_constant=True)
+
+
+@cache
+def _uninitialized() -> frozenset:
+    """The ops that take a tensor and return memory they never write (``new_empty``)."""
+    import torch
+
+    aten = torch.ops.aten
+    return frozenset(
+        (aten.new_empty.default, aten.new_empty_strided.default, aten.empty_like.default)
+    )
 
 
 @cache

@@ -230,3 +230,29 @@ def test_indices_a_meta_model_builds_from_its_input_keep_their_values():
     meta = profile_model(_on_meta(WindowsOfItsIndex), (x, grid))
     assert meta.macs == 4 * 8 * 16
     assert meta.macs == profile_model(WindowsOfItsIndex().eval(), (x, grid)).macs
+
+
+class SamplesItsValidPatches(nn.Module):
+    """ViLT's pattern: the patches its mask keeps (``nonzero``, values known), a random order
+    of them (``multinomial``, values unknown on fakes), then those rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+
+    def forward(self, x, mask):
+        kept = mask.nonzero()
+        order = torch.multinomial(torch.ones(kept.size(0)), kept.size(0))
+        chosen = kept[order]
+        return self.proj(x[chosen[:, 0]] * mask[chosen[:, 0], chosen[:, 1]][:, None])
+
+
+def test_rows_picked_by_random_indices_of_known_rows_are_not_taken_for_known():
+    """The index of known rows by unknown ones was made a constant holding whatever its empty
+    memory held (``new_empty`` of a constant, inside the fake index), and the next index by
+    it raised "index 140217088418048 is out of bounds". By hand: the mask keeps 5 of the 6
+    rows, each through the 8 -> 16 projection."""
+    x, mask = torch.zeros(6, 8), torch.tensor([[1], [1], [0], [1], [1], [1]])
+    meta = profile_model(_on_meta(SamplesItsValidPatches), (x, mask))
+    assert meta.macs == 5 * 8 * 16
+    assert meta.macs == profile_model(SamplesItsValidPatches().eval(), (x, mask)).macs
