@@ -12,10 +12,11 @@ and size in its configuration or its ``vision_config``) gets ``batch x frames x 
 W``, beside its text for VideoPrism's CLIP-style model.
 
 A model that takes text and an image gets both where its forward reads the two apart (CLIP,
-SigLIP: the image at its ``vision_config``'s size; Grounding DINO, whose forward requires the
-image, at a detector's size). A DETR-style detector's image is the side its image processor
-resizes to (``DETECTION_SIZES``); OneFormer's task (``task_inputs``) is ``task_seq_len`` token
-ids, as its processor tokenizes "the task is semantic". A vision-language model (LLaVA, Qwen-VL,
+SigLIP: the image at its ``vision_config``'s size; ViLT at its own ``image_size``; Grounding
+DINO, whose forward requires the image, at a detector's size). A DETR-style detector's image
+is the side its image processor resizes to (``DETECTION_SIZES``); OneFormer's task
+(``task_inputs``) is ``task_seq_len`` token ids, as its processor tokenizes "the task is
+semantic". A vision-language model (LLaVA, Qwen-VL,
 Gemma 3, PaliGemma: a configuration with ``image_token_id`` or ``image_token_index``) places
 the image's features at placeholder tokens in its text, which example token ids do not hold:
 given an image beside them its forward raises, so it gets the text alone, said in a note.
@@ -57,8 +58,8 @@ def takes_image(params: Any, config: Any) -> bool:
         return False
     if "input_ids" in params:  # an image beside text: one the forward reads apart from it
         needs = params["pixel_values"].default is params["pixel_values"].empty
-        sized_apart = getattr(config, "vision_config", None) is not None or needs
-        return sized_apart and not reads_image_tokens(config)
+        sized = any(getattr(config, k, None) is not None for k in ("vision_config", "image_size"))
+        return (sized or needs) and not reads_image_tokens(config)
     return True
 
 

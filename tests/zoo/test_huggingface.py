@@ -890,6 +890,33 @@ def test_a_video_and_text_model_gets_both(tmp_path, no_network):
     assert profile_model(meta).macs == counter.get_total_flops() // 2
 
 
+def test_a_text_model_with_its_own_image_size_gets_its_image(tmp_path, no_network):
+    """User trial: ViLT got its text alone and raised "You have to specify either pixel_values
+    or image_embeds": it reads an image beside the text, sized by its own ``image_size`` (no
+    ``vision_config``). Counted as FlopCounterMode counts it built with weights, on the meta
+    device too (where its sampled patches had raised an out-of-bounds index)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    transformers = registered("vilt")
+    transformers.AutoConfig.for_model(
+        "vilt", hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        image_size=64, patch_size=16,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    real = resolve(str(tmp_path), seq_len=8, meta=False)
+    assert shapes(real) == {
+        "input_ids": (1, 8), "attention_mask": (1, 8), "token_type_ids": (1, 8),
+        "pixel_values": (1, 3, 64, 64), "pixel_mask": (1, 64, 64),
+    }  # fmt: skip
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    meta = resolve(str(tmp_path), seq_len=8, meta=True)
+    assert profile_model(meta).macs == counter.get_total_flops() // 2
+
+
 def test_a_detector_reading_text_gets_its_image_at_its_processors_size(tmp_path, no_network):
     """User trial: Grounding DINO was refused ("its forward requires pixel_values"): it reads
     text and an image apart, the image through a backbone (no ``vision_config``). It gets both,
