@@ -835,8 +835,9 @@ _VIDEOPRISM = {"image_size": 36, "num_frames": 4, "tubelet_size": [1, 18, 18], "
         (
             # V-JEPA 2: frames_per_clip at crop_size
             "vjepa2",
-            {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-             "mlp_ratio": 2, "pred_hidden_size": 16, "pred_num_hidden_layers": 1,
+            # heads of 24 and 12 values: transformers 4 splits each in three for its rotary
+            {"hidden_size": 48, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "mlp_ratio": 2, "pred_hidden_size": 24, "pred_num_hidden_layers": 1,
              "pred_num_attention_heads": 2, "frames_per_clip": 4, "crop_size": 32},
             (1, 4, 3, 32, 32),
         ),
@@ -960,8 +961,9 @@ def test_a_detector_reading_text_gets_its_image_at_its_processors_size(tmp_path,
         real.model(**real.kwargs)
     assert counter.get_total_flops() > 0
     assert profile_model(real).macs == counter.get_total_flops() // 2
-    meta = resolve(str(tmp_path), meta=True, **small)
-    assert profile_model(meta).macs == counter.get_total_flops() // 2
+    if int(transformers.__version__.split(".")[0]) >= 5:  # 4's reads a value on the meta device
+        meta = resolve(str(tmp_path), meta=True, **small)
+        assert profile_model(meta).macs == counter.get_total_flops() // 2
 
 
 def test_oneformer_gets_its_task_beside_its_image(tmp_path, no_network):
@@ -1009,7 +1011,10 @@ def test_a_detr_style_detector_gets_the_image_its_processor_resizes_to(
     """User trial: Deformable DETR, Mask2Former, RT-DETR and D-FINE were profiled at 224 x 224,
     where their image processors resize to a shortest edge of 800 (RT-DETR's and D-FINE's:
     640 x 640)."""
-    registered(model_type).AutoConfig.for_model(model_type).save_pretrained(tmp_path)
+    transformers = registered(model_type)
+    if model_type == "deformable_detr" and int(transformers.__version__.split(".")[0]) < 5:
+        pytest.importorskip("timm")  # transformers 4 builds its backbone with timm
+    transformers.AutoConfig.for_model(model_type).save_pretrained(tmp_path)
     found = shapes(resolve(str(tmp_path), meta=True))
     assert found["pixel_values"] == (1, 3, side, side)
 
@@ -1053,6 +1058,8 @@ def test_a_keypoint_matcher_gets_a_pair_of_images_at_its_processors_size(
     from pytest_graphbudget import profile_model
 
     transformers = registered(model_type)
+    if model_type == "superglue" and int(transformers.__version__.split(".")[0]) < 5:
+        pytest.skip("transformers 4's default SuperGlue configuration has no encoder sizes")
     transformers.AutoConfig.for_model(model_type).save_pretrained(tmp_path)
     processor = {"superglue": "SuperGlue", "lightglue": "LightGlue"}.get(
         model_type, "EfficientLoFTR"
