@@ -348,7 +348,7 @@ def _after_warm_up(
             seconds = warm_up(model, live)
         except ModelRunError as exc:
             # a branch on a value, or an output sized by values (nonzero: a detector's boxes)
-            valued = ("DataDependent", "DynamicOutputShape")
+            valued = ("DataDependent", "DynamicOutputShape", "data is not allocated")
             if not meta or not any(word in str(exc) for word in valued):
                 raise
             raise ModelRunError(

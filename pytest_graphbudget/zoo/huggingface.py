@@ -33,13 +33,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from pytest_graphbudget.errors import GraphBudgetError
+from pytest_graphbudget.zoo import _images
 from pytest_graphbudget.zoo._audio import audio_inputs, hears_beside_text
-from pytest_graphbudget.zoo._images import (
-    image_inputs,
-    reads_image_tokens,
-    takes_image,
-    takes_video,
-)
 from pytest_graphbudget.zoo._model_class import model_class
 from pytest_graphbudget.zoo._positions import (
     DEFAULT_SEQ_LEN,
@@ -232,7 +227,8 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
                 f"seq_len {tokens}: {name} has {tokens} positions, under the default "
                 f"{DEFAULT_SEQ_LEN}"
             )
-    if "input_ids" in kwargs and "pixel_values" not in kwargs and reads_image_tokens(config):
+    image_tokens = _images.reads_image_tokens(config)
+    if "input_ids" in kwargs and "pixel_values" not in kwargs and image_tokens:
         notes.append(
             f"text only: {name} reads an image at image tokens in its text, which example ids "
             "do not hold: to price the image, profile its processor's inputs in a fixture"
@@ -250,6 +246,8 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     - ``token_type_ids``: zeros, when ``forward`` takes it and the configuration has more than
       one token type (``type_vocab_size > 1``: BERT, ALBERT, ELECTRA; not RoBERTa or DeBERTa-v3,
       whose tokenizers do not return them);
+    - ``bbox``: zeros, ``batch x seq_len x 4``, for a document model (LayoutLM's default;
+      BROS and UDOP require boxes);
     - ``decoder_input_ids``: ``batch x seq_len``, for encoder-decoders (T5, BART);
     - ``pixel_values``: ``batch x channels x H x W`` from the configuration's ``image_size``
       (a DETR-style detector's processor size: 800 or 640), and ``pixel_mask`` of ones when
@@ -271,7 +269,7 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
     kwargs: dict[str, Any] = {}
     batch = options.batch or 1
     text = "input_ids" in params
-    vision = takes_image(params, config) or takes_video(params, config)
+    vision = _images.takes_image(params, config) or _images.takes_video(params, config)
     hears = hears_beside_text(params, config)  # CLAP: audio it reads apart from the text
 
     if text:
@@ -296,11 +294,13 @@ def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) 
             kwargs["attention_mask"] = torch.ones(batch, seq_len, dtype=torch.long)
         if "token_type_ids" in params and (getattr(config, "type_vocab_size", 0) or 0) > 1:
             kwargs["token_type_ids"] = torch.zeros(batch, seq_len, dtype=torch.long)
+        if "bbox" in params:  # a document model's word boxes: all at the page's corner
+            kwargs["bbox"] = torch.zeros(batch, seq_len, 4, dtype=torch.long)
         if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
             kwargs["decoder_input_ids"] = token_ids(batch, seq_len, vocab, low=3)
 
     if vision:  # an image (_images.py), beside text where the model reads them apart (CLIP)
-        kwargs.update(image_inputs(params, config, options))
+        kwargs.update(_images.image_inputs(params, config, options))
     elif hears or not text:  # speech (_audio.py), or a time series' history (_series.py)
         kwargs.update(audio_inputs(params, config, options, name=name))
         kwargs.update(series_inputs(params, config, options))

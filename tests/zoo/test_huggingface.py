@@ -918,6 +918,45 @@ def test_a_text_model_with_its_own_image_size_gets_its_image(tmp_path, no_networ
     assert profile_model(meta).macs == counter.get_total_flops() // 2
 
 
+@pytest.mark.parametrize(
+    ("model_type", "config"),
+    [
+        ("bros", {"num_hidden_layers": 1, "vocab_size": 100}),
+        (
+            "udop",
+            {"d_model": 32, "d_kv": 16, "d_ff": 32, "num_layers": 1, "num_decoder_layers": 1,
+             "num_heads": 2, "image_size": 32, "patch_size": 16,
+             "relative_bias_args": [{"type": "1d"}]},
+        ),
+    ],
+)  # fmt: skip
+def test_a_document_model_gets_its_words_boxes(model_type, config, tmp_path, no_network):
+    """User trial: BROS and UDOP raised "You have to specify bbox" ("Bbox is required"). A
+    document model gets its words' boxes, ``batch x seq_len x 4`` zeros (LayoutLM's default
+    when none is given), and UDOP its page's image too; counted as FlopCounterMode counts them
+    built with weights (attention by the math backend). On the meta device UDOP reads its
+    boxes' values through a tensor with no data: refused in one line that says to build it
+    with weights (it had read "data is not allocated yet" alone)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pytest_graphbudget import profile_model
+
+    registered(model_type).AutoConfig.for_model(model_type, **config).save_pretrained(tmp_path)
+    real = resolve(str(tmp_path), seq_len=8, meta=False)
+    assert shapes(real)["bbox"] == (1, 8, 4)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        real.model(**real.kwargs)
+    assert counter.get_total_flops() > 0
+    assert profile_model(real).macs == counter.get_total_flops() // 2
+    meta = resolve(str(tmp_path), seq_len=8, meta=True)
+    if model_type == "bros":
+        assert profile_model(meta).macs == counter.get_total_flops() // 2
+    else:
+        with pytest.raises(GraphBudgetError, match=r"build it with real weights \(meta=False\)"):
+            profile_model(meta)
+
+
 def test_a_detector_reading_text_gets_its_image_at_its_processors_size(tmp_path, no_network):
     """User trial: Grounding DINO was refused ("its forward requires pixel_values"): it reads
     text and an image apart, the image through a backbone (no ``vision_config``). It gets both,
