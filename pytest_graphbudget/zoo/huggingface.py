@@ -239,27 +239,18 @@ def build_case(config: Any, name: str, options: LoadOptions, *, source: str = ""
 
 
 def example_inputs(model: Any, config: Any, options: LoadOptions, *, name: str) -> dict[str, Any]:
-    """Keyword inputs for ``model.forward``, chosen from its signature (never from the name).
+    """Keyword inputs for ``model.forward``, chosen from its signature (never from the name;
+    docs/models.md has the table): ``input_ids`` (``batch x seq_len``: 1 x 128, or the model's
+    positions), an ``attention_mask`` of ones (tokenizers always return it), ``token_type_ids``
+    zeros where ``type_vocab_size > 1`` (BERT; RoBERTa's tokenizer returns none), ``bbox``
+    zeros for a document model (LayoutLM's default; BROS and UDOP require boxes),
+    ``decoder_input_ids`` for an encoder-decoder; then an image or a clip (``_images.py``: at
+    its ``image_size`` or a DETR-style detector's processor size; beside text where the model
+    reads them apart, not at image tokens), audio (``_audio.py``; beside text for CLAP) or a
+    time series' history (``_series.py``).
 
-    - ``input_ids``: ``batch x seq_len`` token ids (default 1 x 128, or the model's positions);
-    - ``attention_mask``: all ones, when ``forward`` takes it (tokenizers always return it);
-    - ``token_type_ids``: zeros, when ``forward`` takes it and the configuration has more than
-      one token type (``type_vocab_size > 1``: BERT, ALBERT, ELECTRA; not RoBERTa or DeBERTa-v3,
-      whose tokenizers do not return them);
-    - ``bbox``: zeros, ``batch x seq_len x 4``, for a document model (LayoutLM's default;
-      BROS and UDOP require boxes);
-    - ``decoder_input_ids``: ``batch x seq_len``, for encoder-decoders (T5, BART);
-    - ``pixel_values``: ``batch x channels x H x W`` from the configuration's ``image_size``
-      (a DETR-style detector's processor size: 800 or 640), and ``pixel_mask`` of ones when
-      taken; beside text where the model reads them apart (CLIP, Grounding DINO), not where it
-      reads an image at image tokens (LLaVA: ``_images.py``);
-    - for a speech model, ``input_values`` or ``input_features`` (``_audio.py``), beside text
-      where the model reads them apart (CLAP);
-    - for a time-series model, ``past_values`` (``_series.py``).
-
-    ``input_shape`` is ``(batch, seq_len)`` for a text model and the ``pixel_values`` (or
-    audio) shape for a model of images (or speech), beside text too. A required parameter
-    outside this list is an error that names it.
+    ``input_shape`` is ``(batch, seq_len)`` for a text model, else the image's (or audio's)
+    shape, beside text too. A required parameter outside these is an error that names it.
     """
     import torch
 
